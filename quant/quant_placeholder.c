@@ -1,0 +1,2 @@
+/* quant/: filled in by the formats module. */
+typedef int quant_placeholder_unused;

@@ -1,0 +1,43 @@
+/* src/bench/bench_main.c: adapt-bench, the benchmark programs' front door. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "src/bench/bench.h"
+
+double adapt_bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: adapt-bench SUBCOMMAND [options]\n"
+               "  train   training throughput (images/s) of a model\n"
+               "  quant   rounding-kernel throughput against a plain copy\n"
+               "Run 'adapt-bench SUBCOMMAND --help' for its options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("adapt-bench (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+        return 0;
+    }
+    if (!strcmp(argv[1], "train")) return adapt_bench_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "quant")) return adapt_bench_quant(argc - 1, argv + 1);
+    fprintf(stderr, "adapt-bench: unknown subcommand '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,1 @@
+# src/data: see src/data/*.c

@@ -1,0 +1,1 @@
+# src/layers: see src/layers/*.c

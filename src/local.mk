@@ -1,0 +1,10 @@
+# src/: the training engine and its programs.
+noinst_LIBRARIES += libadapt.a
+libadapt_a_SOURCES = \
+	src/tensor.c src/tensor.h src/layer.h \
+	src/cuda/device.h
+if HAVE_CUDA
+libadapt_a_SOURCES += src/cuda/device.cu
+else
+libadapt_a_SOURCES += src/cuda/device_none.c
+endif

@@ -1,0 +1,1 @@
+typedef int trace_placeholder_unused;

@@ -1,0 +1,136 @@
+/* tests/test_base.c: src/base (status, RNG) and src/tensor. */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/rng.h"
+#include "src/base/status.h"
+#include "src/cuda/device.h"
+#include "src/tensor.h"
+
+/* Known-answer vectors for Philox4x32-10 from Random123's kat_vectors file
+ * (lines "philox4x32 10 ..."). */
+START_TEST(test_philox_kat)
+{
+    static const uint32_t in[3][6] = {
+        {0, 0, 0, 0, 0, 0},
+        {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+        {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u}};
+    static const uint32_t out[3][4] = {
+        {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u},
+        {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu},
+        {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}};
+    for (int t = 0; t < 3; t++) {
+        adapt_u32x4 c;
+        for (int i = 0; i < 4; i++) c.v[i] = in[t][i];
+        adapt_u32x4 r = adapt_philox4x32_10(c, in[t][4], in[t][5]);
+        for (int i = 0; i < 4; i++) ck_assert_uint_eq(r.v[i], out[t][i]);
+    }
+}
+END_TEST
+
+/* The (seed, stream, index) mapping is cuRAND's: index i lives in block i/4, lane i%4. */
+START_TEST(test_rng_index_mapping)
+{
+    uint64_t seed = 0x123456789abcdefULL, stream = 77;
+    adapt_u32x4 b = adapt_rng_block(seed, stream, 5);
+    for (int lane = 0; lane < 4; lane++)
+        ck_assert_uint_eq(adapt_rng_u32_at(seed, stream, 20 + lane), b.v[lane]);
+    struct adapt_rng r;
+    adapt_rng_init(&r, seed, stream);
+    for (int i = 0; i < 24; i++) {
+        uint32_t v = adapt_rng_u32(&r);
+        ck_assert_uint_eq(v, adapt_rng_u32_at(seed, stream, (uint64_t)i));
+    }
+    /* different streams give different bits */
+    ck_assert_uint_ne(adapt_rng_u32_at(seed, 1, 0), adapt_rng_u32_at(seed, 2, 0));
+}
+END_TEST
+
+/* adapt_rng_below is unbiased: 60000 draws in [0, 6) land within 5 sigma of
+ * 10000 per bin (binomial sd = sqrt(60000 * 1/6 * 5/6) = 91.3). */
+START_TEST(test_rng_below_uniform)
+{
+    struct adapt_rng r;
+    adapt_rng_init(&r, 2385, ADAPT_STREAM_SHUFFLE);
+    int cnt[6] = {0};
+    for (int i = 0; i < 60000; i++) {
+        uint32_t v = adapt_rng_below(&r, 6);
+        ck_assert_uint_lt(v, 6);
+        cnt[v]++;
+    }
+    for (int i = 0; i < 6; i++) ck_assert_int_lt(abs(cnt[i] - 10000), 457);
+    double u = adapt_rng_uniform(&r);
+    ck_assert(u >= 0.0 && u < 1.0);
+    ck_assert(adapt_u32_to_unit_float(0xffffffffu) < 1.0f);
+}
+END_TEST
+
+START_TEST(test_error_record)
+{
+    adapt_error_clear();
+    ck_assert_str_eq(adapt_error_message(), "");
+    enum adapt_status st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: line %d: bad", "x.ini", 3);
+    ck_assert_int_eq(st, ADAPT_EFORMAT);
+    ck_assert_str_eq(adapt_error_message(), "x.ini: line 3: bad");
+    ck_assert_ptr_nonnull(strstr(adapt_error_where(), "test_base.c"));
+    ck_assert_str_eq(adapt_status_name(ADAPT_ENOMEM), "out of memory");
+}
+END_TEST
+
+START_TEST(test_arena_alignment)
+{
+    struct adapt_arena a;
+    size_t need = adapt_arena_take_size(3) + adapt_arena_take_size(100) + adapt_arena_take_size(1);
+    ck_assert_int_eq(adapt_arena_alloc(&a, need), ADAPT_OK);
+    float *p = adapt_arena_take(&a, 3);
+    float *q = adapt_arena_take(&a, 100);
+    float *s = adapt_arena_take(&a, 1);
+    ck_assert_uint_eq((uintptr_t)p % 64, 0);
+    ck_assert_uint_eq((uintptr_t)q % 64, 0);
+    ck_assert_uint_eq((uintptr_t)s % 64, 0);
+    ck_assert_uint_eq(a.used, need);
+    for (int i = 0; i < 100; i++) ck_assert(q[i] == 0.0f);
+    adapt_arena_free(&a);
+
+    struct adapt_tensor t;
+    int d[4] = {6, 1, 5, 5};
+    char buf[64];
+    adapt_tensor_shape(&t, 4, d);
+    ck_assert_uint_eq(t.numel, 150);
+    ck_assert_str_eq(adapt_tensor_shape_str(&t, buf, sizeof buf), "(6, 1, 5, 5)");
+}
+END_TEST
+
+/* Without a GPU (or without a CUDA build) the device query reports zero and a reason. */
+START_TEST(test_cuda_query_runs)
+{
+    char desc[256] = "";
+    int n = adapt_cuda_device_count(desc, sizeof desc);
+    ck_assert_int_ge(n, 0);
+    ck_assert(strlen(desc) > 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("base");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_philox_kat);
+    tcase_add_test(tc, test_rng_index_mapping);
+    tcase_add_test(tc, test_rng_below_uniform);
+    tcase_add_test(tc, test_error_record);
+    tcase_add_test(tc, test_arena_alignment);
+    suite_add_tcase(s, tc);
+    TCase *tcu = tcase_create("cuda");
+    tcase_add_test(tcu, test_cuda_query_runs);
+    suite_add_tcase(s, tcu);
+    SRunner *sr = srunner_create(s);
+    /* CUDA does not survive fork(): run without forking. */
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
