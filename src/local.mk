@@ -8,3 +8,7 @@ libadapt_a_SOURCES += src/cuda/device.cu
 else
 libadapt_a_SOURCES += src/cuda/device_none.c
 endif
+libadapt_a_SOURCES += \
+	src/net.c src/net.h \
+	src/models/models.c \
+	src/optim.c src/optim.h

@@ -7,3 +7,12 @@ tests_test_base_SOURCES = tests/test_base.c
 tests_test_base_CFLAGS = $(TEST_CFLAGS)
 tests_test_base_LDADD = $(TEST_LDADD)
 TESTS += tests/test_base
+
+check_PROGRAMS += tests/test_models tests/test_optim
+tests_test_models_SOURCES = tests/test_models.c
+tests_test_models_CFLAGS = $(TEST_CFLAGS)
+tests_test_models_LDADD = $(TEST_LDADD)
+tests_test_optim_SOURCES = tests/test_optim.c
+tests_test_optim_CFLAGS = $(TEST_CFLAGS)
+tests_test_optim_LDADD = $(TEST_LDADD)
+TESTS += tests/test_models tests/test_optim

@@ -1,0 +1,244 @@
+/* tests/test_models.c: network container and the four models (src/net.c,
+ * src/models/models.c): parameter counts, MACs, state_dict names,
+ * initialisation, and finite-difference gradient checks of whole models. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/rng.h"
+#include "src/net.h"
+
+static int64_t count_params(const struct adapt_net *net)
+{
+    int64_t n = 0;
+    for (int p = 0; p < net->nparam; p++)
+        if (net->param[p]->role != ADAPT_PARAM_BUFFER) n += (int64_t)net->param[p]->value.numel;
+    return n;
+}
+
+/* Parameter counts and MACs per sample from spec section 2 (C = 10):
+ * LeNet-5 61,706 params; conv1 28*28*6*25 + conv2 10*10*16*6*25 + conv3
+ * 120*400 + fc 120*84 + 84*10 = 416,520 MACs. AlexNet-CIFAR 2,472,266
+ * params; 1,486,848 + 4,915,200 + 2,654,208 + 3,538,944 + 2,359,296 + 2,560 =
+ * 14,957,056 MACs (spatial 32 -> 8 -> 4 -> 2 -> 1). ResNet-20 (projection
+ * shortcuts, convs without bias) 272,474 params; 40,813,184 MACs summed
+ * layer by layer (spec: "about 40.8 M"). AlexNet-MNIST: conv1 has 1 input
+ * channel, 2*64*121 = 15,488 fewer weights. */
+START_TEST(test_param_counts)
+{
+    static const struct {
+        const char *name;
+        int64_t params, macs;
+    } want[] = {{"lenet5", 61706, 416520},
+                {"alexnet_cifar", 2472266, 14957056},
+                {"alexnet_mnist", 2472266 - 2 * 64 * 121, 14957056 - 2 * 64 * 121 * 64},
+                {"resnet20", 272474, 40813184}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        struct adapt_net *net = adapt_model_build(want[i].name, 10);
+        ck_assert_ptr_nonnull(net);
+        ck_assert_int_eq(adapt_net_finalize(net, 2), ADAPT_OK);
+        ck_assert_int_eq(count_params(net), want[i].params);
+        ck_assert_int_eq(net->nparams_trainable, want[i].params);
+        ck_assert_int_eq(net->macs, want[i].macs);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
+/* CIFAR-100 heads: AlexNet fc 256*100+100, ResNet-20 fc 64*100+100. */
+START_TEST(test_param_counts_c100)
+{
+    struct adapt_net *a = adapt_model_build("alexnet_cifar", 100);
+    struct adapt_net *r = adapt_model_build("resnet20", 100);
+    ck_assert_int_eq(adapt_net_finalize(a, 1), ADAPT_OK);
+    ck_assert_int_eq(adapt_net_finalize(r, 1), ADAPT_OK);
+    ck_assert_int_eq(count_params(a), 2472266 - 2570 + 25700);
+    ck_assert_int_eq(count_params(r), 272474 - 650 + 6500);
+    adapt_net_free(a);
+    adapt_net_free(r);
+}
+END_TEST
+
+/* state_dict keys follow PyTorch: nn.Sequential indices for LeNet-5/AlexNet,
+ * CIFAR ResNet names for ResNet-20 (batch-norm buffers included). */
+START_TEST(test_state_dict_names)
+{
+    struct adapt_net *l = adapt_model_build("lenet5", 10);
+    ck_assert_int_eq(adapt_net_finalize(l, 1), ADAPT_OK);
+    static const char *lenet[] = {"0.weight", "0.bias", "3.weight", "3.bias", "6.weight",
+                                  "6.bias", "9.weight", "9.bias", "11.weight", "11.bias"};
+    ck_assert_int_eq(l->nparam, 10);
+    for (int i = 0; i < 10; i++) ck_assert_str_eq(l->param[i]->name, lenet[i]);
+    ck_assert_int_eq(l->nunits, 5);
+    adapt_net_free(l);
+
+    struct adapt_net *a = adapt_model_build("alexnet_cifar", 10);
+    ck_assert_int_eq(adapt_net_finalize(a, 1), ADAPT_OK);
+    ck_assert_str_eq(a->param[a->nparam - 2]->name, "14.weight");
+    ck_assert_int_eq(a->nunits, 6);
+    adapt_net_free(a);
+
+    struct adapt_net *r = adapt_model_build("resnet20", 10);
+    ck_assert_int_eq(adapt_net_finalize(r, 1), ADAPT_OK);
+    ck_assert_str_eq(r->param[0]->name, "conv1.weight");
+    ck_assert_str_eq(r->param[1]->name, "bn1.weight");
+    ck_assert_str_eq(r->param[2]->name, "bn1.bias");
+    ck_assert_str_eq(r->param[3]->name, "bn1.running_mean");
+    ck_assert_str_eq(r->param[4]->name, "bn1.running_var");
+    ck_assert_str_eq(r->param[5]->name, "layer1.0.conv1.weight");
+    int found_shortcut = 0;
+    for (int p = 0; p < r->nparam; p++)
+        if (!strcmp(r->param[p]->name, "layer2.0.shortcut.0.weight")) {
+            found_shortcut = 1;
+            ck_assert_int_eq(r->param[p]->value.dim[0], 32);
+            ck_assert_int_eq(r->param[p]->value.dim[1], 16);
+            ck_assert_int_eq(r->param[p]->value.dim[2], 1);
+        }
+    ck_assert(found_shortcut);
+    ck_assert_str_eq(r->param[r->nparam - 1]->name, "linear.bias");
+    /* 19 convs + 2 shortcut convs + fc = 22 precision units */
+    ck_assert_int_eq(r->nunits, 22);
+    adapt_net_free(r);
+}
+END_TEST
+
+/* Truncated-normal initialisation: variance of N(0, s^2) cut at +-c s,
+ * c = sqrt(3), is s^2 (1 - 2 c phi(c) / (2 Phi(c) - 1)); phi(c) = 0.0890161,
+ * Phi(c) = 0.9583677, factor 0.6636318. conv3 of LeNet-5 (48,000 weights,
+ * fan_in 400, gain 0.5): s^2 = 1.25e-3, expected variance 8.29540e-4. The
+ * sampling sd of the variance estimate is s^2 sqrt((E z^4 - f^2) / n) with
+ * E z^4 = 3 - 2 (c^3 + 3c) phi / (2 Phi - 1) = 0.98178: 4.2e-6; we allow 5 sd
+ * = 2.1e-5. Biases uniform(+-1/sqrt(400)): |b| < 0.05. Same seed, same bits. */
+START_TEST(test_init)
+{
+    struct adapt_net *a = adapt_model_build("lenet5", 10);
+    struct adapt_net *b = adapt_model_build("lenet5", 10);
+    ck_assert_int_eq(adapt_net_finalize(a, 1), ADAPT_OK);
+    ck_assert_int_eq(adapt_net_finalize(b, 1), ADAPT_OK);
+    adapt_net_init_params(a, 2385, 0.5);
+    adapt_net_init_params(b, 2385, 0.5);
+    ck_assert_int_eq(memcmp(a->a_param.base, b->a_param.base, a->a_param.used), 0);
+    const struct adapt_param *w = a->param[4], *bias = a->param[5];
+    ck_assert_str_eq(w->name, "6.weight");
+    ck_assert_int_eq(w->fan_in, 400);
+    double s = 0, s2 = 0, lim = sqrt(3.0) * sqrt(0.5 / 400.0);
+    for (size_t i = 0; i < w->value.numel; i++) {
+        double v = w->value.data[i];
+        ck_assert(fabs(v) <= lim + 1e-7);
+        s += v;
+        s2 += v * v;
+    }
+    double n = (double)w->value.numel, mean = s / n, var = s2 / n - mean * mean;
+    ck_assert_double_eq_tol(var, 8.29540e-4, 2.1e-5);
+    for (size_t i = 0; i < bias->value.numel; i++) ck_assert(fabs(bias->value.data[i]) < 0.05);
+    adapt_net_init_params(b, 2386, 0.5);
+    ck_assert_int_ne(memcmp(a->a_param.base, b->a_param.base, a->a_param.used), 0);
+    adapt_net_free(a);
+    adapt_net_free(b);
+}
+END_TEST
+
+static double model_loss(struct adapt_net *net, const float *x, const int *y, int n)
+{
+    const float *lg = adapt_net_forward(net, x, n, 1);
+    return adapt_softmax_xent(lg, y, n, net->classes, NULL, NULL);
+}
+
+/* Whole-model gradient check: central differences of the mean cross-entropy
+ * (training mode, so batch-norm uses batch statistics) against backward, for
+ * 12 coordinates of every trainable tensor. The loss is computed in float32
+ * (relative rounding ~ 1e-7 per op, accumulated over ~1e3-1e5 ops into the
+ * logits, i.e. ~1e-6 absolute on a loss of ~2.3), so with step h = 1e-3 the
+ * difference quotient carries ~1e-6/1e-3 = 1e-3 absolute noise plus O(h^2)
+ * truncation; we accept |fd - an| <= 3e-3 + 5e-2 |an|. A wrong gradient
+ * (sign, missing term, wrong index) is off by O(|an|) and fails. */
+static void gradcheck_model(const char *name, int n, int classes, uint64_t seed)
+{
+    struct adapt_net *net = adapt_model_build(name, classes);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(adapt_net_finalize(net, n), ADAPT_OK);
+    adapt_net_init_params(net, seed, 2.0);
+    size_t in = net->act_numel[0] * (size_t)n;
+    float *x = malloc(in * sizeof(float));
+    int *y = malloc((size_t)n * sizeof(int));
+    float *dl = malloc((size_t)n * (size_t)classes * sizeof(float));
+    struct adapt_rng r;
+    adapt_rng_init(&r, seed, 1234);
+    for (size_t i = 0; i < in; i++) x[i] = (float)(2.0 * adapt_rng_uniform(&r) - 1.0);
+    for (int i = 0; i < n; i++) y[i] = (int)adapt_rng_below(&r, (uint32_t)classes);
+    adapt_net_zero_grad(net);
+    const float *lg = adapt_net_forward(net, x, n, 1);
+    adapt_softmax_xent(lg, y, n, classes, dl, NULL);
+    adapt_net_backward(net, dl, n);
+    const double h = 1e-3;
+    int checked = 0;
+    for (int p = 0; p < net->nparam; p++) {
+        struct adapt_param *pp = net->param[p];
+        if (pp->role == ADAPT_PARAM_BUFFER) continue;
+        for (int k = 0; k < 12; k++) {
+            size_t i = adapt_rng_below(&r, (uint32_t)pp->value.numel);
+            float w0 = pp->value.data[i];
+            pp->value.data[i] = (float)(w0 + h);
+            double lp = model_loss(net, x, y, n);
+            pp->value.data[i] = (float)(w0 - h);
+            double lm = model_loss(net, x, y, n);
+            pp->value.data[i] = w0;
+            double fd = (lp - lm) / (2 * h), an = pp->grad.data[i];
+            if (fabs(fd - an) > 3e-3 + 5e-2 * fabs(an))
+                ck_abort_msg("%s: %s[%zu]: finite difference %.6g, backward %.6g", name, pp->name,
+                             i, fd, an);
+            checked++;
+        }
+    }
+    ck_assert_int_gt(checked, 0);
+    free(x);
+    free(y);
+    free(dl);
+    adapt_net_free(net);
+}
+
+START_TEST(test_gradcheck_lenet5) { gradcheck_model("lenet5", 3, 10, 11); }
+END_TEST
+START_TEST(test_gradcheck_alexnet) { gradcheck_model("alexnet_cifar", 2, 10, 12); }
+END_TEST
+START_TEST(test_gradcheck_resnet20) { gradcheck_model("resnet20", 4, 10, 13); }
+END_TEST
+
+/* Errors: unknown model, too few classes, shape mismatch on add. */
+START_TEST(test_errors)
+{
+    ck_assert_ptr_null(adapt_model_build("vgg16", 10));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "vgg16"));
+    ck_assert_ptr_null(adapt_model_build("lenet5", 1));
+    int in[3] = {1, 8, 8};
+    struct adapt_net *net = adapt_net_alloc("t", in, 10);
+    int wrong[3] = {2, 8, 8};
+    ck_assert_int_eq(adapt_net_add(net, adapt_relu_create("r", wrong), 0, -1), -1);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "expects"));
+    adapt_net_free(net);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("models");
+    TCase *tc = tcase_create("structure");
+    tcase_add_test(tc, test_param_counts);
+    tcase_add_test(tc, test_param_counts_c100);
+    tcase_add_test(tc, test_state_dict_names);
+    tcase_add_test(tc, test_init);
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    TCase *tg = tcase_create("gradcheck");
+    tcase_set_timeout(tg, 120);
+    tcase_add_test(tg, test_gradcheck_lenet5);
+    tcase_add_test(tg, test_gradcheck_alexnet);
+    tcase_add_test(tg, test_gradcheck_resnet20);
+    suite_add_tcase(s, tg);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
