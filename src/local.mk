@@ -12,3 +12,8 @@ libadapt_a_SOURCES += \
 	src/net.c src/net.h \
 	src/models/models.c \
 	src/optim.c src/optim.h
+libadapt_a_SOURCES += src/train.c src/train.h src/run_io.c src/run_io.h
+
+bin_PROGRAMS += adapt-train
+adapt_train_SOURCES = src/adapt-train.c
+adapt_train_LDADD = $(ADAPT_LIBS) $(ADAPT_EXT_LIBS)

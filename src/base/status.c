@@ -20,6 +20,7 @@ const char *adapt_status_name(enum adapt_status st)
     case ADAPT_ENOENT: return "not found";
     case ADAPT_EEXIST: return "already exists";
     case ADAPT_EUNSUPPORTED: return "unsupported";
+    case ADAPT_EINTERRUPTED: return "interrupted";
     }
     return "unknown status";
 }

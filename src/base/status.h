@@ -32,7 +32,8 @@ enum adapt_status {
     ADAPT_ERANGE,      /* value out of range */
     ADAPT_ENOENT,      /* file or named entity not found */
     ADAPT_EEXIST,      /* output already exists */
-    ADAPT_EUNSUPPORTED /* feature not available in this build or on this machine */
+    ADAPT_EUNSUPPORTED, /* feature not available in this build or on this machine */
+    ADAPT_EINTERRUPTED  /* stopped on request (SIGINT) */
 };
 
 const char *adapt_status_name(enum adapt_status st);

@@ -1,0 +1,79 @@
+/* src/run_io.h: what a training run writes and reads back: the output
+ * directory, the trace (src/trace.h) and the safetensors checkpoints
+ * (src/safetensors.h).
+ *
+ * Output directory layout:
+ *   config.ini          the resolved configuration (adapt_config_print)
+ *   trace.jsonl         header, step, epoch, test and end records
+ *   model.safetensors   parameters and batch-norm buffers under their PyTorch
+ *                       state_dict names; metadata: format, epoch, step, seed,
+ *                       model, dataset, rng
+ *   optim.safetensors   one momentum buffer per trainable parameter (same
+ *                       names); metadata: sgd steps, the schedule's state
+ * An existing directory is refused unless resuming (which continues it) or
+ * forced (which replaces these files and nothing else).
+ *
+ * Non-goals: mid-epoch checkpoints; formats other than safetensors.
+ */
+#ifndef ADAPT_RUN_IO_H
+#define ADAPT_RUN_IO_H
+
+#include <stdio.h>
+
+#include "src/config.h"
+#include "src/net.h"
+#include "src/optim.h"
+#include "src/train.h"
+
+#define ADAPT_RUN_PATH_MAX 1200
+
+struct adapt_run_info {
+    const char *dataset;
+    int n_train_total, n_train, n_val, n_test;
+};
+
+struct adapt_run_epoch {
+    int epoch; /* 0-based */
+    long step; /* optimizer steps so far */
+    double lr, train_loss, train_acc, val_loss, val_acc, wall_s, images_per_s;
+};
+
+struct adapt_trace_writer;
+
+struct adapt_run_io {
+    char out_dir[ADAPT_RUN_PATH_MAX];
+    char trace_path[ADAPT_RUN_PATH_MAX];
+    char model_path[ADAPT_RUN_PATH_MAX];
+    char optim_path[ADAPT_RUN_PATH_MAX];
+    struct adapt_trace_writer *tw;
+    const struct adapt_config *cfg;
+    const char *dataset;
+};
+
+/* Prepares the output directory and the trace. When opts->resume, loads the
+ * last checkpoint into net, opt and sched, cuts the trace back to that epoch
+ * and sets *start_epoch / *start_step; otherwise writes the trace header. */
+enum adapt_status adapt_run_io_open(struct adapt_run_io *io, const struct adapt_config *cfg,
+                                    const struct adapt_train_opts *opts, struct adapt_net *net,
+                                    struct adapt_sgd *opt, struct adapt_sched *sched,
+                                    const struct adapt_run_info *info, int *start_epoch,
+                                    long *start_step);
+enum adapt_status adapt_run_io_step(struct adapt_run_io *io, const struct adapt_net *net, long step,
+                                    int epoch, double lr, double loss);
+/* Writes the epoch record and flushes the trace. */
+enum adapt_status adapt_run_io_epoch(struct adapt_run_io *io, const struct adapt_run_epoch *ep);
+/* Writes model.safetensors and optim.safetensors atomically. */
+enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct adapt_net *net,
+                                          const struct adapt_sgd *opt,
+                                          const struct adapt_sched *sched, int epochs_done,
+                                          long step);
+enum adapt_status adapt_run_io_test(struct adapt_run_io *io, int epoch, double loss, double acc);
+enum adapt_status adapt_run_io_end(struct adapt_run_io *io, const char *status, double wall_s);
+void adapt_run_io_close(struct adapt_run_io *io);
+
+/* Loads parameters and buffers by state_dict name from a safetensors file
+ * (ours or PyTorch's): every tensor of the network must be present with the
+ * same shape (F32; num_batches_tracked I64). */
+enum adapt_status adapt_run_io_load_weights(struct adapt_net *net, const char *path);
+
+#endif
