@@ -23,6 +23,7 @@
 #endif
 
 #include "src/base/log.h"
+#include "src/base/rng.h"
 #include "src/base/status.h"
 #include "src/data.h"
 
@@ -611,6 +612,36 @@ START_TEST(test_cifar_errors)
     free(g);
     expect_error(adapt_dataset_load(&ds, "cifar10", a, ADAPT_DATA_TEST), ADAPT_EFORMAT, a,
                  "archive");
+    /* an archive of incompressible batches cut inside a member's data: the reader notices
+     * mid-member, not only when opening */
+    {
+        struct member m[6];
+        unsigned char *bufs[6];
+        char names[6][64];
+        struct adapt_rng r;
+        adapt_rng_init(&r, 2385, 99);
+        for (int k = 0; k < 6; k++) {
+            bufs[k] = malloc(12 * 3073);
+            for (int j = 0; j < 12 * 3073; j++) bufs[k][j] = (unsigned char)adapt_rng_u32(&r);
+            for (int j = 0; j < 12; j++) bufs[k][j * 3073] = (unsigned char)j % 10; /* labels */
+            snprintf(names[k], sizeof names[k], "cifar-10-batches-bin/%s", c10_files[k]);
+            m[k] = (struct member){names[k], bufs[k], 12 * 3073};
+        }
+        write_targz(a, m, 6);
+        for (int k = 0; k < 6; k++) free(bufs[k]);
+        ck_assert_int_eq(adapt_dataset_load(&ds, "cifar10", a, ADAPT_DATA_TRAIN), ADAPT_OK);
+        ck_assert_int_eq(ds.n, 60);
+        adapt_dataset_free(&ds);
+        /* 6 members of 512 header + 36876 data bytes (+ padding to 512): half of the
+         * compressed stream lies past the 64 KiB libarchive decodes when it opens the
+         * archive, so the loss shows while a member's data is read */
+        g = read_whole(a, &len);
+        ck_assert_uint_gt(len, 6 * 36876); /* random bytes do not compress */
+        write_file(a, g, len / 2, 0);
+        free(g);
+        expect_error(adapt_dataset_load(&ds, "cifar10", a, ADAPT_DATA_TRAIN), ADAPT_EFORMAT,
+                     "c10.tar.gz:cifar-10-batches-bin/data_batch_", "archive");
+    }
     /* not an archive at all */
     static const unsigned char junk[] = "this is not a tar.gz file, just 48 bytes of text";
     write_file(a, junk, sizeof junk - 1, 0);
@@ -712,6 +743,29 @@ START_TEST(test_epoch_order)
     memcpy(o2, base, sizeof o2);
     adapt_epoch_order(o2, o2, N, 2385, 4);
     ck_assert_mem_eq(o1, o2, sizeof o1);
+}
+END_TEST
+
+/* The order is a uniform permutation: over 24000 epochs each of the 4! = 24 orders of four
+ * ids appears about 1000 times (binomial sd sqrt(24000 * 1/24 * 23/24) = 31.0; bound 5 sd =
+ * 155). A biased shuffle (for example Sattolo's, which only makes cyclic orders) fails. */
+START_TEST(test_epoch_order_uniform)
+{
+    static const int base[4] = {10, 20, 30, 40};
+    int cnt[256] = {0}, o[4];
+    for (int e = 0; e < 24000; e++) {
+        adapt_epoch_order(o, base, 4, 2385, e);
+        int code = 0; /* base-4 digits of the positions of ids 10..40 */
+        for (int i = 0; i < 4; i++) code = code * 4 + (o[i] / 10 - 1);
+        cnt[code]++;
+    }
+    int distinct = 0;
+    for (int k = 0; k < 256; k++)
+        if (cnt[k]) {
+            distinct++;
+            ck_assert_int_lt(abs(cnt[k] - 1000), 155);
+        }
+    ck_assert_int_eq(distinct, 24);
 }
 END_TEST
 
@@ -960,6 +1014,7 @@ int main(void)
     TCase *to = tcase_create("order");
     tcase_add_test(to, test_holdout);
     tcase_add_test(to, test_epoch_order);
+    tcase_add_test(to, test_epoch_order_uniform);
     tcase_add_test(to, test_augment_reference);
     tcase_add_test(to, test_augment_distribution);
     tcase_add_test(to, test_augment_threads);
