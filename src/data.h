@@ -127,8 +127,7 @@ enum adapt_status adapt_holdout_alloc(struct adapt_holdout *ho, int n, int val_c
 void adapt_holdout_free(struct adapt_holdout *ho);
 
 /* Epoch order: order[] = indices[] permuted by Fisher-Yates with (seed, ADAPT_STREAM_SHUFFLE
- * | epoch << 8). order and indices may be the same array only if the caller wants the
- * permutation applied to its current content. */
+ * | epoch << 8). order may be indices itself (shuffled in place, same result). */
 void adapt_epoch_order(int *order, const int *indices, int n, uint64_t seed, int64_t epoch);
 
 /* One sample's augmentation draw: crop offsets *dy, *dx in [0, 2 * ADAPT_AUG_PAD] into the
