@@ -85,6 +85,7 @@ struct adapt_layer {
     int64_t macs;                   /* forward multiply-accumulates per sample */
     int64_t elementwise;            /* forward element operations per sample (non-MAC layers) */
     int is_unit;                    /* conv or linear: a precision unit */
+    int k, stride, pad;             /* conv / pool window geometry; 0 for other kinds */
     float *saved;                   /* bound by the network: ops->saved(l, n_max) floats */
     int64_t *counter;               /* batch-norm num_batches_tracked; NULL otherwise */
 };
