@@ -16,3 +16,9 @@ tests_test_optim_SOURCES = tests/test_optim.c
 tests_test_optim_CFLAGS = $(TEST_CFLAGS)
 tests_test_optim_LDADD = $(TEST_LDADD)
 TESTS += tests/test_models tests/test_optim
+
+check_PROGRAMS += tests/test_train
+tests_test_train_SOURCES = tests/test_train.c
+tests_test_train_CFLAGS = $(TEST_CFLAGS)
+tests_test_train_LDADD = $(TEST_LDADD)
+TESTS += tests/test_train

@@ -1,0 +1,269 @@
+/* tests/test_train.c: the adapt-train program end to end: bad input is
+ * refused with clear messages (config, command line, data files, output
+ * directory), short real runs are deterministic, --resume reproduces the
+ * uninterrupted trace, checkpoints load back (--eval-only).
+ *
+ * Runs ./adapt-train from the build directory on small subsets of the real
+ * Fashion-MNIST (Debian package dataset-fashion-mnist); tests needing it are
+ * skipped (exit 77) when it is absent. */
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FMNIST "/usr/share/datasets/fashion-mnist"
+
+static char tmpdir[256];
+static char out_buf[1 << 16];
+
+/* Runs a shell command; returns its exit status and keeps stdout+stderr. */
+static int run(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[4200];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out_buf, 1, sizeof out_buf - 1, p);
+    out_buf[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void write_file(const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void expect_fail(const char *what, int rc, const char *needle1, const char *needle2)
+{
+    if (rc == 0 || rc >= 128)
+        ck_abort_msg("%s: exit status %d (expected a clean failure); output:\n%s", what, rc,
+                     out_buf);
+    if (!strstr(out_buf, needle1) || (needle2 && !strstr(out_buf, needle2)))
+        ck_abort_msg("%s: message lacks '%s'%s%s; output:\n%s", what, needle1,
+                     needle2 ? " / " : "", needle2 ? needle2 : "", out_buf);
+}
+
+static const char *small_cfg =
+    "[run]\nseed = 7\n[data]\ndataset = fashion-mnist\npath = " FMNIST "\n"
+    "val_size = 500\ntrain_limit = 3000\ntest_limit = 1000\n"
+    "[model]\nname = lenet5\n[train]\nepochs = 3\nbatch = 100\n[optim]\nlr = 0.05\nmomentum = 0.9\n";
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/adapt-test-train-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
+}
+
+START_TEST(test_cli_errors)
+{
+    int rc = run("./adapt-train");
+    expect_fail("no --config", rc, "--config", NULL);
+    rc = run("./adapt-train --config %s/nope.ini", tmpdir);
+    expect_fail("missing config", rc, "nope.ini", NULL);
+    write_file("unknown.ini", "[train]\nepochs = 2\nbatchsize = 3\n");
+    rc = run("./adapt-train --config %s/unknown.ini --dry-run", tmpdir);
+    expect_fail("unknown key", rc, "unknown.ini", "batchsize");
+    expect_fail("unknown key line", rc, ":3", NULL);
+    write_file("badval.ini", "[train]\nepochs = many\n");
+    rc = run("./adapt-train --config %s/badval.ini --dry-run", tmpdir);
+    expect_fail("bad value", rc, "train.epochs", "many");
+    write_file("range.ini", "[optim]\nmomentum = 1.5\n");
+    rc = run("./adapt-train --config %s/range.ini --dry-run", tmpdir);
+    expect_fail("out of range", rc, "optim.momentum", NULL);
+    write_file("malformed.ini", "[train\nepochs = 2\n");
+    rc = run("./adapt-train --config %s/malformed.ini --dry-run", tmpdir);
+    expect_fail("malformed", rc, "malformed.ini", NULL);
+    write_file("ok.ini", small_cfg);
+    rc = run("./adapt-train --config %s/ok.ini --set train.nope=1 --dry-run", tmpdir);
+    expect_fail("bad --set", rc, "--set", "train.nope");
+    rc = run("./adapt-train --config %s/ok.ini --frobnicate", tmpdir);
+    expect_fail("unknown option", rc, "frobnicate", NULL);
+    rc = run("./adapt-train --eval-only --config %s/ok.ini", tmpdir);
+    expect_fail("eval-only without weights", rc, "--init-from", NULL);
+}
+END_TEST
+
+START_TEST(test_dry_run)
+{
+    write_file("ok.ini", small_cfg);
+    int rc = run("./adapt-train --config %s/ok.ini --dry-run --set model.name=resnet20 "
+                 "--set data.dataset=cifar10",
+                 tmpdir);
+    ck_assert_msg(rc == 0, "dry run failed: %s", out_buf);
+    /* the resolved config and the model summary with the spec's totals */
+    ck_assert_ptr_nonnull(strstr(out_buf, "name = resnet20"));
+    ck_assert_ptr_nonnull(strstr(out_buf, "layer1.0.conv1"));
+    ck_assert_ptr_nonnull(strstr(out_buf, "272474 trainable parameters"));
+    ck_assert_ptr_nonnull(strstr(out_buf, "40813184 MACs"));
+}
+END_TEST
+
+/* Dataset problems: missing directory, truncated file, wrong magic. */
+START_TEST(test_data_errors)
+{
+    write_file("ok.ini", small_cfg);
+    int rc = run("./adapt-train --config %s/ok.ini --out %s/r --set data.path=%s/nodata", tmpdir,
+                 tmpdir, tmpdir);
+    expect_fail("missing data", rc, "nodata", NULL);
+    /* A copy of Fashion-MNIST with a truncated image file and one with a bad magic. */
+    if (access(FMNIST "/t10k-images-idx3-ubyte.gz", R_OK) != 0) return;
+    ck_assert_int_eq(run("mkdir -p %s/trunc %s/magic && cp " FMNIST "/* %s/trunc/ && cp " FMNIST
+                         "/* %s/magic/",
+                         tmpdir, tmpdir, tmpdir, tmpdir),
+                     0);
+    ck_assert_int_eq(run("cd %s/trunc && zcat t10k-images-idx3-ubyte.gz | head -c 100000 | gzip "
+                         "> t.gz && mv t.gz t10k-images-idx3-ubyte.gz",
+                         tmpdir),
+                     0);
+    rc = run("./adapt-train --config %s/ok.ini --out %s/r --set data.path=%s/trunc", tmpdir,
+             tmpdir, tmpdir);
+    expect_fail("truncated", rc, "t10k-images-idx3-ubyte", NULL);
+    ck_assert_int_eq(run("cd %s/magic && printf '\\000\\000\\010\\004' > m && zcat "
+                         "t10k-labels-idx1-ubyte.gz | tail -c +5 >> m && gzip -c m > "
+                         "t10k-labels-idx1-ubyte.gz && rm m",
+                         tmpdir),
+                     0);
+    rc = run("./adapt-train --config %s/ok.ini --out %s/r --set data.path=%s/magic", tmpdir,
+             tmpdir, tmpdir);
+    expect_fail("wrong magic", rc, "t10k-labels-idx1-ubyte", "magic");
+}
+END_TEST
+
+static int have_fmnist(void) { return access(FMNIST "/train-images-idx3-ubyte.gz", R_OK) == 0; }
+
+/* Traces compared without the fields that measure time. */
+static void strip_times(const char *in, const char *out)
+{
+    ck_assert_int_eq(run("sed -E 's/\"(wall_s|images_per_s|created)\":[^,}]*//g' %s > %s", in, out),
+                     0);
+}
+
+START_TEST(test_train_determinism_resume)
+{
+    if (!have_fmnist()) return;
+    write_file("ok.ini", small_cfg);
+    int rc = run("./adapt-train --config %s/ok.ini --out %s/a --quiet", tmpdir, tmpdir);
+    ck_assert_msg(rc == 0, "run a failed: %s", out_buf);
+    rc = run("./adapt-train --config %s/ok.ini --out %s/b", tmpdir, tmpdir);
+    ck_assert_msg(rc == 0, "run b failed: %s", out_buf);
+    ck_assert_ptr_nonnull(strstr(out_buf, "test  loss"));
+    ck_assert_ptr_nonnull(strstr(out_buf, "trace:"));
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/a.stripped", tmpdir);
+    snprintf(b, sizeof b, "%s/b.stripped", tmpdir);
+    char ta[600], tb[600];
+    snprintf(ta, sizeof ta, "%s/a/trace.jsonl", tmpdir);
+    snprintf(tb, sizeof tb, "%s/b/trace.jsonl", tmpdir);
+    strip_times(ta, a);
+    strip_times(tb, b);
+    ck_assert_msg(run("cmp %s %s", a, b) == 0, "same seed, different traces: %s", out_buf);
+    /* The weights are bit-identical too. */
+    ck_assert_int_eq(run("cmp %s/a/model.safetensors %s/b/model.safetensors", tmpdir, tmpdir), 0);
+
+    /* An existing run is not overwritten. */
+    rc = run("./adapt-train --config %s/ok.ini --out %s/a --quiet", tmpdir, tmpdir);
+    expect_fail("existing out", rc, "already holds a run", NULL);
+    ck_assert_int_eq(run("cmp %s/a/trace.jsonl %s/a/trace.jsonl", tmpdir, tmpdir), 0);
+
+    /* Resume: 1 epoch, then --resume to 3, equals the uninterrupted run. */
+    rc = run("./adapt-train --config %s/ok.ini --out %s/c --set train.epochs=1 --quiet", tmpdir,
+             tmpdir);
+    ck_assert_msg(rc == 0, "run c failed: %s", out_buf);
+    rc = run("./adapt-train --config %s/ok.ini --out %s/c --resume --quiet", tmpdir, tmpdir);
+    ck_assert_msg(rc == 0, "resume failed: %s", out_buf);
+    char c[600], tc[600];
+    snprintf(c, sizeof c, "%s/c.stripped", tmpdir);
+    snprintf(tc, sizeof tc, "%s/c/trace.jsonl", tmpdir);
+    strip_times(tc, c);
+    ck_assert_msg(run("cmp %s %s", a, c) == 0, "resumed trace differs: %s", out_buf);
+    ck_assert_int_eq(run("cmp %s/a/model.safetensors %s/c/model.safetensors", tmpdir, tmpdir), 0);
+
+    /* A different configuration cannot resume the run. */
+    rc = run("./adapt-train --config %s/ok.ini --out %s/c --resume --set optim.lr=0.1", tmpdir,
+             tmpdir);
+    expect_fail("resume with other config", rc, "optim.lr", NULL);
+
+    /* The checkpoint scores the same on the test set as the run reported. */
+    rc = run("./adapt-train --config %s/ok.ini --out %s/b --quiet --force", tmpdir, tmpdir);
+    ck_assert_msg(rc == 0, "forced run failed: %s", out_buf);
+    rc = run("grep '\"type\":\"test\"' %s/b/trace.jsonl", tmpdir);
+    ck_assert_int_eq(rc, 0);
+    char test_line[512];
+    snprintf(test_line, sizeof test_line, "%s", out_buf);
+    char *acc = strstr(test_line, "\"test_acc\":");
+    ck_assert_ptr_nonnull(acc);
+    double want = strtod(acc + 11, NULL);
+    rc = run("./adapt-train --eval-only --config %s/ok.ini --init-from %s/b/model.safetensors",
+             tmpdir, tmpdir);
+    ck_assert_msg(rc == 0, "eval-only failed: %s", out_buf);
+    char *p = strstr(out_buf, "accuracy ");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_double_eq_tol(strtod(p + 9, NULL), 100.0 * want, 0.006);
+}
+END_TEST
+
+START_TEST(test_unwritable_out)
+{
+    if (!have_fmnist()) return;
+    write_file("ok.ini", small_cfg);
+    ck_assert_int_eq(run("mkdir -p %s/ro && chmod 555 %s/ro", tmpdir, tmpdir), 0);
+    if (geteuid() == 0) {
+        /* root writes anyway: use a path below a regular file instead */
+        write_file("file", "x");
+        int rc = run("./adapt-train --config %s/ok.ini --out %s/file/sub --quiet", tmpdir, tmpdir);
+        expect_fail("out below a file", rc, "file/sub", NULL);
+        return;
+    }
+    int rc = run("./adapt-train --config %s/ok.ini --out %s/ro/run --quiet", tmpdir, tmpdir);
+    expect_fail("unwritable out", rc, "ro/run", NULL);
+}
+END_TEST
+
+int main(void)
+{
+    if (access("./adapt-train", X_OK) != 0) {
+        fprintf(stderr, "test_train: ./adapt-train not built\n");
+        return 99;
+    }
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("cli");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_errors);
+    tcase_add_test(tc, test_dry_run);
+    tcase_add_test(tc, test_data_errors);
+    tcase_add_test(tc, test_unwritable_out);
+    suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("runs");
+    tcase_add_checked_fixture(tr, setup, teardown);
+    tcase_set_timeout(tr, 300);
+    tcase_add_test(tr, test_train_determinism_resume);
+    suite_add_tcase(s, tr);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
