@@ -1,1 +1,0 @@
-typedef int trace_placeholder_unused;

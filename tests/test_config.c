@@ -1,0 +1,637 @@
+/* tests/test_config.c: src/config (defaults, INI files, --set, checks, printing, JSON). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/config.h"
+
+/* A fresh temporary directory per test (Check forks each test). */
+static char tmpdir[64];
+
+static void setup(void)
+{
+    strcpy(tmpdir, "/tmp/adapt-test-config-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Writes text to <tmpdir>/<name>; returns the path (static buffer per call site). */
+static const char *write_file(char *path, size_t size, const char *name, const char *text)
+{
+    snprintf(path, size, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(text, 1, strlen(text), f), strlen(text));
+    ck_assert_int_eq(fclose(f), 0);
+    return path;
+}
+
+/* Loads text as a file; returns the status. */
+static enum adapt_status load_text(struct adapt_config *cfg, const char *text)
+{
+    char path[256];
+    write_file(path, sizeof path, "t.ini", text);
+    return adapt_config_load(cfg, path);
+}
+
+#define ck_assert_msg_has(s)                                                                       \
+    ck_assert_msg(strstr(adapt_error_message(), (s)) != NULL, "message \"%s\" lacks \"%s\"",       \
+                  adapt_error_message(), (s))
+
+/* Every default as listed in the configuration reference (the key table of the design). */
+START_TEST(test_defaults)
+{
+    struct adapt_config c;
+    adapt_config_init(&c);
+    ck_assert_int_eq(c.run.seed, 1);
+    ck_assert_str_eq(c.run.out, "");
+    ck_assert_int_eq(c.run.threads, 0);
+    ck_assert_int_eq(c.run.log_every, 1);
+    ck_assert_int_eq(c.run.checkpoint_every, 1);
+    ck_assert_int_eq(c.data.dataset, ADAPT_CONFIG_DATASET_FASHION_MNIST);
+    ck_assert_str_eq(c.data.path, "");
+    ck_assert_int_eq(c.data.val_size, 5000);
+    ck_assert_int_eq(c.data.augment, ADAPT_CONFIG_AUGMENT_AUTO);
+    ck_assert(c.data.normalize);
+    ck_assert_int_eq(c.data.train_limit, 0);
+    ck_assert_int_eq(c.data.test_limit, 0);
+    ck_assert_int_eq(c.model.name, ADAPT_CONFIG_MODEL_LENET5);
+    ck_assert_int_eq(c.model.classes, 0);
+    ck_assert(c.model.init_gain == 0.5);
+    ck_assert_int_eq(c.train.epochs, 15);
+    ck_assert_int_eq(c.train.batch, 256);
+    ck_assert_int_eq(c.train.accumulation_steps, 1);
+    ck_assert_int_eq(c.train.eval_batch, 1000);
+    ck_assert(c.optim.lr == 0.01);
+    ck_assert(c.optim.momentum == 0.9);
+    ck_assert(c.optim.l2_decay == 0.0 && c.optim.l1_decay == 0.0);
+    ck_assert(!c.optim.nesterov);
+    ck_assert_int_eq(c.schedule.name, ADAPT_CONFIG_SCHEDULE_CONSTANT);
+    ck_assert_int_eq(c.schedule.milestones.n, 0);
+    ck_assert(c.schedule.gamma == 0.1 && c.schedule.factor == 0.1);
+    ck_assert_int_eq(c.schedule.patience, 10);
+    ck_assert(c.schedule.threshold == 1e-4 && c.schedule.min_lr == 0.0);
+    ck_assert_int_eq(c.schedule.cooldown, 0);
+    ck_assert_int_eq(c.policy.name, ADAPT_CONFIG_POLICY_FP32);
+    ck_assert_str_eq(c.policy.format, "fixed");
+    ck_assert_int_eq(c.policy.wl, 16);
+    ck_assert_int_eq(c.policy.fl, 8);
+    ck_assert_int_eq(c.policy.per_unit.n, 0);
+    ck_assert_int_eq(c.policy.muppet_levels.n, 4);
+    ck_assert_int_eq(c.policy.muppet_levels.v[0], 8);
+    ck_assert_int_eq(c.policy.muppet_levels.v[1], 12);
+    ck_assert_int_eq(c.policy.muppet_levels.v[2], 14);
+    ck_assert_int_eq(c.policy.muppet_levels.v[3], 16);
+    ck_assert_int_eq(c.policy.muppet_r, 3);
+    ck_assert_int_eq(c.policy.muppet_patience, 2);
+    ck_assert(c.policy.muppet_min_lr == 1e-5);
+    ck_assert_int_eq(c.policy.muppet_decay_every, 15);
+    ck_assert_int_eq(c.policy.muppet_schedule.n, 0);
+    ck_assert_int_eq(c.policy.amp_type, ADAPT_CONFIG_AMP_FP16);
+    ck_assert(c.policy.amp_init_scale == 65536.0);
+    ck_assert_int_eq(c.policy.amp_growth_interval, 2000);
+    ck_assert_int_eq(c.quantization.start_wl, 8);
+    ck_assert_int_eq(c.quantization.start_fl, 4);
+    ck_assert_int_eq(c.quantization.fl_min, 4);
+    ck_assert_int_eq(c.quantization.r_lwr, 50);
+    ck_assert_int_eq(c.quantization.r_upr, 150);
+    ck_assert_int_eq(c.quantization.lb_lwr, 25);
+    ck_assert_int_eq(c.quantization.lb_upr, 100);
+    ck_assert(c.quantization.gamma == 0.33);
+    ck_assert_int_eq(c.quantization.buffer_bits, 4);
+    ck_assert_int_eq(c.quantization.strategy, ADAPT_CONFIG_STRATEGY_MIN);
+    ck_assert(c.quantization.quant_inputs && c.quantization.quant_outputs &&
+              c.quantization.quant_grads);
+    ck_assert(c.quantization.kl_eps == 0.0);
+    ck_assert_int_eq(c.quantization.pd_sample, 0);
+    ck_assert_int_eq(c.quantization.compat, ADAPT_CONFIG_COMPAT_CORRECTED);
+    ck_assert_int_eq(c.quantization.rounding, ADAPT_CONFIG_ROUNDING_STOCHASTIC);
+    ck_assert_str_eq(c.file, "");
+    ck_assert_int_eq(c.n_overrides, 0);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_OK);
+
+    /* resolvers */
+    char buf[256];
+    ck_assert_int_eq(adapt_config_data_path(&c, buf, sizeof buf), ADAPT_OK);
+    ck_assert_str_eq(buf, "/usr/share/datasets/fashion-mnist");
+    ck_assert_int_eq(adapt_config_out_dir(&c, buf, sizeof buf), ADAPT_OK);
+    ck_assert_str_eq(buf, "runs/default");
+    ck_assert(!adapt_config_augment_enabled(&c));
+    ck_assert_str_eq(adapt_config_enum_str(&c, "data", "dataset"), "fashion-mnist");
+    ck_assert_str_eq(adapt_config_enum_str(&c, "quantization", "compat"), "corrected");
+    ck_assert_ptr_null(adapt_config_enum_str(&c, "train", "epochs"));
+    ck_assert_ptr_null(adapt_config_enum_str(&c, "nope", "epochs"));
+    c.data.dataset = ADAPT_CONFIG_DATASET_CIFAR100;
+    ck_assert(adapt_config_augment_enabled(&c));
+    ck_assert_int_eq(adapt_config_data_path(&c, buf, sizeof buf), ADAPT_OK);
+    ck_assert_str_eq(buf, "data/cifar100");
+    ck_assert_int_eq(adapt_config_data_path(&c, buf, 5), ADAPT_ERANGE);
+    c.data.augment = ADAPT_CONFIG_AUGMENT_OFF;
+    ck_assert(!adapt_config_augment_enabled(&c));
+}
+END_TEST
+
+static const char *full_ini =
+    "; adapt-sim test configuration\n"
+    "# with both comment styles\n"
+    "\n"
+    "[run]\n"
+    "seed = 2385\n"
+    "out = \"runs/exp 1\"\n"
+    "threads = 3\n"
+    "log_every = 7\n"
+    "checkpoint_every = 0\n"
+    "[data]\n"
+    "dataset = cifar10\n"
+    "  path = /srv/data/cifar-10-batches-bin   ; indented, inline comment\n"
+    "val_size = 4321\n"
+    "augment = off\n"
+    "normalize = no\n"
+    "train_limit = 12345\n"
+    "test_limit = 987\n"
+    "[model]\n"
+    "name = resnet20\n"
+    "classes = 10\n"
+    "init_gain = 0.2385\n"
+    "[train]\n"
+    "epochs = 23\n"
+    "batch = 128\n"
+    "accumulation_steps = 4\n"
+    "eval_batch = 500\n"
+    "[optim]\n"
+    "lr = 0.02385\n"
+    "momentum = 0.875\n"
+    "l2_decay = 5e-4\n"
+    "l1_decay = 1.25e-5\n"
+    "nesterov = true\n"
+    "[schedule]\n"
+    "name = multistep\n"
+    "milestones = 5, 11,17\n"
+    "gamma = 0.2\n"
+    "factor = 0.3\n"
+    "patience = 6\n"
+    "threshold = 0.002\n"
+    "min_lr = 1e-6\n"
+    "cooldown = 2\n"
+    "[policy]\n"
+    "name = muppet\n"
+    "format = float(5,10)\n"
+    "wl = 12\n"
+    "fl = 13\n"
+    "per_unit = 16:8, 12:6,8:4\n"
+    "muppet_levels = 6,10,20\n"
+    "muppet_r = 4\n"
+    "muppet_patience = 3\n"
+    "muppet_min_lr = 2e-5\n"
+    "muppet_decay_every = 9\n"
+    "muppet_schedule = 8:16,12:10,14:14,16:14,32:45\n"
+    "amp_type = bf16\n"
+    "amp_init_scale = 1024\n"
+    "amp_growth_interval = 1500\n"
+    "[quantization]\n"
+    "start_wl = 10\n"
+    "start_fl = 6\n"
+    "fl_min = 3\n"
+    "r_lwr = 60\n"
+    "r_upr = 160\n"
+    "lb_lwr = 20\n"
+    "lb_upr = 90\n"
+    "gamma = 0.5\n"
+    "buffer_bits = 2\n"
+    "strategy = mean\n"
+    "quant_inputs = false\n"
+    "quant_outputs = off\n"
+    "quant_grads = 0\n"
+    "kl_eps = 0.001\n"
+    "pd_sample = 4096\n"
+    "compat = reference\n"
+    "rounding = nearest\r\n";
+
+START_TEST(test_full_file)
+{
+    struct adapt_config c;
+    char path[256];
+    adapt_config_init(&c);
+    write_file(path, sizeof path, "exp-a.ini", full_ini);
+    ck_assert_int_eq(adapt_config_load(&c, path), ADAPT_OK);
+    ck_assert_str_eq(c.file, path);
+    ck_assert_int_eq(c.run.seed, 2385);
+    ck_assert_str_eq(c.run.out, "runs/exp 1");
+    ck_assert_int_eq(c.run.threads, 3);
+    ck_assert_int_eq(c.run.log_every, 7);
+    ck_assert_int_eq(c.run.checkpoint_every, 0);
+    ck_assert_int_eq(c.data.dataset, ADAPT_CONFIG_DATASET_CIFAR10);
+    ck_assert_str_eq(c.data.path, "/srv/data/cifar-10-batches-bin");
+    ck_assert_int_eq(c.data.val_size, 4321);
+    ck_assert_int_eq(c.data.augment, ADAPT_CONFIG_AUGMENT_OFF);
+    ck_assert(!c.data.normalize);
+    ck_assert_int_eq(c.data.train_limit, 12345);
+    ck_assert_int_eq(c.data.test_limit, 987);
+    ck_assert_int_eq(c.model.name, ADAPT_CONFIG_MODEL_RESNET20);
+    ck_assert_int_eq(c.model.classes, 10);
+    ck_assert(c.model.init_gain == 0.2385);
+    ck_assert_int_eq(c.train.epochs, 23);
+    ck_assert_int_eq(c.train.batch, 128);
+    ck_assert_int_eq(c.train.accumulation_steps, 4);
+    ck_assert_int_eq(c.train.eval_batch, 500);
+    ck_assert(c.optim.lr == 0.02385 && c.optim.momentum == 0.875);
+    ck_assert(c.optim.l2_decay == 5e-4 && c.optim.l1_decay == 1.25e-5 && c.optim.nesterov);
+    ck_assert_int_eq(c.schedule.name, ADAPT_CONFIG_SCHEDULE_MULTISTEP);
+    ck_assert_int_eq(c.schedule.milestones.n, 3);
+    ck_assert_int_eq(c.schedule.milestones.v[0], 5);
+    ck_assert_int_eq(c.schedule.milestones.v[1], 11);
+    ck_assert_int_eq(c.schedule.milestones.v[2], 17);
+    ck_assert(c.schedule.gamma == 0.2 && c.schedule.factor == 0.3);
+    ck_assert_int_eq(c.schedule.patience, 6);
+    ck_assert(c.schedule.threshold == 0.002 && c.schedule.min_lr == 1e-6);
+    ck_assert_int_eq(c.schedule.cooldown, 2);
+    ck_assert_int_eq(c.policy.name, ADAPT_CONFIG_POLICY_MUPPET);
+    ck_assert_str_eq(c.policy.format, "float(5,10)");
+    ck_assert_int_eq(c.policy.wl, 12);
+    ck_assert_int_eq(c.policy.fl, 13); /* FL may exceed WL - 1 (spec, section 1) */
+    ck_assert_int_eq(c.policy.per_unit.n, 3);
+    ck_assert_int_eq(c.policy.per_unit.a[1], 12);
+    ck_assert_int_eq(c.policy.per_unit.b[1], 6);
+    ck_assert_int_eq(c.policy.per_unit.a[2], 8);
+    ck_assert_int_eq(c.policy.per_unit.b[2], 4);
+    ck_assert_int_eq(c.policy.muppet_levels.n, 3);
+    ck_assert_int_eq(c.policy.muppet_levels.v[2], 20);
+    ck_assert_int_eq(c.policy.muppet_r, 4);
+    ck_assert_int_eq(c.policy.muppet_patience, 3);
+    ck_assert(c.policy.muppet_min_lr == 2e-5);
+    ck_assert_int_eq(c.policy.muppet_decay_every, 9);
+    /* MuPPET's CIFAR-10 AlexNet schedule (spec, section 6) */
+    ck_assert_int_eq(c.policy.muppet_schedule.n, 5);
+    ck_assert_int_eq(c.policy.muppet_schedule.a[4], 32);
+    ck_assert_int_eq(c.policy.muppet_schedule.b[4], 45);
+    ck_assert_int_eq(c.policy.muppet_schedule.a[0], 8);
+    ck_assert_int_eq(c.policy.muppet_schedule.b[0], 16);
+    ck_assert_int_eq(c.policy.amp_type, ADAPT_CONFIG_AMP_BF16);
+    ck_assert(c.policy.amp_init_scale == 1024.0);
+    ck_assert_int_eq(c.policy.amp_growth_interval, 1500);
+    ck_assert_int_eq(c.quantization.start_wl, 10);
+    ck_assert_int_eq(c.quantization.start_fl, 6);
+    ck_assert_int_eq(c.quantization.fl_min, 3);
+    ck_assert_int_eq(c.quantization.r_lwr, 60);
+    ck_assert_int_eq(c.quantization.r_upr, 160);
+    ck_assert_int_eq(c.quantization.lb_lwr, 20);
+    ck_assert_int_eq(c.quantization.lb_upr, 90);
+    ck_assert(c.quantization.gamma == 0.5);
+    ck_assert_int_eq(c.quantization.buffer_bits, 2);
+    ck_assert_int_eq(c.quantization.strategy, ADAPT_CONFIG_STRATEGY_MEAN);
+    ck_assert(!c.quantization.quant_inputs && !c.quantization.quant_outputs &&
+              !c.quantization.quant_grads);
+    ck_assert(c.quantization.kl_eps == 0.001);
+    ck_assert_int_eq(c.quantization.pd_sample, 4096);
+    ck_assert_int_eq(c.quantization.compat, ADAPT_CONFIG_COMPAT_REFERENCE);
+    ck_assert_int_eq(c.quantization.rounding, ADAPT_CONFIG_ROUNDING_NEAREST);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_OK);
+
+    char buf[256];
+    ck_assert_int_eq(adapt_config_data_path(&c, buf, sizeof buf), ADAPT_OK);
+    ck_assert_str_eq(buf, "/srv/data/cifar-10-batches-bin");
+    ck_assert_int_eq(adapt_config_out_dir(&c, buf, sizeof buf), ADAPT_OK);
+    ck_assert_str_eq(buf, "runs/exp 1");
+    c.run.out[0] = '\0';
+    ck_assert_int_eq(adapt_config_out_dir(&c, buf, sizeof buf), ADAPT_OK);
+    ck_assert_str_eq(buf, "runs/exp-a"); /* stem of exp-a.ini */
+    ck_assert_str_eq(adapt_config_enum_str(&c, "policy", "amp_type"), "bf16");
+    /* origin of run.seed (row 0): line 5 of the file */
+    ck_assert_int_eq(c.origin[0].kind, ADAPT_CONFIG_FROM_FILE);
+    ck_assert_int_eq(c.origin[0].line, 5);
+
+    /* a second file is refused and changes nothing */
+    struct adapt_config before = c;
+    ck_assert_int_eq(adapt_config_load(&c, path), ADAPT_EINVAL);
+    ck_assert_msg_has("already loaded");
+    ck_assert(adapt_config_equal(&c, &before, NULL, 0));
+}
+END_TEST
+
+/* One malformed file: status, and the message must name the file, the line and the key. */
+struct bad_case {
+    const char *text;
+    enum adapt_status st;
+    const char *line;     /* ":N:" */
+    const char *needle1;  /* usually section.key */
+    const char *needle2;  /* what was expected or what is wrong */
+};
+
+static const struct bad_case bad_cases[] = {
+    {"[run]\nseed = 3\n[foo]\nx = 1\n", ADAPT_EINVAL, ":3:", "unknown section [foo]",
+     "quantization"},
+    {"[run]\nseed = 3\n[bar]\n", ADAPT_EINVAL, ":3:", "unknown section [bar]", "sections:"},
+    {"[run]\n\nsed = 3\n", ADAPT_EINVAL, ":3:", "run.sed", "keys of [run]: seed, out"},
+    {"[run]\nSeed = 3\n", ADAPT_EINVAL, ":2:", "unknown key run.Seed", "keys of [run]"},
+    {"[RUN]\nseed = 3\n", ADAPT_EINVAL, ":1:", "unknown section [RUN]", "sections: run"},
+    {"[run]\nseed = 3\n# again\nseed = 4\n", ADAPT_EINVAL, ":4:", "duplicate key run.seed",
+     "first set on line 2"},
+    {"[train]\nepochs = abc\n", ADAPT_EINVAL, ":2:", "train.epochs",
+     "not an integer; expected an integer in [1, 100000]"},
+    {"[train]\nepochs = 2.5\n", ADAPT_EINVAL, ":2:", "train.epochs", "not an integer"},
+    {"[run]\nthreads = 1025\n", ADAPT_EINVAL, ":2:", "run.threads",
+     "out of range; expected an integer in [0, 1024]"},
+    {"[run]\nseed = -1\n", ADAPT_EINVAL, ":2:", "run.seed", "out of range"},
+    {"[run]\nseed = 9223372036854775808\n", ADAPT_EINVAL, ":2:", "run.seed", "out of range"},
+    {"[optim]\nmomentum = 1\n", ADAPT_EINVAL, ":2:", "optim.momentum", "a number in [0, 1)"},
+    {"[optim]\nlr = 0\n", ADAPT_EINVAL, ":2:", "optim.lr", "a number in (0, 100]"},
+    {"[optim]\nlr = fast\n", ADAPT_EINVAL, ":2:", "optim.lr", "not a number"},
+    {"[optim]\nlr = nan\n", ADAPT_EINVAL, ":2:", "optim.lr", "out of range"},
+    {"[optim]\nnesterov = maybe\n", ADAPT_EINVAL, ":2:", "optim.nesterov", "true or false"},
+    {"[data]\ndataset = imagenet\n", ADAPT_EINVAL, ":2:", "data.dataset",
+     "one of mnist, fashion-mnist, emnist-balanced, cifar10, cifar100"},
+    {"[model]\nname = LeNet5\n", ADAPT_EINVAL, ":2:", "model.name", "value not allowed"},
+    {"[schedule]\nmilestones = 5,5,9\n", ADAPT_EINVAL, ":2:", "schedule.milestones",
+     "not increasing"},
+    {"[schedule]\nmilestones = 5,,9\n", ADAPT_EINVAL, ":2:", "schedule.milestones",
+     "entry 2 is empty"},
+    {"[schedule]\nmilestones = 5,9,\n", ADAPT_EINVAL, ":2:", "schedule.milestones",
+     "entry 3 is empty"},
+    {"[policy]\nmuppet_levels = 1,8\n", ADAPT_EINVAL, ":2:", "policy.muppet_levels",
+     "out of range"},
+    {"[policy]\nper_unit = 16:8,33:4\n", ADAPT_EINVAL, ":2:", "policy.per_unit", "pair 2 (33:4)"},
+    {"[policy]\nper_unit = 16-8\n", ADAPT_EINVAL, ":2:", "policy.per_unit", "is not WL:FL"},
+    {"[policy]\nmuppet_schedule = 8:0\n", ADAPT_EINVAL, ":2:", "policy.muppet_schedule",
+     "EPOCHS in [1, 100000]"},
+    {"[policy]\nformat = \"fixed\n", ADAPT_EINVAL, ":2:", "policy.format", "unterminated quote"},
+    {"[policy]\nformat = fi\"xed\n", ADAPT_EINVAL, ":2:", "policy.format", "contains a '\"'"},
+    {"seed = 1\n[run]\n", ADAPT_EINVAL, ":1:", "\"seed\"", "before any [section]"},
+    {"[run]\nseed 5\n", ADAPT_EFORMAT, ":2:", "malformed line \"seed 5\"", "key = value"},
+    {"[run\nseed = 5\n", ADAPT_EFORMAT, ":1:", "malformed line \"[run\"", "[section]"},
+    {"[run]\nseed = 1\nthreads = 0\nthreads 3\nseed = 2\n", ADAPT_EFORMAT, ":4:", "malformed line",
+     "threads 3"},
+    {"[run]\nseed = 1\n\nlog_every = 0\n", ADAPT_EINVAL, ":4:", "run.log_every", "[1, 1000000]"},
+};
+
+START_TEST(test_file_errors)
+{
+    const struct bad_case *b = &bad_cases[_i];
+    struct adapt_config c, def;
+    adapt_config_init(&c);
+    adapt_config_init(&def);
+    adapt_error_clear();
+    enum adapt_status st = load_text(&c, b->text);
+    ck_assert_msg(st == b->st, "case %d: status %d, expected %d (%s)", _i, st, b->st,
+                  adapt_error_message());
+    ck_assert_msg_has(tmpdir); /* the file name */
+    ck_assert_msg_has("t.ini");
+    ck_assert_msg_has(b->line);
+    ck_assert_msg_has(b->needle1);
+    ck_assert_msg_has(b->needle2);
+    /* nothing applied, not even the valid lines before the error */
+    ck_assert(adapt_config_equal(&c, &def, NULL, 0));
+    ck_assert_str_eq(c.file, "");
+}
+END_TEST
+
+START_TEST(test_file_access_errors)
+{
+    struct adapt_config c;
+    char path[256];
+    adapt_config_init(&c);
+
+    snprintf(path, sizeof path, "%s/missing.ini", tmpdir);
+    ck_assert_int_eq(adapt_config_load(&c, path), ADAPT_ENOENT);
+    ck_assert_msg_has("missing.ini");
+    ck_assert_msg_has("No such file");
+
+    /* a directory opens but cannot be read as a file */
+    ck_assert_int_eq(adapt_config_load(&c, tmpdir), ADAPT_EIO);
+    ck_assert_msg_has(tmpdir);
+    ck_assert_msg_has("directory");
+
+    /* a NUL byte on line 2 */
+    snprintf(path, sizeof path, "%s/bin.ini", tmpdir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fwrite("[run]\nse\0ed = 1\n", 1, 16, f);
+    fclose(f);
+    ck_assert_int_eq(adapt_config_load(&c, path), ADAPT_EFORMAT);
+    ck_assert_msg_has("bin.ini:2:");
+    ck_assert_msg_has("NUL");
+
+    /* a line longer than inih's buffer (200 bytes in Debian's build) */
+    char text[512];
+    snprintf(text, sizeof text, "[run]\nseed = 1\nout = %0300d\n", 7);
+    ck_assert_int_eq(load_text(&c, text), ADAPT_EFORMAT);
+    ck_assert_msg_has("t.ini:3:");
+    ck_assert_msg_has("longer than");
+
+    /* a long comment is fine: comments never reach the value parser */
+    snprintf(text, sizeof text, "[run]\n# %0300d\nseed = 2385\n", 7);
+    ck_assert_int_eq(load_text(&c, text), ADAPT_OK);
+    ck_assert_int_eq(c.run.seed, 2385);
+    adapt_config_init(&c);
+
+    /* an empty file and a comment-only file are valid and change nothing */
+    ck_assert_int_eq(load_text(&c, ""), ADAPT_OK);
+    struct adapt_config d;
+    adapt_config_init(&d);
+    ck_assert_int_eq(load_text(&d, "; nothing\n# here\n\n"), ADAPT_OK);
+    ck_assert(adapt_config_equal(&c, &d, NULL, 0));
+}
+END_TEST
+
+START_TEST(test_set)
+{
+    struct adapt_config c, before;
+    adapt_config_init(&c);
+    ck_assert_int_eq(adapt_config_set(&c, "train.epochs=3"), ADAPT_OK);
+    ck_assert_int_eq(c.train.epochs, 3);
+    ck_assert_int_eq(adapt_config_set(&c, " optim.lr = 0.0625 "), ADAPT_OK);
+    ck_assert(c.optim.lr == 0.0625);
+    ck_assert_int_eq(adapt_config_set(&c, "run.out=runs/a b;c"), ADAPT_OK);
+    ck_assert_str_eq(c.run.out, "runs/a b;c");
+    ck_assert_int_eq(adapt_config_set(&c, "policy.per_unit=8:4,10:6"), ADAPT_OK);
+    ck_assert_int_eq(c.policy.per_unit.n, 2);
+    ck_assert_int_eq(c.policy.per_unit.b[1], 6);
+    ck_assert_int_eq(adapt_config_set(&c, "schedule.milestones="), ADAPT_OK);
+    ck_assert_int_eq(c.schedule.milestones.n, 0);
+    /* a later --set of the same key wins */
+    ck_assert_int_eq(adapt_config_set(&c, "train.epochs=4"), ADAPT_OK);
+    ck_assert_int_eq(c.train.epochs, 4);
+    ck_assert_int_eq(c.n_overrides, 6);
+    ck_assert_str_eq(c.overrides[0], "train.epochs=3");
+    ck_assert_str_eq(c.overrides[1], " optim.lr = 0.0625 ");
+    ck_assert_str_eq(c.overrides[5], "train.epochs=4");
+
+    before = c;
+    static const char *const bad[][3] = {
+        {"train.epochs", "expected section.key=value", "\"train.epochs\""},
+        {"epochs=3", "expected section.key=value", "epochs=3"},
+        {"trian.epochs=3", "unknown section [trian]", "sections: run, data"},
+        {"train.epoch=3", "unknown key train.epoch", "keys of [train]: epochs, batch"},
+        {"train.epochs=three", "train.epochs = \"three\": not an integer", "[1, 100000]"},
+        {"quantization.strategy=median", "quantization.strategy", "one of min, mean, max"},
+        {"run.out=a ;b", "run.out", "' ;'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        adapt_error_clear();
+        ck_assert_int_eq(adapt_config_set(&c, bad[i][0]), ADAPT_EINVAL);
+        ck_assert_msg_has("--set");
+        ck_assert_msg_has(bad[i][1]);
+        ck_assert_msg_has(bad[i][2]);
+        ck_assert(adapt_config_equal(&c, &before, NULL, 0));
+        ck_assert_int_eq(c.n_overrides, 6);
+    }
+}
+END_TEST
+
+START_TEST(test_cross_checks)
+{
+    struct adapt_config c;
+    adapt_config_init(&c);
+    /* r_upr below r_lwr, both from the file */
+    ck_assert_int_eq(load_text(&c, "[quantization]\nr_lwr = 70\n\nr_upr = 60\n"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_EINVAL);
+    ck_assert_msg_has("t.ini:4:");
+    ck_assert_msg_has("quantization.r_upr = 60 must be >= quantization.r_lwr = 70");
+    ck_assert_msg_has("t.ini:2)");
+    /* fixed by --set; the next check (lb) fails with the default lb_upr */
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.r_upr=71"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.lb_lwr=101"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_EINVAL);
+    ck_assert_msg_has("default: quantization.lb_upr = 100 must be >= quantization.lb_lwr = 101");
+    ck_assert_msg_has("--set quantization.lb_lwr=101");
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.lb_upr=101"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_OK);
+    /* start_fl below fl_min leaves the push-down bisection range empty */
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.start_fl=3"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_EINVAL);
+    ck_assert_msg_has("quantization.start_fl = 3 must be >= quantization.fl_min = 4");
+}
+END_TEST
+
+/* Print, load back, compare: every value survives (doubles are printed to round-trip). */
+START_TEST(test_print_roundtrip)
+{
+    struct adapt_config c, d, e;
+    char path[256], out[256];
+    adapt_config_init(&c);
+    write_file(path, sizeof path, "full.ini", full_ini);
+    ck_assert_int_eq(adapt_config_load(&c, path), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "optim.lr=0.1"), ADAPT_OK); /* not exact in binary */
+    ck_assert_int_eq(adapt_config_set(&c, "model.init_gain=0.30000000000000004"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "run.seed=9223372036854775807"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "run.out=a;b"), ADAPT_OK);
+
+    for (unsigned flags = 0; flags <= ADAPT_CONFIG_PRINT_HELP; flags++) {
+        snprintf(out, sizeof out, "%s/printed%u.ini", tmpdir, flags);
+        FILE *f = fopen(out, "w");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(adapt_config_print(&c, f, flags), ADAPT_OK);
+        fclose(f);
+        adapt_config_init(&d);
+        ck_assert_msg(adapt_config_load(&d, out) == ADAPT_OK, "%s", adapt_error_message());
+        char diff[64] = "?";
+        ck_assert_msg(adapt_config_equal(&c, &d, diff, sizeof diff), "differs at %s", diff);
+        ck_assert(d.model.init_gain == 0.30000000000000004);
+    }
+    /* defaults too */
+    adapt_config_init(&c);
+    snprintf(out, sizeof out, "%s/defaults.ini", tmpdir);
+    FILE *f = fopen(out, "w");
+    ck_assert_int_eq(adapt_config_print(&c, f, ADAPT_CONFIG_PRINT_HELP), ADAPT_OK);
+    fclose(f);
+    adapt_config_init(&e);
+    ck_assert_int_eq(adapt_config_set(&e, "train.epochs=16"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_load(&e, out), ADAPT_OK);
+    ck_assert(adapt_config_equal(&c, &e, NULL, 0));
+
+    /* equal() reports the first differing key */
+    char diff[64];
+    e.quantization.buffer_bits = 5;
+    ck_assert(!adapt_config_equal(&c, &e, diff, sizeof diff));
+    ck_assert_str_eq(diff, "quantization.buffer_bits");
+}
+END_TEST
+
+START_TEST(test_print_format)
+{
+    struct adapt_config c;
+    adapt_config_init(&c);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.per_unit=16:8,12:6"), ADAPT_OK);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(adapt_config_print(&c, f, ADAPT_CONFIG_PRINT_HELP), ADAPT_OK);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "# --set policy.per_unit=16:8,12:6\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\n[run]\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\nseed = 1\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\nout = \"\"\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\nlr = 0.01\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\nthreshold = 0.0001\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\nmuppet_levels = 8,12,14,16\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\nper_unit = 16:8,12:6\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\nmilestones = \n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\nnesterov = false\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "# learning rate (a number in (0, 100]; default 0.01)\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\n[quantization]\n"));
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_json)
+{
+    struct adapt_config c;
+    adapt_config_init(&c);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.muppet_schedule=8:16,32:45"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "run.seed=2385"), ADAPT_OK);
+    json_t *j = adapt_config_to_json(&c);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(json_object_size(j),
+                     8); /* run data model train optim schedule policy quantization */
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "run"), "seed")), 2385);
+    json_t *optim = json_object_get(j, "optim");
+    ck_assert(json_is_real(json_object_get(optim, "lr")));
+    ck_assert(json_real_value(json_object_get(optim, "lr")) == 0.01);
+    ck_assert(json_is_false(json_object_get(optim, "nesterov")));
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "data"), "dataset")),
+                     "fashion-mnist");
+    json_t *levels = json_object_get(json_object_get(j, "policy"), "muppet_levels");
+    ck_assert_int_eq(json_array_size(levels), 4);
+    ck_assert_int_eq(json_integer_value(json_array_get(levels, 3)), 16);
+    json_t *sched = json_object_get(json_object_get(j, "policy"), "muppet_schedule");
+    ck_assert_int_eq(json_array_size(sched), 2);
+    ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(sched, 1), 0)), 32);
+    ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(sched, 1), 1)), 45);
+    ck_assert_int_eq(json_object_size(json_object_get(j, "quantization")), 17);
+    char *s = json_dumps(json_object_get(j, "schedule"), JSON_COMPACT);
+    ck_assert_str_eq(s, "{\"name\":\"constant\",\"milestones\":[],\"gamma\":0.10000000000000001,"
+                        "\"factor\":0.10000000000000001,\"patience\":10,\"threshold\":0.0001,"
+                        "\"min_lr\":0.0,\"cooldown\":0}");
+    free(s);
+    json_decref(j);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("config");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_full_file);
+    tcase_add_loop_test(tc, test_file_errors, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
+    tcase_add_test(tc, test_file_access_errors);
+    tcase_add_test(tc, test_set);
+    tcase_add_test(tc, test_cross_checks);
+    tcase_add_test(tc, test_print_roundtrip);
+    tcase_add_test(tc, test_print_format);
+    tcase_add_test(tc, test_json);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
