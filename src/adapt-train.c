@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include <config.h>
 #include "src/config.h"
 #include "src/cuda/device.h"
 #include "src/net.h"

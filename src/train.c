@@ -15,7 +15,7 @@
 #include <omp.h>
 #endif
 
-#include "config.h"
+#include <config.h>
 #include "src/data.h"
 #include "src/net.h"
 #include "src/optim.h"

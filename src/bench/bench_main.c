@@ -3,7 +3,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
+#include <config.h>
 #include "src/bench/bench.h"
 
 double adapt_bench_now(void)
