@@ -275,7 +275,7 @@ enum adapt_status adapt_run_io_load_weights(struct adapt_net *net, const char *p
 
 static enum adapt_status load_checkpoint(struct adapt_run_io *io, struct adapt_net *net,
                                          struct adapt_sgd *opt, struct adapt_sched *sched,
-                                         int *epoch, long *step, int64_t *trace_bytes)
+                                         int *epoch, long *step)
 {
     struct adapt_safetensors *m = NULL, *o = NULL;
     enum adapt_status st;
@@ -290,7 +290,7 @@ static enum adapt_status load_checkpoint(struct adapt_run_io *io, struct adapt_n
         goto out;
     }
     if ((st = read_meta_i64(m, "epoch", &e_m)) || (st = read_meta_i64(o, "epoch", &e_o)) ||
-        (st = read_meta_i64(m, "step", &s)) || (st = read_meta_i64(m, "trace_bytes", trace_bytes)) ||
+        (st = read_meta_i64(m, "step", &s)) ||
         (st = read_meta_i64(o, "sgd_steps", &steps)) || (st = read_meta_f64(o, "lr", &lr)) ||
         (st = read_meta_f64(o, "sched_best", &best)) ||
         (st = read_meta_i64(o, "sched_last_epoch", &last_epoch)) ||
@@ -366,12 +366,14 @@ enum adapt_status adapt_run_io_open(struct adapt_run_io *io, const struct adapt_
     *start_epoch = 0;
     *start_step = 0;
     if (opts->resume) {
-        int64_t trace_bytes = -1;
         if ((st = check_same_config(io, cfg))) return st;
-        if ((st = load_checkpoint(io, net, opt, sched, start_epoch, start_step, &trace_bytes)))
-            return st;
+        if ((st = load_checkpoint(io, net, opt, sched, start_epoch, start_step))) return st;
         if ((st = write_config(io, cfg))) return st;
-        return adapt_trace_writer_append(&io->tw, io->trace_path, trace_bytes);
+        /* keep the trace up to the checkpointed epoch's record */
+        if (*start_epoch > 0 &&
+            (st = adapt_trace_truncate_after_epoch(io->trace_path, *start_epoch - 1)))
+            return st;
+        return adapt_trace_writer_append(&io->tw, io->trace_path, -1);
     }
     if ((st = write_config(io, cfg))) return st;
     if ((st = adapt_trace_writer_create(&io->tw, io->trace_path))) return st;
@@ -455,19 +457,18 @@ enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct 
             k++;
         }
     }
-    char s_epoch[32], s_step[32], s_seed[32], s_bytes[32], s_steps[32], s_lr[40], s_best[40],
+    char s_epoch[32], s_step[32], s_seed[32], s_steps[32], s_lr[40], s_best[40],
         s_le[32], s_bad[32], s_cd[32], s_rng[160];
     snprintf(s_epoch, sizeof s_epoch, "%d", epochs_done);
     snprintf(s_step, sizeof s_step, "%ld", step);
     snprintf(s_seed, sizeof s_seed, "%" PRId64, (int64_t)io->cfg->run.seed);
-    snprintf(s_bytes, sizeof s_bytes, "%" PRId64, adapt_trace_writer_offset(io->tw));
     snprintf(s_rng, sizeof s_rng,
              "philox4x32-10 counter-based: seed %s; streams keyed by epoch %d and step %ld",
              s_seed, epochs_done, step);
     struct adapt_safetensors_meta mm[] = {
         {"format", CKPT_FORMAT}, {"model", net->name},      {"dataset", io->dataset},
         {"epoch", s_epoch},      {"step", s_step},          {"seed", s_seed},
-        {"rng", s_rng},          {"trace_bytes", s_bytes}};
+        {"rng", s_rng}};
     st = adapt_safetensors_write(io->model_path, t, k, mm, (int)(sizeof mm / sizeof mm[0]));
     if (st == ADAPT_OK) {
         for (int j = 0; j < opt->nbuf; j++) {

@@ -146,14 +146,32 @@ static double model_loss(struct adapt_net *net, const float *x, const int *y, in
 }
 
 /* Whole-model gradient check: central differences of the mean cross-entropy
- * (training mode, so batch-norm uses batch statistics) against backward, for
- * 12 coordinates of every trainable tensor. The loss is computed in float32
- * (relative rounding ~ 1e-7 per op, accumulated over ~1e3-1e5 ops into the
- * logits, i.e. ~1e-6 absolute on a loss of ~2.3), so with step h = 1e-3 the
- * difference quotient carries ~1e-6/1e-3 = 1e-3 absolute noise plus O(h^2)
- * truncation; we accept |fd - an| <= 3e-3 + 5e-2 |an|. A wrong gradient
- * (sign, missing term, wrong index) is off by O(|an|) and fails. */
-static void gradcheck_model(const char *name, int n, int classes, uint64_t seed)
+ * (training mode, so batch-norm uses batch statistics) against backward, at
+ * `per_tensor` random coordinates of every trainable tensor. The loss is
+ * computed in float32 (relative rounding ~1e-7 per operation, accumulated
+ * into ~1e-6 absolute on a loss of ~2.3), so with step h the quotient carries
+ * ~1e-6/h noise plus O(h^2) truncation: at h = 1e-3 about 1e-3, hence the
+ * bound |fd - an| <= 3e-3 + 5e-2 |an|. ReLU and max-pool are not
+ * differentiable everywhere: a step can cross a kink and the quotient then
+ * measures a different slope. For those models a coordinate also passes when
+ * the quotient at h = 3.3e-3 agrees (a kink inside both intervals is
+ * rarer), and at most `max_kinks` coordinates may disagree at both. A wrong
+ * gradient (sign, missing term, wrong index or accumulation) is off by
+ * O(|an|) at every coordinate of the affected tensor and fails. */
+static double fd_at(struct adapt_net *net, struct adapt_param *pp, size_t i, const float *x,
+                    const int *y, int n, double h)
+{
+    float w0 = pp->value.data[i];
+    pp->value.data[i] = (float)(w0 + h);
+    double lp = model_loss(net, x, y, n);
+    pp->value.data[i] = (float)(w0 - h);
+    double lm = model_loss(net, x, y, n);
+    pp->value.data[i] = w0;
+    return (lp - lm) / (2 * h);
+}
+
+static void gradcheck_model(const char *name, int n, int classes, uint64_t seed, int per_tensor,
+                            int max_kinks)
 {
     struct adapt_net *net = adapt_model_build(name, classes);
     ck_assert_ptr_nonnull(net);
@@ -171,24 +189,22 @@ static void gradcheck_model(const char *name, int n, int classes, uint64_t seed)
     const float *lg = adapt_net_forward(net, x, n, 1);
     adapt_softmax_xent(lg, y, n, classes, dl, NULL);
     adapt_net_backward(net, dl, n);
-    const double h = 1e-3;
-    int checked = 0;
+    int checked = 0, kinks = 0;
     for (int p = 0; p < net->nparam; p++) {
         struct adapt_param *pp = net->param[p];
         if (pp->role == ADAPT_PARAM_BUFFER) continue;
-        for (int k = 0; k < 12; k++) {
+        for (int k = 0; k < per_tensor; k++) {
             size_t i = adapt_rng_below(&r, (uint32_t)pp->value.numel);
-            float w0 = pp->value.data[i];
-            pp->value.data[i] = (float)(w0 + h);
-            double lp = model_loss(net, x, y, n);
-            pp->value.data[i] = (float)(w0 - h);
-            double lm = model_loss(net, x, y, n);
-            pp->value.data[i] = w0;
-            double fd = (lp - lm) / (2 * h), an = pp->grad.data[i];
-            if (fabs(fd - an) > 3e-3 + 5e-2 * fabs(an))
-                ck_abort_msg("%s: %s[%zu]: finite difference %.6g, backward %.6g", name, pp->name,
-                             i, fd, an);
+            double an = pp->grad.data[i], tol = 3e-3 + 5e-2 * fabs(an);
+            double fd = fd_at(net, pp, i, x, y, n, 1e-3);
             checked++;
+            if (fabs(fd - an) <= tol) continue;
+            double fd2 = fd_at(net, pp, i, x, y, n, 3.3e-3);
+            if (max_kinks > 0 && fabs(fd2 - an) <= tol) continue;
+            if (++kinks > max_kinks)
+                ck_abort_msg("%s: %s[%zu]: finite differences %.6g (h 1e-3), %.6g (h 3.3e-3), "
+                             "backward %.6g",
+                             name, pp->name, i, fd, fd2, an);
         }
     }
     ck_assert_int_gt(checked, 0);
@@ -198,11 +214,12 @@ static void gradcheck_model(const char *name, int n, int classes, uint64_t seed)
     adapt_net_free(net);
 }
 
-START_TEST(test_gradcheck_lenet5) { gradcheck_model("lenet5", 3, 10, 11); }
+/* LeNet-5 is smooth (tanh, average pooling): no kinks allowed. */
+START_TEST(test_gradcheck_lenet5) { gradcheck_model("lenet5", 3, 10, 11, 12, 0); }
 END_TEST
-START_TEST(test_gradcheck_alexnet) { gradcheck_model("alexnet_cifar", 2, 10, 12); }
+START_TEST(test_gradcheck_alexnet) { gradcheck_model("alexnet_cifar", 2, 10, 12, 8, 1); }
 END_TEST
-START_TEST(test_gradcheck_resnet20) { gradcheck_model("resnet20", 4, 10, 13); }
+START_TEST(test_gradcheck_resnet20) { gradcheck_model("resnet20", 4, 10, 13, 3, 2); }
 END_TEST
 
 /* Errors: unknown model, too few classes, shape mismatch on add. */
