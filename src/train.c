@@ -171,7 +171,6 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
     const int epochs = cfg->train.epochs, accum = cfg->train.accumulation_steps;
     const int classes = r->net->classes;
     const int nbatches = adapt_loader_batches(&r->tl);
-    const long steps_per_epoch = (nbatches + accum - 1) / accum;
     long step = start_step;
     enum adapt_status st = ADAPT_OK;
     double t_run = now_s();
@@ -225,9 +224,9 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         if (r->have_vl) evaluate(r, &r->vl, &val_loss, &val_acc);
         double lr_used = r->sched.lr;
         adapt_sched_step(&r->sched, r->have_vl ? val_loss : loss_sum / seen);
-        struct adapt_run_epoch ep = {epoch,           step,         lr_used, loss_sum / seen,
-                                     (double)correct / seen, val_loss, val_acc, wall,
-                                     seen / wall};
+        /* wall_s: since this process started training (a resumed run starts at 0) */
+        struct adapt_run_epoch ep = {epoch,    step,    lr_used, loss_sum / seen, (double)correct / seen,
+                                     val_loss, val_acc, now_s() - t_run, seen / wall};
         if ((st = adapt_run_io_epoch(&r->io, &ep))) return st;
         if (!r->opts->quiet) {
             if (r->tty) printf("\r\033[K");
@@ -243,8 +242,6 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
             if ((st = adapt_run_io_checkpoint(&r->io, r->net, &r->opt, &r->sched, epoch + 1, step)))
                 return st;
     }
-    (void)steps_per_epoch;
-    (void)t_run;
     return ADAPT_OK;
 }
 
