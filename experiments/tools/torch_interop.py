@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""Checks that adapt-sim checkpoints are PyTorch state_dicts of the same model.
+
+Builds the model in PyTorch (nn.Sequential for LeNet-5 / AlexNet, the CIFAR
+ResNet-20 module names for ResNet-20), loads an adapt-sim model.safetensors
+into it with load_state_dict(strict=True) (the file is parsed here with the
+standard library, so the safetensors package is not needed), scores the
+test set in PyTorch and compares with the test accuracy in the run's trace.
+
+  experiments/tools/torch_interop.py RUN_DIR [--data /usr/share/datasets/fashion-mnist]
+
+Prints the PyTorch test accuracy next to the trace's and exits non-zero if
+they differ by more than 0.05 points (float summation order only).
+Also writes RUN_DIR/torch_roundtrip.safetensors (the state_dict saved back
+from PyTorch) for `adapt-train --init-from`.
+Needs Debian's python3-torch and python3-numpy.
+"""
+import argparse
+import gzip
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DT = {"F32": (torch.float32, 4), "I64": (torch.int64, 8)}
+DT_NAME = {torch.float32: "F32", torch.int64: "I64"}
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    meta = hdr.pop("__metadata__", {})
+    base = 8 + n
+    out = {}
+    for name, t in hdr.items():
+        dt, _ = DT[t["dtype"]]
+        b, e = t["data_offsets"]
+        out[name] = torch.frombuffer(bytearray(raw[base + b:base + e]), dtype=dt).reshape(t["shape"]).clone()
+    return out, meta
+
+
+def save_safetensors(path, sd):
+    hdr, off, blobs = {}, 0, []
+    for name, t in sd.items():
+        t = t.detach().contiguous()
+        b = t.numpy().tobytes()
+        hdr[name] = {"dtype": DT_NAME[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def lenet5(c):
+    return nn.Sequential(nn.Conv2d(1, 6, 5), nn.Tanh(), nn.AvgPool2d(2), nn.Conv2d(6, 16, 5), nn.Tanh(),
+                         nn.AvgPool2d(2), nn.Conv2d(16, 120, 5), nn.Tanh(), nn.Flatten(), nn.Linear(120, 84),
+                         nn.Tanh(), nn.Linear(84, c))
+
+
+def alexnet(cin, c):
+    return nn.Sequential(nn.Conv2d(cin, 64, 11, 4, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(64, 192, 5, padding=2),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(), nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(256, c))
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(y)) + self.shortcut(x))
+
+
+class ResNet20(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        cin, layers = 16, []
+        for i, w in enumerate((16, 32, 64)):
+            blocks = []
+            for b in range(3):
+                blocks.append(Block(cin, w, 2 if (i > 0 and b == 0) else 1))
+                cin = w
+            layers.append(nn.Sequential(*blocks))
+        self.layer1, self.layer2, self.layer3 = layers
+        self.linear = nn.Linear(64, c)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return self.linear(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def read_idx(path):
+    with gzip.open(path) if path.endswith(".gz") else open(path, "rb") as f:
+        raw = f.read()
+    magic, n = struct.unpack(">II", raw[:8])
+    if magic == 0x803:
+        r, c = struct.unpack(">II", raw[8:16])
+        return np.frombuffer(raw, np.uint8, offset=16).reshape(n, r, c)
+    return np.frombuffer(raw, np.uint8, offset=8)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("run")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    a = ap.parse_args()
+    with open(os.path.join(a.run, "trace.jsonl")) as f:
+        recs = [json.loads(l) for l in f]
+    hdr = recs[0]
+    test = [r for r in recs if r["type"] == "test"][-1]
+    name, classes = hdr["model"]["name"], hdr["model"]["classes"]
+    model = {"lenet5": lambda: lenet5(classes), "alexnet_mnist": lambda: alexnet(1, classes),
+             "alexnet_cifar": lambda: alexnet(3, classes), "resnet20": lambda: ResNet20(classes)}[name]()
+    sd, meta = load_safetensors(os.path.join(a.run, "model.safetensors"))
+    model.load_state_dict(sd, strict=True)
+    model.eval()
+    if hdr["model"]["input"][0] != 1:
+        sys.exit("torch_interop: only the MNIST family is read here (IDX files)")
+    x = read_idx(os.path.join(a.data, "t10k-images-idx3-ubyte.gz"))
+    y = read_idx(os.path.join(a.data, "t10k-labels-idx1-ubyte.gz"))
+    n = hdr["dataset"]["test"]
+    x = np.pad(x[:n], ((0, 0), (2, 2), (2, 2))).astype(np.float32)
+    x = torch.from_numpy(((x / 255.0 - 0.1307) / 0.3081).astype(np.float32)).unsqueeze(1)
+    with torch.no_grad():
+        acc = (model(x).argmax(1).numpy() == y[:n]).mean()
+    ours = test["test_acc"]
+    print(json.dumps({"model": name, "tensors": len(sd), "torch_test_acc": round(100 * float(acc), 3),
+                      "adapt_test_acc": round(100 * ours, 3)}))
+    save_safetensors(os.path.join(a.run, "torch_roundtrip.safetensors"), model.state_dict())
+    if abs(acc - ours) > 5e-4:
+        sys.exit("torch_interop: accuracies differ")
+
+
+if __name__ == "__main__":
+    main()
