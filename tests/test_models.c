@@ -1,7 +1,10 @@
 /* tests/test_models.c: network container and the four models (src/net.c,
  * src/models/models.c): parameter counts, MACs, state_dict names,
  * initialisation, and finite-difference gradient checks of whole models. */
+#define _GNU_SOURCE
+#include <cblas.h>
 #include <check.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,10 +240,26 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The GEMMs go to OpenBLAS (not GSL's reference CBLAS, which a wrong link
+ * order would silently pick up): the library that defines cblas_sgemm in
+ * this process is libopenblas, and it is the OpenMP build. */
+START_TEST(test_links_openblas)
+{
+    Dl_info info;
+    ck_assert(dladdr((void *)cblas_sgemm, &info) != 0);
+    ck_assert_ptr_nonnull(info.dli_fname);
+    ck_assert_msg(strstr(info.dli_fname, "openblas") != NULL, "cblas_sgemm comes from %s",
+                  info.dli_fname);
+    /* openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP */
+    ck_assert_int_eq(openblas_get_parallel(), 2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("structure");
+    tcase_add_test(tc, test_links_openblas);
     tcase_add_test(tc, test_param_counts);
     tcase_add_test(tc, test_param_counts_c100);
     tcase_add_test(tc, test_state_dict_names);
