@@ -1,0 +1,108 @@
+/* src/policy/policy_core.h: the decision rules of the precision policies as
+ * pure functions of their statistics (spec sections 3 and 4), so each can be
+ * driven from synthetic numbers in tests.
+ *
+ * AdaPT (Kummer et al., SDM 2023, section 3; "compat" selects the published
+ * reference implementation's variants, see the spec):
+ *   adapt_lookback_update   lb_new = ceil(clamp(lb_upr / D, lb_lwr, lb_upr)),
+ *                           lb = lb_new * gamma + (1 - gamma) * lb
+ *   adapt_resolution_update r +-1 at the lookback bounds, clamped
+ *   adapt_strategy_update   min / mean / max from the loss history
+ *   adapt_pd_bisect         push-down: smallest lossless <WL, FL> by bisection
+ *   adapt_pu                push-up from the gradient diversity D
+ * MuPPET (Rajagopal et al., FPL 2020, as in the spec): gradient diversity of
+ *   the last r epochs' gradients and the switching rule with
+ *   T(e) = 1 + 1.5 exp(-0.1 e).
+ * AMP (PyTorch GradScaler): dynamic loss scale.
+ *
+ *   struct adapt_pd_result pd;
+ *   adapt_pd_bisect(8, 6, 4, ADAPT_COMPAT_CORRECTED, my_oracle, ctx, &pd);
+ *   int wl = pd.wl, fl = pd.fl, s;
+ *   adapt_pu(D, ADAPT_STRATEGY_MIN, 4, &wl, &fl, &s);
+ *
+ * Non-goals: no tensors and no quantization here (the oracle does that).
+ */
+#ifndef ADAPT_POLICY_CORE_H
+#define ADAPT_POLICY_CORE_H
+
+#include <stddef.h>
+
+enum adapt_strategy { ADAPT_STRATEGY_MIN = 0, ADAPT_STRATEGY_MEAN, ADAPT_STRATEGY_MAX };
+enum adapt_compat { ADAPT_COMPAT_CORRECTED = 0, ADAPT_COMPAT_REFERENCE };
+
+/* Gradient diversity of eq. 3.5 from the accumulated normalised gradient:
+ * D = n / ||G||_2 (+inf when ||G|| = 0). */
+double adapt_gradient_diversity(long n, double g_norm);
+
+/* One lookback update (every step). corrected: lb stays real; reference: the
+ * result is rounded up every step. D <= 0 counts as lb_new = lb_upr. */
+double adapt_lookback_update(double lb, double D, int lb_lwr, int lb_upr, double gamma,
+                             enum adapt_compat compat);
+/* round(lb) == lb_upr: r + 1; == lb_lwr: r - 1; then clamped to [r_lwr, r_upr]. */
+int adapt_resolution_update(int r, double lb, int lb_lwr, int lb_upr, int r_lwr, int r_upr);
+
+/* The global push-up strategy and the loss history it reads. */
+struct adapt_strategy_state {
+    enum adapt_strategy st;
+    int cap;      /* history capacity (>= lb_upr) */
+    int n, pos;   /* losses held, next slot */
+    double *hist; /* (cap) ring of the last losses */
+};
+/* Keeps the last k = max(1, round(mean_lb)) losses including `loss`; if
+ * |mean of them| <= |loss| the strategy moves up (min -> mean -> max),
+ * otherwise it falls back to min. Returns the new strategy. */
+enum adapt_strategy adapt_strategy_update(struct adapt_strategy_state *s, double loss,
+                                          double mean_lb);
+
+/* Push-down oracle: 1 when quantizing the weights with <wl, fl> loses
+ * information (KL above the threshold), 0 when lossless. */
+typedef int (*adapt_lossy_fn)(void *ctx, int wl, int fl);
+
+struct adapt_pd_result {
+    int wl, fl; /* the result */
+    int steps;  /* bisection iterations (FL and WL) */
+    int evals;  /* oracle calls */
+};
+/* corrected: bisect FL in [fl_min, fl] at wl, then WL in [FL*, wl] at FL*:
+ * mid = ceil((lo + hi) / 2); lossy -> lo = mid, else hi = mid; stop when
+ * hi - lo <= 1; each result is hi. reference: the FL bisection calls the
+ * oracle at lo instead of mid and both bisections return lo. When fl <=
+ * fl_min the FL stage does nothing (and likewise WL). */
+void adapt_pd_bisect(int wl, int fl, int fl_min, enum adapt_compat compat, adapt_lossy_fn lossy,
+                     void *ctx, struct adapt_pd_result *out);
+
+/* Push-up (natural log): lambda = ln(D) - 1; s = 1, or when 0 < D < inf and
+ * lambda > 0: s1 = max(ceil(1/lambda^2), 1), s2 = max(min(ceil(32 lambda^2),
+ * 32) - FL, 0), s = min | ceil(mean) | max of them by strategy; FL = min(FL +
+ * s, 32); WL = min(max(WL, FL) + 1, 32); then buffer bits b: FL = min(FL, 32 -
+ * b); WL = max(min(FL + b, 32), WL). *s_out gets s. */
+void adapt_pu(double D, enum adapt_strategy st, int buffer_bits, int *wl, int *fl, int *s_out);
+
+/* MuPPET: GD = sum_k ||g_k||^2 / ||sum_k g_k||^2 over r gradients of n
+ * elements (+inf when the sum is zero). */
+double adapt_muppet_gd(const float *const *g, int r, size_t n);
+/* T(e) = 1 + 1.5 exp(-0.1 e). */
+double adapt_muppet_threshold(int epoch);
+
+struct adapt_muppet_rule {
+    double max_gd;  /* largest S since the last switch (0: none yet) */
+    int violations; /* since the last switch */
+    int patience;   /* violations that trigger a switch (2) */
+};
+/* Feeds S (mean GD over tensors) measured at the end of `epoch`: if S >=
+ * max_gd, max_gd = S; else if max_gd / S > T(epoch) a violation is counted.
+ * Returns 1 (and resets max_gd and the count) when the violations reach the
+ * patience: switch to the next precision level. */
+int adapt_muppet_observe(struct adapt_muppet_rule *m, double S, int epoch);
+
+/* PyTorch GradScaler: skip the step and halve the scale on inf/NaN
+ * gradients; double it after growth_interval clean steps in a row. */
+struct adapt_amp_scaler {
+    double scale;
+    int growth_interval;
+    int good_steps;
+};
+/* Returns 1 when the step must be skipped (overflow). */
+int adapt_amp_scaler_update(struct adapt_amp_scaler *s, int overflow);
+
+#endif

@@ -1,0 +1,258 @@
+/* tests/test_policy.c: the precision policies' decision rules
+ * (src/policy/policy_core.c) driven by synthetic statistics. Every expected
+ * value is worked out by hand in the comment above it from the rules in the
+ * spec (sections 3 and 4). */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "src/policy/policy_core.h"
+
+/* Oracle: lossless iff fl >= 6 and wl >= 9. */
+struct oracle {
+    int calls;
+    int last_wl[32], last_fl[32];
+};
+static int lossy_6_9(void *ctx, int wl, int fl)
+{
+    struct oracle *o = ctx;
+    o->last_wl[o->calls] = wl;
+    o->last_fl[o->calls] = fl;
+    o->calls++;
+    return fl < 6 || wl < 9;
+}
+
+/* corrected, start <16,12>, fl_min 4:
+ * FL: [4,12] mid 8 lossless -> hi 8; [4,8] mid 6 lossless -> hi 6; [4,6] mid 5
+ *     lossy -> lo 5; stop: FL 6.
+ * WL: [6,16] mid 11 -> hi 11; [6,11] mid 9 -> hi 9; [6,9] mid 8 lossy -> lo 8;
+ *     stop: WL 9. 6 steps, 6 oracle calls, result <9,6>. */
+START_TEST(test_pd_corrected)
+{
+    struct oracle o = {0};
+    struct adapt_pd_result r;
+    adapt_pd_bisect(16, 12, 4, ADAPT_COMPAT_CORRECTED, lossy_6_9, &o, &r);
+    ck_assert_int_eq(r.wl, 9);
+    ck_assert_int_eq(r.fl, 6);
+    ck_assert_int_eq(r.steps, 6);
+    ck_assert_int_eq(r.evals, 6);
+    ck_assert_int_eq(o.calls, 6);
+    static const int fl_probe[3] = {8, 6, 5}, wl_probe[3] = {11, 9, 8};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(o.last_fl[i], fl_probe[i]);
+        ck_assert_int_eq(o.last_wl[i], 16);
+        ck_assert_int_eq(o.last_wl[3 + i], wl_probe[i]);
+        ck_assert_int_eq(o.last_fl[3 + i], 6);
+    }
+}
+END_TEST
+
+/* reference: FL probes at lo and returns lo: [4,12] probe 4 lossy -> lo 8;
+ * [8,12] probe 8 lossless -> hi 10; [8,10] probe 8 -> hi 9; FL = lo = 8.
+ * WL probes mid, returns lo: [8,16] mid 12 -> hi 12; mid 10 -> hi 10; mid 9
+ * -> hi 9; WL = lo = 8. Result <8,8>: lossy by the oracle's own measure, the
+ * published implementation's behaviour. */
+START_TEST(test_pd_reference)
+{
+    struct oracle o = {0};
+    struct adapt_pd_result r;
+    adapt_pd_bisect(16, 12, 4, ADAPT_COMPAT_REFERENCE, lossy_6_9, &o, &r);
+    ck_assert_int_eq(r.fl, 8);
+    ck_assert_int_eq(r.wl, 8);
+    ck_assert_int_eq(r.evals, 6);
+    ck_assert_int_eq(o.last_fl[0], 4);
+    ck_assert_int_eq(o.last_fl[1], 8);
+}
+END_TEST
+
+/* Everything lossless from <8,4> with fl_min 4: the FL range is empty; WL
+ * bisects [4,8]: mid 6 -> hi 6, mid 5 -> hi 5; result <5,4>, 2 calls.
+ * Everything lossy: FL [4,10] mid 7 -> lo 7, mid 9 -> lo 9, stop: hi 10;
+ * WL [10,12] mid 11 -> lo 11: hi 12; the format is unchanged. */
+static int lossless(void *ctx, int wl, int fl) { (void)ctx; (void)wl; (void)fl; return 0; }
+static int lossy_all(void *ctx, int wl, int fl) { (void)ctx; (void)wl; (void)fl; return 1; }
+START_TEST(test_pd_edges)
+{
+    struct adapt_pd_result r;
+    adapt_pd_bisect(8, 4, 4, ADAPT_COMPAT_CORRECTED, lossless, NULL, &r);
+    ck_assert_int_eq(r.wl, 5);
+    ck_assert_int_eq(r.fl, 4);
+    ck_assert_int_eq(r.evals, 2);
+    adapt_pd_bisect(12, 10, 4, ADAPT_COMPAT_CORRECTED, lossy_all, NULL, &r);
+    ck_assert_int_eq(r.wl, 12);
+    ck_assert_int_eq(r.fl, 10);
+    ck_assert_int_eq(r.evals, 3);
+}
+END_TEST
+
+/* Push-up from <8,4>, buffer 4. D = e^2: lambda = 1, s1 = 1, s2 = 32 - 4 = 28.
+ *  min:  s 1  -> FL 5,  WL max(8,5)+1 = 9;  buffer: FL 5,  WL max(9, 9)   -> <9,5>
+ *  mean: s 15 -> FL 19, WL 20;              buffer: FL 19, WL max(23, 20) -> <23,19>
+ *  max:  s 28 -> FL 32, WL 32;              buffer: FL 28, WL 32          -> <32,28>
+ * D = e^1.5: lambda 0.5, s1 = ceil(4) = 4, s2 = ceil(8) - 4 = 4; min 4 ->
+ *  FL 8, WL 9; buffer: WL max(12, 9) -> <12,8>.
+ * D = 2 (lambda < 0) and D = +inf: s = 1 -> <9,5>. */
+START_TEST(test_pu)
+{
+    static const struct {
+        double D;
+        enum adapt_strategy st;
+        int wl, fl, s;
+    } c[] = {{M_E * M_E, ADAPT_STRATEGY_MIN, 9, 5, 1},
+             {M_E * M_E, ADAPT_STRATEGY_MEAN, 23, 19, 15},
+             {M_E * M_E, ADAPT_STRATEGY_MAX, 32, 28, 28},
+             {4.4816890703380645, ADAPT_STRATEGY_MIN, 12, 8, 4},
+             {2.0, ADAPT_STRATEGY_MAX, 9, 5, 1},
+             {INFINITY, ADAPT_STRATEGY_MAX, 9, 5, 1}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        int wl = 8, fl = 4, s = -1;
+        adapt_pu(c[i].D, c[i].st, 4, &wl, &fl, &s);
+        ck_assert_msg(wl == c[i].wl && fl == c[i].fl && s == c[i].s,
+                      "case %zu: got <%d,%d> s %d, want <%d,%d> s %d", i, wl, fl, s, c[i].wl,
+                      c[i].fl, c[i].s);
+    }
+    /* buffer 0 and FL near the top: <30,30>, D = e^2 max: s2 = 32-30 = 2, s = 2
+     * -> FL 32, WL 32 */
+    int wl = 30, fl = 30;
+    adapt_pu(M_E * M_E, ADAPT_STRATEGY_MAX, 0, &wl, &fl, NULL);
+    ck_assert_int_eq(fl, 32);
+    ck_assert_int_eq(wl, 32);
+}
+END_TEST
+
+/* Lookback, lb_lwr 25, lb_upr 100, gamma 0.33, from lb 50:
+ * D = 4: 100/4 = 25 -> new 25; 25*0.33 + 0.67*50 = 41.75 (reference: 42).
+ * D = 0.5: 200 -> 100; 33 + 33.5 = 66.5 (reference 67).
+ * D = +inf: 0 -> 25 -> 41.75. D = 0: lb_upr -> 66.5.
+ * Reference sticks above lb_upr: from 101 with new 100: 33 + 67.67 = 100.67
+ * -> ceil 101, again and again; corrected converges to 100. */
+START_TEST(test_lookback)
+{
+    ck_assert_double_eq_tol(adapt_lookback_update(50, 4, 25, 100, 0.33, ADAPT_COMPAT_CORRECTED), 41.75, 1e-12);
+    ck_assert_double_eq(adapt_lookback_update(50, 4, 25, 100, 0.33, ADAPT_COMPAT_REFERENCE), 42.0);
+    ck_assert_double_eq_tol(adapt_lookback_update(50, 0.5, 25, 100, 0.33, ADAPT_COMPAT_CORRECTED), 66.5, 1e-12);
+    ck_assert_double_eq(adapt_lookback_update(50, 0.5, 25, 100, 0.33, ADAPT_COMPAT_REFERENCE), 67.0);
+    ck_assert_double_eq_tol(adapt_lookback_update(50, INFINITY, 25, 100, 0.33, ADAPT_COMPAT_CORRECTED), 41.75, 1e-12);
+    ck_assert_double_eq_tol(adapt_lookback_update(50, 0.0, 25, 100, 0.33, ADAPT_COMPAT_CORRECTED), 66.5, 1e-12);
+    double r = 101, c = 101;
+    for (int i = 0; i < 50; i++) {
+        r = adapt_lookback_update(r, 0.5, 25, 100, 0.33, ADAPT_COMPAT_REFERENCE);
+        c = adapt_lookback_update(c, 0.5, 25, 100, 0.33, ADAPT_COMPAT_CORRECTED);
+    }
+    ck_assert_double_eq(r, 101.0);
+    ck_assert_double_eq_tol(c, 100.0, 1e-6);
+    /* D = 1 / n / ||G||: D(10, 2.5) = 4 */
+    ck_assert_double_eq(adapt_gradient_diversity(10, 2.5), 4.0);
+    ck_assert(isinf(adapt_gradient_diversity(10, 0.0)));
+}
+END_TEST
+
+/* Resolution: round(99.6) = 100 = lb_upr -> r + 1; round(25.4) = 25 = lb_lwr
+ * -> r - 1; in between unchanged; clamped to [50, 150]. */
+START_TEST(test_resolution)
+{
+    ck_assert_int_eq(adapt_resolution_update(100, 99.6, 25, 100, 50, 150), 101);
+    ck_assert_int_eq(adapt_resolution_update(100, 25.4, 25, 100, 50, 150), 99);
+    ck_assert_int_eq(adapt_resolution_update(100, 60.0, 25, 100, 50, 150), 100);
+    ck_assert_int_eq(adapt_resolution_update(150, 100.0, 25, 100, 50, 150), 150);
+    ck_assert_int_eq(adapt_resolution_update(50, 25.0, 25, 100, 50, 150), 50);
+}
+END_TEST
+
+/* Strategy with capacity 4, from min:
+ *  1.0 (k 1: mean 1.0 <= 1.0)             -> mean
+ *  0.5 (k 2: mean 0.75 > 0.5)             -> min
+ *  0.8 (k 2: mean(0.5,0.8) 0.65 <= 0.8)   -> mean
+ *  0.9 (k 3: mean(0.5,0.8,0.9) 0.733)     -> max
+ *  1.0 (k 3: mean 0.9 <= 1.0)             -> max (stays)
+ *  0.1 (k 3: mean(0.9,1.0,0.1) 0.667)     -> min */
+START_TEST(test_strategy)
+{
+    double hist[4];
+    struct adapt_strategy_state s = {ADAPT_STRATEGY_MIN, 4, 0, 0, hist};
+    static const double loss[6] = {1.0, 0.5, 0.8, 0.9, 1.0, 0.1};
+    static const double mlb[6] = {2, 2, 2, 3, 3, 3};
+    static const enum adapt_strategy want[6] = {ADAPT_STRATEGY_MEAN, ADAPT_STRATEGY_MIN,
+                                                ADAPT_STRATEGY_MEAN, ADAPT_STRATEGY_MAX,
+                                                ADAPT_STRATEGY_MAX,  ADAPT_STRATEGY_MIN};
+    for (int i = 0; i < 6; i++) ck_assert_int_eq(adapt_strategy_update(&s, loss[i], mlb[i]), want[i]);
+}
+END_TEST
+
+/* MuPPET GD: g1 = (1,0), g2 = (0,1): 2 / |(1,1)|^2 = 1. g1 = g2 = (1,2):
+ * 10 / |(2,4)|^2 = 0.5. (3,0), (-1,1): 11 / |(2,1)|^2 = 2.2. */
+START_TEST(test_muppet_gd)
+{
+    float a[2] = {1, 0}, b[2] = {0, 1}, c[2] = {1, 2}, d[2] = {3, 0}, e[2] = {-1, 1};
+    const float *g1[2] = {a, b}, *g2[2] = {c, c}, *g3[2] = {d, e};
+    ck_assert_double_eq_tol(adapt_muppet_gd(g1, 2, 2), 1.0, 1e-12);
+    ck_assert_double_eq_tol(adapt_muppet_gd(g2, 2, 2), 0.5, 1e-12);
+    ck_assert_double_eq_tol(adapt_muppet_gd(g3, 2, 2), 2.2, 1e-12);
+}
+END_TEST
+
+/* Switching: T(0) = 2.5, T(10) = 1 + 1.5/e = 1.5518192. S at epochs 3, 6, 9,
+ * 12 = 1.0, 0.5, 0.55, 0.6 with patience 2: 1.0 sets max; at 6, 1/0.5 = 2 >
+ * T(6) = 1.8232 -> violation 1; at 9, 1/0.55 = 1.818 > T(9) = 1.6099 ->
+ * violation 2 -> switch (reset); at 12, 0.6 >= 0 is the new max. An S with
+ * ratio under T(e) is no violation: max 1.0, S 0.7 at epoch 3 (1.43 < 2.11). */
+START_TEST(test_muppet_rule)
+{
+    ck_assert_double_eq_tol(adapt_muppet_threshold(0), 2.5, 1e-12);
+    ck_assert_double_eq_tol(adapt_muppet_threshold(10), 1.5518191617571635, 1e-12);
+    struct adapt_muppet_rule m = {0.0, 0, 2};
+    ck_assert_int_eq(adapt_muppet_observe(&m, 1.0, 3), 0);
+    ck_assert_int_eq(adapt_muppet_observe(&m, 0.5, 6), 0);
+    ck_assert_int_eq(m.violations, 1);
+    ck_assert_int_eq(adapt_muppet_observe(&m, 0.55, 9), 1);
+    ck_assert_int_eq(m.violations, 0);
+    ck_assert_int_eq(adapt_muppet_observe(&m, 0.6, 12), 0);
+    ck_assert_double_eq(m.max_gd, 0.6);
+    struct adapt_muppet_rule n = {1.0, 0, 2};
+    ck_assert_int_eq(adapt_muppet_observe(&n, 0.7, 3), 0);
+    ck_assert_int_eq(n.violations, 0);
+}
+END_TEST
+
+/* Loss scale 65536, growth interval 3: overflow -> skip, 32768; three clean
+ * steps -> 65536; one clean, overflow -> skip, 32768; the clean count
+ * restarted, so two clean steps leave it at 32768. */
+START_TEST(test_amp_scaler)
+{
+    struct adapt_amp_scaler s = {65536.0, 3, 0};
+    ck_assert_int_eq(adapt_amp_scaler_update(&s, 1), 1);
+    ck_assert_double_eq(s.scale, 32768.0);
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(adapt_amp_scaler_update(&s, 0), 0);
+    ck_assert_double_eq(s.scale, 65536.0);
+    adapt_amp_scaler_update(&s, 0);
+    ck_assert_int_eq(adapt_amp_scaler_update(&s, 1), 1);
+    ck_assert_double_eq(s.scale, 32768.0);
+    adapt_amp_scaler_update(&s, 0);
+    adapt_amp_scaler_update(&s, 0);
+    ck_assert_double_eq(s.scale, 32768.0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("policy");
+    TCase *a = tcase_create("adapt");
+    tcase_add_test(a, test_pd_corrected);
+    tcase_add_test(a, test_pd_reference);
+    tcase_add_test(a, test_pd_edges);
+    tcase_add_test(a, test_pu);
+    tcase_add_test(a, test_lookback);
+    tcase_add_test(a, test_resolution);
+    tcase_add_test(a, test_strategy);
+    suite_add_tcase(s, a);
+    TCase *m = tcase_create("muppet_amp");
+    tcase_add_test(m, test_muppet_gd);
+    tcase_add_test(m, test_muppet_rule);
+    tcase_add_test(m, test_amp_scaler);
+    suite_add_tcase(s, m);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
