@@ -109,6 +109,13 @@ struct adapt_layer *adapt_flatten_create(const char *name, const int in_chw[3]);
 
 void adapt_layer_free(struct adapt_layer *l);
 
+/* Sets the parameters that PyTorch initialises to constants rather than at
+ * random: batch-norm gamma = 1, beta = 0, running_mean = 0, running_var = 1
+ * and *counter = 0. Call after binding value.data (and counter); other kinds
+ * are left untouched, so a network may call it for every layer after its own
+ * random initialisation of conv/linear WEIGHT and BIAS tensors. */
+void adapt_layer_reset_defaults(struct adapt_layer *l);
+
 static inline size_t adapt_layer_in_numel(const struct adapt_layer *l, int i)
 {
     return (size_t)l->in_dim[i][0] * (size_t)l->in_dim[i][1] * (size_t)l->in_dim[i][2];

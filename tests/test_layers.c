@@ -1,0 +1,1138 @@
+/* tests/test_layers.c: the CPU layer kinds (src/layers) against
+ *  - small cases whose expected values were computed with PyTorch 1.13
+ *    (torch.nn.functional on the same float32 inputs; noted per case),
+ *  - double-precision reference forwards written here as plain loops,
+ *  - finite-difference gradients of those references, for every input and
+ *    every trained parameter.
+ *
+ * Tolerances. The finite differences are central differences of the
+ * double-precision reference, so their own error (truncation h^2 |f'''| / 6
+ * with h = 2^-10 or 2^-12, and rounding ~2^-52 sum|y dy| / h) stays below
+ * 1e-7 of the values compared; what the tolerance has to cover is the
+ * float32 rounding of the layer's analytic gradient. An element that is a
+ * float sum of m terms bounded by T has an error of at most about
+ * lambda sqrt(m) u sum|t| <= lambda sqrt(m) u m T (u = 2^-24, probabilistic
+ * bound of Higham & Mary 2019 with lambda = 4); sum_tol(m, T) below. Inputs
+ * are uniform, so sum|t| is typically m T / 4 and the bound has a wide margin
+ * while still far below any real error (gradients here are O(0.1 .. 10)).
+ *
+ * Bit-exact checks (accumulation, chunking, add, flatten) use dyadic
+ * values (small integers / 2^b) whose sums and products are exact in float,
+ * so every summation order gives the same bits. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/status.h"
+#include "src/layer.h"
+#include "tests/testutil.h"
+
+#define U 5.9604644775390625e-08 /* 2^-24 */
+
+static double sum_tol(double m, double tmax) { return 4.0 * sqrt(m) * U * m * tmax; }
+
+/* ------------------------------------------------------------------ references */
+
+typedef void (*ref_fn)(const struct tu_layer *t, const void *arg, double *y);
+
+struct conv_arg {
+    int cin, h, w, cout, k, s, p, bias;
+};
+
+/* y and (when yabs) sum of |terms| per output element */
+static void ref_conv_abs(const struct tu_layer *t, const struct conv_arg *a, double *y,
+                         double *yabs)
+{
+    const int ho = (a->h + 2 * a->p - a->k) / a->s + 1, wo = (a->w + 2 * a->p - a->k) / a->s + 1;
+    const float *W = t->l->param[0].value.data;
+    const float *b = a->bias ? t->l->param[1].value.data : NULL;
+    for (int n = 0; n < t->n; n++)
+        for (int o = 0; o < a->cout; o++)
+            for (int oy = 0; oy < ho; oy++)
+                for (int ox = 0; ox < wo; ox++) {
+                    double s = b ? b[o] : 0.0, sa = b ? fabs(b[o]) : 0.0;
+                    for (int c = 0; c < a->cin; c++)
+                        for (int ky = 0; ky < a->k; ky++)
+                            for (int kx = 0; kx < a->k; kx++) {
+                                int iy = oy * a->s - a->p + ky, ix = ox * a->s - a->p + kx;
+                                if (iy < 0 || iy >= a->h || ix < 0 || ix >= a->w) continue;
+                                double v = (double)W[((o * a->cin + c) * a->k + ky) * a->k + kx] *
+                                           t->x[0][((size_t)(n * a->cin + c) * a->h + iy) * a->w + ix];
+                                s += v;
+                                sa += fabs(v);
+                            }
+                    size_t i = (((size_t)n * a->cout + o) * ho + oy) * wo + ox;
+                    y[i] = s;
+                    if (yabs) yabs[i] = sa;
+                }
+}
+
+static void ref_conv(const struct tu_layer *t, const void *arg, double *y)
+{
+    ref_conv_abs(t, arg, y, NULL);
+}
+
+struct lin_arg {
+    int in, out, bias;
+};
+
+static void ref_linear(const struct tu_layer *t, const void *arg, double *y)
+{
+    const struct lin_arg *a = arg;
+    const float *W = t->l->param[0].value.data, *b = a->bias ? t->l->param[1].value.data : NULL;
+    for (int n = 0; n < t->n; n++)
+        for (int o = 0; o < a->out; o++) {
+            double s = b ? b[o] : 0.0;
+            for (int i = 0; i < a->in; i++) s += (double)W[o * a->in + i] * t->x[0][n * a->in + i];
+            y[n * a->out + o] = s;
+        }
+}
+
+static void ref_tanh(const struct tu_layer *t, const void *arg, double *y)
+{
+    for (size_t i = 0; i < tu_layer_out_len(t); i++) y[i] = tanh((double)t->x[0][i]);
+}
+
+static void ref_relu(const struct tu_layer *t, const void *arg, double *y)
+{
+    for (size_t i = 0; i < tu_layer_out_len(t); i++) y[i] = t->x[0][i] > 0.0f ? t->x[0][i] : 0.0;
+}
+
+struct pool_arg {
+    int c, h, w, k, s, max; /* k == 0: global average */
+};
+
+static void ref_pool(const struct tu_layer *t, const void *arg, double *y)
+{
+    const struct pool_arg *a = arg;
+    const int k = a->k ? a->k : a->h, s = a->k ? a->s : 1;
+    const int ho = (a->h - k) / s + 1, wo = a->k ? (a->w - k) / s + 1 : 1;
+    const int kw = a->k ? a->k : a->w;
+    for (int q = 0; q < t->n * a->c; q++)
+        for (int oy = 0; oy < ho; oy++)
+            for (int ox = 0; ox < wo; ox++) {
+                double m = -INFINITY, sum = 0.0;
+                for (int ky = 0; ky < k; ky++)
+                    for (int kx = 0; kx < kw; kx++) {
+                        double v = t->x[0][((size_t)q * a->h + oy * s + ky) * a->w + ox * s + kx];
+                        m = v > m ? v : m;
+                        sum += v;
+                    }
+                y[((size_t)q * ho + oy) * wo + ox] = a->max ? m : sum / (k * kw);
+            }
+}
+
+struct bn_arg {
+    int c, hw;
+    double eps;
+    int training;
+};
+
+/* also returns per-channel batch mean and biased variance when asked */
+static void ref_bn_stats(const struct tu_layer *t, const struct bn_arg *a, double *y, double *mean,
+                         double *var)
+{
+    const float *g = t->l->param[0].value.data, *b = t->l->param[1].value.data;
+    const float *rm = t->l->param[2].value.data, *rv = t->l->param[3].value.data;
+    for (int c = 0; c < a->c; c++) {
+        double mu = 0.0, v = 0.0, M = (double)t->n * a->hw;
+        for (int n = 0; n < t->n; n++)
+            for (int i = 0; i < a->hw; i++) mu += t->x[0][((size_t)n * a->c + c) * a->hw + i];
+        mu /= M;
+        for (int n = 0; n < t->n; n++)
+            for (int i = 0; i < a->hw; i++) {
+                double d = t->x[0][((size_t)n * a->c + c) * a->hw + i] - mu;
+                v += d * d;
+            }
+        v /= M;
+        if (mean) mean[c] = mu;
+        if (var) var[c] = v;
+        double m = a->training ? mu : rm[c], s = a->training ? v : rv[c];
+        double is = 1.0 / sqrt(s + a->eps);
+        for (int n = 0; n < t->n; n++)
+            for (int i = 0; i < a->hw; i++) {
+                size_t j = ((size_t)n * a->c + c) * a->hw + i;
+                y[j] = (t->x[0][j] - m) * is * g[c] + b[c];
+            }
+    }
+}
+
+static void ref_bn(const struct tu_layer *t, const void *arg, double *y)
+{
+    ref_bn_stats(t, arg, y, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------ gradient checks */
+
+struct fd_ctx {
+    struct tu_layer *t;
+    ref_fn ref;
+    const void *arg;
+    double *y;
+};
+
+/* L = sum_i ref(x)_i dy_i, whose gradient is what backward computes for dy. */
+static double fd_loss(void *p)
+{
+    struct fd_ctx *c = p;
+    c->ref(c->t, c->arg, c->y);
+    double L = 0.0;
+    for (size_t i = 0; i < tu_layer_out_len(c->t); i++) L += c->y[i] * c->t->dy[i];
+    return L;
+}
+
+/* Forward + backward of the float layer with the current dy (gradients
+ * zeroed first), then finite differences for every input i with
+ * atol_x[i] >= 0 and every trained parameter p with atol_p[p] >= 0. */
+static void check_grads(struct tu_layer *t, ref_fn ref, const void *arg, float h,
+                        const double atol_x[2], const double atol_p[4], size_t max_checks)
+{
+    tu_layer_zero_grads(t);
+    tu_layer_forward(t);
+    tu_layer_backward(t, 0);
+    struct fd_ctx c = {t, ref, arg, malloc(tu_layer_out_len(t) * sizeof(double))};
+    ck_assert_ptr_nonnull(c.y);
+    struct tu_fd_opts o = {h, 4 * U, 0.0, max_checks};
+    struct tu_fd_result r;
+    for (int i = 0; i < t->l->nin; i++) {
+        if (atol_x[i] < 0) continue;
+        o.atol = atol_x[i];
+        ck_assert_msg(tu_gradcheck(fd_loss, &c, t->x[i], tu_layer_in_len(t, i), t->dx[i], &o, &r) == 0,
+                      "%s: dx[%d] index %zu analytic %.9g fd %.9g (%.3g x tol)", t->l->name, i,
+                      r.worst, r.worst_an, r.worst_fd, r.worst_ratio);
+    }
+    for (int p = 0; p < t->l->nparam; p++) {
+        struct adapt_param *pp = &t->l->param[p];
+        if (pp->role == ADAPT_PARAM_BUFFER || atol_p[p] < 0) continue;
+        o.atol = atol_p[p];
+        ck_assert_msg(tu_gradcheck(fd_loss, &c, pp->value.data, pp->value.numel, pp->grad.data, &o,
+                                   &r) == 0,
+                      "%s: d%s index %zu analytic %.9g fd %.9g (%.3g x tol)", t->l->name, pp->name,
+                      r.worst, r.worst_an, r.worst_fd, r.worst_ratio);
+    }
+    free(c.y);
+}
+
+/* ------------------------------------------------------------------ conv2d */
+
+/* PyTorch 1.13: F.conv2d(x (1,2,3,3), w (2,2,2,2), b, stride=2, padding=1) */
+START_TEST(test_conv_hand)
+{
+    static const float x[18] = {2.385f, -1.25f, 0.5f,   3.0f,   -0.75f,  1.125f,
+                                -2.0f,  0.25f,  1.5f,   -0.375f, 2.75f, -1.625f,
+                                0.875f, -3.125f, 1.0f,  2.25f,  -0.5f,  -1.875f};
+    static const float w[16] = {0.5f,   -1.5f, 2.0f,  0.25f,  -0.75f, 1.25f,  0.125f, -2.5f,
+                                1.75f,  0.375f, -0.625f, 1.0f, -1.125f, 0.875f, 2.125f, -0.25f};
+    static const float b[2] = {0.3f, -0.7f};
+    static const float want[8] = {1.83375001f, 2.33124995f, -9.23124981f, 7.33125019f,
+                                  1.77874994f, 6.83125019f, -1.37187505f, 3.54999995f};
+    int chw[3] = {2, 3, 3};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_conv2d_create("c", chw, 2, 2, 2, 1, 1), 1, 1);
+    ck_assert_int_eq(t.l->out_dim[0], 2);
+    ck_assert_int_eq(t.l->out_dim[1], 2);
+    ck_assert_int_eq(t.l->out_dim[2], 2);
+    memcpy(t.x[0], x, sizeof x);
+    memcpy(t.l->param[0].value.data, w, sizeof w);
+    memcpy(t.l->param[1].value.data, b, sizeof b);
+    tu_layer_forward(&t);
+    /* every output sums at most 8 products: a few ulps of the largest (|y| < 10) */
+    for (int i = 0; i < 8; i++) ck_assert_float_eq_tol(t.y[i], want[i], 8 * 16 * U);
+    ck_assert_str_eq(t.l->param[0].name, "c.weight");
+    ck_assert_str_eq(t.l->param[1].name, "c.bias");
+    ck_assert_int_eq(t.l->param[0].fan_in, 8);
+    ck_assert_int_eq(t.l->macs, 2 * 2 * 2 * 8);
+    ck_assert_int_eq(t.l->is_unit, 1);
+    tu_layer_release(&t);
+}
+END_TEST
+
+static const struct conv_arg conv_cases[] = {
+    {3, 7, 7, 4, 3, 1, 1, 1},  /* 3x3 same padding */
+    {2, 9, 9, 3, 3, 2, 1, 0},  /* stride 2, no bias (ResNet downsampling) */
+    {3, 13, 13, 4, 11, 4, 5, 1}, /* k11 s4 p5 (AlexNet-CIFAR conv1) */
+    {4, 8, 8, 3, 1, 2, 0, 0},  /* 1x1 stride 2 projection */
+    {3, 5, 5, 4, 5, 1, 0, 1},  /* kernel covers the input: fully connected path */
+    {2, 6, 5, 3, 3, 1, 0, 1},  /* non-square plane */
+    {2, 8, 8, 3, 5, 2, 2, 1},  /* k5 s2 p2 */
+};
+
+START_TEST(test_conv_ref_and_grads)
+{
+    const struct conv_arg *a = &conv_cases[_i];
+    int chw[3] = {a->cin, a->h, a->w};
+    const int n = 2;
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_conv2d_create("conv", chw, a->cout, a->k, a->s, a->p, a->bias), n, 1);
+    const int ho = (a->h + 2 * a->p - a->k) / a->s + 1, wo = (a->w + 2 * a->p - a->k) / a->s + 1;
+    ck_assert_int_eq(t.l->out_dim[1], ho);
+    ck_assert_int_eq(t.l->out_dim[2], wo);
+    ck_assert_int_eq(t.l->macs, (int64_t)ho * wo * a->cout * a->cin * a->k * a->k);
+    size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
+    tu_fill_uniform(t.x[0], nx, 11 + _i, -2.385f, 2.385f);
+    tu_fill_uniform(t.l->param[0].value.data, t.l->param[0].value.numel, 12 + _i, -0.9f, 0.9f);
+    if (a->bias) tu_fill_uniform(t.l->param[1].value.data, a->cout, 13 + _i, -0.5f, 0.5f);
+    tu_fill_uniform(t.dy, ny, 14 + _i, -1.0f, 1.0f);
+
+    /* forward against the double reference: per element 4 sqrt(m) u sum|terms| + 2u|y| */
+    double *y = malloc(ny * sizeof(double)), *ya = malloc(ny * sizeof(double));
+    tu_layer_forward(&t);
+    ref_conv_abs(&t, a, y, ya);
+    const double m = (double)a->cin * a->k * a->k + 1;
+    for (size_t i = 0; i < ny; i++)
+        ck_assert_msg(fabs(t.y[i] - y[i]) <= 4 * sqrt(m) * U * ya[i] + 2 * U * fabs(y[i]),
+                      "y[%zu] = %.9g, reference %.9g", i, t.y[i], y[i]);
+    free(y);
+    free(ya);
+
+    /* dx: sum of <= cout*k*k terms dy*W (|t| <= 0.9); dW: n*P terms dy*x
+     * (|t| <= 2.385); db: n*P terms dy (|t| <= 1) */
+    double ax[2] = {sum_tol((double)a->cout * a->k * a->k, 0.9), -1};
+    double ap[4] = {sum_tol((double)n * ho * wo, 2.385), sum_tol((double)n * ho * wo, 1.0), -1, -1};
+    check_grads(&t, ref_conv, a, 0x1p-10f, ax, ap, 48);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* With dyadic data every result is exact, so results must not depend on the
+ * chunking of the batch nor on the order of accumulation: a batch of 8
+ * (lowered in two chunks of 4 when the chunk holds 2^20 floats) gives the
+ * same bits as 8 single-sample calls; backward with acc adds exactly. */
+START_TEST(test_conv_chunks_and_accumulate)
+{
+    int chw[3] = {16, 32, 32};
+    const int n = 8;
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_conv2d_create("layer1.0.conv1", chw, 16, 3, 1, 1, 1), n, 1);
+    struct adapt_layer *l = t.l;
+    size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
+    size_t sx = nx / n, sy = ny / n;
+    size_t nw = l->param[0].value.numel;
+    tu_fill_dyadic(t.x[0], nx, 21, -16, 16, 3);
+    tu_fill_dyadic(l->param[0].value.data, nw, 22, -16, 16, 4);
+    tu_fill_dyadic(l->param[1].value.data, 16, 23, -16, 16, 4);
+    tu_fill_dyadic(t.dy, ny, 24, -8, 8, 3);
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    float *y1 = malloc(ny * sizeof(float)), *dx1 = malloc(nx * sizeof(float));
+    float *dw1 = malloc(nw * sizeof(float)), db1[16];
+    memcpy(y1, t.y, ny * sizeof(float));
+    memcpy(dx1, t.dx[0], nx * sizeof(float));
+    memcpy(dw1, l->param[0].grad.data, nw * sizeof(float));
+    memcpy(db1, l->param[1].grad.data, sizeof db1);
+
+    /* the forward is exact: compare with the double reference bit for bit */
+    double *yr = malloc(ny * sizeof(double));
+    struct conv_arg a = {16, 32, 32, 16, 3, 1, 1, 1};
+    ref_conv(&t, &a, yr);
+    for (size_t i = 0; i < ny; i++) ck_assert(t.y[i] == (float)yr[i] && yr[i] == (float)yr[i]);
+    free(yr);
+
+    /* one sample at a time, accumulating parameter gradients: same bits */
+    tu_layer_zero_grads(&t);
+    struct adapt_exec ex1 = {1, 1, t.ws};
+    for (int j = 0; j < n; j++) {
+        const float *xs[2] = {t.x[0] + j * sx, NULL};
+        float *dxs[2] = {t.dx[0] + j * sx, NULL};
+        l->ops->forward(l, &ex1, xs, t.y + j * sy);
+        l->ops->backward(l, &ex1, xs, t.y + j * sy, t.dy + j * sy, dxs, 0);
+    }
+    ck_assert_int_eq(tu_first_bit_diff(t.y, y1, ny), -1);
+    ck_assert_int_eq(tu_first_bit_diff(t.dx[0], dx1, nx), -1);
+    ck_assert_int_eq(tu_first_bit_diff(l->param[0].grad.data, dw1, nw), -1);
+    ck_assert_int_eq(tu_first_bit_diff(l->param[1].grad.data, db1, 16), -1);
+
+    /* acc bit: dx = prev + fresh; parameter gradients add up (2 x fresh) */
+    float *prev = malloc(nx * sizeof(float));
+    tu_fill_dyadic(prev, nx, 25, -64, 64, 3);
+    memcpy(t.dx[0], prev, nx * sizeof(float));
+    tu_layer_backward(&t, 1);
+    for (size_t i = 0; i < nx; i++) ck_assert(t.dx[0][i] == prev[i] + dx1[i]);
+    for (size_t i = 0; i < nw; i++) ck_assert(l->param[0].grad.data[i] == 2.0f * dw1[i]);
+    for (int i = 0; i < 16; i++) ck_assert(l->param[1].grad.data[i] == 2.0f * db1[i]);
+
+    /* dx == NULL (network input): parameter gradients still accumulate */
+    tu_layer_backward_sel(&t, 0, 0);
+    for (size_t i = 0; i < nw; i++) ck_assert(l->param[0].grad.data[i] == 3.0f * dw1[i]);
+    free(prev);
+    free(y1);
+    free(dx1);
+    free(dw1);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ linear */
+
+/* PyTorch 1.13: F.linear(x (2,3), w (2,3), b) */
+START_TEST(test_linear_hand_and_grads)
+{
+    static const float x[6] = {2.385f, -1.5f, 0.75f, -0.25f, 3.125f, 1.0f};
+    static const float w[6] = {0.5f, -2.0f, 1.25f, -0.875f, 0.375f, 2.5f};
+    static const float b[2] = {0.1f, -0.2f};
+    static const float want[4] = {5.23000002f, -0.97437495f, -5.0250001f, 3.69062495f};
+    int chw[3] = {3, 1, 1};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_linear_create("fc", chw, 2, 1), 2, 1);
+    memcpy(t.x[0], x, sizeof x);
+    memcpy(t.l->param[0].value.data, w, sizeof w);
+    memcpy(t.l->param[1].value.data, b, sizeof b);
+    tu_layer_forward(&t);
+    for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(t.y[i], want[i], 4 * 8 * U);
+    ck_assert_int_eq(t.l->macs, 6);
+    ck_assert_int_eq(t.l->param[0].fan_in, 3);
+    tu_layer_release(&t);
+
+    /* (C, H, W) = (5, 2, 3) read as 30 flat features */
+    int chw2[3] = {5, 2, 3};
+    struct lin_arg a = {30, 7, 1};
+    tu_layer_bind(&t, adapt_linear_create("fc2", chw2, 7, 1), 3, 1);
+    ck_assert_int_eq(t.l->out_dim[0], 7);
+    ck_assert_int_eq(t.l->out_dim[1] * t.l->out_dim[2], 1);
+    tu_fill_uniform(t.x[0], 90, 31, -2.385f, 2.385f);
+    tu_fill_uniform(t.l->param[0].value.data, 210, 32, -0.9f, 0.9f);
+    tu_fill_uniform(t.l->param[1].value.data, 7, 33, -0.5f, 0.5f);
+    tu_fill_uniform(t.dy, 21, 34, -1.0f, 1.0f);
+    /* dx: 7 terms dy*W; dW: 3 terms dy*x; db: 3 terms dy */
+    double ax[2] = {sum_tol(7, 0.9), -1};
+    double ap[4] = {sum_tol(3, 2.385), sum_tol(3, 1.0), -1, -1};
+    check_grads(&t, ref_linear, &a, 0x1p-10f, ax, ap, 0);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ activations */
+
+/* PyTorch 1.13: torch.tanh on float32 */
+START_TEST(test_tanh_hand)
+{
+    static const float x[8] = {-2.385f, -0.5f, -1e-4f, 0.0f, 0.3f, 1.7f, 9.2f, 20.0f};
+    static const float want[8] = {-0.983181834f, -0.462117165f, -9.99999975e-05f, 0.0f,
+                                  0.291312635f,  0.935409069f,  1.0f,             1.0f};
+    int chw[3] = {1, 2, 4};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_tanh_create("t", chw), 1, 1);
+    memcpy(t.x[0], x, sizeof x);
+    tu_layer_forward(&t);
+    /* within the accuracy stated in act.c (3 ulp) of the correctly rounded value */
+    for (int i = 0; i < 8; i++) ck_assert_msg(tu_ulp_error(t.y[i], want[i]) <= 3.0, "tanh(%g)", x[i]);
+    ck_assert_int_eq(t.l->elementwise, 8);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* Every 613th float in [0, 12] (and its negative) against tanh() in double:
+ * at most 3 ulp. Special values: -0, subnormals, NaN, infinities. */
+START_TEST(test_tanh_accuracy)
+{
+    const uint32_t top = 0x41400000u; /* 12.0f */
+    const size_t stride = 613, cnt = top / stride + 1;
+    int chw[3] = {1, 1, (int)(2 * cnt + 8)};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_tanh_create("t", chw), 1, 1);
+    for (size_t i = 0; i < cnt; i++) {
+        uint32_t u = (uint32_t)(i * stride);
+        float f;
+        memcpy(&f, &u, sizeof f);
+        t.x[0][2 * i] = f;
+        t.x[0][2 * i + 1] = -f;
+    }
+    float *sp = t.x[0] + 2 * cnt;
+    sp[0] = -0.0f;
+    sp[1] = 1e-40f;
+    sp[2] = -FLT_MIN;
+    sp[3] = NAN;
+    sp[4] = INFINITY;
+    sp[5] = -INFINITY;
+    sp[6] = 9.01f;
+    sp[7] = -1e30f;
+    tu_layer_forward(&t);
+    double worst = 0.0;
+    float at = 0.0f;
+    for (size_t i = 0; i < 2 * cnt; i++) {
+        double e = tu_ulp_error(t.y[i], tanh((double)t.x[0][i]));
+        if (e > worst) {
+            worst = e;
+            at = t.x[0][i];
+        }
+    }
+    ck_assert_msg(worst <= 3.0, "tanh max error %.3f ulp at %.9g", worst, at);
+    const float *r = t.y + 2 * cnt;
+    ck_assert(r[0] == 0.0f && signbit(r[0]));
+    ck_assert(r[1] == 1e-40f);
+    ck_assert(r[2] == -FLT_MIN);
+    ck_assert(isnan(r[3]));
+    ck_assert(r[4] == 1.0f && r[5] == -1.0f);
+    ck_assert(tu_ulp_error(r[6], tanh(9.01)) <= 1.0);
+    ck_assert(r[7] == -1.0f);
+    tu_layer_release(&t);
+}
+END_TEST
+
+START_TEST(test_act_grads)
+{
+    int chw[3] = {3, 5, 7};
+    struct tu_layer t;
+    /* tanh: dx = (1 - y^2) dy with y within 3 ulp: |err| <= 8 u |dy| + rounding 2u */
+    tu_layer_bind(&t, adapt_tanh_create("t", chw), 2, 1);
+    tu_fill_uniform(t.x[0], 210, 41, -3.0f, 3.0f);
+    tu_fill_uniform(t.dy, 210, 42, -1.0f, 1.0f);
+    double at[2] = {10 * U, -1}, none[4] = {-1, -1, -1, -1};
+    check_grads(&t, ref_tanh, NULL, 0x1p-12f, at, none, 0);
+    tu_layer_release(&t);
+
+    /* relu: exact (dx = dy or 0) away from the kink: |x| >= 0.05 >> h */
+    tu_layer_bind(&t, adapt_relu_create("r", chw), 2, 1);
+    tu_fill_away_from_zero(t.x[0], 210, 43, 0.05f, 2.385f);
+    tu_fill_uniform(t.dy, 210, 44, -1.0f, 1.0f);
+    double ar[2] = {1e-9, -1};
+    check_grads(&t, ref_relu, NULL, 0x1p-10f, ar, none, 0);
+    for (int i = 0; i < 210; i++) ck_assert(t.y[i] == (t.x[0][i] > 0 ? t.x[0][i] : 0.0f));
+    /* NaN propagates (torch.relu(nan) = nan) and its gradient passes through */
+    t.x[0][3] = NAN;
+    tu_layer_forward(&t);
+    ck_assert(isnan(t.y[3]));
+    tu_layer_backward(&t, 0);
+    ck_assert(t.dx[0][3] == t.dy[3]);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* acc semantics and in-place use of the element-wise layers (dyadic: exact) */
+START_TEST(test_act_accumulate_inplace)
+{
+    int chw[3] = {4, 64, 130}; /* 33280 floats per sample: the parallel path */
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_relu_create("r", chw), 2, 1);
+    size_t n = tu_layer_out_len(&t);
+    tu_fill_dyadic(t.x[0], n, 51, -64, 64, 4);
+    tu_fill_dyadic(t.dy, n, 52, -64, 64, 4);
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    float *fresh = malloc(n * sizeof(float)), *prev = malloc(n * sizeof(float));
+    memcpy(fresh, t.dx[0], n * sizeof(float));
+    tu_fill_dyadic(prev, n, 53, -64, 64, 4);
+    memcpy(t.dx[0], prev, n * sizeof(float));
+    tu_layer_backward(&t, 1);
+    for (size_t i = 0; i < n; i++) ck_assert(t.dx[0][i] == prev[i] + fresh[i]);
+    /* in place: y == x, dx == dy */
+    float *y0 = malloc(n * sizeof(float));
+    memcpy(y0, t.y, n * sizeof(float));
+    const float *xs[2] = {t.x[0], NULL};
+    t.l->ops->forward(t.l, &t.ex, xs, t.x[0]);
+    ck_assert_int_eq(tu_first_bit_diff(t.x[0], y0, n), -1);
+    float *dxs[2] = {t.dy, NULL};
+    t.l->ops->backward(t.l, &t.ex, xs, t.y, t.dy, dxs, 0);
+    ck_assert_int_eq(tu_first_bit_diff(t.dy, fresh, n), -1);
+    free(fresh);
+    free(prev);
+    free(y0);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ pooling */
+
+/* PyTorch 1.13: F.max_pool2d(x (1,1,4,4), 2, 2) and (x, 3, 1), backward with
+ * dy = (1, 2, 3, 4) and (1, 10, 100, 1000). Ties: window 2 has 2.385 at
+ * indices 2 and 7, window 4 has -0.5 at 11 and 14; the first wins. */
+START_TEST(test_maxpool_hand)
+{
+    static const float x[16] = {1.5f,  2.385f, 2.385f, 0.5f,  -1.0f, 0.25f, 0.0f,  2.385f,
+                                3.0f,  3.0f,   -2.0f,  -0.5f, 3.0f,  1.0f,  -0.5f, -3.0f};
+    static const float want_y[4] = {2.385f, 2.385f, 3.0f, -0.5f};
+    static const float want_dx[16] = {0, 1, 2, 0, 0, 0, 0, 0, 3, 0, 0, 4, 0, 0, 0, 0};
+    static const float want_dx3[16] = {0, 0, 0, 0, 0, 0, 0, 0, 101, 1010, 0, 0, 0, 0, 0, 0};
+    int chw[3] = {1, 4, 4};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_maxpool2d_create("p", chw, 2, 2), 1, 1);
+    memcpy(t.x[0], x, sizeof x);
+    for (int i = 0; i < 4; i++) t.dy[i] = (float)(i + 1);
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    for (int i = 0; i < 4; i++) ck_assert(t.y[i] == want_y[i]);
+    for (int i = 0; i < 16; i++) ck_assert(t.dx[0][i] == want_dx[i]);
+    ck_assert_int_eq(t.l->elementwise, 16);
+    tu_layer_release(&t);
+
+    tu_layer_bind(&t, adapt_maxpool2d_create("p", chw, 3, 1), 1, 1);
+    memcpy(t.x[0], x, sizeof x);
+    t.dy[0] = 1;
+    t.dy[1] = 10;
+    t.dy[2] = 100;
+    t.dy[3] = 1000;
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    for (int i = 0; i < 4; i++) ck_assert(t.y[i] == 3.0f);
+    for (int i = 0; i < 16; i++) ck_assert(t.dx[0][i] == want_dx3[i]);
+    /* NaN wins its window (PyTorch's CPU kernel) and receives the gradient */
+    t.x[0][5] = NAN;
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    ck_assert(isnan(t.y[0]) && isnan(t.y[1]) && isnan(t.y[2]) && isnan(t.y[3]));
+    ck_assert(t.dx[0][5] == 1111.0f);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* PyTorch 1.13: F.avg_pool2d(x (1,1,5,5), 2, 2), (x, 3, 2), adaptive_avg_pool2d(x, 1) */
+START_TEST(test_avgpool_hand)
+{
+    static const float x[25] = {1.5f, 2.385f, -0.75f, 0.5f, 4.0f, -1.0f, 0.25f, 0.125f, 2.0f,
+                                -2.0f, 3.0f, 1.75f, -2.5f, -0.5f, 1.0f, 0.0f, 1.0f, -0.5f,
+                                -3.0f, 8.0f, 9.0f, 9.0f, 9.0f, 9.0f, 9.0f};
+    static const float want2[4] = {0.783749998f, 0.46875f, 1.4375f, -1.625f};
+    static const float want3[4] = {0.528888941f, 0.208333328f, 3.30555558f, 3.27777767f};
+    int chw[3] = {1, 5, 5};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_avgpool2d_create("a", chw, 2, 2), 1, 1);
+    memcpy(t.x[0], x, sizeof x);
+    for (int i = 0; i < 4; i++) t.dy[i] = (float)(i + 1);
+    for (int i = 0; i < 25; i++) t.dx[0][i] = 7.0f; /* must be overwritten */
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    /* sums of 4 values, times 1/4: one or two roundings */
+    for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(t.y[i], want2[i], 4 * U * 2);
+    /* floor mode leaves row 4 and column 4 out: their gradient is 0 */
+    for (int i = 0; i < 25; i++) {
+        int r = i / 5, c = i % 5;
+        float g = (r < 4 && c < 4) ? (float)((r / 2) * 2 + c / 2 + 1) * 0.25f : 0.0f;
+        ck_assert(t.dx[0][i] == g);
+    }
+    tu_layer_release(&t);
+
+    tu_layer_bind(&t, adapt_avgpool2d_create("a", chw, 3, 2), 1, 1);
+    memcpy(t.x[0], x, sizeof x);
+    tu_layer_forward(&t);
+    for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(t.y[i], want3[i], 9 * U * 4);
+    tu_layer_release(&t);
+
+    tu_layer_bind(&t, adapt_avgpool2d_create("gap", chw, 0, 0), 1, 1);
+    ck_assert_int_eq(t.l->out_dim[1], 1);
+    ck_assert_int_eq(t.l->out_dim[2], 1);
+    memcpy(t.x[0], x, sizeof x);
+    tu_layer_forward(&t);
+    ck_assert_float_eq_tol(t.y[0], 2.41040015f, 2 * U * 2.5);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* max values are distinct by >= 0.01 >> 2h, so no difference crosses a tie */
+static void fill_distinct(float *v, size_t n, uint64_t seed)
+{
+    float *tmp = malloc(n * sizeof(float));
+    tu_fill_uniform(tmp, n, seed, 0.0f, 1.0f);
+    /* rank-order the random keys: v[i] = 0.01 * rank - offset */
+    for (size_t i = 0; i < n; i++) {
+        size_t rank = 0;
+        for (size_t j = 0; j < n; j++) rank += tmp[j] < tmp[i] || (tmp[j] == tmp[i] && j < i);
+        v[i] = 0.01f * (float)rank - 0.005f * (float)n;
+    }
+    free(tmp);
+}
+
+static const struct pool_arg pool_cases[] = {
+    {3, 6, 6, 2, 2, 1}, /* max 2/2 */
+    {2, 7, 7, 3, 2, 1}, /* max 3/2: overlapping windows, floor mode */
+    {3, 6, 6, 2, 2, 0}, /* avg 2/2 */
+    {2, 7, 7, 3, 2, 0}, /* avg 3/2 */
+    {2, 5, 4, 2, 1, 0}, /* avg 2/1 non-square */
+    {3, 5, 6, 0, 0, 0}, /* global */
+};
+
+START_TEST(test_pool_grads)
+{
+    const struct pool_arg *a = &pool_cases[_i];
+    int chw[3] = {a->c, a->h, a->w};
+    struct tu_layer t;
+    tu_layer_bind(&t, a->max ? adapt_maxpool2d_create("p", chw, a->k, a->s)
+                             : adapt_avgpool2d_create("p", chw, a->k, a->s),
+                  2, 1);
+    size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
+    if (a->max)
+        fill_distinct(t.x[0], nx, 61 + _i);
+    else
+        tu_fill_uniform(t.x[0], nx, 61 + _i, -2.385f, 2.385f);
+    tu_fill_uniform(t.dy, ny, 62 + _i, -1.0f, 1.0f);
+    double *y = malloc(ny * sizeof(double));
+    tu_layer_forward(&t);
+    ref_pool(&t, a, y);
+    int kk = a->k ? a->k * a->k : a->h * a->w;
+    for (size_t i = 0; i < ny; i++)
+        ck_assert_msg(fabs(t.y[i] - y[i]) <= (a->max ? 0.0 : sum_tol(kk, 2.385) / kk + U * fabs(y[i])),
+                      "y[%zu] %.9g vs %.9g", i, t.y[i], y[i]);
+    free(y);
+    /* dx: each input sums dy/k^2 over at most 4 overlapping windows (|t| <= 1) */
+    double ax[2] = {sum_tol(4, 1.0), -1}, none[4] = {-1, -1, -1, -1};
+    check_grads(&t, ref_pool, a, 0x1p-10f, ax, none, 0);
+    tu_layer_release(&t);
+}
+END_TEST
+
+START_TEST(test_pool_accumulate)
+{
+    int chw[3] = {64, 8, 8};
+    for (int kind = 0; kind < 3; kind++) {
+        struct tu_layer t;
+        struct adapt_layer *l = kind == 0   ? adapt_maxpool2d_create("p", chw, 2, 2)
+                                : kind == 1 ? adapt_avgpool2d_create("p", chw, 2, 2)
+                                            : adapt_avgpool2d_create("p", chw, 0, 0);
+        tu_layer_bind(&t, l, 16, 1);
+        size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
+        tu_fill_dyadic(t.x[0], nx, 71, -64, 64, 3);
+        tu_fill_dyadic(t.dy, ny, 72, -64, 64, 3);
+        tu_layer_forward(&t);
+        tu_layer_backward(&t, 0);
+        float *fresh = malloc(nx * sizeof(float)), *prev = malloc(nx * sizeof(float));
+        memcpy(fresh, t.dx[0], nx * sizeof(float));
+        tu_fill_dyadic(prev, nx, 73, -64, 64, 3);
+        memcpy(t.dx[0], prev, nx * sizeof(float));
+        tu_layer_backward(&t, 1);
+        for (size_t i = 0; i < nx; i++) ck_assert(t.dx[0][i] == prev[i] + fresh[i]);
+        free(fresh);
+        free(prev);
+        tu_layer_release(&t);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ batch norm */
+
+/* PyTorch 1.13: nn.BatchNorm2d(2) with weight (1.5, -0.5), bias (0.25, 2.0),
+ * training forward of x (3,2,1,2), backward of dy, then eval forward. */
+START_TEST(test_bn_hand)
+{
+    static const float x[12] = {2.385f, -1.0f, 0.5f, 3.25f, -0.75f, 1.125f,
+                                4.0f,   -2.5f, 0.0f, 1.75f, -1.5f, 0.375f};
+    static const float dy[12] = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 1.5f,
+                                 1.0f, -0.5f, 0.125f, 0.375f, -2.0f, 1.25f};
+    static const float want_y[12] = {2.39286137f, -1.63690853f, 2.04020905f, 1.45047712f,
+                                     -1.33928883f, 0.892858446f, 1.28964114f, 2.68355298f,
+                                     -0.446429938f, 1.63690758f, 2.46910501f, 2.06701493f};
+    static const float want_dx[12] = {-0.601879835f, -0.416193813f, -0.368700683f, 0.172131687f,
+                                      -0.264172643f, 1.32241535f,   0.0564452708f, -0.0131789949f,
+                                      0.340700537f,  -0.380869478f, 0.368692398f,  -0.215389654f};
+    static const float want_eval[12] = {3.59177732f,   -1.27042603f, 1.8269372f,  0.72334826f,
+                                        -0.911326826f, 1.78191721f,  0.42236948f, 3.03085256f,
+                                        0.165970787f,  2.67966533f,  2.62954736f, 1.87710035f};
+    int chw[3] = {2, 1, 2};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_batchnorm2d_create("bn", chw, 1e-5f, 0.1f), 3, 1);
+    struct adapt_layer *l = t.l;
+    ck_assert_int_eq(l->nparam, 4);
+    ck_assert_str_eq(l->param[2].name, "bn.running_mean");
+    ck_assert_str_eq(l->param[3].name, "bn.running_var");
+    ck_assert_int_eq(l->param[0].role, ADAPT_PARAM_WEIGHT);
+    ck_assert_int_eq(l->param[1].role, ADAPT_PARAM_BIAS);
+    ck_assert_int_eq(l->param[3].role, ADAPT_PARAM_BUFFER);
+    ck_assert_int_eq(l->is_unit, 0);
+    ck_assert_ptr_eq(l->counter, &t.counter);
+    t.counter = 99;
+    adapt_layer_reset_defaults(l);
+    ck_assert_int_eq(t.counter, 0);
+    ck_assert(l->param[0].value.data[1] == 1.0f && l->param[1].value.data[1] == 0.0f);
+    ck_assert(l->param[2].value.data[1] == 0.0f && l->param[3].value.data[1] == 1.0f);
+    l->param[0].value.data[0] = 1.5f;
+    l->param[0].value.data[1] = -0.5f;
+    l->param[1].value.data[0] = 0.25f;
+    l->param[1].value.data[1] = 2.0f;
+    memcpy(t.x[0], x, sizeof x);
+    memcpy(t.dy, dy, sizeof dy);
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    /* values O(1) after a handful of roundings each */
+    for (int i = 0; i < 12; i++) {
+        ck_assert_float_eq_tol(t.y[i], want_y[i], 32 * U);
+        ck_assert_float_eq_tol(t.dx[0][i], want_dx[i], 32 * U);
+    }
+    ck_assert_float_eq_tol(l->param[2].value.data[0], 0.0584999993f, 8 * U * 0.06);
+    ck_assert_float_eq_tol(l->param[2].value.data[1], 0.0687500015f, 8 * U * 0.07);
+    ck_assert_float_eq_tol(l->param[3].value.data[0], 1.09051001f, 8 * U);
+    ck_assert_float_eq_tol(l->param[3].value.data[1], 1.55234373f, 8 * U);
+    ck_assert_int_eq(t.counter, 1);
+    ck_assert_float_eq_tol(l->param[0].grad.data[0], 3.69842052f, 32 * U);
+    ck_assert_float_eq_tol(l->param[0].grad.data[1], 3.92707872f, 32 * U);
+    ck_assert(l->param[1].grad.data[0] == 0.75f && l->param[1].grad.data[1] == 2.0f);
+    t.ex.training = 0;
+    tu_layer_forward(&t);
+    for (int i = 0; i < 12; i++) ck_assert_float_eq_tol(t.y[i], want_eval[i], 32 * U);
+    ck_assert_int_eq(t.counter, 1);
+    tu_layer_release(&t);
+}
+END_TEST
+
+START_TEST(test_bn_grads)
+{
+    const int training = _i;
+    int chw[3] = {3, 4, 5};
+    const int n = 3, hw = 20;
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_batchnorm2d_create("bn", chw, 1e-5f, 0.1f), n, training);
+    size_t nx = tu_layer_in_len(&t, 0);
+    adapt_layer_reset_defaults(t.l);
+    tu_fill_uniform(t.x[0], nx, 81, -2.385f, 2.385f);
+    for (int c = 0; c < 3; c++) /* channels with offset means */
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < hw; i++) t.x[0][(j * 3 + c) * hw + i] += 1.5f * (float)c;
+    tu_fill_uniform(t.l->param[0].value.data, 3, 82, 0.5f, 1.5f);
+    tu_fill_uniform(t.l->param[1].value.data, 3, 83, -0.5f, 0.5f);
+    tu_fill_uniform(t.l->param[2].value.data, 3, 84, -0.5f, 0.5f);
+    tu_fill_uniform(t.l->param[3].value.data, 3, 85, 0.5f, 2.0f);
+    tu_fill_uniform(t.dy, nx, 86, -1.0f, 1.0f);
+    struct bn_arg a = {3, hw, 1e-5, training};
+    /* The variance of uniform(-2.385, 2.385) is 1.9, so invstd ~ 0.73, and
+     * running_var >= 0.5 gives invstd <= 1.42; xhat is within +-3, gamma <= 1.5.
+     * Training dx = gamma invstd (dy - mean dy - xhat mean(dy xhat)): its
+     * sums over M = 60 terms with |t| <= 3 carry sum_tol(60, 3), times
+     * gamma invstd <= 2.2, plus a few roundings of |dx| <= 2.2 (1 + 1 + 3).
+     * dgamma: 60 terms dy xhat (|t| <= 3); dbeta: 60 terms dy. */
+    double ax[2] = {2.2 * sum_tol(60, 3.0) + 16 * U * 11.0, -1};
+    double ap[4] = {sum_tol(60, 3.0), sum_tol(60, 1.0), -1, -1};
+    check_grads(&t, ref_bn, &a, 0x1p-12f, ax, ap, 0);
+
+    /* the float forward against the reference, and the running statistics */
+    double *y = malloc(nx * sizeof(double)), mean[3], var[3];
+    ref_bn_stats(&t, &a, y, mean, var);
+    for (size_t i = 0; i < nx; i++) ck_assert(fabs(t.y[i] - y[i]) <= 64 * U * (1.0 + fabs(y[i])));
+    if (training) {
+        /* check_grads ran one forward: running = 0.9 start + 0.1 stat (unbiased var) */
+        float rm0[3], rv0[3];
+        tu_fill_uniform(rm0, 3, 84, -0.5f, 0.5f);
+        tu_fill_uniform(rv0, 3, 85, 0.5f, 2.0f);
+        for (int c = 0; c < 3; c++) {
+            ck_assert(fabs(t.l->param[2].value.data[c] - (0.9 * rm0[c] + 0.1 * mean[c])) <= 16 * U * 4);
+            ck_assert(fabs(t.l->param[3].value.data[c] - (0.9 * rv0[c] + 0.1 * var[c] * 60 / 59)) <=
+                      16 * U * 4);
+            ck_assert(fabs(t.saved[c] - mean[c]) <= 4 * U * 4);
+            ck_assert(fabs(t.saved[3 + c] - 1 / sqrt(var[c] + 1e-5)) <= 4 * U * 2);
+        }
+        ck_assert_int_eq(t.counter, 1);
+    } else {
+        ck_assert_int_eq(t.counter, 0);
+    }
+    free(y);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* Statistics stay accurate when |mean| >> std (the shifted sums): x = 1000 +
+ * noise of std 0.01; float E[x^2] - E[x]^2 would lose every digit. */
+START_TEST(test_bn_large_mean)
+{
+    int chw[3] = {2, 16, 16};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_batchnorm2d_create("bn", chw, 1e-5f, 0.1f), 4, 1);
+    adapt_layer_reset_defaults(t.l);
+    size_t nx = tu_layer_in_len(&t, 0);
+    tu_fill_uniform(t.x[0], nx, 91, -0.017f, 0.017f);
+    for (size_t i = 0; i < nx; i++) t.x[0][i] += 1000.0f;
+    tu_layer_forward(&t);
+    struct bn_arg a = {2, 256, 1e-5, 1};
+    double mean[2], var[2], *y = malloc(nx * sizeof(double));
+    ref_bn_stats(&t, &a, y, mean, var);
+    /* each x - s is exact (Sterbenz), so only summation rounding remains:
+     * relative error of var well below 1e-5 */
+    for (int c = 0; c < 2; c++) {
+        double is = 1 / sqrt(var[c] + 1e-5);
+        ck_assert_msg(fabs(t.saved[2 + c] - is) <= 1e-5 * is, "invstd %.9g vs %.9g", t.saved[2 + c], is);
+    }
+    /* y: x - mean is O(0.017) out of 1000, so float x carries 2^-14 absolute
+     * error relative to the spread: |y| ~ 1.7 with abs error <= 1000 u invstd */
+    for (size_t i = 0; i < nx; i++) ck_assert(fabs(t.y[i] - y[i]) <= 4 * 1000 * U / sqrt(var[i / 256 % 2]));
+    free(y);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ add, flatten */
+
+START_TEST(test_add_flatten)
+{
+    int chw[3] = {3, 40, 300}; /* 36000 per sample: parallel path */
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_add_create("add", chw), 2, 1);
+    ck_assert_int_eq(t.l->nin, 2);
+    size_t n = tu_layer_out_len(&t);
+    tu_fill_dyadic(t.x[0], n, 101, -64, 64, 3);
+    tu_fill_dyadic(t.x[1], n, 102, -64, 64, 3);
+    tu_fill_dyadic(t.dy, n, 103, -64, 64, 3);
+    tu_fill_dyadic(t.dx[1], n, 104, -64, 64, 3);
+    float *prev = malloc(n * sizeof(float));
+    memcpy(prev, t.dx[1], n * sizeof(float));
+    tu_layer_forward(&t);
+    for (size_t i = 0; i < n; i++) ck_assert(t.y[i] == t.x[0][i] + t.x[1][i]);
+    tu_layer_backward(&t, 2u); /* dx0 = dy, dx1 += dy */
+    ck_assert_int_eq(tu_first_bit_diff(t.dx[0], t.dy, n), -1);
+    for (size_t i = 0; i < n; i++) ck_assert(t.dx[1][i] == prev[i] + t.dy[i]);
+    tu_layer_backward_sel(&t, 2u, 0); /* dx0 == NULL */
+    ck_assert_int_eq(tu_first_bit_diff(t.dx[1], t.dy, n), -1);
+    free(prev);
+    tu_layer_release(&t);
+
+    int chw2[3] = {4, 3, 5};
+    tu_layer_bind(&t, adapt_flatten_create("flat", chw2), 2, 1);
+    ck_assert_int_eq(t.l->out_dim[0], 60);
+    ck_assert_int_eq(t.l->out_dim[1] * t.l->out_dim[2], 1);
+    tu_fill_uniform(t.x[0], 120, 105, -2.385f, 2.385f);
+    tu_fill_uniform(t.dy, 120, 106, -1.0f, 1.0f);
+    tu_layer_forward(&t);
+    ck_assert_int_eq(tu_first_bit_diff(t.y, t.x[0], 120), -1);
+    tu_layer_backward(&t, 0);
+    ck_assert_int_eq(tu_first_bit_diff(t.dx[0], t.dy, 120), -1);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ softmax cross-entropy */
+
+/* PyTorch 1.13: F.cross_entropy(z (2,3), labels (0, 1)) = 0.441343843937
+ * (float32; 0.441343859934787 in float64), grad from .backward(). Row 2 ties
+ * its maximum (0.25 at classes 0 and 1): arg-max is the first, so only row 1
+ * counts as correct. */
+START_TEST(test_xent_hand)
+{
+    static const float z[6] = {2.385f, -1.0f, 0.5f, 0.25f, 0.25f, -3.0f};
+    static const int lab[2] = {0, 1};
+    static const float want[6] = {-0.0783105195f, 0.0142858457f, 0.0640247166f,
+                                  0.245245397f,   -0.254754603f, 0.0095091965f};
+    float d[6];
+    int ok = -1;
+    double loss = adapt_softmax_xent(z, lab, 2, 3, d, &ok);
+    /* float exponentials: each exp(z - max) within ~4 u relative, so
+     * log(sum) within ~4 u absolute */
+    ck_assert_double_eq_tol(loss, 0.441343859934787, 8 * U);
+    for (int i = 0; i < 6; i++) ck_assert_float_eq_tol(d[i], want[i], 4 * U);
+    ck_assert_int_eq(ok, 1);
+    ck_assert_double_eq(adapt_softmax_xent(z, lab, 2, 3, NULL, NULL), loss);
+    /* large logits do not overflow: loss of (1000, 0) with label 1 is 1000 */
+    float big[2] = {1000.0f, 0.0f};
+    int one = 1;
+    ck_assert_double_eq_tol(adapt_softmax_xent(big, &one, 1, 2, d, NULL), 1000.0, 1e-9);
+    ck_assert_float_eq(d[0], 1.0f);
+    ck_assert_float_eq(d[1], -1.0f);
+}
+END_TEST
+
+struct xent_ctx {
+    float *z;
+    const int *lab;
+    int n, c;
+};
+
+static double xent_ref(void *p)
+{
+    struct xent_ctx *x = p;
+    double L = 0.0;
+    for (int i = 0; i < x->n; i++) {
+        double m = -INFINITY, s = 0.0;
+        for (int j = 0; j < x->c; j++) m = fmax(m, x->z[i * x->c + j]);
+        for (int j = 0; j < x->c; j++) s += exp(x->z[i * x->c + j] - m);
+        L += m + log(s) - x->z[i * x->c + x->lab[i]];
+    }
+    return L / x->n;
+}
+
+START_TEST(test_xent_grads)
+{
+    enum { N = 16, C = 10 };
+    float z[N * C], d[N * C];
+    int lab[N];
+    tu_fill_uniform(z, N * C, 111, -4.0f, 4.0f);
+    for (int i = 0; i < N; i++) lab[i] = (i * 7) % C;
+    double loss = adapt_softmax_xent(z, lab, N, C, d, NULL);
+    struct xent_ctx c = {z, lab, N, C};
+    ck_assert_double_eq_tol(loss, xent_ref(&c), 1e-6 * loss);
+    /* each gradient is (p - onehot) / n with p from a few roundings: 8 u / n */
+    struct tu_fd_opts o = {0x1p-12f, 0.0, 8 * U / N, 0};
+    struct tu_fd_result r;
+    ck_assert_msg(tu_gradcheck(xent_ref, &c, z, N * C, d, &o, &r) == 0,
+                  "xent index %zu: %.9g vs %.9g", r.worst, r.worst_an, r.worst_fd);
+    for (int i = 0; i < N; i++) {
+        double s = 0.0;
+        for (int j = 0; j < C; j++) s += d[i * C + j];
+        ck_assert(fabs(s) <= 16 * U / N); /* rows of the gradient sum to 0 */
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ errors and shapes */
+
+START_TEST(test_constructor_errors)
+{
+    int chw[3] = {3, 8, 8}, bad[3] = {3, 0, 8};
+    adapt_error_clear();
+    ck_assert_ptr_null(adapt_conv2d_create("features.0", chw, 4, 11, 1, 1, 1));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "features.0"));
+    ck_assert_ptr_null(adapt_conv2d_create("c", chw, 0, 3, 1, 1, 1));
+    ck_assert_ptr_null(adapt_conv2d_create("c", chw, 4, 3, 0, 1, 1));
+    ck_assert_ptr_null(adapt_conv2d_create("c", chw, 4, 3, 1, -1, 1));
+    ck_assert_ptr_null(adapt_conv2d_create("c", bad, 4, 3, 1, 1, 1));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "(3, 0, 8)"));
+    ck_assert_ptr_null(adapt_linear_create("fc", chw, 0, 1));
+    ck_assert_ptr_null(adapt_maxpool2d_create("p", chw, 9, 1));
+    ck_assert_ptr_null(adapt_maxpool2d_create("p", chw, 0, 1)); /* global is average only */
+    ck_assert_ptr_null(adapt_avgpool2d_create("p", chw, 2, 0));
+    ck_assert_ptr_null(adapt_batchnorm2d_create("bn", chw, 0.0f, 0.1f));
+    ck_assert_ptr_null(adapt_batchnorm2d_create("bn", chw, 1e-5f, 1.5f));
+    ck_assert_ptr_null(adapt_relu_create("r", bad));
+    ck_assert_ptr_null(adapt_tanh_create(NULL, chw));
+    char longname[ADAPT_NAME_MAX];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    ck_assert_ptr_null(adapt_add_create(longname, chw));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "longer than"));
+    /* the longest accepted name still fits "<name>.running_mean" */
+    longname[ADAPT_NAME_MAX - 15] = 0;
+    struct adapt_layer *l = adapt_batchnorm2d_create(longname, chw, 1e-5f, 0.1f);
+    ck_assert_ptr_nonnull(l);
+    ck_assert_uint_eq(strlen(l->param[2].name), ADAPT_NAME_MAX - 2);
+    adapt_layer_free(l);
+    adapt_layer_free(NULL);
+}
+END_TEST
+
+/* Parameter counts and MACs of the three models of the spec (section 2),
+ * built from these constructors: LeNet-5 61,706 params and 416,520 MACs
+ * ("0.42 M"); AlexNet-CIFAR 2,472,266 and 1,486,848 + 4,915,200 +
+ * 2,654,208 + 3,538,944 + 2,359,296 + 2,560 = 14,957,056 ("14.96 M");
+ * ResNet-20 272,474 and 40,813,184 (counted with PyTorch hooks on the
+ * reference model of shared/bench/torch_train_step.py: "about 40.8 M"). */
+struct tally {
+    int64_t params, macs;
+    int chw[3];
+};
+
+static void take(struct tally *s, struct adapt_layer *l)
+{
+    ck_assert_ptr_nonnull(l);
+    for (int p = 0; p < l->nparam; p++)
+        if (l->param[p].role != ADAPT_PARAM_BUFFER) s->params += (int64_t)l->param[p].value.numel;
+    s->macs += l->macs;
+    memcpy(s->chw, l->out_dim, sizeof s->chw);
+    adapt_layer_free(l);
+}
+
+static void bn_relu(struct tally *s)
+{
+    take(s, adapt_batchnorm2d_create("bn", s->chw, 1e-5f, 0.1f));
+    take(s, adapt_relu_create("relu", s->chw));
+}
+
+START_TEST(test_model_shapes)
+{
+    struct tally s = {0, 0, {1, 32, 32}};
+    take(&s, adapt_conv2d_create("c1", s.chw, 6, 5, 1, 0, 1));
+    take(&s, adapt_tanh_create("t", s.chw));
+    take(&s, adapt_avgpool2d_create("p", s.chw, 2, 2));
+    take(&s, adapt_conv2d_create("c3", s.chw, 16, 5, 1, 0, 1));
+    take(&s, adapt_avgpool2d_create("p", s.chw, 2, 2));
+    take(&s, adapt_conv2d_create("c5", s.chw, 120, 5, 1, 0, 1));
+    take(&s, adapt_linear_create("f6", s.chw, 84, 1));
+    take(&s, adapt_linear_create("f7", s.chw, 10, 1));
+    ck_assert_int_eq(s.params, 61706);
+    ck_assert_int_eq(s.macs, 416520);
+
+    struct tally a = {0, 0, {3, 32, 32}};
+    take(&a, adapt_conv2d_create("f0", a.chw, 64, 11, 4, 5, 1));
+    take(&a, adapt_maxpool2d_create("f2", a.chw, 2, 2));
+    take(&a, adapt_conv2d_create("f3", a.chw, 192, 5, 1, 2, 1));
+    take(&a, adapt_maxpool2d_create("f5", a.chw, 2, 2));
+    take(&a, adapt_conv2d_create("f6", a.chw, 384, 3, 1, 1, 1));
+    take(&a, adapt_conv2d_create("f8", a.chw, 256, 3, 1, 1, 1));
+    take(&a, adapt_conv2d_create("f10", a.chw, 256, 3, 1, 1, 1));
+    take(&a, adapt_maxpool2d_create("f12", a.chw, 2, 2));
+    ck_assert_int_eq(a.chw[0] * a.chw[1] * a.chw[2], 256);
+    take(&a, adapt_flatten_create("flat", a.chw));
+    take(&a, adapt_linear_create("classifier", a.chw, 10, 1));
+    ck_assert_int_eq(a.params, 2472266);
+    ck_assert_int_eq(a.macs, 14957056);
+
+    struct tally r = {0, 0, {3, 32, 32}};
+    take(&r, adapt_conv2d_create("conv", r.chw, 16, 3, 1, 1, 0));
+    bn_relu(&r);
+    int cin = 16;
+    for (int stage = 0; stage < 3; stage++)
+        for (int b = 0; b < 3; b++) {
+            int cout = 16 << stage, stride = (stage > 0 && b == 0) ? 2 : 1;
+            int in[3] = {r.chw[0], r.chw[1], r.chw[2]};
+            take(&r, adapt_conv2d_create("conv1", r.chw, cout, 3, stride, 1, 0));
+            bn_relu(&r);
+            take(&r, adapt_conv2d_create("conv2", r.chw, cout, 3, 1, 1, 0));
+            take(&r, adapt_batchnorm2d_create("bn2", r.chw, 1e-5f, 0.1f));
+            int out[3] = {r.chw[0], r.chw[1], r.chw[2]};
+            if (stride != 1 || cin != cout) {
+                memcpy(r.chw, in, sizeof in);
+                take(&r, adapt_conv2d_create("shortcut.0", r.chw, cout, 1, stride, 0, 0));
+                take(&r, adapt_batchnorm2d_create("shortcut.1", r.chw, 1e-5f, 0.1f));
+                ck_assert(memcmp(r.chw, out, sizeof out) == 0);
+            }
+            take(&r, adapt_add_create("add", r.chw));
+            take(&r, adapt_relu_create("relu", r.chw));
+            cin = cout;
+        }
+    take(&r, adapt_avgpool2d_create("gap", r.chw, 0, 0));
+    take(&r, adapt_linear_create("fc", r.chw, 10, 1));
+    ck_assert_int_eq(r.params, 272474);
+    ck_assert_int_eq(r.macs, 40813184);
+}
+END_TEST
+
+static Suite *layers_suite(void)
+{
+    Suite *s = suite_create("layers");
+    TCase *tc = tcase_create("conv");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_conv_hand);
+    tcase_add_loop_test(tc, test_conv_ref_and_grads, 0,
+                        (int)(sizeof conv_cases / sizeof conv_cases[0]));
+    tcase_add_test(tc, test_conv_chunks_and_accumulate);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("dense");
+    tcase_add_test(tc, test_linear_hand_and_grads);
+    tcase_add_test(tc, test_xent_hand);
+    tcase_add_test(tc, test_xent_grads);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("elementwise");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_tanh_hand);
+    tcase_add_test(tc, test_tanh_accuracy);
+    tcase_add_test(tc, test_act_grads);
+    tcase_add_test(tc, test_act_accumulate_inplace);
+    tcase_add_test(tc, test_add_flatten);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_maxpool_hand);
+    tcase_add_test(tc, test_avgpool_hand);
+    tcase_add_loop_test(tc, test_pool_grads, 0, (int)(sizeof pool_cases / sizeof pool_cases[0]));
+    tcase_add_test(tc, test_pool_accumulate);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("batchnorm");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_bn_hand);
+    tcase_add_loop_test(tc, test_bn_grads, 0, 2);
+    tcase_add_test(tc, test_bn_large_mean);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("api");
+    tcase_add_test(tc, test_constructor_errors);
+    tcase_add_test(tc, test_model_shapes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(layers_suite());
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
