@@ -217,20 +217,13 @@ void adapt_net_init_params(struct adapt_net *net, uint64_t seed, double gain)
         uint64_t stream = ((uint64_t)ADAPT_STREAM_INIT << 32) | (uint64_t)p;
         float *w = pp->value.data;
         size_t n = pp->value.numel;
-        const char *suffix = strrchr(pp->name, '.');
-        suffix = suffix ? suffix + 1 : pp->name;
-        if (pp->fan_in > 0 && pp->role == ADAPT_PARAM_WEIGHT) {
+        if (pp->fan_in > 0 && pp->role == ADAPT_PARAM_WEIGHT)
             init_truncnormal(w, n, sqrt(gain / pp->fan_in), seed, stream);
-        } else if (pp->fan_in > 0 && pp->role == ADAPT_PARAM_BIAS) {
+        else if (pp->fan_in > 0 && pp->role == ADAPT_PARAM_BIAS)
             init_uniform(w, n, 1.0 / sqrt((double)pp->fan_in), seed, stream);
-        } else {
-            /* batch-norm: gamma and running_var 1, beta and running_mean 0 */
-            float v = (!strcmp(suffix, "weight") || !strcmp(suffix, "running_var")) ? 1.0f : 0.0f;
-            for (size_t i = 0; i < n; i++) w[i] = v;
-        }
     }
-    for (int i = 0; i < net->nnodes; i++)
-        if (net->nodes[i].layer->counter) *net->nodes[i].layer->counter = 0;
+    /* batch-norm: gamma 1, beta 0, running mean 0, running var 1, counter 0 */
+    for (int i = 0; i < net->nnodes; i++) adapt_layer_reset_defaults(net->nodes[i].layer);
 }
 
 const float *adapt_net_forward(struct adapt_net *net, const float *x, int n, int training)

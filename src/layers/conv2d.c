@@ -203,6 +203,9 @@ struct adapt_layer *adapt_conv2d_create(const char *name, const int in_chw[3], i
     if (c->bias) adapt_layer_param_add(l, "bias", ADAPT_PARAM_BIAS, 1, &cout, c->ckk);
     l->macs = (int64_t)c->P * cout * c->ckk;
     l->is_unit = 1;
+    l->k = k;
+    l->stride = stride;
+    l->pad = pad;
     return l;
 fail:
     free(c);

@@ -223,6 +223,8 @@ static struct adapt_layer *pool_create(const struct adapt_layer_ops *ops, const 
         p->k = 0;
         p->s = 0;
         l->out_dim[1] = l->out_dim[2] = 1;
+        l->k = in_chw[1]; /* the window is the whole plane */
+        l->stride = 1;
         l->elementwise = (int64_t)adapt_layer_in_numel(l, 0);
         return l;
     }
@@ -233,6 +235,8 @@ static struct adapt_layer *pool_create(const struct adapt_layer_ops *ops, const 
     }
     p->k = k;
     p->s = stride;
+    l->k = k;
+    l->stride = stride;
     l->out_dim[1] = (in_chw[1] - k) / stride + 1;
     l->out_dim[2] = (in_chw[2] - k) / stride + 1;
     l->elementwise = (int64_t)adapt_layer_out_numel(l) * k * k;
