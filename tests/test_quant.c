@@ -1,0 +1,973 @@
+/* tests/test_quant.c: quant/ (formats, rounding kernels, Philox generators, histograms, KL,
+ * storage export). Expected values carry a comment saying where they come from. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/quant.h"
+#include "quant/quant_cpu.h"
+#include "src/base/rng.h"
+#include "src/base/status.h"
+#include "src/cuda/device.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_X86 1
+#endif
+
+static uint32_t f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static struct quant_spec spec_of(const char *text, enum quant_rounding rnd, enum quant_tie tie)
+{
+    struct quant_spec s;
+    ck_assert_msg(quant_spec_parse(text, &s) == ADAPT_OK, "%s: %s", text, adapt_error_message());
+    s.rounding = rnd;
+    s.tie = tie;
+    return s;
+}
+
+/* High-entropy inputs for spec s: wide random magnitudes, raw bit patterns (NaN, inf,
+ * subnormals included), exact ties of the format's grid at several scales, and specials. */
+static void fill_inputs(float *x, size_t n, const struct quant_spec *s, uint64_t seed)
+{
+    static const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX,
+                                     FLT_MIN, -FLT_MIN, 1e-45f, -1e-45f, 2.385f, -2.385f, 65504.0f,
+                                     65520.0f, -65520.0f, 3.0e38f, 5.96e-8f, 2.98e-8f};
+    struct adapt_rng r;
+    adapt_rng_init(&r, seed, 99);
+    size_t ns = sizeof specials / sizeof specials[0];
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = adapt_rng_u32(&r), w = adapt_rng_u32(&r);
+        uint32_t kind = w % 10;
+        float v;
+        if (i < ns) {
+            v = specials[i];
+        } else if (kind < 4) { /* sign, exponent in [-40, 40], 23 random mantissa bits */
+            int e = (int)(w >> 8) % 81 - 40;
+            v = ldexpf(1.0f + (float)(u & 0x7fffff) * 0x1p-23f, e);
+            if (u >> 31) v = -v;
+        } else if (kind < 6) { /* any bit pattern */
+            v = u2f(u);
+        } else if (kind < 8 && s->format <= QUANT_FORMAT_MUPPET) { /* grid ties (k + 1/2) 2^-j */
+            int j = s->format == QUANT_FORMAT_FIXED ? s->fl : (int)(w >> 8) % 40 - 8;
+            int32_t k = (int32_t)(u >> (u & 7)) >> 1;
+            v = ldexpf((float)k + 0.5f, -j);
+        } else if (kind < 8) { /* float ties: m mantissa bits then the half bit */
+            int m = s->man_bits;
+            uint32_t b = u & ~((1u << (23 - m)) - 1u);
+            v = u2f(b | (1u << (22 - m)));
+        } else { /* moderate values around the ranges used in training */
+            v = (float)((int32_t)u) * 0x1p-29f;
+        }
+        x[i] = v;
+    }
+}
+
+/* Bitwise float comparison: NaNs compare equal to each other. */
+static int same_bits(float a, float b)
+{
+    if (a != a && b != b) return 1;
+    return f2u(a) == f2u(b);
+}
+
+/* ---------------- specs ---------------- */
+
+START_TEST(test_spec_parse)
+{
+    struct quant_spec s;
+    char buf[64];
+    ck_assert_int_eq(quant_spec_parse("fixed(8,4)", &s), ADAPT_OK);
+    ck_assert_int_eq(s.format, QUANT_FORMAT_FIXED);
+    ck_assert_int_eq(s.wl, 8);
+    ck_assert_int_eq(s.fl, 4);
+    ck_assert_int_eq(quant_spec_parse("  float( 5 , 10 ) ", &s), ADAPT_OK);
+    ck_assert_str_eq(quant_spec_str(&s, buf, sizeof buf), "float(5,10)");
+    ck_assert_int_eq(s.overflow, QUANT_OVERFLOW_SATURATE); /* QPyTorch float_quantize saturates */
+    ck_assert_int_eq(quant_spec_bits(&s), 16);             /* 1 + 5 + 10 */
+    ck_assert_int_eq(quant_spec_parse("fp16", &s), ADAPT_OK);
+    ck_assert_int_eq(s.overflow, QUANT_OVERFLOW_INF); /* IEEE binary16 */
+    ck_assert_int_eq(quant_spec_parse("bfp(12)", &s), ADAPT_OK);
+    ck_assert_str_eq(quant_spec_str(&s, buf, sizeof buf), "bfp(12)");
+    ck_assert_int_eq(quant_spec_parse("muppet", &s), ADAPT_OK);
+    ck_assert_int_eq(s.wl, 8); /* default word length */
+    ck_assert_int_eq(quant_spec_parse("fixed(32,32)", &s), ADAPT_OK); /* FL may exceed WL - 1 */
+    ck_assert_ptr_eq(quant_type_find("bf16"), quant_type_of(QUANT_FORMAT_BF16));
+    ck_assert_ptr_null(quant_type_find("posit"));
+
+    /* errors: unknown names, bad syntax, out-of-range parameters; *s untouched */
+    s.wl = 77;
+    ck_assert_int_eq(quant_spec_parse("fixedd", &s), ADAPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "unknown"));
+    ck_assert_int_eq(s.wl, 77);
+    ck_assert_int_eq(quant_spec_parse("fixed(33,4)", &s), ADAPT_ERANGE);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "WL 33"));
+    ck_assert_int_eq(quant_spec_parse("fixed(8,-1)", &s), ADAPT_ERANGE);
+    ck_assert_int_eq(quant_spec_parse("fixed(8,33)", &s), ADAPT_ERANGE);
+    ck_assert_int_eq(quant_spec_parse("fixed(0,0)", &s), ADAPT_ERANGE);
+    ck_assert_int_eq(quant_spec_parse("bfp(1)", &s), ADAPT_ERANGE);
+    ck_assert_int_eq(quant_spec_parse("float(9,3)", &s), ADAPT_ERANGE);
+    ck_assert_int_eq(quant_spec_parse("float(4,0)", &s), ADAPT_ERANGE);
+    ck_assert_int_eq(quant_spec_parse("float(5)", &s), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_spec_parse("float", &s), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_spec_parse("fp16(5,10)", &s), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_spec_parse("fixed(8,4", &s), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_spec_parse("fixed(8,4,2)", &s), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_spec_parse("fixed(8;4)", &s), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_spec_parse("", &s), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_spec_parse(NULL, &s), ADAPT_EINVAL);
+    ck_assert_int_eq(s.wl, 77);
+
+    enum quant_rounding r;
+    enum quant_tie t;
+    ck_assert_int_eq(quant_rounding_parse("stochastic", &r), ADAPT_OK);
+    ck_assert_int_eq(r, QUANT_ROUND_STOCHASTIC);
+    ck_assert_int_eq(quant_rounding_parse("random", &r), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_tie_parse("away", &t), ADAPT_OK);
+    ck_assert_int_eq(t, QUANT_TIE_AWAY);
+    ck_assert_int_eq(quant_tie_parse("odd", &t), ADAPT_EINVAL);
+
+    /* specs edited by hand are checked by every call */
+    quant_spec_init(&s, QUANT_FORMAT_FIXED);
+    s.wl = 40;
+    float v = 1.0f;
+    struct quant_key key = {1, 2, 0};
+    ck_assert_int_eq(quant_array(&s, &v, &v, 1, key, NULL, NULL), ADAPT_ERANGE);
+    quant_spec_init(&s, QUANT_FORMAT_MUPPET);
+    s.block = QUANT_BLOCK_DIM0;
+    ck_assert_int_eq(quant_spec_check(&s), ADAPT_EINVAL);
+}
+END_TEST
+
+/* ---------------- Philox generators ---------------- */
+
+/* Every vector generator returns adapt_rng_block's values (src/base/rng.h, checked there against
+ * Random123's known answers), for misaligned starts, odd lengths and across a wrap of the
+ * counter's low word (which the vector code hands to the scalar one). */
+START_TEST(test_philox_generators)
+{
+    static uint32_t buf[QUANT_PIECE_BUF];
+    const uint64_t seeds[2] = {0x9e3779b97f4a7c15ull, 3};
+    const uint64_t starts[4] = {0, 3, 4 * 0xfffffff0ull + 1, 0x123456789ull};
+    const size_t lens[4] = {1, 7, 1000, QUANT_PIECE};
+    int tested = 0;
+    for (int isa = QUANT_ISA_SCALAR; isa <= QUANT_ISA_AVX512; isa++) {
+        if (!quant_philox_fill_isa(isa, buf, 1, 1, 0, 1)) continue;
+        tested++;
+        for (int si = 0; si < 2; si++)
+            for (int st = 0; st < 4; st++)
+                for (int li = 0; li < 4; li++) {
+                    uint64_t stream = ADAPT_STREAM_QUANT + (uint64_t)st * 0x100000001ull;
+                    const uint32_t *r = quant_philox_fill_isa(isa, buf, seeds[si], stream, starts[st], lens[li]);
+                    for (size_t i = 0; i < lens[li]; i++)
+                        if (r[i] != adapt_rng_u32_at(seeds[si], stream, starts[st] + i))
+                            ck_abort_msg("isa %s start %llu i %zu", quant_philox_isa_name(isa),
+                                      (unsigned long long)starts[st], i);
+                }
+    }
+    ck_assert_int_ge(tested, 1);
+}
+END_TEST
+
+/* ---------------- fast kernels against their scalar twins ---------------- */
+
+static const char *all_formats[] = {"fixed(8,4)", "fixed(32,28)", "fixed(32,31)", "fixed(1,0)",
+                                    "fixed(5,9)", "fixed(16,0)", "bfp(8)", "bfp(32)", "bfp(2)",
+                                    "muppet(8)", "muppet(16)", "fp16", "bf16", "float(4,3)",
+                                    "float(8,23)", "float(2,1)", "float(5,2)", "float(8,1)"};
+#define N_FORMATS (sizeof all_formats / sizeof all_formats[0])
+
+static void compare_fast_ref(const struct quant_spec *s, size_t rows, size_t cols, uint64_t index,
+                             int inplace, uint64_t seed)
+{
+    size_t n = rows * cols;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
+    uint8_t *m1 = malloc(n), *m2 = malloc(n);
+    ck_assert(x && y && z && m1 && m2);
+    fill_inputs(x, n, s, seed);
+    struct quant_key key = {seed, ADAPT_STREAM_QUANT + 5, index};
+    struct quant_stats a = {0, 0, 0}, b = {0, 0, 0};
+    if (inplace) memcpy(y, x, n * sizeof *x);
+    ck_assert_int_eq(quant_rows(s, inplace ? y : x, y, rows, cols, key, m1, &a), ADAPT_OK);
+    ck_assert_int_eq(quant_rows_ref(s, x, z, rows, cols, key, m2, &b), ADAPT_OK);
+    char buf[32];
+    for (size_t i = 0; i < n; i++)
+        if (!(same_bits(y[i], z[i]) && m1[i] == m2[i]))
+            ck_abort_msg(
+                      "%s mode %d tie %d: x[%zu] = %a: fast %a mask %d, ref %a mask %d",
+                      quant_spec_str(s, buf, sizeof buf), (int)s->rounding, (int)s->tie, i, x[i], y[i],
+                      m1[i], z[i], m2[i]);
+    ck_assert_uint_eq(a.saturated, b.saturated);
+    ck_assert_uint_eq(a.flushed, b.flushed);
+    ck_assert_uint_eq(a.zeros, b.zeros);
+    /* without mask and stats the values are the same */
+    ck_assert_int_eq(quant_rows(s, x, y, rows, cols, key, NULL, NULL), ADAPT_OK);
+    for (size_t i = 0; i < n; i++)
+        if (!same_bits(y[i], z[i])) ck_abort_msg("without mask: x[%zu] = %a: %a, ref %a", i, x[i], y[i], z[i]);
+    free(x), free(y), free(z), free(m1), free(m2);
+}
+
+START_TEST(test_fast_equals_ref)
+{
+    /* 3 chunks plus a tail, started at a misaligned element index */
+    for (size_t f = 0; f < N_FORMATS; f++)
+        for (int mode = 0; mode < 3; mode++) {
+            struct quant_spec s = spec_of(all_formats[f], mode == 2 ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST,
+                                          mode == 1 ? QUANT_TIE_AWAY : QUANT_TIE_EVEN);
+            compare_fast_ref(&s, 1, 3 * QUANT_CHUNK + 1001, 3 + 7 * (uint64_t)f, mode == 1, 11 + f);
+        }
+    /* float formats without subnormals and with the other overflow rule */
+    const char *fl[] = {"fp16", "bf16", "float(4,3)"};
+    for (int f = 0; f < 3; f++)
+        for (int mode = 0; mode < 2; mode++) {
+            struct quant_spec s = spec_of(fl[f], mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+            s.subnormals = 0;
+            s.overflow = s.overflow == QUANT_OVERFLOW_INF ? QUANT_OVERFLOW_SATURATE : QUANT_OVERFLOW_INF;
+            compare_fast_ref(&s, 1, 70001, 1, 0, 100 + f);
+        }
+    /* bfp with one exponent per dim-0 slice */
+    for (int mode = 0; mode < 2; mode++) {
+        struct quant_spec s = spec_of("bfp(6)", mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+        s.block = QUANT_BLOCK_DIM0;
+        compare_fast_ref(&s, 37, 1153, 2, mode, 7);
+    }
+}
+END_TEST
+
+/* ---------------- fixed point: exactness and QPyTorch parity ---------------- */
+
+/* Independent oracle in double and int64: k = round(x 2^FL) (ties to even or stochastic with
+ * u = r 2^-32, evaluated exactly), clamp to [-2^(WL-1), 2^(WL-1) - 1]; y = k 2^-FL, or for a
+ * clamped-high k the largest float not above the top of the range. */
+static float fixed_oracle(float x, int wl, int fl, int stochastic, uint32_t r, int *sat)
+{
+    if (x != x) {
+        *sat = 0;
+        return x;
+    }
+    double lo = -ldexp(1.0, wl - 1), hi = ldexp(1.0, wl - 1) - 1.0;
+    double t = ldexp((double)x, fl), k; /* exact: 24-bit significand */
+    if (isinf(t)) {
+        k = t;
+    } else if (stochastic) {
+        double f = floor(t);
+        uint64_t F = (uint64_t)ldexp(t - f, 32); /* t - f and the scaling are exact */
+        k = f + (((uint64_t)r + F) >> 32 ? 1.0 : 0.0);
+    } else {
+        k = nearbyint(t); /* default mode: ties to even */
+    }
+    *sat = k > hi || k < lo;
+    if (k > hi) {
+        float y = (float)ldexp(hi, -fl);
+        if ((double)y > ldexp(hi, -fl)) y = nextafterf(y, 0.0f);
+        return y;
+    }
+    if (k < lo) k = lo;
+    return (float)ldexp(k, -fl) + 0.0f;
+}
+
+START_TEST(test_fixed_exact)
+{
+    const size_t n = 60000;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    uint8_t *m = malloc(n);
+    ck_assert(x && y && m);
+    /* the long formats named in the spec, then a sweep of every WL with a spread of FL */
+    int cases[][2] = {{32, 28}, {32, 31}, {32, 0}, {32, 32}, {31, 16}, {25, 24}, {26, 3}};
+    int nc = sizeof cases / sizeof cases[0];
+    for (int c = 0; c < nc + 32 * 5; c++) {
+        int wl = c < nc ? cases[c][0] : 1 + (c - nc) / 5;
+        int fl = c < nc ? cases[c][1] : ((c - nc) % 5) * 8;
+        for (int stochastic = 0; stochastic < 2; stochastic++) {
+            struct quant_spec s;
+            quant_spec_init(&s, QUANT_FORMAT_FIXED);
+            s.wl = wl;
+            s.fl = fl;
+            s.rounding = stochastic ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST;
+            size_t nn = c < nc ? n : n / 10;
+            fill_inputs(x, nn, &s, 1000 + c);
+            /* values at and next to the range ends: +-2^(WL-FL-1) and one step inside */
+            x[20] = (float)ldexp(1.0, wl - fl - 1);
+            x[21] = -x[20];
+            x[22] = (float)(ldexp(1.0, wl - fl - 1) - ldexp(1.0, -fl));
+            x[23] = nextafterf(x[21], 0.0f);
+            struct quant_key key = {77, 16, 5};
+            ck_assert_int_eq(quant_array(&s, x, y, nn, key, m, NULL), ADAPT_OK);
+            for (size_t i = 0; i < nn; i++) {
+                int sat;
+                uint32_t r = adapt_rng_u32_at(77, 16, 5 + i);
+                float e = fixed_oracle(x[i], wl, fl, stochastic, r, &sat);
+                if (!(same_bits(y[i], e) && m[i] == sat))
+                    ck_abort_msg("fixed(%d,%d) %s x = %a: got %a (mask %d), expected %a (mask %d)", wl, fl,
+                              stochastic ? "SR" : "RN", x[i], y[i], m[i], e, sat);
+            }
+        }
+    }
+    free(x), free(y), free(m);
+}
+END_TEST
+
+/* QPyTorch's CPU fixed_point_quantize (quant_cpu.cpp, sim_helper.cpp): range
+ * [-2^(WL-FL-1), 2^(WL-FL-1) - 2^-FL], nearest = nearbyint(x 2^FL) (ties to even), clamp after
+ * rounding with mask = clamped, +-inf clamped, NaN passed through. Values worked by hand. */
+START_TEST(test_fixed_qpytorch)
+{
+    struct quant_spec s = spec_of("fixed(8,4)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    const float x[] = {2.53125f, 2.59375f, -2.53125f, 7.97f, 7.90625f, 7.96875f, -8.03125f,
+                       -8.0625f, 2.385f, INFINITY, -INFINITY, NAN, 0.03125f, -0.03125f};
+    const float e[] = {
+        2.5f,     /* 40.5 steps: tie -> 40 (even) */
+        2.625f,   /* 41.5 -> 42 (even) */
+        -2.5f,    /* -40.5 -> -40 */
+        7.9375f,  /* 127.52 -> 128 -> clamped to 127/16 */
+        7.875f,   /* 126.5 -> 126 (even) */
+        7.9375f,  /* 127.5 -> 128 (even) -> clamped: saturate after rounding */
+        -8.0f,    /* -128.5 -> -128 (even), in range */
+        -8.0f,    /* -129 -> clamped to -128/16 */
+        2.375f,   /* 38.16 -> 38 */
+        7.9375f,  /* +inf -> t_max */
+        -8.0f,    /* -inf -> t_min */
+        NAN,      /* passed through */
+        0.0f,     /* 0.5 -> 0 (even) */
+        0.0f,     /* -0.5 -> -0 -> +0 (one zero in fixed point) */
+    };
+    const uint8_t em[] = {0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 1, 0, 0, 0};
+    size_t n = sizeof x / sizeof x[0];
+    float y[sizeof x / sizeof x[0]];
+    uint8_t m[sizeof x / sizeof x[0]];
+    struct quant_stats st = {0, 0, 0};
+    struct quant_key key = {1, 16, 0};
+    ck_assert_int_eq(quant_array(&s, x, y, n, key, m, &st), ADAPT_OK);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(same_bits(y[i], e[i]), "x = %a: got %a, expected %a", x[i], y[i], e[i]);
+        ck_assert_int_eq(m[i], em[i]);
+    }
+    ck_assert_uint_eq(st.saturated, 5); /* the five mask bits above */
+    ck_assert_uint_eq(st.flushed, 2);   /* +-0.03125 */
+    ck_assert_uint_eq(st.zeros, 2);
+    /* the tie rule is an option: away from zero (QPyTorch's CUDA kernels use round()) */
+    s.tie = QUANT_TIE_AWAY;
+    ck_assert_int_eq(quant_array(&s, x, y, 3, key, NULL, NULL), ADAPT_OK);
+    ck_assert(y[0] == 2.5625f);  /* 40.5 -> 41 */
+    ck_assert(y[1] == 2.625f);   /* 41.5 -> 42 */
+    ck_assert(y[2] == -2.5625f); /* -40.5 -> -41 */
+}
+END_TEST
+
+/* ---------------- float formats ---------------- */
+
+#ifdef HAVE_X86
+__attribute__((target("f16c"))) static void f16c_round(const float *x, float *y, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++) y[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+#endif
+
+/* Software binary16 round-to-nearest-even, written from IEEE 754: spacing 2^(max(e,-14)-10),
+ * rounding in double (exact here), overflow to inf at 65520. */
+static float soft_fp16(float x)
+{
+    if (x != x) return x;
+    double a = fabs((double)x);
+    if (a >= 65520.0) return copysignf(INFINITY, x);
+    if (a == 0.0) return x;
+    int e = ilogb(a);
+    double q = ldexp(1.0, (e < -14 ? -14 : e) - 10);
+    double y = nearbyint(a / q) * q;
+    return copysignf((float)y, x);
+}
+
+static double seconds(void) { return omp_get_wtime(); }
+
+/* fp16 nearest equals IEEE binary16 RNE (F16C hardware, else the software reference) on every
+ * float bit pattern i * stride (stride 23: 187 M patterns, all exponents and mantissa classes);
+ * QUANT_TEST_FP16_FULL=1 checks all 2^32. */
+START_TEST(test_fp16_ieee)
+{
+    struct quant_spec s = spec_of("fp16", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    const char *full = getenv("QUANT_TEST_FP16_FULL");
+    const uint64_t stride = full && *full == '1' ? 1 : 23;
+    const size_t blk = 1 << 20;
+    float *x = malloc(blk * sizeof *x), *y = malloc(blk * sizeof *y), *e = malloc(blk * sizeof *e);
+    ck_assert(x && y && e);
+    int hw = 0;
+#ifdef HAVE_X86
+    __builtin_cpu_init();
+    hw = __builtin_cpu_supports("f16c");
+#endif
+    double t0 = seconds();
+    uint64_t checked = 0;
+    struct quant_key key = {0, 0, 0};
+    for (uint64_t u = 0; u < (1ull << 32);) {
+        size_t nb = 0;
+        for (; nb < blk && u < (1ull << 32); nb++, u += stride) x[nb] = u2f((uint32_t)u);
+        ck_assert_int_eq(quant_array(&s, x, y, nb, key, NULL, NULL), ADAPT_OK);
+#ifdef HAVE_X86
+        if (hw) f16c_round(x, e, nb);
+#endif
+        if (!hw)
+            for (size_t i = 0; i < nb; i++) e[i] = soft_fp16(x[i]);
+        for (size_t i = 0; i < nb; i++)
+            if (!same_bits(y[i], e[i])) ck_abort_msg("fp16(%a) = %a, IEEE %a", x[i], y[i], e[i]);
+        checked += nb;
+    }
+    if (stride == 1 || getenv("QUANT_TEST_VERBOSE"))
+        fprintf(stderr, "fp16: %llu patterns equal to %s in %.1f s\n", (unsigned long long)checked,
+                hw ? "F16C" : "software RNE", seconds() - t0);
+    /* the software reference agrees with the hardware on a sample (it is the fallback) */
+    for (uint32_t i = 0; i < 200000; i++) {
+        float v = u2f(i * 21467u + 0x33000000u);
+        x[0] = v;
+        quant_array(&s, x, y, 1, key, NULL, NULL);
+        if (!same_bits(y[0], soft_fp16(v))) ck_abort_msg("fp16(%a) = %a, software %a", v, y[0], soft_fp16(v));
+    }
+    free(x), free(y), free(e);
+}
+END_TEST
+
+/* bf16 nearest equals the usual bfloat16 RNE bit recipe u + 0x7fff + ((u >> 16) & 1), then
+ * truncation (NaN kept), on every bit pattern i * 29. */
+START_TEST(test_bf16_rne)
+{
+    struct quant_spec s = spec_of("bf16", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    const size_t blk = 1 << 20;
+    float *x = malloc(blk * sizeof *x), *y = malloc(blk * sizeof *y);
+    ck_assert(x && y);
+    struct quant_key key = {0, 0, 0};
+    for (uint64_t u = 0; u < (1ull << 32);) {
+        size_t nb = 0;
+        for (; nb < blk && u < (1ull << 32); nb++, u += 29) x[nb] = u2f((uint32_t)u);
+        ck_assert_int_eq(quant_array(&s, x, y, nb, key, NULL, NULL), ADAPT_OK);
+        for (size_t i = 0; i < nb; i++) {
+            uint32_t b = f2u(x[i]);
+            float e = x[i] != x[i] ? x[i] : u2f((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
+            if (!same_bits(y[i], e)) ck_abort_msg("bf16(%a) = %a, expected %a", x[i], y[i], e);
+        }
+    }
+    free(x), free(y);
+}
+END_TEST
+
+/* float(e,m) against an oracle in double written from the definition: bias 2^(e-1)-1,
+ * spacing 2^(max(ex, emin) - m) (2^emin below the normal range without subnormals), ties to
+ * even, overflow when the rounded magnitude exceeds (2 - 2^-m) 2^bias. */
+static float float_oracle(float x, int e, int m, int subnormals, int ovf_inf, int *sat)
+{
+    *sat = 0;
+    if (x != x) return x;
+    int bias = (1 << (e - 1)) - 1, emin = 1 - bias;
+    double maxv = (2.0 - ldexp(1.0, -m)) * ldexp(1.0, bias);
+    double a = fabs((double)x), y;
+    if (isinf(a)) {
+        y = a;
+    } else if (a == 0.0) {
+        y = 0.0;
+    } else {
+        int ex = ilogb(a);
+        double q = ex >= emin ? ldexp(1.0, ex - m) : ldexp(1.0, subnormals ? emin - m : emin);
+        y = nearbyint(a / q) * q;
+    }
+    if (y > maxv) {
+        *sat = 1;
+        y = ovf_inf ? INFINITY : maxv;
+    }
+    return copysignf((float)y, x);
+}
+
+START_TEST(test_float_formats)
+{
+    const int em[][2] = {{4, 3}, {5, 2}, {2, 1}, {3, 5}, {8, 7}, {8, 1}, {6, 12}, {5, 10}, {7, 22}, {8, 23}};
+    const size_t n = 120000;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    uint8_t *mk = malloc(n);
+    ck_assert(x && y && mk);
+    for (size_t c = 0; c < sizeof em / sizeof em[0]; c++)
+        for (int variant = 0; variant < 4; variant++) {
+            struct quant_spec s;
+            quant_spec_init(&s, QUANT_FORMAT_FLOAT);
+            s.exp_bits = em[c][0];
+            s.man_bits = em[c][1];
+            s.subnormals = variant & 1;
+            s.overflow = variant & 2 ? QUANT_OVERFLOW_INF : QUANT_OVERFLOW_SATURATE;
+            fill_inputs(x, n, &s, 500 + c);
+            struct quant_key key = {0, 0, 0};
+            ck_assert_int_eq(quant_array(&s, x, y, n, key, mk, NULL), ADAPT_OK);
+            for (size_t i = 0; i < n; i++) {
+                int sat;
+                float e = float_oracle(x[i], s.exp_bits, s.man_bits, s.subnormals, variant & 2, &sat);
+                if (!(same_bits(y[i], e) && mk[i] == sat))
+                    ck_abort_msg("float(%d,%d) sub %d inf %d: x = %a: got %a (mask %d), expected %a (mask %d)",
+                              s.exp_bits, s.man_bits, s.subnormals, variant >> 1, x[i], y[i], mk[i], e, sat);
+            }
+        }
+    free(x), free(y), free(mk);
+}
+END_TEST
+
+/* Special values, one by one (the contract in quant/quant_impl.h). */
+START_TEST(test_special_values)
+{
+    struct quant_key key = {5, 16, 0};
+    struct {
+        const char *fmt;
+        int saturate; /* float formats: overflow rule */
+        float x, y;
+        int mask;
+    } cases[] = {
+        {"fixed(8,4)", 0, NAN, NAN, 0},             /* NaN stays NaN */
+        {"fixed(8,4)", 0, INFINITY, 7.9375f, 1},    /* +inf -> range top */
+        {"fixed(8,4)", 0, -INFINITY, -8.0f, 1},     /* -inf -> range bottom */
+        {"fixed(8,4)", 0, -0.0f, 0.0f, 0},          /* -0 -> +0 */
+        {"fixed(8,4)", 0, 1e-40f, 0.0f, 0},         /* subnormal input -> 0 */
+        {"fixed(32,31)", 0, 1.0f, 0x1.fffffep-1f, 1}, /* top (2^31-1) 2^-31 is no float: largest below */
+        {"fp16", 0, INFINITY, INFINITY, 1},         /* IEEE: inf stays inf, counted */
+        {"fp16", 0, 65519.99f, 65504.0f, 0},        /* below max + half ulp */
+        {"fp16", 0, 65520.0f, INFINITY, 1},         /* tie at max + half ulp -> even -> inf */
+        {"fp16", 1, 65520.0f, 65504.0f, 1},         /* saturate option */
+        {"fp16", 1, -INFINITY, -65504.0f, 1},
+        {"fp16", 0, -0.0f, -0.0f, 0},               /* float formats keep the sign of zero */
+        {"fp16", 0, 0x1p-25f, 0.0f, 0},             /* half the smallest subnormal: tie -> 0 */
+        {"fp16", 0, 0x1.8p-25f, 0x1p-24f, 0},       /* above the tie -> 2^-24 */
+        {"fp16", 0, 0x1.8p-24f, 0x1p-23f, 0},       /* 1.5 quanta: tie -> 2 (even) */
+        {"bf16", 0, NAN, NAN, 0},
+        {"bf16", 0, 0x1.ff8p127f, INFINITY, 1},     /* above max bf16 (0x1.fep127) by half ulp */
+        {"float(4,3)", 1, 1000.0f, 240.0f, 1},      /* max (2 - 2^-3) 2^7 = 240 */
+        {"float(4,3)", 1, INFINITY, 240.0f, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct quant_spec s = spec_of(cases[c].fmt, QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+        if (s.format >= QUANT_FORMAT_FP16)
+            s.overflow = cases[c].saturate ? QUANT_OVERFLOW_SATURATE : QUANT_OVERFLOW_INF;
+        for (int mode = 0; mode < 2; mode++) {
+            float y;
+            uint8_t m;
+            s.rounding = mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST;
+            /* stochastic agrees on these: they are on the grid, beyond the range or special
+             * (the tie cases are skipped in stochastic mode) */
+            if (mode && (c == 7 || c == 8 || c == 9 || c == 12 || c == 13 || c == 14 || c == 16)) continue;
+            ck_assert_int_eq(quant_array(&s, &cases[c].x, &y, 1, key, &m, NULL), ADAPT_OK);
+            ck_assert_msg(same_bits(y, cases[c].y) && m == cases[c].mask, "case %zu (%s, %a, mode %d): got %a mask %d",
+                          c, cases[c].fmt, cases[c].x, mode, y, m);
+        }
+    }
+}
+END_TEST
+
+/* ---------------- stochastic rounding ---------------- */
+
+/* E[SR(x)] = x: N draws of SR(x) have mean x within 5 binomial standard deviations,
+ * step sqrt(p (1 - p) / N) with p = frac(x / step), plus the 2^-32 step bias of 32-bit u. */
+START_TEST(test_sr_unbiased)
+{
+    const size_t N = 1 << 18;
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    ck_assert(x && y);
+    struct {
+        const char *fmt;
+        float v;
+        double step; /* grid spacing around v */
+    } cases[] = {
+        {"fixed(8,4)", 2.385f, 0.0625},            /* 2.385 = 38.16 steps */
+        {"fixed(8,4)", -2.385f, 0.0625},
+        {"fixed(16,13)", 0.1f, 0x1p-13},
+        {"fixed(32,28)", 1.0e-8f, 0x1p-28},         /* 2.68 steps */
+        {"fp16", 2.385f, 0x1p-9},                   /* binade [2, 4): 2^(1-10) */
+        {"fp16", -1.0e-6f, 0x1p-24},                /* subnormal range */
+        {"bf16", 2.385f, 0x1p-6},
+        {"float(4,3)", 0.7f, 0x1p-4},               /* binade [0.5, 1): 2^(-1-3) */
+        {"bfp(8)", 2.385f, 0x1p-5},                 /* max 2.385: E = 1, step 2^(1+2-8) */
+        {"muppet(8)", 2.385f, 0x1p-5},              /* sf = floor(log2(127.5 / 2.385)) = 5 */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct quant_spec s = spec_of(cases[c].fmt, QUANT_ROUND_STOCHASTIC, QUANT_TIE_EVEN);
+        for (size_t i = 0; i < N; i++) x[i] = cases[c].v;
+        struct quant_key key = {2385, ADAPT_STREAM_QUANT + c, 0};
+        ck_assert_int_eq(quant_array(&s, x, y, N, key, NULL, NULL), ADAPT_OK);
+        double sum = 0.0, v = cases[c].v, step = cases[c].step;
+        double lo = floor(v / step) * step, p = (v - lo) / step;
+        for (size_t i = 0; i < N; i++) {
+            if (!(y[i] == (float)lo || y[i] == (float)(lo + step))) /* only the two neighbours */
+                ck_abort_msg("%s SR(%g) = %g", cases[c].fmt, cases[c].v, y[i]);
+            sum += y[i];
+        }
+        double mean = sum / (double)N;
+        double tol = 5.0 * step * sqrt(p * (1.0 - p) / (double)N) + step * 0x1p-32;
+        ck_assert_msg(fabs(mean - v) <= tol, "%s SR(%g): mean %.10g, |diff| %.3g > tol %.3g", cases[c].fmt, v, mean,
+                      fabs(mean - v), tol);
+    }
+    free(x), free(y);
+}
+END_TEST
+
+/* ---------------- determinism ---------------- */
+
+/* The bits do not depend on the thread count, nor on splitting a tensor in chunks with the
+ * matching key.index. */
+START_TEST(test_threads_and_chunks)
+{
+    const size_t n = 5 * QUANT_CHUNK + 12345;
+    float *x = malloc(n * sizeof *x), *y1 = malloc(n * sizeof *y1), *y2 = malloc(n * sizeof *y2);
+    uint8_t *m1 = malloc(n), *m2 = malloc(n);
+    ck_assert(x && y1 && y2 && m1 && m2);
+    int saved = omp_get_max_threads();
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        struct quant_spec s = spec_of(all_formats[f], QUANT_ROUND_STOCHASTIC, QUANT_TIE_EVEN);
+        fill_inputs(x, n, &s, 42 + f);
+        struct quant_key key = {9, ADAPT_STREAM_QUANT, 1001};
+        struct quant_stats a = {0, 0, 0}, b = {0, 0, 0};
+        omp_set_num_threads(1);
+        ck_assert_int_eq(quant_array(&s, x, y1, n, key, m1, &a), ADAPT_OK);
+        omp_set_num_threads(2);
+        ck_assert_int_eq(quant_array(&s, x, y2, n, key, m2, &b), ADAPT_OK);
+        ck_assert_int_eq(memcmp(y1, y2, n * sizeof *y1), 0);
+        ck_assert_int_eq(memcmp(m1, m2, n), 0);
+        ck_assert_uint_eq(a.saturated, b.saturated);
+        ck_assert_uint_eq(a.zeros, b.zeros);
+        if (s.format == QUANT_FORMAT_BFP || s.format == QUANT_FORMAT_MUPPET) continue;
+        /* three chunks at odd offsets give the same bits */
+        size_t cut[4] = {0, 999, 2 * QUANT_CHUNK + 3, n};
+        for (int k = 0; k < 3; k++) {
+            struct quant_key kk = key;
+            kk.index += cut[k];
+            ck_assert_int_eq(quant_array(&s, x + cut[k], y2 + cut[k], cut[k + 1] - cut[k], kk, NULL, NULL), ADAPT_OK);
+        }
+        ck_assert_int_eq(memcmp(y1, y2, n * sizeof *y1), 0);
+    }
+    omp_set_num_threads(saved);
+    free(x), free(y1), free(y2), free(m1), free(m2);
+}
+END_TEST
+
+/* ---------------- bfp and MuPPET by hand ---------------- */
+
+START_TEST(test_bfp_hand)
+{
+    struct quant_key key = {0, 0, 0};
+    struct quant_spec s = spec_of("bfp(4)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    /* max |x| = 0.75: E = floor(log2 0.75) = -1, step 2^(E+2-WL) = 2^-3, range +-7 steps */
+    float x1[] = {0.75f, -0.3f, 0.1f, 0.05f, -0.9f}, y1[5];
+    float e1[] = {0.75f,   /* 6 steps */
+                  -0.25f,  /* -2.4 -> -2 */
+                  0.125f,  /* 0.8 -> 1 */
+                  0.0f,    /* 0.4 -> 0 */
+                  -0.875f}; /* -0.9 is the max: E = -1 still; -7.2 -> -7 */
+    uint8_t m1[5];
+    ck_assert_int_eq(quant_array(&s, x1, y1, 5, key, m1, NULL), ADAPT_OK);
+    for (int i = 0; i < 5; i++) ck_assert_msg(y1[i] == e1[i], "bfp x %g: %g, expected %g", x1[i], y1[i], e1[i]);
+    /* bfp(3), max 0.96875: E = -1, step 2^-2, range +-3 steps = +-0.75; 3.875 -> 4 -> clamped */
+    s.wl = 3;
+    float x2[] = {0.96875f, -0.96875f, 0.5f}, y2[3];
+    uint8_t m2[3];
+    ck_assert_int_eq(quant_array(&s, x2, y2, 3, key, m2, NULL), ADAPT_OK);
+    ck_assert(y2[0] == 0.75f && m2[0] == 1);
+    ck_assert(y2[1] == -0.75f && m2[1] == 1); /* symmetric range */
+    ck_assert(y2[2] == 0.5f && m2[2] == 0);
+    /* block dim0: one exponent per row */
+    s.wl = 4;
+    s.block = QUANT_BLOCK_DIM0;
+    float x3[] = {1.5f, 0.2f, 0.01f, 0.003f}, y3[4];
+    ck_assert_int_eq(quant_rows(&s, x3, y3, 2, 2, key, NULL, NULL), ADAPT_OK);
+    ck_assert(y3[0] == 1.5f);         /* row 0: E = 0, step 2^-2: 6 steps */
+    ck_assert(y3[1] == 0.25f);        /* 0.8 -> 1 step */
+    ck_assert(y3[2] == 0.009765625f); /* row 1: E = floor(log2 0.01) = -7, step 2^-9: 5.12 -> 5 */
+    ck_assert(y3[3] == 0.00390625f);  /* 1.536 -> 2 steps */
+    /* the same as one tensor block: E = 0 for all, step 2^-2 */
+    s.block = QUANT_BLOCK_TENSOR;
+    ck_assert_int_eq(quant_rows(&s, x3, y3, 2, 2, key, NULL, NULL), ADAPT_OK);
+    ck_assert(y3[2] == 0.0f && y3[3] == 0.0f);
+    /* all zeros and non-finite only: no scale from the data, values kept */
+    float x4[] = {0.0f, NAN, INFINITY}, y4[3];
+    ck_assert_int_eq(quant_array(&s, x4, y4, 3, key, NULL, NULL), ADAPT_OK);
+    ck_assert(y4[0] == 0.0f && y4[1] != y4[1] && y4[2] == 1.75f); /* E = 0: top 7 steps of 2^-2 */
+}
+END_TEST
+
+START_TEST(test_muppet_hand)
+{
+    struct quant_key key = {0, 0, 0};
+    struct quant_spec s = spec_of("muppet(8)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    /* max 1.7: 127.5 / 1.7 = 75 -> floor(log2) = 6; min -0.45: 128.5 / 0.45 = 285.6 -> 8;
+     * sf = 6, scale 64 */
+    float x1[] = {1.7f, -0.45f, 0.3f}, y1[3];
+    ck_assert_int_eq(quant_array(&s, x1, y1, 3, key, NULL, NULL), ADAPT_OK);
+    ck_assert(y1[0] == 1.703125f);  /* 108.8 -> 109 */
+    ck_assert(y1[1] == -0.453125f); /* -28.8 -> -29 */
+    ck_assert(y1[2] == 0.296875f);  /* 19.2 -> 19 */
+    /* negative side decides: 127.5 / 0.1 = 1275 -> 10; 128.5 / 3 = 42.8 -> 5; sf = 5 */
+    float x2[] = {0.1f, -3.0f}, y2[2];
+    ck_assert_int_eq(quant_array(&s, x2, y2, 2, key, NULL, NULL), ADAPT_OK);
+    ck_assert(y2[0] == 0.09375f); /* 3.2 -> 3 */
+    ck_assert(y2[1] == -3.0f);    /* -96 */
+    /* exact boundary: max = 127.5 / 64 gives ratio 64, sf = 6; 127.5 -> 128 (even) -> clamped to
+     * 127: saturation after rounding */
+    float x3[] = {1.9921875f, -1.0f}, y3[2];
+    uint8_t m3[2];
+    ck_assert_int_eq(quant_array(&s, x3, y3, 2, key, m3, NULL), ADAPT_OK);
+    ck_assert(y3[0] == 1.984375f && m3[0] == 1);
+    ck_assert(y3[1] == -1.0f && m3[1] == 0);
+    /* only positive values: the min side is not used (ratio 127.5 / 0.5 = 255 -> sf = 7) */
+    float x4[] = {0.5f, 0.25f, 0.0078125f}, y4[3];
+    ck_assert_int_eq(quant_array(&s, x4, y4, 3, key, NULL, NULL), ADAPT_OK);
+    ck_assert(y4[0] == 0.5f && y4[1] == 0.25f && y4[2] == 0.0078125f); /* 64, 32, 1 at scale 128 */
+}
+END_TEST
+
+/* ---------------- masks and counters ---------------- */
+
+START_TEST(test_mask_stats)
+{
+    /* fixed(4,1): step 0.5, range [-4, 3.5] */
+    struct quant_spec s = spec_of("fixed(4,1)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    float x[] = {10.0f, -10.0f, 0.2f, 0.0f, NAN, INFINITY, 3.6f, -4.2f}, y[8];
+    uint8_t m[8];
+    const uint8_t em[] = {1, 1, 0, 0, 0, 1, 0, 0}; /* 3.6 -> 3.5 and -4.2 -> -4 round in range */
+    struct quant_stats st = {1, 1, 1};              /* counters accumulate */
+    struct quant_key key = {0, 0, 0};
+    ck_assert_int_eq(quant_array(&s, x, y, 8, key, m, &st), ADAPT_OK);
+    for (int i = 0; i < 8; i++) ck_assert_int_eq(m[i], em[i]);
+    ck_assert_uint_eq(st.saturated, 1 + 3); /* 10, -10, inf */
+    ck_assert_uint_eq(st.flushed, 1 + 1);   /* 0.2 */
+    ck_assert_uint_eq(st.zeros, 1 + 2);     /* 0.2 and 0 */
+    ck_assert(y[6] == 3.5f && y[7] == -4.0f);
+}
+END_TEST
+
+/* ---------------- histograms and KL ---------------- */
+
+START_TEST(test_hist_kl)
+{
+    uint64_t h[4];
+    /* [0, 4) in 4 bins: 0.5 -> 0, 1.0 -> 1, 3.99 -> 3, 4.0 (= hi) -> 3; -1 and 7 clamped to the
+     * edges or dropped; NaN ignored */
+    float x[] = {0.5f, 1.0f, 3.99f, 4.0f, -1.0f, 7.0f, NAN};
+    ck_assert_int_eq(quant_hist(x, 7, 1, 0.0, 4.0, 4, QUANT_HIST_CLAMP, h), ADAPT_OK);
+    ck_assert_uint_eq(h[0], 2);
+    ck_assert_uint_eq(h[1], 1);
+    ck_assert_uint_eq(h[2], 0);
+    ck_assert_uint_eq(h[3], 3);
+    ck_assert_int_eq(quant_hist(x, 7, 1, 0.0, 4.0, 4, QUANT_HIST_DROP, h), ADAPT_OK);
+    ck_assert_uint_eq(h[0] + h[1] + h[2] + h[3], 4);
+    ck_assert_int_eq(quant_hist(x, 4, 2, 0.0, 4.0, 4, QUANT_HIST_CLAMP, h), ADAPT_OK); /* 0.5, 3.99, -1, NaN */
+    ck_assert_uint_eq(h[0], 2);
+    ck_assert_uint_eq(h[3], 1);
+    /* lo == hi widens to [lo - 1, hi + 1] (torch.histc): 2.0 lands in the middle of 2 bins */
+    ck_assert_int_eq(quant_hist(x + 1, 1, 1, 1.0, 1.0, 2, QUANT_HIST_CLAMP, h), ADAPT_OK);
+    ck_assert_uint_eq(h[1], 1);
+    ck_assert_int_eq(quant_hist(x, 7, 1, 0.0, 4.0, 0, QUANT_HIST_CLAMP, h), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_hist(x, 7, 0, 0.0, 4.0, 4, QUANT_HIST_CLAMP, h), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_hist(x, 7, 1, 4.0, 0.0, 4, QUANT_HIST_CLAMP, h), ADAPT_EINVAL);
+
+    /* P = (1/2, 1/2, 0), Q = (1/4, 1/2, 1/4): KL = 1/2 ln 2 */
+    uint64_t p[3] = {2, 2, 0}, q[3] = {1, 2, 1};
+    ck_assert_double_eq_tol(quant_kl_counts(p, q, 3), 0.5 * log(2.0), 1e-15);
+    ck_assert_double_eq(quant_kl_counts(q, q, 3), 0.0);
+    ck_assert(isinf(quant_kl_counts(q, p, 3))); /* P_3 > 0, Q_3 = 0 counts as loss */
+    /* reference: (1/3) sum exp(wq_b)(wq_b - w_b) with w = Q, wq = P:
+     * (e^0.5 (0.25) + e^0.5 (0) + e^0 (-0.25)) / 3 */
+    double ref = (exp(0.5) * 0.25 - 0.25) / 3.0;
+    ck_assert_double_eq_tol(quant_kl_reference_counts(q, p, 3), ref, 1e-15);
+
+    /* weights on a 2^-8 grid: fixed(16,8) is lossless (KL 0), fixed(4,1) is not */
+    const size_t n = 10000;
+    float *w = malloc(n * sizeof *w);
+    ck_assert(w);
+    struct adapt_rng r;
+    adapt_rng_init(&r, 3, 1);
+    for (size_t i = 0; i < n; i++) w[i] = (float)((int)adapt_rng_below(&r, 1024) - 512) * 0x1p-8f;
+    struct quant_key key = {1, ADAPT_STREAM_QUANT, 0};
+    double kl;
+    struct quant_spec s = spec_of("fixed(16,8)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    ck_assert_int_eq(quant_kl(&s, w, n, 0, 100, key, &kl), ADAPT_OK);
+    ck_assert_double_eq(kl, 0.0);
+    ck_assert_int_eq(quant_kl(&s, w, n, 1000, 100, key, &kl), ADAPT_OK); /* strided sample */
+    ck_assert_double_eq(kl, 0.0);
+    s = spec_of("fixed(4,1)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    ck_assert_int_eq(quant_kl(&s, w, n, 0, 100, key, &kl), ADAPT_OK);
+    ck_assert(kl > 0.1); /* 100 bins collapse onto 5 grid values */
+    double dv;
+    s.rounding = QUANT_ROUND_STOCHASTIC;
+    ck_assert_int_eq(quant_kl_reference(&s, w, n, 0, 100, key, &dv), ADAPT_OK);
+    ck_assert(isfinite(dv));
+    /* the pipeline by hand: same histograms through the public pieces */
+    uint64_t hq[8], hp[8];
+    float wq[16], ws[16];
+    for (int i = 0; i < 16; i++) ws[i] = w[i];
+    s = spec_of("fixed(4,2)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    float lo = ws[0], hi = ws[0];
+    for (int i = 1; i < 16; i++) lo = ws[i] < lo ? ws[i] : lo, hi = ws[i] > hi ? ws[i] : hi;
+    ck_assert_int_eq(quant_array(&s, ws, wq, 16, key, NULL, NULL), ADAPT_OK);
+    ck_assert_int_eq(quant_hist(ws, 16, 1, lo, hi, 8, QUANT_HIST_CLAMP, hq), ADAPT_OK);
+    ck_assert_int_eq(quant_hist(wq, 16, 1, lo, hi, 8, QUANT_HIST_CLAMP, hp), ADAPT_OK);
+    ck_assert_int_eq(quant_kl(&s, ws, 16, 0, 8, key, &kl), ADAPT_OK);
+    ck_assert_double_eq(kl, quant_kl_counts(hp, hq, 8));
+    /* errors */
+    ck_assert_int_eq(quant_kl(&s, w, 0, 0, 100, key, &kl), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_kl(&s, w, n, 0, 0, key, &kl), ADAPT_EINVAL);
+    float nan1 = NAN;
+    ck_assert_int_eq(quant_kl(&s, &nan1, 1, 0, 10, key, &kl), ADAPT_EINVAL);
+    free(w);
+}
+END_TEST
+
+/* ---------------- storage export ---------------- */
+
+START_TEST(test_pack)
+{
+    ck_assert_int_eq(quant_pack_type_for(8), QUANT_PACK_INT8);
+    ck_assert_int_eq(quant_pack_type_for(9), QUANT_PACK_INT16);
+    ck_assert_int_eq(quant_pack_type_for(16), QUANT_PACK_INT16);
+    ck_assert_int_eq(quant_pack_type_for(17), QUANT_PACK_INT32);
+    const int cases[][2] = {{8, 4}, {12, 10}, {16, 0}, {32, 31}, {32, 28}, {3, 5}};
+    const size_t n = 5000;
+    float *x = malloc(n * sizeof *x), *q = malloc(n * sizeof *q), *u = malloc(n * sizeof *u);
+    int32_t *codes = malloc(n * sizeof *codes);
+    ck_assert(x && q && u && codes);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct quant_spec s;
+        quant_spec_init(&s, QUANT_FORMAT_FIXED);
+        s.wl = cases[c][0];
+        s.fl = cases[c][1];
+        fill_inputs(x, n, &s, 300 + c);
+        x[0] = NAN; /* no code: stored as 0 */
+        struct quant_key key = {0, 0, 0};
+        enum quant_pack_type t = quant_pack_type_for(s.wl);
+        ck_assert_int_eq(quant_array(&s, x, q, n, key, NULL, NULL), ADAPT_OK);
+        /* packing the quantized tensor and the raw one gives the same codes */
+        ck_assert_int_eq(quant_pack(&s, q, n, t, codes), ADAPT_OK);
+        ck_assert_int_eq(quant_unpack(t, codes, n, s.fl, u), ADAPT_OK);
+        for (size_t i = 0; i < n; i++) /* NaN has no code: stored as 0 */
+            if (!same_bits(u[i], q[i] != q[i] ? 0.0f : q[i]))
+                ck_abort_msg("fixed(%d,%d): %a -> %a", s.wl, s.fl, q[i], u[i]);
+        int32_t *c2 = malloc(n * sizeof *c2);
+        ck_assert(c2);
+        ck_assert_int_eq(quant_pack(&s, x, n, t, c2), ADAPT_OK);
+        ck_assert_int_eq(memcmp(codes, c2, n * (size_t)t), 0);
+        /* codes within [-2^(WL-1), 2^(WL-1) - 1] */
+        for (size_t i = 0; i < n; i++) {
+            int64_t k = t == QUANT_PACK_INT8 ? ((int8_t *)codes)[i] : t == QUANT_PACK_INT16 ? ((int16_t *)codes)[i] : codes[i];
+            if (!(k >= -(1ll << (s.wl - 1)) && k <= (1ll << (s.wl - 1)) - 1)) ck_abort_msg("code %lld", (long long)k);
+        }
+        free(c2);
+    }
+    /* <8,4>: 2.385 -> code 38; -8.5 -> -128 (clamped); 7.97 -> 127 */
+    struct quant_spec s = spec_of("fixed(8,4)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    float v[3] = {2.385f, -8.5f, 7.97f};
+    int8_t c8[3];
+    ck_assert_int_eq(quant_pack(&s, v, 3, QUANT_PACK_INT8, c8), ADAPT_OK);
+    ck_assert_int_eq(c8[0], 38);
+    ck_assert_int_eq(c8[1], -128);
+    ck_assert_int_eq(c8[2], 127);
+    /* errors: WL does not fit, not fixed point, bad type, bad FL */
+    s.wl = 12;
+    ck_assert_int_eq(quant_pack(&s, v, 3, QUANT_PACK_INT8, c8), ADAPT_ERANGE);
+    s = spec_of("fp16", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    ck_assert_int_eq(quant_pack(&s, v, 3, QUANT_PACK_INT16, codes), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_unpack((enum quant_pack_type)3, codes, 3, 4, u), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_unpack(QUANT_PACK_INT8, codes, 3, 40, u), ADAPT_ERANGE);
+    free(x), free(q), free(u), free(codes);
+}
+END_TEST
+
+/* ---------------- error paths ---------------- */
+
+START_TEST(test_errors)
+{
+    struct quant_spec s = spec_of("fixed(8,4)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    struct quant_key key = {0, 0, 0};
+    float buf[16] = {0};
+    /* partial overlap of input and output */
+    ck_assert_int_eq(quant_array(&s, buf, buf + 1, 8, key, NULL, NULL), ADAPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "overlap"));
+    ck_assert_int_eq(quant_array(&s, NULL, buf, 8, key, NULL, NULL), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_array(&s, buf, buf, 0, key, NULL, NULL), ADAPT_OK); /* empty is fine */
+    /* a plan for bfp needs the data range */
+    struct quant_plan p;
+    s = spec_of("bfp(8)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    ck_assert_int_eq(quant_plan_init(&s, NULL, key, &p), ADAPT_EINVAL);
+    s.rounding = (enum quant_rounding)7;
+    ck_assert_int_eq(quant_spec_check(&s), ADAPT_EINVAL);
+    /* CUDA entry points report ADAPT_EUNSUPPORTED without a build or a device */
+    char desc[256];
+    if (!quant_cuda_built() || adapt_cuda_device_count(desc, sizeof desc) == 0) {
+        s = spec_of("fixed(8,4)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+        ck_assert_int_eq(quant_cuda_rows_host(&s, buf, buf, 1, 16, key, NULL, NULL), ADAPT_EUNSUPPORTED);
+    }
+}
+END_TEST
+
+/* ---------------- ranges ---------------- */
+
+START_TEST(test_range)
+{
+    float x[] = {NAN, -3.5f, INFINITY, 2.0f, -INFINITY, 1e-45f};
+    struct quant_range a, b;
+    quant_range_compute(x, 6, &a);
+    quant_range_compute_ref(x, 6, &b);
+    ck_assert(a.max == 2.0f && a.min == -3.5f && a.maxabs == 3.5f); /* non-finite ignored */
+    ck_assert(memcmp(&a, &b, sizeof a) == 0);
+    quant_range_compute(x, 1, &a); /* NaN only: empty */
+    ck_assert(a.max == -INFINITY && a.min == INFINITY && a.maxabs == 0.0f);
+    const size_t n = 3 * QUANT_CHUNK + 17;
+    float *w = malloc(n * sizeof *w);
+    ck_assert(w);
+    struct quant_spec s;
+    quant_spec_init(&s, QUANT_FORMAT_FIXED);
+    fill_inputs(w, n, &s, 4);
+    quant_range_compute(w, n, &a);
+    quant_range_compute_ref(w, n, &b);
+    ck_assert(memcmp(&a, &b, sizeof a) == 0);
+    free(w);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("quant");
+    TCase *tc = tcase_create("formats");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_spec_parse);
+    tcase_add_test(tc, test_philox_generators);
+    tcase_add_test(tc, test_fast_equals_ref);
+    tcase_add_test(tc, test_fixed_exact);
+    tcase_add_test(tc, test_fixed_qpytorch);
+    tcase_add_test(tc, test_fp16_ieee);
+    tcase_add_test(tc, test_bf16_rne);
+    tcase_add_test(tc, test_float_formats);
+    tcase_add_test(tc, test_special_values);
+    tcase_add_test(tc, test_sr_unbiased);
+    tcase_add_test(tc, test_threads_and_chunks);
+    tcase_add_test(tc, test_bfp_hand);
+    tcase_add_test(tc, test_muppet_hand);
+    tcase_add_test(tc, test_mask_stats);
+    tcase_add_test(tc, test_hist_kl);
+    tcase_add_test(tc, test_pack);
+    tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_range);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,144 @@
+/* tests/test_quant_cuda.c: CUDA kernels of quant/ against the CPU kernels, bit for bit.
+ * Exits 77 (skip) when the build has no CUDA or the machine no GPU; runs without fork
+ * (CUDA does not survive fork()). */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/quant.h"
+#include "src/base/rng.h"
+#include "src/cuda/device.h"
+
+static float u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static int same_bits(float a, float b)
+{
+    if (a != a && b != b) return 1;
+    return memcmp(&a, &b, 4) == 0;
+}
+
+/* Random magnitudes over many binades, raw bit patterns (NaN, inf, subnormals) and values on
+ * half steps of 2^-j (ties for the grid formats). */
+static void fill(float *x, size_t n, uint64_t seed)
+{
+    struct adapt_rng r;
+    adapt_rng_init(&r, seed, 7);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = adapt_rng_u32(&r), w = adapt_rng_u32(&r);
+        switch (w % 4) {
+        case 0: x[i] = u2f(u); break;
+        case 1: x[i] = ldexpf((float)((int32_t)u >> 8) + 0.5f, -(int)(w >> 8) % 30); break;
+        default: x[i] = ldexpf(1.0f + (float)(u & 0x7fffff) * 0x1p-23f, (int)(w >> 8) % 61 - 30) * (u >> 31 ? -1.0f : 1.0f);
+        }
+    }
+    x[0] = NAN;
+    x[1] = INFINITY;
+    x[2] = -0.0f;
+}
+
+static const char *formats[] = {"fixed(8,4)", "fixed(32,28)", "fixed(32,31)", "bfp(8)", "muppet(8)",
+                                "fp16", "bf16", "float(4,3)", "float(2,1)"};
+
+static void compare(const struct quant_spec *s, size_t rows, size_t cols, uint64_t index, int threads,
+                    int blocks)
+{
+    size_t n = rows * cols;
+    float *x = malloc(n * sizeof *x), *yc = malloc(n * sizeof *yc), *yg = malloc(n * sizeof *yg);
+    uint8_t *mc = malloc(n), *mg = malloc(n);
+    ck_assert(x && yc && yg && mc && mg);
+    fill(x, n, index + 17);
+    struct quant_key key = {0x2385, ADAPT_STREAM_QUANT + 3, index};
+    struct quant_stats a = {0, 0, 0}, b = {0, 0, 0};
+    ck_assert_int_eq(quant_rows(s, x, yc, rows, cols, key, mc, &a), ADAPT_OK);
+    quant_cuda_set_launch(threads, blocks);
+    ck_assert_msg(quant_cuda_rows_host(s, x, yg, rows, cols, key, mg, &b) == ADAPT_OK, "%s", adapt_error_message());
+    quant_cuda_set_launch(0, 0);
+    char buf[32];
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(same_bits(yc[i], yg[i]) && mc[i] == mg[i], "%s mode %d: x[%zu] = %a: CPU %a, GPU %a",
+                      quant_spec_str(s, buf, sizeof buf), (int)s->rounding, i, x[i], yc[i], yg[i]);
+    ck_assert_uint_eq(a.saturated, b.saturated);
+    ck_assert_uint_eq(a.flushed, b.flushed);
+    ck_assert_uint_eq(a.zeros, b.zeros);
+    free(x), free(yc), free(yg), free(mc), free(mg);
+}
+
+/* Every format and rounding mode: CPU and GPU give the same bits, masks and counters (the
+ * stochastic ones prove cuRAND's Philox equals src/base/rng.h for these keys). */
+START_TEST(test_cuda_parity)
+{
+    for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++)
+        for (int mode = 0; mode < 3; mode++) {
+            struct quant_spec s;
+            ck_assert_int_eq(quant_spec_parse(formats[f], &s), ADAPT_OK);
+            s.rounding = mode == 2 ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST;
+            s.tie = mode == 1 ? QUANT_TIE_AWAY : QUANT_TIE_EVEN;
+            compare(&s, 1, 300001, 5 + f, 0, 0);
+        }
+}
+END_TEST
+
+/* The launch shape does not change the bits; bfp per dim-0 slice reduces on the device. */
+START_TEST(test_cuda_launch_shape)
+{
+    struct quant_spec s;
+    ck_assert_int_eq(quant_spec_parse("fixed(12,7)", &s), ADAPT_OK);
+    s.rounding = QUANT_ROUND_STOCHASTIC;
+    compare(&s, 1, 100003, 1, 64, 3);
+    compare(&s, 1, 100003, 1, 1024, 1000);
+    ck_assert_int_eq(quant_spec_parse("bfp(6)", &s), ADAPT_OK);
+    s.block = QUANT_BLOCK_DIM0;
+    s.rounding = QUANT_ROUND_STOCHASTIC;
+    compare(&s, 64, 577, 2, 96, 5);
+    compare(&s, 64, 577, 2, 0, 0);
+}
+END_TEST
+
+/* In place on the device gives the same result. */
+START_TEST(test_cuda_inplace)
+{
+    const size_t n = 4099;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    ck_assert(x && y);
+    fill(x, n, 3);
+    struct quant_spec s;
+    ck_assert_int_eq(quant_spec_parse("fp16", &s), ADAPT_OK);
+    s.rounding = QUANT_ROUND_STOCHASTIC;
+    struct quant_key key = {1, 2, 3};
+    ck_assert_int_eq(quant_rows(&s, x, y, 1, n, key, NULL, NULL), ADAPT_OK);
+    ck_assert_int_eq(quant_cuda_rows_host(&s, x, x, 1, n, key, NULL, NULL), ADAPT_OK);
+    for (size_t i = 0; i < n; i++) ck_assert(same_bits(x[i], y[i]));
+    free(x), free(y);
+}
+END_TEST
+
+int main(void)
+{
+    char desc[256] = "";
+    if (!quant_cuda_built() || adapt_cuda_device_count(desc, sizeof desc) == 0) {
+        printf("test_quant_cuda: skipped: %s\n", quant_cuda_built() ? desc : "built without CUDA");
+        return 77;
+    }
+    printf("test_quant_cuda: %s\n", desc);
+    Suite *su = suite_create("quant_cuda");
+    TCase *tc = tcase_create("parity");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_cuda_parity);
+    tcase_add_test(tc, test_cuda_launch_shape);
+    tcase_add_test(tc, test_cuda_inplace);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
