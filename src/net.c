@@ -235,7 +235,9 @@ const float *adapt_net_forward(struct adapt_net *net, const float *x, int n, int
         struct adapt_node *nd = &net->nodes[i];
         const float *xs[ADAPT_LAYER_MAX_IN] = {net->act[nd->in[0]],
                                                nd->in[1] >= 0 ? net->act[nd->in[1]] : NULL};
+        if (net->in_hook) net->in_hook(net->hook_ctx, i, xs, n, training, 0);
         nd->layer->ops->forward(nd->layer, &ex, xs, net->act[nd->out]);
+        if (net->out_hook) net->out_hook(net->hook_ctx, i, net->act[nd->out], n, training);
     }
     return net->act[net->nact - 1];
 }
@@ -262,6 +264,9 @@ void adapt_net_backward(struct adapt_net *net, const float *dlogits, int n)
             if (net->dact_written[a]) acc |= 1u << k;
             net->dact_written[a] = 1;
         }
+        /* straight-through: the gradient of a rounded input goes to the
+         * activation unchanged, but the layer sees what it computed with */
+        if (net->in_hook) net->in_hook(net->hook_ctx, i, xs, n, 1, 1);
         l->ops->backward(l, &ex, xs, net->act[nd->out], net->dact[nd->out], dxs, acc);
     }
 }

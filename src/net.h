@@ -65,6 +65,13 @@ struct adapt_net {
     int finalized;
     /* gradients received so far by each activation during backward */
     unsigned char *dact_written;
+    /* Optional quantization hooks (src/precision.h installs them):
+     * in_hook may replace a node's input pointers (forward and backward:
+     * the backward must see the inputs the forward computed with);
+     * out_hook may round a node's output in place after its forward. */
+    void *hook_ctx;
+    void (*in_hook)(void *ctx, int node, const float **xs, int n, int training, int backward);
+    void (*out_hook)(void *ctx, int node, float *y, int n, int training);
 };
 
 struct adapt_net *adapt_net_alloc(const char *name, const int in_chw[3], int classes);

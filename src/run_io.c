@@ -275,7 +275,7 @@ enum adapt_status adapt_run_io_load_weights(struct adapt_net *net, const char *p
 
 static enum adapt_status load_checkpoint(struct adapt_run_io *io, struct adapt_net *net,
                                          struct adapt_sgd *opt, struct adapt_sched *sched,
-                                         int *epoch, long *step)
+                                         struct adapt_policy *pol, int *epoch, long *step)
 {
     struct adapt_safetensors *m = NULL, *o = NULL;
     enum adapt_status st;
@@ -310,6 +310,25 @@ static enum adapt_status load_checkpoint(struct adapt_run_io *io, struct adapt_n
         if ((st = adapt_safetensors_copy(o, pp->name, ADAPT_ST_F32, pp->value.ndim, shape,
                                          opt->buf[k])))
             goto out;
+    }
+    const char *pname = adapt_safetensors_meta_get(o, "policy");
+    if (!pname || strcmp(pname, pol->type->name)) {
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: checkpoint of policy '%s', the run uses '%s'",
+                         io->optim_path, pname ? pname : "none", pol->type->name);
+        goto out;
+    }
+    if (pol->type->load) {
+        const char *js = adapt_safetensors_meta_get(o, "policy_state");
+        json_error_t jerr;
+        json_t *j = js ? json_loads(js, 0, &jerr) : NULL;
+        if (!j) {
+            st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: policy_state missing or not JSON", io->optim_path);
+            goto out;
+        }
+        pol->epoch = (int)e_m;
+        st = pol->type->load(pol, j, o);
+        json_decref(j);
+        if (st) goto out;
     }
     opt->steps = (long)steps;
     sched->lr = lr;
@@ -349,8 +368,8 @@ static enum adapt_status check_same_config(struct adapt_run_io *io, const struct
 enum adapt_status adapt_run_io_open(struct adapt_run_io *io, const struct adapt_config *cfg,
                                     const struct adapt_train_opts *opts, struct adapt_net *net,
                                     struct adapt_sgd *opt, struct adapt_sched *sched,
-                                    const struct adapt_run_info *info, int *start_epoch,
-                                    long *start_step)
+                                    struct adapt_policy *pol, const struct adapt_run_info *info,
+                                    int *start_epoch, long *start_step)
 {
     enum adapt_status st;
     memset(io, 0, sizeof *io);
@@ -367,7 +386,7 @@ enum adapt_status adapt_run_io_open(struct adapt_run_io *io, const struct adapt_
     *start_step = 0;
     if (opts->resume) {
         if ((st = check_same_config(io, cfg))) return st;
-        if ((st = load_checkpoint(io, net, opt, sched, start_epoch, start_step))) return st;
+        if ((st = load_checkpoint(io, net, opt, sched, pol, start_epoch, start_step))) return st;
         if ((st = write_config(io, cfg))) return st;
         /* keep the trace up to the checkpointed epoch's record */
         if (*start_epoch > 0 &&
@@ -380,31 +399,27 @@ enum adapt_status adapt_run_io_open(struct adapt_run_io *io, const struct adapt_
     return write_header(io, cfg, net, info);
 }
 
-enum adapt_status adapt_run_io_step(struct adapt_run_io *io, const struct adapt_net *net, long step,
-                                    int epoch, double lr, double loss)
+enum adapt_status adapt_run_io_step(struct adapt_run_io *io, const struct adapt_policy *pol,
+                                    long step, int epoch, double lr, double loss, int accum)
 {
+    const int nu = pol->net->nunits;
     struct adapt_trace_unit_state us[64];
-    struct adapt_trace_unit_state *u = net->nunits <= 64 ? us : malloc(sizeof *u * (size_t)net->nunits);
+    struct adapt_trace_unit_state *u = nu <= 64 ? us : malloc(sizeof *u * (size_t)nu);
     if (!u) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot write a trace step");
-    for (int i = 0; i < net->nunits; i++) {
-        u[i].wl = 32;
-        u[i].fl = 0;
-        u[i].lb = NAN;
-        u[i].r = -1;
-        u[i].sparsity = NAN;
-        u[i].sat = -1;
-        u[i].flush = -1;
-    }
+    for (int i = 0; i < nu; i++) adapt_policy_unit_state(pol, i, &u[i]);
     struct adapt_trace_step s;
     memset(&s, 0, sizeof s);
     s.step = step;
     s.epoch = epoch;
     s.lr = lr;
     s.loss = loss;
-    s.strategy = ADAPT_TRACE_STRATEGY_NONE;
-    s.n_units = net->nunits;
+    s.strategy = pol->strategy;
+    s.n_units = nu;
     s.units = u;
-    s.accum = io->cfg->train.accumulation_steps;
+    s.n_events = pol->n_events;
+    s.events = pol->events;
+    s.accum = accum;
+    s.overflow = pol->overflow;
     enum adapt_status st = adapt_trace_write_step(io->tw, &s);
     if (u != us) free(u);
     return st;
@@ -421,7 +436,8 @@ enum adapt_status adapt_run_io_epoch(struct adapt_run_io *io, const struct adapt
 
 enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct adapt_net *net,
                                           const struct adapt_sgd *opt,
-                                          const struct adapt_sched *sched, int epochs_done,
+                                          const struct adapt_sched *sched,
+                                          const struct adapt_policy *pol, int epochs_done,
                                           long step)
 {
     enum adapt_status st;
@@ -429,11 +445,15 @@ enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct 
     int nbn = 0;
     for (int i = 0; i < net->nnodes; i++) nbn += net->nodes[i].layer->counter != NULL;
     int nt = net->nparam + nbn;
-    struct adapt_safetensors_tensor *t = calloc((size_t)nt + opt->nbuf + 1, sizeof *t);
+    const int pcap = 4096;
+    struct adapt_safetensors_tensor *t = calloc((size_t)nt + opt->nbuf + pcap + 1, sizeof *t);
     char (*names)[ADAPT_NAME_MAX + 32] = calloc((size_t)nbn + 1, sizeof *names);
-    if (!t || !names) {
+    char (*pnames)[96] = calloc((size_t)pcap, sizeof *pnames);
+    char *pstate = NULL;
+    if (!t || !names || !pnames) {
         free(t);
         free(names);
+        free(pnames);
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot write checkpoint");
     }
     int k = 0, b = 0;
@@ -485,6 +505,10 @@ enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct 
         snprintf(s_le, sizeof s_le, "%d", sched->last_epoch);
         snprintf(s_bad, sizeof s_bad, "%d", sched->num_bad);
         snprintf(s_cd, sizeof s_cd, "%d", sched->cooldown_counter);
+        int np = pol->type->save_tensors ? pol->type->save_tensors(pol, t + opt->nbuf, pcap, pnames) : 0;
+        json_t *pj = pol->type->save_json ? pol->type->save_json(pol) : json_object();
+        pstate = pj ? json_dumps(pj, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        json_decref(pj);
         struct adapt_safetensors_meta om[] = {{"format", CKPT_FORMAT},
                                               {"epoch", s_epoch},
                                               {"sgd_steps", s_steps},
@@ -492,10 +516,14 @@ enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct 
                                               {"sched_best", s_best},
                                               {"sched_last_epoch", s_le},
                                               {"sched_num_bad", s_bad},
-                                              {"sched_cooldown_counter", s_cd}};
-        st = adapt_safetensors_write(io->optim_path, t, opt->nbuf, om,
+                                              {"sched_cooldown_counter", s_cd},
+                                              {"policy", pol->type->name},
+                                              {"policy_state", pstate ? pstate : "{}"}};
+        st = adapt_safetensors_write(io->optim_path, t, opt->nbuf + np, om,
                                      (int)(sizeof om / sizeof om[0]));
     }
+    free(pstate);
+    free(pnames);
     free(names);
     free(t);
     return st;

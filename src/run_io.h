@@ -9,7 +9,9 @@
  *                       state_dict names; metadata: format, epoch, step, seed,
  *                       model, dataset, rng
  *   optim.safetensors   one momentum buffer per trainable parameter (same
- *                       names); metadata: sgd steps, the schedule's state
+ *                       names) and the policy's tensors (policy-prefixed
+ *                       names); metadata: sgd steps, the schedule's state,
+ *                       the policy's state as JSON
  * An existing directory is refused unless resuming (which continues it) or
  * forced (which replaces these files and nothing else).
  *
@@ -23,6 +25,7 @@
 #include "src/config.h"
 #include "src/net.h"
 #include "src/optim.h"
+#include "src/policy/policy.h"
 #include "src/train.h"
 
 #define ADAPT_RUN_PATH_MAX 1200
@@ -56,16 +59,18 @@ struct adapt_run_io {
 enum adapt_status adapt_run_io_open(struct adapt_run_io *io, const struct adapt_config *cfg,
                                     const struct adapt_train_opts *opts, struct adapt_net *net,
                                     struct adapt_sgd *opt, struct adapt_sched *sched,
-                                    const struct adapt_run_info *info, int *start_epoch,
-                                    long *start_step);
-enum adapt_status adapt_run_io_step(struct adapt_run_io *io, const struct adapt_net *net, long step,
-                                    int epoch, double lr, double loss);
+                                    struct adapt_policy *pol, const struct adapt_run_info *info,
+                                    int *start_epoch, long *start_step);
+/* A step record: the policy's per-unit states and events since the last one. */
+enum adapt_status adapt_run_io_step(struct adapt_run_io *io, const struct adapt_policy *pol,
+                                    long step, int epoch, double lr, double loss, int accum);
 /* Writes the epoch record and flushes the trace. */
 enum adapt_status adapt_run_io_epoch(struct adapt_run_io *io, const struct adapt_run_epoch *ep);
 /* Writes model.safetensors and optim.safetensors atomically. */
 enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct adapt_net *net,
                                           const struct adapt_sgd *opt,
-                                          const struct adapt_sched *sched, int epochs_done,
+                                          const struct adapt_sched *sched,
+                                          const struct adapt_policy *pol, int epochs_done,
                                           long step);
 enum adapt_status adapt_run_io_test(struct adapt_run_io *io, int epoch, double loss, double acc);
 enum adapt_status adapt_run_io_end(struct adapt_run_io *io, const char *status, double wall_s);

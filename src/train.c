@@ -19,6 +19,7 @@
 #include "src/data.h"
 #include "src/net.h"
 #include "src/optim.h"
+#include "src/policy/policy.h"
 #include "src/run_io.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -52,13 +53,16 @@ struct run {
     float *x;       /* (n_max, C, H, W) */
     int *y;         /* (n_max) */
     float *dlogits; /* (n_max, classes) */
+    struct adapt_policy *pol;
     struct adapt_run_io io;
     int tty;
+    int epochs_done;
 };
 
 static void run_free(struct run *r)
 {
     adapt_run_io_close(&r->io);
+    adapt_policy_free(r->pol);
     free(r->dlogits);
     free(r->y);
     adapt_aligned_free(r->x);
@@ -165,6 +169,21 @@ static void format_eta(double s, char *buf, size_t n)
         snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* One optimizer step after `micro` accumulated micro-batches (spec section 2,
+ * steps 2-6): gradient scale and L1 term, the policy's rounding,
+ * normalisation and statistics (observe), its precision switch (decide),
+ * the FP32 master update (unless the policy skips it), fresh quantized
+ * copies. */
+static void optimizer_step(struct run *r, long step, double loss, int micro, int last_in_epoch)
+{
+    adapt_sgd_prepare(&r->opt, 1.0 / micro);
+    int skip = r->pol->type->observe(r->pol, step, loss, last_in_epoch);
+    if (r->pol->type->decide) r->pol->type->decide(r->pol, step);
+    if (skip) adapt_net_zero_grad(r->net);
+    else adapt_sgd_update(&r->opt);
+    if (r->pol->prec) adapt_precision_refresh_weights(r->pol->prec, step);
+}
+
 static enum adapt_status train_loop(struct run *r, int start_epoch, long start_step)
 {
     const struct adapt_config *cfg = r->cfg;
@@ -172,19 +191,26 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
     const int classes = r->net->classes;
     const int nbatches = adapt_loader_batches(&r->tl);
     long step = start_step;
+    int accum_since_log = 0, policy_stop = 0;
     enum adapt_status st = ADAPT_OK;
     double t_run = now_s();
-    for (int epoch = start_epoch; epoch < epochs && !stop_requested; epoch++) {
+    for (int epoch = start_epoch; epoch < epochs && !stop_requested && !policy_stop; epoch++) {
         double t0 = now_s(), t_last = 0.0;
         double loss_sum = 0.0, step_loss = 0.0;
         long correct = 0, seen = 0;
         int micro = 0, nb, batch_i = 0;
         adapt_loader_start(&r->tl, epoch);
         r->opt.lr = r->sched.lr;
+        r->pol->epoch = epoch;
         while ((nb = adapt_loader_next(&r->tl, r->x, r->y)) > 0) {
             int c = 0;
+            if (r->pol->prec) r->pol->prec->iter = (long)epoch * nbatches + batch_i;
             const float *lg = adapt_net_forward(r->net, r->x, nb, 1);
             double loss = adapt_softmax_xent(lg, r->y, nb, classes, r->dlogits, &c);
+            if (r->pol->loss_scale != 1.0) {
+                const float sc = (float)r->pol->loss_scale;
+                for (size_t i = 0; i < (size_t)nb * classes; i++) r->dlogits[i] *= sc;
+            }
             adapt_net_backward(r->net, r->dlogits, nb);
             loss_sum += loss * nb;
             correct += c;
@@ -192,14 +218,19 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
             step_loss += loss;
             micro++;
             batch_i++;
+            accum_since_log++;
             if (micro == accum || batch_i == nbatches) {
                 double l1 = cfg->optim.l1_decay > 0 ? cfg->optim.l1_decay * adapt_sgd_l1_norm(&r->opt) : 0.0;
-                adapt_sgd_step(&r->opt, 1.0 / micro);
-                step++;
                 double mean_loss = step_loss / micro + l1;
-                if (step % cfg->run.log_every == 0 &&
-                    (st = adapt_run_io_step(&r->io, r->net, step, epoch, r->opt.lr, mean_loss)))
-                    return st;
+                step++;
+                optimizer_step(r, step, mean_loss, micro, batch_i == nbatches);
+                if (step % cfg->run.log_every == 0) {
+                    if ((st = adapt_run_io_step(&r->io, r->pol, step, epoch, r->opt.lr, mean_loss,
+                                                accum_since_log)))
+                        return st;
+                    adapt_policy_clear_events(r->pol);
+                    accum_since_log = 0;
+                }
                 micro = 0;
                 step_loss = 0.0;
                 if (stop_requested) break;
@@ -224,6 +255,11 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         if (r->have_vl) evaluate(r, &r->vl, &val_loss, &val_acc);
         double lr_used = r->sched.lr;
         adapt_sched_step(&r->sched, r->have_vl ? val_loss : loss_sum / seen);
+        if (r->pol->type->epoch_end) {
+            double lr = r->sched.lr;
+            policy_stop = r->pol->type->epoch_end(r->pol, epoch, &lr);
+            r->sched.lr = lr;
+        }
         /* wall_s: since this process started training (a resumed run starts at 0) */
         struct adapt_run_epoch ep = {epoch,    step,    lr_used, loss_sum / seen, (double)correct / seen,
                                      val_loss, val_acc, now_s() - t_run, seen / wall};
@@ -231,15 +267,18 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         if (!r->opts->quiet) {
             if (r->tty) printf("\r\033[K");
             printf("epoch %3d/%d  train loss %.4f acc %6.2f%%  val loss %.4f acc %6.2f%%  lr %.4g  "
-                   "%.1f s  %.0f img/s\n",
+                   "%.1f s  %.0f img/s%s\n",
                    epoch + 1, epochs, ep.train_loss, 100.0 * ep.train_acc, val_loss,
-                   100.0 * val_acc, lr_used, wall, ep.images_per_s);
+                   100.0 * val_acc, lr_used, wall, ep.images_per_s,
+                   policy_stop ? "  (policy: stop)" : "");
             fflush(stdout);
         }
-        int last = epoch + 1 == epochs;
+        int last = epoch + 1 == epochs || policy_stop;
         int every = cfg->run.checkpoint_every;
+        r->epochs_done = epoch + 1;
         if (last || (every > 0 && (epoch + 1) % every == 0))
-            if ((st = adapt_run_io_checkpoint(&r->io, r->net, &r->opt, &r->sched, epoch + 1, step)))
+            if ((st = adapt_run_io_checkpoint(&r->io, r->net, &r->opt, &r->sched, r->pol, epoch + 1,
+                                              step)))
                 return st;
     }
     return ADAPT_OK;
@@ -270,6 +309,8 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     if ((st = build_model(&r, classes))) goto out;
     adapt_net_init_params(r.net, seed, cfg->model.init_gain);
     if (opts->init_from && (st = adapt_run_io_load_weights(r.net, opts->init_from))) goto out;
+    if ((st = adapt_policy_alloc(&r.pol, cfg, r.net, seed))) goto out;
+    if (r.pol->prec) adapt_precision_refresh_weights(r.pol->prec, 0);
     if ((st = adapt_loader_alloc(&r.sl, &r.test, NULL, r.test.n, cfg->train.eval_batch, 0, seed)))
         goto out;
     r.have_sl = 1;
@@ -318,9 +359,12 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     int start_epoch = 0;
     long start_step = 0;
     struct adapt_run_info info = {dataset_name(cfg), r.train.n, r.ho.n_train, r.ho.n_val, r.test.n};
-    if ((st = adapt_run_io_open(&r.io, cfg, opts, r.net, &r.opt, &r.sched, &info, &start_epoch,
-                                &start_step)))
+    if ((st = adapt_run_io_open(&r.io, cfg, opts, r.net, &r.opt, &r.sched, r.pol, &info,
+                                &start_epoch, &start_step)))
         goto out;
+    /* the quantized copies the uninterrupted run had after its last step */
+    if (r.pol->prec && start_step > 0) adapt_precision_refresh_weights(r.pol->prec, start_step);
+    r.epochs_done = start_epoch;
     if (!opts->quiet) {
         printf("adapt-sim %s: %s on %s (%d train, %d val, %d test), policy %s, %d epochs, "
                "batch %d, seed %lld\n",
@@ -342,7 +386,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     }
     double test_loss, test_acc;
     evaluate(&r, &r.sl, &test_loss, &test_acc);
-    if ((st = adapt_run_io_test(&r.io, cfg->train.epochs, test_loss, test_acc))) goto out;
+    if ((st = adapt_run_io_test(&r.io, r.epochs_done, test_loss, test_acc))) goto out;
     if ((st = adapt_run_io_end(&r.io, "ok", now_s() - t_start))) goto out;
     if (!opts->quiet) {
         printf("test  loss %.4f  accuracy %.2f%%  (%d images)\n", test_loss, 100.0 * test_acc,

@@ -6,3 +6,6 @@ tests_test_policy_SOURCES = tests/test_policy.c
 tests_test_policy_CFLAGS = $(TEST_CFLAGS)
 tests_test_policy_LDADD = $(TEST_LDADD)
 TESTS += tests/test_policy
+libadapt_a_SOURCES += src/policy/policy.c src/policy/policy.h src/policy/adapt.c \
+	src/policy/muppet.c
+libadapt_a_SOURCES += src/precision.c src/precision.h

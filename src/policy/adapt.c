@@ -1,0 +1,283 @@
+/* src/policy/adapt.c: the AdaPT policy (Kummer et al., SDM 2023; spec
+ * section 3). Per unit: fixed-point <WL, FL>, lookback lb, resolution r,
+ * the accumulated normalised weight gradient G and its count n. Every step:
+ * gradients rounded (quant_grads) and normalised per tensor, G += g, lookback
+ * and resolution updated from D = n / ||G||, the strategy from the losses;
+ * when n reaches lb: push-down (bisection with the KL test), push-up from D,
+ * reset G and n. Initial state: <start_wl, start_fl>, lb = lb_lwr, r = r_lwr. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/rng.h"
+#include "src/policy/policy.h"
+#include "src/policy/policy_core.h"
+
+struct adapt_state {
+    enum adapt_compat compat;
+    float **G;      /* (nunits) accumulated normalised weight gradient, weight-shaped */
+    long *n;        /* (nunits) gradients in G */
+    double *D;      /* (nunits) gradient diversity after the last step */
+    struct adapt_strategy_state strat;
+    double *hist;
+    struct adapt_arena arena;
+};
+
+struct pd_ctx {
+    const struct adapt_policy *p;
+    const float *w;
+    size_t n, sample;
+    int bins;
+    struct quant_key key;
+};
+
+static int pd_lossy(void *ctx, int wl, int fl)
+{
+    struct pd_ctx *c = ctx;
+    const struct adapt_config *cfg = c->p->cfg;
+    struct quant_spec s;
+    quant_spec_init(&s, QUANT_FORMAT_FIXED);
+    s.wl = wl;
+    s.fl = fl;
+    double d = 0.0;
+    enum adapt_status st;
+    if (cfg->quantization.compat == ADAPT_CONFIG_COMPAT_REFERENCE) {
+        s.rounding = QUANT_ROUND_STOCHASTIC;
+        st = quant_kl_reference(&s, c->w, c->n, 0, c->bins, c->key, &d);
+        ADAPT_ASSERT(st == ADAPT_OK);
+        return d > 0.0;
+    }
+    s.rounding = QUANT_ROUND_NEAREST;
+    st = quant_kl(&s, c->w, c->n, c->sample, c->bins, c->key, &d);
+    ADAPT_ASSERT(st == ADAPT_OK);
+    return d > cfg->quantization.kl_eps;
+}
+
+static enum adapt_status adapt_init(struct adapt_policy *p)
+{
+    const struct adapt_config *cfg = p->cfg;
+    const struct adapt_net *net = p->net;
+    int nu = net->nunits;
+    struct adapt_state *a = calloc(1, sizeof *a);
+    if (!a) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
+    p->state = a;
+    a->compat = cfg->quantization.compat == ADAPT_CONFIG_COMPAT_REFERENCE ? ADAPT_COMPAT_REFERENCE
+                                                                          : ADAPT_COMPAT_CORRECTED;
+    a->G = calloc((size_t)nu + 1, sizeof *a->G);
+    a->n = calloc((size_t)nu + 1, sizeof *a->n);
+    a->D = calloc((size_t)nu + 1, sizeof *a->D);
+    p->lb = calloc((size_t)nu + 1, sizeof *p->lb);
+    p->r = calloc((size_t)nu + 1, sizeof *p->r);
+    a->strat.cap = cfg->quantization.lb_upr + 2;
+    a->hist = calloc((size_t)a->strat.cap, sizeof *a->hist);
+    if (!a->G || !a->n || !a->D || !p->lb || !p->r || !a->hist)
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
+    a->strat.hist = a->hist;
+    a->strat.st = (enum adapt_strategy)cfg->quantization.strategy;
+    size_t bytes = 0;
+    for (int u = 0; u < nu; u++)
+        bytes += adapt_arena_take_size(net->nodes[net->unit_node[u]].layer->param[0].value.numel);
+    enum adapt_status st = adapt_arena_alloc(&a->arena, bytes);
+    if (st) return st;
+    enum quant_rounding r = cfg->quantization.rounding == ADAPT_CONFIG_ROUNDING_NEAREST
+                                ? QUANT_ROUND_NEAREST
+                                : QUANT_ROUND_STOCHASTIC;
+    st = adapt_precision_alloc(&p->prec, p->net, cfg->quantization.quant_inputs,
+                               cfg->quantization.quant_outputs ? ADAPT_QOUT_ALL : ADAPT_QOUT_NONE,
+                               r, p->seed);
+    if (st) return st;
+    struct quant_spec s;
+    quant_spec_init(&s, QUANT_FORMAT_FIXED);
+    s.wl = cfg->quantization.start_wl;
+    s.fl = cfg->quantization.start_fl;
+    if ((st = quant_spec_check(&s)))
+        return ADAPT_ERROR(st, "quantization.start_wl / start_fl: %s", adapt_error_message());
+    for (int u = 0; u < nu; u++) {
+        a->G[u] = adapt_arena_take(&a->arena, p->prec->u[u].layer->param[0].value.numel);
+        p->lb[u] = cfg->quantization.lb_lwr;
+        p->r[u] = cfg->quantization.r_lwr;
+        adapt_precision_set(p->prec, u, &s);
+    }
+    p->strategy = (enum adapt_trace_strategy)(a->strat.st + 1);
+    return ADAPT_OK;
+}
+
+static int adapt_observe(struct adapt_policy *p, long step, double loss, int last)
+{
+    (void)last;
+    struct adapt_state *a = p->state;
+    const struct adapt_config *cfg = p->cfg;
+    const int lwr = cfg->quantization.lb_lwr, upr = cfg->quantization.lb_upr;
+    if (cfg->quantization.quant_grads) adapt_precision_quantize_grads(p->prec, step);
+    adapt_policy_normalize_grads(p->net);
+    double lb_sum = 0.0;
+    for (int u = 0; u < p->prec->nunits; u++) {
+        const struct adapt_param *w = &p->prec->u[u].layer->param[0];
+        float *G = a->G[u];
+        const float *g = w->grad.data;
+        double s = 0.0;
+        for (size_t i = 0; i < w->grad.numel; i++) {
+            G[i] += g[i];
+            s += (double)G[i] * G[i];
+        }
+        a->n[u]++;
+        a->D[u] = adapt_gradient_diversity(a->n[u], sqrt(s));
+        p->lb[u] = adapt_lookback_update(p->lb[u], a->D[u], lwr, upr, cfg->quantization.gamma,
+                                         a->compat);
+        p->r[u] = adapt_resolution_update(p->r[u], p->lb[u], lwr, upr, cfg->quantization.r_lwr,
+                                          cfg->quantization.r_upr);
+        lb_sum += p->lb[u];
+    }
+    adapt_strategy_update(&a->strat, loss, lb_sum / p->prec->nunits);
+    p->strategy = (enum adapt_trace_strategy)(a->strat.st + 1);
+    return 0;
+}
+
+static void adapt_decide(struct adapt_policy *p, long step)
+{
+    struct adapt_state *a = p->state;
+    const struct adapt_config *cfg = p->cfg;
+    for (int u = 0; u < p->prec->nunits; u++) {
+        struct adapt_unit_prec *up = &p->prec->u[u];
+        long due = a->compat == ADAPT_COMPAT_REFERENCE ? (long)p->lb[u] : lround(p->lb[u]);
+        if (a->n[u] < due) continue;
+        const struct adapt_param *w = &up->layer->param[0];
+        struct pd_ctx c;
+        c.p = p;
+        c.w = w->value.data;
+        c.bins = p->r[u];
+        c.key.seed = p->seed;
+        c.key.stream = (uint64_t)ADAPT_STREAM_QUANT | (7u << 8) | ((uint64_t)u << 16) |
+                       ((uint64_t)(uint32_t)step << 32);
+        c.key.index = 0;
+        if (a->compat == ADAPT_COMPAT_REFERENCE) {
+            c.n = w->value.numel / (size_t)w->value.dim[0]; /* the first slice w[0] */
+            c.sample = c.n;
+        } else {
+            c.n = w->value.numel;
+            c.sample = cfg->quantization.pd_sample > 0 && (size_t)cfg->quantization.pd_sample < c.n
+                           ? (size_t)cfg->quantization.pd_sample
+                           : c.n;
+        }
+        int wl0 = up->spec.wl, fl0 = up->spec.fl;
+        struct adapt_pd_result pd;
+        adapt_pd_bisect(wl0, fl0, cfg->quantization.fl_min, a->compat, pd_lossy, &c, &pd);
+        struct adapt_trace_event e;
+        memset(&e, 0, sizeof e);
+        e.unit = u;
+        e.kind = ADAPT_TRACE_EVENT_PD;
+        e.before[0] = wl0;
+        e.before[1] = fl0;
+        e.after[0] = pd.wl;
+        e.after[1] = pd.fl;
+        e.bisect_steps = pd.steps;
+        e.kl_evals = pd.evals;
+        e.sample = (int64_t)c.sample;
+        adapt_policy_add_event(p, &e);
+        int wl = pd.wl, fl = pd.fl, s;
+        adapt_pu(a->D[u], a->strat.st, cfg->quantization.buffer_bits, &wl, &fl, &s);
+        memset(&e, 0, sizeof e);
+        e.unit = u;
+        e.kind = ADAPT_TRACE_EVENT_PU;
+        e.before[0] = pd.wl;
+        e.before[1] = pd.fl;
+        e.after[0] = wl;
+        e.after[1] = fl;
+        e.s = s;
+        adapt_policy_add_event(p, &e);
+        struct quant_spec ns = up->spec;
+        ns.wl = wl;
+        ns.fl = fl;
+        adapt_precision_set(p->prec, u, &ns);
+        memset(a->G[u], 0, sizeof(float) * w->value.numel);
+        a->n[u] = 0;
+    }
+}
+
+static json_t *adapt_save(const struct adapt_policy *p)
+{
+    const struct adapt_state *a = p->state;
+    json_t *units = json_array(), *hist = json_array();
+    for (int u = 0; u < p->prec->nunits; u++)
+        json_array_append_new(units, json_pack("{s:i, s:i, s:f, s:i, s:I}", "wl",
+                                               p->prec->u[u].spec.wl, "fl", p->prec->u[u].spec.fl,
+                                               "lb", p->lb[u], "r", p->r[u], "n",
+                                               (json_int_t)a->n[u]));
+    for (int i = 0; i < a->strat.n; i++)
+        json_array_append_new(hist, json_real(a->hist[(a->strat.pos - a->strat.n + i + a->strat.cap) %
+                                                      a->strat.cap]));
+    return json_pack("{s:o, s:i, s:o}", "units", units, "strategy", (int)a->strat.st, "losses", hist);
+}
+
+static int adapt_save_tensors(const struct adapt_policy *p, struct adapt_safetensors_tensor *t,
+                              int cap, char (*names)[96])
+{
+    const struct adapt_state *a = p->state;
+    int k = 0;
+    for (int u = 0; u < p->prec->nunits && k < cap; u++, k++) {
+        const struct adapt_param *w = &p->prec->u[u].layer->param[0];
+        snprintf(names[k], 96, "adapt.G.%s", p->prec->u[u].layer->name);
+        t[k].name = names[k];
+        t[k].dtype = ADAPT_ST_F32;
+        t[k].ndim = 1;
+        t[k].shape[0] = (int64_t)w->value.numel;
+        t[k].data = a->G[u];
+    }
+    return k;
+}
+
+static enum adapt_status adapt_load(struct adapt_policy *p, json_t *j,
+                                    const struct adapt_safetensors *f)
+{
+    struct adapt_state *a = p->state;
+    json_t *units = json_object_get(j, "units"), *hist = json_object_get(j, "losses");
+    json_t *stj = json_object_get(j, "strategy");
+    if (!json_is_array(units) || (int)json_array_size(units) != p->prec->nunits ||
+        !json_is_array(hist) || !json_is_integer(stj))
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s: malformed adapt policy state", f->path);
+    for (int u = 0; u < p->prec->nunits; u++) {
+        int wl, fl, r;
+        double lb;
+        json_int_t n;
+        if (json_unpack(json_array_get(units, (size_t)u), "{s:i, s:i, s:F, s:i, s:I}", "wl", &wl,
+                        "fl", &fl, "lb", &lb, "r", &r, "n", &n))
+            return ADAPT_ERROR(ADAPT_EFORMAT, "%s: malformed adapt state of unit %d", f->path, u);
+        struct quant_spec s = p->prec->u[u].spec;
+        s.wl = wl;
+        s.fl = fl;
+        adapt_precision_set(p->prec, u, &s);
+        p->lb[u] = lb;
+        p->r[u] = r;
+        a->n[u] = (long)n;
+        char name[96];
+        snprintf(name, sizeof name, "adapt.G.%s", p->prec->u[u].layer->name);
+        int64_t shape[1] = {(int64_t)p->prec->u[u].layer->param[0].value.numel};
+        enum adapt_status st = adapt_safetensors_copy(f, name, ADAPT_ST_F32, 1, shape, a->G[u]);
+        if (st) return st;
+    }
+    a->strat.st = (enum adapt_strategy)json_integer_value(stj);
+    a->strat.n = a->strat.pos = 0;
+    for (size_t i = 0; i < json_array_size(hist) && i < (size_t)a->strat.cap; i++) {
+        a->hist[a->strat.pos] = json_real_value(json_array_get(hist, i));
+        a->strat.pos = (a->strat.pos + 1) % a->strat.cap;
+        a->strat.n++;
+    }
+    p->strategy = (enum adapt_trace_strategy)(a->strat.st + 1);
+    return ADAPT_OK;
+}
+
+static void adapt_destroy(struct adapt_policy *p)
+{
+    struct adapt_state *a = p->state;
+    if (!a) return;
+    adapt_arena_free(&a->arena);
+    free(a->G);
+    free(a->n);
+    free(a->D);
+    free(a->hist);
+    free(a);
+}
+
+const struct adapt_policy_type adapt_policy_adapt = {
+    "adapt", adapt_init, adapt_observe, adapt_decide, NULL, adapt_save, adapt_save_tensors,
+    adapt_load, adapt_destroy};

@@ -1,0 +1,218 @@
+/* src/policy/muppet.c: the MuPPET policy (Rajagopal et al., FPL 2020, as the
+ * spec describes it): a global precision level (policy.muppet_levels, then
+ * float32) with the muppet quantizer on conv/linear/pool outputs, the input
+ * image, weights and gradients (not batch-norm). At the end of each epoch
+ * each unit's last mini-batch weight gradient is kept; every r epochs the
+ * mean over units of GD = sum ||g||^2 / ||sum g||^2 over the last r epochs
+ * feeds the switching rule (src/policy/policy_core.h). The learning rate is
+ * constant while quantized; in float32 it is multiplied by 0.1 every
+ * muppet_decay_every epochs until it falls below muppet_min_lr, which ends
+ * training. With policy.muppet_schedule = WL:EPOCHS,... the levels are
+ * replayed epoch by epoch instead (WL 32 = float32) and the learning rate
+ * follows [schedule]. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/policy/policy.h"
+#include "src/policy/policy_core.h"
+
+#define MUPPET_MAX_R 64
+
+struct muppet_state {
+    int nlevels, level;          /* level == nlevels: float32 */
+    int levels[ADAPT_CONFIG_LIST_MAX];
+    int replay;                  /* schedule given */
+    struct adapt_muppet_rule rule;
+    int r, ring_n;               /* epochs kept, epochs stored so far */
+    float **ring;                /* (r * nunits) weight-gradient copies */
+    int fp32_epochs;
+    struct adapt_arena arena;
+};
+
+static int schedule_wl(const struct adapt_config *cfg, int epoch)
+{
+    const struct adapt_config_pairs *s = &cfg->policy.muppet_schedule;
+    int e = 0;
+    for (int i = 0; i < s->n; i++) {
+        e += s->b[i];
+        if (epoch < e) return s->a[i];
+    }
+    return s->n ? s->a[s->n - 1] : 32;
+}
+
+static void apply_level(struct adapt_policy *p, int wl)
+{
+    for (int u = 0; u < p->prec->nunits; u++) {
+        if (wl >= 32) {
+            adapt_precision_set_float(p->prec, u);
+            continue;
+        }
+        struct quant_spec s;
+        quant_spec_init(&s, QUANT_FORMAT_MUPPET);
+        s.wl = wl;
+        adapt_precision_set(p->prec, u, &s);
+    }
+}
+
+static int current_wl(const struct muppet_state *m)
+{
+    return m->level < m->nlevels ? m->levels[m->level] : 32;
+}
+
+static enum adapt_status muppet_init(struct adapt_policy *p)
+{
+    const struct adapt_config *cfg = p->cfg;
+    struct muppet_state *m = calloc(1, sizeof *m);
+    if (!m) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the muppet policy");
+    p->state = m;
+    m->nlevels = cfg->policy.muppet_levels.n;
+    memcpy(m->levels, cfg->policy.muppet_levels.v, sizeof(int) * (size_t)m->nlevels);
+    m->replay = cfg->policy.muppet_schedule.n > 0;
+    m->rule.patience = cfg->policy.muppet_patience;
+    m->r = cfg->policy.muppet_r;
+    if (m->r > MUPPET_MAX_R)
+        return ADAPT_ERROR(ADAPT_EINVAL, "policy.muppet_r = %d: at most %d", m->r, MUPPET_MAX_R);
+    enum adapt_status st = adapt_precision_alloc(&p->prec, p->net, 1, ADAPT_QOUT_UNITS_POOLS,
+                                                 QUANT_ROUND_STOCHASTIC, p->seed);
+    if (st) return st;
+    if (!m->replay) {
+        int nu = p->prec->nunits;
+        size_t bytes = 0;
+        for (int u = 0; u < nu; u++)
+            bytes += (size_t)m->r * adapt_arena_take_size(p->prec->u[u].layer->param[0].value.numel);
+        m->ring = calloc((size_t)m->r * (size_t)nu + 1, sizeof *m->ring);
+        if (!m->ring) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the muppet policy");
+        if ((st = adapt_arena_alloc(&m->arena, bytes))) return st;
+        for (int k = 0; k < m->r; k++)
+            for (int u = 0; u < nu; u++)
+                m->ring[k * nu + u] =
+                    adapt_arena_take(&m->arena, p->prec->u[u].layer->param[0].value.numel);
+    }
+    apply_level(p, m->replay ? schedule_wl(cfg, 0) : current_wl(m));
+    return ADAPT_OK;
+}
+
+static int muppet_observe(struct adapt_policy *p, long step, double loss, int last)
+{
+    (void)loss;
+    struct muppet_state *m = p->state;
+    adapt_precision_quantize_grads(p->prec, step);
+    if (last && !m->replay && m->level < m->nlevels) {
+        int nu = p->prec->nunits, slot = m->ring_n % m->r;
+        for (int u = 0; u < nu; u++) {
+            const struct adapt_param *w = &p->prec->u[u].layer->param[0];
+            memcpy(m->ring[slot * nu + u], w->grad.data, sizeof(float) * w->grad.numel);
+        }
+        m->ring_n++;
+    }
+    return 0;
+}
+
+static int muppet_epoch_end(struct adapt_policy *p, int epoch, double *lr)
+{
+    struct muppet_state *m = p->state;
+    const struct adapt_config *cfg = p->cfg;
+    if (m->replay) {
+        int before = schedule_wl(cfg, epoch), after = schedule_wl(cfg, epoch + 1);
+        if (after != before) apply_level(p, after);
+        return 0;
+    }
+    if (m->level >= m->nlevels) {
+        /* float32 phase: decay, then stop */
+        *lr = p->cfg->optim.lr * pow(0.1, (double)(++m->fp32_epochs / cfg->policy.muppet_decay_every));
+        return *lr < cfg->policy.muppet_min_lr;
+    }
+    *lr = cfg->optim.lr; /* constant while quantized */
+    if (m->ring_n >= m->r && (epoch + 1) % m->r == 0) {
+        int nu = p->prec->nunits;
+        double S = 0.0;
+        const float *g[MUPPET_MAX_R];
+        for (int u = 0; u < nu; u++) {
+            for (int k = 0; k < m->r; k++) g[k] = m->ring[k * nu + u];
+            S += adapt_muppet_gd(g, m->r, p->prec->u[u].layer->param[0].value.numel);
+        }
+        S /= nu;
+        if (adapt_muppet_observe(&m->rule, S, epoch)) {
+            struct adapt_trace_event e;
+            memset(&e, 0, sizeof e);
+            e.kind = ADAPT_TRACE_EVENT_PU;
+            e.before[0] = current_wl(m);
+            m->level++;
+            m->ring_n = 0;
+            e.after[0] = current_wl(m);
+            e.s = e.after[0] - e.before[0];
+            for (int u = 0; u < nu; u++) {
+                e.unit = u;
+                adapt_policy_add_event(p, &e);
+            }
+            apply_level(p, current_wl(m));
+        }
+    }
+    return 0;
+}
+
+static json_t *muppet_save(const struct adapt_policy *p)
+{
+    const struct muppet_state *m = p->state;
+    return json_pack("{s:i, s:f, s:i, s:i, s:i}", "level", m->level, "max_gd", m->rule.max_gd,
+                     "violations", m->rule.violations, "ring_n", m->ring_n, "fp32_epochs",
+                     m->fp32_epochs);
+}
+
+static int muppet_save_tensors(const struct adapt_policy *p, struct adapt_safetensors_tensor *t,
+                               int cap, char (*names)[96])
+{
+    const struct muppet_state *m = p->state;
+    if (m->replay) return 0;
+    int nu = p->prec->nunits, k = 0;
+    for (int s = 0; s < m->r; s++)
+        for (int u = 0; u < nu && k < cap; u++, k++) {
+            snprintf(names[k], 96, "muppet.grad%d.%s", s, p->prec->u[u].layer->name);
+            t[k].name = names[k];
+            t[k].dtype = ADAPT_ST_F32;
+            t[k].ndim = 1;
+            t[k].shape[0] = (int64_t)p->prec->u[u].layer->param[0].value.numel;
+            t[k].data = m->ring[s * nu + u];
+        }
+    return k;
+}
+
+static enum adapt_status muppet_load(struct adapt_policy *p, json_t *j,
+                                     const struct adapt_safetensors *f)
+{
+    struct muppet_state *m = p->state;
+    if (json_unpack(j, "{s:i, s:F, s:i, s:i, s:i}", "level", &m->level, "max_gd", &m->rule.max_gd,
+                    "violations", &m->rule.violations, "ring_n", &m->ring_n, "fp32_epochs",
+                    &m->fp32_epochs))
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s: malformed muppet policy state", f->path);
+    if (!m->replay) {
+        int nu = p->prec->nunits;
+        for (int s = 0; s < m->r; s++)
+            for (int u = 0; u < nu; u++) {
+                char name[96];
+                snprintf(name, sizeof name, "muppet.grad%d.%s", s, p->prec->u[u].layer->name);
+                int64_t shape[1] = {(int64_t)p->prec->u[u].layer->param[0].value.numel};
+                enum adapt_status st =
+                    adapt_safetensors_copy(f, name, ADAPT_ST_F32, 1, shape, m->ring[s * nu + u]);
+                if (st) return st;
+            }
+        apply_level(p, current_wl(m));
+    } else {
+        apply_level(p, schedule_wl(p->cfg, p->epoch));
+    }
+    return ADAPT_OK;
+}
+
+static void muppet_destroy(struct adapt_policy *p)
+{
+    struct muppet_state *m = p->state;
+    if (!m) return;
+    adapt_arena_free(&m->arena);
+    free(m->ring);
+    free(m);
+}
+
+const struct adapt_policy_type adapt_policy_muppet = {
+    "muppet", muppet_init, muppet_observe, NULL, muppet_epoch_end, muppet_save,
+    muppet_save_tensors, muppet_load, muppet_destroy};

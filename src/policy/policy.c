@@ -1,0 +1,263 @@
+/* src/policy/policy.c: the policy table, shared helpers, and the fp32,
+ * fixed and amp policies. */
+#include "src/policy/policy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/policy/policy_core.h"
+
+extern const struct adapt_policy_type adapt_policy_adapt;
+extern const struct adapt_policy_type adapt_policy_muppet;
+static const struct adapt_policy_type policy_fp32, policy_fixed, policy_amp;
+
+static const struct adapt_policy_type *const policy_table[] = {
+    &policy_fp32, &policy_fixed, &adapt_policy_adapt, &adapt_policy_muppet, &policy_amp, NULL};
+
+const struct adapt_policy_type *adapt_policy_find(const char *name)
+{
+    for (int i = 0; policy_table[i]; i++)
+        if (!strcmp(policy_table[i]->name, name)) return policy_table[i];
+    return NULL;
+}
+
+enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct adapt_config *cfg,
+                                     struct adapt_net *net, uint64_t seed)
+{
+    const char *name = adapt_config_enum_str(cfg, "policy", "name");
+    const struct adapt_policy_type *t = adapt_policy_find(name);
+    if (!t) return ADAPT_ERROR(ADAPT_EINVAL, "policy.name = %s: no such policy", name);
+    struct adapt_policy *p = calloc(1, sizeof *p);
+    if (!p) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the policy");
+    p->type = t;
+    p->cfg = cfg;
+    p->net = net;
+    p->seed = seed;
+    p->loss_scale = 1.0;
+    enum adapt_status st = t->init(p);
+    if (st) {
+        adapt_policy_free(p);
+        return st;
+    }
+    *out = p;
+    return ADAPT_OK;
+}
+
+void adapt_policy_free(struct adapt_policy *p)
+{
+    if (!p) return;
+    if (p->type->destroy) p->type->destroy(p);
+    adapt_precision_free(p->prec);
+    free(p->events);
+    free(p->lb);
+    free(p->r);
+    free(p);
+}
+
+void adapt_policy_add_event(struct adapt_policy *p, const struct adapt_trace_event *e)
+{
+    if (p->n_events == p->cap_events) {
+        int cap = p->cap_events ? 2 * p->cap_events : 16;
+        struct adapt_trace_event *n = realloc(p->events, sizeof *n * (size_t)cap);
+        ADAPT_ASSERT(n != NULL);
+        p->events = n;
+        p->cap_events = cap;
+    }
+    p->events[p->n_events++] = *e;
+}
+
+void adapt_policy_clear_events(struct adapt_policy *p) { p->n_events = 0; }
+
+void adapt_policy_unit_state(const struct adapt_policy *p, int u,
+                             struct adapt_trace_unit_state *s)
+{
+    s->wl = 32;
+    s->fl = 0;
+    s->lb = p->lb ? p->lb[u] : NAN;
+    s->r = p->r ? p->r[u] : -1;
+    s->sparsity = NAN;
+    s->sat = s->flush = -1;
+    if (!p->prec) return;
+    const struct adapt_unit_prec *up = &p->prec->u[u];
+    s->sparsity = up->sparsity;
+    s->sat = (int64_t)up->sat;
+    s->flush = (int64_t)up->flush;
+    if (!up->active) return;
+    s->wl = quant_spec_bits(&up->spec);
+    s->fl = up->spec.format == QUANT_FORMAT_FIXED ? up->spec.fl : 0;
+}
+
+void adapt_policy_normalize_grads(struct adapt_net *net)
+{
+    for (int k = 0; k < net->nparam; k++) {
+        struct adapt_param *pp = net->param[k];
+        if (pp->role == ADAPT_PARAM_BUFFER) continue;
+        float *g = pp->grad.data;
+        size_t n = pp->grad.numel;
+        double s = 0.0;
+        for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+        if (s > 0.0) {
+            float inv = (float)(1.0 / sqrt(s));
+            for (size_t i = 0; i < n; i++) g[i] *= inv;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ fp32 */
+
+static enum adapt_status fp32_init(struct adapt_policy *p)
+{
+    (void)p;
+    return ADAPT_OK;
+}
+
+static int fp32_observe(struct adapt_policy *p, long step, double loss, int last)
+{
+    (void)p, (void)step, (void)loss, (void)last;
+    return 0;
+}
+
+static const struct adapt_policy_type policy_fp32 = {
+    "fp32", fp32_init, fp32_observe, NULL, NULL, NULL, NULL, NULL, NULL};
+
+/* ----------------------------------------------------------------- fixed */
+
+/* The quantization settings shared by fixed and adapt. */
+static enum adapt_status alloc_prec(struct adapt_policy *p, int round_inputs, enum adapt_qout qout,
+                                    enum quant_rounding r)
+{
+    return adapt_precision_alloc(&p->prec, p->net, round_inputs, qout, r, p->seed);
+}
+
+static enum adapt_status fixed_init(struct adapt_policy *p)
+{
+    const struct adapt_config *cfg = p->cfg;
+    const struct adapt_config_pairs *pu = &cfg->policy.per_unit;
+    enum adapt_status st;
+    struct quant_spec base;
+    if ((st = quant_spec_parse(cfg->policy.format, &base)))
+        return ADAPT_ERROR(st, "policy.format = %s: %s", cfg->policy.format, adapt_error_message());
+    if (base.format == QUANT_FORMAT_FIXED && !strchr(cfg->policy.format, '(')) {
+        base.wl = cfg->policy.wl;
+        base.fl = cfg->policy.fl;
+    } else if ((base.format == QUANT_FORMAT_BFP || base.format == QUANT_FORMAT_MUPPET) &&
+               !strchr(cfg->policy.format, '(')) {
+        base.wl = cfg->policy.wl;
+    }
+    if (pu->n && pu->n != p->net->nunits)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "policy.per_unit lists %d formats, but %s has %d precision units", pu->n,
+                           p->net->name, p->net->nunits);
+    enum quant_rounding r = cfg->quantization.rounding == ADAPT_CONFIG_ROUNDING_NEAREST
+                                ? QUANT_ROUND_NEAREST
+                                : QUANT_ROUND_STOCHASTIC;
+    if ((st = alloc_prec(p, cfg->quantization.quant_inputs,
+                         cfg->quantization.quant_outputs ? ADAPT_QOUT_ALL : ADAPT_QOUT_NONE, r)))
+        return st;
+    for (int u = 0; u < p->net->nunits; u++) {
+        struct quant_spec s = base;
+        if (pu->n) {
+            s.format = QUANT_FORMAT_FIXED;
+            s.wl = pu->a[u];
+            s.fl = pu->b[u];
+        }
+        if ((st = quant_spec_check(&s)))
+            return ADAPT_ERROR(st, "policy: unit %d (%s): %s", u, p->prec->u[u].layer->name,
+                               adapt_error_message());
+        adapt_precision_set(p->prec, u, &s);
+    }
+    return ADAPT_OK;
+}
+
+static int fixed_observe(struct adapt_policy *p, long step, double loss, int last)
+{
+    (void)loss, (void)last;
+    if (p->cfg->quantization.quant_grads) adapt_precision_quantize_grads(p->prec, step);
+    return 0;
+}
+
+static const struct adapt_policy_type policy_fixed = {
+    "fixed", fixed_init, fixed_observe, NULL, NULL, NULL, NULL, NULL, NULL};
+
+/* ------------------------------------------------------------------- amp */
+
+struct amp_state {
+    struct adapt_amp_scaler scaler;
+};
+
+static enum adapt_status amp_init(struct adapt_policy *p)
+{
+    const struct adapt_config *cfg = p->cfg;
+    struct amp_state *a = calloc(1, sizeof *a);
+    if (!a) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the amp policy");
+    p->state = a;
+    a->scaler.scale = cfg->policy.amp_init_scale;
+    a->scaler.growth_interval = cfg->policy.amp_growth_interval;
+    p->loss_scale = a->scaler.scale;
+    enum adapt_status st = alloc_prec(p, 1, ADAPT_QOUT_UNITS, QUANT_ROUND_NEAREST);
+    if (st) return st;
+    struct quant_spec s;
+    quant_spec_init(&s, cfg->policy.amp_type == ADAPT_CONFIG_AMP_BF16 ? QUANT_FORMAT_BF16
+                                                                      : QUANT_FORMAT_FP16);
+    for (int u = 0; u < p->net->nunits; u++) adapt_precision_set(p->prec, u, &s);
+    return ADAPT_OK;
+}
+
+/* Unit gradients are stored in fp16/bf16 (overflow to inf), as a half
+ * precision backward would produce them; any inf/NaN skips the step and
+ * halves the scale; otherwise all gradients are unscaled. */
+static int amp_observe(struct adapt_policy *p, long step, double loss, int last)
+{
+    (void)loss, (void)last;
+    struct amp_state *a = p->state;
+    adapt_precision_quantize_grads(p->prec, step);
+    int overflow = 0;
+    struct adapt_net *net = p->net;
+    for (int k = 0; k < net->nparam && !overflow; k++) {
+        const struct adapt_param *pp = net->param[k];
+        if (pp->role == ADAPT_PARAM_BUFFER) continue;
+        for (size_t i = 0; i < pp->grad.numel; i++)
+            if (!isfinite(pp->grad.data[i])) {
+                overflow = 1;
+                break;
+            }
+    }
+    double scale = a->scaler.scale;
+    int skip = adapt_amp_scaler_update(&a->scaler, overflow);
+    p->overflow = skip;
+    p->loss_scale = a->scaler.scale;
+    if (!skip) {
+        float inv = (float)(1.0 / scale);
+        for (int k = 0; k < net->nparam; k++) {
+            struct adapt_param *pp = net->param[k];
+            if (pp->role == ADAPT_PARAM_BUFFER) continue;
+            for (size_t i = 0; i < pp->grad.numel; i++) pp->grad.data[i] *= inv;
+        }
+    }
+    return skip;
+}
+
+static json_t *amp_save(const struct adapt_policy *p)
+{
+    const struct amp_state *a = p->state;
+    return json_pack("{s:f, s:i}", "scale", a->scaler.scale, "good_steps", a->scaler.good_steps);
+}
+
+static enum adapt_status amp_load(struct adapt_policy *p, json_t *j, const struct adapt_safetensors *f)
+{
+    (void)f;
+    struct amp_state *a = p->state;
+    double scale;
+    int good;
+    if (json_unpack(j, "{s:F, s:i}", "scale", &scale, "good_steps", &good))
+        return ADAPT_ERROR(ADAPT_EFORMAT, "checkpoint: malformed amp policy state");
+    a->scaler.scale = p->loss_scale = scale;
+    a->scaler.good_steps = good;
+    return ADAPT_OK;
+}
+
+static void amp_destroy(struct adapt_policy *p) { free(p->state); }
+
+static const struct adapt_policy_type policy_amp = {
+    "amp", amp_init, amp_observe, NULL, NULL, amp_save, NULL, amp_load, amp_destroy};

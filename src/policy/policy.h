@@ -1,0 +1,87 @@
+/* src/policy/policy.h: precision policies as descriptors (architecture habit
+ * 8, like GSL's gsl_rng_type): a table of struct adapt_policy_type with
+ * initialise / observe / decide / epoch_end / free, driven explicitly by the
+ * trainer. The decision rules themselves are pure functions in
+ * src/policy/policy_core.h; the mechanics of quantized training (copies,
+ * rounding hooks) are in src/precision.h.
+ *
+ * Per optimizer step the trainer calls, after backward and after the
+ * gradients were scaled (1/accumulation) and rounded:
+ *   skip = observe(p, step, loss, last_in_epoch)  statistics; 1 = skip update
+ *   decide(p, step)                               precision switches
+ * then updates the master weights (unless skipped) and refreshes the
+ * quantized copies; at the end of an epoch
+ *   stop = epoch_end(p, epoch, &lr)               epoch-level switching, lr
+ *
+ *   struct adapt_policy *pol;
+ *   adapt_policy_alloc(&pol, cfg, net, seed);     // by cfg->policy.name
+ *   ...
+ *   adapt_policy_free(pol);
+ *
+ * Policies: fp32 (no quantization), fixed (one format or one per unit),
+ * adapt (AdaPT), muppet (MuPPET levels or a replayed schedule), amp (fp16 or
+ * bf16 units with dynamic loss scaling).
+ */
+#ifndef ADAPT_POLICY_H
+#define ADAPT_POLICY_H
+
+#include <jansson.h>
+
+#include "src/config.h"
+#include "src/net.h"
+#include "src/precision.h"
+#include "src/safetensors.h"
+#include "src/trace.h"
+
+struct adapt_policy;
+
+struct adapt_policy_type {
+    const char *name;
+    enum adapt_status (*init)(struct adapt_policy *p);
+    int (*observe)(struct adapt_policy *p, long step, double loss, int last_in_epoch);
+    void (*decide)(struct adapt_policy *p, long step);
+    int (*epoch_end)(struct adapt_policy *p, int epoch, double *lr);
+    /* checkpoint: scalars as JSON, tensors by name; load reverses save */
+    json_t *(*save_json)(const struct adapt_policy *p);
+    int (*save_tensors)(const struct adapt_policy *p, struct adapt_safetensors_tensor *t, int cap,
+                        char (*names)[96]);
+    enum adapt_status (*load)(struct adapt_policy *p, json_t *state, const struct adapt_safetensors *f);
+    void (*destroy)(struct adapt_policy *p);
+};
+
+struct adapt_policy {
+    const struct adapt_policy_type *type;
+    const struct adapt_config *cfg;
+    struct adapt_net *net;
+    struct adapt_precision *prec; /* NULL for fp32 */
+    uint64_t seed;
+    void *state;                  /* the policy's own */
+    /* what the last step did, for the trace */
+    int n_events, cap_events;
+    struct adapt_trace_event *events;
+    enum adapt_trace_strategy strategy;
+    double *lb;                   /* (nunits) or NULL */
+    int *r;                       /* (nunits) or NULL */
+    double loss_scale;            /* multiply d(loss)/d(logits) by this (AMP; 1 otherwise) */
+    int overflow;                 /* the last step was skipped (AMP) */
+    int epoch;                    /* the epoch being trained (set by the trainer) */
+};
+
+const struct adapt_policy_type *adapt_policy_find(const char *name);
+
+enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct adapt_config *cfg,
+                                     struct adapt_net *net, uint64_t seed);
+void adapt_policy_free(struct adapt_policy *p);
+
+/* The trace's view of unit u after the last step. */
+void adapt_policy_unit_state(const struct adapt_policy *p, int u,
+                             struct adapt_trace_unit_state *s);
+/* Appends an event for the trace (kept until adapt_policy_clear_events). */
+void adapt_policy_add_event(struct adapt_policy *p, const struct adapt_trace_event *e);
+void adapt_policy_clear_events(struct adapt_policy *p);
+
+/* Divides every trainable tensor's gradient by its L2 norm when positive
+ * (per-tensor normalised SGD, AdaPT eq. 3.4). */
+void adapt_policy_normalize_grads(struct adapt_net *net);
+
+#endif

@@ -1,0 +1,205 @@
+/* src/precision.c: quantized copies and activation/gradient rounding. */
+#include "src/precision.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/rng.h"
+
+enum what { Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B };
+
+static struct quant_key key_of(const struct adapt_precision *p, enum what w, int tensor,
+                               long counter)
+{
+    struct quant_key k;
+    k.seed = p->seed;
+    k.stream = (uint64_t)ADAPT_STREAM_QUANT | ((uint64_t)w << 8) | ((uint64_t)(tensor & 0xffff) << 16) |
+               ((uint64_t)(uint32_t)counter << 32);
+    k.index = 0;
+    return k;
+}
+
+static struct quant_spec with_rounding(const struct quant_spec *s, enum quant_rounding r)
+{
+    struct quant_spec t = *s;
+    t.rounding = r;
+    return t;
+}
+
+static void in_hook(void *ctx, int node, const float **xs, int n, int training, int backward)
+{
+    struct adapt_precision *p = ctx;
+    if (!p->round_in[node]) return;
+    struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
+    if (!u->active || !u->qin) return;
+    if (!backward) {
+        struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
+        size_t m = adapt_layer_in_numel(u->layer, 0) * (size_t)n;
+        enum adapt_status st = quant_array(&s, xs[0], u->qin, m,
+                                           key_of(p, Q_INPUT, p->node_unit[node], p->iter), NULL, NULL);
+        ADAPT_ASSERT(st == ADAPT_OK);
+    }
+    xs[0] = u->qin;
+}
+
+static void out_hook(void *ctx, int node, float *y, int n, int training)
+{
+    struct adapt_precision *p = ctx;
+    if (!p->round_out[node]) return;
+    struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
+    if (!u->active) return;
+    struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
+    size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
+    enum adapt_status st = quant_array(&s, y, y, m, key_of(p, Q_OUTPUT, node, p->iter), NULL, NULL);
+    ADAPT_ASSERT(st == ADAPT_OK);
+}
+
+static int is_pool(const struct adapt_layer *l)
+{
+    return !strcmp(l->ops->kind, "maxpool2d") || !strcmp(l->ops->kind, "avgpool2d");
+}
+
+enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct adapt_net *net,
+                                        int round_inputs, enum adapt_qout qout,
+                                        enum quant_rounding rounding, uint64_t seed)
+{
+    ADAPT_ASSERT(net->finalized);
+    struct adapt_precision *p = calloc(1, sizeof *p);
+    if (!p) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate precision state");
+    p->net = net;
+    p->nunits = net->nunits;
+    p->rounding = rounding;
+    p->seed = seed;
+    p->u = calloc((size_t)net->nunits + 1, sizeof *p->u);
+    p->node_unit = malloc(sizeof(int) * (size_t)net->nnodes);
+    p->round_out = calloc((size_t)net->nnodes, 1);
+    p->round_in = calloc((size_t)net->nnodes, 1);
+    if (!p->u || !p->node_unit || !p->round_out || !p->round_in) {
+        adapt_precision_free(p);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate precision state");
+    }
+    size_t bytes = 0;
+    int cur = -1;
+    for (int i = 0; i < net->nnodes; i++) {
+        struct adapt_layer *l = net->nodes[i].layer;
+        if (l->is_unit) {
+            cur++;
+            struct adapt_unit_prec *u = &p->u[cur];
+            u->node = i;
+            u->layer = l;
+            quant_spec_init(&u->spec, QUANT_FORMAT_FIXED);
+            bytes += adapt_arena_take_size(l->param[0].value.numel);
+            if (l->nparam > 1) bytes += adapt_arena_take_size(l->param[1].value.numel);
+            /* MuPPET rounds only the input image: the other units read
+             * outputs that are already rounded */
+            int round_this = round_inputs && (qout != ADAPT_QOUT_UNITS_POOLS || cur == 0);
+            if (round_this) {
+                p->round_in[i] = 1;
+                bytes += adapt_arena_take_size(adapt_layer_in_numel(l, 0) * (size_t)net->n_max);
+            }
+        }
+        p->node_unit[i] = cur;
+        if (cur >= 0 && (qout == ADAPT_QOUT_ALL ||
+                         (qout == ADAPT_QOUT_UNITS_POOLS && (l->is_unit || is_pool(l))) ||
+                         (qout == ADAPT_QOUT_UNITS && l->is_unit)))
+            p->round_out[i] = 1;
+    }
+    enum adapt_status st = adapt_arena_alloc(&p->arena, bytes);
+    if (st) {
+        adapt_precision_free(p);
+        return st;
+    }
+    for (int k = 0; k < p->nunits; k++) {
+        struct adapt_unit_prec *u = &p->u[k];
+        struct adapt_layer *l = u->layer;
+        u->wq = adapt_arena_take(&p->arena, l->param[0].value.numel);
+        u->bq = l->nparam > 1 ? adapt_arena_take(&p->arena, l->param[1].value.numel) : NULL;
+        if (p->round_in[u->node])
+            u->qin = adapt_arena_take(&p->arena, adapt_layer_in_numel(l, 0) * (size_t)net->n_max);
+    }
+    net->hook_ctx = p;
+    net->in_hook = in_hook;
+    net->out_hook = out_hook;
+    *out = p;
+    return ADAPT_OK;
+}
+
+void adapt_precision_free(struct adapt_precision *p)
+{
+    if (!p) return;
+    if (p->net && p->net->hook_ctx == p) {
+        p->net->hook_ctx = NULL;
+        p->net->in_hook = NULL;
+        p->net->out_hook = NULL;
+        for (int k = 0; k < p->nunits; k++) {
+            struct adapt_layer *l = p->u[k].layer;
+            for (int q = 0; q < l->nparam; q++) l->param[q].use = l->param[q].value.data;
+        }
+    }
+    adapt_arena_free(&p->arena);
+    free(p->round_in);
+    free(p->round_out);
+    free(p->node_unit);
+    free(p->u);
+    free(p);
+}
+
+void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_spec *spec)
+{
+    ADAPT_ASSERT(u >= 0 && u < p->nunits);
+    p->u[u].spec = *spec;
+    p->u[u].spec.rounding = p->rounding;
+    p->u[u].active = 1;
+}
+
+void adapt_precision_set_float(struct adapt_precision *p, int u)
+{
+    ADAPT_ASSERT(u >= 0 && u < p->nunits);
+    p->u[u].active = 0;
+}
+
+void adapt_precision_refresh_weights(struct adapt_precision *p, long step)
+{
+    for (int k = 0; k < p->nunits; k++) {
+        struct adapt_unit_prec *u = &p->u[k];
+        struct adapt_layer *l = u->layer;
+        if (!u->active) {
+            for (int q = 0; q < l->nparam; q++) l->param[q].use = l->param[q].value.data;
+            u->sparsity = 0.0;
+            u->sat = u->flush = 0;
+            continue;
+        }
+        struct quant_stats st = {0, 0, 0};
+        struct adapt_param *w = &l->param[0];
+        enum adapt_status s = quant_rows(&u->spec, w->value.data, u->wq, (size_t)w->value.dim[0],
+                                         w->value.numel / (size_t)w->value.dim[0],
+                                         key_of(p, Q_WEIGHT, k, step), NULL, &st);
+        ADAPT_ASSERT(s == ADAPT_OK);
+        w->use = u->wq;
+        u->sparsity = (double)st.zeros / (double)w->value.numel;
+        u->sat = st.saturated;
+        u->flush = st.flushed;
+        if (u->bq) {
+            struct adapt_param *b = &l->param[1];
+            s = quant_array(&u->spec, b->value.data, u->bq, b->value.numel,
+                            key_of(p, Q_BIAS, k, step), NULL, NULL);
+            ADAPT_ASSERT(s == ADAPT_OK);
+            b->use = u->bq;
+        }
+    }
+}
+
+void adapt_precision_quantize_grads(struct adapt_precision *p, long step)
+{
+    for (int k = 0; k < p->nunits; k++) {
+        struct adapt_unit_prec *u = &p->u[k];
+        if (!u->active) continue;
+        struct adapt_layer *l = u->layer;
+        for (int q = 0; q < l->nparam && q < 2; q++) {
+            struct adapt_param *pp = &l->param[q];
+            enum adapt_status s = quant_array(&u->spec, pp->grad.data, pp->grad.data, pp->grad.numel,
+                                              key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), NULL, NULL);
+            ADAPT_ASSERT(s == ADAPT_OK);
+        }
+    }
+}
