@@ -6,7 +6,10 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "src/config.h"
+#include "src/policy/policy.h"
 #include "src/policy/policy_core.h"
+#include "src/precision.h"
 
 /* Oracle: lossless iff fl >= 6 and wl >= 9. */
 struct oracle {
@@ -233,6 +236,167 @@ START_TEST(test_amp_scaler)
 }
 END_TEST
 
+/* MuPPET switch epochs for a GD sequence (r = 3: checks at epochs 2, 5, 8,
+ * ...; T(e) = 1 + 1.5 exp(-0.1 e): T(8) 1.674, T(11) 1.4993, T(17) 1.2737,
+ * T(20) 1.2030, T(23) 1.1504). S = 1.0, 0.9 (1.11 < T), 0.55 (1.818 > T(8):
+ * violation 1), 0.6 (1.667 > T(11): violation 2, switch at 11), 1.0 (new
+ * max), 0.7 (1.43 > T(17): 1), 0.9 (1.11 < T(20)), 0.8 (1.25 > T(23): 2,
+ * switch at 23). */
+START_TEST(test_muppet_switch_epochs)
+{
+    static const double S[8] = {1.0, 0.9, 0.55, 0.6, 1.0, 0.7, 0.9, 0.8};
+    struct adapt_muppet_rule m = {0.0, 0, 2};
+    int switched[8], ns = 0;
+    for (int k = 0; k < 8; k++) {
+        int e = 3 * k + 2;
+        if (adapt_muppet_observe(&m, S[k], e)) switched[ns++] = e;
+    }
+    ck_assert_int_eq(ns, 2);
+    ck_assert_int_eq(switched[0], 11);
+    ck_assert_int_eq(switched[1], 23);
+}
+END_TEST
+
+static struct adapt_net *small_lenet(int n)
+{
+    struct adapt_net *net = adapt_model_build("lenet5", 10);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(adapt_net_finalize(net, n), ADAPT_OK);
+    adapt_net_init_params(net, 2385, 0.5);
+    return net;
+}
+
+/* Weight copies: fixed <8,4> nearest puts every weight of an active unit on
+ * the grid k/16 inside [-8, 8 - 1/16] and the layer computes with the copy;
+ * a float unit computes with the master. Outputs of every layer after a unit
+ * are on the same grid after a training forward. */
+START_TEST(test_precision_copies_and_outputs)
+{
+    struct adapt_net *net = small_lenet(2);
+    struct adapt_precision *p;
+    ck_assert_int_eq(adapt_precision_alloc(&p, net, 1, ADAPT_QOUT_ALL, QUANT_ROUND_NEAREST, 7),
+                     ADAPT_OK);
+    struct quant_spec s;
+    ck_assert_int_eq(quant_spec_parse("fixed(8,4)", &s), ADAPT_OK);
+    for (int u = 0; u < p->nunits; u++) adapt_precision_set(p, u, &s);
+    adapt_precision_set_float(p, 4);
+    adapt_precision_refresh_weights(p, 1);
+    for (int u = 0; u < 4; u++) {
+        const struct adapt_param *w = &p->u[u].layer->param[0];
+        ck_assert_ptr_eq(w->use, p->u[u].wq);
+        for (size_t i = 0; i < w->value.numel; i++) {
+            float v = w->use[i] * 16.0f;
+            ck_assert_float_eq(v, nearbyintf(v));
+            ck_assert(w->use[i] >= -8.0f && w->use[i] <= 8.0f - 1.0f / 16);
+        }
+    }
+    ck_assert_ptr_eq(p->u[4].layer->param[0].use, p->u[4].layer->param[0].value.data);
+    float x[2 * 32 * 32];
+    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)sin(0.37 * i) * 2.385f;
+    adapt_net_forward(net, x, 2, 1);
+    /* activations 1..10 follow units 0..3 (<8,4>); conv 0's output: */
+    for (int a = 1; a <= 10; a++)
+        for (size_t i = 0; i < net->act_numel[a] * 2; i++) {
+            float v = net->act[a][i] * 16.0f;
+            ck_assert_msg(v == nearbyintf(v), "activation %d[%zu] = %g is off the grid", a, i,
+                          net->act[a][i]);
+        }
+    adapt_precision_free(p);
+    ck_assert_ptr_eq(net->param[0]->use, net->param[0]->value.data);
+    adapt_net_free(net);
+}
+END_TEST
+
+static void set_grads(struct adapt_net *net, float v)
+{
+    for (int k = 0; k < net->nparam; k++)
+        if (net->param[k]->role != ADAPT_PARAM_BUFFER)
+            for (size_t i = 0; i < net->param[k]->grad.numel; i++) net->param[k]->grad.data[i] = v;
+}
+
+/* AdaPT in the engine: identical normalised gradients twice give G = 2 g/|g|,
+ * D = n / ||G|| = 1 each time, so lb_new = 100 and from lb 25:
+ * lb = 100*0.33 + 0.67*25 = 49.75, then 33 + 0.67*49.75 = 66.3325; the
+ * gradients are normalised to unit L2 norm per tensor. */
+START_TEST(test_adapt_policy_lookback)
+{
+    struct adapt_net *net = small_lenet(1);
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "quantization.quant_grads=false"), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+    ck_assert_int_eq(p->prec->u[0].spec.wl, 8);
+    ck_assert_int_eq(p->prec->u[0].spec.fl, 4);
+    set_grads(net, 0.25f);
+    ck_assert_int_eq(p->type->observe(p, 1, 2.3, 0), 0);
+    ck_assert_double_eq_tol(p->lb[0], 49.75, 1e-9);
+    double s = 0;
+    const struct adapt_param *w = net->param[0];
+    for (size_t i = 0; i < w->grad.numel; i++) s += (double)w->grad.data[i] * w->grad.data[i];
+    ck_assert_double_eq_tol(s, 1.0, 1e-5);
+    set_grads(net, -1.5f); /* normalised: same direction up to sign -> G = 0 -> D = inf */
+    p->type->observe(p, 2, 2.3, 0);
+    /* D = inf: lb_new = lb_lwr = 25: 25*0.33 + 0.67*49.75 = 41.5825 */
+    ck_assert_double_eq_tol(p->lb[0], 41.5825, 1e-9);
+    adapt_policy_free(p);
+    adapt_net_free(net);
+}
+END_TEST
+
+/* AMP with injected overflow: a gradient of 1e5 is inf in fp16 -> the step
+ * is skipped and the scale halves (65536 -> 32768); a finite one is divided
+ * by the scale it was produced with: 3.0 (exact in fp16) / 32768. */
+START_TEST(test_amp_policy_overflow)
+{
+    struct adapt_net *net = small_lenet(1);
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=amp"), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+    ck_assert_double_eq(p->loss_scale, 65536.0);
+    set_grads(net, 1e5f);
+    ck_assert_int_eq(p->type->observe(p, 1, 2.3, 0), 1);
+    ck_assert_double_eq(p->loss_scale, 32768.0);
+    ck_assert(p->overflow);
+    set_grads(net, 3.0f);
+    ck_assert_int_eq(p->type->observe(p, 2, 2.3, 0), 0);
+    ck_assert_float_eq(net->param[0]->grad.data[0], 3.0f / 32768.0f);
+    ck_assert_double_eq(p->loss_scale, 32768.0);
+    adapt_policy_free(p);
+    adapt_net_free(net);
+}
+END_TEST
+
+/* MuPPET schedule replay 8:2,16:1,32:1: epochs 0-1 muppet(8), epoch 2
+ * muppet(16), epoch 3 float32 (the switch happens at the end of the epoch
+ * before). */
+START_TEST(test_muppet_policy_replay)
+{
+    struct adapt_net *net = small_lenet(1);
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=muppet"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.muppet_schedule=8:2,16:1,32:1"), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+    double lr = 0.01;
+    ck_assert_int_eq(p->prec->u[0].spec.format, QUANT_FORMAT_MUPPET);
+    ck_assert_int_eq(p->prec->u[0].spec.wl, 8);
+    p->type->epoch_end(p, 0, &lr);
+    ck_assert_int_eq(p->prec->u[0].spec.wl, 8);
+    p->type->epoch_end(p, 1, &lr);
+    ck_assert_int_eq(p->prec->u[0].spec.wl, 16);
+    ck_assert(p->prec->u[0].active);
+    p->type->epoch_end(p, 2, &lr);
+    ck_assert(!p->prec->u[0].active);
+    adapt_policy_free(p);
+    adapt_net_free(net);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -249,7 +413,15 @@ int main(void)
     tcase_add_test(m, test_muppet_gd);
     tcase_add_test(m, test_muppet_rule);
     tcase_add_test(m, test_amp_scaler);
+    tcase_add_test(m, test_muppet_switch_epochs);
     suite_add_tcase(s, m);
+    TCase *e = tcase_create("engine");
+    tcase_set_timeout(e, 30);
+    tcase_add_test(e, test_precision_copies_and_outputs);
+    tcase_add_test(e, test_adapt_policy_lookback);
+    tcase_add_test(e, test_amp_policy_overflow);
+    tcase_add_test(e, test_muppet_policy_replay);
+    suite_add_tcase(s, e);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int nf = srunner_ntests_failed(sr);
