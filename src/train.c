@@ -169,21 +169,6 @@ static void format_eta(double s, char *buf, size_t n)
         snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
 
-/* One optimizer step after `micro` accumulated micro-batches (spec section 2,
- * steps 2-6): gradient scale and L1 term, the policy's rounding,
- * normalisation and statistics (observe), its precision switch (decide),
- * the FP32 master update (unless the policy skips it), fresh quantized
- * copies. */
-static void optimizer_step(struct run *r, long step, double loss, int micro, int last_in_epoch)
-{
-    adapt_sgd_prepare(&r->opt, 1.0 / micro);
-    int skip = r->pol->type->observe(r->pol, step, loss, last_in_epoch);
-    if (r->pol->type->decide) r->pol->type->decide(r->pol, step);
-    if (skip) adapt_net_zero_grad(r->net);
-    else adapt_sgd_update(&r->opt);
-    if (r->pol->prec) adapt_precision_refresh_weights(r->pol->prec, step);
-}
-
 static enum adapt_status train_loop(struct run *r, int start_epoch, long start_step)
 {
     const struct adapt_config *cfg = r->cfg;
@@ -223,7 +208,7 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
                 double l1 = cfg->optim.l1_decay > 0 ? cfg->optim.l1_decay * adapt_sgd_l1_norm(&r->opt) : 0.0;
                 double mean_loss = step_loss / micro + l1;
                 step++;
-                optimizer_step(r, step, mean_loss, micro, batch_i == nbatches);
+                adapt_policy_step(r->pol, &r->opt, step, mean_loss, micro, batch_i == nbatches);
                 if (step % cfg->run.log_every == 0) {
                     if ((st = adapt_run_io_step(&r->io, r->pol, step, epoch, r->opt.lr, mean_loss,
                                                 accum_since_log)))

@@ -21,6 +21,8 @@
 #include "src/bench/bench.h"
 #include "src/net.h"
 #include "src/optim.h"
+#include "src/policy/policy.h"
+#include "src/config.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -30,11 +32,14 @@ static int cmp_double(const void *a, const void *b)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: adapt-bench train [--model M[,M...]] [--batch B] [--classes C]\n"
-               "                         [--repeats R] [--warmup W] [--min-sample-s S] [--json]\n"
+    fprintf(f, "usage: adapt-bench train [--model M[,M...]] [--policy P[,P...]] [--batch B]\n"
+               "                         [--classes C] [--repeats R] [--warmup W] [--min-sample-s S] [--json]\n"
                "  --model   lenet5, alexnet_cifar, alexnet_mnist, resnet20 (default: lenet5,alexnet_cifar,resnet20)\n"
+               "  --policy  fp32, fixed, adapt, muppet, amp with their default settings (default: fp32);\n"
+               "            several are timed alternately and compared with the first\n"
                "  --batch   batch size (default 128)\n"
-               "  --classes output classes (default 10)\n");
+               "  --classes output classes (default 10)\n"
+               "  --repeats timed samples per policy (default 7, at most 64)\n");
 }
 
 struct bench_result {
@@ -42,85 +47,144 @@ struct bench_result {
     int steps_per_sample;
 };
 
-static int bench_model(const char *model, int batch, int classes, int repeats, int warmup,
-                       double min_s, struct bench_result *res)
-{
-    struct adapt_net *net = adapt_model_build(model, classes);
-    if (!net || adapt_net_finalize(net, batch) != ADAPT_OK) {
-        fprintf(stderr, "adapt-bench train: %s\n", adapt_error_message());
-        adapt_net_free(net);
-        return -1;
-    }
-    adapt_net_init_params(net, 1, 0.5);
+/* One model under one policy: network, optimizer, policy and the synthetic
+ * batches it cycles through. */
+struct bench_setup {
+    struct adapt_net *net;
     struct adapt_sgd opt;
-    if (adapt_sgd_init(&opt, net, 0.01, 0.9, 0.0, 0.0, 0) != ADAPT_OK) {
-        fprintf(stderr, "adapt-bench train: %s\n", adapt_error_message());
-        adapt_net_free(net);
-        return -1;
-    }
-    size_t in = net->act_numel[0] * (size_t)batch;
+    struct adapt_policy *pol;
+    struct adapt_config cfg;
     float *pool[4];
     int *labels[4];
-    float *dlogits = malloc(sizeof(float) * (size_t)batch * (size_t)classes);
+    float *dlogits;
+    int batch, classes;
+    long it;
+    double ips[64];
+};
+
+static void setup_free(struct bench_setup *b)
+{
+    for (int k = 0; k < 4; k++) {
+        adapt_aligned_free(b->pool[k]);
+        free(b->labels[k]);
+    }
+    free(b->dlogits);
+    adapt_policy_free(b->pol);
+    if (b->opt.buf) adapt_sgd_free(&b->opt);
+    adapt_net_free(b->net);
+}
+
+static int setup_init(struct bench_setup *b, const char *model, const char *policy, int batch,
+                      int classes)
+{
+    memset(b, 0, sizeof *b);
+    b->batch = batch;
+    b->classes = classes;
+    char set[64];
+    adapt_config_init(&b->cfg);
+    snprintf(set, sizeof set, "policy.name=%s", policy);
+    b->net = adapt_model_build(model, classes);
+    if (!b->net || adapt_config_set(&b->cfg, set) || adapt_net_finalize(b->net, batch) ||
+        adapt_sgd_init(&b->opt, b->net, 0.01, 0.9, 0.0, 0.0, 0))
+        return -1;
+    adapt_net_init_params(b->net, 1, 0.5);
+    if (adapt_policy_alloc(&b->pol, &b->cfg, b->net, 1)) return -1;
+    if (b->pol->prec) adapt_precision_refresh_weights(b->pol->prec, 0);
+    size_t in = b->net->act_numel[0] * (size_t)batch;
+    b->dlogits = malloc(sizeof(float) * (size_t)batch * (size_t)classes);
     struct adapt_rng r;
     adapt_rng_init(&r, 7, 99);
     for (int k = 0; k < 4; k++) {
-        pool[k] = adapt_aligned_alloc(in * sizeof(float));
-        labels[k] = malloc(sizeof(int) * (size_t)batch);
+        b->pool[k] = adapt_aligned_alloc(in * sizeof(float));
+        b->labels[k] = malloc(sizeof(int) * (size_t)batch);
+        if (!b->pool[k] || !b->labels[k] || !b->dlogits) {
+            ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate benchmark batches");
+            return -1;
+        }
         for (size_t i = 0; i < in; i++) {
             /* approximately standard normal: sum of 4 uniforms, scaled */
             double s = 0;
             for (int j = 0; j < 4; j++) s += adapt_rng_uniform(&r);
-            pool[k][i] = (float)((s - 2.0) * sqrt(3.0));
+            b->pool[k][i] = (float)((s - 2.0) * sqrt(3.0));
         }
-        for (int i = 0; i < batch; i++) labels[k][i] = (int)adapt_rng_below(&r, (uint32_t)classes);
+        for (int i = 0; i < batch; i++) b->labels[k][i] = (int)adapt_rng_below(&r, (uint32_t)classes);
     }
-    int it = 0;
-#define STEP()                                                                     \
-    do {                                                                           \
-        const float *lg = adapt_net_forward(net, pool[it & 3], batch, 1);          \
-        adapt_softmax_xent(lg, labels[it & 3], batch, classes, dlogits, NULL);     \
-        adapt_net_backward(net, dlogits, batch);                                   \
-        adapt_sgd_step(&opt, 1.0);                                                 \
-        it++;                                                                      \
-    } while (0)
-    for (int w = 0; w < warmup; w++) STEP();
-    double t0 = adapt_bench_now();
-    STEP();
-    double one = adapt_bench_now() - t0;
-    int steps = (int)ceil(min_s / (one > 1e-6 ? one : 1e-6));
-    if (steps < 1) steps = 1;
-    double *ips = malloc(sizeof(double) * (size_t)repeats);
-    for (int rep = 0; rep < repeats; rep++) {
-        t0 = adapt_bench_now();
-        for (int s = 0; s < steps; s++) STEP();
-        double dt = adapt_bench_now() - t0;
-        ips[rep] = (double)batch * steps / dt;
-    }
-#undef STEP
-    qsort(ips, (size_t)repeats, sizeof(double), cmp_double);
-    res->median = repeats % 2 ? ips[repeats / 2] : 0.5 * (ips[repeats / 2 - 1] + ips[repeats / 2]);
-    res->min = ips[0];
-    res->max = ips[repeats - 1];
-    res->steps_per_sample = steps;
-    free(ips);
-    for (int k = 0; k < 4; k++) {
-        adapt_aligned_free(pool[k]);
-        free(labels[k]);
-    }
-    free(dlogits);
-    adapt_sgd_free(&opt);
-    adapt_net_free(net);
     return 0;
+}
+
+/* The training step of src/train.c: forward, loss, backward, policy step. */
+static void setup_step(struct bench_setup *b)
+{
+    int k = (int)(b->it & 3);
+    if (b->pol->prec) b->pol->prec->iter = b->it;
+    const float *lg = adapt_net_forward(b->net, b->pool[k], b->batch, 1);
+    double loss = adapt_softmax_xent(lg, b->labels[k], b->batch, b->classes, b->dlogits, NULL);
+    if (b->pol->loss_scale != 1.0)
+        for (size_t i = 0; i < (size_t)b->batch * b->classes; i++)
+            b->dlogits[i] *= (float)b->pol->loss_scale;
+    adapt_net_backward(b->net, b->dlogits, b->batch);
+    b->it++;
+    adapt_policy_step(b->pol, &b->opt, b->it, loss, 1, 0);
+    adapt_policy_clear_events(b->pol);
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Times every policy on one model, alternating policies sample by sample so
+ * they see the same machine conditions. */
+static int bench_model(const char *model, char **policies, int npol, int batch, int classes,
+                       int repeats, int warmup, double min_s, struct bench_result *res)
+{
+    struct bench_setup *b = calloc((size_t)npol, sizeof *b);
+    int rc = 0, steps = 1;
+    if (!b) return -1;
+    for (int q = 0; q < npol && rc == 0; q++) {
+        if (setup_init(&b[q], model, policies[q], batch, classes) != 0) {
+            fprintf(stderr, "adapt-bench train: %s\n", adapt_error_message());
+            rc = -1;
+        }
+    }
+    if (rc == 0) {
+        double slowest = 0;
+        for (int q = 0; q < npol; q++) {
+            for (int w = 0; w < warmup; w++) setup_step(&b[q]);
+            double t0 = adapt_bench_now();
+            setup_step(&b[q]);
+            double one = adapt_bench_now() - t0;
+            if (one > slowest) slowest = one;
+        }
+        steps = (int)ceil(min_s / (slowest > 1e-6 ? slowest : 1e-6));
+        if (steps < 1) steps = 1;
+        for (int rep = 0; rep < repeats; rep++)
+            for (int q = 0; q < npol; q++) {
+                double t0 = adapt_bench_now();
+                for (int s = 0; s < steps; s++) setup_step(&b[q]);
+                b[q].ips[rep] = (double)batch * steps / (adapt_bench_now() - t0);
+            }
+        for (int q = 0; q < npol; q++) {
+            res[q].median = median_of(b[q].ips, repeats);
+            res[q].min = b[q].ips[0];
+            res[q].max = b[q].ips[repeats - 1];
+            res[q].steps_per_sample = steps;
+        }
+    }
+    for (int q = 0; q < npol; q++) setup_free(&b[q]);
+    free(b);
+    return rc;
 }
 
 int adapt_bench_train(int argc, char **argv)
 {
-    const char *models = "lenet5,alexnet_cifar,resnet20";
+    const char *models = "lenet5,alexnet_cifar,resnet20", *policies = "fp32";
     int batch = 128, classes = 10, repeats = 7, warmup = 3, json = 0;
     double min_s = 0.5;
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"batch", required_argument, 0, 'b'},
+                                         {"policy", required_argument, 0, 'p'},
                                          {"classes", required_argument, 0, 'c'},
                                          {"repeats", required_argument, 0, 'r'},
                                          {"warmup", required_argument, 0, 'w'},
@@ -130,10 +194,11 @@ int adapt_bench_train(int argc, char **argv)
                                          {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:b:c:r:w:s:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:p:b:c:r:w:s:jh", opts, NULL)) != -1) {
         char *end = NULL;
         switch (c) {
         case 'm': models = optarg; break;
+        case 'p': policies = optarg; break;
         case 'b': batch = (int)strtol(optarg, &end, 10); break;
         case 'c': classes = (int)strtol(optarg, &end, 10); break;
         case 'r': repeats = (int)strtol(optarg, &end, 10); break;
@@ -148,8 +213,8 @@ int adapt_bench_train(int argc, char **argv)
             return 2;
         }
     }
-    if (batch < 1 || classes < 2 || repeats < 1 || warmup < 0 || !(min_s > 0)) {
-        fprintf(stderr, "adapt-bench train: need --batch >= 1, --classes >= 2, --repeats >= 1, "
+    if (batch < 1 || classes < 2 || repeats < 1 || repeats > 64 || warmup < 0 || !(min_s > 0)) {
+        fprintf(stderr, "adapt-bench train: need --batch >= 1, --classes >= 2, --repeats 1..64, "
                         "--warmup >= 0, --min-sample-s > 0\n");
         return 2;
     }
@@ -157,27 +222,38 @@ int adapt_bench_train(int argc, char **argv)
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
+    char *plist = strdup(policies), *pol[16];
+    int npol = 0;
+    for (char *save = NULL, *q = strtok_r(plist, ",", &save); q && npol < 16; q = strtok_r(NULL, ",", &save))
+        pol[npol++] = q;
     if (!json)
-        printf("%-14s %6s %8s %12s %12s %12s\n", "model", "batch", "threads", "img/s median",
-               "img/s min", "img/s max");
+        printf("%-14s %-7s %6s %8s %12s %12s %12s %10s\n", "model", "policy", "batch", "threads",
+               "img/s median", "img/s min", "img/s max", "step cost");
     char *list = strdup(models);
     int rc = 0;
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
-        struct bench_result res;
-        if (bench_model(m, batch, classes, repeats, warmup, min_s, &res) != 0) {
+        struct bench_result res[16];
+        if (bench_model(m, pol, npol, batch, classes, repeats, warmup, min_s, res) != 0) {
             rc = 1;
             break;
         }
-        if (json)
-            printf("{\"bench\":\"train\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,"
-                   "\"img_per_s_median\":%.1f,\"img_per_s_min\":%.1f,\"img_per_s_max\":%.1f,"
-                   "\"steps_per_sample\":%d,\"repeats\":%d}\n",
-                   m, batch, threads, res.median, res.min, res.max, res.steps_per_sample, repeats);
-        else
-            printf("%-14s %6d %8d %12.1f %12.1f %12.1f\n", m, batch, threads, res.median, res.min,
-                   res.max);
+        for (int q = 0; q < npol; q++) {
+            /* step time relative to the first policy's, medians of the same run */
+            double cost = res[0].median / res[q].median;
+            if (json)
+                printf("{\"bench\":\"train\",\"model\":\"%s\",\"policy\":\"%s\",\"batch\":%d,"
+                       "\"threads\":%d,\"img_per_s_median\":%.1f,\"img_per_s_min\":%.1f,"
+                       "\"img_per_s_max\":%.1f,\"step_cost_vs_%s\":%.3f,\"steps_per_sample\":%d,"
+                       "\"repeats\":%d}\n",
+                       m, pol[q], batch, threads, res[q].median, res[q].min, res[q].max, pol[0],
+                       cost, res[q].steps_per_sample, repeats);
+            else
+                printf("%-14s %-7s %6d %8d %12.1f %12.1f %12.1f %9.3fx\n", m, pol[q], batch, threads,
+                       res[q].median, res[q].min, res[q].max, cost);
+        }
         fflush(stdout);
     }
+    free(plist);
     free(list);
     return rc;
 }

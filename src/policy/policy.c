@@ -88,6 +88,18 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
     s->fl = up->spec.format == QUANT_FORMAT_FIXED ? up->spec.fl : 0;
 }
 
+int adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step, double loss,
+                      int micro, int last_in_epoch)
+{
+    adapt_sgd_prepare(opt, 1.0 / micro);
+    int skip = p->type->observe(p, step, loss, last_in_epoch);
+    if (p->type->decide) p->type->decide(p, step);
+    if (skip) adapt_net_zero_grad(p->net);
+    else adapt_sgd_update(opt);
+    if (p->prec) adapt_precision_refresh_weights(p->prec, step);
+    return skip;
+}
+
 void adapt_policy_normalize_grads(struct adapt_net *net)
 {
     for (int k = 0; k < net->nparam; k++) {

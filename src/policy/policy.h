@@ -29,6 +29,7 @@
 
 #include "src/config.h"
 #include "src/net.h"
+#include "src/optim.h"
 #include "src/precision.h"
 #include "src/safetensors.h"
 #include "src/trace.h"
@@ -79,6 +80,14 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
 /* Appends an event for the trace (kept until adapt_policy_clear_events). */
 void adapt_policy_add_event(struct adapt_policy *p, const struct adapt_trace_event *e);
 void adapt_policy_clear_events(struct adapt_policy *p);
+
+/* One optimizer step after `micro` accumulated micro-batches (spec section
+ * 2, steps 2-6): gradient scale 1/micro and the L1 term, the policy's
+ * rounding, normalisation and statistics (observe), its precision switch
+ * (decide), the FP32 master update (unless the policy skips the step), and
+ * fresh quantized copies. Returns 1 when the update was skipped. */
+int adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step, double loss,
+                      int micro, int last_in_epoch);
 
 /* Divides every trainable tensor's gradient by its L2 norm when positive
  * (per-tensor normalised SGD, AdaPT eq. 3.4). */
