@@ -17,24 +17,25 @@ static QUANT_ALWAYS_INLINE void fmt_piece(struct quant_fmt f, const int mode, co
                                           const uint32_t *r, size_t n, uint8_t *mask,
                                           uint64_t *counts)
 {
-    uint32_t ns = 0, nf = 0, nz = 0;
-#pragma omp simd reduction(+ : ns, nf, nz)
+    uint32_t ns = 0, nzx = 0, nzy = 0; /* saturated, nonzero inputs, nonzero outputs */
+#pragma omp simd reduction(+ : ns, nzx, nzy)
     for (size_t j = 0; j < n; j++) {
-        int sat;
+        uint32_t sat;
         float v = x[j];
         float q = quant_fmt_round(f, mode, wide, v, mode == QUANT_MODE_STOCHASTIC ? r[j] : 0u, &sat);
         y[j] = q;
-        if (want_mask) mask[j] = sat ? 1 : 0;
+        if (want_mask) mask[j] = (uint8_t)sat;
         if (want_counts) {
-            ns += sat ? 1u : 0u;
-            nz += q == 0.0f ? 1u : 0u;
-            nf += (q == 0.0f && v != 0.0f) ? 1u : 0u;
+            ns += sat;
+            nzx += quant_nonzero(v);
+            nzy += quant_nonzero(q);
         }
     }
     if (want_counts) {
+        /* a zero input always gives a zero output, so flushed = nonzero in - nonzero out */
         counts[0] += ns;
-        counts[1] += nf;
-        counts[2] += nz;
+        counts[1] += nzx - nzy;
+        counts[2] += n - nzy;
     }
 }
 

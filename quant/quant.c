@@ -58,7 +58,7 @@ enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant
     return ADAPT_OK;
 }
 
-float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, int *sat)
+float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t *sat)
 {
     if (p->kind == QUANT_KIND_GRID) {
         switch (p->mode) {
@@ -172,7 +172,7 @@ void quant_row_ref(const struct quant_plan *p, const float *x, float *y, size_t 
     uint64_t c[3] = {0, 0, 0};
     for (size_t i = 0; i < n; i++) {
         uint32_t r = p->mode == QUANT_MODE_STOCHASTIC ? adapt_rng_u32_at(p->seed, p->stream, index + i) : 0u;
-        int sat;
+        uint32_t sat;
         float v = x[i];
         float q = quant_plan_round(p, v, r, &sat);
         y[i] = q;

@@ -172,7 +172,7 @@ void quant_range_compute_ref(const float *x, size_t n, struct quant_range *r);
 enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant_range *range,
                                   struct quant_key key, struct quant_plan *p);
 /* One value with a plan and its random bits (scalar; used by the histograms and tests). */
-float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, int *sat);
+float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t *sat);
 
 /* The row kernels behind the table (plans of kind grid or fmt). */
 void quant_row_omp(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
