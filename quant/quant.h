@@ -174,11 +174,16 @@ enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant
 /* One value with a plan and its random bits (scalar; used by the histograms and tests). */
 float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t *sat);
 
-/* The row kernels behind the table (plans of kind grid or fmt). */
-void quant_row_omp(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
-                   uint8_t *mask, struct quant_stats *stats);
-void quant_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
-                   uint8_t *mask, struct quant_stats *stats);
+/* The row kernels behind the table: grid formats (fixed, bfp, muppet: plans of kind grid) and
+ * float formats (fp16, bf16, float(e,m): kind fmt), each with its scalar twin. */
+void quant_grid_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                    uint8_t *mask, struct quant_stats *stats);
+void quant_grid_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                        uint64_t index, uint8_t *mask, struct quant_stats *stats);
+void quant_float_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                     uint8_t *mask, struct quant_stats *stats);
+void quant_float_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                         uint64_t index, uint8_t *mask, struct quant_stats *stats);
 
 /* ---- CUDA (quant/cuda/quant.cu; quant/cuda_none.c without CUDA) ---- */
 

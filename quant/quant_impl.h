@@ -16,14 +16,19 @@
  * 2^(WL-1) - 1 is not a float (WL > 25) the top of the range is the largest float below it,
  * which is itself a grid point.
  *
- * Float formats (fp16, bf16, float(e,m)) round the float32 bit pattern: the grid spacing at |v|
- * is 2^(max(exp(v), emin) - m) (or 2^emin below the normal range when subnormals are off).
+ * Float formats (fp16, bf16, float(e,m)) round |v| to the grid spacing 2^(max(exp(v), emin) - m)
+ * (2^emin below the normal range when subnormals are off): on the bit pattern for 8 exponent
+ * bits, by exact power-of-two scaling for fewer.
  *
  * Special values (documented contract, tested in tests/test_quant.c):
  *   NaN  -> the same NaN, never counted as saturated.
  *   +-inf-> grid formats: the range end, counted as saturated;
  *           float formats: +-inf when overflow = inf, else the largest finite, counted as saturated.
  *   grid formats return +0 for a zero result; float formats keep the sign of zero (IEEE).
+ *
+ *   struct quant_grid g = quant_grid_fixed(8, 4);
+ *   uint32_t sat;
+ *   float y = quant_grid_round(g, QUANT_MODE_STOCHASTIC, 0, 2.385f, r, &sat);  // 2.375 or 2.4375
  *
  * Non-goals: no loops, no threading, no memory allocation here. ISO C11 that is also valid C++
  * (nvcc compiles it): no designated initialisers, no VLAs, no statement expressions.
