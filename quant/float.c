@@ -12,43 +12,52 @@
 #define QUANT_ALWAYS_INLINE inline
 #endif
 
-static QUANT_ALWAYS_INLINE void fmt_piece(struct quant_fmt f, const int mode, const int wide, const int want_mask,
-                                          const int want_counts, const float *x, float *y,
-                                          const uint32_t *r, size_t n, uint8_t *mask,
-                                          uint64_t *counts)
+static QUANT_ALWAYS_INLINE void fmt_piece(struct quant_fmt f, const int mode, const int wide,
+                                          const int want_mask, const int want_counts,
+                                          const float *x, float *y, const uint32_t *r, size_t n,
+                                          uint8_t *mask, uint64_t *counts, uint32_t *tmp)
 {
-    uint32_t ns = 0, nf = 0, nz = 0;
-#pragma omp simd reduction(+ : ns, nf, nz)
+    uint32_t ns = 0, nzx = 0, nzy = 0; /* saturated, nonzero inputs, nonzero outputs */
+#pragma omp simd reduction(+ : ns, nzx, nzy)
     for (size_t j = 0; j < n; j++) {
-        int sat;
+        uint32_t sat;
         float v = x[j];
         float q = quant_fmt_round(f, mode, wide, v, mode == QUANT_MODE_STOCHASTIC ? r[j] : 0u, &sat);
         y[j] = q;
-        if (want_mask) mask[j] = sat ? 1 : 0;
+        if (want_mask) tmp[j] = sat;
+        else if (want_counts) ns += sat;
         if (want_counts) {
-            ns += sat ? 1u : 0u;
-            nz += q == 0.0f ? 1u : 0u;
-            nf += (q == 0.0f && v != 0.0f) ? 1u : 0u;
+            nzx += quant_nonzero(v);
+            nzy += quant_nonzero(q);
+        }
+    }
+    /* bytes in a loop of their own: mixed with the float work, gcc unrolls to 64 lanes and spills */
+    if (want_mask) {
+#pragma omp simd reduction(+ : ns)
+        for (size_t j = 0; j < n; j++) {
+            mask[j] = (uint8_t)tmp[j];
+            ns += tmp[j];
         }
     }
     if (want_counts) {
+        /* a zero input always gives a zero output, so flushed = nonzero in - nonzero out */
         counts[0] += ns;
-        counts[1] += nf;
-        counts[2] += nz;
+        counts[1] += nzx - nzy;
+        counts[2] += n - nzy;
     }
 }
 
 /* The 24 loop variants: mode (3) x wide (2) x mask (2) x counters (2). */
 static QUANT_ALWAYS_INLINE void fmt_dispatch(struct quant_fmt f, int mode, const float *x, float *y,
                                              const uint32_t *r, size_t n, uint8_t *mask,
-                                             uint64_t *counts)
+                                             uint64_t *counts, uint32_t *tmp)
 {
 #define FMT_CASE(M, W)                                                                         \
     do {                                                                                       \
-        if (mask && counts) fmt_piece(f, M, W, 1, 1, x, y, r, n, mask, counts);                \
-        else if (mask) fmt_piece(f, M, W, 1, 0, x, y, r, n, mask, counts);                     \
-        else if (counts) fmt_piece(f, M, W, 0, 1, x, y, r, n, mask, counts);                   \
-        else fmt_piece(f, M, W, 0, 0, x, y, r, n, mask, counts);                               \
+        if (mask && counts) fmt_piece(f, M, W, 1, 1, x, y, r, n, mask, counts, tmp);                \
+        else if (mask) fmt_piece(f, M, W, 1, 0, x, y, r, n, mask, counts, tmp);                     \
+        else if (counts) fmt_piece(f, M, W, 0, 1, x, y, r, n, mask, counts, tmp);                   \
+        else fmt_piece(f, M, W, 0, 0, x, y, r, n, mask, counts, tmp);                               \
     } while (0)
     switch (mode) {
     case QUANT_MODE_STOCHASTIC:
@@ -72,19 +81,14 @@ ADAPT_HOT_CLONES void quant_fmt_run(const struct quant_plan *p, const float *x, 
 {
     const struct quant_fmt f = p->fmt;
     uint32_t buf[QUANT_PIECE_BUF] __attribute__((aligned(64)));
-    if (p->mode != QUANT_MODE_STOCHASTIC) {
-        for (size_t j = 0; j < n; j += QUANT_RUN_MAX) /* uint32 counters inside */
-            fmt_dispatch(f, p->mode, x + j, y + j, NULL, n - j < QUANT_RUN_MAX ? n - j : QUANT_RUN_MAX,
-                         mask ? mask + j : NULL, counts);
-        return;
-    }
+    uint32_t tmp[QUANT_PIECE] __attribute__((aligned(64)));
     size_t j = 0;
-    while (j < n) {
+    while (j < n) { /* pieces aligned in index space: whole Philox blocks, bounded counters */
         uint64_t i = index + j;
         size_t len = QUANT_PIECE - (size_t)(i % QUANT_PIECE);
         if (len > n - j) len = n - j;
-        const uint32_t *r = quant_philox_fill(buf, p->seed, p->stream, i, len);
-        fmt_dispatch(f, QUANT_MODE_STOCHASTIC, x + j, y + j, r, len, mask ? mask + j : NULL, counts);
+        const uint32_t *r = p->mode == QUANT_MODE_STOCHASTIC ? quant_philox_fill(buf, p->seed, p->stream, i, len) : NULL;
+        fmt_dispatch(f, p->mode, x + j, y + j, r, len, mask ? mask + j : NULL, counts, tmp);
         j += len;
     }
 }

@@ -65,7 +65,7 @@ static enum adapt_status hist_pair(const float *x, size_t m, size_t stride, doub
                 uint32_t r = plan->mode == QUANT_MODE_STOCHASTIC
                                  ? adapt_rng_u32_at(plan->seed, plan->stream, index + k)
                                  : 0u;
-                int sat;
+                uint32_t sat;
                 b = hist_bin(quant_plan_round(plan, v, r, &sat), lo, hi, bins, edges);
                 if (b >= 0) lp[b]++;
             }

@@ -28,7 +28,7 @@ enum adapt_status quant_pack(const struct quant_spec *s, const float *x, size_t 
     const int mode = s->tie == QUANT_TIE_AWAY ? QUANT_MODE_NEAREST_AWAY : QUANT_MODE_NEAREST_EVEN;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (long long i = 0; i < (long long)n; i++) {
-        int sat;
+        uint32_t sat;
         float q = mode == QUANT_MODE_NEAREST_AWAY
                       ? quant_grid_round(g, QUANT_MODE_NEAREST_AWAY, 0, x[i], 0u, &sat)
                       : quant_grid_round(g, QUANT_MODE_NEAREST_EVEN, 0, x[i], 0u, &sat);

@@ -58,7 +58,7 @@ enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant
     return ADAPT_OK;
 }
 
-float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, int *sat)
+float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t *sat)
 {
     if (p->kind == QUANT_KIND_GRID) {
         switch (p->mode) {
@@ -143,8 +143,10 @@ static void run_serial(const struct quant_plan *p, const float *x, float *y, siz
     else quant_fmt_run(p, x, y, n, index, mask, c);
 }
 
-void quant_row_omp(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
-                   uint8_t *mask, struct quant_stats *stats)
+/* OpenMP driver: chunks of QUANT_CHUNK elements aligned in index space, one serial SIMD kernel
+ * per chunk, integer counters summed. */
+static void row_omp(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                    uint8_t *mask, struct quant_stats *stats)
 {
     if (n == 0) return;
     uint64_t c0 = index / QUANT_CHUNK, c1 = (index + n - 1) / QUANT_CHUNK;
@@ -166,22 +168,51 @@ void quant_row_omp(const struct quant_plan *p, const float *x, float *y, size_t 
     stats_add(stats, c);
 }
 
-void quant_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
-                   uint8_t *mask, struct quant_stats *stats)
+/* Scalar reference: one element at a time, random bits from src/base/rng.h. */
+static void row_ref(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                    uint8_t *mask, struct quant_stats *stats)
 {
     uint64_t c[3] = {0, 0, 0};
     for (size_t i = 0; i < n; i++) {
         uint32_t r = p->mode == QUANT_MODE_STOCHASTIC ? adapt_rng_u32_at(p->seed, p->stream, index + i) : 0u;
-        int sat;
+        uint32_t sat;
         float v = x[i];
         float q = quant_plan_round(p, v, r, &sat);
         y[i] = q;
         if (mask) mask[i] = (uint8_t)sat;
-        c[0] += (uint64_t)sat;
+        c[0] += sat;
         c[1] += (q == 0.0f && v != 0.0f);
         c[2] += (q == 0.0f);
     }
     stats_add(stats, c);
+}
+
+void quant_grid_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                    uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_GRID);
+    row_omp(p, x, y, n, index, mask, stats);
+}
+
+void quant_grid_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                        uint64_t index, uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_GRID);
+    row_ref(p, x, y, n, index, mask, stats);
+}
+
+void quant_float_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                     uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_FMT);
+    row_omp(p, x, y, n, index, mask, stats);
+}
+
+void quant_float_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                         uint64_t index, uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_FMT);
+    row_ref(p, x, y, n, index, mask, stats);
 }
 
 /* ---- entry points ---- */

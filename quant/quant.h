@@ -16,13 +16,22 @@
  * depend on thread count, chunking or device. NaN stays NaN; +-inf saturates (grid formats, and
  * float formats set to saturate) or stays inf. Details: quant/quant_impl.h.
  *
+ * QPyTorch (CPU quant_cpu.cpp): fixed(WL,FL) nearest equals fixed_point_quantize (range, ties to
+ * even, clamp after rounding, mask = clamped, +-inf clamped, NaN kept) wherever QPyTorch's float32
+ * arithmetic is exact (|x| 2^FL < 2^23, WL <= 25); beyond that its float bounds and x + 0.5 - 0.5
+ * round, ours stay exact. Its stochastic mode draws u from torch's generator, ours from Philox.
+ * bfp matches block_quantize's grid and range; QPyTorch breaks nearest ties upward, ours by the tie
+ * option. float(E,M) follows IEEE (subnormals by default); QPyTorch's float_quantize has none, takes
+ * its smallest normal exponent one below IEEE's and breaks ties away from zero.
+ *
  * Usage (the training engine):
  *   struct quant_spec s;
  *   if (quant_spec_parse("fixed(8,4)", &s) != ADAPT_OK) return ...;  // message set
  *   s.rounding = QUANT_ROUND_STOCHASTIC;
  *   struct quant_key key = {seed, ADAPT_STREAM_QUANT + tensor_id, 0};  // index of x[0]
  *   struct quant_stats st = {0, 0, 0};
- *   st_ok = quant_array(&s, x, x, n, key, mask, &st);   // in place; mask and &st may be NULL
+ *   if (quant_array(&s, x, x, n, key, mask, &st) != ADAPT_OK) return ...;  // in place;
+ *                                                            // mask and &st may be NULL
  * A tensor quantized in chunks gives the same bits when key.index is the chunk's offset (bfp and
  * muppet excepted: their scale comes from the data passed in one call).
  *
@@ -172,13 +181,18 @@ void quant_range_compute_ref(const float *x, size_t n, struct quant_range *r);
 enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant_range *range,
                                   struct quant_key key, struct quant_plan *p);
 /* One value with a plan and its random bits (scalar; used by the histograms and tests). */
-float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, int *sat);
+float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t *sat);
 
-/* The row kernels behind the table (plans of kind grid or fmt). */
-void quant_row_omp(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
-                   uint8_t *mask, struct quant_stats *stats);
-void quant_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
-                   uint8_t *mask, struct quant_stats *stats);
+/* The row kernels behind the table: grid formats (fixed, bfp, muppet: plans of kind grid) and
+ * float formats (fp16, bf16, float(e,m): kind fmt), each with its scalar twin. */
+void quant_grid_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                    uint8_t *mask, struct quant_stats *stats);
+void quant_grid_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                        uint64_t index, uint8_t *mask, struct quant_stats *stats);
+void quant_float_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                     uint8_t *mask, struct quant_stats *stats);
+void quant_float_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                         uint64_t index, uint8_t *mask, struct quant_stats *stats);
 
 /* ---- CUDA (quant/cuda/quant.cu; quant/cuda_none.c without CUDA) ---- */
 

@@ -34,9 +34,6 @@ const uint32_t *quant_philox_fill_isa(int isa, uint32_t *buf, uint64_t seed, uin
 int quant_philox_best_isa(void);
 const char *quant_philox_isa_name(int isa);
 
-/* Longest run a loop counts in uint32. */
-#define QUANT_RUN_MAX ((size_t)1 << 30)
-
 /* Serial kernels over one contiguous run with one plan (SIMD, run-time dispatched clones).
  * counts (NULL: not wanted) [0..2] += saturated, flushed to zero, zeros. */
 void quant_grid_run(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,

@@ -16,14 +16,19 @@
  * 2^(WL-1) - 1 is not a float (WL > 25) the top of the range is the largest float below it,
  * which is itself a grid point.
  *
- * Float formats (fp16, bf16, float(e,m)) round the float32 bit pattern: the grid spacing at |v|
- * is 2^(max(exp(v), emin) - m) (or 2^emin below the normal range when subnormals are off).
+ * Float formats (fp16, bf16, float(e,m)) round |v| to the grid spacing 2^(max(exp(v), emin) - m)
+ * (2^emin below the normal range when subnormals are off): on the bit pattern for 8 exponent
+ * bits, by exact power-of-two scaling for fewer.
  *
  * Special values (documented contract, tested in tests/test_quant.c):
  *   NaN  -> the same NaN, never counted as saturated.
  *   +-inf-> grid formats: the range end, counted as saturated;
  *           float formats: +-inf when overflow = inf, else the largest finite, counted as saturated.
  *   grid formats return +0 for a zero result; float formats keep the sign of zero (IEEE).
+ *
+ *   struct quant_grid g = quant_grid_fixed(8, 4);
+ *   uint32_t sat;
+ *   float y = quant_grid_round(g, QUANT_MODE_STOCHASTIC, 0, 2.385f, r, &sat);  // 2.375 or 2.4375
  *
  * Non-goals: no loops, no threading, no memory allocation here. ISO C11 that is also valid C++
  * (nvcc compiles it): no designated initialisers, no VLAs, no statement expressions.
@@ -194,9 +199,10 @@ ADAPT_HD ADAPT_INLINE int quant_grid_split(struct quant_grid g)
  * quant_grid_split(g) is 0 (it only skips multiplications by 1). *sat = 1 when the rounded value
  * was outside [kmin, kmax] (never for NaN). No clamping is needed before rounding: +-inf and huge
  * values give integral t (frac 0) and are clamped after; the fraction of a non-finite t is NaN
- * and is limited before its conversion to an integer. */
+ * and is limited before its conversion to an integer. The clamp lets NaN through and sat is
+ * computed with integer operations, which keeps the vector loops free of extra compares. */
 ADAPT_HD ADAPT_INLINE float quant_grid_round(struct quant_grid g, int mode, int split, float v,
-                                             uint32_t r, int *sat)
+                                             uint32_t r, uint32_t *sat)
 {
     float t = split ? (v * g.s1) * g.s2 : v * g.s1;
     float k;
@@ -213,11 +219,18 @@ ADAPT_HD ADAPT_INLINE float quant_grid_round(struct quant_grid g, int mode, int 
     } else {
         k = rintf(t) + 0.0f; /* default rounding mode: ties to even; + 0: -0 -> +0 */
     }
-    float kc = k > g.kmin ? k : g.kmin; /* NaN -> kmin; restored below */
-    kc = kc < g.kmax ? kc : g.kmax;
-    *sat = (k > g.kmax) | (k < g.kmin); /* 0 for NaN */
+    float kc = k < g.kmin ? g.kmin : k; /* NaN stays NaN */
+    kc = kc > g.kmax ? g.kmax : kc;
+    uint32_t d = quant_f2u(k) ^ quant_f2u(kc); /* nonzero iff clamped */
+    *sat = d != 0u;
     float y = split ? (kc * g.r1) * g.r2 : kc * g.r1;
-    return v != v ? v : y;
+    return v != v ? v : y; /* the input NaN itself, on every device */
+}
+
+/* 1 for a nonzero (or NaN) value, 0 for +-0, with integer operations. */
+ADAPT_HD ADAPT_INLINE uint32_t quant_nonzero(float v)
+{
+    return (quant_f2u(v) & 0x7fffffffu) != 0u;
 }
 
 /* Set up a float format with e exponent bits (2..8) and m mantissa bits (1..23); IEEE-style
@@ -240,7 +253,7 @@ ADAPT_HD ADAPT_INLINE struct quant_fmt quant_fmt_make(int e, int m, int subnorma
  * quant_grid_round. Ties to even: between 0 and the smallest positive value (no subnormals),
  * 0 wins. */
 ADAPT_HD ADAPT_INLINE float quant_fmt_round(struct quant_fmt f, int mode, int wide, float v,
-                                            uint32_t r, int *sat)
+                                            uint32_t r, uint32_t *sat)
 {
     uint32_t b = quant_f2u(v);
     uint32_t sign = b & 0x80000000u;
@@ -282,10 +295,10 @@ ADAPT_HD ADAPT_INLINE float quant_fmt_round(struct quant_fmt f, int mode, int wi
         }
         rb = quant_f2u(k * quant_u2f((uint32_t)qb << 23)); /* exact; +inf or NaN for inf input */
     }
-    int ovf = rb > f.maxbits;
-    rb = ovf ? f.ovfbits : rb;
+    int ovf = rb > f.maxbits; /* also the NaN of inf * 0 (m = 1 narrow formats), whatever its sign */
     int nan = a > 0x7f800000u;
-    *sat = ovf & !nan;
+    rb = ovf ? f.ovfbits : rb;
+    *sat = (uint32_t)(ovf & !nan);
     return nan ? v : quant_u2f(sign | rb);
 }
 

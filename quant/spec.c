@@ -9,12 +9,12 @@
 
 /* Types in enum quant_format order. */
 static const struct quant_type quant_types[QUANT_FORMAT_COUNT] = {
-    {"fixed", QUANT_FORMAT_FIXED, "fixed(WL,FL)", 0, quant_row_omp, quant_row_ref, quant_cuda_rows},
-    {"bfp", QUANT_FORMAT_BFP, "bfp(WL)", 1, quant_row_omp, quant_row_ref, quant_cuda_rows},
-    {"muppet", QUANT_FORMAT_MUPPET, "muppet(WL)", 1, quant_row_omp, quant_row_ref, quant_cuda_rows},
-    {"fp16", QUANT_FORMAT_FP16, "fp16", 0, quant_row_omp, quant_row_ref, quant_cuda_rows},
-    {"bf16", QUANT_FORMAT_BF16, "bf16", 0, quant_row_omp, quant_row_ref, quant_cuda_rows},
-    {"float", QUANT_FORMAT_FLOAT, "float(E,M)", 0, quant_row_omp, quant_row_ref, quant_cuda_rows},
+    {"fixed", QUANT_FORMAT_FIXED, "fixed(WL,FL)", 0, quant_grid_row, quant_grid_row_ref, quant_cuda_rows},
+    {"bfp", QUANT_FORMAT_BFP, "bfp(WL)", 1, quant_grid_row, quant_grid_row_ref, quant_cuda_rows},
+    {"muppet", QUANT_FORMAT_MUPPET, "muppet(WL)", 1, quant_grid_row, quant_grid_row_ref, quant_cuda_rows},
+    {"fp16", QUANT_FORMAT_FP16, "fp16", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
+    {"bf16", QUANT_FORMAT_BF16, "bf16", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
+    {"float", QUANT_FORMAT_FLOAT, "float(E,M)", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
 };
 
 const struct quant_type *quant_type_of(enum quant_format f)

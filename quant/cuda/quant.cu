@@ -113,7 +113,7 @@ __global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, 
             if (gi < index || gi >= index + n) continue;
             const size_t j = (size_t)(gi - index);
             const float v = x[j];
-            int sat;
+            uint32_t sat;
             float o;
             if (KIND == QUANT_KIND_GRID) {
                 const struct quant_grid g = PERROW ? grids[j / cols] : plan.grid;
