@@ -28,6 +28,7 @@
 
 #include "src/base/status.h"
 #include "src/layer.h"
+#include "src/layers/layers_impl.h"
 #include "tests/testutil.h"
 
 #define U 5.9604644775390625e-08 /* 2^-24 */
@@ -216,6 +217,57 @@ static void check_grads(struct tu_layer *t, ref_fn ref, const void *arg, float h
     free(c.y);
 }
 
+/* ------------------------------------------------------------------ GEMM */
+
+/* adapt_gemm_bcast against a double-precision triple loop, over row counts
+ * that hit every register tile (1..24 rows with 16 columns, 1..12 with 32),
+ * transposed and strided A, and the three init modes. Each element sums K
+ * products |a b| <= 2.385 * 1 (plus |C| or |bias| <= 1): sum_tol(K + 1, 2.385). */
+START_TEST(test_gemm_bcast)
+{
+    static const int Ms[] = {1, 5, 12, 13, 24, 25, 37};
+    static const int Ns[] = {16, 32, 48, 80};
+    static const int Ks[] = {1, 9, 70};
+    float *A = malloc(37 * 70 * 2 * sizeof(float)), *B = malloc(70 * 96 * sizeof(float));
+    float *C = malloc(37 * 96 * sizeof(float)), *C0 = malloc(37 * 96 * sizeof(float));
+    float bias[37];
+    tu_fill_uniform(A, 37 * 70 * 2, 201, -2.385f, 2.385f);
+    tu_fill_uniform(B, 70 * 96, 202, -1.0f, 1.0f);
+    tu_fill_uniform(C0, 37 * 96, 203, -1.0f, 1.0f);
+    tu_fill_uniform(bias, 37, 204, -1.0f, 1.0f);
+    for (int mi = 0; mi < 7; mi++)
+        for (int ni = 0; ni < 4; ni++)
+            for (int ki = 0; ki < 3; ki++)
+                for (int mode = 0; mode < 6; mode++) {
+                    const int M = Ms[mi], N = Ns[ni], K = Ks[ki], init = mode % 3;
+                    /* A row-major with row stride 2K, or transposed (A[i][k] at k*M + i) */
+                    const ptrdiff_t ars = mode < 3 ? 2 * K : 1, acs = mode < 3 ? 1 : M;
+                    const ptrdiff_t ldb = 96, ldc = 96;
+                    memcpy(C, C0, 37 * 96 * sizeof(float));
+                    adapt_gemm_bcast(M, N, K, A, ars, acs, B, ldb, C, ldc, init, bias);
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < 96; j++) {
+                            if (j >= N) { /* columns past N untouched */
+                                ck_assert(C[i * ldc + j] == C0[i * ldc + j]);
+                                continue;
+                            }
+                            double r = init == ADAPT_GEMM_ACC    ? C0[i * ldc + j]
+                                       : init == ADAPT_GEMM_BIAS ? bias[i]
+                                                                 : 0.0;
+                            for (int k = 0; k < K; k++)
+                                r += (double)A[i * ars + k * acs] * B[k * ldb + j];
+                            ck_assert_msg(fabs(C[i * ldc + j] - r) <= sum_tol(K + 1, 2.385),
+                                          "M %d N %d K %d mode %d: C[%d][%d] = %.9g, want %.9g", M,
+                                          N, K, mode, i, j, C[i * ldc + j], r);
+                        }
+                }
+    free(A);
+    free(B);
+    free(C);
+    free(C0);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ conv2d */
 
 /* PyTorch 1.13: F.conv2d(x (1,2,3,3), w (2,2,2,2), b, stride=2, padding=1) */
@@ -257,7 +309,11 @@ static const struct conv_arg conv_cases[] = {
     {4, 8, 8, 3, 1, 2, 0, 0},  /* 1x1 stride 2 projection */
     {3, 5, 5, 4, 5, 1, 0, 1},  /* kernel covers the input: fully connected path */
     {2, 6, 5, 3, 3, 1, 0, 1},  /* non-square plane */
-    {2, 8, 8, 3, 5, 2, 2, 1},  /* k5 s2 p2 */
+    {2, 8, 8, 3, 5, 2, 2, 1},  /* k5 s2 p2, P = 16 */
+    {3, 10, 12, 14, 3, 1, 1, 1}, /* two row blocks of 7 output channels, P = 120 */
+    {4, 2, 2, 5, 3, 1, 1, 1},  /* plane within the kernel: dense (AlexNet conv3..5) */
+    {2, 4, 4, 3, 5, 1, 2, 0},  /* dense with k5 p2 (AlexNet conv2) */
+    {16, 3, 3, 3, 3, 2, 1, 1}, /* dense with stride 2 */
 };
 
 START_TEST(test_conv_ref_and_grads)
@@ -297,10 +353,10 @@ START_TEST(test_conv_ref_and_grads)
 }
 END_TEST
 
-/* With dyadic data every result is exact, so results must not depend on the
- * chunking of the batch nor on the order of accumulation: a batch of 8
- * (lowered in two chunks of 4 when the chunk holds 2^20 floats) gives the
- * same bits as 8 single-sample calls; backward with acc adds exactly. */
+/* With dyadic data every result is exact, so results must not depend on how
+ * samples are spread over threads nor on the order of accumulation: a batch
+ * of 8 gives the same bits as 8 single-sample calls; backward with acc adds
+ * exactly. */
 START_TEST(test_conv_chunks_and_accumulate)
 {
     int chw[3] = {16, 32, 32};
@@ -1085,6 +1141,7 @@ static Suite *layers_suite(void)
     Suite *s = suite_create("layers");
     TCase *tc = tcase_create("conv");
     tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_gemm_bcast);
     tcase_add_test(tc, test_conv_hand);
     tcase_add_loop_test(tc, test_conv_ref_and_grads, 0,
                         (int)(sizeof conv_cases / sizeof conv_cases[0]));
