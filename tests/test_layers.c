@@ -314,6 +314,9 @@ static const struct conv_arg conv_cases[] = {
     {4, 2, 2, 5, 3, 1, 1, 1},  /* plane within the kernel: dense (AlexNet conv3..5) */
     {2, 4, 4, 3, 5, 1, 2, 0},  /* dense with k5 p2 (AlexNet conv2) */
     {16, 3, 3, 3, 3, 2, 1, 1}, /* dense with stride 2 */
+    {3, 16, 16, 5, 3, 1, 1, 1}, /* output rows of 16 (vector im2col rows) */
+    {4, 8, 8, 6, 3, 1, 1, 0},  /* output rows of 8 */
+    {2, 17, 17, 3, 3, 2, 0, 1}, /* stride 2 with an odd plane and no padding */
 };
 
 START_TEST(test_conv_ref_and_grads)
