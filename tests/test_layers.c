@@ -1017,6 +1017,61 @@ START_TEST(test_xent_grads)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ accumulation */
+
+/* Bit 0 of acc adds the input gradient to what dx holds, for every kind not
+ * covered above: linear, the dense and fully connected convolutions (dyadic
+ * data: exact, so bit-equal), tanh and batch norm (not exact: the fresh value
+ * and the sum may round differently, at most a few ulps of the operands:
+ * 8 u (|prev| + 4 max|fresh|), the largest BN term being a few times the
+ * largest gradient for these inputs). Parameter gradients double. */
+START_TEST(test_accumulate_kinds)
+{
+    int c16[3] = {16, 2, 2}, c3[3] = {3, 5, 5}, c7[3] = {7, 3, 4};
+    struct adapt_layer *ls[5] = {
+        adapt_linear_create("fc", c7, 9, 1), adapt_conv2d_create("dense", c16, 8, 3, 1, 1, 1),
+        adapt_conv2d_create("fc5", c3, 6, 5, 1, 0, 1), adapt_tanh_create("t", c7),
+        adapt_batchnorm2d_create("bn", c7, 1e-5f, 0.1f)};
+    for (int k = 0; k < 5; k++) {
+        struct tu_layer t;
+        tu_layer_bind(&t, ls[k], 3, 1);
+        struct adapt_layer *l = t.l;
+        size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
+        tu_fill_dyadic(t.x[0], nx, 301 + k, -32, 32, 4);
+        tu_fill_dyadic(t.dy, ny, 302 + k, -32, 32, 4);
+        if (k == 4) adapt_layer_reset_defaults(l);
+        for (int p = 0; p < l->nparam && k < 3; p++)
+            tu_fill_dyadic(l->param[p].value.data, l->param[p].value.numel, 303 + p, -16, 16, 4);
+        tu_layer_forward(&t);
+        tu_layer_backward(&t, 0);
+        float *fresh = malloc(nx * sizeof(float)), *prev = malloc(nx * sizeof(float));
+        float *g0 = malloc(l->param[0].grad.numel * sizeof(float) + 1);
+        memcpy(fresh, t.dx[0], nx * sizeof(float));
+        if (l->nparam) memcpy(g0, l->param[0].grad.data, l->param[0].grad.numel * sizeof(float));
+        tu_fill_dyadic(prev, nx, 304 + k, -64, 64, 3);
+        memcpy(t.dx[0], prev, nx * sizeof(float));
+        tu_layer_backward(&t, 1);
+        float fm = 0.0f; /* max |fresh| */
+        for (size_t i = 0; i < nx; i++) fm = fabsf(fresh[i]) > fm ? fabsf(fresh[i]) : fm;
+        for (size_t i = 0; i < nx; i++) {
+            if (k < 3)
+                ck_assert_msg(t.dx[0][i] == prev[i] + fresh[i], "%s: dx[%zu]", l->name, i);
+            else
+                ck_assert_msg(fabsf(t.dx[0][i] - (prev[i] + fresh[i])) <=
+                                  8 * U * (fabsf(prev[i]) + 4 * fm),
+                              "%s: dx[%zu] %.9g vs %.9g", l->name, i, t.dx[0][i], prev[i] + fresh[i]);
+        }
+        for (size_t i = 0; l->nparam && i < l->param[0].grad.numel; i++)
+            ck_assert_msg(fabsf(l->param[0].grad.data[i] - 2 * g0[i]) <= (k < 3 ? 0 : 8 * U * fabsf(g0[i])),
+                          "%s: dW[%zu]", l->name, i);
+        free(fresh);
+        free(prev);
+        free(g0);
+        tu_layer_release(&t);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ errors and shapes */
 
 START_TEST(test_constructor_errors)
@@ -1179,6 +1234,10 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_bn_hand);
     tcase_add_loop_test(tc, test_bn_grads, 0, 2);
     tcase_add_test(tc, test_bn_large_mean);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("accumulate");
+    tcase_add_test(tc, test_accumulate_kinds);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("api");
