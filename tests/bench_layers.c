@@ -3,8 +3,11 @@
  * (spec section 2), batch 128 by default. Not a test: built on demand with
  * `make tests/bench_layers`.
  *
- *   OPENBLAS_NUM_THREADS=2 tests/bench_layers [lenet|alexnet|resnet ...] [-n batch] [-t seconds]
+ *   tests/bench_layers [lenet|alexnet|resnet ...] [-n batch] [-t seconds] [-c]
  *
+ * -c times by process CPU time (meaningful with OMP_NUM_THREADS=1 on a
+ * shared host); otherwise wall time, discarding samples during which other
+ * processes used the CPU.
  * Prints one line per layer: median milliseconds of forward alone and of
  * forward + backward (training mode, input gradient requested except for a
  * model's first layer), over repeats lasting about -t seconds each. */
@@ -84,10 +87,14 @@ static const struct spec resnet[] = {
     {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
+/* -c: time by this process's CPU time instead of wall time (with one thread
+ * this is the work done, whatever else the host runs) */
+static int use_cpu_clock;
+
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(use_cpu_clock ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -140,7 +147,7 @@ static double time_ms(void (*f)(struct tu_layer *, int), struct tu_layer *t, int
         double wall = now() - t0;
         double foreign = ((sys_busy() - b0) - (self_cpu() - s0)) / wall;
         all[na++] = wall / it * 1e3;
-        if (foreign <= 0.10)
+        if (foreign <= 0.10 || use_cpu_clock)
             clean[nc++] = wall / it * 1e3;
         else
             dirty_samples++;
@@ -216,12 +223,15 @@ int main(int argc, char **argv)
             n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-t") && i + 1 < argc)
             sec = atof(argv[++i]);
+        else if (!strcmp(argv[i], "-c"))
+            use_cpu_clock = 1;
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-t")) {
             i++;
             continue;
         }
+        if (!strcmp(argv[i], "-c")) continue;
         any = 1;
         if (!strcmp(argv[i], "lenet")) run("lenet5", lenet, n, sec);
         else if (!strcmp(argv[i], "alexnet")) run("alexnet_cifar", alexnet, n, sec);

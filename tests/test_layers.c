@@ -28,6 +28,7 @@
 
 #include "src/base/status.h"
 #include "src/layer.h"
+#include "src/layers/layers_impl.h"
 #include "tests/testutil.h"
 
 #define U 5.9604644775390625e-08 /* 2^-24 */
@@ -216,6 +217,57 @@ static void check_grads(struct tu_layer *t, ref_fn ref, const void *arg, float h
     free(c.y);
 }
 
+/* ------------------------------------------------------------------ GEMM */
+
+/* adapt_gemm_bcast against a double-precision triple loop, over row counts
+ * that hit every register tile (1..24 rows with 16 columns, 1..12 with 32),
+ * transposed and strided A, and the three init modes. Each element sums K
+ * products |a b| <= 2.385 * 1 (plus |C| or |bias| <= 1): sum_tol(K + 1, 2.385). */
+START_TEST(test_gemm_bcast)
+{
+    static const int Ms[] = {1, 5, 12, 13, 24, 25, 37};
+    static const int Ns[] = {16, 32, 48, 80};
+    static const int Ks[] = {1, 9, 70};
+    float *A = malloc(37 * 70 * 2 * sizeof(float)), *B = malloc(70 * 96 * sizeof(float));
+    float *C = malloc(37 * 96 * sizeof(float)), *C0 = malloc(37 * 96 * sizeof(float));
+    float bias[37];
+    tu_fill_uniform(A, 37 * 70 * 2, 201, -2.385f, 2.385f);
+    tu_fill_uniform(B, 70 * 96, 202, -1.0f, 1.0f);
+    tu_fill_uniform(C0, 37 * 96, 203, -1.0f, 1.0f);
+    tu_fill_uniform(bias, 37, 204, -1.0f, 1.0f);
+    for (int mi = 0; mi < 7; mi++)
+        for (int ni = 0; ni < 4; ni++)
+            for (int ki = 0; ki < 3; ki++)
+                for (int mode = 0; mode < 6; mode++) {
+                    const int M = Ms[mi], N = Ns[ni], K = Ks[ki], init = mode % 3;
+                    /* A row-major with row stride 2K, or transposed (A[i][k] at k*M + i) */
+                    const ptrdiff_t ars = mode < 3 ? 2 * K : 1, acs = mode < 3 ? 1 : M;
+                    const ptrdiff_t ldb = 96, ldc = 96;
+                    memcpy(C, C0, 37 * 96 * sizeof(float));
+                    adapt_gemm_bcast(M, N, K, A, ars, acs, B, ldb, C, ldc, init, bias);
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < 96; j++) {
+                            if (j >= N) { /* columns past N untouched */
+                                ck_assert(C[i * ldc + j] == C0[i * ldc + j]);
+                                continue;
+                            }
+                            double r = init == ADAPT_GEMM_ACC    ? C0[i * ldc + j]
+                                       : init == ADAPT_GEMM_BIAS ? bias[i]
+                                                                 : 0.0;
+                            for (int k = 0; k < K; k++)
+                                r += (double)A[i * ars + k * acs] * B[k * ldb + j];
+                            ck_assert_msg(fabs(C[i * ldc + j] - r) <= sum_tol(K + 1, 2.385),
+                                          "M %d N %d K %d mode %d: C[%d][%d] = %.9g, want %.9g", M,
+                                          N, K, mode, i, j, C[i * ldc + j], r);
+                        }
+                }
+    free(A);
+    free(B);
+    free(C);
+    free(C0);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ conv2d */
 
 /* PyTorch 1.13: F.conv2d(x (1,2,3,3), w (2,2,2,2), b, stride=2, padding=1) */
@@ -257,7 +309,14 @@ static const struct conv_arg conv_cases[] = {
     {4, 8, 8, 3, 1, 2, 0, 0},  /* 1x1 stride 2 projection */
     {3, 5, 5, 4, 5, 1, 0, 1},  /* kernel covers the input: fully connected path */
     {2, 6, 5, 3, 3, 1, 0, 1},  /* non-square plane */
-    {2, 8, 8, 3, 5, 2, 2, 1},  /* k5 s2 p2 */
+    {2, 8, 8, 3, 5, 2, 2, 1},  /* k5 s2 p2, P = 16 */
+    {3, 10, 12, 14, 3, 1, 1, 1}, /* two row blocks of 7 output channels, P = 120 */
+    {4, 2, 2, 5, 3, 1, 1, 1},  /* plane within the kernel: dense (AlexNet conv3..5) */
+    {2, 4, 4, 3, 5, 1, 2, 0},  /* dense with k5 p2 (AlexNet conv2) */
+    {16, 3, 3, 3, 3, 2, 1, 1}, /* dense with stride 2 */
+    {3, 16, 16, 5, 3, 1, 1, 1}, /* output rows of 16 (vector im2col rows) */
+    {4, 8, 8, 6, 3, 1, 1, 0},  /* output rows of 8 */
+    {2, 17, 17, 3, 3, 2, 0, 1}, /* stride 2 with an odd plane and no padding */
 };
 
 START_TEST(test_conv_ref_and_grads)
@@ -297,10 +356,10 @@ START_TEST(test_conv_ref_and_grads)
 }
 END_TEST
 
-/* With dyadic data every result is exact, so results must not depend on the
- * chunking of the batch nor on the order of accumulation: a batch of 8
- * (lowered in two chunks of 4 when the chunk holds 2^20 floats) gives the
- * same bits as 8 single-sample calls; backward with acc adds exactly. */
+/* With dyadic data every result is exact, so results must not depend on how
+ * samples are spread over threads nor on the order of accumulation: a batch
+ * of 8 gives the same bits as 8 single-sample calls; backward with acc adds
+ * exactly. */
 START_TEST(test_conv_chunks_and_accumulate)
 {
     int chw[3] = {16, 32, 32};
@@ -958,6 +1017,61 @@ START_TEST(test_xent_grads)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ accumulation */
+
+/* Bit 0 of acc adds the input gradient to what dx holds, for every kind not
+ * covered above: linear, the dense and fully connected convolutions (dyadic
+ * data: exact, so bit-equal), tanh and batch norm (not exact: the fresh value
+ * and the sum may round differently, at most a few ulps of the operands:
+ * 8 u (|prev| + 4 max|fresh|), the largest BN term being a few times the
+ * largest gradient for these inputs). Parameter gradients double. */
+START_TEST(test_accumulate_kinds)
+{
+    int c16[3] = {16, 2, 2}, c3[3] = {3, 5, 5}, c7[3] = {7, 3, 4};
+    struct adapt_layer *ls[5] = {
+        adapt_linear_create("fc", c7, 9, 1), adapt_conv2d_create("dense", c16, 8, 3, 1, 1, 1),
+        adapt_conv2d_create("fc5", c3, 6, 5, 1, 0, 1), adapt_tanh_create("t", c7),
+        adapt_batchnorm2d_create("bn", c7, 1e-5f, 0.1f)};
+    for (int k = 0; k < 5; k++) {
+        struct tu_layer t;
+        tu_layer_bind(&t, ls[k], 3, 1);
+        struct adapt_layer *l = t.l;
+        size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
+        tu_fill_dyadic(t.x[0], nx, 301 + k, -32, 32, 4);
+        tu_fill_dyadic(t.dy, ny, 302 + k, -32, 32, 4);
+        if (k == 4) adapt_layer_reset_defaults(l);
+        for (int p = 0; p < l->nparam && k < 3; p++)
+            tu_fill_dyadic(l->param[p].value.data, l->param[p].value.numel, 303 + p, -16, 16, 4);
+        tu_layer_forward(&t);
+        tu_layer_backward(&t, 0);
+        float *fresh = malloc(nx * sizeof(float)), *prev = malloc(nx * sizeof(float));
+        float *g0 = malloc(l->param[0].grad.numel * sizeof(float) + 1);
+        memcpy(fresh, t.dx[0], nx * sizeof(float));
+        if (l->nparam) memcpy(g0, l->param[0].grad.data, l->param[0].grad.numel * sizeof(float));
+        tu_fill_dyadic(prev, nx, 304 + k, -64, 64, 3);
+        memcpy(t.dx[0], prev, nx * sizeof(float));
+        tu_layer_backward(&t, 1);
+        float fm = 0.0f; /* max |fresh| */
+        for (size_t i = 0; i < nx; i++) fm = fabsf(fresh[i]) > fm ? fabsf(fresh[i]) : fm;
+        for (size_t i = 0; i < nx; i++) {
+            if (k < 3)
+                ck_assert_msg(t.dx[0][i] == prev[i] + fresh[i], "%s: dx[%zu]", l->name, i);
+            else
+                ck_assert_msg(fabsf(t.dx[0][i] - (prev[i] + fresh[i])) <=
+                                  8 * U * (fabsf(prev[i]) + 4 * fm),
+                              "%s: dx[%zu] %.9g vs %.9g", l->name, i, t.dx[0][i], prev[i] + fresh[i]);
+        }
+        for (size_t i = 0; l->nparam && i < l->param[0].grad.numel; i++)
+            ck_assert_msg(fabsf(l->param[0].grad.data[i] - 2 * g0[i]) <= (k < 3 ? 0 : 8 * U * fabsf(g0[i])),
+                          "%s: dW[%zu]", l->name, i);
+        free(fresh);
+        free(prev);
+        free(g0);
+        tu_layer_release(&t);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ errors and shapes */
 
 START_TEST(test_constructor_errors)
@@ -1085,6 +1199,7 @@ static Suite *layers_suite(void)
     Suite *s = suite_create("layers");
     TCase *tc = tcase_create("conv");
     tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_gemm_bcast);
     tcase_add_test(tc, test_conv_hand);
     tcase_add_loop_test(tc, test_conv_ref_and_grads, 0,
                         (int)(sizeof conv_cases / sizeof conv_cases[0]));
@@ -1119,6 +1234,10 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_bn_hand);
     tcase_add_loop_test(tc, test_bn_grads, 0, 2);
     tcase_add_test(tc, test_bn_large_mean);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("accumulate");
+    tcase_add_test(tc, test_accumulate_kinds);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("api");

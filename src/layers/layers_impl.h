@@ -23,6 +23,14 @@
 #include "src/base/status.h"
 #include "src/layer.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_max_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+static inline int omp_get_num_threads(void) { return 1; }
+#endif
+
 /* Element-wise loops over fewer floats than this run on one thread: below it
  * the OpenMP fork/join (a few microseconds) costs more than the loop. */
 #define ADAPT_PAR_MIN 32768
@@ -58,16 +66,28 @@ struct adapt_conv_geom {
     int ho, wo;    /* output plane */
 };
 
-/* Lowers nb samples x (nb, cin, h, w) into col: row r = (c*k + ky)*k + kx,
- * column j*P + oy*wo + ox for sample j (P = ho*wo); ldc is the row stride
- * (>= nb*P). Zero padding. Parallel over (sample, channel). */
-void adapt_im2col(const struct adapt_conv_geom *g, const float *x, int nb, float *col, size_t ldc);
+/* Lowers one sample x (cin, h, w) into col (cin*k*k, ldc): row
+ * r = (c*k + ky)*k + kx, column oy*wo + ox; zero padding; columns P..ldc-1
+ * are set to 0. scratch: adapt_im2col_scratch(g) floats. Serial. */
+size_t adapt_im2col_scratch(const struct adapt_conv_geom *g);
+void adapt_im2col_sample(const struct adapt_conv_geom *g, const float *x, float *col, size_t ldc,
+                         float *scratch);
 
-/* The adjoint of adapt_im2col: dx (nb, cin, h, w) = (acc ? dx : 0) + the sum
- * of the col entries that read each input element. Parallel over (sample,
- * channel), so no two threads write the same plane. */
-void adapt_col2im(const struct adapt_conv_geom *g, const float *col, size_t ldc, int nb, float *dx,
-                  int acc);
+/* The adjoint: dx (cin, h, w) = (acc ? dx : 0) + the sum of the col entries
+ * that read each input element. Serial. */
+void adapt_col2im_sample(const struct adapt_conv_geom *g, const float *col, size_t ldc, float *dx,
+                         int acc, float *scratch);
+
+/* ---- broadcast GEMM (gemm.c) ----
+ * C (M x N) = init + A (M x K) B (K x N), single-threaded: A[i][k] is read
+ * at A[i*ars + k*acs] (any strides: a transposed or strided operand), B and C
+ * by rows (ldb, ldc). N must be a multiple of 16; B and C rows are accessed
+ * in whole vectors of 16 floats. init: ADAPT_GEMM_ZERO (C = AB),
+ * ADAPT_GEMM_ACC (C += AB) or ADAPT_GEMM_BIAS (C = AB + bias[i] per row). */
+enum { ADAPT_GEMM_ZERO = 0, ADAPT_GEMM_ACC, ADAPT_GEMM_BIAS };
+void adapt_gemm_bcast(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t acs,
+                      const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int init,
+                      const float *bias);
 
 /* ---- fully connected core (fc.c): y (n, out) = x (n, in) W^T + b ---- */
 

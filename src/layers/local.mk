@@ -1,6 +1,6 @@
 # src/layers: the CPU layer kinds behind src/layer.h (one file per kind).
 libadapt_a_SOURCES += \
-	src/layers/layers_impl.h src/layers/layer.c src/layers/fc.c src/layers/im2col.c \
+	src/layers/layers_impl.h src/layers/layer.c src/layers/fc.c src/layers/gemm.c src/layers/im2col.c \
 	src/layers/conv2d.c src/layers/linear.c src/layers/act.c src/layers/pool.c \
 	src/layers/batchnorm.c src/layers/add.c src/layers/flatten.c src/layers/xent.c
 

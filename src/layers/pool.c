@@ -28,9 +28,36 @@ struct adapt_pool {
 
 /* ---------------------------------------------------------------- max */
 
+/* one candidate of a window: replaces the maximum when greater or NaN
+ * (selected with integer masks: random data makes branches mispredict) */
+static inline __attribute__((always_inline)) void max_step(float v, int32_t i, float *best,
+                                                           int32_t *bi)
+{
+    int32_t take = -(int32_t)((v > *best) | (v != v));
+    uint32_t vb, bb;
+    memcpy(&vb, &v, sizeof vb);
+    memcpy(&bb, best, sizeof bb);
+    bb = (bb & ~(uint32_t)take) | (vb & (uint32_t)take);
+    memcpy(best, &bb, sizeof bb);
+    *bi = (*bi & ~take) | (i & take);
+}
+
 ADAPT_HOT_CLONES static void maxpool_plane(const float *x, int w, int ho, int wo, int k, int s,
                                            float *y, int32_t *arg)
 {
+    if (k == 2 && s == 2) {
+        for (int oy = 0; oy < ho; oy++)
+            for (int ox = 0; ox < wo; ox++) {
+                int32_t i0 = 2 * oy * w + 2 * ox, bi = i0;
+                float best = x[i0];
+                max_step(x[i0 + 1], i0 + 1, &best, &bi);
+                max_step(x[i0 + w], i0 + w, &best, &bi);
+                max_step(x[i0 + w + 1], i0 + w + 1, &best, &bi);
+                y[oy * wo + ox] = best;
+                if (arg) arg[oy * wo + ox] = bi;
+            }
+        return;
+    }
     for (int oy = 0; oy < ho; oy++)
         for (int ox = 0; ox < wo; ox++) {
             int i0 = oy * s * w + ox * s;
@@ -134,7 +161,10 @@ ADAPT_HOT_CLONES static void avgpool_back_plane(const float *dy, int h, int w, i
             }
             const float *gr = dy + (size_t)oy * wo;
             int wcov = wo * k;
-            for (int ix = 0; ix < wcov; ix++) dr[ix] = gr[ix / k] * inv;
+            if (k == 2)
+                for (int ox = 0; ox < wo; ox++) dr[2 * ox] = dr[2 * ox + 1] = gr[ox] * inv;
+            else
+                for (int ix = 0; ix < wcov; ix++) dr[ix] = gr[ix / k] * inv;
             for (int ix = wcov; ix < w; ix++) dr[ix] = 0.0f;
         }
         return;
