@@ -1,3 +1,21 @@
-# perfmodel/: analytical and calibrated performance model over traces.
+# perfmodel/: analytical and calibrated performance model over traces, and
+# the report and picture programs built on it.
 noinst_LIBRARIES += libperf.a
-libperf_a_SOURCES = perfmodel/perf_placeholder.c
+libperf_a_SOURCES = perfmodel/perf.h perfmodel/model.c perfmodel/cost.c perfmodel/hw.c \
+	perfmodel/report.c
+
+# perfmodel/ knows traces and src/base only.
+PERF_LIBS = libperf.a libtrace.a libadaptbase.a
+PERF_EXT_LIBS = $(JANSSON_LIBS) -lm
+
+bin_PROGRAMS += adapt-perf
+adapt_perf_SOURCES = perfmodel/adapt-perf.c
+adapt_perf_LDADD = $(PERF_LIBS) $(PERF_EXT_LIBS)
+
+# The test compares the built-in model table with the engine's models, so it
+# links the engine too.
+check_PROGRAMS += tests/test_perf
+tests_test_perf_SOURCES = tests/test_perf.c
+tests_test_perf_CFLAGS = $(TEST_CFLAGS)
+tests_test_perf_LDADD = $(TEST_LDADD)
+TESTS += tests/test_perf
