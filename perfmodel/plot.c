@@ -508,7 +508,8 @@ enum adapt_status perf_heatmap_write(const struct adapt_trace *t, const struct p
                            "%s: metric '%s' is not recorded in any step record (policy %s)",
                            t->path, perf_metric_name(o->metric), t->header.policy);
     if (h.vmax - h.vmin < 1e-12) {
-        double pad = metric_integer(o->metric) ? 1.0 : (fabs(h.vmin) > 0 ? 0.05 * fabs(h.vmin) : 0.05);
+        /* one value: a band around it, so the colour bar shows one tick */
+        double pad = metric_integer(o->metric) ? 0.5 : (fabs(h.vmin) > 0 ? 0.05 * fabs(h.vmin) : 0.05);
         h.vmin -= pad;
         h.vmax += pad;
     }

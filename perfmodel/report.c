@@ -118,14 +118,17 @@ static void notes(FILE *f, struct perf_run *const *runs, int n, const struct per
     for (int i = 0; i < n; i++)
         if (!isnan(runs[i]->target_acc)) target = runs[i]->target_acc;
     if (!isnan(target)) {
+        const char *conv = p->paper_compat ? "2 Cb / (Cq + Cb)" : "Cb / Cq";
         if (isnan(p->target_acc))
             fprintf(f,
-                    "%sSU2: cost until validation accuracy >= %.4f (float32 baseline's best "
-                    "minus %.4f) is first reached, baseline cost over run cost\n",
-                    bullet, target, p->target_tol);
+                    "%sSU2 = %s with the costs until validation accuracy >= %.4f (float32 "
+                    "baseline's best minus %.4f) is first reached (Cb: the baseline's)\n",
+                    bullet, conv, target, p->target_tol);
         else
-            fprintf(f, "%sSU2: cost until validation accuracy >= %.4f is first reached\n", bullet,
-                    target);
+            fprintf(f,
+                    "%sSU2 = %s with the costs until validation accuracy >= %.4f is first reached "
+                    "(Cb: the baseline's)\n",
+                    bullet, conv, target);
     } else {
         fprintf(f, "%sSU2: needs a float32 baseline trace (--baseline)\n", bullet);
     }
@@ -135,7 +138,10 @@ static void notes(FILE *f, struct perf_run *const *runs, int n, const struct per
             bullet);
     for (int i = 0; i < n; i++) {
         if (runs[i]->has_hw) {
-            fprintf(f, "%shw: %s\n", bullet, runs[i]->hw_device);
+            fprintf(f,
+                    "%sSU1 hw, inf SU hw: T32 / Tq priced with the measured timing table (dense "
+                    "kernels, WL mapped to hardware types) of %s\n",
+                    bullet, runs[i]->hw_device);
             break;
         }
     }
