@@ -5,7 +5,7 @@ set -eu
 [ "${ADAPT_SKIP_APT:-0}" = 1 ] && exit 0
 PKGS="build-essential autoconf automake libtool pkg-config
  libgsl-dev check libsubunit-dev libinih-dev libjansson-dev zlib1g-dev
- libopenblas-openmp-dev libarchive-dev libcairo2-dev
+ libopenblas-openmp-dev libarchive-dev libcairo2-dev parallel
  dataset-fashion-mnist"
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"

@@ -4,12 +4,14 @@
  * with --json); it returns the process exit status.
  *   adapt-bench train --model M --batch B [--json]   training images/s
  *   adapt-bench quant [--json]                       rounding-kernel throughput
+ *   adapt-bench gemm [--shapes ...] [-o FILE]        GEMM / element-wise timing table
  */
 #ifndef ADAPT_BENCH_BENCH_H
 #define ADAPT_BENCH_BENCH_H
 
 int adapt_bench_train(int argc, char **argv);
 int adapt_bench_quant(int argc, char **argv);
+int adapt_bench_gemm(int argc, char **argv);
 
 /* Monotonic wall clock in seconds. */
 double adapt_bench_now(void);

@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""experiments/report.py: run a list of training configurations and build one
+report folder (comparison table, heatmaps, cost curve, README.md).
+
+Subcommands (python3 standard library only; the programs do the work):
+
+  run    RUNLIST --out DIR [--jobs N] [--threads T]
+         trains every run of RUNLIST with adapt-train into DIR/runs/NAME.
+         The shell commands are written to DIR/commands.txt; with more than one
+         run and GNU parallel installed they run under
+           parallel --jobs N --joblog DIR/joblog --resume-failed < DIR/commands.txt
+         (re-running the same command skips finished runs and retries failed
+         ones); otherwise one after another. A run whose directory holds a
+         checkpoint continues with --resume.
+  build  TRACE|DIR... --out DIR [--baseline TRACE] [--hw TABLE] [--title T]
+         writes DIR/README.md with the comparison table of adapt-perf (markdown;
+         the ratio and the AdaPT paper's convention), per-unit tables, one
+         heatmap per run and recorded metric, and the cost curve of all runs;
+         DIR/table.{md,csv,json}; pictures in DIR/pictures (PNG and SVG).
+         A DIR argument means DIR/trace.jsonl, or DIR/runs/*/trace.jsonl.
+  all    RUNLIST --out DIR ...: run, then build from DIR/runs.
+  slurm  RUNLIST --out DIR [--partition P] [--time HH:MM:SS] [--cpus C]
+         [--max-parallel K]: writes DIR/commands.txt and prints a Slurm job-array
+         script (one array task per line of commands.txt); submit it with sbatch,
+         then run `build DIR/runs --out DIR`.
+
+RUNLIST: one run per line, `NAME CONFIG.ini [--set section.key=value ...]`
+(shell quoting; '#' starts a comment). Relative paths are taken from the
+repository root. Programs are found in --bin (default: the repository root).
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+METRICS = ("wl", "fl", "lb", "r", "sparsity")
+WARNED = set()
+
+
+def die(msg):
+    print("report.py: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def read_runlist(path):
+    runs = []
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except OSError as e:
+        die("%s: cannot read the run list: %s" % (path, e.strerror))
+    names = set()
+    for no, line in enumerate(lines, 1):
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as e:
+            die("%s:%d: %s" % (path, no, e))
+        if not words:
+            continue
+        if len(words) < 2:
+            die("%s:%d: expected NAME CONFIG.ini [--set section.key=value ...]" % (path, no))
+        name, config, extra = words[0], words[1], words[2:]
+        if not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
+            die("%s:%d: run name '%s' must be letters, digits, '_', '-', '.'" % (path, no, name))
+        if name in names:
+            die("%s:%d: run name '%s' appears twice" % (path, no, name))
+        names.add(name)
+        cfg = config if os.path.isabs(config) else os.path.join(ROOT, config)
+        if not os.path.isfile(cfg):
+            die("%s:%d: configuration %s not found" % (path, no, config))
+        i = 0
+        while i < len(extra):
+            if extra[i] != "--set" or i + 1 >= len(extra) or "=" not in extra[i + 1]:
+                die("%s:%d: after the configuration only --set section.key=value may follow"
+                    % (path, no))
+            i += 2
+        runs.append((name, cfg, extra))
+    if not runs:
+        die("%s: no runs" % path)
+    return runs
+
+
+def program(args, name):
+    p = os.path.join(args.bin, name)
+    if not os.access(p, os.X_OK):
+        die("%s not found or not executable (build first, or pass --bin DIR)" % p)
+    return p
+
+
+def write_commands(args, runs):
+    out = os.path.abspath(args.out)
+    os.makedirs(os.path.join(out, "runs"), exist_ok=True)
+    train = program(args, "adapt-train")
+    lines = []
+    for name, cfg, extra in runs:
+        rd = os.path.join(out, "runs", name)
+        cmd = [train, "--config", cfg, "--out", rd, "--quiet"] + extra
+        if getattr(args, "threads", 0):
+            cmd += ["--set", "run.threads=%d" % args.threads]
+        q = " ".join(shlex.quote(c) for c in cmd)
+        # continue from a checkpoint; replace a run that died before its first one
+        lines.append("d=%s; f=; if [ -f \"$d/model.safetensors\" ]; then f=--resume; "
+                     "elif [ -d \"$d\" ]; then f=--force; fi; exec %s $f" % (shlex.quote(rd), q))
+    path = os.path.join(out, "commands.txt")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def cmd_run(args):
+    runs = read_runlist(args.runlist)
+    commands = write_commands(args, runs)
+    out = os.path.abspath(args.out)
+    parallel = shutil.which("parallel")
+    if len(runs) > 1 and parallel:
+        cmd = [parallel, "--jobs", str(args.jobs), "--joblog", os.path.join(out, "joblog"),
+               "--resume-failed", "--halt", "never"]
+        print("report.py: %d runs with GNU parallel (%d at a time), log %s/joblog"
+              % (len(runs), args.jobs, out))
+        with open(commands) as f:
+            rc = subprocess.call(cmd, stdin=f)
+        if rc != 0:
+            die("%d run(s) failed (see %s/joblog; run again to retry them)" % (rc, out))
+        return
+    if len(runs) > 1:
+        print("report.py: GNU parallel not found: running %d runs one after another" % len(runs))
+    failed = []
+    with open(commands) as f:
+        for (name, _, _), line in zip(runs, f):
+            print("report.py: run %s" % name, flush=True)
+            if subprocess.call(["bash", "-c", line]) != 0:
+                failed.append(name)
+    if failed:
+        die("failed runs: %s" % ", ".join(failed))
+
+
+def find_traces(items):
+    traces = []
+    for it in items:
+        if os.path.isdir(it):
+            t = os.path.join(it, "trace.jsonl")
+            found = [t] if os.path.isfile(t) else sorted(glob.glob(os.path.join(it, "runs", "*", "trace.jsonl")))
+            if not found:
+                found = sorted(glob.glob(os.path.join(it, "*", "trace.jsonl")))
+            if not found:
+                die("%s: no trace.jsonl in it, in runs/*/ or in */" % it)
+            traces += found
+        elif os.path.isfile(it):
+            traces.append(it)
+        else:
+            die("%s: no such trace or directory" % it)
+    return traces
+
+
+def trace_info(path):
+    """Header fields and the metrics worth a heatmap: WL always, FL when it
+    changes, lookback, resolution and sparsity when recorded."""
+    policy, model, dataset, metrics = "?", "?", "?", {"wl"}
+    fl_seen = None
+    with open(path) as f:
+        for no, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                break
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                die("%s:%d: malformed JSON" % (path, no))
+            if rec.get("type") == "header":
+                policy = rec.get("policy", "?")
+                model = rec.get("model", {}).get("name", "?")
+                dataset = rec.get("dataset", {}).get("name", "?")
+            elif rec.get("type") == "step":
+                for u in rec.get("units", []):
+                    metrics.update(k for k in ("lb", "r", "sparsity") if k in u)
+                    if fl_seen is None:
+                        fl_seen = u.get("fl")
+                    elif u.get("fl") != fl_seen:
+                        metrics.add("fl")
+                if len(metrics) == 5:
+                    break
+    return policy, model, dataset, [m for m in METRICS if m in metrics]
+
+
+def run_name(path):
+    d, f = os.path.split(os.path.abspath(path))
+    return os.path.basename(d) if f == "trace.jsonl" else os.path.splitext(f)[0]
+
+
+def check(cmd, what):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if p.returncode != 0:
+        die("%s failed:\n  %s\n%s" % (what, " ".join(shlex.quote(c) for c in cmd), p.stderr.strip()))
+    for line in p.stderr.strip().splitlines():
+        if line not in WARNED:
+            WARNED.add(line)
+            print(line, file=sys.stderr)
+    return p.stdout
+
+
+def cmd_build(args):
+    traces = find_traces(args.traces)
+    names = [run_name(t) for t in traces]
+    if len(set(names)) != len(names):
+        die("two traces share a run name: %s" % ", ".join(names))
+    perf, heat = program(args, "adapt-perf"), program(args, "adapt-heatmap")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    # pictures go to a fresh folder that replaces pictures/ once all are drawn
+    pics = os.path.join(out, "pictures.new")
+    shutil.rmtree(pics, ignore_errors=True)
+    os.makedirs(pics)
+    base = ["--baseline", args.baseline] if args.baseline else []
+    hw = ["--hw", args.hw] if args.hw else []
+    table = check([perf, "--format", "markdown"] + base + hw + traces, "adapt-perf")
+    paper = check([perf, "--format", "markdown", "--paper-compat"] + base + hw + traces,
+                  "adapt-perf --paper-compat")
+    units = check([perf, "--format", "markdown", "--per-unit"] + base + traces, "adapt-perf --per-unit")
+    for fmt, ext in (("markdown", "md"), ("csv", "csv"), ("json", "json")):
+        check([perf, "--format", fmt, "-o", os.path.join(out, "table." + ext)] + base + hw + traces,
+              "adapt-perf --format " + fmt)
+    sections = []
+    for t, name in zip(traces, names):
+        policy, model, dataset, metrics = trace_info(t)
+        pictures = []
+        for m in metrics:
+            for ext in ("png", "svg"):
+                f = os.path.join(pics, "%s_%s.%s" % (name, m, ext))
+                check([heat, t, "--metric", m, "-o", f], "adapt-heatmap")
+            pictures.append(m)
+        sections.append((name, t, policy, model, dataset, pictures))
+    for ext in ("png", "svg"):
+        check([heat, "--cost-curve"] + traces + ["-o", os.path.join(pics, "cost_curve." + ext)],
+              "adapt-heatmap --cost-curve")
+
+    cmdline = " ".join(shlex.quote(a) for a in ["experiments/report.py"] + sys.argv[1:])
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    md = ["# %s" % (args.title or "adapt-sim report"), "",
+          "Generated %s by" % when, "", "    " + cmdline, "",
+          "from the traces below; the same command regenerates it (pictures in `pictures/`,",
+          "PNG and SVG; the table also as `table.csv` and `table.json`).", "",
+          "| run | policy | model | data set | trace |", "|---|---|---|---|---|"]
+    for name, t, policy, model, dataset, _ in sections:
+        md.append("| %s | %s | %s | %s | `%s` |" % (name, policy, model, dataset, os.path.relpath(t, out)))
+    md += ["", "## Comparison", "", table.rstrip(), "",
+           "### In the AdaPT paper's convention (SU = 2 C32 / (Cq + C32))", "", paper.rstrip(), "",
+           "## Training cost relative to float32", "",
+           "![cost curve](pictures/cost_curve.png)", "", "([SVG](pictures/cost_curve.svg))", ""]
+    md += ["## Per-unit formats", ""]
+    for name, t, policy, model, dataset, pictures in sections:
+        md += ["### %s (%s)" % (name, policy), ""]
+        for m in pictures:
+            md += ["![%s %s](pictures/%s_%s.png)" % (name, m, name, m), "",
+                   "([SVG](pictures/%s_%s.svg))" % (name, m), ""]
+    md += ["## Per-unit costs", "", units.rstrip(), ""]
+    final = os.path.join(out, "pictures")
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(pics, final)
+    tmp = os.path.join(out, "README.md.tmp")
+    with open(tmp, "w") as f:
+        f.write("\n".join(md))
+    os.replace(tmp, os.path.join(out, "README.md"))
+    print("report.py: wrote %s/README.md (%d runs)" % (out, len(traces)))
+
+
+def cmd_all(args):
+    cmd_run(args)
+    args.traces = [os.path.join(args.out, "runs")]
+    cmd_build(args)
+
+
+def cmd_slurm(args):
+    runs = read_runlist(args.runlist)
+    commands = write_commands(args, runs)
+    out = os.path.abspath(args.out)
+    os.makedirs(os.path.join(out, "slurm"), exist_ok=True)
+    lines = ["#!/bin/bash",
+             "# Slurm job array for %s (%d runs), generated by experiments/report.py." % (args.runlist, len(runs)),
+             "# Submit: sbatch THIS_FILE; afterwards: experiments/report.py build %s/runs --out %s"
+             % (shlex.quote(out), shlex.quote(out)),
+             "#SBATCH --job-name=adapt-sim",
+             "#SBATCH --array=0-%d%s" % (len(runs) - 1, "%%%d" % args.max_parallel if args.max_parallel else ""),
+             "#SBATCH --cpus-per-task=%d" % args.cpus,
+             "#SBATCH --time=%s" % args.time,
+             "#SBATCH --output=%s/slurm/%%A_%%a.out" % out]
+    if args.partition:
+        lines.append("#SBATCH --partition=%s" % args.partition)
+    lines += ["set -euo pipefail",
+              "cd %s" % shlex.quote(ROOT),
+              "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-%d}" % args.cpus,
+              "line=$(sed -n \"$((SLURM_ARRAY_TASK_ID + 1))p\" %s)" % shlex.quote(commands),
+              "exec bash -c \"$line\"", ""]
+    sys.stdout.write("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--bin", default=ROOT, help="directory of adapt-train, adapt-perf, adapt-heatmap")
+    sub = ap.add_subparsers(dest="cmd")
+    sub.required = True
+
+    def build_opts(p):
+        p.add_argument("--baseline", help="float32 trace for SU2 (default: the first fp32 run)")
+        p.add_argument("--hw", help="timing table for hardware-calibrated columns")
+        p.add_argument("--title", help="report title")
+
+    p = sub.add_parser("run")
+    p.add_argument("runlist")
+    p.add_argument("--out", required=True)
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0, help="run.threads of each run (0: default)")
+    p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("build")
+    p.add_argument("traces", nargs="+")
+    p.add_argument("--out", required=True)
+    build_opts(p)
+    p.set_defaults(fn=cmd_build)
+    p = sub.add_parser("all")
+    p.add_argument("runlist")
+    p.add_argument("--out", required=True)
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0)
+    build_opts(p)
+    p.set_defaults(fn=cmd_all)
+    p = sub.add_parser("slurm")
+    p.add_argument("runlist")
+    p.add_argument("--out", required=True)
+    p.add_argument("--partition")
+    p.add_argument("--time", default="04:00:00")
+    p.add_argument("--cpus", type=int, default=4)
+    p.add_argument("--max-parallel", type=int, default=0)
+    p.set_defaults(fn=cmd_slurm)
+    args = ap.parse_args()
+    if getattr(args, "jobs", 1) < 1:
+        die("--jobs must be at least 1")
+    args.bin = os.path.abspath(args.bin)
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()

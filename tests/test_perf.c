@@ -1,0 +1,712 @@
+/* tests/test_perf.c: perfmodel/ (model table, analytical and calibrated costs, schedules,
+ * reports, refusal of bad traces and tables). */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "perfmodel/perf.h"
+#include "src/net.h"
+#include "src/trace.h"
+
+static char tmpdir[64];
+
+static void setup(void)
+{
+    strcpy(tmpdir, "/tmp/adapt-test-perf-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+#define ck_assert_msg_has(s)                                                                       \
+    ck_assert_msg(strstr(adapt_error_message(), (s)) != NULL, "message \"%s\" lacks \"%s\"",       \
+                  adapt_error_message(), (s))
+
+/* Relative closeness for hand-computed values that go through a few double
+ * operations: 1e-12 is thousands of ulps, far below any formula mistake. */
+#define ck_assert_close(a, b)                                                                      \
+    ck_assert_msg(fabs((a) - (b)) <= 1e-12 * fmax(1.0, fabs(b)), "%s = %.17g, expected %.17g", #a, \
+                  (double)(a), (double)(b))
+
+/* ============================================================ synthetic trace
+ *
+ * A hand-sized model: conv c1 (1x4x4 -> 2x2x2, k3: 18 weights + 2 biases,
+ * 2*2*2*1*3*3 = 72 MACs, unit 0, reads the input so 2 GEMM passes), tanh t1
+ * (8 element operations), flatten, linear fc (8 -> 3: 24 weights + 3 biases,
+ * 24 MACs, unit 1, 3 passes). 47 parameters. Training set of 10 samples in
+ * batches of 4: 3 optimizer steps per epoch training 4, 4, 2 samples. */
+static const struct adapt_trace_layer syn_layers[4] = {
+    {"c1", "conv2d", 3, 3, {1, 4, 4, 0}, {2, 2, 2, 0}, 20, 72, 0, 0, 3, 1, 0},
+    {"t1", "tanh", 3, 3, {2, 2, 2, 0}, {2, 2, 2, 0}, 0, 0, 8, -1, 0, 0, 0},
+    {"f", "flatten", 3, 3, {2, 2, 2, 0}, {8, 1, 1, 0}, 0, 0, 0, -1, 0, 0, 0},
+    {"fc", "linear", 3, 3, {8, 1, 1, 0}, {3, 1, 1, 0}, 27, 24, 0, 1, 0, 0, 0},
+};
+static const struct adapt_trace_unit syn_units[2] = {{"c1", 0, 18, 72}, {"fc", 3, 24, 24}};
+
+/* Unit states per step: wl0, sparsity0, wl1, sparsity1 (lookback present, r 60 / 50). */
+static const double syn_states[6][4] = {
+    {8, 0.25, 16, 0.5},   {6, 0.375, 16, 0.5}, {6, 0.375, 16, 0.5},
+    {6, 0.375, 12, 0.25}, {10, 0.125, 12, 0.25}, {10, 0.125, 12, 0.25},
+};
+
+struct syn_opts {
+    int fp32;          /* all units 32 bits, no policy state */
+    int log_every;     /* step lines every k steps */
+    int last_step;     /* write step lines up to this step (6 = all) */
+    double val[2];     /* validation accuracy of the two epochs */
+    int batch;         /* config train.batch (0: leave the key out) */
+    int unit1_macs;    /* header macs of unit 1 */
+};
+
+static void syn_header(struct adapt_trace_header *h, json_t **cfg, int batch, int unit1_macs,
+                       struct adapt_trace_unit *units)
+{
+    memset(h, 0, sizeof *h);
+    *cfg = batch ? json_pack("{s:{s:i,s:i}}", "train", "batch", batch, "accumulation_steps", 1)
+                 : json_pack("{s:{s:i}}", "train", "epochs", 2);
+    h->seed = 7;
+    h->threads = 1;
+    h->policy = "adapt";
+    h->config = *cfg;
+    h->dataset.name = "synthetic";
+    h->dataset.train = 10;
+    h->dataset.val = 4;
+    h->dataset.test = 4;
+    h->dataset.classes = 3;
+    h->model.name = "tiny";
+    h->model.input[0] = 1;
+    h->model.input[1] = h->model.input[2] = 4;
+    h->model.classes = 3;
+    h->model.params = 47;
+    h->model.macs = 96;
+    h->model.n_layers = 4;
+    h->model.layers = syn_layers;
+    memcpy(units, syn_units, sizeof syn_units);
+    units[1].macs = unit1_macs;
+    h->n_units = 2;
+    h->units = units;
+}
+
+static void syn_write(const char *path, const struct syn_opts *o)
+{
+    struct adapt_trace_writer *w;
+    struct adapt_trace_header h;
+    struct adapt_trace_unit units[2];
+    json_t *cfg;
+    syn_header(&h, &cfg, o->batch, o->unit1_macs, units);
+    if (o->fp32) h.policy = "fp32";
+    ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_write_header(w, &h), ADAPT_OK);
+    json_decref(cfg);
+    for (int s = 1; s <= 6; s++) {
+        if (s % o->log_every == 0 && s <= o->last_step) {
+            struct adapt_trace_unit_state us[2];
+            struct adapt_trace_event ev[1];
+            struct adapt_trace_step st;
+            memset(&st, 0, sizeof st);
+            memset(ev, 0, sizeof ev);
+            const double *x = syn_states[s - 1];
+            for (int u = 0; u < 2; u++) {
+                us[u].wl = o->fp32 ? 32 : (int)x[2 * u];
+                us[u].fl = o->fp32 ? 0 : us[u].wl / 2;
+                us[u].lb = o->fp32 ? NAN : 37.25;
+                us[u].r = o->fp32 ? -1 : (u == 0 ? 60 : 50);
+                us[u].sparsity = o->fp32 ? NAN : x[2 * u + 1];
+                us[u].sat = us[u].flush = -1;
+            }
+            st.step = s;
+            st.epoch = (s - 1) / 3;
+            st.lr = 0.01;
+            st.loss = 2.385 / s;
+            st.n_units = 2;
+            st.units = us;
+            st.accum = 1;
+            if (!o->fp32 && s == 2) { /* PD of unit 0, whole tensor (sample 0 = 18) */
+                ev[0] = (struct adapt_trace_event){0, ADAPT_TRACE_EVENT_PD, {8, 4}, {6, 3}, 2, 2, 0, 0};
+                st.n_events = 1;
+            } else if (!o->fp32 && s == 4) { /* PD of unit 1, 16 sampled weights */
+                ev[0] = (struct adapt_trace_event){1, ADAPT_TRACE_EVENT_PD, {16, 8}, {12, 6}, 3, 3, 16, 0};
+                st.n_events = 1;
+            } else if (!o->fp32 && s == 5) { /* PU of unit 0 */
+                ev[0] = (struct adapt_trace_event){0, ADAPT_TRACE_EVENT_PU, {6, 3}, {10, 5}, 0, 0, 0, 2};
+                st.n_events = 1;
+            }
+            st.events = ev;
+            ck_assert_int_eq(adapt_trace_write_step(w, &st), ADAPT_OK);
+        }
+        if (s % 3 == 0) {
+            struct adapt_trace_epoch e = {s / 3 - 1, s, 0.01, 1.5, 0.6, 1.4, o->val[s / 3 - 1], 1.0, 100.0};
+            ck_assert_int_eq(adapt_trace_write_epoch(w, &e), ADAPT_OK);
+        }
+    }
+    struct adapt_trace_test tt = {2, 0.9, 0.8};
+    ck_assert_int_eq(adapt_trace_write_test(w, &tt), ADAPT_OK);
+    struct adapt_trace_end en = {ADAPT_TRACE_END_OK, 3.0};
+    ck_assert_int_eq(adapt_trace_write_end(w, &en), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
+}
+
+static struct syn_opts syn_default(void)
+{
+    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24};
+    return o;
+}
+
+static struct perf_run *analyze_file(const char *path, const struct perf_params *p,
+                                     const struct perf_hw *hw)
+{
+    struct adapt_trace *t;
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    struct perf_run *r;
+    enum adapt_status st = perf_run_analyze(&r, t, p, hw);
+    ck_assert_msg(st == ADAPT_OK, "%s", adapt_error_message());
+    adapt_trace_free(t);
+    return r;
+}
+
+/* Hand computation of the synthetic run (comments give each term).
+ * Per sample at FP32: compute 2*72 + 3*24 = 216; element-wise 2*8 = 16
+ * (forward + backward tanh). Update per step 47 * 4 = 188.
+ * Quantized compute per sample, 144*nz0*wl0/32 + 72*nz1*wl1/32:
+ *   step 1    (8, .75 | 16, .5):  27     + 18    = 45;     ew 16*8/32  = 4
+ *   steps 2,3 (6, .625| 16, .5):  16.875 + 18    = 34.875; ew 16*6/32  = 3
+ *   step 4    (6, .625| 12, .75): 16.875 + 20.25 = 37.125; ew 3
+ *   steps 5,6 (10,.875| 12, .75): 39.375 + 20.25 = 59.625; ew 16*10/32 = 5
+ * Samples per step 4, 4, 2, 4, 4, 2 (20 in all):
+ *   Cq compute = 4*45 + 4*34.875 + 2*34.875 + 4*37.125 + 4*59.625 + 2*59.625 = 895.5
+ *   Cq ew      = 16 + 12 + 6 + 12 + 20 + 10 = 76
+ *   C32        = 20*216 + 20*16 + 6*188 = 4320 + 320 + 1128 = 5768
+ * Overhead: PD step 2: 2 evals * 18 * (2 + 1) + 18 * 1 + 2 * 60 bins = 246;
+ *           PD step 4: 3 * 16 * 3 + 16 + 3 * 50 = 310;
+ *           accumulation: 6 steps * (18 + 24) weights * 2 = 504;   total 1060
+ *   Cq = 895.5 + 76 + 1128 + 1060 = 3159.5 */
+#define SYN_C32 5768.0
+#define SYN_CQ 3159.5
+
+START_TEST(test_synthetic_costs)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/adapt.jsonl", tmpdir);
+    struct syn_opts o = syn_default();
+    syn_write(path, &o);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = analyze_file(path, &p, NULL);
+    ck_assert_str_eq(r->name, "adapt");
+    ck_assert_int_eq(r->steps, 6);
+    ck_assert_int_eq(r->epochs, 2);
+    ck_assert_close(r->samples, 20.0);
+    ck_assert_close(r->c32_compute, 4320.0);
+    ck_assert_close(r->cq_compute, 895.5);
+    ck_assert_close(r->c32_ew, 320.0);
+    ck_assert_close(r->cq_ew, 76.0);
+    ck_assert_close(r->update, 1128.0);
+    ck_assert_close(r->overhead_pd, 246.0 + 310.0);
+    ck_assert_close(r->overhead_acc, 504.0);
+    ck_assert_close(r->c32, SYN_C32);
+    ck_assert_close(r->cq, SYN_CQ);
+    ck_assert_close(r->su1, SYN_C32 / SYN_CQ);
+    ck_assert_close(r->su1_paper, 2 * SYN_C32 / (SYN_CQ + SYN_C32));
+    ck_assert_close(r->overhead_share, 1060.0 / SYN_CQ);
+    ck_assert_int_eq(r->n_pd, 2);
+    ck_assert_int_eq(r->n_pu, 1);
+    /* memory, b = 4: FP32 96*47 + 32*4*(16 input + 8 + 8 + 3 outputs) = 8992;
+     * quantized 64*47 + 32*(47-42) + 18*2*wl0 + 24*2*wl1 + 4*(32*wl0 + 3*wl1)
+     * = 3168 + 164 wl0 + 60 wl1, largest at (10, 12): 5528 */
+    ck_assert_close(r->mem_rel, 5528.0 / 8992.0);
+    /* size: (10*18*.875 + 12*24*.75) / (32*42) */
+    ck_assert_close(r->model_size, 373.5 / 1344.0);
+    /* inference: (72 + 24 + 8) / (72*.875*10/32 + 24*.75*12/32 + 8*10/32) */
+    ck_assert_close(r->inference_su, 104.0 / 28.9375);
+    /* sparsity over 42 weights: final (.125*18 + .25*24)/42; mean of the six steps */
+    ck_assert_close(r->sparsity_final, 8.25 / 42.0);
+    ck_assert_close(r->sparsity_mean, 83.25 / 252.0);
+    /* per unit: c1 C32 20*144, Cq 4*27 + 10*16.875 + 6*39.375; fc 20*72, 10*18 + 10*20.25 */
+    ck_assert_close(r->units[0].c32, 2880.0);
+    ck_assert_close(r->units[0].cq, 513.0);
+    ck_assert_close(r->units[1].c32, 1440.0);
+    ck_assert_close(r->units[1].cq, 382.5);
+    ck_assert_int_eq(r->units[0].passes, 2);
+    ck_assert_int_eq(r->units[1].passes, 3);
+    ck_assert_close(r->units[0].mean_wl, 46.0 / 6.0);
+    ck_assert_close(r->units[1].mean_wl, 14.0);
+    ck_assert_int_eq(r->units[0].final_wl, 10);
+    ck_assert_int_eq(r->units[1].final_fl, 6);
+    ck_assert_int_eq(r->units[0].n_pd, 1);
+    ck_assert_int_eq(r->units[0].n_pu, 1);
+    /* epoch marks: cumulative cost after steps 1-3: compute 180 + 139.5 + 69.75, ew 34,
+     * update 564, overhead 246 + 3*84 */
+    ck_assert_close(r->epoch_cq[0], 389.25 + 34 + 564 + 498);
+    ck_assert_close(r->epoch_cq[1], SYN_CQ);
+    ck_assert_close(r->points[2].epoch_x, 1.0);
+    ck_assert_close(r->points[3].epoch_x, 1.0 + 1.0 / 3.0);
+    perf_run_free(r);
+}
+END_TEST
+
+/* SU2 against a float32 baseline of the same model (val 0.75, 0.82: best 0.82). */
+START_TEST(test_su2)
+{
+    char pa[128], pb[128];
+    snprintf(pa, sizeof pa, "%s/adapt.jsonl", tmpdir);
+    snprintf(pb, sizeof pb, "%s/fp32.jsonl", tmpdir);
+    struct syn_opts o = syn_default();
+    syn_write(pa, &o);
+    struct syn_opts ob = syn_default();
+    ob.fp32 = 1;
+    ob.val[0] = 0.75;
+    ob.val[1] = 0.82;
+    syn_write(pb, &ob);
+    struct perf_params p;
+    perf_params_init(&p);
+    p.target_tol = 0.01; /* target 0.81: the baseline reaches it in epoch 1, the run in epoch 0 */
+    struct perf_run *r = analyze_file(pa, &p, NULL), *b = analyze_file(pb, &p, NULL);
+    ck_assert_close(b->c32, SYN_C32);
+    ck_assert_close(b->cq, SYN_C32); /* float32: priced as itself */
+    ck_assert_int_eq(perf_run_set_baseline(r, b, &p), ADAPT_OK);
+    ck_assert_close(r->target_acc, 0.82 - 0.01);
+    ck_assert_int_eq(r->baseline_epoch, 1);
+    ck_assert_int_eq(r->target_epoch, 0);
+    double cq0 = 389.25 + 34 + 564 + 498; /* see test_synthetic_costs */
+    ck_assert_close(r->su2, SYN_C32 / cq0);
+    ck_assert_close(r->su2_paper, 2 * SYN_C32 / (cq0 + SYN_C32));
+    perf_params_init(&p);
+    p.target_acc = 0.9; /* nobody reaches it */
+    ck_assert_int_eq(perf_run_set_baseline(r, b, &p), ADAPT_OK);
+    ck_assert(isnan(r->su2));
+    ck_assert_int_eq(r->target_epoch, -1);
+    perf_run_free(r);
+    perf_run_free(b);
+}
+END_TEST
+
+/* Step lines every 2 steps, the last at step 4: the tail (steps 5, 6) is
+ * priced at step 4's state; float32 cost does not depend on the states. */
+START_TEST(test_log_every_and_tail)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/sparse.jsonl", tmpdir);
+    struct syn_opts o = syn_default();
+    o.log_every = 2;
+    o.last_step = 4;
+    syn_write(path, &o);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = analyze_file(path, &p, NULL);
+    ck_assert_int_eq(r->steps, 6);
+    ck_assert_int_eq(r->n_points, 3);
+    ck_assert_close(r->c32, SYN_C32);
+    /* Cq compute: steps 1-2 (8 samples) at step 2's 34.875, steps 3-4 (6) and the
+     * tail 5-6 (6) at step 4's 37.125 */
+    ck_assert_close(r->cq_compute, 8 * 34.875 + 12 * 37.125);
+    /* epoch 0 ends inside the interval (2, 4]: 2 of its 6 samples count.
+     * C32 per sample 232, update 2*188 per interval */
+    ck_assert_close(r->epoch_c32[0], (8 * 232 + 376) + (6 * 232 + 376) / 3.0);
+    perf_run_free(r);
+}
+END_TEST
+
+/* ==================================================================== models */
+
+/* LeNet-5 MACs per layer (spec section 2 / the reference repository):
+ * conv 1->6 k5 on 32x32: 28*28*6*25 = 117600; conv 6->16 k5 on 14x14:
+ * 10*10*16*150 = 240000; conv 16->120 k5 on 5x5: 120*400 = 48000;
+ * fc 120*84 = 10080; fc 84*10 = 840; 416520 in all; 61706 parameters. */
+START_TEST(test_lenet5_table)
+{
+    struct perf_model *m;
+    ck_assert_int_eq(perf_model_alloc(&m, "lenet5", 10), ADAPT_OK);
+    static const int64_t macs[5] = {117600, 240000, 48000, 10080, 840};
+    static const int64_t weights[5] = {150, 2400, 48000, 10080, 840};
+    static const char *const names[5] = {"0", "3", "6", "9", "11"};
+    ck_assert_int_eq(m->n_units, 5);
+    for (int u = 0; u < 5; u++) {
+        ck_assert_int_eq(m->units[u].macs, macs[u]);
+        ck_assert_int_eq(m->units[u].weights, weights[u]);
+        ck_assert_str_eq(m->units[u].name, names[u]);
+    }
+    ck_assert_int_eq(m->macs, 416520);
+    ck_assert_int_eq(m->params, 61706);
+    /* conv 3's GEMMs at batch 256: Cout 16, 10*10 outputs, Cin*K*K 150 */
+    struct perf_gemm g[3];
+    ck_assert_int_eq(perf_model_unit_gemms(m, 1, 256, g), 3);
+    ck_assert_int_eq(g[0].m, 16);
+    ck_assert_int_eq(g[0].n, 25600);
+    ck_assert_int_eq(g[0].k, 150);
+    ck_assert_int_eq(g[1].m, 150);
+    ck_assert_int_eq(g[2].k, 25600);
+    ck_assert_int_eq(perf_model_unit_gemms(m, 0, 256, g), 2); /* reads the input */
+    perf_model_free(m);
+    /* totals of the other models (spec section 2) */
+    ck_assert_int_eq(perf_model_alloc(&m, "alexnet_cifar", 10), ADAPT_OK);
+    ck_assert_int_eq(m->macs, 14957056);
+    ck_assert_int_eq(m->params, 2472266);
+    perf_model_free(m);
+    ck_assert_int_eq(perf_model_alloc(&m, "resnet20", 10), ADAPT_OK);
+    ck_assert_int_eq(m->macs, 40813184);
+    ck_assert_int_eq(m->params, 272474);
+    ck_assert_int_eq(m->n_units, 22);
+    perf_model_free(m);
+    ck_assert_int_eq(perf_model_alloc(&m, "vgg16", 10), ADAPT_EINVAL);
+    ck_assert_msg_has("vgg16");
+}
+END_TEST
+
+/* The built-in table equals what the engine builds, layer by layer. */
+START_TEST(test_table_matches_engine)
+{
+    static const char *const models[4] = {"lenet5", "alexnet_cifar", "alexnet_mnist", "resnet20"};
+    static const int classes[2] = {10, 47};
+    for (int mi = 0; mi < 4; mi++)
+        for (int ci = 0; ci < 2; ci++) {
+            struct adapt_net *net = adapt_model_build(models[mi], classes[ci]);
+            ck_assert_ptr_nonnull(net);
+            ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK); /* counts units and totals */
+            struct perf_model *m;
+            ck_assert_int_eq(perf_model_alloc(&m, models[mi], classes[ci]), ADAPT_OK);
+            ck_assert_int_eq(m->n_layers, net->nnodes);
+            ck_assert_int_eq(m->n_units, net->nunits);
+            ck_assert_int_eq(m->macs, net->macs);
+            ck_assert_int_eq(m->params, net->nparams_trainable);
+            for (int d = 0; d < 3; d++) ck_assert_int_eq(m->input[d], net->in_chw[d]);
+            int u = 0;
+            for (int i = 0; i < net->nnodes; i++) {
+                const struct adapt_layer *l = net->nodes[i].layer;
+                const struct adapt_trace_layer *t = &m->layers[i];
+                ck_assert_str_eq(t->name, l->name);
+                ck_assert_str_eq(t->kind, l->ops->kind);
+                for (int d = 0; d < 3; d++) {
+                    ck_assert_int_eq(t->in[d], l->in_dim[0][d]);
+                    ck_assert_int_eq(t->out[d], l->out_dim[d]);
+                }
+                int64_t params = 0;
+                for (int p = 0; p < l->nparam; p++)
+                    if (l->param[p].role != ADAPT_PARAM_BUFFER)
+                        params += (int64_t)l->param[p].value.numel;
+                ck_assert_int_eq(t->params, params);
+                ck_assert_int_eq(t->macs, l->macs);
+                ck_assert_int_eq(t->elementwise, l->elementwise);
+                ck_assert_int_eq(t->unit, l->is_unit ? u : -1);
+                ck_assert_int_eq(t->k, l->k);
+                ck_assert_int_eq(t->stride, l->stride);
+                ck_assert_int_eq(t->pad, l->pad);
+                if (l->is_unit) {
+                    ck_assert_int_eq(m->units[u].layer, i);
+                    ck_assert_int_eq(m->units[u].weights, (int64_t)l->param[0].value.numel);
+                    ck_assert_int_eq(net->unit_node[u], i);
+                    u++;
+                }
+            }
+            perf_model_free(m);
+            adapt_net_free(net);
+        }
+}
+END_TEST
+
+/* ================================================================ schedules */
+
+/* MuPPET's CIFAR-10 AlexNet schedule: Cq/C32 = (8*16 + 12*10 + 14*14 + 16*14
+ * + 32*45) / (32*99) = 2108/3168 when only WL-scaled work counts (update and
+ * accumulation priced at 0), so SU = 2 / (1 + 2108/3168) = 1.2009...; the
+ * AdaPT paper's table 2 prints 1.20. With the FP32 update priced the ratio
+ * moves in the fourth digit and still prints 1.20. */
+START_TEST(test_schedule_muppet)
+{
+    struct perf_model *m;
+    ck_assert_int_eq(perf_model_alloc(&m, "alexnet_cifar", 10), ADAPT_OK);
+    struct perf_params p;
+    perf_params_init(&p);
+    p.update_ops = p.accum_ops = 0;
+    struct perf_run *r;
+    ck_assert_int_eq(perf_schedule_price(&r, "8:16,12:10,14:14,16:14,32:45", m, 128, 45000, &p, NULL),
+                     ADAPT_OK);
+    ck_assert_close(r->cq / r->c32, 2108.0 / 3168.0);
+    ck_assert_close(r->su1_paper, 2.0 / (1.0 + 2108.0 / 3168.0));
+    ck_assert_int_eq(r->epochs, 99);
+    ck_assert_int_eq(r->steps, 99 * 352); /* ceil(45000 / 128) steps per epoch */
+    perf_run_free(r);
+    perf_params_init(&p);
+    p.paper_compat = 1;
+    ck_assert_int_eq(perf_schedule_price(&r, "8:16,12:10,14:14,16:14,32:45", m, 128, 45000, &p, NULL),
+                     ADAPT_OK);
+    char buf[16];
+    snprintf(buf, sizeof buf, "%.2f", r->su1_paper);
+    ck_assert_str_eq(buf, "1.20");
+    /* the report prints it in the SU1 column */
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    struct perf_run *rows[1] = {r};
+    ck_assert_int_eq(perf_report_write(f, PERF_FORMAT_CSV, rows, 1, &p, 0), ADAPT_OK);
+    fclose(f);
+    ck_assert_msg(strstr(txt, ",1.20") != NULL, "csv: %s", txt);
+    free(txt);
+    perf_run_free(r);
+    /* malformed schedules */
+    static const char *const bad[] = {"", "8", "8:", "8:0", "33:4", "8:4,", "8:4;16:2", "x:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(perf_schedule_price(&r, bad[i], m, 128, 45000, &p, NULL), ADAPT_EINVAL);
+        ck_assert_msg_has("WL:EPOCHS");
+    }
+    perf_model_free(m);
+}
+END_TEST
+
+/* =========================================================== hardware table */
+
+static void write_text(const char *path, const char *s)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(s, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* fp32 GEMMs at 1 GOP/s (2*10^3 operations in 2 us), int8 at 4; element-wise
+ * fp32 at 1e9 per second, int8 at 4e9. */
+static const char *const hw_table =
+    "{\"schema\": 1, \"device\": \"cpu\", \"machine\": \"test\", \"date\": \"2024-01-01\",\n"
+    " \"gemm\": [{\"type\": \"fp32\", \"m\": 10, \"n\": 10, \"k\": 10, \"seconds\": 2e-6},\n"
+    "          {\"type\": \"int8\", \"m\": 10, \"n\": 10, \"k\": 10, \"seconds\": 5e-7},\n"
+    "          {\"type\": \"int8\", \"m\": 10, \"n\": 10, \"k\": 10, \"seconds\": 1e-6}],\n"
+    " \"elementwise\": [{\"type\": \"fp32\", \"elements\": 1000000, \"seconds\": 1e-3},\n"
+    "                 {\"type\": \"int8\", \"elements\": 1000000, \"seconds\": 2.5e-4}]}\n";
+
+START_TEST(test_hw_calibrated)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/hw.json", tmpdir);
+    write_text(path, hw_table);
+    struct perf_hw *hw;
+    ck_assert_int_eq(perf_hw_load(&hw, path), ADAPT_OK);
+    ck_assert_int_eq(perf_hw_set_map(hw, "8:int8,32:fp32"), ADAPT_OK);
+    ck_assert_str_eq(perf_hw_type_for(hw, 7), "int8");
+    ck_assert_str_eq(perf_hw_type_for(hw, 9), "fp32");
+    /* a shape not in the table runs at its nearest entry's throughput;
+     * the faster of two int8 entries counts: 2*20*30*40 / 4e9 */
+    struct perf_gemm g = {20, 30, 40};
+    double s;
+    ck_assert_int_eq(perf_hw_gemm_seconds(hw, "int8", &g, &s), ADAPT_OK);
+    ck_assert_close(s, 2.0 * 20 * 30 * 40 / 4e9);
+    ck_assert_int_eq(perf_hw_gemm_seconds(hw, "fp16", &g, &s), ADAPT_ENOENT);
+    /* schedule 32:1,8:1 on the synthetic model, batch 4, 10 samples per epoch
+     * (2.5 micro-batches, 3 steps). One micro-batch at fp32: GEMMs
+     * 2*4*(2*72 + 3*24) = 1728 operations, element-wise 2*8*4 = 64 -> 1.792 us;
+     * at int8 a quarter, 0.448 us. Update 3 steps * 188 operations at fp32.
+     * t32 = 2 * (2.5*1.792 + 0.564) us; tq = (2.5*1.792 + 0.564) + (2.5*0.448 + 0.564) us. */
+    struct adapt_trace_header h;
+    struct adapt_trace_unit units[2];
+    json_t *cfg;
+    syn_header(&h, &cfg, 4, 24, units);
+    struct perf_model *m;
+    ck_assert_int_eq(perf_model_from_header(&m, &h, "synthetic"), ADAPT_OK);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r;
+    ck_assert_int_eq(perf_schedule_price(&r, "32:1,8:1", m, 4, 10, &p, hw), ADAPT_OK);
+    double e32 = (2.5 * 1.792 + 0.564) * 1e-6, e8 = (2.5 * 0.448 + 0.564) * 1e-6;
+    ck_assert(r->has_hw);
+    ck_assert_msg(fabs(r->t32_s - 2 * e32) <= 1e-12 * 2 * e32, "t32 %.17g", r->t32_s);
+    ck_assert_msg(fabs(r->tq_s - (e32 + e8)) <= 1e-12 * (e32 + e8), "tq %.17g", r->tq_s);
+    ck_assert_close(r->su1_hw, 2 * e32 / (e32 + e8));
+    /* inference at the final int8: forward GEMMs 2*4*(72 + 24) and element-wise 8*4, all 4x faster */
+    ck_assert_close(r->inference_su_hw, 4.0);
+    perf_run_free(r);
+    perf_model_free(m);
+    json_decref(cfg);
+    /* map errors */
+    ck_assert_int_eq(perf_hw_set_map(hw, "8:int8,16:fp16,32:fp32"), ADAPT_EINVAL);
+    ck_assert_msg_has("fp16");
+    ck_assert_int_eq(perf_hw_set_map(hw, "8:int8"), ADAPT_EINVAL);
+    ck_assert_msg_has("32");
+    ck_assert_int_eq(perf_hw_set_map(hw, "16:int8,8:fp32"), ADAPT_EINVAL);
+    perf_hw_free(hw);
+    /* malformed tables name the file and the entry */
+    write_text(path, "{\"schema\": 1, \"device\": \"cpu\", \"gemm\": [{\"type\": \"fp32\", \"m\": 1, "
+                     "\"n\": 1, \"k\": 1, \"seconds\": 1}, {\"type\": \"fp32\", \"m\": 0}], "
+                     "\"elementwise\": [{\"type\": \"fp32\", \"elements\": 1, \"seconds\": 1}]}\n");
+    ck_assert_int_eq(perf_hw_load(&hw, path), ADAPT_EFORMAT);
+    ck_assert_msg_has(path);
+    ck_assert_msg_has("gemm[1]");
+    write_text(path, "{\"schema\": 1, \"device\": \"tpu\"}\n");
+    ck_assert_int_eq(perf_hw_load(&hw, path), ADAPT_EFORMAT);
+    ck_assert_msg_has("device");
+    write_text(path, "{\"schema\": 1,\n \"device\": }\n");
+    ck_assert_int_eq(perf_hw_load(&hw, path), ADAPT_EFORMAT);
+    ck_assert_msg_has(":2:");
+}
+END_TEST
+
+/* ==================================================================== errors */
+
+/* Replaces line `n` (1-based) of a file by `text` (NULL: drops the newline of
+ * the last line, i.e. truncates it). */
+static void edit_line(const char *path, int n, const char *text)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char *lines[64], *line = NULL;
+    size_t cap = 0;
+    int nl = 0;
+    while (getline(&line, &cap, f) > 0 && nl < 64) lines[nl++] = strdup(line);
+    free(line);
+    fclose(f);
+    f = fopen(path, "w");
+    for (int i = 0; i < nl; i++) {
+        if (i == n - 1 && text) fputs(text, f);
+        else if (!text && i == nl - 1) fwrite(lines[i], 1, strlen(lines[i]) - 1, f);
+        else fputs(lines[i], f);
+        free(lines[i]);
+    }
+    fclose(f);
+}
+
+static enum adapt_status try_analyze(const char *path)
+{
+    struct adapt_trace *t;
+    enum adapt_status st = adapt_trace_load(&t, path, 0);
+    if (st != ADAPT_OK) return st;
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = NULL;
+    st = perf_run_analyze(&r, t, &p, NULL);
+    perf_run_free(r);
+    adapt_trace_free(t);
+    return st;
+}
+
+START_TEST(test_bad_traces)
+{
+    char path[128], msg[256];
+    snprintf(path, sizeof path, "%s/bad.jsonl", tmpdir);
+    struct syn_opts o = syn_default();
+    /* truncated: the end record lost its newline (line 11: header, 6 steps,
+     * 2 epochs, test, end) */
+    syn_write(path, &o);
+    edit_line(path, 0, NULL);
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    snprintf(msg, sizeof msg, "%s:11: truncated", path);
+    ck_assert_msg_has(msg);
+    /* malformed JSON on line 3 */
+    syn_write(path, &o);
+    edit_line(path, 3, "{\"type\":\"step\",\"step\":2,\n");
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    snprintf(msg, sizeof msg, "%s:3: malformed JSON", path);
+    ck_assert_msg_has(msg);
+    /* a word length of 40 in the step on line 3 (step 2) */
+    syn_write(path, &o);
+    edit_line(path, 3,
+              "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"lr\":0.01,\"loss\":1.2,\"strategy\":"
+              "null,\"units\":[{\"wl\":8,\"fl\":4},{\"wl\":40,\"fl\":4}],\"events\":[],\"accum\":1}\n");
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    snprintf(msg, sizeof msg, "%s:3: step 2, unit 1: wl must be in 1..32", path);
+    ck_assert_msg_has(msg);
+    /* steps out of order: line 4 repeats step 2 */
+    syn_write(path, &o);
+    edit_line(path, 4,
+              "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"lr\":0.01,\"loss\":1.2,\"strategy\":"
+              "null,\"units\":[{\"wl\":8,\"fl\":4},{\"wl\":8,\"fl\":4}],\"events\":[],\"accum\":1}\n");
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    snprintf(msg, sizeof msg, "%s:4: step 2: step numbers", path);
+    ck_assert_msg_has(msg);
+    /* header: unit 1's MACs disagree with its layer */
+    o.unit1_macs = 25;
+    syn_write(path, &o);
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    snprintf(msg, sizeof msg, "%s:1: units[1] (\"fc\")", path);
+    ck_assert_msg_has(msg);
+    /* header without config.train.batch */
+    o = syn_default();
+    o.batch = 0;
+    syn_write(path, &o);
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    ck_assert_msg_has("config.train.batch");
+    /* no step records */
+    o = syn_default();
+    o.last_step = 0;
+    syn_write(path, &o);
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    ck_assert_msg_has("no step records");
+    /* missing file */
+    snprintf(path, sizeof path, "%s/none.jsonl", tmpdir);
+    ck_assert_int_eq(try_analyze(path), ADAPT_ENOENT);
+    ck_assert_msg_has(path);
+}
+END_TEST
+
+/* ==================================================================== report */
+
+START_TEST(test_report_formats)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/adapt.jsonl", tmpdir);
+    struct syn_opts o = syn_default();
+    syn_write(path, &o);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = analyze_file(path, &p, NULL);
+    struct perf_run *rows[1] = {r};
+    static const char *const want[4] = {"SU1", "su1,su2", "\"su1\": 1.8256", "| SU1 |"};
+    for (int fi = 0; fi < 4; fi++) {
+        char *txt = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&txt, &len);
+        ck_assert_int_eq(perf_report_write(f, (enum perf_format)fi, rows, 1, &p, 1), ADAPT_OK);
+        fclose(f);
+        ck_assert_msg(strstr(txt, want[fi]) != NULL, "format %d lacks %s:\n%s", fi, want[fi], txt);
+        ck_assert_msg(strstr(txt, "c1") != NULL, "format %d lacks the unit table", fi);
+        if (fi == PERF_FORMAT_JSON) {
+            json_error_t err;
+            json_t *j = json_loads(txt, 0, &err);
+            ck_assert_msg(j != NULL, "json: %s", err.text);
+            json_t *r0 = json_array_get(json_object_get(j, "runs"), 0);
+            /* 5768 / 3159.5, see test_synthetic_costs; the JSON carries 12 significant digits */
+            double su1 = json_real_value(json_object_get(r0, "su1"));
+            ck_assert_msg(fabs(su1 - SYN_C32 / SYN_CQ) < 1e-11, "su1 %.17g", su1);
+            ck_assert(json_is_null(json_object_get(r0, "su2")));
+            json_decref(j);
+        }
+        free(txt);
+    }
+    enum perf_format fmt;
+    ck_assert_int_eq(perf_format_parse("markdown", &fmt), ADAPT_OK);
+    ck_assert_int_eq(fmt, PERF_FORMAT_MARKDOWN);
+    ck_assert_int_eq(perf_format_parse("html", &fmt), ADAPT_EINVAL);
+    ck_assert_msg_has("html");
+    perf_run_free(r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("perf");
+    TCase *tc = tcase_create("cost");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_synthetic_costs);
+    tcase_add_test(tc, test_su2);
+    tcase_add_test(tc, test_log_every_and_tail);
+    tcase_add_test(tc, test_schedule_muppet);
+    tcase_add_test(tc, test_hw_calibrated);
+    tcase_add_test(tc, test_bad_traces);
+    tcase_add_test(tc, test_report_formats);
+    suite_add_tcase(s, tc);
+    TCase *tm = tcase_create("models");
+    tcase_add_test(tm, test_lenet5_table);
+    tcase_add_test(tm, test_table_matches_engine);
+    tcase_set_timeout(tm, 20);
+    suite_add_tcase(s, tm);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
