@@ -102,6 +102,30 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     return ADAPT_OK;
 }
 
+/* sum of squares, OpenMP over chunks (each thread sums in double) */
+static double sumsq(const float *x, size_t n)
+{
+    double s = 0.0;
+    #pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
+/* g *= inv (when inv > 0) and G += g; returns ||G||^2. One pass. */
+static double scale_accumulate(float *g, float *G, size_t n, float inv)
+{
+    double s = 0.0;
+    #pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) {
+        float v = g[i] * inv;
+        g[i] = v;
+        float a = G[i] + v;
+        G[i] = a;
+        s += (double)a * a;
+    }
+    return s;
+}
+
 static int adapt_observe(struct adapt_policy *p, long step, double loss, int last)
 {
     (void)last;
@@ -109,19 +133,33 @@ static int adapt_observe(struct adapt_policy *p, long step, double loss, int las
     const struct adapt_config *cfg = p->cfg;
     const int lwr = cfg->quantization.lb_lwr, upr = cfg->quantization.lb_upr;
     if (cfg->quantization.quant_grads) adapt_precision_quantize_grads(p->prec, step);
-    adapt_policy_normalize_grads(p->net);
+    /* Per-tensor normalisation (eq. 3.4) of every trainable tensor; for the
+     * units' weights fused with the accumulation G += g. */
+    struct adapt_net *net = p->net;
+    for (int k = 0; k < net->nparam; k++) {
+        struct adapt_param *pp = net->param[k];
+        if (pp->role == ADAPT_PARAM_BUFFER) continue;
+        int unit = -1;
+        for (int u = 0; u < p->prec->nunits; u++)
+            if (pp == &p->prec->u[u].layer->param[0]) unit = u;
+        if (unit >= 0) continue; /* below, with the accumulation */
+        double s = sumsq(pp->grad.data, pp->grad.numel);
+        if (s > 0.0) {
+            float inv = (float)(1.0 / sqrt(s));
+            float *g = pp->grad.data;
+            size_t n = pp->grad.numel;
+            #pragma omp parallel for schedule(static) if (n > 65536)
+            for (size_t i = 0; i < n; i++) g[i] *= inv;
+        }
+    }
     double lb_sum = 0.0;
     for (int u = 0; u < p->prec->nunits; u++) {
-        const struct adapt_param *w = &p->prec->u[u].layer->param[0];
-        float *G = a->G[u];
-        const float *g = w->grad.data;
-        double s = 0.0;
-        for (size_t i = 0; i < w->grad.numel; i++) {
-            G[i] += g[i];
-            s += (double)G[i] * G[i];
-        }
+        struct adapt_param *w = &p->prec->u[u].layer->param[0];
+        double s = sumsq(w->grad.data, w->grad.numel);
+        float inv = s > 0.0 ? (float)(1.0 / sqrt(s)) : 1.0f;
+        double gg = scale_accumulate(w->grad.data, a->G[u], w->grad.numel, inv);
         a->n[u]++;
-        a->D[u] = adapt_gradient_diversity(a->n[u], sqrt(s));
+        a->D[u] = adapt_gradient_diversity(a->n[u], sqrt(gg));
         p->lb[u] = adapt_lookback_update(p->lb[u], a->D[u], lwr, upr, cfg->quantization.gamma,
                                          a->compat);
         p->r[u] = adapt_resolution_update(p->r[u], p->lb[u], lwr, upr, cfg->quantization.r_lwr,
