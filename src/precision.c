@@ -26,12 +26,33 @@ static struct quant_spec with_rounding(const struct quant_spec *s, enum quant_ro
     return t;
 }
 
+/* 1 when every value of fixed-point format a is exactly representable in
+ * fixed-point format b (finer or equal step, at least as many integer bits):
+ * rounding an a-value to b is then the identity, in either rounding mode. */
+static int fixed_grid_within(const struct quant_spec *a, const struct quant_spec *b)
+{
+    return a->format == QUANT_FORMAT_FIXED && b->format == QUANT_FORMAT_FIXED && a->fl <= b->fl &&
+           a->wl - a->fl <= b->wl - b->fl;
+}
+
+/* The format the node producing activation `act` rounded its output to, or
+ * NULL when that output is not rounded (or is the network input). */
+static const struct quant_spec *producer_spec(const struct adapt_precision *p, int act)
+{
+    int node = act - 1;
+    if (node < 0 || !p->round_out[node] || p->node_unit[node] < 0) return NULL;
+    const struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
+    return u->active ? &u->spec : NULL;
+}
+
 static void in_hook(void *ctx, int node, const float **xs, int n, int training, int backward)
 {
     struct adapt_precision *p = ctx;
     if (!p->round_in[node]) return;
     struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
     if (!u->active || !u->qin) return;
+    const struct quant_spec *prev = producer_spec(p, p->net->nodes[node].in[0]);
+    if (prev && fixed_grid_within(prev, &u->spec)) return; /* already on this unit's grid */
     if (!backward) {
         struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
         size_t m = adapt_layer_in_numel(u->layer, 0) * (size_t)n;
@@ -57,6 +78,14 @@ static void out_hook(void *ctx, int node, float *y, int n, int training)
 static int is_pool(const struct adapt_layer *l)
 {
     return !strcmp(l->ops->kind, "maxpool2d") || !strcmp(l->ops->kind, "avgpool2d");
+}
+
+/* Layers whose output values are input values (or zero), so an input on a
+ * grid gives an output on the same grid: rounding it again is the identity. */
+static int keeps_grid(const struct adapt_layer *l)
+{
+    return !strcmp(l->ops->kind, "relu") || !strcmp(l->ops->kind, "maxpool2d") ||
+           !strcmp(l->ops->kind, "flatten");
 }
 
 enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct adapt_net *net,
@@ -99,6 +128,9 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
             }
         }
         p->node_unit[i] = cur;
+        /* relu, max-pool and flatten of a rounded input need no rounding */
+        int src = net->nodes[i].in[0] - 1; /* node producing the input; -1: network input */
+        if (keeps_grid(l) && src >= 0 && p->round_out[src] && p->node_unit[src] == cur) continue;
         if (cur >= 0 && (qout == ADAPT_QOUT_ALL ||
                          (qout == ADAPT_QOUT_UNITS_POOLS && (l->is_unit || is_pool(l))) ||
                          (qout == ADAPT_QOUT_UNITS && l->is_unit)))

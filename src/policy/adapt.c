@@ -83,7 +83,10 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
                                 ? QUANT_ROUND_NEAREST
                                 : QUANT_ROUND_STOCHASTIC;
     st = adapt_precision_alloc(&p->prec, p->net, cfg->quantization.quant_inputs,
-                               cfg->quantization.quant_outputs ? ADAPT_QOUT_ALL : ADAPT_QOUT_NONE,
+                               !cfg->quantization.quant_outputs ? ADAPT_QOUT_NONE
+                               : cfg->quantization.round_layers == ADAPT_CONFIG_ROUND_LAYERS_ALL
+                                   ? ADAPT_QOUT_ALL
+                                   : ADAPT_QOUT_UNITS,
                                r, p->seed);
     if (st) return st;
     struct quant_spec s;

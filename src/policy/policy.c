@@ -165,7 +165,10 @@ static enum adapt_status fixed_init(struct adapt_policy *p)
                                 ? QUANT_ROUND_NEAREST
                                 : QUANT_ROUND_STOCHASTIC;
     if ((st = alloc_prec(p, cfg->quantization.quant_inputs,
-                         cfg->quantization.quant_outputs ? ADAPT_QOUT_ALL : ADAPT_QOUT_NONE, r)))
+                         !cfg->quantization.quant_outputs ? ADAPT_QOUT_NONE
+                               : cfg->quantization.round_layers == ADAPT_CONFIG_ROUND_LAYERS_ALL
+                                   ? ADAPT_QOUT_ALL
+                                   : ADAPT_QOUT_UNITS, r)))
         return st;
     for (int u = 0; u < p->net->nunits; u++) {
         struct quant_spec s = base;
