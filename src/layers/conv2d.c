@@ -194,9 +194,9 @@ static void lowered_backward(struct adapt_conv *c, const struct adapt_exec *ex, 
     const size_t in_numel = adapt_layer_in_numel(l, 0), P = (size_t)c->P;
     const size_t slice = lowered_slice(c, NULL, NULL);
     const int n = ex->n, cout = c->cout, coutp = c->coutp, ckk = c->ckk, Pp = c->Pp;
-    const int ldp = c->ldp, T = c->threads;
+    const int ldp = c->ldp;
     ADAPT_ASSERT(ex->ws != NULL && dw != NULL);
-#pragma omp parallel num_threads(T)
+#pragma omp parallel num_threads(c->threads)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
         struct lowered_ws ws;
@@ -223,27 +223,22 @@ static void lowered_backward(struct adapt_conv *c, const struct adapt_exec *ex, 
                              NULL);
             adapt_col2im_sample(&c->g, ws.col, (size_t)ldp, dx + (size_t)j * in_numel, acc, ws.pad);
         }
-        /* implicit barrier: every thread's partial sums are complete */
+        /* implicit barrier: every thread's partial sums are complete; add
+         * them in thread order, rows of dW^T split over the threads */
+        struct lowered_ws wu[nt];
+        for (int u = 0; u < nt; u++) lowered_slice(c, &wu[u], ex->ws + (size_t)u * slice);
         int k0, k1;
         split(ckk, 1, t, nt, &k0, &k1);
         for (int k = k0; k < k1; k++)
             for (int o = 0; o < cout; o++) {
                 float s = 0.0f;
-                for (int u = 0; u < nt; u++) {
-                    struct lowered_ws wu;
-                    lowered_slice(c, &wu, ex->ws + (size_t)u * slice);
-                    s += wu.dwT[(size_t)k * coutp + o];
-                }
+                for (int u = 0; u < nt; u++) s += wu[u].dwT[(size_t)k * coutp + o];
                 dw[(size_t)o * ckk + k] += s;
             }
         if (db && t == 0)
             for (int o = 0; o < cout; o++) {
                 double s = 0.0;
-                for (int u = 0; u < nt; u++) {
-                    struct lowered_ws wu;
-                    lowered_slice(c, &wu, ex->ws + (size_t)u * slice);
-                    s += wu.db[o];
-                }
+                for (int u = 0; u < nt; u++) s += wu[u].db[o];
                 db[o] += (float)s;
             }
     }
