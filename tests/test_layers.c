@@ -317,6 +317,8 @@ static const struct conv_arg conv_cases[] = {
     {3, 16, 16, 5, 3, 1, 1, 1}, /* output rows of 16 (vector im2col rows) */
     {4, 8, 8, 6, 3, 1, 1, 0},  /* output rows of 8 */
     {2, 17, 17, 3, 3, 2, 0, 1}, /* stride 2 with an odd plane and no padding */
+    {1, 32, 32, 6, 5, 1, 0, 1}, /* LeNet-5 C1: rows of 28 (vector tails) */
+    {2, 14, 14, 5, 5, 1, 0, 1}, /* LeNet-5 C3 shape: rows of 10 */
 };
 
 START_TEST(test_conv_ref_and_grads)
