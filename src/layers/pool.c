@@ -7,8 +7,10 @@
  * and an element replaces the current maximum when it is greater or NaN, so
  * ties go to the first maximum in scan order and NaN propagates. The index of
  * the maximum within its (H, W) plane is kept in l->saved (int32 in a float
- * slot, one per output element) for backward, which scatters dy there.
- * Average pooling divides by k*k (no padding, so every window is full).
+ * slot, one per output element) by a training-mode forward, for backward,
+ * which scatters dy there (so backward needs the training forward of the
+ * same batch). Average pooling divides by k*k (no padding, so every window
+ * is full).
  *
  * elementwise = input elements read per sample (out numel * k*k; C*H*W for
  * the global pool). Work is parallel over (sample, channel) planes, so each
