@@ -19,7 +19,8 @@
  *   connected layer on the flat input with the expanded weight
  *   W' (Cout*P, Cin*H*W) (W'[(o,p), (c,q)] = W[o, c, tap(p, q)] or 0),
  *   built once per forward into l->saved:
- *     y^T = W' x^T + b;  dx = dy W';  dW' = dy^T x, folded back into dW.
+ *     y^T = W' x^T + b;  dx = dy W';  dW' = dy^T x, folded back into dW
+ *   (dW' a few output channels at a time, while the block is in cache).
  *   Padding taps are never multiplied (im2col would spend 5/9 of its
  *   products on them for a 2x2 input with a 3x3 kernel) and all three
  *   products are large, well-shaped GEMMs.
@@ -42,6 +43,9 @@ enum conv_mode { CONV_LOWERED = 0, CONV_DENSE, CONV_FC };
 
 /* Largest expanded weight of the dense mode, in floats (16 MiB). */
 #define CONV_DENSE_MAX (4u << 20)
+/* Output channels whose rows of dW' are computed and folded together (a
+ * block of DENSE_GROUP*P rows of Cin*H*W floats: 512 KiB for AlexNet conv2). */
+#define DENSE_GROUP 8
 
 struct adapt_conv {
     struct adapt_layer base;
@@ -372,26 +376,30 @@ static void dense_backward(struct adapt_conv *c, const struct adapt_exec *ex, co
                 adapt_gemm_bcast(n, hi - lo, OP, dy, OP, 1, wd + lo, CQ, dx + lo, CQ,
                                  acc ? ADAPT_GEMM_ACC : ADAPT_GEMM_ZERO, NULL);
         }
-        /* dW' (OP, CQ) = dy^T (OP, n) x (n, CQ), rows split */
-        split(OP, 1, t, nt, &lo, &hi);
-        if (hi > lo)
-            adapt_gemm_bcast(hi - lo, CQ, n, dy + lo, 1, OP, x, CQ, dwd + (size_t)lo * CQ, CQ,
-                             ADAPT_GEMM_ZERO, NULL);
-#pragma omp barrier
-        /* fold: dW[o, c, t] += sum of the entries of dW' that hold tap t */
+        /* dW' = dy^T x for DENSE_GROUP output channels at a time, folded while
+         * it is in cache: dW[o, c, t] += the entries of dW' that hold tap t */
+        float *blk = dwd + (size_t)t * DENSE_GROUP * P * CQ;
+        const int ngroup = (c->cout + DENSE_GROUP - 1) / DENSE_GROUP;
 #pragma omp for schedule(static)
-        for (int o = 0; o < c->cout; o++) {
-            const float *blk = dwd + (size_t)o * P * CQ;
-            for (int ci = 0; ci < cin; ci++) {
-                float *dwk = dw + ((size_t)o * cin + ci) * KK;
-                for (int tp = 0; tp < KK; tp++)
-                    dwk[tp] += gather_sum(blk + (size_t)ci * Q, c->toff + (size_t)tp * P,
-                                          c->tcnt[tp]);
-            }
-            if (db) {
-                double s = 0.0;
-                for (int j = 0; j < n; j++) s += adapt_sum_f32(dy + (size_t)j * OP + (size_t)o * P, P);
-                db[o] += (float)s;
+        for (int gi = 0; gi < ngroup; gi++) {
+            const int o0 = gi * DENSE_GROUP;
+            const int og = c->cout - o0 < DENSE_GROUP ? c->cout - o0 : DENSE_GROUP;
+            adapt_gemm_bcast(og * P, CQ, n, dy + (size_t)o0 * P, 1, OP, x, CQ, blk, CQ,
+                             ADAPT_GEMM_ZERO, NULL);
+            for (int o = o0; o < o0 + og; o++) {
+                const float *bo = blk + (size_t)(o - o0) * P * CQ;
+                for (int ci = 0; ci < cin; ci++) {
+                    float *dwk = dw + ((size_t)o * cin + ci) * KK;
+                    for (int tp = 0; tp < KK; tp++)
+                        dwk[tp] += gather_sum(bo + (size_t)ci * Q, c->toff + (size_t)tp * P,
+                                              c->tcnt[tp]);
+                }
+                if (db) {
+                    double sum = 0.0;
+                    for (int j = 0; j < n; j++)
+                        sum += adapt_sum_f32(dy + (size_t)j * OP + (size_t)o * P, P);
+                    db[o] += (float)sum;
+                }
             }
         }
     }
@@ -439,7 +447,7 @@ static size_t conv_workspace(const struct adapt_layer *l, int n)
         size_t np = r16((size_t)n), OP = (size_t)c->cout * c->P;
         size_t fwd = r16((size_t)c->CQ * np) + r16(OP * np) + r16(OP) +
                      (size_t)c->cout * c->g.cin * (c->g.k * c->g.k + 1);
-        size_t bwd = OP * (size_t)c->CQ;
+        size_t bwd = (size_t)c->threads * DENSE_GROUP * c->P * (size_t)c->CQ;
         return fwd > bwd ? fwd : bwd;
     }
     case CONV_LOWERED: return (size_t)c->threads * lowered_slice(c, NULL, NULL);
