@@ -317,6 +317,8 @@ static const struct conv_arg conv_cases[] = {
     {3, 16, 16, 5, 3, 1, 1, 1}, /* output rows of 16 (vector im2col rows) */
     {4, 8, 8, 6, 3, 1, 1, 0},  /* output rows of 8 */
     {2, 17, 17, 3, 3, 2, 0, 1}, /* stride 2 with an odd plane and no padding */
+    {1, 32, 32, 6, 5, 1, 0, 1}, /* LeNet-5 C1: rows of 28 (vector tails) */
+    {2, 14, 14, 5, 5, 1, 0, 1}, /* LeNet-5 C3 shape: rows of 10 */
 };
 
 START_TEST(test_conv_ref_and_grads)
@@ -615,6 +617,13 @@ START_TEST(test_maxpool_hand)
     for (int i = 0; i < 4; i++) ck_assert(t.y[i] == want_y[i]);
     for (int i = 0; i < 16; i++) ck_assert(t.dx[0][i] == want_dx[i]);
     ck_assert_int_eq(t.l->elementwise, 16);
+    /* two NaNs in window 1 (indices 4 and 5): the scan keeps the last */
+    t.x[0][4] = NAN;
+    t.x[0][5] = NAN;
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    ck_assert(isnan(t.y[0]) && t.y[1] == 2.385f);
+    ck_assert(t.dx[0][5] == 1.0f && t.dx[0][4] == 0.0f && t.dx[0][1] == 0.0f);
     tu_layer_release(&t);
 
     tu_layer_bind(&t, adapt_maxpool2d_create("p", chw, 3, 1), 1, 1);

@@ -119,6 +119,7 @@ static void bn_forward(struct adapt_layer *l, const struct adapt_exec *ex, const
     const float *beta = adapt_param_in_use(&l->param[BN_BETA]);
     const float *xs = x[0];
     const int par = (size_t)n * cs >= ADAPT_PAR_MIN;
+    (void)par; /* unused without OpenMP */
 
     if (!ex->training) {
         const float *rm = adapt_param_in_use(&l->param[BN_MEAN]);

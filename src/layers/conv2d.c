@@ -19,7 +19,8 @@
  *   connected layer on the flat input with the expanded weight
  *   W' (Cout*P, Cin*H*W) (W'[(o,p), (c,q)] = W[o, c, tap(p, q)] or 0),
  *   built once per forward into l->saved:
- *     y^T = W' x^T + b;  dx = dy W';  dW' = dy^T x, folded back into dW.
+ *     y^T = W' x^T + b;  dx = dy W';  dW' = dy^T x, folded back into dW
+ *   (dW' a few output channels at a time, while the block is in cache).
  *   Padding taps are never multiplied (im2col would spend 5/9 of its
  *   products on them for a 2x2 input with a 3x3 kernel) and all three
  *   products are large, well-shaped GEMMs.
@@ -42,6 +43,9 @@ enum conv_mode { CONV_LOWERED = 0, CONV_DENSE, CONV_FC };
 
 /* Largest expanded weight of the dense mode, in floats (16 MiB). */
 #define CONV_DENSE_MAX (4u << 20)
+/* Output channels whose rows of dW' are computed and folded together (a
+ * block of DENSE_GROUP*P rows of Cin*H*W floats: 512 KiB for AlexNet conv2). */
+#define DENSE_GROUP 8
 
 struct adapt_conv {
     struct adapt_layer base;
@@ -194,9 +198,9 @@ static void lowered_backward(struct adapt_conv *c, const struct adapt_exec *ex, 
     const size_t in_numel = adapt_layer_in_numel(l, 0), P = (size_t)c->P;
     const size_t slice = lowered_slice(c, NULL, NULL);
     const int n = ex->n, cout = c->cout, coutp = c->coutp, ckk = c->ckk, Pp = c->Pp;
-    const int ldp = c->ldp, T = c->threads;
+    const int ldp = c->ldp;
     ADAPT_ASSERT(ex->ws != NULL && dw != NULL);
-#pragma omp parallel num_threads(T)
+#pragma omp parallel num_threads(c->threads)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
         struct lowered_ws ws;
@@ -223,27 +227,22 @@ static void lowered_backward(struct adapt_conv *c, const struct adapt_exec *ex, 
                              NULL);
             adapt_col2im_sample(&c->g, ws.col, (size_t)ldp, dx + (size_t)j * in_numel, acc, ws.pad);
         }
-        /* implicit barrier: every thread's partial sums are complete */
+        /* implicit barrier: every thread's partial sums are complete; add
+         * them in thread order, rows of dW^T split over the threads */
+        struct lowered_ws wu[nt];
+        for (int u = 0; u < nt; u++) lowered_slice(c, &wu[u], ex->ws + (size_t)u * slice);
         int k0, k1;
         split(ckk, 1, t, nt, &k0, &k1);
         for (int k = k0; k < k1; k++)
             for (int o = 0; o < cout; o++) {
                 float s = 0.0f;
-                for (int u = 0; u < nt; u++) {
-                    struct lowered_ws wu;
-                    lowered_slice(c, &wu, ex->ws + (size_t)u * slice);
-                    s += wu.dwT[(size_t)k * coutp + o];
-                }
+                for (int u = 0; u < nt; u++) s += wu[u].dwT[(size_t)k * coutp + o];
                 dw[(size_t)o * ckk + k] += s;
             }
         if (db && t == 0)
             for (int o = 0; o < cout; o++) {
                 double s = 0.0;
-                for (int u = 0; u < nt; u++) {
-                    struct lowered_ws wu;
-                    lowered_slice(c, &wu, ex->ws + (size_t)u * slice);
-                    s += wu.db[o];
-                }
+                for (int u = 0; u < nt; u++) s += wu[u].db[o];
                 db[o] += (float)s;
             }
     }
@@ -377,26 +376,30 @@ static void dense_backward(struct adapt_conv *c, const struct adapt_exec *ex, co
                 adapt_gemm_bcast(n, hi - lo, OP, dy, OP, 1, wd + lo, CQ, dx + lo, CQ,
                                  acc ? ADAPT_GEMM_ACC : ADAPT_GEMM_ZERO, NULL);
         }
-        /* dW' (OP, CQ) = dy^T (OP, n) x (n, CQ), rows split */
-        split(OP, 1, t, nt, &lo, &hi);
-        if (hi > lo)
-            adapt_gemm_bcast(hi - lo, CQ, n, dy + lo, 1, OP, x, CQ, dwd + (size_t)lo * CQ, CQ,
-                             ADAPT_GEMM_ZERO, NULL);
-#pragma omp barrier
-        /* fold: dW[o, c, t] += sum of the entries of dW' that hold tap t */
+        /* dW' = dy^T x for DENSE_GROUP output channels at a time, folded while
+         * it is in cache: dW[o, c, t] += the entries of dW' that hold tap t */
+        float *blk = dwd + (size_t)t * DENSE_GROUP * P * CQ;
+        const int ngroup = (c->cout + DENSE_GROUP - 1) / DENSE_GROUP;
 #pragma omp for schedule(static)
-        for (int o = 0; o < c->cout; o++) {
-            const float *blk = dwd + (size_t)o * P * CQ;
-            for (int ci = 0; ci < cin; ci++) {
-                float *dwk = dw + ((size_t)o * cin + ci) * KK;
-                for (int tp = 0; tp < KK; tp++)
-                    dwk[tp] += gather_sum(blk + (size_t)ci * Q, c->toff + (size_t)tp * P,
-                                          c->tcnt[tp]);
-            }
-            if (db) {
-                double s = 0.0;
-                for (int j = 0; j < n; j++) s += adapt_sum_f32(dy + (size_t)j * OP + (size_t)o * P, P);
-                db[o] += (float)s;
+        for (int gi = 0; gi < ngroup; gi++) {
+            const int o0 = gi * DENSE_GROUP;
+            const int og = c->cout - o0 < DENSE_GROUP ? c->cout - o0 : DENSE_GROUP;
+            adapt_gemm_bcast(og * P, CQ, n, dy + (size_t)o0 * P, 1, OP, x, CQ, blk, CQ,
+                             ADAPT_GEMM_ZERO, NULL);
+            for (int o = o0; o < o0 + og; o++) {
+                const float *bo = blk + (size_t)(o - o0) * P * CQ;
+                for (int ci = 0; ci < cin; ci++) {
+                    float *dwk = dw + ((size_t)o * cin + ci) * KK;
+                    for (int tp = 0; tp < KK; tp++)
+                        dwk[tp] += gather_sum(bo + (size_t)ci * Q, c->toff + (size_t)tp * P,
+                                              c->tcnt[tp]);
+                }
+                if (db) {
+                    double sum = 0.0;
+                    for (int j = 0; j < n; j++)
+                        sum += adapt_sum_f32(dy + (size_t)j * OP + (size_t)o * P, P);
+                    db[o] += (float)sum;
+                }
             }
         }
     }
@@ -444,7 +447,7 @@ static size_t conv_workspace(const struct adapt_layer *l, int n)
         size_t np = r16((size_t)n), OP = (size_t)c->cout * c->P;
         size_t fwd = r16((size_t)c->CQ * np) + r16(OP * np) + r16(OP) +
                      (size_t)c->cout * c->g.cin * (c->g.k * c->g.k + 1);
-        size_t bwd = OP * (size_t)c->CQ;
+        size_t bwd = (size_t)c->threads * DENSE_GROUP * c->P * (size_t)c->CQ;
         return fwd > bwd ? fwd : bwd;
     }
     case CONV_LOWERED: return (size_t)c->threads * lowered_slice(c, NULL, NULL);

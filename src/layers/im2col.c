@@ -18,39 +18,77 @@ typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 
 typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float v4u __attribute__((vector_size(16), aligned(4), may_alias));
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
+typedef int v16i __attribute__((vector_size(64)));
+typedef int v8i __attribute__((vector_size(32)));
+typedef int v4i __attribute__((vector_size(16)));
 
-/* d[0..n) = s[0..n) */
+/* d[0..n) = s[0..n); a tail shorter than a vector is copied as one vector
+ * that overlaps the previous one (no scalar loop, no access past n) */
 static inline __attribute__((always_inline)) void copy_row(float *ADAPT_RESTRICT d,
                                                             const float *ADAPT_RESTRICT s, int n)
 {
-    int i = 0;
-    for (; i + 16 <= n; i += 16) *(v16u *)(d + i) = *(const v16u *)(s + i);
-    if (i + 8 <= n) {
-        *(v8u *)(d + i) = *(const v8u *)(s + i);
-        i += 8;
+    if (n >= 16) {
+        int i = 0;
+        for (; i + 16 <= n; i += 16) *(v16u *)(d + i) = *(const v16u *)(s + i);
+        if (i < n) *(v16u *)(d + n - 16) = *(const v16u *)(s + n - 16);
+    } else if (n >= 8) {
+        *(v8u *)d = *(const v8u *)s;
+        *(v8u *)(d + n - 8) = *(const v8u *)(s + n - 8);
+    } else if (n >= 4) {
+        *(v4u *)d = *(const v4u *)s;
+        *(v4u *)(d + n - 4) = *(const v4u *)(s + n - 4);
+    } else {
+        for (int i = 0; i < n; i++) d[i] = s[i];
     }
-    if (i + 4 <= n) {
-        *(v4u *)(d + i) = *(const v4u *)(s + i);
-        i += 4;
-    }
-    for (; i < n; i++) d[i] = s[i];
 }
 
-/* d[0..n) += s[0..n) */
+/* d[0..n) += s[0..n). A tail shorter than a vector is handled as one vector
+ * ending at n whose lanes overlapping the previous vector add 0: both are
+ * loaded before either is stored, and the tail is stored first, so the
+ * overlapped lanes end up with the previous vector's sums. */
+#define ADD_TAIL(VT, VI, W, LANES)                                               \
+    do {                                                                       \
+        const VI lane = LANES;                                                 \
+        VT a = *(const VT##u *)(d + i0), b = *(const VT##u *)(d + n - W);      \
+        VT sa = *(const VT##u *)(s + i0), sb = *(const VT##u *)(s + n - W);    \
+        VI keep = lane >= (i0 + W - (n - W));                                  \
+        sb = (VT)((VI)sb & keep);                                              \
+        *(VT##u *)(d + n - W) = b + sb;                                        \
+        *(VT##u *)(d + i0) = a + sa;                                           \
+    } while (0)
+
+#define LANES16 {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+#define LANES8 {0, 1, 2, 3, 4, 5, 6, 7}
+#define LANES4 {0, 1, 2, 3}
+
 static inline __attribute__((always_inline)) void add_row(float *ADAPT_RESTRICT d,
                                                            const float *ADAPT_RESTRICT s, int n)
 {
-    int i = 0;
-    for (; i + 16 <= n; i += 16) *(v16u *)(d + i) += *(const v16u *)(s + i);
-    if (i + 8 <= n) {
-        *(v8u *)(d + i) += *(const v8u *)(s + i);
-        i += 8;
+    if (n >= 16) {
+        int i0 = 0;
+        for (; i0 + 32 <= n; i0 += 16) *(v16u *)(d + i0) += *(const v16u *)(s + i0);
+        if (i0 + 16 == n)
+            *(v16u *)(d + i0) += *(const v16u *)(s + i0);
+        else
+            ADD_TAIL(v16, v16i, 16, LANES16);
+    } else if (n >= 8) {
+        const int i0 = 0;
+        if (n == 8)
+            *(v8u *)d += *(const v8u *)s;
+        else
+            ADD_TAIL(v8, v8i, 8, LANES8);
+    } else if (n >= 4) {
+        const int i0 = 0;
+        if (n == 4)
+            *(v4u *)d += *(const v4u *)s;
+        else
+            ADD_TAIL(v4, v4i, 4, LANES4);
+    } else {
+        for (int i = 0; i < n; i++) d[i] += s[i];
     }
-    if (i + 4 <= n) {
-        *(v4u *)(d + i) += *(const v4u *)(s + i);
-        i += 4;
-    }
-    for (; i < n; i++) d[i] += s[i];
 }
 
 /* The "phase planes" of one channel: the zero-padded plane (hp, wp),

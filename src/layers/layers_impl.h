@@ -1,9 +1,11 @@
 /* src/layers/layers_impl.h: helpers shared by the CPU layer kinds (private to src/layers).
  *
  * Holds the constructor helpers (base fields, parameter naming), the
- * convolution geometry with its im2col / col2im kernels, the fully connected
- * GEMM used by linear and by convolutions that cover their whole input, and
- * the thresholds below which element-wise loops stay serial.
+ * convolution geometry with its per-sample im2col / col2im kernels, the
+ * single-threaded broadcast GEMM the convolutions run per sample (gemm.c),
+ * the fully connected core used by linear and by convolutions that cover
+ * their whole input (fc.c, OpenBLAS), and the threshold below which
+ * element-wise loops stay serial.
  *
  * Non-goals: nothing here is part of the public layer interface (src/layer.h);
  * model code never includes this header.

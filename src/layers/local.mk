@@ -15,3 +15,5 @@ EXTRA_PROGRAMS += tests/bench_layers
 tests_bench_layers_SOURCES = tests/bench_layers.c tests/testutil.c tests/testutil.h
 tests_bench_layers_LDADD = $(ADAPT_LIBS) $(ADAPT_EXT_LIBS)
 CLEANFILES += tests/bench_layers
+# The same layers timed in PyTorch, for comparison (not built, not run).
+EXTRA_DIST += tests/bench_layers_torch.py

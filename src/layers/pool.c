@@ -7,8 +7,10 @@
  * and an element replaces the current maximum when it is greater or NaN, so
  * ties go to the first maximum in scan order and NaN propagates. The index of
  * the maximum within its (H, W) plane is kept in l->saved (int32 in a float
- * slot, one per output element) for backward, which scatters dy there.
- * Average pooling divides by k*k (no padding, so every window is full).
+ * slot, one per output element) by a training-mode forward, for backward,
+ * which scatters dy there (so backward needs the training forward of the
+ * same batch). Average pooling divides by k*k (no padding, so every window
+ * is full).
  *
  * elementwise = input elements read per sample (out numel * k*k; C*H*W for
  * the global pool). Work is parallel over (sample, channel) planes, so each
@@ -28,34 +30,38 @@ struct adapt_pool {
 
 /* ---------------------------------------------------------------- max */
 
-/* one candidate of a window: replaces the maximum when greater or NaN
- * (selected with integer masks: random data makes branches mispredict) */
-static inline __attribute__((always_inline)) void max_step(float v, int32_t i, float *best,
-                                                           int32_t *bi)
+/* take ? v : u, by masks: the outcome is data-dependent and a branch on it
+ * mispredicts half the time */
+static inline __attribute__((always_inline)) float pick(int take, float v, float u)
 {
-    int32_t take = -(int32_t)((v > *best) | (v != v));
-    uint32_t vb, bb;
-    memcpy(&vb, &v, sizeof vb);
-    memcpy(&bb, best, sizeof bb);
-    bb = (bb & ~(uint32_t)take) | (vb & (uint32_t)take);
-    memcpy(best, &bb, sizeof bb);
-    *bi = (*bi & ~take) | (i & take);
+    uint32_t m = -(uint32_t)take, bv, bu;
+    memcpy(&bv, &v, sizeof bv);
+    memcpy(&bu, &u, sizeof bu);
+    bv = (bv & m) | (bu & ~m);
+    memcpy(&v, &bv, sizeof v);
+    return v;
 }
 
 ADAPT_HOT_CLONES static void maxpool_plane(const float *x, int w, int ho, int wo, int k, int s,
                                            float *y, int32_t *arg)
 {
     if (k == 2 && s == 2) {
-        for (int oy = 0; oy < ho; oy++)
+        /* a tournament (a vs b, c vs d, then the winners) picks the same
+         * element as the scan: the first maximum, or the last NaN */
+        for (int oy = 0; oy < ho; oy++) {
+            const float *r0 = x + 2 * oy * w, *r1 = r0 + w;
             for (int ox = 0; ox < wo; ox++) {
-                int32_t i0 = 2 * oy * w + 2 * ox, bi = i0;
-                float best = x[i0];
-                max_step(x[i0 + 1], i0 + 1, &best, &bi);
-                max_step(x[i0 + w], i0 + w, &best, &bi);
-                max_step(x[i0 + w + 1], i0 + w + 1, &best, &bi);
-                y[oy * wo + ox] = best;
-                if (arg) arg[oy * wo + ox] = bi;
+                const float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+                const int tb = (b > a) | (b != b), td = (d > c) | (d != d);
+                const float w1 = pick(tb, b, a), w2 = pick(td, d, c);
+                const int t2 = (w2 > w1) | (w2 != w2);
+                y[oy * wo + ox] = pick(t2, w2, w1);
+                if (arg) {
+                    const int32_t i0 = 2 * oy * w + 2 * ox;
+                    arg[oy * wo + ox] = i0 + tb + (-t2 & (w + td - tb));
+                }
             }
+        }
         return;
     }
     for (int oy = 0; oy < ho; oy++)
