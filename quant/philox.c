@@ -39,6 +39,33 @@ static void philox_blocks_scalar(uint32_t *out, size_t nblocks, uint64_t q0, uin
 #define QUANT_PHILOX_X86 1
 #include <immintrin.h>
 
+/* The block-independent parts of rounds 1 and 2. With counter (c0, c1, c2, c3) where only c0
+ * varies, round 1 gives x0 = hi(M1 c2) ^ c1 ^ k0 and x1 = lo(M1 c2) (constants), x2 = hi(M0 c0)
+ * ^ c3 ^ k1, x3 = lo(M0 c0); round 2 then multiplies the constant x0, so its x2 and x3 are
+ * x3(round 1) ^ (hi(M0 x0) ^ k1') and lo(M0 x0). Values are kept in the low halves of 64-bit
+ * lanes (garbage above, ignored by vpmuludq). */
+struct philox_head {
+    uint64_t r1_x3; /* c3 ^ k1: xored into hi(M0 c0) */
+    uint64_t r2_x0; /* lo(M1 c2) ^ k0': xored into hi(M1 x2) */
+    uint64_t r2_x2; /* hi(M0 x0(round 1)) ^ k1': xored into x3(round 1) = lo(M0 c0) */
+    uint64_t r2_x3; /* lo(M0 x0(round 1)) */
+};
+
+static struct philox_head philox_head_make(uint64_t q0, uint64_t stream, uint64_t seed)
+{
+    uint32_t c1 = (uint32_t)(q0 >> 32), c2 = (uint32_t)stream, c3 = (uint32_t)(stream >> 32);
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
+    uint32_t x0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, x1 = (uint32_t)p1; /* after round 1 */
+    uint64_t p0 = (uint64_t)PHILOX_M0 * x0;                               /* round 2 */
+    struct philox_head h;
+    h.r1_x3 = c3 ^ k1;
+    h.r2_x0 = x1 ^ (k0 + PHILOX_W0);
+    h.r2_x2 = (uint32_t)(p0 >> 32) ^ (k1 + PHILOX_W1);
+    h.r2_x3 = (uint32_t)p0;
+    return h;
+}
+
 /* AVX-512: 4 groups x 8 blocks per iteration; nblocks is rounded up to a multiple of 32 (the
  * caller's buffer has room). The low word of the counter must not wrap inside the call. */
 __attribute__((target("avx512f"))) static void philox_blocks_avx512(uint32_t *out, size_t nblocks,
@@ -47,22 +74,29 @@ __attribute__((target("avx512f"))) static void philox_blocks_avx512(uint32_t *ou
 {
     const __m512i m0 = _mm512_set1_epi64(PHILOX_M0);
     const __m512i m1 = _mm512_set1_epi64(PHILOX_M1);
-    const __m512i c1 = _mm512_set1_epi64((uint32_t)(q0 >> 32));
-    const __m512i c2 = _mm512_set1_epi64((uint32_t)stream);
-    const __m512i c3 = _mm512_set1_epi64((uint32_t)(stream >> 32));
     const __m512i iota = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i ilo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
     const __m512i ihi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    /* low dwords of two vectors, interleaved: qword i = (a_i, b_i) */
+    const __m512i ipair = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+    struct philox_head h = philox_head_make(q0, stream, seed);
+    const __m512i r1x3 = _mm512_set1_epi64(h.r1_x3), r2x0 = _mm512_set1_epi64(h.r2_x0);
+    const __m512i r2x2 = _mm512_set1_epi64(h.r2_x2), r2x3 = _mm512_set1_epi64(h.r2_x3);
     for (size_t b = 0; b < nblocks; b += 32) {
         __m512i x0[4], x1[4], x2[4], x3[4];
+        /* rounds 1 and 2 with the parts that do not depend on the block folded into constants */
         for (int g = 0; g < 4; g++) {
-            x0[g] = _mm512_add_epi64(iota, _mm512_set1_epi64((uint32_t)q0 + (uint32_t)(b + 8 * g)));
-            x1[g] = c1;
-            x2[g] = c2;
-            x3[g] = c3;
+            __m512i c0 = _mm512_add_epi64(iota, _mm512_set1_epi64((uint32_t)q0 + (uint32_t)(b + 8 * g)));
+            __m512i p0 = _mm512_mul_epu32(c0, m0);                    /* round 1 */
+            __m512i y2 = _mm512_xor_si512(_mm512_srli_epi64(p0, 32), r1x3);
+            __m512i p1 = _mm512_mul_epu32(y2, m1);                    /* round 2 */
+            x0[g] = _mm512_xor_si512(_mm512_srli_epi64(p1, 32), r2x0);
+            x1[g] = p1;
+            x2[g] = _mm512_xor_si512(p0, r2x2);
+            x3[g] = r2x3;
         }
-        uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-        for (int r = 0; r < 10; r++) {
+        uint32_t k0 = (uint32_t)seed + 2 * PHILOX_W0, k1 = (uint32_t)(seed >> 32) + 2 * PHILOX_W1;
+        for (int r = 2; r < 10; r++) {
             const __m512i ka = _mm512_set1_epi64(k0), kb = _mm512_set1_epi64(k1);
             for (int g = 0; g < 4; g++) {
                 __m512i p0 = _mm512_mul_epu32(x0[g], m0);
@@ -78,8 +112,8 @@ __attribute__((target("avx512f"))) static void philox_blocks_avx512(uint32_t *ou
             k1 += PHILOX_W1;
         }
         for (int g = 0; g < 4; g++) {
-            __m512i a = _mm512_mask_blend_epi32(0xAAAA, x0[g], _mm512_slli_epi64(x1[g], 32));
-            __m512i c = _mm512_mask_blend_epi32(0xAAAA, x2[g], _mm512_slli_epi64(x3[g], 32));
+            __m512i a = _mm512_permutex2var_epi32(x0[g], ipair, x1[g]);
+            __m512i c = _mm512_permutex2var_epi32(x2[g], ipair, x3[g]);
             _mm512_storeu_si512((void *)(out + 4 * (b + 8 * g)), _mm512_permutex2var_epi64(a, ilo, c));
             _mm512_storeu_si512((void *)(out + 4 * (b + 8 * g) + 16), _mm512_permutex2var_epi64(a, ihi, c));
         }
@@ -93,20 +127,24 @@ __attribute__((target("avx2"))) static void philox_blocks_avx2(uint32_t *out, si
 {
     const __m256i m0 = _mm256_set1_epi64x(PHILOX_M0);
     const __m256i m1 = _mm256_set1_epi64x(PHILOX_M1);
-    const __m256i c1 = _mm256_set1_epi64x((uint32_t)(q0 >> 32));
-    const __m256i c2 = _mm256_set1_epi64x((uint32_t)stream);
-    const __m256i c3 = _mm256_set1_epi64x((uint32_t)(stream >> 32));
     const __m256i iota = _mm256_set_epi64x(3, 2, 1, 0);
+    struct philox_head h = philox_head_make(q0, stream, seed);
+    const __m256i r1x3 = _mm256_set1_epi64x(h.r1_x3), r2x0 = _mm256_set1_epi64x(h.r2_x0);
+    const __m256i r2x2 = _mm256_set1_epi64x(h.r2_x2), r2x3 = _mm256_set1_epi64x(h.r2_x3);
     for (size_t b = 0; b < nblocks; b += 16) {
         __m256i x0[4], x1[4], x2[4], x3[4];
         for (int g = 0; g < 4; g++) {
-            x0[g] = _mm256_add_epi64(iota, _mm256_set1_epi64x((uint32_t)q0 + (uint32_t)(b + 4 * g)));
-            x1[g] = c1;
-            x2[g] = c2;
-            x3[g] = c3;
+            __m256i c0 = _mm256_add_epi64(iota, _mm256_set1_epi64x((uint32_t)q0 + (uint32_t)(b + 4 * g)));
+            __m256i p0 = _mm256_mul_epu32(c0, m0);
+            __m256i y2 = _mm256_xor_si256(_mm256_srli_epi64(p0, 32), r1x3);
+            __m256i p1 = _mm256_mul_epu32(y2, m1);
+            x0[g] = _mm256_xor_si256(_mm256_srli_epi64(p1, 32), r2x0);
+            x1[g] = p1;
+            x2[g] = _mm256_xor_si256(p0, r2x2);
+            x3[g] = r2x3;
         }
-        uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-        for (int r = 0; r < 10; r++) {
+        uint32_t k0 = (uint32_t)seed + 2 * PHILOX_W0, k1 = (uint32_t)(seed >> 32) + 2 * PHILOX_W1;
+        for (int r = 2; r < 10; r++) {
             const __m256i ka = _mm256_set1_epi64x(k0), kb = _mm256_set1_epi64x(k1);
             for (int g = 0; g < 4; g++) {
                 __m256i p0 = _mm256_mul_epu32(x0[g], m0);

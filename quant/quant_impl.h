@@ -211,7 +211,7 @@ ADAPT_HD ADAPT_INLINE float quant_grid_round(struct quant_grid g, int mode, int 
         float fr = t - fl;
         fr = fr < 0x1.fffffep-1f ? fr : 0x1.fffffep-1f; /* NaN (t = +-inf or NaN) -> below 1 */
         uint32_t f32 = (uint32_t)(fr * 4294967296.0f);  /* floor(frac * 2^32), exact */
-        k = fl + ((uint32_t)(r + f32) < r ? 1.0f : 0.0f); /* never -0 */
+        k = r > ~f32 ? fl + 1.0f : fl + 0.0f; /* r + f32 >= 2^32; never -0 */
     } else if (mode == QUANT_MODE_NEAREST_AWAY) {
         float a = fabsf(t);
         float fa = floorf(a);
