@@ -15,6 +15,8 @@
 
 struct adapt_state {
     enum adapt_compat compat;
+    float *scratch;     /* (largest unit weight count) push-down sample and its rounding */
+    uint64_t *pd_hist;  /* (2 * r_upr) histograms of the push-down sample */
     float **G;      /* (nunits) accumulated normalised weight gradient, weight-shaped */
     long *n;        /* (nunits) gradients in G */
     double *D;      /* (nunits) gradient diversity after the last step */
@@ -29,6 +31,13 @@ struct pd_ctx {
     size_t n, sample;
     int bins;
     struct quant_key key;
+    /* corrected mode: the sample, its range and its histogram Q, computed
+     * once per push-down (the weights do not change between evaluations) */
+    const float *xs;    /* (sample) */
+    float *xq;          /* (sample) scratch for the rounded sample */
+    double lo, hi;
+    const uint64_t *hq; /* (bins) */
+    uint64_t *hp;       /* (bins) */
 };
 
 static int pd_lossy(void *ctx, int wl, int fl)
@@ -47,10 +56,40 @@ static int pd_lossy(void *ctx, int wl, int fl)
         ADAPT_ASSERT(st == ADAPT_OK);
         return d > 0.0;
     }
+    /* KL(P||Q) as quant_kl computes it, with Q shared by the evaluations:
+     * P = histogram of the nearest rounding of the sample, same bins,
+     * edges clamped */
     s.rounding = QUANT_ROUND_NEAREST;
-    st = quant_kl(&s, c->w, c->n, c->sample, c->bins, c->key, &d);
+    st = quant_array(&s, c->xs, c->xq, c->sample, c->key, NULL, NULL);
     ADAPT_ASSERT(st == ADAPT_OK);
+    st = quant_hist(c->xq, c->sample, 1, c->lo, c->hi, c->bins, QUANT_HIST_CLAMP, c->hp);
+    ADAPT_ASSERT(st == ADAPT_OK);
+    d = quant_kl_counts(c->hp, c->hq, c->bins);
     return d > cfg->quantization.kl_eps;
+}
+
+/* The corrected push-down's sample (pd_sample elements at stride n / pd_sample,
+ * or all), its finite range and its histogram. */
+static void pd_prepare(struct adapt_state *a, struct pd_ctx *c)
+{
+    size_t stride = c->sample < c->n ? c->n / c->sample : 1;
+    if (stride == 1) {
+        c->xs = c->w;
+    } else {
+        for (size_t i = 0; i < c->sample; i++) a->scratch[i] = c->w[i * stride];
+        c->xs = a->scratch;
+    }
+    c->xq = a->scratch + (stride == 1 ? 0 : c->sample);
+    struct quant_range rg;
+    quant_range_compute(c->xs, c->sample, &rg);
+    c->lo = rg.min;
+    c->hi = rg.max;
+    if (!(c->lo <= c->hi)) c->lo = c->hi = 0.0; /* no finite value: one degenerate range */
+    c->hq = a->pd_hist;
+    c->hp = a->pd_hist + c->bins;
+    enum adapt_status st =
+        quant_hist(c->xs, c->sample, 1, c->lo, c->hi, c->bins, QUANT_HIST_CLAMP, a->pd_hist);
+    ADAPT_ASSERT(st == ADAPT_OK);
 }
 
 static enum adapt_status adapt_init(struct adapt_policy *p)
@@ -74,11 +113,19 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
     a->strat.hist = a->hist;
     a->strat.st = (enum adapt_strategy)cfg->quantization.strategy;
-    size_t bytes = 0;
-    for (int u = 0; u < nu; u++)
-        bytes += adapt_arena_take_size(net->nodes[net->unit_node[u]].layer->param[0].value.numel);
+    size_t bytes = 0, wmax = 0;
+    for (int u = 0; u < nu; u++) {
+        size_t w = net->nodes[net->unit_node[u]].layer->param[0].value.numel;
+        bytes += adapt_arena_take_size(w);
+        if (w > wmax) wmax = w;
+    }
+    /* push-down scratch: a strided sample and its rounding (at most 2 * wmax) */
+    bytes += adapt_arena_take_size(2 * wmax);
+    a->pd_hist = calloc(2 * (size_t)cfg->quantization.r_upr, sizeof *a->pd_hist);
+    if (!a->pd_hist) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
     enum adapt_status st = adapt_arena_alloc(&a->arena, bytes);
     if (st) return st;
+    a->scratch = adapt_arena_take(&a->arena, 2 * wmax);
     enum quant_rounding r = cfg->quantization.rounding == ADAPT_CONFIG_ROUNDING_NEAREST
                                 ? QUANT_ROUND_NEAREST
                                 : QUANT_ROUND_STOCHASTIC;
@@ -199,6 +246,7 @@ static void adapt_decide(struct adapt_policy *p, long step)
             c.sample = cfg->quantization.pd_sample > 0 && (size_t)cfg->quantization.pd_sample < c.n
                            ? (size_t)cfg->quantization.pd_sample
                            : c.n;
+            pd_prepare(a, &c);
         }
         int wl0 = up->spec.wl, fl0 = up->spec.fl;
         struct adapt_pd_result pd;
@@ -312,6 +360,7 @@ static void adapt_destroy(struct adapt_policy *p)
     struct adapt_state *a = p->state;
     if (!a) return;
     adapt_arena_free(&a->arena);
+    free(a->pd_hist);
     free(a->G);
     free(a->n);
     free(a->D);
