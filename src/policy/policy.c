@@ -100,22 +100,6 @@ int adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step, 
     return skip;
 }
 
-void adapt_policy_normalize_grads(struct adapt_net *net)
-{
-    for (int k = 0; k < net->nparam; k++) {
-        struct adapt_param *pp = net->param[k];
-        if (pp->role == ADAPT_PARAM_BUFFER) continue;
-        float *g = pp->grad.data;
-        size_t n = pp->grad.numel;
-        double s = 0.0;
-        for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
-        if (s > 0.0) {
-            float inv = (float)(1.0 / sqrt(s));
-            for (size_t i = 0; i < n; i++) g[i] *= inv;
-        }
-    }
-}
-
 /* ------------------------------------------------------------------ fp32 */
 
 static enum adapt_status fp32_init(struct adapt_policy *p)

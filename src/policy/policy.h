@@ -89,8 +89,4 @@ void adapt_policy_clear_events(struct adapt_policy *p);
 int adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step, double loss,
                       int micro, int last_in_epoch);
 
-/* Divides every trainable tensor's gradient by its L2 norm when positive
- * (per-tensor normalised SGD, AdaPT eq. 3.4). */
-void adapt_policy_normalize_grads(struct adapt_net *net);
-
 #endif
