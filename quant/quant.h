@@ -7,6 +7,7 @@
  *   bfp(WL)       shared exponent E = floor(log2 max|x|) per tensor or per dim-0 slice,
  *                 step 2^(E+2-WL), range +-(2^(WL-1)-1) steps; WL 2..32
  *   muppet(WL)    per-tensor scale 2^sf (MuPPET), range [-2^(WL-1), 2^(WL-1)-1] steps; WL 2..32
+ *                 (a saturated value of a tensor whose max exceeds FLT_MAX / 2 becomes +-inf)
  *   fp16, bf16    IEEE binary16 and bfloat16 (subnormals; overflow to inf unless saturate)
  *   float(E,M)    E exponent bits (2..8), M mantissa bits (1..23), IEEE-style bias and subnormals,
  *                 overflow saturates by default (QPyTorch float_quantize)
