@@ -21,6 +21,18 @@
 
 #define CMAP_N 256
 
+/* Row label of unit u: its module name and layer kind ("3 conv2d",
+ * "layer2.0.shortcut.0 conv2d"), so nn.Sequential indices read at a glance. */
+static const char *unit_label(const struct adapt_trace *t, int u, char *buf, size_t n)
+{
+    const struct adapt_trace_unit *un = &t->header.units[u];
+    const char *kind = un->layer >= 0 && un->layer < t->header.model.n_layers
+                           ? t->header.model.layers[un->layer].kind
+                           : NULL;
+    snprintf(buf, n, kind ? "%s %s" : "%s", un->name, kind);
+    return buf;
+}
+
 static double cmap[CMAP_N][3];
 static pthread_once_t cmap_once = PTHREAD_ONCE_INIT;
 
@@ -388,8 +400,11 @@ static void heatmap_draw(cairo_t *cr, void *ctx)
     /* unit names, network order from the top */
     set_font(cr, h->label_font, 0);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    for (int r = 0; r < h->rows; r++)
-        text_at(cr, h->x0 - 8, h->y0 + (r + 0.5) * h->row_h, t->header.units[r].name, 1, 0.5);
+    for (int r = 0; r < h->rows; r++) {
+        char lab[160];
+        text_at(cr, h->x0 - 8, h->y0 + (r + 0.5) * h->row_h, unit_label(t, r, lab, sizeof lab), 1,
+                0.5);
+    }
     set_font(cr, 13, 0);
     text_vertical(cr, 24, 0.5 * (h->y0 + h->y1), "precision unit (network order)");
     /* step axis */
@@ -530,7 +545,10 @@ enum adapt_status perf_heatmap_write(const struct adapt_trace *t, const struct p
     h.label_font = fmin(13.0, 0.72 * h.row_h);
     set_font(cr, h.label_font, 0);
     double lw = 0;
-    for (int u = 0; u < h.rows; u++) lw = fmax(lw, text_width(cr, t->header.units[u].name));
+    for (int u = 0; u < h.rows; u++) {
+        char lab[160];
+        lw = fmax(lw, text_width(cr, unit_label(t, u, lab, sizeof lab)));
+    }
     set_font(cr, 11, 0);
     lw = fmax(lw, text_width(cr, "epoch"));
     set_font(cr, 12, 0);
