@@ -174,6 +174,33 @@ static enum adapt_status ew_seconds(struct plan *pl, int j, int wl, double *s)
     return ADAPT_OK;
 }
 
+/* Measured seconds of one batch at WL 32 (*t32) and at the formats wl (*tq):
+ * every unit's three GEMMs and the element-wise work forward and backward, or
+ * with forward_only the forward GEMM and element-wise pass alone. */
+static enum adapt_status batch_seconds(struct plan *pl, const int *wl, int forward_only,
+                                       double *t32, double *tq)
+{
+    double a = 0, b = 0, all, f, e;
+    const double ew_passes = forward_only ? 1.0 : 2.0;
+    enum adapt_status st;
+    for (int u = 0; u < pl->nu; u++) {
+        if ((st = unit_seconds(pl, u, 32, &all, &f)) != ADAPT_OK) return st;
+        a += forward_only ? f : all;
+        if ((st = unit_seconds(pl, u, wl[u], &all, &f)) != ADAPT_OK) return st;
+        b += forward_only ? f : all;
+    }
+    for (int j = 0; j < pl->ne; j++) {
+        if ((st = ew_seconds(pl, j, 32, &e)) != ADAPT_OK) return st;
+        a += ew_passes * e;
+        if ((st = ew_seconds(pl, j, wl[pl->egov[j]], &e)) != ADAPT_OK) return st;
+        b += ew_passes * e;
+    }
+    *t32 = a;
+    *tq = b;
+    return ADAPT_OK;
+}
+
+
 /* Cost of one interval. wl[u] in 1..32, nz[u] in [0,1]. */
 struct interval {
     double c32, cq, c32_compute, cq_compute, c32_ew, cq_ew, update;
@@ -211,20 +238,9 @@ static enum adapt_status price(struct plan *pl, const struct perf_params *p, con
     iv->t32 = iv->tq = 0;
     if (pl->hw) {
         /* dense kernels: sparsity is not exploited by the measured GEMMs */
-        double mb = samples / pl->batch, t32 = 0, tq = 0, a, f, e;
-        enum adapt_status st;
-        for (int u = 0; u < pl->nu; u++) {
-            if ((st = unit_seconds(pl, u, 32, &a, &f)) != ADAPT_OK) return st;
-            t32 += a;
-            if ((st = unit_seconds(pl, u, wl[u], &a, &f)) != ADAPT_OK) return st;
-            tq += a;
-        }
-        for (int j = 0; j < pl->ne; j++) {
-            if ((st = ew_seconds(pl, j, 32, &e)) != ADAPT_OK) return st;
-            t32 += 2 * e;
-            if ((st = ew_seconds(pl, j, wl[pl->egov[j]], &e)) != ADAPT_OK) return st;
-            tq += 2 * e;
-        }
+        double mb = samples / pl->batch, t32, tq;
+        enum adapt_status st = batch_seconds(pl, wl, 0, &t32, &tq);
+        if (st != ADAPT_OK) return st;
         iv->t32 = mb * t32 + upd * pl->t_op32;
         iv->tq = mb * tq + (upd + overhead) * pl->t_op32;
     }
@@ -250,23 +266,7 @@ static void forward_cost(const struct plan *pl, const int *wl, const double *nz,
 
 static enum adapt_status forward_seconds(struct plan *pl, const int *wl, double *t32, double *tq)
 {
-    double a = 0, b = 0, all, f, e;
-    enum adapt_status st;
-    for (int u = 0; u < pl->nu; u++) {
-        if ((st = unit_seconds(pl, u, 32, &all, &f)) != ADAPT_OK) return st;
-        a += f;
-        if ((st = unit_seconds(pl, u, wl[u], &all, &f)) != ADAPT_OK) return st;
-        b += f;
-    }
-    for (int j = 0; j < pl->ne; j++) {
-        if ((st = ew_seconds(pl, j, 32, &e)) != ADAPT_OK) return st;
-        a += e;
-        if ((st = ew_seconds(pl, j, wl[pl->egov[j]], &e)) != ADAPT_OK) return st;
-        b += e;
-    }
-    *t32 = a;
-    *tq = b;
-    return ADAPT_OK;
+    return batch_seconds(pl, wl, 1, t32, tq);
 }
 
 /* Training memory in bits for micro-batch b: FP32 master weights and
