@@ -121,14 +121,6 @@ static enum adapt_status write_config(struct adapt_run_io *io, const struct adap
     return st;
 }
 
-/* conv: weight (Cout, Cin, K, K); pools carry their window in k. */
-static void layer_geometry(const struct adapt_layer *l, struct adapt_trace_layer *t)
-{
-    t->k = l->k;
-    t->stride = l->stride;
-    t->pad = l->pad;
-}
-
 static enum adapt_status write_header(struct adapt_run_io *io, const struct adapt_config *cfg,
                                       const struct adapt_net *net,
                                       const struct adapt_run_info *info)
@@ -158,7 +150,9 @@ static enum adapt_status write_header(struct adapt_run_io *io, const struct adap
         t->macs = l->macs;
         t->elementwise = l->elementwise;
         t->unit = l->is_unit ? u : -1;
-        layer_geometry(l, t);
+        t->k = l->k; /* conv and pool window geometry */
+        t->stride = l->stride;
+        t->pad = l->pad;
         if (l->is_unit) {
             units[u].name = l->name;
             units[u].layer = i;

@@ -1,13 +1,11 @@
 /* src/train.c: the training run (see src/train.h). */
 #include "src/train.h"
 
-#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
