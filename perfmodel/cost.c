@@ -208,6 +208,20 @@ struct interval {
     double *unit_c32, *unit_cq; /* (nu) compute parts, added to */
 };
 
+/* Adds an interval's costs and measured times to the run totals. */
+static void add_interval(struct perf_run *r, const struct interval *iv)
+{
+    r->c32 += iv->c32;
+    r->cq += iv->cq;
+    r->c32_compute += iv->c32_compute;
+    r->cq_compute += iv->cq_compute;
+    r->c32_ew += iv->c32_ew;
+    r->cq_ew += iv->cq_ew;
+    r->update += iv->update;
+    r->t32_s += iv->t32;
+    r->tq_s += iv->tq;
+}
+
 static enum adapt_status price(struct plan *pl, const struct perf_params *p, const int *wl,
                                const double *nz, double samples, int64_t delta, int64_t accum,
                                double overhead, struct interval *iv)
@@ -637,18 +651,10 @@ enum adapt_status perf_run_analyze(struct perf_run **out, const struct adapt_tra
         int64_t acc = i < t->n_steps ? s->accum : delta * accum;
         if ((st = price(&pl, p, wl, nz, samples, delta, acc, ovh_pd + ovh_acc, &iv)) != ADAPT_OK)
             goto free_units;
-        r->c32 += iv.c32;
-        r->cq += iv.cq;
-        r->c32_compute += iv.c32_compute;
-        r->cq_compute += iv.cq_compute;
-        r->c32_ew += iv.c32_ew;
-        r->cq_ew += iv.cq_ew;
-        r->update += iv.update;
+        add_interval(r, &iv);
         r->overhead_pd += ovh_pd;
         r->overhead_acc += ovh_acc;
         r->overhead += ovh_pd + ovh_acc;
-        r->t32_s += iv.t32;
-        r->tq_s += iv.tq;
         r->samples += samples;
         struct perf_point *pt = &r->points[r->n_points++];
         pt->step = step;
@@ -857,15 +863,7 @@ enum adapt_status perf_schedule_price(struct perf_run **out, const char *schedul
             if ((st = price(&pl, p, wl, nz, (double)samples_per_epoch, steps_per_epoch,
                             steps_per_epoch, 0.0, &iv)) != ADAPT_OK)
                 goto out;
-            r->c32 += iv.c32;
-            r->cq += iv.cq;
-            r->c32_compute += iv.c32_compute;
-            r->cq_compute += iv.cq_compute;
-            r->c32_ew += iv.c32_ew;
-            r->cq_ew += iv.cq_ew;
-            r->update += iv.update;
-            r->t32_s += iv.t32;
-            r->tq_s += iv.tq;
+            add_interval(r, &iv);
             r->samples += (double)samples_per_epoch;
             wl_steps += (double)lv_wl[l] * steps_per_epoch;
             struct perf_point *pt = &r->points[r->n_points++];
