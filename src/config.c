@@ -52,6 +52,7 @@ static const char *const strategy_names[] = {"min", "mean", "max", NULL};
 static const char *const compat_names[] = {"corrected", "reference", NULL};
 static const char *const rounding_names[] = {"stochastic", "nearest", NULL};
 static const char *const round_layers_names[] = {"units", "all", NULL};
+static const char *const ste_names[] = {"auto", "plain", "saturating", NULL};
 static const char *const wl_fl_labels[] = {"WL", "FL"};
 static const char *const wl_epochs_labels[] = {"WL", "EPOCHS"};
 
@@ -181,6 +182,10 @@ static const struct cfg_key keys[] = {
     K_ENUM("quantization", "round_layers", quantization.round_layers, "units", round_layers_names,
            "outputs rounded with quant_outputs: units (conv/linear) or all (also the batch-norm, "
            "pooling, activation and residual layers after a unit, in its format)"),
+    K_ENUM("quantization", "ste", quantization.ste, "auto", ste_names,
+           "backward through rounded outputs: plain straight-through, saturating (no gradient "
+           "pushing a saturated output further out), auto = saturating for adapt corrected, "
+           "plain otherwise"),
     K_BOOL("quantization", "quant_grads", quantization.quant_grads, "true",
            "quantize the gradients"),
     K_DBL("quantization", "kl_eps", quantization.kl_eps, "0", "[0, 1e9]",

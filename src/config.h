@@ -103,6 +103,7 @@ enum adapt_config_strategy {
 enum adapt_config_compat { ADAPT_CONFIG_COMPAT_CORRECTED, ADAPT_CONFIG_COMPAT_REFERENCE };
 enum adapt_config_rounding { ADAPT_CONFIG_ROUNDING_STOCHASTIC, ADAPT_CONFIG_ROUNDING_NEAREST };
 enum adapt_config_round_layers { ADAPT_CONFIG_ROUND_LAYERS_UNITS, ADAPT_CONFIG_ROUND_LAYERS_ALL };
+enum adapt_config_ste { ADAPT_CONFIG_STE_AUTO, ADAPT_CONFIG_STE_PLAIN, ADAPT_CONFIG_STE_SATURATING };
 
 /* "8,12,14,16" */
 struct adapt_config_ints {
@@ -198,6 +199,7 @@ struct adapt_config {
         enum adapt_config_strategy strategy;
         bool quant_inputs, quant_outputs, quant_grads;
         enum adapt_config_round_layers round_layers;
+        enum adapt_config_ste ste;
         double kl_eps;
         int pd_sample;                  /* 0 = whole tensor */
         enum adapt_config_compat compat;

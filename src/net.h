@@ -68,10 +68,13 @@ struct adapt_net {
     /* Optional quantization hooks (src/precision.h installs them):
      * in_hook may replace a node's input pointers (forward and backward:
      * the backward must see the inputs the forward computed with);
-     * out_hook may round a node's output in place after its forward. */
+     * out_hook may round a node's output in place after its forward;
+     * dout_hook may change the gradient of a node's output (dy) before the
+     * node's backward, given the output values y the forward produced. */
     void *hook_ctx;
     void (*in_hook)(void *ctx, int node, const float **xs, int n, int training, int backward);
     void (*out_hook)(void *ctx, int node, float *y, int n, int training);
+    void (*dout_hook)(void *ctx, int node, const float *y, float *dy, int n);
 };
 
 struct adapt_net *adapt_net_alloc(const char *name, const int in_chw[3], int classes);

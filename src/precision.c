@@ -1,6 +1,7 @@
 /* src/precision.c: quantized copies and activation/gradient rounding. */
 #include "src/precision.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,8 +72,33 @@ static void out_hook(void *ctx, int node, float *y, int n, int training)
     if (!u->active) return;
     struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
     size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
-    enum adapt_status st = quant_array(&s, y, y, m, key_of(p, Q_OUTPUT, node, p->iter), NULL, NULL);
+    struct quant_stats qs = {0, 0, 0};
+    enum adapt_status st = quant_array(&s, y, y, m, key_of(p, Q_OUTPUT, node, p->iter), NULL,
+                                       training ? &qs : NULL);
     ADAPT_ASSERT(st == ADAPT_OK);
+    if (training) {
+        u->out_sat += qs.saturated;
+        u->out_n += m;
+    }
+}
+
+/* ADAPT_STE_SATURATING: a fixed-point output at its upper bound takes no
+ * gradient asking it to grow (dy < 0), one at its lower bound none asking it
+ * to shrink (dy > 0). A value that rounded onto a bound without saturating is
+ * treated alike: the forward cannot move it further out either. */
+static void dout_hook(void *ctx, int node, const float *y, float *dy, int n)
+{
+    struct adapt_precision *p = ctx;
+    if (p->ste != ADAPT_STE_SATURATING || !p->round_out[node]) return;
+    const struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
+    if (!u->active || u->spec.format != QUANT_FORMAT_FIXED) return;
+    /* the grid's ends, (2^(WL-1) - 1) 2^-FL and -2^(WL-1) 2^-FL, as the rounding produces them */
+    const float hi = (float)ldexp(ldexp(1.0, u->spec.wl - 1) - 1.0, -u->spec.fl);
+    const float lo = (float)-ldexp(1.0, u->spec.wl - 1 - u->spec.fl);
+    size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
+    #pragma omp parallel for schedule(static) if (m > 65536)
+    for (size_t i = 0; i < m; i++)
+        if ((y[i] >= hi && dy[i] < 0.0f) || (y[i] <= lo && dy[i] > 0.0f)) dy[i] = 0.0f;
 }
 
 static int is_pool(const struct adapt_layer *l)
@@ -152,6 +178,7 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
     net->hook_ctx = p;
     net->in_hook = in_hook;
     net->out_hook = out_hook;
+    net->dout_hook = dout_hook;
     *out = p;
     return ADAPT_OK;
 }
@@ -163,6 +190,7 @@ void adapt_precision_free(struct adapt_precision *p)
         p->net->hook_ctx = NULL;
         p->net->in_hook = NULL;
         p->net->out_hook = NULL;
+        p->net->dout_hook = NULL;
         for (int k = 0; k < p->nunits; k++) {
             struct adapt_layer *l = p->u[k].layer;
             for (int q = 0; q < l->nparam; q++) l->param[q].use = l->param[q].value.data;
@@ -188,6 +216,15 @@ void adapt_precision_set_float(struct adapt_precision *p, int u)
 {
     ADAPT_ASSERT(u >= 0 && u < p->nunits);
     p->u[u].active = 0;
+}
+
+double adapt_precision_take_act_sat(struct adapt_precision *p, int u)
+{
+    ADAPT_ASSERT(u >= 0 && u < p->nunits);
+    struct adapt_unit_prec *up = &p->u[u];
+    double f = up->out_n ? (double)up->out_sat / (double)up->out_n : NAN;
+    up->out_sat = up->out_n = 0;
+    return f;
 }
 
 void adapt_precision_refresh_weights(struct adapt_precision *p, long step)

@@ -22,6 +22,13 @@
  *   adapt_precision_quantize_grads(p, step);
  *   adapt_precision_free(p);
  *
+ * Backward through a rounded output is straight-through (ADAPT_STE_PLAIN):
+ * the gradient passes unchanged, also where the forward saturated at the
+ * format's bounds. ADAPT_STE_SATURATING drops the gradient components of
+ * saturated outputs that point further out of range (descent would move the
+ * value where the forward cannot follow); those that point back in pass.
+ * doc/numerics.md ("Saturation and the straight-through estimator") says why.
+ *
  * Ownership: installs itself as the network's hooks; the network must
  * outlive it; free restores float32 computation.
  */
@@ -40,6 +47,11 @@ enum adapt_qout {
     ADAPT_QOUT_UNITS       /* conv and linear outputs only (AMP) */
 };
 
+enum adapt_ste {
+    ADAPT_STE_PLAIN = 0,  /* gradient passes every rounding unchanged */
+    ADAPT_STE_SATURATING  /* ... except outward at a saturated output */
+};
+
 struct adapt_unit_prec {
     int node;                /* network node of the unit */
     struct adapt_layer *layer;
@@ -52,6 +64,8 @@ struct adapt_unit_prec {
     /* last weight rounding */
     double sparsity;         /* fraction of exact zeros in wq */
     uint64_t sat, flush;     /* saturated / flushed weights */
+    /* rounded outputs of training forwards since the last adapt_precision_take_act_sat */
+    uint64_t out_sat, out_n; /* saturated / all */
 };
 
 struct adapt_precision {
@@ -64,6 +78,7 @@ struct adapt_precision {
     enum quant_rounding rounding;
     uint64_t seed;
     long iter;                 /* micro-batch counter keying activation rounding */
+    enum adapt_ste ste;        /* backward through saturated outputs (default plain) */
     struct adapt_arena arena;
 };
 
@@ -77,6 +92,11 @@ void adapt_precision_free(struct adapt_precision *p);
 void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_spec *spec);
 /* Unit u computes in float32. */
 void adapt_precision_set_float(struct adapt_precision *p, int u);
+
+/* Fraction of unit u's rounded outputs (and, with ADAPT_QOUT_ALL, of the
+ * layers rounded in its format) that saturated in the training forwards since
+ * the last call, or NaN when none were rounded; resets the count. */
+double adapt_precision_take_act_sat(struct adapt_precision *p, int u);
 
 /* wq = Q(w) (and the bias) for every active unit, keyed by `step`; points
  * the parameters' use at the copies (or at the master for float units) and

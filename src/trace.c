@@ -302,6 +302,7 @@ enum adapt_status adapt_trace_write_step(struct adapt_trace_writer *w,
         if (!isnan(u->sparsity)) put(uo, "sparsity", jnum(u->sparsity), &bad);
         if (u->sat >= 0) put(uo, "sat", json_integer(u->sat), &bad);
         if (u->flush >= 0) put(uo, "flush", json_integer(u->flush), &bad);
+        if (!isnan(u->act_sat)) put(uo, "act_sat", jnum(u->act_sat), &bad);
         if (json_array_append_new(units, uo)) bad = 1;
     }
     put(o, "units", units, &bad);
@@ -800,6 +801,7 @@ static void read_step(struct rd *r, json_t *o, int n_units, struct adapt_trace_s
         u->sparsity = rd_num(r, uo, "sparsity", 1);
         u->sat = rd_int(r, uo, "sat", 1, -1, 0, INT64_MAX);
         u->flush = rd_int(r, uo, "flush", 1, -1, 0, INT64_MAX);
+        u->act_sat = rd_num(r, uo, "act_sat", 1);
     }
     json_t *events = rd_typed(r, o, "events", 1, JSON_ARRAY);
     size_t ne = json_array_size(events);

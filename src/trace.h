@@ -126,6 +126,8 @@ struct adapt_trace_unit_state {
     int r;                /* histogram resolution; -1 = absent */
     double sparsity;      /* fraction of exact zeros in the quantized weights; NaN = absent */
     int64_t sat, flush;   /* saturated / flushed-to-zero elements; -1 = absent */
+    double act_sat;       /* fraction of the unit's rounded outputs that saturated in the
+                           * training forwards since the previous step record; NaN = absent */
 };
 
 enum adapt_trace_event_kind { ADAPT_TRACE_EVENT_PD = 0, ADAPT_TRACE_EVENT_PU };

@@ -307,6 +307,57 @@ START_TEST(test_precision_copies_and_outputs)
 }
 END_TEST
 
+/* quantization.ste: with fixed <4,2> the grid ends are 1.75 and -2
+ * ((2^3 - 1) / 4 and -2^3 / 4). Saturating: an output at 1.75 keeps a
+ * gradient that lowers it (dy > 0) and loses one that raises it (dy < 0);
+ * at -2 the other way round; inside the range nothing changes. Plain
+ * straight-through changes nothing. The saturation count of a training
+ * forward is taken once (then NaN). */
+START_TEST(test_precision_saturating_ste)
+{
+    struct adapt_net *net = small_lenet(1);
+    struct adapt_precision *p;
+    ck_assert_int_eq(adapt_precision_alloc(&p, net, 1, ADAPT_QOUT_UNITS, QUANT_ROUND_NEAREST, 7),
+                     ADAPT_OK);
+    ck_assert_int_eq(p->ste, ADAPT_STE_PLAIN);
+    struct quant_spec s;
+    ck_assert_int_eq(quant_spec_parse("fixed(4,2)", &s), ADAPT_OK);
+    for (int u = 0; u < p->nunits; u++) adapt_precision_set(p, u, &s);
+    adapt_precision_refresh_weights(p, 1);
+    float x[32 * 32];
+    for (int i = 0; i < 32 * 32; i++) x[i] = (float)sin(0.37 * i) * 40.0f;
+    adapt_net_forward(net, x, 1, 1);
+    double f = adapt_precision_take_act_sat(p, 0);
+    ck_assert(f > 0.0 && f <= 1.0);
+    ck_assert(isnan(adapt_precision_take_act_sat(p, 0)));
+    adapt_net_forward(net, x, 1, 0); /* evaluation forwards are not counted */
+    ck_assert(isnan(adapt_precision_take_act_sat(p, 0)));
+
+    /* the rule on node 0 (conv 0, a rounded unit output) */
+    size_t m = net->act_numel[1];
+    float *y = malloc(sizeof(float) * m), *dy = malloc(sizeof(float) * m);
+    ck_assert(y && dy);
+    const float ys[6] = {1.75f, 1.75f, -2.0f, -2.0f, 0.5f, 0.5f};
+    const float ds[6] = {-1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f};
+    const float want[6] = {0.0f, 1.0f, -1.0f, 0.0f, -1.0f, 1.0f};
+    for (int mode = 0; mode < 2; mode++) {
+        p->ste = mode ? ADAPT_STE_SATURATING : ADAPT_STE_PLAIN;
+        for (size_t i = 0; i < m; i++) {
+            y[i] = ys[i % 6];
+            dy[i] = ds[i % 6];
+        }
+        net->dout_hook(net->hook_ctx, 0, y, dy, 1);
+        for (size_t i = 0; i < m; i++)
+            ck_assert_float_eq(dy[i], mode ? want[i % 6] : ds[i % 6]);
+    }
+    free(y);
+    free(dy);
+    adapt_precision_free(p);
+    ck_assert_ptr_null(net->dout_hook);
+    adapt_net_free(net);
+}
+END_TEST
+
 static void set_grads(struct adapt_net *net, float v)
 {
     for (int k = 0; k < net->nparam; k++)
@@ -418,6 +469,7 @@ int main(void)
     TCase *e = tcase_create("engine");
     tcase_set_timeout(e, 30);
     tcase_add_test(e, test_precision_copies_and_outputs);
+    tcase_add_test(e, test_precision_saturating_ste);
     tcase_add_test(e, test_adapt_policy_lookback);
     tcase_add_test(e, test_amp_policy_overflow);
     tcase_add_test(e, test_muppet_policy_replay);

@@ -78,11 +78,13 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
     s->r = p->r ? p->r[u] : -1;
     s->sparsity = NAN;
     s->sat = s->flush = -1;
+    s->act_sat = NAN;
     if (!p->prec) return;
     const struct adapt_unit_prec *up = &p->prec->u[u];
     s->sparsity = up->sparsity;
     s->sat = (int64_t)up->sat;
     s->flush = (int64_t)up->flush;
+    s->act_sat = adapt_precision_take_act_sat(p->prec, u);
     if (!up->active) return;
     s->wl = quant_spec_bits(&up->spec);
     s->fl = up->spec.format == QUANT_FORMAT_FIXED ? up->spec.fl : 0;
@@ -120,10 +122,21 @@ static const struct adapt_policy_type policy_fp32 = {
 /* ----------------------------------------------------------------- fixed */
 
 /* The quantization settings shared by fixed and adapt. */
+enum adapt_ste adapt_policy_ste(const struct adapt_config *cfg, int adapt_corrected)
+{
+    switch (cfg->quantization.ste) {
+    case ADAPT_CONFIG_STE_PLAIN: return ADAPT_STE_PLAIN;
+    case ADAPT_CONFIG_STE_SATURATING: return ADAPT_STE_SATURATING;
+    default: return adapt_corrected ? ADAPT_STE_SATURATING : ADAPT_STE_PLAIN;
+    }
+}
+
 static enum adapt_status alloc_prec(struct adapt_policy *p, int round_inputs, enum adapt_qout qout,
                                     enum quant_rounding r)
 {
-    return adapt_precision_alloc(&p->prec, p->net, round_inputs, qout, r, p->seed);
+    enum adapt_status st = adapt_precision_alloc(&p->prec, p->net, round_inputs, qout, r, p->seed);
+    if (!st) p->prec->ste = adapt_policy_ste(p->cfg, 0);
+    return st;
 }
 
 static enum adapt_status fixed_init(struct adapt_policy *p)

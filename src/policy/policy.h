@@ -74,7 +74,11 @@ enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct ada
                                      struct adapt_net *net, uint64_t seed);
 void adapt_policy_free(struct adapt_policy *p);
 
-/* The trace's view of unit u after the last step. */
+/* The backward rule through saturated outputs that quantization.ste selects
+ * (auto: saturating for AdaPT in corrected mode, plain otherwise). */
+enum adapt_ste adapt_policy_ste(const struct adapt_config *cfg, int adapt_corrected);
+/* The trace's view of unit u after the last step; takes (resets) its output
+ * saturation count. */
 void adapt_policy_unit_state(const struct adapt_policy *p, int u,
                              struct adapt_trace_unit_state *s);
 /* Appends an event for the trace (kept until adapt_policy_clear_events). */
