@@ -12,8 +12,9 @@
  * those shapes, where OpenBLAS 0.3.21 gives about 100.
  *
  * Register tile: MR rows x 32 columns (24 accumulators for MR = 12) or
- * MR x 16 (MR <= 24), written with GCC vector extensions so the AVX-512,
- * AVX2 and baseline clones (ADAPT_HOT_CLONES) all come from one source. */
+ * MR x 16 (MR <= 24) where the AVX-512 clones run, MR x 16 with MR <= 6
+ * elsewhere (adapt_gemm_bcast), written with GCC vector extensions so the
+ * AVX-512, AVX2 and baseline clones (ADAPT_HOT_CLONES) come from one source. */
 #include <stddef.h>
 
 #include "src/base/hd.h"
@@ -100,33 +101,53 @@ static void tile(int i, int j, int mr, int nv, int K, const float *A, ptrdiff_t 
                               bias ? bias + i : NULL);
 }
 
+/* 1 when the AVX-512 clones run: 24 accumulators of 16 floats then fit the
+ * 32 vector registers. With AVX2 (16 registers of 8 floats) or less the same
+ * tiles spill to the stack; 6 rows x 16 columns (12 AVX2 registers) do not.
+ * Mirrors the clone selection of ADAPT_HOT_CLONES (x86-64-v4). */
+static int gemm_wide_tiles(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
+    return 0;
+#endif
+}
+
+/* The tile shape changes which elements of C are computed together, never
+ * the order in which one element sums over k: results are the same bits for
+ * every tile shape. */
 void adapt_gemm_bcast(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t acs,
                       const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int init,
                       const float *bias)
 {
     ADAPT_ASSERT(N % 16 == 0 && M > 0 && K > 0);
-    const int mr2 = row_block(M, 12), mr1 = row_block(M, 24);
-    const int n32 = N / 32 * 32;
-    /* Column blocks outside re-read A once per 32 columns; row blocks
-     * outside re-read B once per 12 rows. Re-reading from L2 is cheap, from
-     * memory it is not: go row blocks outside when only B fits L2. */
+    const int wide = gemm_wide_tiles();
+    const int nv = wide ? 2 : 1, cols = 16 * nv; /* 16-float vectors and columns per tile */
+    const int mrt = row_block(M, wide ? 12 : 6), mr1 = row_block(M, wide ? 24 : 6);
+    const int nt = N / cols * cols;
+    /* Column blocks outside re-read A once per tile of columns; row blocks
+     * outside re-read B once per block of rows. Re-reading from L2 is cheap,
+     * from memory it is not: go row blocks outside when only B fits L2. */
     const size_t asz = (size_t)M * K, bsz = (size_t)K * N;
-    const int rows_outside = asz > GEMM_L2_FLOATS && bsz <= GEMM_L2_FLOATS && N > 32;
+    const int rows_outside = asz > GEMM_L2_FLOATS && bsz <= GEMM_L2_FLOATS && N > cols;
     if (rows_outside) {
-        for (int i = 0; i < M; i += mr2) {
-            int mr = M - i < mr2 ? M - i : mr2;
-            for (int j = 0; j < n32; j += 32) tile(i, j, mr, 2, K, A, ars, acs, B, ldb, C, ldc, init, bias);
+        for (int i = 0; i < M; i += mrt) {
+            int mr = M - i < mrt ? M - i : mrt;
+            for (int j = 0; j < nt; j += cols)
+                tile(i, j, mr, nv, K, A, ars, acs, B, ldb, C, ldc, init, bias);
         }
     } else {
-        for (int j = 0; j < n32; j += 32)
-            for (int i = 0; i < M; i += mr2) {
-                int mr = M - i < mr2 ? M - i : mr2;
-                tile(i, j, mr, 2, K, A, ars, acs, B, ldb, C, ldc, init, bias);
+        for (int j = 0; j < nt; j += cols)
+            for (int i = 0; i < M; i += mrt) {
+                int mr = M - i < mrt ? M - i : mrt;
+                tile(i, j, mr, nv, K, A, ars, acs, B, ldb, C, ldc, init, bias);
             }
     }
-    if (n32 < N)
+    if (nt < N) /* wide tiles: the last 16 columns */
         for (int i = 0; i < M; i += mr1) {
             int mr = M - i < mr1 ? M - i : mr1;
-            tile(i, n32, mr, 1, K, A, ars, acs, B, ldb, C, ldc, init, bias);
+            tile(i, nt, mr, 1, K, A, ars, acs, B, ldb, C, ldc, init, bias);
         }
 }
