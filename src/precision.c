@@ -6,7 +6,7 @@
 
 #include "src/base/rng.h"
 
-enum what { Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B };
+enum what { Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B, Q_ATTACHED, Q_GRAD_ATT };
 
 static struct quant_key key_of(const struct adapt_precision *p, enum what w, int tensor,
                                long counter)
@@ -103,7 +103,8 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
     p->node_unit = malloc(sizeof(int) * (size_t)net->nnodes);
     p->round_out = calloc((size_t)net->nnodes, 1);
     p->round_in = calloc((size_t)net->nnodes, 1);
-    if (!p->u || !p->node_unit || !p->round_out || !p->round_in) {
+    p->param_unit = malloc(sizeof(int) * ((size_t)net->nparam + 1));
+    if (!p->u || !p->node_unit || !p->round_out || !p->round_in || !p->param_unit) {
         adapt_precision_free(p);
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate precision state");
     }
@@ -141,6 +142,14 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
         adapt_precision_free(p);
         return st;
     }
+    /* parameter -> unit: a unit's own parameters, then what follows it */
+    for (int k = 0, last = -1; k < net->nparam; k++) {
+        const struct adapt_param *pp = net->param[k];
+        for (int u = 0; u < net->nunits; u++)
+            for (int q = 0; q < p->u[u].layer->nparam; q++)
+                if (pp == &p->u[u].layer->param[q]) last = u;
+        p->param_unit[k] = pp->role == ADAPT_PARAM_BUFFER ? -1 : last;
+    }
     for (int k = 0; k < p->nunits; k++) {
         struct adapt_unit_prec *u = &p->u[k];
         struct adapt_layer *l = u->layer;
@@ -167,13 +176,42 @@ void adapt_precision_free(struct adapt_precision *p)
             struct adapt_layer *l = p->u[k].layer;
             for (int q = 0; q < l->nparam; q++) l->param[q].use = l->param[q].value.data;
         }
+        for (int k = 0; p->acopy && k < p->net->nparam; k++)
+            if (p->acopy[k]) p->net->param[k]->use = p->net->param[k]->value.data;
     }
+    if (p->acopy)
+        for (int k = 0; k < p->net->nparam; k++) free(p->acopy[k]);
+    free(p->acopy);
+    free(p->param_unit);
     adapt_arena_free(&p->arena);
     free(p->round_in);
     free(p->round_out);
     free(p->node_unit);
     free(p->u);
     free(p);
+}
+
+/* 1 when parameter k is a unit's own weight or bias. */
+static int own_param(const struct adapt_precision *p, int k)
+{
+    int u = p->param_unit[k];
+    if (u < 0) return 0;
+    const struct adapt_layer *l = p->u[u].layer;
+    return p->net->param[k] >= &l->param[0] && p->net->param[k] < &l->param[l->nparam];
+}
+
+enum adapt_status adapt_precision_round_attached(struct adapt_precision *p)
+{
+    int np = p->net->nparam;
+    if (!p->acopy && !(p->acopy = calloc((size_t)np + 1, sizeof *p->acopy)))
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate rounded parameter copies");
+    for (int k = 0; k < np; k++) {
+        if (p->param_unit[k] < 0 || own_param(p, k) || p->acopy[k]) continue;
+        p->acopy[k] = malloc(sizeof(float) * (p->net->param[k]->value.numel + 1));
+        if (!p->acopy[k]) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate rounded parameter copies");
+    }
+    p->round_attached = 1;
+    return ADAPT_OK;
 }
 
 void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_spec *spec)
@@ -219,6 +257,20 @@ void adapt_precision_refresh_weights(struct adapt_precision *p, long step)
             b->use = u->bq;
         }
     }
+    if (!p->round_attached) return;
+    for (int k = 0; k < p->net->nparam; k++) {
+        struct adapt_param *pp = p->net->param[k];
+        if (!p->acopy[k]) continue;
+        const struct adapt_unit_prec *u = &p->u[p->param_unit[k]];
+        if (!u->active) {
+            pp->use = pp->value.data;
+            continue;
+        }
+        enum adapt_status s = quant_array(&u->spec, pp->value.data, p->acopy[k], pp->value.numel,
+                                          key_of(p, Q_ATTACHED, k, step), NULL, NULL);
+        ADAPT_ASSERT(s == ADAPT_OK);
+        pp->use = p->acopy[k];
+    }
 }
 
 void adapt_precision_quantize_grads(struct adapt_precision *p, long step)
@@ -233,5 +285,13 @@ void adapt_precision_quantize_grads(struct adapt_precision *p, long step)
                                               key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), NULL, NULL);
             ADAPT_ASSERT(s == ADAPT_OK);
         }
+    }
+    if (!p->round_attached) return;
+    for (int k = 0; k < p->net->nparam; k++) {
+        struct adapt_param *pp = p->net->param[k];
+        if (!p->acopy[k] || !p->u[p->param_unit[k]].active) continue;
+        enum adapt_status s = quant_array(&p->u[p->param_unit[k]].spec, pp->grad.data, pp->grad.data,
+                                          pp->grad.numel, key_of(p, Q_GRAD_ATT, k, step), NULL, NULL);
+        ADAPT_ASSERT(s == ADAPT_OK);
     }
 }

@@ -64,6 +64,11 @@ struct adapt_precision {
     enum quant_rounding rounding;
     uint64_t seed;
     long iter;                 /* micro-batch counter keying activation rounding */
+    /* Trainable parameters outside the units (batch-norm gamma and beta)
+     * take the format of the last unit before them in parameter order. */
+    int *param_unit;           /* (nparam) that unit for each parameter; -1: none or buffer */
+    int round_attached;        /* 1: their values and gradients are rounded too */
+    float **acopy;             /* (nparam) rounded copies of those parameters, or NULL */
     struct adapt_arena arena;
 };
 
@@ -77,6 +82,11 @@ void adapt_precision_free(struct adapt_precision *p);
 void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_spec *spec);
 /* Unit u computes in float32. */
 void adapt_precision_set_float(struct adapt_precision *p, int u);
+
+/* From now on the batch-norm parameters after a unit (param_unit) are
+ * rounded to that unit's format: copies at every refresh, gradients with
+ * the units' gradients. */
+enum adapt_status adapt_precision_round_attached(struct adapt_precision *p);
 
 /* wq = Q(w) (and the bias) for every active unit, keyed by `step`; points
  * the parameters' use at the copies (or at the master for float units) and

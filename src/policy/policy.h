@@ -66,6 +66,9 @@ struct adapt_policy {
     double loss_scale;            /* multiply d(loss)/d(logits) by this (AMP; 1 otherwise) */
     int overflow;                 /* the last step was skipped (AMP) */
     int epoch;                    /* the epoch being trained (set by the trainer) */
+    double micro_loss;            /* the last micro-batch's loss (with the L1 term) divided by
+                                     the accumulation steps (set by the trainer) */
+    int l1_quantized;             /* the optimizer's L1 term reads the quantized copies */
 };
 
 const struct adapt_policy_type *adapt_policy_find(const char *name);
