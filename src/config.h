@@ -199,6 +199,7 @@ struct adapt_config {
         bool quant_inputs, quant_outputs, quant_grads;
         enum adapt_config_round_layers round_layers;
         double kl_eps;
+        double kl_noise;
         int pd_sample;                  /* 0 = whole tensor */
         enum adapt_config_compat compat;
         enum adapt_config_rounding rounding;

@@ -670,6 +670,48 @@ START_TEST(test_adapt_reference_bn_l1)
 }
 END_TEST
 
+/* The corrected push-down on real weights: LeNet-5's conv at node 6 (48,000
+ * weights, initialisation seed 2385, gain 0.5) from <32,28>, r = 50, lb 1 so
+ * that the first step pushes down. adapt-bench kl --model lenet5 --seed 2385
+ * measures the KL of nearest rounding per FL and the noise level
+ * (r - 1) / (2 m): with the default test (m = 4096 sampled weights, KL <=
+ * (r - 1) / (2 m) = 0.006) the first lossless FL is 11 (FL 10: KL 0.02);
+ * with the strict test (whole tensor, KL = 0) it is 23 or more. */
+static int pd_fl_of_unit(const char *sets[], int nsets, int unit)
+{
+    struct adapt_net *net = small_lenet(1);
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "quantization.start_wl=32"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "quantization.start_fl=28"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "quantization.lb_lwr=1"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "quantization.lb_upr=1"), ADAPT_OK);
+    for (int i = 0; i < nsets; i++) ck_assert_int_eq(adapt_config_set(&cfg, sets[i]), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+    set_grads(net, 0.25f);
+    p->type->observe(p, 1, 2.3, 0);
+    p->type->decide(p, 1);
+    int fl = -1;
+    for (int i = 0; i < p->n_events; i++)
+        if (p->events[i].kind == ADAPT_TRACE_EVENT_PD && p->events[i].unit == unit)
+            fl = p->events[i].after[1];
+    adapt_policy_free(p);
+    adapt_net_free(net);
+    return fl;
+}
+
+START_TEST(test_pd_noise_threshold)
+{
+    int fl = pd_fl_of_unit(NULL, 0, 2);
+    ck_assert_msg(fl >= 10 && fl <= 12, "default push-down: FL %d, want 10-12", fl);
+    const char *strict[] = {"quantization.kl_noise=0", "quantization.pd_sample=0"};
+    int fs = pd_fl_of_unit(strict, 2, 2);
+    ck_assert_msg(fs >= 22, "strict push-down: FL %d, want >= 22", fs);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -700,6 +742,7 @@ int main(void)
     tcase_add_test(e, test_adapt_policy_lookback);
     tcase_add_test(e, test_amp_policy_overflow);
     tcase_add_test(e, test_amp_l1_unscaled);
+    tcase_add_test(e, test_pd_noise_threshold);
     tcase_add_test(e, test_adapt_reference_bn_l1);
     tcase_add_test(e, test_muppet_policy_replay);
     suite_add_tcase(s, e);

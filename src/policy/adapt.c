@@ -67,7 +67,9 @@ static int pd_lossy(void *ctx, int wl, int fl)
     st = quant_hist(c->xq, c->sample, 1, c->lo, c->hi, c->bins, QUANT_HIST_CLAMP, c->hp);
     ADAPT_ASSERT(st == ADAPT_OK);
     d = quant_kl_counts(c->hp, c->hq, c->bins);
-    return d > cfg->quantization.kl_eps;
+    /* lossless: below the sampling noise of the histogram (doc/algorithms.md) */
+    double noise = (double)(c->bins - 1) / (2.0 * (double)c->sample);
+    return d > cfg->quantization.kl_eps + cfg->quantization.kl_noise * noise;
 }
 
 /* The corrected push-down's sample (pd_sample elements at stride n / pd_sample,
