@@ -71,10 +71,11 @@ void adapt_sgd_update(struct adapt_sgd *o)
     for (int k = 0; k < o->nbuf; k++) {
         struct adapt_param *pp = o->par[k];
         float *w = pp->value.data, *g = pp->grad.data, *b = o->buf[k];
+        const float *wd = o->l2_quantized && pp->use ? pp->use : w;
         size_t n = pp->value.numel;
         #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) {
-            float d = g[i] + l2 * w[i];
+            float d = g[i] + l2 * wd[i];
             /* PyTorch starts the buffer at d on the first step (dampening 0). */
             float bi = (m != 0.0f) ? (first ? d : m * b[i] + d) : d;
             b[i] = bi;

@@ -28,6 +28,7 @@ struct adapt_sgd {
     long steps;               /* updates done */
     int l1_quantized;         /* 1: the L1 term reads what the layers compute with (param->use,
                                  the quantized copies), not the FP32 master (doc/algorithms.md) */
+    int l2_quantized;         /* 1: likewise the L2 term: d = g + l2 * param->use */
 };
 
 enum adapt_status adapt_sgd_init(struct adapt_sgd *o, struct adapt_net *net, double lr,
@@ -40,7 +41,7 @@ void adapt_sgd_free(struct adapt_sgd *o);
  * scaling). Separate from the update so gradient processing (quantization,
  * normalisation) can run in between. */
 void adapt_sgd_prepare(struct adapt_sgd *o, double grad_scale, double loss_scale);
-/* d = g + l2 * w; b = m * b + d; w -= lr * (nesterov ? d + m * b : b);
+/* d = g + l2 * w (w: the master, or param->use with l2_quantized); b = m * b + d; w -= lr * (nesterov ? d + m * b : b);
  * then zeroes the gradients. */
 void adapt_sgd_update(struct adapt_sgd *o);
 /* prepare + update. */

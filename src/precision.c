@@ -6,7 +6,9 @@
 
 #include "src/base/rng.h"
 
-enum what { Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B, Q_ATTACHED, Q_GRAD_ATT };
+enum what {
+    Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B, Q_ATTACHED, Q_GRAD_ATT, Q_GRAD_X
+};
 
 static struct quant_key key_of(const struct adapt_precision *p, enum what w, int tensor,
                                long counter)
@@ -55,10 +57,15 @@ static void in_hook(void *ctx, int node, const float **xs, int n, int training, 
     if (prev && fixed_grid_within(prev, &u->spec)) return; /* already on this unit's grid */
     if (!backward) {
         struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
-        size_t m = adapt_layer_in_numel(u->layer, 0) * (size_t)n;
-        enum adapt_status st = quant_array(&s, xs[0], u->qin, m,
-                                           key_of(p, Q_INPUT, p->node_unit[node], p->iter), NULL, NULL);
-        ADAPT_ASSERT(st == ADAPT_OK);
+        size_t m = adapt_layer_in_numel(u->layer, 0);
+        struct quant_key k = key_of(p, Q_INPUT, p->node_unit[node], p->iter);
+        if (!p->per_image_input) m *= (size_t)n, n = 1;
+        for (int i = 0; i < n; i++) { /* one scale per image (MuPPET) or per batch */
+            k.index = (uint64_t)i * m;
+            enum adapt_status st = quant_array(&s, xs[0] + (size_t)i * m, u->qin + (size_t)i * m,
+                                               m, k, NULL, NULL);
+            ADAPT_ASSERT(st == ADAPT_OK);
+        }
     }
     xs[0] = u->qin;
 }
@@ -78,6 +85,22 @@ static void out_hook(void *ctx, int node, float *y, int n, int training)
 static int is_pool(const struct adapt_layer *l)
 {
     return !strcmp(l->ops->kind, "maxpool2d") || !strcmp(l->ops->kind, "avgpool2d");
+}
+
+static void grad_hook(void *ctx, int node, float **dxs, int n)
+{
+    struct adapt_precision *p = ctx;
+    struct adapt_layer *l = p->net->nodes[node].layer;
+    int unit = p->node_unit[node];
+    if (unit < 0 || !p->u[unit].active || !(l->is_unit || is_pool(l))) return;
+    struct quant_spec s = with_rounding(&p->u[unit].spec, p->rounding);
+    for (int k = 0; k < l->nin; k++) {
+        if (!dxs[k]) continue;
+        size_t m = adapt_layer_in_numel(l, k) * (size_t)n;
+        enum adapt_status st = quant_array(&s, dxs[k], dxs[k], m,
+                                           key_of(p, Q_GRAD_X, node * 2 + k, p->iter), NULL, NULL);
+        ADAPT_ASSERT(st == ADAPT_OK);
+    }
 }
 
 /* Layers whose output values are input values (or zero), so an input on a
@@ -161,6 +184,10 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
     net->hook_ctx = p;
     net->in_hook = in_hook;
     net->out_hook = out_hook;
+    if (qout == ADAPT_QOUT_UNITS_POOLS) {
+        p->per_image_input = 1;
+        net->grad_hook = grad_hook;
+    }
     *out = p;
     return ADAPT_OK;
 }
@@ -172,6 +199,7 @@ void adapt_precision_free(struct adapt_precision *p)
         p->net->hook_ctx = NULL;
         p->net->in_hook = NULL;
         p->net->out_hook = NULL;
+        p->net->grad_hook = NULL;
         for (int k = 0; k < p->nunits; k++) {
             struct adapt_layer *l = p->u[k].layer;
             for (int q = 0; q < l->nparam; q++) l->param[q].use = l->param[q].value.data;

@@ -68,6 +68,11 @@ struct adapt_precision {
      * take the format of the last unit before them in parameter order. */
     int *param_unit;           /* (nparam) that unit for each parameter; -1: none or buffer */
     int round_attached;        /* 1: their values and gradients are rounded too */
+    /* MuPPET (ADAPT_QOUT_UNITS_POOLS): the input image is rounded with one
+     * scale per image, and the activation gradients conv, linear and pooling
+     * layers pass back to their inputs are rounded to the format of their
+     * unit (stochastic, one scale per batch tensor). */
+    int per_image_input;
     float **acopy;             /* (nparam) rounded copies of those parameters, or NULL */
     struct adapt_arena arena;
 };

@@ -5,6 +5,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "src/config.h"
 #include "src/optim.h"
@@ -712,6 +713,131 @@ START_TEST(test_pd_noise_threshold)
 }
 END_TEST
 
+/* MuPPET's gradient diversity over every trainable tensor, with the weight
+ * decay term on the quantized weights (grad = Q(g) + l2 * w_q). LeNet-5, r
+ * = 3, level 8; three epochs end with these last-batch gradients (all exact
+ * on the muppet(8) grids):
+ *  A (l2 = 0): every weight gradient 0.25 in all three epochs: GD = 3 *
+ *    0.0625 n / (0.75^2 n) = 1/3; every bias gradient at epoch k is 1 at
+ *    positions i % 3 == k, else 0: the three sum to all-ones, GD = n / n = 1.
+ *    S = mean over the 10 tensors = (5 / 3 + 5) / 10 = 2/3 (weights only: 1/3).
+ *  B (l2 = 1, weights' master 0.25 -> w_q 0.25, biases' master 0): weight
+ *    gradients in the bias pattern plus 0.25: per epoch n/3 values 1.25 and
+ *    2n/3 values 0.25, ||.||^2 = 0.5625 n; the sum is 1.75 everywhere: GD =
+ *    1.6875 / 3.0625 = 0.5510204; biases GD 1; S = (5 * 0.5510204 + 5) / 10
+ *    = 0.7755102 (without the decay term: 1). */
+static void muppet_epochs(struct adapt_policy *p, struct adapt_net *net, int pattern_w)
+{
+    double lr = 0.01;
+    for (int e = 0; e < 3; e++) {
+        for (int k = 0; k < net->nparam; k++) {
+            struct adapt_param *pp = net->param[k];
+            if (pp->role == ADAPT_PARAM_BUFFER) continue;
+            int is_w = pp->value.ndim > 1;
+            for (size_t i = 0; i < pp->grad.numel; i++)
+                pp->grad.data[i] = is_w && !pattern_w ? 0.25f : (float)((int)(i % 3) == e);
+        }
+        p->type->observe(p, e + 1, 2.3, 1);
+        p->type->epoch_end(p, e, &lr);
+    }
+}
+
+START_TEST(test_muppet_gd_all_tensors)
+{
+    for (int b = 0; b <= 1; b++) {
+        struct adapt_net *net = small_lenet(1);
+        static struct adapt_config cfg;
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=muppet"), ADAPT_OK);
+        if (b) ck_assert_int_eq(adapt_config_set(&cfg, "optim.l2_decay=1"), ADAPT_OK);
+        struct adapt_policy *p;
+        ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+        if (b) {
+            for (int k = 0; k < net->nparam; k++) {
+                struct adapt_param *pp = net->param[k];
+                for (size_t i = 0; pp->role != ADAPT_PARAM_BUFFER && i < pp->value.numel; i++)
+                    pp->value.data[i] = pp->value.ndim > 1 ? 0.25f : 0.0f;
+            }
+            adapt_precision_refresh_weights(p->prec, 1);
+        }
+        muppet_epochs(p, net, b);
+        double want = b ? (5 * (1.6875 / 3.0625) + 5) / 10 : 2.0 / 3.0;
+        ck_assert_msg(fabs(adapt_muppet_last_gd(p) - want) < 1e-6, "case %c: S = %.7f, want %.7f",
+                      b ? 'B' : 'A', adapt_muppet_last_gd(p), want);
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
+/* The largest power of two that every value is a multiple of (0 for all
+ * zeros); a grid of k * 2^e. */
+static double grid_step(const float *x, size_t n)
+{
+    for (int e = 10; e >= -60; e--) {
+        double st = ldexp(1.0, e);
+        int all = 1, any = 0;
+        for (size_t i = 0; i < n && all; i++) {
+            double q = x[i] / st;
+            all = q == floor(q);
+            any |= x[i] != 0.0f;
+        }
+        if (!any) return 0.0;
+        if (all) return st;
+    }
+    return -1.0;
+}
+
+/* MuPPET at level 8 in a training forward / backward of two LeNet-5 images:
+ * (1) each image is rounded with its own scale: image 1 is image 0 times
+ *     2^-7, so its rounded copy is image 0's rounded copy times 2^-7 (both
+ *     with 8-bit codes on their own grids); one scale for the batch would
+ *     put image 1 on image 0's grid, where its values are mostly 0.
+ * (2) the activation gradients that conv, linear and pooling layers pass
+ *     back are on a muppet(8) grid: multiples of a power of two with codes
+ *     |v| / step <= 128. */
+START_TEST(test_muppet_activation_gradients)
+{
+    struct adapt_net *net = small_lenet(2);
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=muppet"), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+    adapt_precision_refresh_weights(p->prec, 1);
+    static float x[2 * 32 * 32];
+    for (int i = 0; i < 32 * 32; i++) {
+        x[i] = (float)sin(0.37 * i) * 2.385f;
+        x[32 * 32 + i] = x[i] * 0x1p-7f;
+    }
+    const float *lg = adapt_net_forward(net, x, 2, 1);
+    (void)lg;
+    const float *q = p->prec->u[0].qin;
+    ck_assert_ptr_nonnull(q);
+    size_t nz = 0;
+    for (int i = 0; i < 32 * 32; i++) nz += q[32 * 32 + i] != 0.0f;
+    ck_assert_msg(nz > 900, "image 1: %zu of 1024 rounded values are nonzero", nz);
+    double s0 = grid_step(q, 32 * 32), s1 = grid_step(q + 32 * 32, 32 * 32);
+    ck_assert_msg(s1 > 0 && s0 > 0 && s1 == s0 * 0x1p-7, "grids %g and %g", s0, s1);
+    float dl[2 * 10];
+    for (int i = 0; i < 20; i++) dl[i] = 0.01f * (float)(i % 7) - 0.03f;
+    adapt_net_backward(net, dl, 2);
+    for (int nd = 1; nd < net->nnodes; nd++) {
+        const struct adapt_layer *l = net->nodes[nd].layer;
+        if (!l->is_unit && strcmp(l->ops->kind, "avgpool2d") && strcmp(l->ops->kind, "maxpool2d"))
+            continue;
+        int a = net->nodes[nd].in[0];
+        size_t n = net->act_numel[a] * 2;
+        double st = grid_step(net->dact[a], n), mx = 0.0;
+        for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(net->dact[a][i]));
+        ck_assert_msg(st > 0 && mx / st <= 128.0, "node %d (%s): gradient to activation %d: step "
+                      "%g, max %g", nd, l->ops->kind, a, st, mx);
+    }
+    adapt_policy_free(p);
+    adapt_net_free(net);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -745,6 +871,8 @@ int main(void)
     tcase_add_test(e, test_pd_noise_threshold);
     tcase_add_test(e, test_adapt_reference_bn_l1);
     tcase_add_test(e, test_muppet_policy_replay);
+    tcase_add_test(e, test_muppet_gd_all_tensors);
+    tcase_add_test(e, test_muppet_activation_gradients);
     suite_add_tcase(s, e);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

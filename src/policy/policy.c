@@ -92,6 +92,7 @@ int adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step, 
                       int micro, int last_in_epoch)
 {
     opt->l1_quantized = p->l1_quantized;
+    opt->l2_quantized = p->l2_quantized;
     adapt_sgd_prepare(opt, 1.0 / micro, p->loss_scale);
     int skip = p->type->observe(p, step, loss, last_in_epoch);
     if (p->type->decide) p->type->decide(p, step);
