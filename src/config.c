@@ -189,9 +189,13 @@ static const struct cfg_key keys[] = {
     K_BOOL("quantization", "quant_grads", quantization.quant_grads, "true",
            "quantize the gradients"),
     K_DBL("quantization", "kl_eps", quantization.kl_eps, "0", "[0, 1e9]",
-          "adapt: KL divergence still counted as lossless"),
-    K_INT("quantization", "pd_sample", quantization.pd_sample, "0", "[0, 1000000000]",
-          "adapt (corrected): elements sampled by push-down; 0 = whole tensor"),
+          "adapt (corrected): KL divergence still counted as lossless, added to the noise term"),
+    K_DBL("quantization", "kl_noise", quantization.kl_noise, "1", "[0, 1e9]",
+          "adapt (corrected): also lossless: KL <= kl_noise * (r - 1) / (2 m), the sampling "
+          "noise of an r-bin histogram of m values; 0 with kl_eps = 0: KL must be 0"),
+    K_INT("quantization", "pd_sample", quantization.pd_sample, "4096", "[0, 1000000000]",
+          "adapt (corrected): elements m sampled by push-down at a fixed stride; 0 = whole "
+          "tensor"),
     K_ENUM("quantization", "compat", quantization.compat, "corrected", compat_names,
            "adapt: corrected algorithm or the reference implementation's behaviour"),
     K_ENUM("quantization", "rounding", quantization.rounding, "stochastic", rounding_names,

@@ -201,6 +201,7 @@ struct adapt_config {
         enum adapt_config_round_layers round_layers;
         enum adapt_config_ste ste;
         double kl_eps;
+        double kl_noise;
         int pd_sample;                  /* 0 = whole tensor */
         enum adapt_config_compat compat;
         enum adapt_config_rounding rounding;

@@ -75,6 +75,10 @@ struct adapt_net {
     void (*in_hook)(void *ctx, int node, const float **xs, int n, int training, int backward);
     void (*out_hook)(void *ctx, int node, float *y, int n, int training);
     void (*dout_hook)(void *ctx, int node, const float *y, float *dy, int n);
+    /* grad_hook may round, after a node's backward, the gradients it wrote
+     * for its inputs (dxs[k], NULL for the network input); where an
+     * activation feeds two nodes it sees the sum so far. */
+    void (*grad_hook)(void *ctx, int node, float **dxs, int n);
 };
 
 struct adapt_net *adapt_net_alloc(const char *name, const int in_chw[3], int classes);

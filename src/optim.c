@@ -49,13 +49,13 @@ void adapt_sgd_free(struct adapt_sgd *o)
     memset(o, 0, sizeof *o);
 }
 
-void adapt_sgd_prepare(struct adapt_sgd *o, double grad_scale)
+void adapt_sgd_prepare(struct adapt_sgd *o, double grad_scale, double loss_scale)
 {
-    const float s = (float)grad_scale, l1 = (float)o->l1;
+    const float s = (float)grad_scale, l1 = (float)(o->l1 * loss_scale);
     for (int k = 0; k < o->nbuf; k++) {
         struct adapt_param *pp = o->par[k];
         float *g = pp->grad.data;
-        const float *w = pp->value.data;
+        const float *w = o->l1_quantized && pp->use ? pp->use : pp->value.data;
         size_t n = pp->value.numel;
         if (s != 1.0f)
             for (size_t i = 0; i < n; i++) g[i] *= s;
@@ -71,10 +71,11 @@ void adapt_sgd_update(struct adapt_sgd *o)
     for (int k = 0; k < o->nbuf; k++) {
         struct adapt_param *pp = o->par[k];
         float *w = pp->value.data, *g = pp->grad.data, *b = o->buf[k];
+        const float *wd = o->l2_quantized && pp->use ? pp->use : w;
         size_t n = pp->value.numel;
         #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) {
-            float d = g[i] + l2 * w[i];
+            float d = g[i] + l2 * wd[i];
             /* PyTorch starts the buffer at d on the first step (dampening 0). */
             float bi = (m != 0.0f) ? (first ? d : m * b[i] + d) : d;
             b[i] = bi;
@@ -88,7 +89,7 @@ void adapt_sgd_update(struct adapt_sgd *o)
 
 void adapt_sgd_step(struct adapt_sgd *o, double grad_scale)
 {
-    adapt_sgd_prepare(o, grad_scale);
+    adapt_sgd_prepare(o, grad_scale, 1.0);
     adapt_sgd_update(o);
 }
 
@@ -96,7 +97,8 @@ double adapt_sgd_l1_norm(const struct adapt_sgd *o)
 {
     double s = 0.0;
     for (int k = 0; k < o->nbuf; k++) {
-        const float *w = o->par[k]->value.data;
+        const struct adapt_param *pp = o->par[k];
+        const float *w = o->l1_quantized && pp->use ? pp->use : pp->value.data;
         for (size_t i = 0; i < o->par[k]->value.numel; i++) s += fabs((double)w[i]);
     }
     return s;

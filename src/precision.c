@@ -7,7 +7,9 @@
 
 #include "src/base/rng.h"
 
-enum what { Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B };
+enum what {
+    Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B, Q_ATTACHED, Q_GRAD_ATT, Q_GRAD_X
+};
 
 static struct quant_key key_of(const struct adapt_precision *p, enum what w, int tensor,
                                long counter)
@@ -56,10 +58,15 @@ static void in_hook(void *ctx, int node, const float **xs, int n, int training, 
     if (prev && fixed_grid_within(prev, &u->spec)) return; /* already on this unit's grid */
     if (!backward) {
         struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
-        size_t m = adapt_layer_in_numel(u->layer, 0) * (size_t)n;
-        enum adapt_status st = quant_array(&s, xs[0], u->qin, m,
-                                           key_of(p, Q_INPUT, p->node_unit[node], p->iter), NULL, NULL);
-        ADAPT_ASSERT(st == ADAPT_OK);
+        size_t m = adapt_layer_in_numel(u->layer, 0);
+        struct quant_key k = key_of(p, Q_INPUT, p->node_unit[node], p->iter);
+        if (!p->per_image_input) m *= (size_t)n, n = 1;
+        for (int i = 0; i < n; i++) { /* one scale per image (MuPPET) or per batch */
+            k.index = (uint64_t)i * m;
+            enum adapt_status st = quant_array(&s, xs[0] + (size_t)i * m, u->qin + (size_t)i * m,
+                                               m, k, NULL, NULL);
+            ADAPT_ASSERT(st == ADAPT_OK);
+        }
     }
     xs[0] = u->qin;
 }
@@ -106,6 +113,22 @@ static int is_pool(const struct adapt_layer *l)
     return !strcmp(l->ops->kind, "maxpool2d") || !strcmp(l->ops->kind, "avgpool2d");
 }
 
+static void grad_hook(void *ctx, int node, float **dxs, int n)
+{
+    struct adapt_precision *p = ctx;
+    struct adapt_layer *l = p->net->nodes[node].layer;
+    int unit = p->node_unit[node];
+    if (unit < 0 || !p->u[unit].active || !(l->is_unit || is_pool(l))) return;
+    struct quant_spec s = with_rounding(&p->u[unit].spec, p->rounding);
+    for (int k = 0; k < l->nin; k++) {
+        if (!dxs[k]) continue;
+        size_t m = adapt_layer_in_numel(l, k) * (size_t)n;
+        enum adapt_status st = quant_array(&s, dxs[k], dxs[k], m,
+                                           key_of(p, Q_GRAD_X, node * 2 + k, p->iter), NULL, NULL);
+        ADAPT_ASSERT(st == ADAPT_OK);
+    }
+}
+
 /* Layers whose output values are input values (or zero), so an input on a
  * grid gives an output on the same grid: rounding it again is the identity. */
 static int keeps_grid(const struct adapt_layer *l)
@@ -129,7 +152,8 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
     p->node_unit = malloc(sizeof(int) * (size_t)net->nnodes);
     p->round_out = calloc((size_t)net->nnodes, 1);
     p->round_in = calloc((size_t)net->nnodes, 1);
-    if (!p->u || !p->node_unit || !p->round_out || !p->round_in) {
+    p->param_unit = malloc(sizeof(int) * ((size_t)net->nparam + 1));
+    if (!p->u || !p->node_unit || !p->round_out || !p->round_in || !p->param_unit) {
         adapt_precision_free(p);
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate precision state");
     }
@@ -167,6 +191,14 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
         adapt_precision_free(p);
         return st;
     }
+    /* parameter -> unit: a unit's own parameters, then what follows it */
+    for (int k = 0, last = -1; k < net->nparam; k++) {
+        const struct adapt_param *pp = net->param[k];
+        for (int u = 0; u < net->nunits; u++)
+            for (int q = 0; q < p->u[u].layer->nparam; q++)
+                if (pp == &p->u[u].layer->param[q]) last = u;
+        p->param_unit[k] = pp->role == ADAPT_PARAM_BUFFER ? -1 : last;
+    }
     for (int k = 0; k < p->nunits; k++) {
         struct adapt_unit_prec *u = &p->u[k];
         struct adapt_layer *l = u->layer;
@@ -179,6 +211,10 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
     net->in_hook = in_hook;
     net->out_hook = out_hook;
     net->dout_hook = dout_hook;
+    if (qout == ADAPT_QOUT_UNITS_POOLS) {
+        p->per_image_input = 1;
+        net->grad_hook = grad_hook;
+    }
     *out = p;
     return ADAPT_OK;
 }
@@ -191,17 +227,47 @@ void adapt_precision_free(struct adapt_precision *p)
         p->net->in_hook = NULL;
         p->net->out_hook = NULL;
         p->net->dout_hook = NULL;
+        p->net->grad_hook = NULL;
         for (int k = 0; k < p->nunits; k++) {
             struct adapt_layer *l = p->u[k].layer;
             for (int q = 0; q < l->nparam; q++) l->param[q].use = l->param[q].value.data;
         }
+        for (int k = 0; p->acopy && k < p->net->nparam; k++)
+            if (p->acopy[k]) p->net->param[k]->use = p->net->param[k]->value.data;
     }
+    if (p->acopy)
+        for (int k = 0; k < p->net->nparam; k++) free(p->acopy[k]);
+    free(p->acopy);
+    free(p->param_unit);
     adapt_arena_free(&p->arena);
     free(p->round_in);
     free(p->round_out);
     free(p->node_unit);
     free(p->u);
     free(p);
+}
+
+/* 1 when parameter k is a unit's own weight or bias. */
+static int own_param(const struct adapt_precision *p, int k)
+{
+    int u = p->param_unit[k];
+    if (u < 0) return 0;
+    const struct adapt_layer *l = p->u[u].layer;
+    return p->net->param[k] >= &l->param[0] && p->net->param[k] < &l->param[l->nparam];
+}
+
+enum adapt_status adapt_precision_round_attached(struct adapt_precision *p)
+{
+    int np = p->net->nparam;
+    if (!p->acopy && !(p->acopy = calloc((size_t)np + 1, sizeof *p->acopy)))
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate rounded parameter copies");
+    for (int k = 0; k < np; k++) {
+        if (p->param_unit[k] < 0 || own_param(p, k) || p->acopy[k]) continue;
+        p->acopy[k] = malloc(sizeof(float) * (p->net->param[k]->value.numel + 1));
+        if (!p->acopy[k]) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate rounded parameter copies");
+    }
+    p->round_attached = 1;
+    return ADAPT_OK;
 }
 
 void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_spec *spec)
@@ -256,6 +322,20 @@ void adapt_precision_refresh_weights(struct adapt_precision *p, long step)
             b->use = u->bq;
         }
     }
+    if (!p->round_attached) return;
+    for (int k = 0; k < p->net->nparam; k++) {
+        struct adapt_param *pp = p->net->param[k];
+        if (!p->acopy[k]) continue;
+        const struct adapt_unit_prec *u = &p->u[p->param_unit[k]];
+        if (!u->active) {
+            pp->use = pp->value.data;
+            continue;
+        }
+        enum adapt_status s = quant_array(&u->spec, pp->value.data, p->acopy[k], pp->value.numel,
+                                          key_of(p, Q_ATTACHED, k, step), NULL, NULL);
+        ADAPT_ASSERT(s == ADAPT_OK);
+        pp->use = p->acopy[k];
+    }
 }
 
 void adapt_precision_quantize_grads(struct adapt_precision *p, long step)
@@ -270,5 +350,13 @@ void adapt_precision_quantize_grads(struct adapt_precision *p, long step)
                                               key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), NULL, NULL);
             ADAPT_ASSERT(s == ADAPT_OK);
         }
+    }
+    if (!p->round_attached) return;
+    for (int k = 0; k < p->net->nparam; k++) {
+        struct adapt_param *pp = p->net->param[k];
+        if (!p->acopy[k] || !p->u[p->param_unit[k]].active) continue;
+        enum adapt_status s = quant_array(&p->u[p->param_unit[k]].spec, pp->grad.data, pp->grad.data,
+                                          pp->grad.numel, key_of(p, Q_GRAD_ATT, k, step), NULL, NULL);
+        ADAPT_ASSERT(s == ADAPT_OK);
     }
 }

@@ -79,6 +79,16 @@ struct adapt_precision {
     uint64_t seed;
     long iter;                 /* micro-batch counter keying activation rounding */
     enum adapt_ste ste;        /* backward through saturated outputs (default plain) */
+    /* Trainable parameters outside the units (batch-norm gamma and beta)
+     * take the format of the last unit before them in parameter order. */
+    int *param_unit;           /* (nparam) that unit for each parameter; -1: none or buffer */
+    int round_attached;        /* 1: their values and gradients are rounded too */
+    /* MuPPET (ADAPT_QOUT_UNITS_POOLS): the input image is rounded with one
+     * scale per image, and the activation gradients conv, linear and pooling
+     * layers pass back to their inputs are rounded to the format of their
+     * unit (stochastic, one scale per batch tensor). */
+    int per_image_input;
+    float **acopy;             /* (nparam) rounded copies of those parameters, or NULL */
     struct adapt_arena arena;
 };
 
@@ -97,6 +107,10 @@ void adapt_precision_set_float(struct adapt_precision *p, int u);
  * layers rounded in its format) that saturated in the training forwards since
  * the last call, or NaN when none were rounded; resets the count. */
 double adapt_precision_take_act_sat(struct adapt_precision *p, int u);
+/* From now on the batch-norm parameters after a unit (param_unit) are
+ * rounded to that unit's format: copies at every refresh, gradients with
+ * the units' gradients. */
+enum adapt_status adapt_precision_round_attached(struct adapt_precision *p);
 
 /* wq = Q(w) (and the bias) for every active unit, keyed by `step`; points
  * the parameters' use at the copies (or at the master for float units) and

@@ -205,6 +205,7 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
             if (micro == accum || batch_i == nbatches) {
                 double l1 = cfg->optim.l1_decay > 0 ? cfg->optim.l1_decay * adapt_sgd_l1_norm(&r->opt) : 0.0;
                 double mean_loss = step_loss / micro + l1;
+                r->pol->micro_loss = (loss + l1) / accum;
                 step++;
                 adapt_policy_step(r->pol, &r->opt, step, mean_loss, micro, batch_i == nbatches);
                 if (step % cfg->run.log_every == 0) {

@@ -111,7 +111,8 @@ START_TEST(test_defaults)
     ck_assert(c.quantization.quant_inputs && c.quantization.quant_outputs &&
               c.quantization.quant_grads);
     ck_assert(c.quantization.kl_eps == 0.0);
-    ck_assert_int_eq(c.quantization.pd_sample, 0);
+    ck_assert_int_eq(c.quantization.pd_sample, 4096);
+    ck_assert(c.quantization.kl_noise == 1.0);
     ck_assert_int_eq(c.quantization.compat, ADAPT_CONFIG_COMPAT_CORRECTED);
     ck_assert_int_eq(c.quantization.rounding, ADAPT_CONFIG_ROUNDING_STOCHASTIC);
     ck_assert_str_eq(c.file, "");
@@ -212,6 +213,7 @@ static const char *full_ini =
     "quant_grads = 0\n"
     "kl_eps = 0.001\n"
     "pd_sample = 4096\n"
+    "kl_noise = 0\n"
     "compat = reference\n"
     "rounding = nearest\r\n";
 
@@ -291,6 +293,7 @@ START_TEST(test_full_file)
               !c.quantization.quant_grads);
     ck_assert(c.quantization.kl_eps == 0.001);
     ck_assert_int_eq(c.quantization.pd_sample, 4096);
+    ck_assert(c.quantization.kl_noise == 0.0);
     ck_assert_int_eq(c.quantization.compat, ADAPT_CONFIG_COMPAT_REFERENCE);
     ck_assert_int_eq(c.quantization.rounding, ADAPT_CONFIG_ROUNDING_NEAREST);
     ck_assert_int_eq(adapt_config_check(&c), ADAPT_OK);
@@ -605,7 +608,7 @@ START_TEST(test_json)
     ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(sched, 1), 0)), 32);
     ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(sched, 1), 1)), 45);
     /* every [quantization] key of the schema table (18) */
-    ck_assert_int_eq(json_object_size(json_object_get(j, "quantization")), 18);
+    ck_assert_int_eq(json_object_size(json_object_get(j, "quantization")), 19);
     char *s = json_dumps(json_object_get(j, "schedule"), JSON_COMPACT);
     ck_assert_str_eq(s, "{\"name\":\"constant\",\"milestones\":[],\"gamma\":0.10000000000000001,"
                         "\"factor\":0.10000000000000001,\"patience\":10,\"threshold\":0.0001,"

@@ -5,8 +5,10 @@
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "src/config.h"
+#include "src/optim.h"
 #include "src/policy/policy.h"
 #include "src/policy/policy_core.h"
 #include "src/precision.h"
@@ -25,11 +27,12 @@ static int lossy_6_9(void *ctx, int wl, int fl)
     return fl < 6 || wl < 9;
 }
 
-/* corrected, start <16,12>, fl_min 4:
- * FL: [4,12] mid 8 lossless -> hi 8; [4,8] mid 6 lossless -> hi 6; [4,6] mid 5
- *     lossy -> lo 5; stop: FL 6.
- * WL: [6,16] mid 11 -> hi 11; [6,11] mid 9 -> hi 9; [6,9] mid 8 lossy -> lo 8;
- *     stop: WL 9. 6 steps, 6 oracle calls, result <9,6>. */
+/* corrected, start <16,12>, fl_min 4; the search keeps "lossy" at lo - 1 =
+ * 3 so that fl_min itself can be the answer:
+ * FL: (3,12] mid 8 lossless -> hi 8; (3,8] mid 6 lossless -> hi 6; (3,6]
+ *     mid 5 lossy -> 5; (5,6]: stop, FL 6.
+ * WL: (5,16] mid 11 -> hi 11; (5,11] mid 8 lossy -> 8; (8,11] mid 10 -> hi
+ *     10; (8,10] mid 9 -> hi 9; stop: WL 9. 7 oracle calls, result <9,6>. */
 START_TEST(test_pd_corrected)
 {
     struct oracle o = {0};
@@ -37,16 +40,37 @@ START_TEST(test_pd_corrected)
     adapt_pd_bisect(16, 12, 4, ADAPT_COMPAT_CORRECTED, lossy_6_9, &o, &r);
     ck_assert_int_eq(r.wl, 9);
     ck_assert_int_eq(r.fl, 6);
-    ck_assert_int_eq(r.steps, 6);
-    ck_assert_int_eq(r.evals, 6);
-    ck_assert_int_eq(o.calls, 6);
-    static const int fl_probe[3] = {8, 6, 5}, wl_probe[3] = {11, 9, 8};
+    ck_assert_int_eq(r.steps, 7);
+    ck_assert_int_eq(r.evals, 7);
+    ck_assert_int_eq(o.calls, 7);
+    static const int fl_probe[3] = {8, 6, 5}, wl_probe[4] = {11, 8, 10, 9};
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(o.last_fl[i], fl_probe[i]);
         ck_assert_int_eq(o.last_wl[i], 16);
+    }
+    for (int i = 0; i < 4; i++) {
         ck_assert_int_eq(o.last_wl[3 + i], wl_probe[i]);
         ck_assert_int_eq(o.last_fl[3 + i], 6);
     }
+}
+END_TEST
+
+/* corrected reaches the lower bounds: everything lossless from <9,5>,
+ * fl_min 4: FL (3,5] mid 4 -> hi 4; WL (3,9] mid 6 -> 6, mid 5 -> 5, mid 4
+ * -> 4: <4,4>, the smallest format the search may return. Lossy iff
+ * fl < 4 or wl < 6 from <12,9>: FL (3,9] mid 6, 5, 4 lossless -> FL 4; WL
+ * (3,12] mid 8 -> 8, mid 6 -> 6, mid 5 lossy, stop: <6,4>. */
+static int lossy_4_6(void *ctx, int wl, int fl) { (void)ctx; return fl < 4 || wl < 6; }
+static int never_lossy(void *ctx, int wl, int fl) { (void)ctx, (void)wl, (void)fl; return 0; }
+START_TEST(test_pd_corrected_lower_bound)
+{
+    struct adapt_pd_result r;
+    adapt_pd_bisect(9, 5, 4, ADAPT_COMPAT_CORRECTED, never_lossy, NULL, &r);
+    ck_assert_int_eq(r.fl, 4);
+    ck_assert_int_eq(r.wl, 4);
+    adapt_pd_bisect(12, 9, 4, ADAPT_COMPAT_CORRECTED, lossy_4_6, NULL, &r);
+    ck_assert_int_eq(r.fl, 4);
+    ck_assert_int_eq(r.wl, 6);
 }
 END_TEST
 
@@ -68,19 +92,113 @@ START_TEST(test_pd_reference)
 }
 END_TEST
 
+/* A transcription of the published reference's push-down loops, used as the
+ * oracle of test_pd_reference_exhaustive: each loop runs at most (hi - lo)
+ * times as counted on entry, computes mid = ceil((lo + hi) / 2), tests FL at
+ * lo (the FL loop) or WL at mid (the WL loop), moves lo up to mid when lossy
+ * and hi down to mid otherwise, leaves once hi - lo <= 1, and returns lo. */
+struct probe_log {
+    int n;
+    int wl[64], fl[64];
+    int a, b; /* threshold oracle: lossy iff fl < a or wl < b */
+};
+static int lossy_threshold(void *ctx, int wl, int fl)
+{
+    struct probe_log *o = ctx;
+    if (o->n < 64) {
+        o->wl[o->n] = wl;
+        o->fl[o->n] = fl;
+    }
+    o->n++;
+    return fl < o->a || wl < o->b;
+}
+static void ref_push_down(int wl, int fl, int fl_min, struct probe_log *o, int *wl_out, int *fl_out)
+{
+    int lo = fl_min, hi = fl;
+    for (int n = 0, count = hi - lo; n < count; n++) {
+        int mid = (hi + lo + 1) / 2;
+        if (lossy_threshold(o, wl, lo)) lo = mid;
+        else hi = mid;
+        if (hi - lo <= 1) break;
+    }
+    int f = lo;
+    lo = f;
+    hi = wl;
+    for (int n = 0, count = hi - lo; n < count; n++) {
+        int mid = (hi + lo + 1) / 2;
+        if (lossy_threshold(o, mid, f)) lo = mid;
+        else hi = mid;
+        if (hi - lo <= 1) break;
+    }
+    *wl_out = lo;
+    *fl_out = f;
+}
+
+/* Reference push-down against the transcription above, exhaustively: every
+ * start <wl, fl> with wl in 1..16, fl in 0..16, every lower bound fl_min in
+ * 0..6 and every threshold oracle (lossy iff fl < a or wl < b, a and b in
+ * 0..18): same result, same probes in the same order. The cases with
+ * hi - lo = 1 on entry are where a loop that stops as soon as hi - lo <= 1
+ * differs (it makes no test; the reference makes one). */
+START_TEST(test_pd_reference_exhaustive)
+{
+    long cases = 0, width1 = 0;
+    for (int wl = 1; wl <= 16; wl++)
+        for (int fl = 0; fl <= 16; fl++)
+            for (int lo = 0; lo <= 6; lo++)
+                for (int a = 0; a <= 18; a++)
+                    for (int b = 0; b <= 18; b++) {
+                        struct probe_log want = {0}, got = {0};
+                        want.a = got.a = a;
+                        want.b = got.b = b;
+                        int rw, rf;
+                        ref_push_down(wl, fl, lo, &want, &rw, &rf);
+                        struct adapt_pd_result r;
+                        adapt_pd_bisect(wl, fl, lo, ADAPT_COMPAT_REFERENCE, lossy_threshold, &got,
+                                        &r);
+                        if (!(r.wl == rw && r.fl == rf && got.n == want.n && r.evals == got.n))
+                            ck_abort_msg("<%d,%d> fl_min %d oracle (%d,%d): got <%d,%d> in %d "
+                                         "tests, reference <%d,%d> in %d", wl, fl, lo, a, b, r.wl,
+                                         r.fl, got.n, rw, rf, want.n);
+                        int same = 1;
+                        for (int i = 0; i < want.n && i < 64; i++)
+                            same &= got.wl[i] == want.wl[i] && got.fl[i] == want.fl[i];
+                        if (!same) ck_abort_msg("<%d,%d> fl_min %d: other probes", wl, fl, lo);
+                        cases++;
+                        width1 += fl - lo == 1;
+                    }
+    ck_assert_int_eq(cases, 16L * 17 * 7 * 19 * 19);
+    ck_assert_int_gt(width1, 0);
+}
+END_TEST
+
+/* <9,5>, fl_min 4, lossy iff fl < 6. The FL interval [4,5] still gets one
+ * test (FL 4, lossy) -> lo = 5; WL [5,9] at FL 5 is lossy everywhere: mid 7
+ * -> lo 7, mid 8 -> lo 8, stop; result <8,5> (a loop without the test on
+ * [4,5] returns FL 4: <8,4>). */
+static int lossy_fl6(void *ctx, int wl, int fl) { (void)ctx, (void)wl; return fl < 6; }
+START_TEST(test_pd_reference_width1)
+{
+    struct adapt_pd_result r;
+    adapt_pd_bisect(9, 5, 4, ADAPT_COMPAT_REFERENCE, lossy_fl6, NULL, &r);
+    ck_assert_int_eq(r.fl, 5);
+    ck_assert_int_eq(r.wl, 8);
+}
+END_TEST
+
 /* Everything lossless from <8,4> with fl_min 4: the FL range is empty; WL
- * bisects [4,8]: mid 6 -> hi 6, mid 5 -> hi 5; result <5,4>, 2 calls.
- * Everything lossy: FL [4,10] mid 7 -> lo 7, mid 9 -> lo 9, stop: hi 10;
- * WL [10,12] mid 11 -> lo 11: hi 12; the format is unchanged. */
+ * searches (3,8]: mid 6 -> hi 6, mid 5 -> hi 5, mid 4 -> hi 4; result <4,4>,
+ * 3 calls. Everything lossy: FL (3,10] mid 7 -> 7, mid 9 -> 9, stop: hi 10;
+ * WL (9,12] mid 11 -> 11: hi 12; the format is unchanged. */
 static int lossless(void *ctx, int wl, int fl) { (void)ctx; (void)wl; (void)fl; return 0; }
 static int lossy_all(void *ctx, int wl, int fl) { (void)ctx; (void)wl; (void)fl; return 1; }
 START_TEST(test_pd_edges)
 {
     struct adapt_pd_result r;
     adapt_pd_bisect(8, 4, 4, ADAPT_COMPAT_CORRECTED, lossless, NULL, &r);
-    ck_assert_int_eq(r.wl, 5);
+    ck_assert_int_eq(r.wl, 4);
     ck_assert_int_eq(r.fl, 4);
-    ck_assert_int_eq(r.evals, 2);
+    ck_assert_int_eq(r.evals, 3);
     adapt_pd_bisect(12, 10, 4, ADAPT_COMPAT_CORRECTED, lossy_all, NULL, &r);
     ck_assert_int_eq(r.wl, 12);
     ck_assert_int_eq(r.fl, 10);
@@ -109,7 +227,7 @@ START_TEST(test_pu)
              {INFINITY, ADAPT_STRATEGY_MAX, 9, 5, 1}};
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         int wl = 8, fl = 4, s = -1;
-        adapt_pu(c[i].D, c[i].st, 4, &wl, &fl, &s);
+        adapt_pu(c[i].D, c[i].st, 4, ADAPT_COMPAT_CORRECTED, &wl, &fl, &s);
         ck_assert_msg(wl == c[i].wl && fl == c[i].fl && s == c[i].s,
                       "case %zu: got <%d,%d> s %d, want <%d,%d> s %d", i, wl, fl, s, c[i].wl,
                       c[i].fl, c[i].s);
@@ -117,9 +235,28 @@ START_TEST(test_pu)
     /* buffer 0 and FL near the top: <30,30>, D = e^2 max: s2 = 32-30 = 2, s = 2
      * -> FL 32, WL 32 */
     int wl = 30, fl = 30;
-    adapt_pu(M_E * M_E, ADAPT_STRATEGY_MAX, 0, &wl, &fl, NULL);
+    adapt_pu(M_E * M_E, ADAPT_STRATEGY_MAX, 0, ADAPT_COMPAT_CORRECTED, &wl, &fl, NULL);
     ck_assert_int_eq(fl, 32);
     ck_assert_int_eq(wl, 32);
+}
+END_TEST
+
+/* s2's lower bound. D = e^1.5: lambda 0.5, s1 = 4, ceil(32 * 0.25) = 8; at
+ * FL 8, s2 = 8 - 8 = 0 -> corrected (the paper's bound 1): s2 = 1, min s 1,
+ * FL 9, WL max(12, 9) + 1 = 13, buffer 4: max(13, 13) -> <13,9>; reference
+ * (bound 0): s 0, FL 8, WL 13 -> <13,8>. */
+START_TEST(test_pu_s2_bound)
+{
+    int wl = 12, fl = 8, s = -1;
+    adapt_pu(4.4816890703380645, ADAPT_STRATEGY_MIN, 4, ADAPT_COMPAT_CORRECTED, &wl, &fl, &s);
+    ck_assert_int_eq(s, 1);
+    ck_assert_int_eq(fl, 9);
+    ck_assert_int_eq(wl, 13);
+    wl = 12, fl = 8;
+    adapt_pu(4.4816890703380645, ADAPT_STRATEGY_MIN, 4, ADAPT_COMPAT_REFERENCE, &wl, &fl, &s);
+    ck_assert_int_eq(s, 0);
+    ck_assert_int_eq(fl, 8);
+    ck_assert_int_eq(wl, 13);
 }
 END_TEST
 
@@ -179,6 +316,33 @@ START_TEST(test_strategy)
                                                 ADAPT_STRATEGY_MEAN, ADAPT_STRATEGY_MAX,
                                                 ADAPT_STRATEGY_MAX,  ADAPT_STRATEGY_MIN};
     for (int i = 0; i < 6; i++) ck_assert_int_eq(adapt_strategy_update(&s, loss[i], mlb[i]), want[i]);
+}
+END_TEST
+
+/* The reference window, capacity 8, from min; k = int(mean lb):
+ *  1.0 k 2: 0 stored <= 2: store              [1.0]
+ *  0.9 k 2: 1 stored: store                   [1.0 0.9]
+ *  0.8 k 2.9 -> 2: 2 stored: store            [1.0 0.9 0.8]
+ *  0.7 k 2: 3 > 2: |2.7 / 2| = 1.35 > 0.7 -> min; keep last 2, store [0.9 0.8 0.7]
+ *  2.0 k 2: |2.4 / 2| = 1.2 <= 2.0 -> mean    [0.8 0.7 2.0]
+ *  3.0 k 2: |3.5 / 2| = 1.75 <= 3 -> max      [0.7 2.0 3.0]
+ *  1.0 k 4: 3 stored <= 4: no change (max)    [0.7 2.0 3.0 1.0]
+ *  1.0 k 3: 4 > 3: |6.7 / 3| = 2.233 > 1 -> min; keep 3 [2.0 3.0 1.0 1.0]
+ * The window that includes the current loss would move to mean at once. */
+START_TEST(test_strategy_reference)
+{
+    double hist[8];
+    struct adapt_strategy_state s = {ADAPT_STRATEGY_MIN, 8, 0, 0, hist};
+    static const double loss[8] = {1.0, 0.9, 0.8, 0.7, 2.0, 3.0, 1.0, 1.0};
+    static const double mlb[8] = {2, 2, 2.9, 2, 2, 2, 4, 3};
+    static const enum adapt_strategy want[8] = {
+        ADAPT_STRATEGY_MIN, ADAPT_STRATEGY_MIN,  ADAPT_STRATEGY_MIN, ADAPT_STRATEGY_MIN,
+        ADAPT_STRATEGY_MEAN, ADAPT_STRATEGY_MAX, ADAPT_STRATEGY_MAX, ADAPT_STRATEGY_MIN};
+    static const int held[8] = {1, 2, 3, 3, 3, 3, 4, 4};
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(adapt_strategy_update_reference(&s, loss[i], mlb[i]), want[i]);
+        ck_assert_int_eq(s.n, held[i]);
+    }
 }
 END_TEST
 
@@ -448,17 +612,300 @@ START_TEST(test_muppet_policy_replay)
 }
 END_TEST
 
+
+/* AMP with L1: the L1 term is part of the scaled loss, so unscaling leaves
+ * l1 * sign(w). Zero loss gradients, l1 = 2^-10, lr = 2^-4, momentum 0:
+ * scaled gradient 65536 * 2^-10 = 64 (exact in fp16), unscaled 2^-10, so
+ * every weight moves by 2^-14 against its sign (dividing the L1 term by
+ * the scale as well would move it by 2^-30). */
+START_TEST(test_amp_l1_unscaled)
+{
+    struct adapt_net *net = small_lenet(1);
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=amp"), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+    struct adapt_sgd opt;
+    ck_assert_int_eq(adapt_sgd_init(&opt, net, 0.0625, 0.0, 0.0, 0x1p-10, 0), ADAPT_OK);
+    set_grads(net, 0.0f);
+    const struct adapt_param *w = net->param[0];
+    float *w0 = malloc(sizeof(float) * w->value.numel);
+    for (size_t i = 0; i < w->value.numel; i++) w0[i] = w->value.data[i];
+    ck_assert_int_eq(adapt_policy_step(p, &opt, 1, 2.3, 1, 0), 0);
+    for (size_t i = 0; i < w->value.numel; i++) {
+        float sg = (float)((w0[i] > 0.0f) - (w0[i] < 0.0f));
+        ck_assert_msg(fabsf(w->value.data[i] - (w0[i] - 0x1p-14f * sg)) <= 1e-7f,
+                      "weight %zu: %.9g -> %.9g, want a step of %g", i, w0[i], w->value.data[i],
+                      -0x1p-14 * sg);
+    }
+    free(w0);
+    adapt_sgd_free(&opt);
+    adapt_policy_free(p);
+    adapt_net_free(net);
+}
+END_TEST
+
+/* compat = reference: batch-norm gamma / beta and their gradients take the
+ * format of the conv before them (<8,4> at the start: grid 1/16); the L1
+ * term reads the quantized copies (sign(w_q), 0 where w_q = 0). Corrected
+ * leaves batch-norm in float32. Master gamma 1.03 is off the grid; after a
+ * refresh the layers compute with a copy on it (1.0 or 1.0625). */
+START_TEST(test_adapt_reference_bn_l1)
+{
+    for (int ref = 0; ref <= 1; ref++) {
+        struct adapt_net *net = adapt_model_build("resnet20", 10);
+        ck_assert_ptr_nonnull(net);
+        ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
+        adapt_net_init_params(net, 5, 0.5);
+        static struct adapt_config cfg;
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, ref ? "quantization.compat=reference"
+                                                    : "quantization.compat=corrected"), ADAPT_OK);
+        struct adapt_policy *p;
+        ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+        int nbn = 0;
+        for (int k = 0; k < net->nparam; k++) {
+            struct adapt_param *pp = net->param[k];
+            if (pp->role == ADAPT_PARAM_BUFFER || pp == &p->prec->u[0].layer->param[0]) continue;
+            int own = 0;
+            for (int u = 0; u < p->prec->nunits; u++)
+                for (int q = 0; q < p->prec->u[u].layer->nparam; q++)
+                    own |= pp == &p->prec->u[u].layer->param[q];
+            if (own) continue;
+            ck_assert_int_ge(p->prec->param_unit[k], 0);
+            nbn++;
+            for (size_t i = 0; i < pp->value.numel; i++) {
+                pp->value.data[i] = 1.03f;
+                pp->grad.data[i] = 0.03f;
+            }
+        }
+        ck_assert_int_gt(nbn, 0);
+        adapt_precision_refresh_weights(p->prec, 1);
+        adapt_precision_quantize_grads(p->prec, 1);
+        for (int k = 0; k < net->nparam; k++) {
+            struct adapt_param *pp = net->param[k];
+            if (pp->role == ADAPT_PARAM_BUFFER || pp->value.data[0] != 1.03f) continue;
+            for (size_t i = 0; i < pp->value.numel; i++) {
+                float v = pp->use[i], g = pp->grad.data[i];
+                if (ref)
+                    ck_assert_msg((v == 1.0f || v == 1.0625f) && (g == 0.0f || g == 0.0625f),
+                                  "%s[%zu]: value %g, gradient %g: not on the <8,4> grid",
+                                  pp->name, i, v, g);
+                else
+                    ck_assert(v == 1.03f && g == 0.03f);
+            }
+        }
+        ck_assert_int_eq(p->l1_quantized, ref);
+        struct adapt_sgd opt;
+        ck_assert_int_eq(adapt_sgd_init(&opt, net, 0.01, 0.0, 0.0, 0.5, 0), ADAPT_OK);
+        opt.l1_quantized = p->l1_quantized;
+        struct adapt_param *w = &p->prec->u[0].layer->param[0];
+        for (size_t i = 0; i < w->value.numel; i++) {
+            w->value.data[i] = 0.01f; /* rounds to 0 or 1/16 */
+            w->grad.data[i] = 0.0f;
+        }
+        adapt_precision_refresh_weights(p->prec, 2);
+        adapt_sgd_prepare(&opt, 1.0, 1.0);
+        size_t zeros = 0;
+        for (size_t i = 0; i < w->value.numel; i++) {
+            float want = ref ? (w->use[i] > 0.0f ? 0.5f : 0.0f) : 0.5f;
+            ck_assert_float_eq(w->grad.data[i], want);
+            zeros += w->use[i] == 0.0f;
+        }
+        ck_assert_int_gt(zeros, 0);
+        adapt_sgd_free(&opt);
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
+/* The corrected push-down on real weights: LeNet-5's conv at node 6 (48,000
+ * weights, initialisation seed 2385, gain 0.5) from <32,28>, r = 50, lb 1 so
+ * that the first step pushes down. adapt-bench kl --model lenet5 --seed 2385
+ * measures the KL of nearest rounding per FL and the noise level
+ * (r - 1) / (2 m): with the default test (m = 4096 sampled weights, KL <=
+ * (r - 1) / (2 m) = 0.006) the first lossless FL is 11 (FL 10: KL 0.02);
+ * with the strict test (whole tensor, KL = 0) it is 23 or more. */
+static int pd_fl_of_unit(const char *sets[], int nsets, int unit)
+{
+    struct adapt_net *net = small_lenet(1);
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "quantization.start_wl=32"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "quantization.start_fl=28"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "quantization.lb_lwr=1"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "quantization.lb_upr=1"), ADAPT_OK);
+    for (int i = 0; i < nsets; i++) ck_assert_int_eq(adapt_config_set(&cfg, sets[i]), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+    set_grads(net, 0.25f);
+    p->type->observe(p, 1, 2.3, 0);
+    p->type->decide(p, 1);
+    int fl = -1;
+    for (int i = 0; i < p->n_events; i++)
+        if (p->events[i].kind == ADAPT_TRACE_EVENT_PD && p->events[i].unit == unit)
+            fl = p->events[i].after[1];
+    adapt_policy_free(p);
+    adapt_net_free(net);
+    return fl;
+}
+
+START_TEST(test_pd_noise_threshold)
+{
+    int fl = pd_fl_of_unit(NULL, 0, 2);
+    ck_assert_msg(fl >= 10 && fl <= 12, "default push-down: FL %d, want 10-12", fl);
+    const char *strict[] = {"quantization.kl_noise=0", "quantization.pd_sample=0"};
+    int fs = pd_fl_of_unit(strict, 2, 2);
+    ck_assert_msg(fs >= 22, "strict push-down: FL %d, want >= 22", fs);
+}
+END_TEST
+
+/* MuPPET's gradient diversity over every trainable tensor, with the weight
+ * decay term on the quantized weights (grad = Q(g) + l2 * w_q). LeNet-5, r
+ * = 3, level 8; three epochs end with these last-batch gradients (all exact
+ * on the muppet(8) grids):
+ *  A (l2 = 0): every weight gradient 0.25 in all three epochs: GD = 3 *
+ *    0.0625 n / (0.75^2 n) = 1/3; every bias gradient at epoch k is 1 at
+ *    positions i % 3 == k, else 0: the three sum to all-ones, GD = n / n = 1.
+ *    S = mean over the 10 tensors = (5 / 3 + 5) / 10 = 2/3 (weights only: 1/3).
+ *  B (l2 = 1, weights' master 0.25 -> w_q 0.25, biases' master 0): weight
+ *    gradients in the bias pattern plus 0.25: per epoch n/3 values 1.25 and
+ *    2n/3 values 0.25, ||.||^2 = 0.5625 n; the sum is 1.75 everywhere: GD =
+ *    1.6875 / 3.0625 = 0.5510204; biases GD 1; S = (5 * 0.5510204 + 5) / 10
+ *    = 0.7755102 (without the decay term: 1). */
+static void muppet_epochs(struct adapt_policy *p, struct adapt_net *net, int pattern_w)
+{
+    double lr = 0.01;
+    for (int e = 0; e < 3; e++) {
+        for (int k = 0; k < net->nparam; k++) {
+            struct adapt_param *pp = net->param[k];
+            if (pp->role == ADAPT_PARAM_BUFFER) continue;
+            int is_w = pp->value.ndim > 1;
+            for (size_t i = 0; i < pp->grad.numel; i++)
+                pp->grad.data[i] = is_w && !pattern_w ? 0.25f : (float)((int)(i % 3) == e);
+        }
+        p->type->observe(p, e + 1, 2.3, 1);
+        p->type->epoch_end(p, e, &lr);
+    }
+}
+
+START_TEST(test_muppet_gd_all_tensors)
+{
+    for (int b = 0; b <= 1; b++) {
+        struct adapt_net *net = small_lenet(1);
+        static struct adapt_config cfg;
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=muppet"), ADAPT_OK);
+        if (b) ck_assert_int_eq(adapt_config_set(&cfg, "optim.l2_decay=1"), ADAPT_OK);
+        struct adapt_policy *p;
+        ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+        if (b) {
+            for (int k = 0; k < net->nparam; k++) {
+                struct adapt_param *pp = net->param[k];
+                for (size_t i = 0; pp->role != ADAPT_PARAM_BUFFER && i < pp->value.numel; i++)
+                    pp->value.data[i] = pp->value.ndim > 1 ? 0.25f : 0.0f;
+            }
+            adapt_precision_refresh_weights(p->prec, 1);
+        }
+        muppet_epochs(p, net, b);
+        double want = b ? (5 * (1.6875 / 3.0625) + 5) / 10 : 2.0 / 3.0;
+        ck_assert_msg(fabs(adapt_muppet_last_gd(p) - want) < 1e-6, "case %c: S = %.7f, want %.7f",
+                      b ? 'B' : 'A', adapt_muppet_last_gd(p), want);
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
+/* The largest power of two that every value is a multiple of (0 for all
+ * zeros); a grid of k * 2^e. */
+static double grid_step(const float *x, size_t n)
+{
+    for (int e = 10; e >= -60; e--) {
+        double st = ldexp(1.0, e);
+        int all = 1, any = 0;
+        for (size_t i = 0; i < n && all; i++) {
+            double q = x[i] / st;
+            all = q == floor(q);
+            any |= x[i] != 0.0f;
+        }
+        if (!any) return 0.0;
+        if (all) return st;
+    }
+    return -1.0;
+}
+
+/* MuPPET at level 8 in a training forward / backward of two LeNet-5 images:
+ * (1) each image is rounded with its own scale: image 1 is image 0 times
+ *     2^-7, so its rounded copy is image 0's rounded copy times 2^-7 (both
+ *     with 8-bit codes on their own grids); one scale for the batch would
+ *     put image 1 on image 0's grid, where its values are mostly 0.
+ * (2) the activation gradients that conv, linear and pooling layers pass
+ *     back are on a muppet(8) grid: multiples of a power of two with codes
+ *     |v| / step <= 128. */
+START_TEST(test_muppet_activation_gradients)
+{
+    struct adapt_net *net = small_lenet(2);
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=muppet"), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+    adapt_precision_refresh_weights(p->prec, 1);
+    static float x[2 * 32 * 32];
+    for (int i = 0; i < 32 * 32; i++) {
+        x[i] = (float)sin(0.37 * i) * 2.385f;
+        x[32 * 32 + i] = x[i] * 0x1p-7f;
+    }
+    const float *lg = adapt_net_forward(net, x, 2, 1);
+    (void)lg;
+    const float *q = p->prec->u[0].qin;
+    ck_assert_ptr_nonnull(q);
+    size_t nz = 0;
+    for (int i = 0; i < 32 * 32; i++) nz += q[32 * 32 + i] != 0.0f;
+    ck_assert_msg(nz > 900, "image 1: %zu of 1024 rounded values are nonzero", nz);
+    double s0 = grid_step(q, 32 * 32), s1 = grid_step(q + 32 * 32, 32 * 32);
+    ck_assert_msg(s1 > 0 && s0 > 0 && s1 == s0 * 0x1p-7, "grids %g and %g", s0, s1);
+    float dl[2 * 10];
+    for (int i = 0; i < 20; i++) dl[i] = 0.01f * (float)(i % 7) - 0.03f;
+    adapt_net_backward(net, dl, 2);
+    for (int nd = 1; nd < net->nnodes; nd++) {
+        const struct adapt_layer *l = net->nodes[nd].layer;
+        if (!l->is_unit && strcmp(l->ops->kind, "avgpool2d") && strcmp(l->ops->kind, "maxpool2d"))
+            continue;
+        int a = net->nodes[nd].in[0];
+        size_t n = net->act_numel[a] * 2;
+        double st = grid_step(net->dact[a], n), mx = 0.0;
+        for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(net->dact[a][i]));
+        ck_assert_msg(st > 0 && mx / st <= 128.0, "node %d (%s): gradient to activation %d: step "
+                      "%g, max %g", nd, l->ops->kind, a, st, mx);
+    }
+    adapt_policy_free(p);
+    adapt_net_free(net);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
     TCase *a = tcase_create("adapt");
+    tcase_set_timeout(a, 60);
     tcase_add_test(a, test_pd_corrected);
+    tcase_add_test(a, test_pd_corrected_lower_bound);
     tcase_add_test(a, test_pd_reference);
+    tcase_add_test(a, test_pd_reference_exhaustive);
+    tcase_add_test(a, test_pd_reference_width1);
     tcase_add_test(a, test_pd_edges);
     tcase_add_test(a, test_pu);
     tcase_add_test(a, test_lookback);
     tcase_add_test(a, test_resolution);
     tcase_add_test(a, test_strategy);
+    tcase_add_test(a, test_strategy_reference);
+    tcase_add_test(a, test_pu_s2_bound);
     suite_add_tcase(s, a);
     TCase *m = tcase_create("muppet_amp");
     tcase_add_test(m, test_muppet_gd);
@@ -472,7 +919,12 @@ int main(void)
     tcase_add_test(e, test_precision_saturating_ste);
     tcase_add_test(e, test_adapt_policy_lookback);
     tcase_add_test(e, test_amp_policy_overflow);
+    tcase_add_test(e, test_amp_l1_unscaled);
+    tcase_add_test(e, test_pd_noise_threshold);
+    tcase_add_test(e, test_adapt_reference_bn_l1);
     tcase_add_test(e, test_muppet_policy_replay);
+    tcase_add_test(e, test_muppet_gd_all_tensors);
+    tcase_add_test(e, test_muppet_activation_gradients);
     suite_add_tcase(s, e);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

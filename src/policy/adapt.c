@@ -22,6 +22,8 @@ struct adapt_state {
     double *D;      /* (nunits) gradient diversity after the last step */
     struct adapt_strategy_state strat;
     double *hist;
+    int *slots;     /* (nunits) parameter tensors taking the unit's format (reference lb mean) */
+    int nslots;
     struct adapt_arena arena;
 };
 
@@ -65,7 +67,9 @@ static int pd_lossy(void *ctx, int wl, int fl)
     st = quant_hist(c->xq, c->sample, 1, c->lo, c->hi, c->bins, QUANT_HIST_CLAMP, c->hp);
     ADAPT_ASSERT(st == ADAPT_OK);
     d = quant_kl_counts(c->hp, c->hq, c->bins);
-    return d > cfg->quantization.kl_eps;
+    /* lossless: below the sampling noise of the histogram (doc/algorithms.md) */
+    double noise = (double)(c->bins - 1) / (2.0 * (double)c->sample);
+    return d > cfg->quantization.kl_eps + cfg->quantization.kl_noise * noise;
 }
 
 /* The corrected push-down's sample (pd_sample elements at stride n / pd_sample,
@@ -108,8 +112,9 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     p->lb = calloc((size_t)nu + 1, sizeof *p->lb);
     p->r = calloc((size_t)nu + 1, sizeof *p->r);
     a->strat.cap = cfg->quantization.lb_upr + 2;
+    a->slots = calloc((size_t)nu + 1, sizeof *a->slots);
     a->hist = calloc((size_t)a->strat.cap, sizeof *a->hist);
-    if (!a->G || !a->n || !a->D || !p->lb || !p->r || !a->hist)
+    if (!a->G || !a->n || !a->D || !p->lb || !p->r || !a->hist || !a->slots)
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
     a->strat.hist = a->hist;
     a->strat.st = (enum adapt_strategy)cfg->quantization.strategy;
@@ -148,6 +153,17 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
         p->lb[u] = cfg->quantization.lb_lwr;
         p->r[u] = cfg->quantization.r_lwr;
         adapt_precision_set(p->prec, u, &s);
+    }
+    for (int k = 0; k < net->nparam; k++)
+        if (p->prec->param_unit[k] >= 0) {
+            a->slots[p->prec->param_unit[k]]++;
+            a->nslots++;
+        }
+    if (a->compat == ADAPT_COMPAT_REFERENCE) {
+        /* batch-norm parameters take the format of the unit before them, and
+         * the L1 term reads the quantized copies (doc/algorithms.md) */
+        if ((st = adapt_precision_round_attached(p->prec))) return st;
+        p->l1_quantized = 1;
     }
     p->strategy = (enum adapt_trace_strategy)(a->strat.st + 1);
     return ADAPT_OK;
@@ -203,7 +219,8 @@ static int adapt_observe(struct adapt_policy *p, long step, double loss, int las
             for (size_t i = 0; i < n; i++) g[i] *= inv;
         }
     }
-    double lb_sum = 0.0;
+    double lb_sum = 0.0, lb_prev = 0.0;
+    for (int u = 0; u < p->prec->nunits; u++) lb_prev += a->slots[u] * p->lb[u];
     for (int u = 0; u < p->prec->nunits; u++) {
         struct adapt_param *w = &p->prec->u[u].layer->param[0];
         double s = sumsq(w->grad.data, w->grad.numel);
@@ -217,7 +234,10 @@ static int adapt_observe(struct adapt_policy *p, long step, double loss, int las
                                           cfg->quantization.r_upr);
         lb_sum += p->lb[u];
     }
-    adapt_strategy_update(&a->strat, loss, lb_sum / p->prec->nunits);
+    if (a->compat == ADAPT_COMPAT_REFERENCE)
+        adapt_strategy_update_reference(&a->strat, p->micro_loss, lb_prev / a->nslots);
+    else
+        adapt_strategy_update(&a->strat, loss, lb_sum / p->prec->nunits);
     p->strategy = (enum adapt_trace_strategy)(a->strat.st + 1);
     return 0;
 }
@@ -265,7 +285,7 @@ static void adapt_decide(struct adapt_policy *p, long step)
         e.sample = (int64_t)c.sample;
         adapt_policy_add_event(p, &e);
         int wl = pd.wl, fl = pd.fl, s;
-        adapt_pu(a->D[u], a->strat.st, cfg->quantization.buffer_bits, &wl, &fl, &s);
+        adapt_pu(a->D[u], a->strat.st, cfg->quantization.buffer_bits, a->compat, &wl, &fl, &s);
         memset(&e, 0, sizeof e);
         e.unit = u;
         e.kind = ADAPT_TRACE_EVENT_PU;
@@ -366,6 +386,7 @@ static void adapt_destroy(struct adapt_policy *p)
     free(a->n);
     free(a->D);
     free(a->hist);
+    free(a->slots);
     free(a);
 }
 

@@ -1,10 +1,14 @@
 /* src/policy/muppet.c: the MuPPET policy (Rajagopal et al., FPL 2020, as the
  * spec describes it): a global precision level (policy.muppet_levels, then
  * float32) with the muppet quantizer on conv/linear/pool outputs, the input
- * image, weights and gradients (not batch-norm). At the end of each epoch
- * each unit's last mini-batch weight gradient is kept; every r epochs the
- * mean over units of GD = sum ||g||^2 / ||sum g||^2 over the last r epochs
- * feeds the switching rule (src/policy/policy_core.h). The learning rate is
+ * image (one scale per image), weights, weight gradients and the activation
+ * gradients conv, linear and pooling layers pass back (not batch-norm). The
+ * gradient is Q(g) + l2 * w_q (weight decay on the quantized weights, in
+ * the update as well). At the end of each epoch the last mini-batch's
+ * gradient of every trainable tensor (weights, biases, batch-norm) is kept;
+ * every r epochs the mean over those tensors of GD = sum ||g||^2 /
+ * ||sum g||^2 over the last r epochs feeds the switching rule
+ * (src/policy/policy_core.h; doc/algorithms.md). The learning rate is
  * constant while quantized; in float32 it is multiplied by 0.1 every
  * muppet_decay_every epochs until it falls below muppet_min_lr, which ends
  * training. With policy.muppet_schedule = WL:EPOCHS,... the levels are
@@ -25,7 +29,10 @@ struct muppet_state {
     int replay;                  /* schedule given */
     struct adapt_muppet_rule rule;
     int r, ring_n;               /* epochs kept, epochs stored so far */
-    float **ring;                /* (r * nunits) weight-gradient copies */
+    int nt;                      /* trainable tensors */
+    struct adapt_param **tp;     /* (nt) those tensors, in parameter order */
+    float **ring;                /* (r * nt) gradient copies */
+    double last_gd;              /* S of the last check, NAN before */
     int fp32_epochs;
     struct adapt_arena arena;
 };
@@ -77,18 +84,24 @@ static enum adapt_status muppet_init(struct adapt_policy *p)
                                                  QUANT_ROUND_STOCHASTIC, p->seed);
     if (st) return st;
     p->prec->ste = adapt_policy_ste(p->cfg, 0);
+    m->last_gd = NAN;
+    p->l2_quantized = 1;
     if (!m->replay) {
-        int nu = p->prec->nunits;
+        struct adapt_net *net = p->net;
+        m->tp = calloc((size_t)net->nparam + 1, sizeof *m->tp);
+        if (!m->tp) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the muppet policy");
         size_t bytes = 0;
-        for (int u = 0; u < nu; u++)
-            bytes += (size_t)m->r * adapt_arena_take_size(p->prec->u[u].layer->param[0].value.numel);
-        m->ring = calloc((size_t)m->r * (size_t)nu + 1, sizeof *m->ring);
+        for (int k = 0; k < net->nparam; k++)
+            if (net->param[k]->role != ADAPT_PARAM_BUFFER) {
+                m->tp[m->nt++] = net->param[k];
+                bytes += (size_t)m->r * adapt_arena_take_size(net->param[k]->value.numel);
+            }
+        m->ring = calloc((size_t)m->r * (size_t)m->nt + 1, sizeof *m->ring);
         if (!m->ring) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the muppet policy");
         if ((st = adapt_arena_alloc(&m->arena, bytes))) return st;
         for (int k = 0; k < m->r; k++)
-            for (int u = 0; u < nu; u++)
-                m->ring[k * nu + u] =
-                    adapt_arena_take(&m->arena, p->prec->u[u].layer->param[0].value.numel);
+            for (int t = 0; t < m->nt; t++)
+                m->ring[k * m->nt + t] = adapt_arena_take(&m->arena, m->tp[t]->value.numel);
     }
     apply_level(p, m->replay ? schedule_wl(cfg, 0) : current_wl(m));
     return ADAPT_OK;
@@ -100,10 +113,13 @@ static int muppet_observe(struct adapt_policy *p, long step, double loss, int la
     struct muppet_state *m = p->state;
     adapt_precision_quantize_grads(p->prec, step);
     if (last && !m->replay && m->level < m->nlevels) {
-        int nu = p->prec->nunits, slot = m->ring_n % m->r;
-        for (int u = 0; u < nu; u++) {
-            const struct adapt_param *w = &p->prec->u[u].layer->param[0];
-            memcpy(m->ring[slot * nu + u], w->grad.data, sizeof(float) * w->grad.numel);
+        const float l2 = (float)p->cfg->optim.l2_decay;
+        int slot = m->ring_n % m->r;
+        for (int t = 0; t < m->nt; t++) {
+            const struct adapt_param *pp = m->tp[t];
+            const float *wq = pp->use ? pp->use : pp->value.data;
+            float *dst = m->ring[slot * m->nt + t];
+            for (size_t i = 0; i < pp->grad.numel; i++) dst[i] = pp->grad.data[i] + l2 * wq[i];
         }
         m->ring_n++;
     }
@@ -129,11 +145,12 @@ static int muppet_epoch_end(struct adapt_policy *p, int epoch, double *lr)
         int nu = p->prec->nunits;
         double S = 0.0;
         const float *g[MUPPET_MAX_R];
-        for (int u = 0; u < nu; u++) {
-            for (int k = 0; k < m->r; k++) g[k] = m->ring[k * nu + u];
-            S += adapt_muppet_gd(g, m->r, p->prec->u[u].layer->param[0].value.numel);
+        for (int t = 0; t < m->nt; t++) {
+            for (int k = 0; k < m->r; k++) g[k] = m->ring[k * m->nt + t];
+            S += adapt_muppet_gd(g, m->r, m->tp[t]->value.numel);
         }
-        S /= nu;
+        S /= m->nt;
+        m->last_gd = S;
         if (adapt_muppet_observe(&m->rule, S, epoch)) {
             struct adapt_trace_event e;
             memset(&e, 0, sizeof e);
@@ -166,15 +183,15 @@ static int muppet_save_tensors(const struct adapt_policy *p, struct adapt_safete
 {
     const struct muppet_state *m = p->state;
     if (m->replay) return 0;
-    int nu = p->prec->nunits, k = 0;
+    int k = 0;
     for (int s = 0; s < m->r; s++)
-        for (int u = 0; u < nu && k < cap; u++, k++) {
-            snprintf(names[k], 96, "muppet.grad%d.%s", s, p->prec->u[u].layer->name);
+        for (int j = 0; j < m->nt && k < cap; j++, k++) {
+            snprintf(names[k], 96, "muppet.grad%d.%s", s, m->tp[j]->name);
             t[k].name = names[k];
             t[k].dtype = ADAPT_ST_F32;
             t[k].ndim = 1;
-            t[k].shape[0] = (int64_t)p->prec->u[u].layer->param[0].value.numel;
-            t[k].data = m->ring[s * nu + u];
+            t[k].shape[0] = (int64_t)m->tp[j]->value.numel;
+            t[k].data = m->ring[s * m->nt + j];
         }
     return k;
 }
@@ -188,14 +205,13 @@ static enum adapt_status muppet_load(struct adapt_policy *p, json_t *j,
                     &m->fp32_epochs))
         return ADAPT_ERROR(ADAPT_EFORMAT, "%s: malformed muppet policy state", f->path);
     if (!m->replay) {
-        int nu = p->prec->nunits;
         for (int s = 0; s < m->r; s++)
-            for (int u = 0; u < nu; u++) {
+            for (int j = 0; j < m->nt; j++) {
                 char name[96];
-                snprintf(name, sizeof name, "muppet.grad%d.%s", s, p->prec->u[u].layer->name);
-                int64_t shape[1] = {(int64_t)p->prec->u[u].layer->param[0].value.numel};
+                snprintf(name, sizeof name, "muppet.grad%d.%s", s, m->tp[j]->name);
+                int64_t shape[1] = {(int64_t)m->tp[j]->value.numel};
                 enum adapt_status st =
-                    adapt_safetensors_copy(f, name, ADAPT_ST_F32, 1, shape, m->ring[s * nu + u]);
+                    adapt_safetensors_copy(f, name, ADAPT_ST_F32, 1, shape, m->ring[s * m->nt + j]);
                 if (st) return st;
             }
         apply_level(p, current_wl(m));
@@ -211,9 +227,16 @@ static void muppet_destroy(struct adapt_policy *p)
     if (!m) return;
     adapt_arena_free(&m->arena);
     free(m->ring);
+    free(m->tp);
     free(m);
 }
 
 const struct adapt_policy_type adapt_policy_muppet = {
     "muppet", muppet_init, muppet_observe, NULL, muppet_epoch_end, muppet_save,
     muppet_save_tensors, muppet_load, muppet_destroy};
+
+double adapt_muppet_last_gd(const struct adapt_policy *p)
+{
+    if (p->type != &adapt_policy_muppet) return NAN;
+    return ((const struct muppet_state *)p->state)->last_gd;
+}

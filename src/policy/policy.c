@@ -93,7 +93,9 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
 int adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step, double loss,
                       int micro, int last_in_epoch)
 {
-    adapt_sgd_prepare(opt, 1.0 / micro);
+    opt->l1_quantized = p->l1_quantized;
+    opt->l2_quantized = p->l2_quantized;
+    adapt_sgd_prepare(opt, 1.0 / micro, p->loss_scale);
     int skip = p->type->observe(p, step, loss, last_in_epoch);
     if (p->type->decide) p->type->decide(p, step);
     if (skip) adapt_net_zero_grad(p->net);

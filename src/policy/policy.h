@@ -66,9 +66,17 @@ struct adapt_policy {
     double loss_scale;            /* multiply d(loss)/d(logits) by this (AMP; 1 otherwise) */
     int overflow;                 /* the last step was skipped (AMP) */
     int epoch;                    /* the epoch being trained (set by the trainer) */
+    double micro_loss;            /* the last micro-batch's loss (with the L1 term) divided by
+                                     the accumulation steps (set by the trainer) */
+    int l1_quantized;             /* the optimizer's L1 term reads the quantized copies */
+    int l2_quantized;             /* and its L2 term */
 };
 
 const struct adapt_policy_type *adapt_policy_find(const char *name);
+
+/* MuPPET: the mean gradient diversity S of its last check (NAN before the
+ * first one or for other policies). */
+double adapt_muppet_last_gd(const struct adapt_policy *p);
 
 enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct adapt_config *cfg,
                                      struct adapt_net *net, uint64_t seed);

@@ -55,37 +55,91 @@ enum adapt_strategy adapt_strategy_update(struct adapt_strategy_state *s, double
     return s->st;
 }
 
-/* One bisection over [lo, hi]; probe(x) is the oracle with the free
- * variable set to x. */
-static int bisect(int lo, int hi, int probe_low, int return_low, adapt_lossy_fn lossy, void *ctx,
-                  int wl_fixed, int fl_fixed, int which, struct adapt_pd_result *out)
+enum adapt_strategy adapt_strategy_update_reference(struct adapt_strategy_state *s, double loss,
+                                                    double mean_lb)
 {
-    while (hi - lo > 1) {
-        int mid = (lo + hi + 1) / 2; /* ceil((lo + hi) / 2), lo, hi >= 0 */
-        int at = probe_low ? lo : mid;
-        int l = which == 0 ? lossy(ctx, wl_fixed, at) : lossy(ctx, at, fl_fixed);
-        out->evals++;
-        out->steps++;
-        if (l) lo = mid;
+    int k = (int)mean_lb; /* truncated, as int() does */
+    if (k < 1) k = 1;
+    if (k > s->cap - 1) k = s->cap - 1;
+    if (s->n > k) {
+        double sum = 0.0;
+        for (int i = 1; i <= s->n; i++) sum += s->hist[(s->pos - i + s->cap) % s->cap];
+        double avg = fabs(sum / (double)k);
+        if (avg <= fabs(loss)) {
+            if (s->st == ADAPT_STRATEGY_MIN) s->st = ADAPT_STRATEGY_MEAN;
+            else if (s->st == ADAPT_STRATEGY_MEAN) s->st = ADAPT_STRATEGY_MAX;
+        } else {
+            s->st = ADAPT_STRATEGY_MIN;
+        }
+        s->n = k; /* keep the last k */
+    }
+    s->hist[s->pos] = loss;
+    s->pos = (s->pos + 1) % s->cap;
+    if (s->n < s->cap) s->n++;
+    return s->st;
+}
+
+/* The oracle with the free variable (FL when which == 0, else WL) at x. */
+static int probe(adapt_lossy_fn lossy, void *ctx, int which, int x, int wl_fixed, int fl_fixed,
+                 struct adapt_pd_result *out)
+{
+    out->evals++;
+    out->steps++;
+    return which == 0 ? lossy(ctx, wl_fixed, x) : lossy(ctx, x, fl_fixed);
+}
+
+/* Corrected: the smallest x in [lo, hi] that is lossless, taking hi as the
+ * fallback (kept when everything below it is lossy) and the losses as
+ * monotone in x. The search runs over (lo - 1, hi] with lo - 1 standing for
+ * "lossy", so lo itself is tested (doc/algorithms.md, push-down). */
+static int bisect_smallest(int lo, int hi, adapt_lossy_fn lossy, void *ctx, int which,
+                           int wl_fixed, int fl_fixed, struct adapt_pd_result *out)
+{
+    int bad = lo - 1;
+    while (hi - bad > 1) {
+        int mid = bad + (hi - bad + 1) / 2; /* ceil((bad + hi) / 2) */
+        if (probe(lossy, ctx, which, mid, wl_fixed, fl_fixed, out)) bad = mid;
         else hi = mid;
     }
-    return return_low ? lo : hi;
+    return hi;
+}
+
+/* Reference: the published loop. At most hi - lo iterations as counted on
+ * entry; mid = ceil((lo + hi) / 2); the test is at lo (probe_low) or at mid;
+ * lossy -> lo = mid, else hi = mid; leave once hi - lo <= 1; return lo. An
+ * interval of width 1 on entry still gets its one test; an empty or
+ * negative one returns lo untested. */
+static int bisect_reference(int lo, int hi, int probe_low, adapt_lossy_fn lossy, void *ctx,
+                            int which, int wl_fixed, int fl_fixed, struct adapt_pd_result *out)
+{
+    for (int n = 0, count = hi - lo; n < count; n++) {
+        int mid = (lo + hi + 1) / 2; /* lo, hi >= 0 */
+        if (probe(lossy, ctx, which, probe_low ? lo : mid, wl_fixed, fl_fixed, out)) lo = mid;
+        else hi = mid;
+        if (hi - lo <= 1) break;
+    }
+    return lo;
 }
 
 void adapt_pd_bisect(int wl, int fl, int fl_min, enum adapt_compat compat, adapt_lossy_fn lossy,
                      void *ctx, struct adapt_pd_result *out)
 {
-    int ref = compat == ADAPT_COMPAT_REFERENCE;
     out->steps = out->evals = 0;
-    int f = fl;
-    if (fl > fl_min) f = bisect(fl_min, fl, ref, ref, lossy, ctx, wl, 0, 0, out);
-    int w = wl;
-    if (wl > f) w = bisect(f, wl, 0, ref, lossy, ctx, 0, f, 1, out);
+    int f, w;
+    if (compat == ADAPT_COMPAT_REFERENCE) {
+        f = bisect_reference(fl_min, fl, 1, lossy, ctx, 0, wl, 0, out);
+        w = bisect_reference(f, wl, 0, lossy, ctx, 1, 0, f, out);
+    } else {
+        f = fl > fl_min ? bisect_smallest(fl_min, fl, lossy, ctx, 0, wl, 0, out) : fl;
+        int wlo = f > 1 ? f : 1; /* WL = FL is a format (no integer bit); WL >= 1 */
+        w = wl > wlo ? bisect_smallest(wlo, wl, lossy, ctx, 1, 0, f, out) : wl;
+    }
     out->wl = w;
     out->fl = f;
 }
 
-void adapt_pu(double D, enum adapt_strategy st, int buffer_bits, int *wl, int *fl, int *s_out)
+void adapt_pu(double D, enum adapt_strategy st, int buffer_bits, enum adapt_compat compat,
+              int *wl, int *fl, int *s_out)
 {
     int s = 1;
     double lambda = log(D) - 1.0;
@@ -96,7 +150,8 @@ void adapt_pu(double D, enum adapt_strategy st, int buffer_bits, int *wl, int *f
         if (s1 < 1) s1 = 1;
         double b = ceil(32.0 * l2);
         int s2 = (b > 32.0 ? 32 : (int)b) - *fl;
-        if (s2 < 0) s2 = 0;
+        int s2_min = compat == ADAPT_COMPAT_REFERENCE ? 0 : 1; /* the paper's bound is 1 */
+        if (s2 < s2_min) s2 = s2_min;
         switch (st) {
         case ADAPT_STRATEGY_MIN: s = s1 < s2 ? s1 : s2; break;
         case ADAPT_STRATEGY_MEAN: s = (s1 + s2 + 1) / 2; break;

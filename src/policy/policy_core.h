@@ -18,7 +18,7 @@
  *   struct adapt_pd_result pd;
  *   adapt_pd_bisect(8, 6, 4, ADAPT_COMPAT_CORRECTED, my_oracle, ctx, &pd);
  *   int wl = pd.wl, fl = pd.fl, s;
- *   adapt_pu(D, ADAPT_STRATEGY_MIN, 4, &wl, &fl, &s);
+ *   adapt_pu(D, ADAPT_STRATEGY_MIN, 4, ADAPT_COMPAT_CORRECTED, &wl, &fl, &s);
  *
  * Non-goals: no tensors and no quantization here (the oracle does that).
  */
@@ -54,6 +54,15 @@ struct adapt_strategy_state {
 enum adapt_strategy adapt_strategy_update(struct adapt_strategy_state *s, double loss,
                                           double mean_lb);
 
+/* compat = reference: the published implementation's window. k =
+ * int(mean_lb) (truncated; mean_lb is the previous step's mean lookback);
+ * while at most k losses are stored nothing changes; otherwise avg =
+ * |sum of the stored losses / k| (k + 1 of them in the steady state, the
+ * current loss not among them) is compared with |loss| as above and the
+ * history is cut to its last k. Then `loss` is stored. Needs cap >= k + 1. */
+enum adapt_strategy adapt_strategy_update_reference(struct adapt_strategy_state *s, double loss,
+                                                    double mean_lb);
+
 /* Push-down oracle: 1 when quantizing the weights with <wl, fl> loses
  * information (KL above the threshold), 0 when lossless. */
 typedef int (*adapt_lossy_fn)(void *ctx, int wl, int fl);
@@ -63,20 +72,26 @@ struct adapt_pd_result {
     int steps;  /* bisection iterations (FL and WL) */
     int evals;  /* oracle calls */
 };
-/* corrected: bisect FL in [fl_min, fl] at wl, then WL in [FL*, wl] at FL*:
- * mid = ceil((lo + hi) / 2); lossy -> lo = mid, else hi = mid; stop when
- * hi - lo <= 1; each result is hi. reference: the FL bisection calls the
- * oracle at lo instead of mid and both bisections return lo. When fl <=
- * fl_min the FL stage does nothing (and likewise WL). */
+/* corrected: the smallest lossless FL in [fl_min, fl] at wl, then the
+ * smallest lossless WL in [max(FL*, 1), wl] at FL*, both by bisection with
+ * mid = ceil((lo + hi) / 2) over (lo - 1, hi] (the lower end is tested; the
+ * upper end is the fallback and is not). reference: the published loops:
+ * FL over [fl_min, fl] tested at lo, WL over [FL*, wl] tested at mid, lossy
+ * -> lo = mid, else hi = mid, at most hi - lo iterations counted on entry,
+ * leaving once hi - lo <= 1, each returning lo (so an interval of width 1
+ * on entry is tested once, and fl < fl_min gives fl_min). See
+ * doc/algorithms.md. */
 void adapt_pd_bisect(int wl, int fl, int fl_min, enum adapt_compat compat, adapt_lossy_fn lossy,
                      void *ctx, struct adapt_pd_result *out);
 
 /* Push-up (natural log): lambda = ln(D) - 1; s = 1, or when 0 < D < inf and
  * lambda > 0: s1 = max(ceil(1/lambda^2), 1), s2 = max(min(ceil(32 lambda^2),
- * 32) - FL, 0), s = min | ceil(mean) | max of them by strategy; FL = min(FL +
- * s, 32); WL = min(max(WL, FL) + 1, 32); then buffer bits b: FL = min(FL, 32 -
- * b); WL = max(min(FL + b, 32), WL). *s_out gets s. */
-void adapt_pu(double D, enum adapt_strategy st, int buffer_bits, int *wl, int *fl, int *s_out);
+ * 32) - FL, m) with m = 1 (corrected, the paper) or 0 (reference), s = min |
+ * ceil(mean) | max of them by strategy; FL = min(FL + s, 32); WL =
+ * min(max(WL, FL) + 1, 32); then buffer bits b: FL = min(FL, 32 - b); WL =
+ * max(min(FL + b, 32), WL). *s_out gets s. */
+void adapt_pu(double D, enum adapt_strategy st, int buffer_bits, enum adapt_compat compat,
+              int *wl, int *fl, int *s_out);
 
 /* MuPPET: GD = sum_k ||g_k||^2 / ||sum_k g_k||^2 over r gradients of n
  * elements (+inf when the sum is zero). */
