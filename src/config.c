@@ -53,6 +53,7 @@ static const char *const compat_names[] = {"corrected", "reference", NULL};
 static const char *const rounding_names[] = {"stochastic", "nearest", NULL};
 static const char *const round_layers_names[] = {"units", "all", NULL};
 static const char *const ste_names[] = {"auto", "plain", "saturating", NULL};
+static const char *const auto_bool_names[] = {"auto", "true", "false", NULL};
 static const char *const wl_fl_labels[] = {"WL", "FL"};
 static const char *const wl_epochs_labels[] = {"WL", "EPOCHS"};
 
@@ -186,6 +187,9 @@ static const struct cfg_key keys[] = {
            "backward through rounded outputs: plain straight-through, saturating (no gradient "
            "pushing a saturated output further out), auto = saturating for adapt corrected, "
            "plain otherwise"),
+    K_ENUM("quantization", "round_logits", quantization.round_logits, "auto", auto_bool_names,
+           "round the network's output (the logits) with quant_outputs; auto = false for adapt "
+           "corrected, true otherwise"),
     K_BOOL("quantization", "quant_grads", quantization.quant_grads, "true",
            "quantize the gradients"),
     K_DBL("quantization", "kl_eps", quantization.kl_eps, "0", "[0, 1e9]",

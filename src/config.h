@@ -104,6 +104,7 @@ enum adapt_config_compat { ADAPT_CONFIG_COMPAT_CORRECTED, ADAPT_CONFIG_COMPAT_RE
 enum adapt_config_rounding { ADAPT_CONFIG_ROUNDING_STOCHASTIC, ADAPT_CONFIG_ROUNDING_NEAREST };
 enum adapt_config_round_layers { ADAPT_CONFIG_ROUND_LAYERS_UNITS, ADAPT_CONFIG_ROUND_LAYERS_ALL };
 enum adapt_config_ste { ADAPT_CONFIG_STE_AUTO, ADAPT_CONFIG_STE_PLAIN, ADAPT_CONFIG_STE_SATURATING };
+enum adapt_config_auto_bool { ADAPT_CONFIG_AUTO, ADAPT_CONFIG_TRUE, ADAPT_CONFIG_FALSE };
 
 /* "8,12,14,16" */
 struct adapt_config_ints {
@@ -200,6 +201,7 @@ struct adapt_config {
         bool quant_inputs, quant_outputs, quant_grads;
         enum adapt_config_round_layers round_layers;
         enum adapt_config_ste ste;
+        enum adapt_config_auto_bool round_logits;
         double kl_eps;
         double kl_noise;
         int pd_sample;                  /* 0 = whole tensor */

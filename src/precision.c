@@ -284,6 +284,11 @@ void adapt_precision_set_float(struct adapt_precision *p, int u)
     p->u[u].active = 0;
 }
 
+void adapt_precision_keep_logits_float(struct adapt_precision *p)
+{
+    p->round_out[p->net->nnodes - 1] = 0;
+}
+
 double adapt_precision_take_act_sat(struct adapt_precision *p, int u)
 {
     ADAPT_ASSERT(u >= 0 && u < p->nunits);

@@ -107,6 +107,9 @@ void adapt_precision_set_float(struct adapt_precision *p, int u);
  * layers rounded in its format) that saturated in the training forwards since
  * the last call, or NaN when none were rounded; resets the count. */
 double adapt_precision_take_act_sat(struct adapt_precision *p, int u);
+
+/* The network's output (the logits the loss reads) stays float32 from now on. */
+void adapt_precision_keep_logits_float(struct adapt_precision *p);
 /* From now on the batch-norm parameters after a unit (param_unit) are
  * rounded to that unit's format: copies at every refresh, gradients with
  * the units' gradients. */

@@ -84,6 +84,7 @@ static enum adapt_status muppet_init(struct adapt_policy *p)
                                                  QUANT_ROUND_STOCHASTIC, p->seed);
     if (st) return st;
     p->prec->ste = adapt_policy_ste(p->cfg, 0);
+    adapt_policy_apply_logits(p, 0);
     m->last_gd = NAN;
     p->l2_quantized = 1;
     if (!m->replay) {

@@ -124,6 +124,13 @@ static const struct adapt_policy_type policy_fp32 = {
 /* ----------------------------------------------------------------- fixed */
 
 /* The quantization settings shared by fixed and adapt. */
+void adapt_policy_apply_logits(struct adapt_policy *p, int adapt_corrected)
+{
+    enum adapt_config_auto_bool r = p->cfg->quantization.round_logits;
+    if (r == ADAPT_CONFIG_FALSE || (r == ADAPT_CONFIG_AUTO && adapt_corrected))
+        adapt_precision_keep_logits_float(p->prec);
+}
+
 enum adapt_ste adapt_policy_ste(const struct adapt_config *cfg, int adapt_corrected)
 {
     switch (cfg->quantization.ste) {
@@ -137,7 +144,10 @@ static enum adapt_status alloc_prec(struct adapt_policy *p, int round_inputs, en
                                     enum quant_rounding r)
 {
     enum adapt_status st = adapt_precision_alloc(&p->prec, p->net, round_inputs, qout, r, p->seed);
-    if (!st) p->prec->ste = adapt_policy_ste(p->cfg, 0);
+    if (!st) {
+        p->prec->ste = adapt_policy_ste(p->cfg, 0);
+        adapt_policy_apply_logits(p, 0);
+    }
     return st;
 }
 

@@ -85,6 +85,9 @@ void adapt_policy_free(struct adapt_policy *p);
 /* The backward rule through saturated outputs that quantization.ste selects
  * (auto: saturating for AdaPT in corrected mode, plain otherwise). */
 enum adapt_ste adapt_policy_ste(const struct adapt_config *cfg, int adapt_corrected);
+/* Keeps the logits float32 when quantization.round_logits says so (auto:
+ * for AdaPT in corrected mode). */
+void adapt_policy_apply_logits(struct adapt_policy *p, int adapt_corrected);
 /* The trace's view of unit u after the last step; takes (resets) its output
  * saturation count. */
 void adapt_policy_unit_state(const struct adapt_policy *p, int u,
