@@ -372,8 +372,6 @@ static enum adapt_status write_json(FILE *f, struct perf_run *const *runs, int n
         }
         json_object_set_new(o, "path", json_string(r->path));
         json_object_set_new(o, "config", json_string(r->config ? r->config : ""));
-        json_object_set_new(o, "su2_reference", jnum(r->su2_ref));
-        json_object_set_new(o, "su3", jnum(r->su3));
         json_object_set_new(o, "su1_ratio", jnum(r->su1));
         json_object_set_new(o, "su1_paper", jnum(r->su1_paper));
         json_object_set_new(o, "su2_ratio", jnum(r->su2));

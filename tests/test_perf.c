@@ -435,6 +435,25 @@ START_TEST(test_su3_su2_reference)
     ck_assert_close(r->su2_ref, r->su1_paper * 2.0);
     ck_assert_close(r->su3, 75.0 * 2.0 * SYN_C32 / (SYN_CQ + SYN_C32));
     perf_run_free(r);
+    /* MuPPET's ResNet schedule as the reference analysis lists it,
+     * 8:22,12:22,14:10,16:15,32:45 (every epoch the same cost, no update
+     * priced): Cq / C32 = (22*8 + 22*12 + 10*14 + 15*16 + 45*32) / (32*114)
+     * = 2260 / 3648, SU1 paper = 2 / (1 + 2260/3648) = 1.235 (the paper's
+     * table 2 prints 1.25); a schedule's SU3 is its SU1 paper. */
+    struct perf_model *m;
+    ck_assert_int_eq(perf_model_alloc(&m, "resnet20", 10), ADAPT_OK);
+    perf_params_init(&p);
+    p.update_ops = p.accum_ops = 0;
+    ck_assert_int_eq(perf_schedule_price(&r, "8:22,12:22,14:10,16:15,32:45", m, 128, 45000, &p,
+                                         NULL),
+                     ADAPT_OK);
+    ck_assert_close(r->su1_paper, 2.0 / (1.0 + 2260.0 / 3648.0));
+    ck_assert_close(r->su3, r->su1_paper);
+    char buf[16];
+    snprintf(buf, sizeof buf, "%.3f", r->su3);
+    ck_assert_str_eq(buf, "1.235");
+    perf_run_free(r);
+    perf_model_free(m);
 }
 END_TEST
 
