@@ -164,6 +164,7 @@ def trace_info(path):
     """Header fields and the metrics worth a heatmap: WL always, FL when it
     changes, lookback, resolution and sparsity when recorded."""
     policy, model, dataset, metrics = "?", "?", "?", {"wl"}
+    label, compat = run_name(path), ""
     fl_seen = None
     with open(path) as f:
         for no, line in enumerate(f, 1):
@@ -177,6 +178,7 @@ def trace_info(path):
                 policy = rec.get("policy", "?")
                 model = rec.get("model", {}).get("name", "?")
                 dataset = rec.get("dataset", {}).get("name", "?")
+                label, compat = run_label(rec, path)
             elif rec.get("type") == "step":
                 for u in rec.get("units", []):
                     metrics.update(k for k in ("lb", "r", "sparsity") if k in u)
@@ -186,12 +188,33 @@ def trace_info(path):
                         metrics.add("fl")
                 if len(metrics) == 5:
                     break
-    return policy, model, dataset, [m for m in METRICS if m in metrics]
+    return policy, model, dataset, [m for m in METRICS if m in metrics], label, compat
 
 
 def run_name(path):
+    """The trace's folder (file names of its pictures)."""
     d, f = os.path.split(os.path.abspath(path))
     return os.path.basename(d) if f == "trace.jsonl" else os.path.splitext(f)[0]
+
+
+def run_label(header, path):
+    """The name adapt-perf gives a run: its configuration file's stem, then
+    [reference] for AdaPT's reference variant and the seed when not 1; the
+    folder when the run had no configuration file. Also the compat mode."""
+    compat = ""
+    if header.get("policy") == "adapt":
+        compat = (header.get("config") or {}).get("quantization", {}).get("compat", "corrected")
+    cf = header.get("config_file") or ""
+    if not cf:
+        return run_name(path), compat
+    label = os.path.basename(cf)
+    if label.endswith(".ini"):
+        label = label[:-4]
+    if compat == "reference":
+        label += " [reference]"
+    if header.get("seed", 1) != 1:
+        label += " seed %d" % header["seed"]
+    return label, compat
 
 
 def check(cmd, what):
@@ -228,14 +251,17 @@ def cmd_build(args):
               "adapt-perf --format " + fmt)
     sections = []
     for t, name in zip(traces, names):
-        policy, model, dataset, metrics = trace_info(t)
+        policy, model, dataset, metrics, label, compat = trace_info(t)
         pictures = []
         for m in metrics:
             for ext in ("png", "svg"):
                 f = os.path.join(pics, "%s_%s.%s" % (name, m, ext))
                 check([heat, t, "--metric", m, "-o", f], "adapt-heatmap")
             pictures.append(m)
-        sections.append((name, t, policy, model, dataset, pictures))
+        sections.append((name, t, policy, model, dataset, pictures, label, compat))
+    labels = [sec[6] for sec in sections]
+    sections = [sec[:6] + ((sec[6] + " (" + sec[0] + ")") if labels.count(sec[6]) > 1 else sec[6],
+                           sec[7]) for sec in sections]
     for ext in ("png", "svg"):
         check([heat, "--cost-curve"] + traces + ["-o", os.path.join(pics, "cost_curve." + ext)],
               "adapt-heatmap --cost-curve")
@@ -246,16 +272,21 @@ def cmd_build(args):
           "Generated %s by" % when, "", "    " + cmdline, "",
           "from the traces below; the same command regenerates it (pictures in `pictures/`,",
           "PNG and SVG; the table also as `table.csv` and `table.json`).", "",
-          "| run | policy | model | data set | trace |", "|---|---|---|---|---|"]
-    for name, t, policy, model, dataset, _ in sections:
-        md.append("| %s | %s | %s | %s | `%s` |" % (name, policy, model, dataset, os.path.relpath(t, out)))
+          "Runs are named by their configuration file ([reference]: AdaPT's reference",
+          "variant; the seed when it is not 1; the folder in parentheses when two runs",
+          "would share a name).", "",
+          "| run | policy | compat | model | data set | trace |", "|---|---|---|---|---|---|"]
+    for name, t, policy, model, dataset, _, label, compat in sections:
+        md.append("| %s | %s | %s | %s | %s | `%s` |" % (label, policy, compat or "-", model, dataset,
+                                                         os.path.relpath(t, out)))
     md += ["", "## Comparison", "", table.rstrip(), "",
-           "### In the AdaPT paper's convention (SU = 2 C32 / (Cq + C32))", "", paper.rstrip(), "",
+           "### In the AdaPT paper's convention (SU = 2 C32 / (Cq + C32)), with the reference",
+           "analysis' SU2 ref and SU3", "", paper.rstrip(), "",
            "## Training cost relative to float32", "",
            "![cost curve](pictures/cost_curve.png)", "", "([SVG](pictures/cost_curve.svg))", ""]
     md += ["## Per-unit formats", ""]
-    for name, t, policy, model, dataset, pictures in sections:
-        md += ["### %s (%s)" % (name, policy), ""]
+    for name, t, policy, model, dataset, pictures, label, compat in sections:
+        md += ["### %s (%s%s)" % (label, policy, ", " + compat if compat else ""), ""]
         for m in pictures:
             md += ["![%s %s](pictures/%s_%s.png)" % (name, m, name, m), "",
                    "([SVG](pictures/%s_%s.svg))" % (name, m), ""]

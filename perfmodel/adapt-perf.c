@@ -23,11 +23,15 @@ static void usage(FILE *f)
             "       adapt-perf --schedule WL:EPOCHS,... --model NAME [options]\n"
             "       adapt-perf --gemm-shapes --model NAME [--batch B]\n"
             "Prices training runs with the performance model (one row per run):\n"
-            "SU1, SU2, training memory, model size, inference speed-up, overhead, sparsity.\n"
+            "SU1, SU2, training memory (with the policy's state), model size, inference\n"
+            "speed-up, overhead, sparsity; runs named by their configuration file.\n"
             "  --baseline TRACE     float32 run for SU2 (default: the first TRACE of policy fp32)\n"
             "  --target ACC         SU2 target validation accuracy (default: baseline best - tol)\n"
             "  --target-tol T       tolerance below the baseline's best (default 0.005)\n"
-            "  --paper-compat       SU = 2 C32 / (Cq + C32), the AdaPT paper's convention\n"
+            "  --paper-compat       SU = 2 C32 / (Cq + C32), the AdaPT paper's convention, and\n"
+            "                       SU2 ref (SU1 paper over the fraction of the run before the\n"
+            "                       target; needs --baseline or --target) and SU3 (on MuPPET's\n"
+            "                       float32 baseline) as the AdaPT reference analysis computes them\n"
             "  --format F           text (default), csv, json or markdown\n"
             "  --per-unit           add per-unit costs and formats\n"
             "  --hw TABLE           also price with a measured timing table (adapt-bench gemm)\n"
@@ -41,6 +45,45 @@ static void usage(FILE *f)
             "  --samples N          training samples per epoch (default 45000 for CIFAR models,\n"
             "                       55000 for MNIST-family models: 5000 held out)\n"
             "  --gemm-shapes        print the model's GEMM shapes MxNxK,... (adapt-bench gemm --shapes)\n");
+}
+
+/* Runs that share a name (the same configuration file, seed and variant)
+ * get their trace's folder (or file stem) appended: "name (folder)". */
+static int disambiguate(struct perf_run **runs, int n)
+{
+    char **nn = calloc((size_t)n + 1, sizeof *nn);
+    if (!nn) return -1;
+    for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int j = 0; j < n; j++) dup |= j != i && !strcmp(runs[i]->name, runs[j]->name);
+        if (!dup || !runs[i]->path[0]) continue;
+        char folder[256];
+        const char *path = runs[i]->path, *slash = strrchr(path, '/');
+        const char *file = slash ? slash + 1 : path;
+        if (!strcmp(file, "trace.jsonl") && slash) {
+            const char *q = slash;
+            while (q > path && q[-1] != '/') q--;
+            snprintf(folder, sizeof folder, "%.*s", (int)(slash - q), q);
+        } else {
+            snprintf(folder, sizeof folder, "%s", file);
+            char *dot = strrchr(folder, '.');
+            if (dot && dot != folder) *dot = 0;
+        }
+        size_t len = strlen(runs[i]->name) + strlen(folder) + 4;
+        if (!(nn[i] = malloc(len))) {
+            for (int k = 0; k < n; k++) free(nn[k]);
+            free(nn);
+            return -1;
+        }
+        snprintf(nn[i], len, "%s (%s)", runs[i]->name, folder);
+    }
+    for (int i = 0; i < n; i++)
+        if (nn[i]) {
+            free(runs[i]->name);
+            runs[i]->name = nn[i];
+        }
+    free(nn);
+    return 0;
 }
 
 static int fail(const char *what)
@@ -223,6 +266,10 @@ int main(int argc, char **argv)
                 goto out;
             }
             nruns++;
+        }
+        if (disambiguate(runs, nruns)) {
+            fail("out of memory");
+            goto out;
         }
         if (baseline) {
             struct adapt_trace *t;

@@ -39,6 +39,7 @@ void perf_params_init(struct perf_params *p)
     p->bin_ops = 1.0;
     p->kl_ops = 1.0;
     p->gacc_ops = 2.0;
+    p->muppet_r = 3;
 }
 
 /* Per-model quantities the interval prices need. */
@@ -55,6 +56,9 @@ struct plan {
     int64_t *A;       /* (na) stored activations per sample (layer outputs, flatten excluded) */
     int *agov;        /* (na) */
     int64_t in_numel; /* network input per sample (quantized with unit 0) */
+    /* memory of the policy's own state (perf_policy_state_bits) */
+    double state_bits; /* bits held whatever the formats */
+    int grad32;        /* 1: weight gradients are float32 tensors whatever the WL (AMP) */
     /* hardware-calibrated: seconds per micro-batch, cached per unit/layer and WL */
     const struct perf_hw *hw;
     int batch;
@@ -229,7 +233,9 @@ static enum adapt_status price(struct plan *pl, const struct perf_params *p, con
     double c32 = 0, cq = 0, e32 = 0, eq = 0;
     for (int u = 0; u < pl->nu; u++) {
         double full = samples * pl->passes[u] * (double)pl->F[u];
-        double q = full * nz[u] * wl[u] / 32.0;
+        /* forward and backward-data multiply by W and skip its zeros; the weight
+         * gradient dW = dY X^T reads no weight and stays dense */
+        double q = samples * (double)pl->F[u] * wl[u] / 32.0 * (nz[u] * (pl->passes[u] - 1) + 1.0);
         c32 += full;
         cq += q;
         if (iv->unit_c32) iv->unit_c32[u] += full;
@@ -284,13 +290,15 @@ static enum adapt_status forward_seconds(struct plan *pl, const int *wl, double 
 }
 
 /* Training memory in bits for micro-batch b: FP32 master weights and
- * momentum always; gradients at WL (FP32 for non-unit parameters); a
- * quantized weight copy when WL < 32; stored activations at the WL of
- * their unit (the input at unit 0's). */
+ * momentum always; gradients at WL (FP32 for non-unit parameters, and for
+ * every parameter with grad32); a quantized weight copy when WL < 32; the
+ * policy's own state (state_bits); stored activations at the WL of their
+ * unit (the input at unit 0's). */
 static double memory_bits(const struct plan *pl, const int *wl, int b)
 {
-    double m = 64.0 * (double)pl->P + 32.0 * (double)(pl->P - pl->Wsum);
-    for (int u = 0; u < pl->nu; u++) m += (double)pl->W[u] * (wl[u] + (wl[u] < 32 ? wl[u] : 0));
+    double m = 64.0 * (double)pl->P + 32.0 * (double)(pl->P - pl->Wsum) + pl->state_bits;
+    for (int u = 0; u < pl->nu; u++)
+        m += (double)pl->W[u] * ((pl->grad32 ? 32 : wl[u]) + (wl[u] < 32 ? wl[u] : 0));
     double act = (double)pl->in_numel * wl[0];
     for (int j = 0; j < pl->na; j++) act += (double)pl->A[j] * wl[pl->agov[j]];
     return m + act * b;
@@ -301,6 +309,33 @@ static double memory_bits_fp32(const struct plan *pl, int b)
     double act = (double)pl->in_numel;
     for (int j = 0; j < pl->na; j++) act += (double)pl->A[j];
     return 96.0 * (double)pl->P + 32.0 * act * b;
+}
+
+double perf_policy_state_bits(const char *policy, int64_t unit_weights, int muppet_r,
+                              int *grad32)
+{
+    if (grad32) *grad32 = policy && !strcmp(policy, "amp");
+    if (!policy) return 0;
+    /* AdaPT: the accumulated normalised gradient G, float32, weight-shaped per unit */
+    if (!strcmp(policy, "adapt")) return 32.0 * (double)unit_weights;
+    /* MuPPET: the last r epochs' weight gradients of every unit, float32 */
+    if (!strcmp(policy, "muppet") || !strcmp(policy, "schedule"))
+        return 32.0 * (double)muppet_r * (double)unit_weights;
+    return 0;
+}
+
+double perf_su3(double c32, double cq, int epochs, int accumulation, int batch, int cifar)
+{
+    if (!(epochs > 0 && accumulation > 0 && batch > 0)) return NAN;
+    double bs = cifar ? 128.0 / (double)batch : 1.0;
+    double den = cq + c32 * bs / (double)accumulation;
+    return den > 0 ? 150.0 / (double)epochs * 2.0 * c32 / den : NAN;
+}
+
+double perf_su2_reference(double su1_paper, int target_epoch, int epochs)
+{
+    if (target_epoch < 0 || epochs < 1 || target_epoch >= epochs) return NAN;
+    return su1_paper * (double)epochs / (double)(target_epoch + 1);
 }
 
 /* ------------------------------------------------------------- run helpers */
@@ -318,6 +353,8 @@ void perf_run_free(struct perf_run *r)
     if (!r) return;
     free(r->name);
     free(r->path);
+    free(r->config);
+    free(r->compat);
     free(r->policy);
     free(r->model);
     free(r->dataset);
@@ -355,7 +392,7 @@ static struct perf_run *run_alloc(const struct perf_model *m, int64_t n_points, 
         ur->weights = m->units[u].weights;
         ur->final_sparsity = NAN;
     }
-    r->su2 = r->su2_paper = r->target_acc = NAN;
+    r->su2 = r->su2_paper = r->su2_ref = r->su3 = r->target_acc = NAN;
     r->target_epoch = r->baseline_epoch = -1;
     r->sparsity_final = r->sparsity_mean = r->best_val_acc = r->test_acc = NAN;
     return r;
@@ -365,6 +402,8 @@ static void run_finish(struct perf_run *r)
 {
     r->su1 = r->cq > 0 ? r->c32 / r->cq : NAN;
     r->su1_paper = r->cq + r->c32 > 0 ? 2.0 * r->c32 / (r->cq + r->c32) : NAN;
+    r->su3 = perf_su3(r->c32, r->cq, r->epochs, r->accumulation, r->batch,
+                      r->dataset && !strncmp(r->dataset, "cifar", 5));
     r->overhead_share = r->cq > 0 ? r->overhead / r->cq : NAN;
     if (r->has_hw) r->su1_hw = r->tq_s > 0 ? r->t32_s / r->tq_s : NAN;
 }
@@ -531,6 +570,36 @@ static const char *base_name(const char *path, char *buf, size_t n)
     return buf;
 }
 
+/* "corrected" or "reference" for an AdaPT run (its quantization.compat), ""
+ * for other policies. */
+static const char *run_compat(const struct adapt_trace *t)
+{
+    if (!t->header.policy || strcmp(t->header.policy, "adapt")) return "";
+    json_t *q = json_object_get(t->header.config, "quantization");
+    const char *c = json_string_value(json_object_get(q, "compat"));
+    return c ? c : "corrected";
+}
+
+/* A run's name: the stem of its configuration file, with the AdaPT compat
+ * mode when it is "reference" and the seed when it is not 1; the trace's
+ * folder when the run had no configuration file. */
+static const char *run_name(const struct adapt_trace *t, char *buf, size_t n)
+{
+    const char *cf = t->header.config_file;
+    if (!cf || !cf[0]) return base_name(t->path, buf, n);
+    const char *slash = strrchr(cf, '/');
+    const char *file = slash ? slash + 1 : cf;
+    size_t len = strlen(file);
+    if (len > 4 && !strcmp(file + len - 4, ".ini")) len -= 4;
+    int k = snprintf(buf, n, "%.*s", (int)len, file);
+    const char *compat = run_compat(t);
+    if (k >= 0 && (size_t)k < n && !strcmp(compat, "reference"))
+        k += snprintf(buf + k, n - (size_t)k, " [reference]");
+    if (k >= 0 && (size_t)k < n && t->header.seed != 1)
+        snprintf(buf + k, n - (size_t)k, " seed %lld", (long long)t->header.seed);
+    return buf;
+}
+
 /* Weight-weighted sparsity of a step; NaN when no unit reports one. */
 static double step_sparsity(const struct plan *pl, const struct adapt_trace_step *s)
 {
@@ -541,6 +610,21 @@ static double step_sparsity(const struct plan *pl, const struct adapt_trace_step
             den += (double)pl->W[u];
         }
     return den > 0 ? num / den : NAN;
+}
+
+/* The target accuracy, the run's first epoch at it and SU2 in the reference
+ * convention (no baseline needed: SU1 paper over the fraction of the run's
+ * epochs trained when the target is first reached). */
+static void set_target(struct perf_run *run, double target)
+{
+    run->target_acc = target;
+    run->target_epoch = -1;
+    for (int e = 0; e < run->n_epoch_marks; e++)
+        if (run->epoch_val_acc[e] >= target) {
+            run->target_epoch = e;
+            break;
+        }
+    run->su2_ref = perf_su2_reference(run->su1_paper, run->target_epoch, run->n_epoch_marks);
 }
 
 enum adapt_status perf_run_analyze(struct perf_run **out, const struct adapt_trace *t,
@@ -568,6 +652,8 @@ enum adapt_status perf_run_analyze(struct perf_run **out, const struct adapt_tra
         goto out;
     }
     if ((st = plan_init(&pl, m, hw, (int)batch)) != ADAPT_OK) goto out;
+    int64_t mr = cfg_int(t->header.config, "policy", "muppet_r", p->muppet_r, &ok);
+    pl.state_bits = perf_policy_state_bits(t->header.policy, pl.Wsum, (int)mr, &pl.grad32);
     int64_t last = t->steps[t->n_steps - 1].step;
     int64_t end = last;
     if (t->n_epochs && t->epochs[t->n_epochs - 1].step > end) end = t->epochs[t->n_epochs - 1].step;
@@ -585,8 +671,10 @@ enum adapt_status perf_run_analyze(struct perf_run **out, const struct adapt_tra
         st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", t->path);
         goto out;
     }
-    char nb[256];
-    r->name = dupstr(base_name(t->path, nb, sizeof nb));
+    char nb[512];
+    r->name = dupstr(run_name(t, nb, sizeof nb));
+    r->config = dupstr(t->header.config_file ? t->header.config_file : "");
+    r->compat = dupstr(run_compat(t));
     r->path = dupstr(t->path);
     r->policy = dupstr(t->header.policy);
     r->model = dupstr(t->header.model.name);
@@ -596,7 +684,8 @@ enum adapt_status perf_run_analyze(struct perf_run **out, const struct adapt_tra
     r->complete = t->has_end;
     r->epochs = t->n_epochs;
     r->steps = end;
-    if (!r->name || !r->path || !r->policy || !r->model || !r->dataset) {
+    if (!r->name || !r->path || !r->policy || !r->model || !r->dataset || !r->config ||
+        !r->compat) {
         st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", t->path);
         goto free_units;
     }
@@ -733,6 +822,7 @@ enum adapt_status perf_run_analyze(struct perf_run **out, const struct adapt_tra
     r->sparsity_final = step_sparsity(&pl, fin);
     r->sparsity_mean = sp_n ? sp_sum / (double)sp_n : NAN;
     run_finish(r);
+    if (!isnan(p->target_acc)) set_target(r, p->target_acc);
 free_units:
     free(uc32);
     free(ucq);
@@ -760,17 +850,12 @@ enum adapt_status perf_run_set_baseline(struct perf_run *run, const struct perf_
                            "SU2 needs one",
                            base->path);
     double target = isnan(p->target_acc) ? base->best_val_acc - p->target_tol : p->target_acc;
-    run->target_acc = target;
-    run->baseline_epoch = run->target_epoch = -1;
+    set_target(run, target);
+    run->baseline_epoch = -1;
     run->su2 = run->su2_paper = NAN;
     for (int e = 0; e < base->n_epoch_marks; e++)
         if (base->epoch_val_acc[e] >= target) {
             run->baseline_epoch = e;
-            break;
-        }
-    for (int e = 0; e < run->n_epoch_marks; e++)
-        if (run->epoch_val_acc[e] >= target) {
-            run->target_epoch = e;
             break;
         }
     if (run->baseline_epoch >= 0 && run->target_epoch >= 0) {
@@ -813,6 +898,7 @@ enum adapt_status perf_schedule_price(struct perf_run **out, const char *schedul
     struct plan pl;
     enum adapt_status st = plan_init(&pl, m, hw, batch);
     if (st != ADAPT_OK) return st;
+    pl.state_bits = perf_policy_state_bits("schedule", pl.Wsum, p->muppet_r, &pl.grad32);
     struct perf_run *r = run_alloc(m, total, total);
     int *wl = calloc((size_t)m->n_units, sizeof *wl);
     double *nz = calloc((size_t)m->n_units, sizeof *nz);
@@ -827,10 +913,12 @@ enum adapt_status perf_schedule_price(struct perf_run **out, const char *schedul
     r->name = name;
     name = NULL;
     r->path = dupstr("");
+    r->config = dupstr("");
+    r->compat = dupstr("");
     r->policy = dupstr("schedule");
     r->model = dupstr(m->name);
     r->dataset = dupstr("");
-    if (!r->path || !r->policy || !r->model || !r->dataset) {
+    if (!r->path || !r->policy || !r->model || !r->dataset || !r->config || !r->compat) {
         st = ADAPT_ERROR(ADAPT_ENOMEM, "schedule: out of memory");
         goto out;
     }
@@ -900,6 +988,8 @@ enum adapt_status perf_schedule_price(struct perf_run **out, const char *schedul
         r->inference_su_hw = t32 / tq;
     }
     run_finish(r);
+    /* a schedule is MuPPET's run on its own baseline: no rescaling */
+    r->su3 = r->su1_paper;
 out:
     free(name);
     free(wl);

@@ -103,6 +103,8 @@ struct perf_params {
     double bin_ops;      /* push-down: binning one sampled weight (default 1) */
     double kl_ops;       /* push-down: one KL term per histogram bin (default 1) */
     double gacc_ops;     /* AdaPT: per weight and optimizer step (default 2: G += g, ||G||^2) */
+    int muppet_r;        /* MuPPET's epochs of kept gradients when a trace does not say, and for
+                            schedules (default 3) */
 };
 void perf_params_init(struct perf_params *p);
 
@@ -154,7 +156,10 @@ struct perf_point {
 };
 
 struct perf_run {
-    char *name, *path, *policy, *model, *dataset;
+    char *name;       /* configuration file stem [+ " [reference]"] [+ " seed N"]; else folder */
+    char *path, *policy, *model, *dataset;
+    char *config;     /* the configuration file the run was started with ("" none) */
+    char *compat;     /* AdaPT: "corrected" or "reference"; "" for other policies */
     int64_t steps;    /* optimizer steps */
     int epochs;       /* epoch records */
     double samples;   /* samples trained */
@@ -167,9 +172,14 @@ struct perf_run {
     double overhead, overhead_pd, overhead_acc; /* policy overhead (cq only) */
     double su1, su1_paper;          /* C32 / Cq; 2 C32 / (Cq + C32) */
     double su2, su2_paper;          /* NaN without a baseline or when the target is not reached */
+    double su2_ref;                 /* SU1 paper / (epochs to the target / epochs of the run):
+                                       the reference analysis' iso-accuracy SU2 (perf_su2_reference)
+                                       against the full float32 run; NaN without a target */
+    double su3;                     /* on MuPPET's float32 baseline (perf_su3) */
     double target_acc;              /* NaN without a baseline */
     int target_epoch, baseline_epoch; /* first epoch (0-based) at the target; -1 */
-    double mem_rel;                 /* peak training memory / FP32 training memory */
+    double mem_rel;                 /* peak training memory / FP32 training memory, the policy's
+                                       state included (perf_policy_state_bits) */
     double model_size;              /* final sum WL*nnz / sum 32*n over the units */
     double inference_su;            /* forward cost at FP32 / at the final formats */
     double overhead_share;          /* overhead / cq */
@@ -206,6 +216,23 @@ enum adapt_status perf_schedule_price(struct perf_run **out, const char *schedul
                                       int64_t samples_per_epoch, const struct perf_params *p,
                                       const struct perf_hw *hw);
 void perf_run_free(struct perf_run *r);
+
+/* Bits of training memory a policy keeps besides weights, momentum,
+ * gradients, weight copies and activations: "adapt" 32 x unit_weights (the
+ * accumulated gradient G), "muppet" and "schedule" (MuPPET's replay)
+ * 32 x muppet_r x unit_weights (the kept weight gradients), others 0.
+ * *grad32 (may be NULL) is set to 1 for "amp", whose weight gradients are
+ * float32 tensors (its half-precision weight copies are counted at WL 16). */
+double perf_policy_state_bits(const char *policy, int64_t unit_weights, int muppet_r,
+                              int *grad32);
+/* SU3, the speed-up on MuPPET's float32 baseline (150 epochs, batch 128 on
+ * CIFAR, no accumulation) as the AdaPT reference analysis rescales it:
+ * (150 / epochs) x 2 C32 / (Cq + C32 x bs / accumulation), bs = 128 / batch
+ * when cifar, else 1. NaN for non-positive arguments. */
+double perf_su3(double c32, double cq, int epochs, int accumulation, int batch, int cifar);
+/* SU2 in the reference convention: su1_paper x epochs / (target_epoch + 1),
+ * target_epoch the 0-based first epoch at the target; NaN when not reached. */
+double perf_su2_reference(double su1_paper, int target_epoch, int epochs);
 
 /* ------------------------------------------------------------------ reports */
 

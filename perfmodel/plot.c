@@ -530,10 +530,24 @@ enum adapt_status perf_heatmap_write(const struct adapt_trace *t, const struct p
     }
     /* text and layout */
     if (o->title) snprintf(h.title, sizeof h.title, "%s", o->title);
-    else
-        snprintf(h.title, sizeof h.title, "%s per unit: %s on %s, policy %s",
-                 metric_title(o->metric), t->header.model.name, t->header.dataset.name,
-                 t->header.policy);
+    else {
+        /* the configuration file's stem and, for AdaPT, its compat mode */
+        const char *cf = t->header.config_file && t->header.config_file[0]
+                             ? t->header.config_file : NULL;
+        const char *stem = cf ? (strrchr(cf, '/') ? strrchr(cf, '/') + 1 : cf) : NULL;
+        size_t sl = stem ? strlen(stem) : 0;
+        if (sl > 4 && !strcmp(stem + sl - 4, ".ini")) sl -= 4;
+        const char *compat = NULL;
+        if (t->header.policy && !strcmp(t->header.policy, "adapt")) {
+            json_t *q = json_object_get(t->header.config, "quantization");
+            compat = json_string_value(json_object_get(q, "compat"));
+            if (!compat) compat = "corrected";
+        }
+        snprintf(h.title, sizeof h.title, "%s per unit: %.*s%s%s on %s, policy %s%s%s%s",
+                 metric_title(o->metric), (int)sl, stem ? stem : "", stem ? ", " : "",
+                 t->header.model.name, t->header.dataset.name,
+                 t->header.policy, compat ? " (" : "", compat ? compat : "", compat ? ")" : "");
+    }
     snprintf(h.subtitle, sizeof h.subtitle, "%s: %lld step records up to step %.0f, %d epochs",
              t->path, (long long)t->n_steps, h.s_hi, t->n_epochs);
     cairo_surface_t *ss;

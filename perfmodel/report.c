@@ -28,8 +28,9 @@ struct col {
     const char *head;   /* text / markdown header */
     enum col_kind kind;
     const char *fmt;    /* printf format of numbers */
-    int hw_only;
+    int only;           /* COL_ALWAYS, COL_HW (a timing table), COL_PAPER (--paper-compat) */
 };
+enum { COL_ALWAYS = 0, COL_HW, COL_PAPER };
 
 /* value of column c for run r under params p */
 static double col_num(const struct col *c, const struct perf_run *r, const struct perf_params *p)
@@ -41,6 +42,8 @@ static double col_num(const struct col *c, const struct perf_run *r, const struc
     if (!strcmp(k, "test_acc")) return r->test_acc;
     if (!strcmp(k, "su1")) return p->paper_compat ? r->su1_paper : r->su1;
     if (!strcmp(k, "su2")) return p->paper_compat ? r->su2_paper : r->su2;
+    if (!strcmp(k, "su2_ref")) return r->su2_ref;
+    if (!strcmp(k, "su3")) return r->su3;
     if (!strcmp(k, "mem_rel")) return r->mem_rel;
     if (!strcmp(k, "model_size")) return r->model_size;
     if (!strcmp(k, "inference_su")) return r->inference_su;
@@ -61,6 +64,7 @@ static const char *col_str(const struct col *c, const struct perf_run *r)
     if (!strcmp(c->key, "policy")) return r->policy;
     if (!strcmp(c->key, "model")) return r->model;
     if (!strcmp(c->key, "dataset")) return r->dataset;
+    if (!strcmp(c->key, "compat")) return r->compat && r->compat[0] ? r->compat : "-";
     ADAPT_ASSERT(!"unknown column");
     return "";
 }
@@ -70,12 +74,15 @@ static const struct col cols[] = {
     {"policy", "policy", COL_STR, NULL, 0},
     {"model", "model", COL_STR, NULL, 0},
     {"dataset", "data", COL_STR, NULL, 0},
+    {"compat", "compat", COL_STR, NULL, 0},
     {"epochs", "epochs", COL_INT, "%.0f", 0},
     {"steps", "steps", COL_INT, "%.0f", 0},
     {"best_val_acc", "val acc", COL_NUM, "%.4f", 0},
     {"test_acc", "test acc", COL_NUM, "%.4f", 0},
     {"su1", "SU1", COL_NUM, "%.2f", 0},
     {"su2", "SU2", COL_NUM, "%.2f", 0},
+    {"su2_ref", "SU2 ref", COL_NUM, "%.2f", COL_PAPER},
+    {"su3", "SU3", COL_NUM, "%.2f", COL_PAPER},
     {"mem_rel", "memory", COL_NUM, "%.3f", 0},
     {"model_size", "size", COL_NUM, "%.3f", 0},
     {"inference_su", "inf SU", COL_NUM, "%.2f", 0},
@@ -84,10 +91,27 @@ static const struct col cols[] = {
     {"sparsity_mean", "sp mean", COL_NUM, "%.3f", 0},
     {"pd", "PD", COL_INT, "%.0f", 0},
     {"pu", "PU", COL_INT, "%.0f", 0},
-    {"su1_hw", "SU1 hw", COL_NUM, "%.2f", 1},
-    {"inference_su_hw", "inf SU hw", COL_NUM, "%.2f", 1},
+    {"su1_hw", "SU1 hw", COL_NUM, "%.2f", COL_HW},
+    {"inference_su_hw", "inf SU hw", COL_NUM, "%.2f", COL_HW},
 };
 #define NCOLS ((int)(sizeof cols / sizeof cols[0]))
+
+/* Whether column c is printed: hardware columns with a timing table, the
+ * reference-convention columns with --paper-compat. */
+static int col_shown(const struct col *c, int hw, const struct perf_params *p)
+{
+    if (c->only == COL_HW) return hw;
+    if (c->only == COL_PAPER) return p->paper_compat;
+    return 1;
+}
+
+/* Table header: SU1 and SU2 name their convention under --paper-compat. */
+static const char *col_head(const struct col *c, const struct perf_params *p)
+{
+    if (p->paper_compat && !strcmp(c->key, "su1")) return "SU1 paper";
+    if (p->paper_compat && !strcmp(c->key, "su2")) return "SU2 paper";
+    return c->head;
+}
 
 static void cell(char *buf, size_t n, const struct col *c, const struct perf_run *r,
                  const struct perf_params *p)
@@ -112,7 +136,8 @@ static int any_hw(struct perf_run *const *runs, int n)
 static void notes(FILE *f, struct perf_run *const *runs, int n, const struct perf_params *p,
                   const char *bullet)
 {
-    fprintf(f, "%sSU1 = %s over the whole run; costs in 32-bit MAC-equivalents\n", bullet,
+    fprintf(f, "%s%s = %s over the whole run; costs in 32-bit MAC-equivalents\n", bullet,
+            p->paper_compat ? "SU1 paper" : "SU1",
             p->paper_compat ? "2 C32 / (Cq + C32) (AdaPT paper's convention)" : "C32 / Cq");
     double target = NAN;
     for (int i = 0; i < n; i++)
@@ -121,20 +146,34 @@ static void notes(FILE *f, struct perf_run *const *runs, int n, const struct per
         const char *conv = p->paper_compat ? "2 Cb / (Cq + Cb)" : "Cb / Cq";
         if (isnan(p->target_acc))
             fprintf(f,
-                    "%sSU2 = %s with the costs until validation accuracy >= %.4f (float32 "
+                    "%s%s = %s with the costs until validation accuracy >= %.4f (float32 "
                     "baseline's best minus %.4f) is first reached (Cb: the baseline's)\n",
-                    bullet, conv, target, p->target_tol);
+                    bullet, p->paper_compat ? "SU2 paper" : "SU2", conv, target, p->target_tol);
         else
             fprintf(f,
-                    "%sSU2 = %s with the costs until validation accuracy >= %.4f is first reached "
+                    "%s%s = %s with the costs until validation accuracy >= %.4f is first reached "
                     "(Cb: the baseline's)\n",
-                    bullet, conv, target);
+                    bullet, p->paper_compat ? "SU2 paper" : "SU2", conv, target);
     } else {
-        fprintf(f, "%sSU2: needs a float32 baseline trace (--baseline)\n", bullet);
+        fprintf(f, "%sSU2: needs a float32 baseline trace (--baseline) or --target\n", bullet);
+    }
+    if (p->paper_compat) {
+        fprintf(f,
+                "%sSU2 ref = SU1 paper x (epochs of the run / epochs until the target is first "
+                "reached): the AdaPT reference analysis' iso-accuracy speed-up, against the full "
+                "float32 run\n",
+                bullet);
+        fprintf(f,
+                "%sSU3 = (150 / epochs) x 2 C32 / (Cq + C32 x bs / accumulation), bs = 128 / batch "
+                "on CIFAR, else 1: on MuPPET's float32 baseline as the AdaPT reference analysis "
+                "rescales it (a schedule row: its SU1 paper)\n",
+                bullet);
     }
     fprintf(f,
-            "%smemory: peak training memory / float32 training; size: final sum WL*nnz / sum "
-            "32*n; ovh %%: policy overhead share of the run's cost\n",
+            "%smemory: peak training memory / float32 training, with the policy's own state "
+            "(AdaPT's accumulated gradient, MuPPET's kept gradients, AMP's float32 gradients); "
+            "size: final sum WL*nnz / sum 32*n; ovh %%: policy overhead share of the run's cost; "
+            "compat: AdaPT's algorithm variant\n",
             bullet);
     for (int i = 0; i < n; i++) {
         if (runs[i]->has_hw) {
@@ -185,26 +224,27 @@ static void write_text(FILE *f, struct perf_run *const *runs, int n, const struc
     int hw = any_hw(runs, n), w[NCOLS];
     char buf[256];
     for (int c = 0; c < NCOLS; c++) {
-        w[c] = (int)strlen(cols[c].head);
+        w[c] = (int)strlen(col_head(&cols[c], p));
         for (int i = 0; i < n; i++) {
             cell(buf, sizeof buf, &cols[c], runs[i], p);
             if ((int)strlen(buf) > w[c]) w[c] = (int)strlen(buf);
         }
     }
     for (int c = 0; c < NCOLS; c++) {
-        if (cols[c].hw_only && !hw) continue;
-        if (md) fprintf(f, "| %s ", cols[c].head);
-        else fprintf(f, "%s%-*s", c ? "  " : "", w[c], cols[c].head);
+        if (!col_shown(&cols[c], hw, p)) continue;
+        if (md) fprintf(f, "| %s ", col_head(&cols[c], p));
+        else fprintf(f, "%s%-*s", c ? "  " : "", w[c], col_head(&cols[c], p));
     }
     fprintf(f, md ? "|\n" : "\n");
     if (md) {
         for (int c = 0; c < NCOLS; c++)
-            if (!cols[c].hw_only || hw) fprintf(f, "|%s", cols[c].kind == COL_STR ? "---" : "---:");
+            if (col_shown(&cols[c], hw, p))
+                fprintf(f, "|%s", cols[c].kind == COL_STR ? "---" : "---:");
         fprintf(f, "|\n");
     }
     for (int i = 0; i < n; i++) {
         for (int c = 0; c < NCOLS; c++) {
-            if (cols[c].hw_only && !hw) continue;
+            if (!col_shown(&cols[c], hw, p)) continue;
             cell(buf, sizeof buf, &cols[c], runs[i], p);
             if (md) fprintf(f, "| %s ", buf);
             else if (cols[c].kind == COL_STR) fprintf(f, "%s%-*s", c ? "  " : "", w[c], buf);
@@ -267,14 +307,14 @@ static void write_csv(FILE *f, struct perf_run *const *runs, int n, const struct
     int hw = any_hw(runs, n);
     char buf[256];
     for (int c = 0, first = 1; c < NCOLS; c++) {
-        if (cols[c].hw_only && !hw) continue;
+        if (!col_shown(&cols[c], hw, p)) continue;
         fprintf(f, "%s%s", first ? "" : ",", cols[c].key);
         first = 0;
     }
     fprintf(f, "\n");
     for (int i = 0; i < n; i++) {
         for (int c = 0, first = 1; c < NCOLS; c++) {
-            if (cols[c].hw_only && !hw) continue;
+            if (!col_shown(&cols[c], hw, p)) continue;
             if (cols[c].kind == COL_STR) snprintf(buf, sizeof buf, "%s", col_str(&cols[c], runs[i]));
             else {
                 double v = col_num(&cols[c], runs[i], p);
@@ -322,7 +362,7 @@ static enum adapt_status write_json(FILE *f, struct perf_run *const *runs, int n
         json_t *o = json_object();
         if (!o || json_array_append_new(arr, o)) goto nomem;
         for (int c = 0; c < NCOLS; c++) {
-            if (cols[c].hw_only && !r->has_hw) continue;
+            if (cols[c].only == COL_HW && !r->has_hw) continue;
             if (cols[c].kind == COL_STR)
                 json_object_set_new(o, cols[c].key, json_string(col_str(&cols[c], r)));
             else if (cols[c].kind == COL_INT)
@@ -331,6 +371,7 @@ static enum adapt_status write_json(FILE *f, struct perf_run *const *runs, int n
             else json_object_set_new(o, cols[c].key, jnum(col_num(&cols[c], r, p)));
         }
         json_object_set_new(o, "path", json_string(r->path));
+        json_object_set_new(o, "config", json_string(r->config ? r->config : ""));
         json_object_set_new(o, "su1_ratio", jnum(r->su1));
         json_object_set_new(o, "su1_paper", jnum(r->su1_paper));
         json_object_set_new(o, "su2_ratio", jnum(r->su2));

@@ -2,7 +2,7 @@
  *
  *   adapt-train --config FILE [--set section.key=value ...] [--out DIR]
  *               [--resume | --force] [--dry-run] [--init-from FILE] [--quiet]
- *   adapt-train --eval-only --init-from FILE [--config FILE] [--set ...]
+ *   adapt-train --eval-only --init-from FILE [--config FILE] [--set ...] [--eval-json FILE]
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -27,7 +27,9 @@ static void usage(FILE *f)
             "  --force                replace the run files in an existing output directory\n"
             "  --dry-run              print the resolved configuration and the model, then stop\n"
             "  --init-from FILE       start from the weights in a safetensors file\n"
-            "  --eval-only            score --init-from FILE on the test set and stop\n"
+            "  --eval-only            score --init-from FILE on the test set (at the formats\n"
+            "                         stored with it) and stop\n"
+            "  --eval-json FILE       with --eval-only: also write the result as JSON\n"
             "  --quiet                no progress output\n"
             "  --help, --version\n\n"
             "Configuration keys, their defaults and ranges: adapt-train --dry-run.\n");
@@ -56,11 +58,12 @@ int main(int argc, char **argv)
                                          {"dry-run", no_argument, 0, 'n'},
                                          {"init-from", required_argument, 0, 'i'},
                                          {"eval-only", no_argument, 0, 'e'},
+                                         {"eval-json", required_argument, 0, 'j'},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
-    const char *config = NULL, *out = NULL, *init_from = NULL;
+    const char *config = NULL, *out = NULL, *init_from = NULL, *eval_json = NULL;
     const char *sets[64];
     int nsets = 0, resume = 0, force = 0, dry = 0, eval_only = 0, quiet = 0, c;
     while ((c = getopt_long(argc, argv, "c:s:o:i:h", opts, NULL)) != -1) {
@@ -76,6 +79,7 @@ int main(int argc, char **argv)
         case 'n': dry = 1; break;
         case 'i': init_from = optarg; break;
         case 'e': eval_only = 1; break;
+        case 'j': eval_json = optarg; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         case 'V':
@@ -96,6 +100,7 @@ int main(int argc, char **argv)
     }
     if (resume && force) return fail("--resume and --force exclude each other");
     if (eval_only && !init_from) return fail("--eval-only needs --init-from FILE");
+    if (eval_json && !eval_only) return fail("--eval-json FILE needs --eval-only");
     if (resume && init_from) return fail("--resume continues from the run's own checkpoint; "
                                          "--init-from cannot be combined with it");
 
@@ -129,7 +134,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    struct adapt_train_opts o = {out_dir, resume, force, init_from, eval_only, quiet};
+    struct adapt_train_opts o = {out_dir, resume, force, init_from, eval_only, eval_json, quiet};
     enum adapt_status st = adapt_train_run(&cfg, &o);
     if (st != ADAPT_OK) {
         fprintf(stderr, "adapt-train: %s\n", adapt_error_message());

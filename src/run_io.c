@@ -14,6 +14,7 @@
 #include <omp.h>
 #endif
 
+#include "src/precision.h"
 #include "src/safetensors.h"
 #include "src/trace.h"
 
@@ -428,6 +429,118 @@ enum adapt_status adapt_run_io_epoch(struct adapt_run_io *io, const struct adapt
     return st ? st : adapt_trace_flush(io->tw);
 }
 
+/* The per-unit number formats the weight copies were last rounded in, as a
+ * JSON array (one object per precision unit: its layer name, "active", and
+ * the quant_spec fields); "[]" for a policy without precision units. */
+static char *unit_formats_json(const struct adapt_policy *pol)
+{
+    json_t *a = json_array();
+    const struct adapt_precision *pr = pol->prec;
+    for (int u = 0; a && pr && u < pr->nunits; u++) {
+        const struct adapt_unit_prec *up = &pr->u[u];
+        char txt[64];
+        json_t *o = json_pack("{s:s,s:b,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "unit",
+                              up->layer->name, "active", up->active, "spec",
+                              up->active ? quant_spec_str(&up->spec, txt, sizeof txt) : "float32",
+                              "format", (int)up->spec.format, "wl", up->spec.wl, "fl",
+                              up->spec.fl, "exp_bits", up->spec.exp_bits, "man_bits",
+                              up->spec.man_bits, "block", (int)up->spec.block, "tie",
+                              (int)up->spec.tie, "overflow", (int)up->spec.overflow, "subnormals",
+                              up->spec.subnormals);
+        if (!o || json_array_append_new(a, o)) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    char *js = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    json_decref(a);
+    return js;
+}
+
+enum adapt_status adapt_run_io_load_formats(struct adapt_policy *pol, const char *path,
+                                            long *step, FILE *report)
+{
+    struct adapt_safetensors *f = NULL;
+    enum adapt_status st = adapt_safetensors_load(&f, path);
+    if (st) return st;
+    *step = 0;
+    const char *js = adapt_safetensors_meta_get(f, "unit_formats");
+    const char *pname = adapt_safetensors_meta_get(f, "policy");
+    struct adapt_precision *pr = pol->prec;
+    if (!js) {
+        if (pr && report)
+            fprintf(report, "formats: %s stores none; the configuration's start formats\n", path);
+        goto out;
+    }
+    if (pname && strcmp(pname, pol->type->name) && report)
+        fprintf(report, "note: %s was trained with policy %s; evaluating with policy %s (the "
+                        "configuration's)\n", path, pname, pol->type->name);
+    json_error_t jerr;
+    json_t *a = json_loads(js, 0, &jerr);
+    if (!a || !json_is_array(a)) {
+        json_decref(a);
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: metadata 'unit_formats' is not a JSON array", path);
+        goto out;
+    }
+    int64_t s64 = 0;
+    if ((st = read_meta_i64(f, "step", &s64))) {
+        json_decref(a);
+        goto out;
+    }
+    if (!pr || (pname && strcmp(pname, pol->type->name))) {
+        json_decref(a);
+        goto out; /* float32 evaluation, or formats of another policy: not applied */
+    }
+    if ((int)json_array_size(a) != pr->nunits) {
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: metadata 'unit_formats' has %zu units, the model %d",
+                         path, json_array_size(a), pr->nunits);
+        json_decref(a);
+        goto out;
+    }
+    if (report) fprintf(report, "formats (%s, step %" PRId64 "):", path, s64);
+    for (int u = 0; u < pr->nunits; u++) {
+        json_t *o = json_array_get(a, (size_t)u);
+        const char *name = NULL;
+        int active = 0, format = 0, block = 0, tie = 0, overflow = 0;
+        struct quant_spec sp;
+        memset(&sp, 0, sizeof sp);
+        if (json_unpack(o, "{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "unit", &name,
+                        "active", &active, "format", &format, "wl", &sp.wl, "fl", &sp.fl,
+                        "exp_bits", &sp.exp_bits, "man_bits", &sp.man_bits, "block", &block,
+                        "tie", &tie, "overflow", &overflow, "subnormals", &sp.subnormals) ||
+            strcmp(name, pr->u[u].layer->name)) {
+            st = ADAPT_ERROR(ADAPT_EFORMAT,
+                             "%s: metadata 'unit_formats' entry %d is malformed or not unit %s",
+                             path, u, pr->u[u].layer->name);
+            break;
+        }
+        sp.format = (enum quant_format)format;
+        sp.block = (enum quant_block)block;
+        sp.tie = (enum quant_tie)tie;
+        sp.overflow = (enum quant_overflow)overflow;
+        char txt[64];
+        if (active) {
+            if ((st = quant_spec_check(&sp))) {
+                st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: unit %s: %s", path, name,
+                                 adapt_error_message());
+                break;
+            }
+            adapt_precision_set(pr, u, &sp);
+        } else {
+            adapt_precision_set_float(pr, u);
+        }
+        if (report)
+            fprintf(report, " %s %s", name,
+                    active ? quant_spec_str(&sp, txt, sizeof txt) : "float32");
+    }
+    if (report) fputc('\n', report);
+    json_decref(a);
+    if (st == ADAPT_OK) *step = (long)s64;
+out:
+    adapt_safetensors_free(f);
+    return st;
+}
+
 enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct adapt_net *net,
                                           const struct adapt_sgd *opt,
                                           const struct adapt_sched *sched,
@@ -479,11 +592,19 @@ enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct 
     snprintf(s_rng, sizeof s_rng,
              "philox4x32-10 counter-based: seed %s; streams keyed by epoch %d and step %ld",
              s_seed, epochs_done, step);
+    char *formats = unit_formats_json(pol);
+    if (!formats) {
+        free(t);
+        free(names);
+        free(pnames);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot write checkpoint");
+    }
     struct adapt_safetensors_meta mm[] = {
         {"format", CKPT_FORMAT}, {"model", net->name},      {"dataset", io->dataset},
         {"epoch", s_epoch},      {"step", s_step},          {"seed", s_seed},
-        {"rng", s_rng}};
+        {"rng", s_rng},          {"policy", pol->type->name}, {"unit_formats", formats}};
     st = adapt_safetensors_write(io->model_path, t, k, mm, (int)(sizeof mm / sizeof mm[0]));
+    free(formats);
     if (st == ADAPT_OK) {
         for (int j = 0; j < opt->nbuf; j++) {
             const struct adapt_param *pp = opt->par[j];

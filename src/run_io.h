@@ -7,7 +7,8 @@
  *   trace.jsonl         header, step, epoch, test and end records
  *   model.safetensors   parameters and batch-norm buffers under their PyTorch
  *                       state_dict names; metadata: format, epoch, step, seed,
- *                       model, dataset, rng
+ *                       model, dataset, rng, policy and unit_formats (the
+ *                       per-unit number formats of the last weight rounding)
  *   optim.safetensors   one momentum buffer per trainable parameter (same
  *                       names) and the policy's tensors (policy-prefixed
  *                       names); metadata: sgd steps, the schedule's state,
@@ -80,5 +81,14 @@ void adapt_run_io_close(struct adapt_run_io *io);
  * (ours or PyTorch's): every tensor of the network must be present with the
  * same shape (F32; num_batches_tracked I64). */
 enum adapt_status adapt_run_io_load_weights(struct adapt_net *net, const char *path);
+/* The per-unit formats stored with a model.safetensors (metadata
+ * "unit_formats", written by adapt_run_io_checkpoint) applied to pol's
+ * precision units, and *step set to the checkpoint's optimizer step (the
+ * key of its last weight rounding). Files without them (PyTorch's, or a
+ * policy without precision units) leave pol unchanged and *step = 0; formats
+ * of another policy are not applied. When report is not NULL, prints the
+ * formats used (or why none) and a note when the policies differ. */
+enum adapt_status adapt_run_io_load_formats(struct adapt_policy *pol, const char *path,
+                                            long *step, FILE *report);
 
 #endif

@@ -1,6 +1,7 @@
 /* src/train.c: the training run (see src/train.h). */
 #include "src/train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "src/net.h"
 #include "src/optim.h"
 #include "src/policy/policy.h"
+#include "src/precision.h"
 #include "src/run_io.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -268,6 +270,41 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
     return ADAPT_OK;
 }
 
+/* The --eval-only result as JSON: checkpoint, data, formats, loss and
+ * accuracy at full precision (17 significant digits). */
+static enum adapt_status write_eval_json(struct run *r, const struct adapt_train_opts *opts,
+                                         long step, double loss, double acc)
+{
+    const struct adapt_config *cfg = r->cfg;
+    json_t *units = json_array();
+    const struct adapt_precision *pr = r->pol->prec;
+    for (int u = 0; units && pr && u < pr->nunits; u++) {
+        char txt[64];
+        const struct adapt_unit_prec *up = &pr->u[u];
+        json_array_append_new(units, json_pack("{s:s,s:s}", "unit", up->layer->name, "format",
+                                               up->active ? quant_spec_str(&up->spec, txt,
+                                                                           sizeof txt)
+                                                          : "float32"));
+    }
+    long correct = lround(acc * r->test.n);
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:i,s:I,s:f,s:f,s:o}", "checkpoint",
+                          opts->init_from, "config", cfg->file, "model", model_name(cfg),
+                          "dataset", dataset_name(cfg), "policy",
+                          adapt_config_enum_str(cfg, "policy", "name"), "step", (json_int_t)step,
+                          "test_images", r->test.n, "correct", (json_int_t)correct, "loss", loss,
+                          "accuracy", acc, "unit_formats", units ? units : json_null());
+    if (!o) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot build the evaluation record");
+    FILE *f = fopen(opts->eval_json, "w");
+    int bad = !f || json_dumpf(o, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0;
+    if (f) bad |= fputc('\n', f) == EOF;
+    if (f) bad |= fclose(f) != 0;
+    json_decref(o);
+    if (bad)
+        return ADAPT_ERROR(ADAPT_EIO, "%s: cannot write the evaluation record: %s",
+                           opts->eval_json, strerror(errno));
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_train_run(const struct adapt_config *cfg,
                                   const struct adapt_train_opts *opts)
 {
@@ -294,7 +331,12 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     adapt_net_init_params(r.net, seed, cfg->model.init_gain);
     if (opts->init_from && (st = adapt_run_io_load_weights(r.net, opts->init_from))) goto out;
     if ((st = adapt_policy_alloc(&r.pol, cfg, r.net, seed))) goto out;
-    if (r.pol->prec) adapt_precision_refresh_weights(r.pol->prec, 0);
+    long eval_step = 0;
+    if (opts->eval_only &&
+        (st = adapt_run_io_load_formats(r.pol, opts->init_from, &eval_step, stdout)))
+        goto out;
+    /* evaluation: the weight copies of the checkpoint's last step */
+    if (r.pol->prec) adapt_precision_refresh_weights(r.pol->prec, eval_step);
     if ((st = adapt_loader_alloc(&r.sl, &r.test, NULL, r.test.n, cfg->train.eval_batch, 0, seed)))
         goto out;
     r.have_sl = 1;
@@ -304,6 +346,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
         evaluate(&r, &r.sl, &loss, &acc);
         printf("test  loss %.4f  accuracy %.2f%%  (%d images, %s)\n", loss, 100.0 * acc, r.test.n,
                opts->init_from ? opts->init_from : "initial weights");
+        if (opts->eval_json) st = write_eval_json(&r, opts, eval_step, loss, acc);
         goto out;
     }
 

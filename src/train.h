@@ -30,7 +30,9 @@ struct adapt_train_opts {
     int resume;            /* continue the run in out_dir */
     int force;             /* overwrite an existing out_dir */
     const char *init_from; /* safetensors weights to start from (NULL: initialise) */
-    int eval_only;         /* score init_from on the test set and stop */
+    int eval_only;         /* score init_from on the test set and stop, at the per-unit
+                              formats stored with it (adapt_run_io_load_formats) */
+    const char *eval_json; /* eval_only: also write the result as JSON here (NULL: no) */
     int quiet;             /* no progress output */
 };
 

@@ -22,3 +22,7 @@ tests_test_train_SOURCES = tests/test_train.c
 tests_test_train_CFLAGS = $(TEST_CFLAGS)
 tests_test_train_LDADD = $(TEST_LDADD)
 TESTS += tests/test_train
+
+# every shipped configuration loads (adapt-train --dry-run)
+TESTS += tests/configs_dry_run.sh
+EXTRA_DIST += tests/configs_dry_run.sh

@@ -7,6 +7,8 @@
  * Fashion-MNIST (Debian package dataset-fashion-mnist); tests needing it are
  * skipped (exit 77) when it is absent. */
 #include <check.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,6 +273,59 @@ START_TEST(test_policies_determinism_resume)
 }
 END_TEST
 
+/* --eval-only on a quantized run's checkpoint scores exactly the run's final
+ * test accuracy: the per-unit formats stored with the checkpoint and its
+ * step (the key of the last stochastic weight rounding) reproduce the weight
+ * copies the run was tested with. Before the formats were stored, eval-only
+ * scored the start formats (<8,4> for AdaPT) and missed. The JSON record
+ * holds the same numbers at full precision. */
+START_TEST(test_eval_only_quantized)
+{
+    if (!have_fmnist()) return;
+    write_file("ok.ini", small_cfg);
+    static const char *pols[] = {"adapt", "muppet"};
+    static const int epochs[] = {2, 1};
+    for (int k = 0; k < 2; k++) {
+        const char *pol = pols[k];
+        int rc = run("./adapt-train --config %s/ok.ini --set policy.name=%s --set train.epochs=%d "
+                     "--out %s/%s_e --quiet",
+                     tmpdir, pol, epochs[k], tmpdir, pol);
+        ck_assert_msg(rc == 0, "%s run failed: %s", pol, out_buf);
+        rc = run("grep '\"type\":\"test\"' %s/%s_e/trace.jsonl", tmpdir, pol);
+        ck_assert_int_eq(rc, 0);
+        char *a = strstr(out_buf, "\"test_acc\":");
+        ck_assert_ptr_nonnull(a);
+        double want = strtod(a + 11, NULL);
+        rc = run("./adapt-train --eval-only --config %s/ok.ini --set policy.name=%s "
+                 "--init-from %s/%s_e/model.safetensors --eval-json %s/%s_e/eval.json",
+                 tmpdir, pol, tmpdir, pol, tmpdir, pol);
+        ck_assert_msg(rc == 0, "%s eval-only failed: %s", pol, out_buf);
+        ck_assert_msg(strstr(out_buf, "formats ("), "%s: formats not printed: %s", pol, out_buf);
+        char acc_txt[32];
+        snprintf(acc_txt, sizeof acc_txt, "accuracy %.2f%%", 100.0 * want);
+        ck_assert_msg(strstr(out_buf, acc_txt), "%s: expected '%s' (the run's): %s", pol, acc_txt,
+                      out_buf);
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s_e/eval.json", tmpdir, pol);
+        json_error_t jerr;
+        json_t *j = json_load_file(path, 0, &jerr);
+        ck_assert_msg(j != NULL, "%s: %s", path, jerr.text);
+        double got = json_real_value(json_object_get(j, "accuracy"));
+        json_int_t n = json_integer_value(json_object_get(j, "test_images"));
+        json_int_t correct = json_integer_value(json_object_get(j, "correct"));
+        ck_assert_int_eq(n, 1000);
+        /* the same images right: the trace's accuracy times 1000 is an integer */
+        ck_assert_int_eq(correct, (json_int_t)llround(want * 1000.0));
+        ck_assert_double_eq_tol(got, want, 1e-12);
+        ck_assert_int_eq(json_array_size(json_object_get(j, "unit_formats")), 5);
+        json_decref(j);
+    }
+    /* without --eval-only, --eval-json is refused */
+    int rc = run("./adapt-train --config %s/ok.ini --eval-json %s/x.json", tmpdir, tmpdir);
+    expect_fail("eval-json without eval-only", rc, "--eval-json", NULL);
+}
+END_TEST
+
 START_TEST(test_unwritable_out)
 {
     if (!have_fmnist()) return;
@@ -308,6 +363,7 @@ int main(void)
     tcase_set_timeout(tr, 300);
     tcase_add_test(tr, test_train_determinism_resume);
     tcase_add_test(tr, test_policies_determinism_resume);
+    tcase_add_test(tr, test_eval_only_quantized);
     suite_add_tcase(s, tr);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

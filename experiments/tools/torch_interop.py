@@ -11,6 +11,13 @@ test set in PyTorch and compares with the test accuracy in the run's trace.
 
 Prints the PyTorch test accuracy next to the trace's and exits non-zero if
 they differ by more than 0.05 points (float summation order only).
+
+Float32 runs only (policy fp32): a quantized run is tested with weight copies
+rounded stochastically by the simulator's counter-based generator and with
+rounded unit inputs and outputs, which this script does not reproduce; it
+refuses such runs (exit status 2). Score them with
+  adapt-train --eval-only --config RUN_DIR/config.ini --init-from RUN_DIR/model.safetensors
+which applies the per-unit formats stored in the checkpoint.
 Also writes RUN_DIR/torch_roundtrip.safetensors (the state_dict saved back
 from PyTorch) for `adapt-train --init-from`.
 Needs Debian's python3-torch and python3-numpy.
@@ -128,6 +135,12 @@ def main():
     with open(os.path.join(a.run, "trace.jsonl")) as f:
         recs = [json.loads(l) for l in f]
     hdr = recs[0]
+    if hdr.get("policy") != "fp32":
+        print("torch_interop: %s is a %s run; this script reproduces float32 evaluation only "
+              "(quantized runs: adapt-train --eval-only --config %s --init-from %s)"
+              % (a.run, hdr.get("policy"), os.path.join(a.run, "config.ini"),
+                 os.path.join(a.run, "model.safetensors")), file=sys.stderr)
+        sys.exit(2)
     test = [r for r in recs if r["type"] == "test"][-1]
     name, classes = hdr["model"]["name"], hdr["model"]["classes"]
     model = {"lenet5": lambda: lenet5(classes), "alexnet_mnist": lambda: alexnet(1, classes),

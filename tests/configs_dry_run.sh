@@ -1,0 +1,46 @@
+#!/bin/sh
+# tests/configs_dry_run.sh: every shipped experiment configuration
+# (experiments/configs/*.ini and experiments/configs/reference/*.ini) loads,
+# passes the cross-field checks and builds its model: adapt-train --dry-run
+# exits 0 for each, and prints the key values the file sets (spot checks on
+# the mapping of the reference files).
+src=${ADAPT_SRCDIR:-${srcdir:-.}}
+bin=./adapt-train
+[ -x "$bin" ] || { echo "configs_dry_run: $bin not built"; exit 99; }
+fail=0 n=0
+for f in "$src"/experiments/configs/*.ini "$src"/experiments/configs/reference/*.ini; do
+    n=$((n + 1))
+    if ! out=$("$bin" --config "$f" --dry-run 2>&1); then
+        echo "FAIL: $f"
+        echo "$out" | tail -5
+        fail=1
+    fi
+done
+# at least the 16 experiment files and the 21 reference files
+[ "$n" -ge 37 ] || { echo "FAIL: only $n configurations found under $src/experiments/configs"; fail=1; }
+
+# The resolved values of some reference files (the file and README state why).
+expect() { # file key value: "key = value" in the dry-run's printed configuration
+    got=$("$bin" --config "$src/experiments/configs/reference/$1" --dry-run 2>/dev/null |
+          sed -n "/^\[$2\]/,/^\[/p" | grep -E "^$3 = " | head -1)
+    if [ "$got" != "$3 = $4" ]; then
+        echo "FAIL: $1 [$2] expected '$3 = $4', got '$got'"
+        fail=1
+    fi
+}
+expect lenet_msgd_fp_mnist.ini optim lr 0.1
+expect lenet_msgd_fp_mnist.ini optim l1_decay 0.0001
+expect lenet_msgd_fp_mnist.ini train accumulation_steps 4
+expect lenet_msgd_fp_mnist.ini quantization buffer_bits 8
+expect lenet_msgd_fp_mnist.ini quantization lb_upr 150
+expect lenet_msgd_fp_mnist.ini quantization gamma 0.9
+expect lenet_msgd_fp_mnist.ini data val_size 6000
+expect alexnet_msgd_fp_fmnist.ini quantization lb_lwr 100
+expect alexnet_msgd_fp_fmnist.ini quantization lb_upr 100
+expect alexnet_msgd_fp_fmnist.ini model name alexnet_mnist
+expect alexnet_msgd_fp_cifar100.ini optim lr 0.1
+expect alexnet_sgd_fl32_mnist.ini model classes 47
+expect lenet_sgd_fl32_fmnist.ini optim l1_decay 1e-08
+expect resnet_msgd_fp_emnist.ini data dataset emnist-balanced
+[ $fail -eq 0 ] && echo "configs_dry_run: $n configurations load"
+exit $fail
