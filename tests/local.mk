@@ -26,3 +26,14 @@ TESTS += tests/test_train
 # every shipped configuration loads (adapt-train --dry-run)
 TESTS += tests/configs_dry_run.sh
 EXTRA_DIST += tests/configs_dry_run.sh
+
+# Python: the adaptsim package (python/), the trace's JSON Schema and the example notebook.
+# The wrappers skip (exit 77) without a python3 that has numpy (and matplotlib for the notebook).
+TESTS += tests/python.test tests/notebook.test
+EXTRA_DIST += tests/python.test tests/notebook.test tests/python-env.sh \
+	doc/trace.schema.json python/pyproject.toml python/README.md \
+	python/adaptsim/__init__.py python/adaptsim/trace.py python/adaptsim/safetensors.py \
+	python/adaptsim/torch_io.py python/tests/common.py python/tests/validate_trace.py \
+	python/tests/run_notebook.py python/tests/test_trace.py python/tests/test_safetensors.py \
+	python/tests/test_schema.py python/tests/test_torch.py python/tests/test_install.py \
+	experiments/notebooks/reading_traces.ipynb

@@ -59,6 +59,21 @@ static unsigned char *read_bytes(const char *path, size_t *n)
     return b;
 }
 
+/* With ADAPT_TRACE_SAMPLES set to a directory, keeps a copy of a trace the
+ * writer produced there as NAME (tests/python.test validates those copies
+ * against doc/trace.schema.json). */
+static void keep_sample(const char *path, const char *name)
+{
+    const char *dir = getenv("ADAPT_TRACE_SAMPLES");
+    if (!dir || !dir[0]) return;
+    char dst[512];
+    size_t n;
+    snprintf(dst, sizeof dst, "%s/%s", dir, name);
+    unsigned char *b = read_bytes(path, &n);
+    write_bytes(dst, b, n);
+    free(b);
+}
+
 static int file_exists(const char *path)
 {
     struct stat sb;
@@ -245,6 +260,7 @@ START_TEST(test_trace_roundtrip)
     char path[256];
     tmp_file(path, sizeof path, "trace.jsonl");
     write_trace(path);
+    keep_sample(path, "io_roundtrip.jsonl");
 
     /* the first line as written: type first, schema 1, this build's version */
     size_t n;
@@ -334,6 +350,7 @@ START_TEST(test_trace_roundtrip)
     ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
     ck_assert_int_eq(adapt_trace_write_header(w, &hn), ADAPT_OK);
     ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
+    keep_sample(path, "io_header_only.jsonl");
     ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
     ck_assert_int_eq(strlen(t->header.created), 20); /* YYYY-MM-DDTHH:MM:SSZ */
     ck_assert_int_eq(t->header.created[10], 'T');

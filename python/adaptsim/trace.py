@@ -1,0 +1,441 @@
+"""adaptsim.trace: reads adapt-sim's JSON-lines run traces (schema 1).
+
+A trace is one JSON object per line, in this order: one ``header``, then
+``step`` lines (every ``run.log_every`` optimizer steps) and ``epoch`` lines,
+at most one ``test`` line and an ``end`` line. Numbers that were not finite
+are written as ``null`` and read here as NaN. Optional per-unit fields that a
+policy does not record read as NaN (``lb``, ``sparsity``) or -1 (``r``,
+``sat``, ``flush``), the same "absent" values as the C reader.
+
+    >>> t = read_trace("runs/quickstart/trace.jsonl")
+    >>> t.epochs.val_acc            # numpy array, one value per epoch
+    >>> t.steps.wl[:, 0]            # word length of the first unit at each logged step
+    >>> t.unit_names                # ["0", "3", ...], the columns of t.steps.wl
+    >>> [e for e in t.events if e.kind == "pd"]
+
+Errors are :class:`TraceError` and name the file and line, as in
+``runs/x/trace.jsonl:12: step record: field "loss" must be a number or null``.
+Unknown fields are ignored (fields may be added within schema 1); another
+schema version is refused.
+"""
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+SCHEMA = 1
+RECORD_TYPES = ("header", "step", "epoch", "test", "end")
+STRATEGIES = ("min", "mean", "max")
+EVENT_KINDS = ("pd", "pu")
+END_STATUSES = ("ok", "stopped")
+
+# Per-unit step fields: name -> (numpy dtype, value when absent, optional).
+UNIT_FIELDS = {
+    "wl": (np.int32, None, False),
+    "fl": (np.int32, None, False),
+    "lb": (np.float64, math.nan, True),
+    "r": (np.int32, -1, True),
+    "sparsity": (np.float64, math.nan, True),
+    "sat": (np.int64, -1, True),
+    "flush": (np.int64, -1, True),
+}
+EPOCH_FIELDS = ("lr", "train_loss", "train_acc", "val_loss", "val_acc", "wall_s",
+                "images_per_s")
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read: ``path`` and ``line`` (1-based, 0 = whole file)."""
+
+    def __init__(self, path, line, message):
+        self.path = path
+        self.line = line
+        where = "%s:%d" % (path, line) if line else str(path)
+        super().__init__("%s: %s" % (where, message))
+
+
+class Table:
+    """Columns of equal length as numpy arrays, reachable as attributes or by name.
+
+    >>> t.epochs.columns          # ("epoch", "step", "lr", ...)
+    >>> t.epochs["val_acc"][-1]
+    """
+
+    def __init__(self, columns: Dict[str, np.ndarray]):
+        self._cols = dict(columns)
+
+    @property
+    def columns(self) -> Tuple[str, ...]:
+        return tuple(self._cols)
+
+    def __getattr__(self, name):
+        cols = self.__dict__.get("_cols", {})
+        if name in cols:
+            return cols[name]
+        raise AttributeError("no column %r (columns: %s)" % (name, ", ".join(cols)))
+
+    def __getitem__(self, name):
+        return self._cols[name]
+
+    def __contains__(self, name):
+        return name in self._cols
+
+    def __len__(self):
+        return len(next(iter(self._cols.values()))) if self._cols else 0
+
+    def as_dict(self) -> Dict[str, np.ndarray]:
+        """The columns (a pandas.DataFrame takes this directly when all are 1-D)."""
+        return dict(self._cols)
+
+    def __repr__(self):
+        return "Table(%d rows: %s)" % (len(self), ", ".join(self._cols))
+
+
+@dataclass
+class Event:
+    """A push-down ("pd") or push-up ("pu") of one precision unit at a logged step."""
+    step: int
+    epoch: int
+    unit: int
+    kind: str
+    before: Tuple[int, int]  # (WL, FL)
+    after: Tuple[int, int]
+    bisect_steps: int = -1   # pd: bisection steps; -1 when absent
+    kl_evals: int = -1       # pd: KL evaluations
+    sample: int = -1         # pd: elements tested per evaluation
+    s: int = -1              # pu: FL increase
+
+
+@dataclass
+class Test:
+    epoch: int
+    test_loss: float
+    test_acc: float
+
+
+@dataclass
+class End:
+    status: str              # "ok" or "stopped"
+    wall_s: float
+
+
+@dataclass
+class Trace:
+    """A whole trace. ``header`` is the header record as a dict (config, model, units...)."""
+    path: str
+    header: Dict[str, Any]
+    steps: Table
+    epochs: Table
+    events: List[Event]
+    test: Optional[Test]
+    end: Optional[End]
+    truncated: bool = False  # an incomplete last line was skipped (partial=True)
+    n_lines: int = 0
+
+    @property
+    def policy(self) -> str:
+        return self.header["policy"]
+
+    @property
+    def unit_names(self) -> List[str]:
+        return [u["name"] for u in self.header["units"]]
+
+    @property
+    def config(self) -> Dict[str, Dict[str, Any]]:
+        return self.header["config"]
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None and self.end.status == "ok"
+
+    def events_table(self) -> Table:
+        """The events as columns (before/after as (n, 2) arrays)."""
+        ev = self.events
+        cols = {k: np.array([getattr(e, k) for e in ev], dtype=np.int64)
+                for k in ("step", "epoch", "unit", "bisect_steps", "kl_evals", "sample", "s")}
+        cols["kind"] = np.array([e.kind for e in ev], dtype="<U2")
+        cols["before"] = np.array([e.before for e in ev], dtype=np.int32).reshape(-1, 2)
+        cols["after"] = np.array([e.after for e in ev], dtype=np.int32).reshape(-1, 2)
+        return Table(cols)
+
+
+class _Reader:
+    """Field checks of one record; messages as the C reader's."""
+
+    def __init__(self, path):
+        self.path = path
+        self.line = 0
+        self.rec = ""
+
+    def fail(self, msg):
+        raise TraceError(self.path, self.line, "%s record: %s" % (self.rec, msg))
+
+    def get(self, o, key, optional=False):
+        if key not in o:
+            if optional:
+                return None
+            self.fail('field "%s" is missing' % key)
+        return o[key]
+
+    def int(self, o, key, optional=False, absent=-1, lo=-(1 << 63), hi=(1 << 63) - 1):
+        v = self.get(o, key, optional)
+        if v is None and optional and key not in o:
+            return absent
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.fail('field "%s" must be an integer' % key)
+        if v < lo or v > hi:
+            self.fail('field "%s" = %d is out of range [%d, %d]' % (key, v, lo, hi))
+        return v
+
+    def num(self, o, key, optional=False):
+        v = self.get(o, key, optional)
+        if v is None:
+            return math.nan
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.fail('field "%s" must be a number or null' % key)
+        return float(v)
+
+    def str(self, o, key, nullable=False):
+        v = self.get(o, key, nullable)
+        if v is None and nullable:
+            return None
+        if not isinstance(v, str):
+            self.fail('field "%s" must be a string%s' % (key, " or null" if nullable else ""))
+        return v
+
+    def typed(self, o, key, typ, optional=False):
+        v = self.get(o, key, optional)
+        if v is not None and not isinstance(v, typ):
+            self.fail('field "%s" must be %s' % (key, "an array" if typ is list else "an object"))
+        return v
+
+    def ints(self, o, key, n_max, exact=False):
+        a = self.typed(o, key, list)
+        if not a or len(a) > n_max or (exact and len(a) != n_max):
+            self.fail('field "%s" must hold %s%d integers' % (key, "" if exact else "1 to ", n_max))
+        for v in a:
+            if isinstance(v, bool) or not isinstance(v, int):
+                self.fail('field "%s" must hold integers' % key)
+        return tuple(a)
+
+    def enum(self, o, key, names, nullable=False):
+        v = self.get(o, key)
+        if v is None and nullable:
+            return None
+        if v not in names:
+            self.fail('field "%s" has an unknown value %s (expected %s)'
+                      % (key, json.dumps(v), ", ".join(names + (("null",) if nullable else ()))))
+        return v
+
+
+def _check_header(r, o):
+    schema = r.int(o, "schema")
+    if schema != SCHEMA:
+        r.fail("unknown schema version %d (this reader knows version %d)" % (schema, SCHEMA))
+    for k in ("program", "version", "created", "policy"):
+        r.str(o, k)
+    r.int(o, "seed")
+    r.int(o, "threads", lo=-(1 << 31), hi=(1 << 31) - 1)
+    r.typed(o, "config", dict)
+    r.str(o, "config_file", nullable=True)
+    ov = r.typed(o, "overrides", list, optional=True)
+    if ov is not None and not all(isinstance(s, str) for s in ov):
+        r.fail('field "overrides" must hold strings')
+    ds = r.typed(o, "dataset", dict)
+    r.str(ds, "name")
+    for k in ("train", "val", "test", "classes"):
+        r.int(ds, k, lo=0)
+    m = r.typed(o, "model", dict)
+    r.str(m, "name")
+    r.ints(m, "input", 3, exact=True)
+    for k in ("classes", "params", "macs"):
+        r.int(m, k, lo=0)
+    layers = r.typed(m, "layers", list)
+    for ly in layers:
+        if not isinstance(ly, dict):
+            r.fail("model.layers entries must be objects")
+        r.str(ly, "name")
+        r.str(ly, "kind")
+        r.ints(ly, "in", 4)
+        r.ints(ly, "out", 4)
+        for k in ("params", "macs", "elementwise"):
+            r.int(ly, k, lo=0)
+        r.int(ly, "unit", lo=-1)
+        for k in ("k", "stride", "pad"):
+            r.int(ly, k, optional=True, absent=0, lo=0)
+    units = r.typed(o, "units", list)
+    for u in units:
+        if not isinstance(u, dict):
+            r.fail("units entries must be objects")
+        r.str(u, "name")
+        r.int(u, "layer", lo=0, hi=len(layers) - 1)
+        r.int(u, "weights", lo=0)
+        r.int(u, "macs", lo=0)
+
+
+class _Steps:
+    """Step columns collected line by line."""
+
+    def __init__(self, n_units):
+        self.n_units = n_units
+        self.scalars = {k: [] for k in ("step", "epoch", "lr", "loss", "strategy", "accum",
+                                        "overflow")}
+        self.units = {k: [] for k in UNIT_FIELDS}
+
+    def add(self, r, o, events):
+        sc = self.scalars
+        step = r.int(o, "step")
+        epoch = r.int(o, "epoch", lo=-(1 << 31), hi=(1 << 31) - 1)
+        sc["step"].append(step)
+        sc["epoch"].append(epoch)
+        sc["lr"].append(r.num(o, "lr"))
+        sc["loss"].append(r.num(o, "loss"))
+        sc["strategy"].append(r.enum(o, "strategy", STRATEGIES, nullable=True))
+        sc["accum"].append(r.int(o, "accum", optional=True, absent=0, lo=0))
+        ov = r.get(o, "overflow", optional=True)
+        if ov is not None and not isinstance(ov, bool):
+            r.fail('field "overflow" must be true or false')
+        sc["overflow"].append(bool(ov))
+        units = r.typed(o, "units", list)
+        if len(units) != self.n_units:
+            r.fail("%d units, but the header lists %d" % (len(units), self.n_units))
+        row = {k: [] for k in UNIT_FIELDS}
+        for u in units:
+            if not isinstance(u, dict):
+                r.fail("units entries must be objects")
+            row["wl"].append(r.int(u, "wl", lo=0, hi=64))
+            row["fl"].append(r.int(u, "fl", lo=-64, hi=64))
+            row["lb"].append(r.num(u, "lb", optional=True))
+            row["r"].append(r.int(u, "r", optional=True, absent=-1, lo=0))
+            row["sparsity"].append(r.num(u, "sparsity", optional=True))
+            row["sat"].append(r.int(u, "sat", optional=True, absent=-1, lo=0))
+            row["flush"].append(r.int(u, "flush", optional=True, absent=-1, lo=0))
+        for k, v in row.items():
+            self.units[k].append(v)
+        evs = r.typed(o, "events", list, optional=True) or []
+        for e in evs:
+            if not isinstance(e, dict):
+                r.fail("events entries must be objects")
+            events.append(Event(
+                step=step, epoch=epoch,
+                unit=r.int(e, "unit", lo=0, hi=self.n_units - 1),
+                kind=r.enum(e, "kind", EVENT_KINDS),
+                before=r.ints(e, "before", 2, exact=True),
+                after=r.ints(e, "after", 2, exact=True),
+                bisect_steps=r.int(e, "bisect_steps", optional=True, lo=0),
+                kl_evals=r.int(e, "kl_evals", optional=True, lo=0),
+                sample=r.int(e, "sample", optional=True, lo=0),
+                s=r.int(e, "s", optional=True)))
+
+    def table(self):
+        sc = self.scalars
+        n = len(sc["step"])
+        cols = {
+            "step": np.array(sc["step"], dtype=np.int64),
+            "epoch": np.array(sc["epoch"], dtype=np.int64),
+            "lr": np.array(sc["lr"], dtype=np.float64),
+            "loss": np.array(sc["loss"], dtype=np.float64),
+            "strategy": np.array(sc["strategy"], dtype=object),
+            "accum": np.array(sc["accum"], dtype=np.int64),
+            "overflow": np.array(sc["overflow"], dtype=bool),
+        }
+        for k, (dt, _, _) in UNIT_FIELDS.items():
+            cols[k] = np.array(self.units[k], dtype=dt).reshape(n, self.n_units)
+        return Table(cols)
+
+
+def iter_records(path):
+    """Yields (line number, record dict) for each complete line, parsing JSON only.
+
+    No field checks: for quick looks or tools that tolerate any schema.
+    """
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                raise TraceError(path, i, "truncated trace: the last line is incomplete")
+            try:
+                yield i, json.loads(raw)
+            except ValueError as e:
+                raise TraceError(path, i, "malformed JSON: %s" % e) from None
+
+
+def read_trace(path, partial=False) -> Trace:
+    """Reads a whole trace (a path to ``trace.jsonl`` or to a run directory).
+
+    ``partial=True`` accepts an incomplete last line (a run still writing, or
+    killed): it is skipped and ``truncated`` is set, instead of an error.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "trace.jsonl")
+    r = _Reader(path)
+    header = None
+    steps = None
+    epochs = {k: [] for k in ("epoch", "step") + EPOCH_FIELDS}
+    events: List[Event] = []
+    test = end = None
+    truncated = False
+    n_lines = 0
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise TraceError(path, 0, "cannot open the trace: %s" % e.strerror) from None
+    with f:
+        for raw in f:
+            r.line += 1
+            r.rec = ""
+            if not raw.endswith(b"\n"):
+                if partial:
+                    truncated = True
+                    break
+                raise TraceError(path, r.line, "truncated trace: the last line is incomplete "
+                                 "(no newline; the run stopped while writing it)")
+            if end is not None:
+                raise TraceError(path, r.line, "record after the end record")
+            try:
+                o = json.loads(raw, parse_constant=_reject_constant)
+            except ValueError as e:
+                raise TraceError(path, r.line, "malformed JSON: %s" % e) from None
+            typ = o.get("type") if isinstance(o, dict) else None
+            if not isinstance(typ, str):
+                raise TraceError(path, r.line,
+                                 'not a trace record (an object with a "type" string)')
+            r.rec = typ
+            if r.line == 1 and typ != "header":
+                raise TraceError(path, 1, "missing header: the first line is a %s record" % typ)
+            if typ == "header":
+                if r.line != 1:
+                    r.fail("a second header")
+                _check_header(r, o)
+                header = o
+                steps = _Steps(len(o["units"]))
+            elif typ == "step":
+                steps.add(r, o, events)
+            elif typ == "epoch":
+                epochs["epoch"].append(r.int(o, "epoch", lo=-(1 << 31), hi=(1 << 31) - 1))
+                epochs["step"].append(r.int(o, "step"))
+                for k in EPOCH_FIELDS:
+                    epochs[k].append(r.num(o, k))
+            elif typ == "test":
+                if test is not None:
+                    r.fail("a second test record")
+                test = Test(r.int(o, "epoch"), r.num(o, "test_loss"), r.num(o, "test_acc"))
+            elif typ == "end":
+                end = End(r.enum(o, "status", END_STATUSES), r.num(o, "wall_s"))
+            else:
+                r.fail("unknown record type (expected one of %s)" % ", ".join(RECORD_TYPES))
+            n_lines = r.line
+    if header is None:
+        raise TraceError(path, 0, "missing header: the trace is empty")
+    ep = {k: np.array(v, dtype=np.int64 if k in ("epoch", "step") else np.float64)
+          for k, v in epochs.items()}
+    return Trace(path=path, header=header, steps=steps.table(), epochs=Table(ep),
+                 events=events, test=test, end=end, truncated=truncated, n_lines=n_lines)
+
+
+def _reject_constant(name):
+    # NaN / Infinity are not JSON; the writer puts null in their place.
+    raise ValueError("%s is not JSON (the trace writes null for non-finite numbers)" % name)

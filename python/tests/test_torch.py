@@ -1,0 +1,116 @@
+"""adaptsim.torch_io: checkpoints load strictly into the PyTorch module built from the header,
+and PyTorch's float32 test loss equals the one the trace recorded for an fp32 run."""
+import gzip
+import os
+import struct
+import tempfile
+import unittest
+
+import numpy as np
+
+from common import (FMNIST, REPORT_TRACES, RunsFixture, needs_report, needs_torch,
+                    needs_trainer, train)
+
+from adaptsim import read_trace, torch_io
+
+# Input normalisation of adapt-sim's data loader (torchvision's recipes).
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], np.float32)
+CIFAR_STD = np.array([0.2023, 0.1994, 0.2010], np.float32)
+
+
+def read_idx(path):
+    with (gzip.open(path) if path.endswith(".gz") else open(path, "rb")) as f:
+        raw = f.read()
+    magic, n = struct.unpack(">II", raw[:8])
+    if magic == 0x803:
+        r, c = struct.unpack(">II", raw[8:16])
+        return np.frombuffer(raw, np.uint8, offset=16).reshape(n, r, c)
+    return np.frombuffer(raw, np.uint8, offset=8)
+
+
+def idx_file(name):
+    for suffix in (".gz", ""):
+        p = os.path.join(FMNIST, name + suffix)
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def torch_test_loss(model, x, y):
+    import torch
+    import torch.nn.functional as F
+    with torch.no_grad():
+        logits = model(torch.from_numpy(x))
+        loss = F.cross_entropy(logits, torch.from_numpy(y.astype(np.int64))).item()
+        acc = (logits.argmax(1).numpy() == y).mean()
+    return loss, acc
+
+
+@needs_torch
+class TestBuild(unittest.TestCase):
+    @needs_report
+    def test_lenet5_from_report_header(self):
+        import torch
+        t = read_trace(os.path.join(REPORT_TRACES, "fp32.jsonl"))
+        model = torch_io.build_model(t)
+        self.assertEqual(sum(p.numel() for p in model.parameters()), t.header["model"]["params"])
+        out = model(torch.zeros(2, *t.header["model"]["input"]))
+        self.assertEqual(tuple(out.shape), (2, t.header["model"]["classes"]))
+
+    def test_unknown_layer_kind(self):
+        hdr = {"model": {"layers": [{"name": "0", "kind": "gelu", "in": [4], "out": [4],
+                                     "params": 0}]}}
+        with self.assertRaisesRegex(ValueError, "layer 0: no PyTorch module for kind gelu"):
+            torch_io.build_model(hdr)
+
+
+@needs_torch
+@needs_trainer
+class TestRuns(unittest.TestCase):
+    @unittest.skipUnless(idx_file("t10k-images-idx3-ubyte"), "Fashion-MNIST not installed")
+    def test_lenet5_fp32_test_loss(self):
+        run = RunsFixture.get()["fp32"]
+        t = read_trace(run)
+        model = torch_io.load_model(run)
+        n = t.header["dataset"]["test"]
+        x = read_idx(idx_file("t10k-images-idx3-ubyte"))[:n]
+        y = read_idx(idx_file("t10k-labels-idx1-ubyte"))[:n]
+        x = np.pad(x, ((0, 0), (2, 2), (2, 2))).astype(np.float32)  # 28x28 -> 32x32
+        x = ((x / 255.0 - MNIST_MEAN) / MNIST_STD).astype(np.float32)[:, None]
+        loss, acc = torch_test_loss(model, x, y)
+        # same weights, same arithmetic up to summation order: 1e-4 relative
+        self.assertAlmostEqual(loss, t.test.test_loss, delta=1e-4 * t.test.test_loss)
+        self.assertAlmostEqual(acc, t.test.test_acc, delta=1.01 / n)
+
+    def test_resnet20_synthetic_cifar10(self):
+        """ResNet-20 (batch norm in eval mode, shortcuts) on random CIFAR-10-format records."""
+        rng = np.random.default_rng(7)
+        with tempfile.TemporaryDirectory() as d:
+            data = os.path.join(d, "cifar-10-batches-bin")
+            os.mkdir(data)
+            recs = {}
+            for name, n in [("data_batch_%d.bin" % i, 8) for i in range(1, 6)] + \
+                           [("test_batch.bin", 16)]:
+                labels = rng.integers(0, 10, n, dtype=np.uint8)
+                pix = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
+                recs[name] = (labels, pix)
+                with open(os.path.join(data, name), "wb") as f:
+                    f.write(np.concatenate([labels[:, None], pix], 1).tobytes())
+            run = train(os.path.join(d, "run"), "experiments/configs/c10_resnet20.ini",
+                        "data.path=" + d, "data.val_size=0", "data.augment=off",
+                        "data.train_limit=8", "train.epochs=1", "train.batch=8",
+                        "train.eval_batch=16", "policy.name=fp32", "run.checkpoint_every=0")
+            t = read_trace(run)
+            self.assertEqual(t.header["model"]["name"], "resnet20")
+            model = torch_io.load_model(run)  # strict: every name and shape matches
+            labels, pix = recs["test_batch.bin"]
+            x = pix.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0
+            x = ((x - CIFAR_MEAN[:, None, None]) / CIFAR_STD[:, None, None]).astype(np.float32)
+            loss, acc = torch_test_loss(model, x, labels)
+            self.assertAlmostEqual(loss, t.test.test_loss, delta=1e-4 * t.test.test_loss)
+            self.assertAlmostEqual(acc, t.test.test_acc, delta=1.01 / len(labels))
+
+
+if __name__ == "__main__":
+    unittest.main()

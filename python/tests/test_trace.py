@@ -1,0 +1,225 @@
+"""adaptsim.trace: reading real traces, absent values, and file:line errors for bad ones."""
+import glob
+import json
+import math
+import os
+import tempfile
+import unittest
+
+import numpy as np
+
+from common import POLICIES, REPORT_TRACES, RunsFixture, needs_report, needs_trainer
+
+import adaptsim
+from adaptsim import TraceError, read_trace
+
+HEADER = {"type": "header", "schema": 1, "program": "adapt-sim", "version": "0.1.0",
+          "created": "2024-05-01T12:00:00Z", "seed": 1, "threads": 1, "policy": "adapt",
+          "config": {}, "config_file": None, "overrides": [],
+          "dataset": {"name": "fashion-mnist", "train": 10, "val": 0, "test": 10, "classes": 10},
+          "model": {"name": "lenet5", "input": [1, 32, 32], "classes": 10, "params": 20,
+                    "macs": 20,
+                    "layers": [{"name": "0", "kind": "linear", "in": [4], "out": [4],
+                                "params": 20, "macs": 16, "elementwise": 0, "unit": 0}]},
+          "units": [{"name": "0", "layer": 0, "weights": 16, "macs": 16}]}
+STEP = {"type": "step", "step": 1, "epoch": 0, "lr": 0.1, "loss": None, "strategy": "min",
+        "units": [{"wl": 8, "fl": 4, "lb": 25.5, "r": 50}],
+        "events": [{"unit": 0, "kind": "pd", "before": [8, 4], "after": [7, 4],
+                    "bisect_steps": 2, "kl_evals": 3, "sample": 16},
+                   {"unit": 0, "kind": "pu", "before": [7, 4], "after": [9, 6], "s": 2}],
+        "accum": 1, "overflow": False}
+EPOCH = {"type": "epoch", "epoch": 0, "step": 1, "lr": 0.1, "train_loss": 2.0, "train_acc": 0.5,
+         "val_loss": None, "val_acc": None, "wall_s": 1.5, "images_per_s": 100.0}
+TEST = {"type": "test", "epoch": 1, "test_loss": 1.25, "test_acc": 0.75}
+END = {"type": "end", "status": "ok", "wall_s": 2.0}
+
+
+def lines(*recs):
+    return "".join(json.dumps(r) + "\n" for r in recs)
+
+
+def changed(rec, **kv):
+    r = json.loads(json.dumps(rec))
+    for k, v in kv.items():
+        if v is KeyError:
+            del r[k]
+        else:
+            r[k] = v
+    return r
+
+
+class TmpTrace(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def write(self, text, name="trace.jsonl"):
+        p = os.path.join(self.tmp.name, name)
+        with open(p, "w") as f:
+            f.write(text)
+        return p
+
+
+class TestSynthetic(TmpTrace):
+    def test_fields_and_absent_values(self):
+        fp32_units = [{"wl": 32, "fl": 0}]
+        step2 = changed(STEP, step=2, loss=1.5, strategy=None, units=fp32_units, events=[],
+                        overflow=True)
+        t = read_trace(self.write(lines(HEADER, STEP, step2, EPOCH, TEST, END)))
+        self.assertEqual(t.policy, "adapt")
+        self.assertEqual(t.unit_names, ["0"])
+        self.assertEqual(len(t.steps), 2)
+        np.testing.assert_array_equal(t.steps.step, [1, 2])
+        self.assertTrue(math.isnan(t.steps.loss[0]))  # null reads as NaN
+        self.assertEqual(t.steps.loss[1], 1.5)
+        self.assertEqual(list(t.steps.strategy), ["min", None])
+        np.testing.assert_array_equal(t.steps.overflow, [False, True])
+        self.assertEqual(t.steps.wl.shape, (2, 1))
+        np.testing.assert_array_equal(t.steps.wl[:, 0], [8, 32])
+        # absent per-unit fields: NaN for lb / sparsity, -1 for r / sat / flush
+        self.assertEqual(t.steps.lb[0, 0], 25.5)
+        self.assertTrue(math.isnan(t.steps.lb[1, 0]) and math.isnan(t.steps.sparsity[0, 0]))
+        np.testing.assert_array_equal(t.steps.r[:, 0], [50, -1])
+        np.testing.assert_array_equal(t.steps.sat[:, 0], [-1, -1])
+        self.assertEqual(len(t.events), 2)
+        pd, pu = t.events
+        self.assertEqual((pd.kind, pd.step, pd.before, pd.after, pd.kl_evals, pd.s),
+                         ("pd", 1, (8, 4), (7, 4), 3, -1))
+        self.assertEqual((pu.kind, pu.s, pu.bisect_steps), ("pu", 2, -1))
+        et = t.events_table()
+        np.testing.assert_array_equal(et.after, [[7, 4], [9, 6]])
+        np.testing.assert_array_equal(et.kind, ["pd", "pu"])
+        self.assertTrue(math.isnan(t.epochs.val_acc[0]))
+        self.assertEqual(t.epochs.train_acc[0], 0.5)
+        self.assertEqual(t.test, adaptsim.trace.Test(1, 1.25, 0.75))
+        self.assertTrue(t.finished)
+        self.assertEqual(t.n_lines, 6)
+        with self.assertRaisesRegex(AttributeError, "no column 'acc'.*val_acc"):
+            t.epochs.acc
+
+    def test_run_directory_and_unknown_fields(self):
+        # fields the reader does not know are ignored (additions keep schema 1)
+        self.write(lines(changed(HEADER, extra=1), changed(STEP, note="x"), EPOCH))
+        t = read_trace(self.tmp.name)
+        self.assertEqual(len(t.epochs), 1)
+        self.assertIsNone(t.test)
+        self.assertIsNone(t.end)
+        self.assertFalse(t.finished)
+
+    def test_partial(self):
+        p = self.write(lines(HEADER, STEP) + '{"type":"epo')
+        with self.assertRaisesRegex(TraceError, r"trace.jsonl:3: truncated trace"):
+            read_trace(p)
+        t = read_trace(p, partial=True)
+        self.assertTrue(t.truncated)
+        self.assertEqual((len(t.steps), t.n_lines), (1, 2))
+
+    # (text, line, message fragment): each must be refused naming that line.
+    BAD = [
+        ("", 0, "missing header: the trace is empty"),
+        (lines(STEP), 1, "missing header: the first line is a step record"),
+        (lines(HEADER) + "{not json\n", 2, "malformed JSON"),
+        (lines(HEADER) + '{"type":"step","loss":NaN}\n', 2, "NaN is not JSON"),
+        (lines(HEADER) + "[1, 2]\n", 2, 'not a trace record'),
+        (lines(HEADER, HEADER), 2, "header record: a second header"),
+        (lines(changed(HEADER, schema=2)), 1, "unknown schema version 2"),
+        (lines(HEADER, changed(STEP, type="batch")), 2, "unknown record type"),
+        (lines(HEADER, changed(STEP, loss=KeyError)), 2, 'step record: field "loss" is missing'),
+        (lines(HEADER, changed(STEP, loss="high")), 2, 'field "loss" must be a number or null'),
+        (lines(HEADER, changed(STEP, step=1.5)), 2, 'field "step" must be an integer'),
+        (lines(HEADER, changed(STEP, strategy="median")), 2,
+         'field "strategy" has an unknown value "median"'),
+        (lines(HEADER, changed(STEP, units=[])), 2, "0 units, but the header lists 1"),
+        (lines(HEADER, changed(STEP, units=[{"wl": 8}])), 2, 'field "fl" is missing'),
+        (lines(HEADER, changed(STEP, units=[{"wl": 99, "fl": 0}])), 2,
+         'field "wl" = 99 is out of range'),
+        (lines(HEADER, changed(STEP, overflow=1)), 2, 'field "overflow" must be true or false'),
+        (lines(HEADER, changed(STEP, events=[{"unit": 3, "kind": "pd", "before": [8, 4],
+                                               "after": [7, 4]}])), 2, 'field "unit" = 3'),
+        (lines(HEADER, changed(STEP, events=[{"unit": 0, "kind": "pd", "before": [8],
+                                               "after": [7, 4]}])), 2,
+         'field "before" must hold 2 integers'),
+        (lines(HEADER, EPOCH, changed(EPOCH, val_acc="0.5")), 3,
+         'epoch record: field "val_acc" must be a number or null'),
+        (lines(HEADER, TEST, TEST), 3, "a second test record"),
+        (lines(HEADER, changed(END, status="crashed")), 2, 'field "status" has an unknown value'),
+        (lines(HEADER, END, EPOCH), 3, "record after the end record"),
+        (lines(HEADER) + '{"type":"step"', 2, "truncated trace"),
+        (lines(changed(HEADER, config=[])), 1, 'field "config" must be an object'),
+        (lines(changed(HEADER, units=[{"name": "0", "layer": 5, "weights": 1, "macs": 1}])), 1,
+         'field "layer" = 5 is out of range'),
+    ]
+
+    def test_errors_name_file_and_line(self):
+        for i, (text, line, frag) in enumerate(self.BAD):
+            with self.subTest(case=i, expect=frag):
+                p = self.write(text, "bad%d.jsonl" % i)
+                with self.assertRaises(TraceError) as cm:
+                    read_trace(p)
+                where = "%s:%d: " % (p, line) if line else "%s: " % p
+                self.assertTrue(str(cm.exception).startswith(where), str(cm.exception))
+                self.assertIn(frag, str(cm.exception))
+                self.assertEqual((cm.exception.path, cm.exception.line), (p, line))
+
+    def test_missing_file(self):
+        p = os.path.join(self.tmp.name, "none.jsonl")
+        with self.assertRaisesRegex(TraceError, "none.jsonl: cannot open the trace"):
+            read_trace(p)
+
+
+@needs_report
+class TestReportTraces(unittest.TestCase):
+    """The committed Fashion-MNIST report: the reader against a plain json.loads of each line."""
+
+    def test_against_raw_json(self):
+        paths = sorted(glob.glob(os.path.join(REPORT_TRACES, "*.jsonl")))
+        self.assertGreaterEqual(len(paths), 5)
+        for p in paths:
+            with self.subTest(trace=os.path.basename(p)):
+                with open(p) as f:
+                    recs = [json.loads(line) for line in f]
+                t = read_trace(p)
+                steps = [r for r in recs if r["type"] == "step"]
+                epochs = [r for r in recs if r["type"] == "epoch"]
+                self.assertEqual(t.header, recs[0])
+                self.assertEqual(len(t.steps), len(steps))
+                self.assertEqual(t.steps.wl.shape, (len(steps), len(recs[0]["units"])))
+                k = len(steps) // 2
+                self.assertEqual(list(t.steps.wl[k]), [u["wl"] for u in steps[k]["units"]])
+                self.assertEqual(list(t.epochs.val_acc), [e["val_acc"] for e in epochs])
+                self.assertEqual(t.test.test_acc, recs[-2]["test_acc"])
+                self.assertEqual(len(t.events), sum(len(s["events"]) for s in steps))
+                self.assertEqual(t.end.status, "ok")
+
+    def test_adapt_events(self):
+        t = read_trace(os.path.join(REPORT_TRACES, "adapt.jsonl"))
+        kinds = {e.kind for e in t.events}
+        self.assertEqual(kinds, {"pd", "pu"})
+        for e in t.events:
+            self.assertTrue(e.bisect_steps >= 0 if e.kind == "pd" else e.s >= 0)
+
+
+@needs_trainer
+class TestTrainerTraces(unittest.TestCase):
+    """Traces adapt-train writes for each policy read back with the values the policy sets."""
+
+    def test_policies(self):
+        runs = RunsFixture.get()
+        for p in POLICIES:
+            with self.subTest(policy=p):
+                t = read_trace(runs[p])
+                self.assertEqual(t.policy, p)
+                self.assertEqual(len(t.epochs), 2)
+                self.assertTrue(t.finished)
+                n_units = len(t.header["units"])
+                self.assertEqual(t.steps.wl.shape, (len(t.steps), n_units))
+                # the header's start formats (config defaults: fixed 16/8, adapt <8,4>, amp fp16)
+                want = {"fp32": 32, "fixed": 16, "adapt": 8, "muppet": 8, "amp": 16}[p]
+                self.assertTrue((t.steps.wl[0] == want).all(), t.steps.wl[0])
+                has_lb = p == "adapt"
+                self.assertEqual(bool(np.isfinite(t.steps.lb).all()), has_lb)
+                self.assertEqual(bool((t.steps.sat >= 0).all()), p != "fp32")
+
+
+if __name__ == "__main__":
+    unittest.main()
