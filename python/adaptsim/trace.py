@@ -4,7 +4,7 @@ A trace is one JSON object per line, in this order: one ``header``, then
 ``step`` lines (every ``run.log_every`` optimizer steps) and ``epoch`` lines,
 at most one ``test`` line and an ``end`` line. Numbers that were not finite
 are written as ``null`` and read here as NaN. Optional per-unit fields that a
-policy does not record read as NaN (``lb``, ``sparsity``) or -1 (``r``,
+policy does not record read as NaN (``lb``, ``sparsity``, ``act_sat``) or -1 (``r``,
 ``sat``, ``flush``), the same "absent" values as the C reader.
 
     >>> t = read_trace("runs/quickstart/trace.jsonl")
@@ -42,6 +42,7 @@ UNIT_FIELDS = {
     "sparsity": (np.float64, math.nan, True),
     "sat": (np.int64, -1, True),
     "flush": (np.int64, -1, True),
+    "act_sat": (np.float64, math.nan, True),
 }
 EPOCH_FIELDS = ("lr", "train_loss", "train_acc", "val_loss", "val_acc", "wall_s",
                 "images_per_s")
@@ -313,6 +314,7 @@ class _Steps:
             row["sparsity"].append(r.num(u, "sparsity", optional=True))
             row["sat"].append(r.int(u, "sat", optional=True, absent=-1, lo=0))
             row["flush"].append(r.int(u, "flush", optional=True, absent=-1, lo=0))
+            row["act_sat"].append(r.num(u, "act_sat", optional=True))
         for k, v in row.items():
             self.units[k].append(v)
         evs = r.typed(o, "events", list, optional=True) or []
