@@ -41,7 +41,8 @@ void adapt_sgd_free(struct adapt_sgd *o);
  * scaling). Separate from the update so gradient processing (quantization,
  * normalisation) can run in between. */
 void adapt_sgd_prepare(struct adapt_sgd *o, double grad_scale, double loss_scale);
-/* d = g + l2 * w (w: the master, or param->use with l2_quantized); b = m * b + d; w -= lr * (nesterov ? d + m * b : b);
+/* d = g + l2 * w (w: the master, or param->use with l2_quantized);
+ * b = m * b + d; w -= lr * (nesterov ? d + m * b : b);
  * then zeroes the gradients. */
 void adapt_sgd_update(struct adapt_sgd *o);
 /* prepare + update. */

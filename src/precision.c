@@ -264,7 +264,8 @@ enum adapt_status adapt_precision_round_attached(struct adapt_precision *p)
     for (int k = 0; k < np; k++) {
         if (p->param_unit[k] < 0 || own_param(p, k) || p->acopy[k]) continue;
         p->acopy[k] = malloc(sizeof(float) * (p->net->param[k]->value.numel + 1));
-        if (!p->acopy[k]) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate rounded parameter copies");
+        if (!p->acopy[k])
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate rounded parameter copies");
     }
     p->round_attached = 1;
     return ADAPT_OK;
@@ -360,8 +361,9 @@ void adapt_precision_quantize_grads(struct adapt_precision *p, long step)
     for (int k = 0; k < p->net->nparam; k++) {
         struct adapt_param *pp = p->net->param[k];
         if (!p->acopy[k] || !p->u[p->param_unit[k]].active) continue;
-        enum adapt_status s = quant_array(&p->u[p->param_unit[k]].spec, pp->grad.data, pp->grad.data,
-                                          pp->grad.numel, key_of(p, Q_GRAD_ATT, k, step), NULL, NULL);
+        const struct quant_spec *sp = &p->u[p->param_unit[k]].spec;
+        enum adapt_status s = quant_array(sp, pp->grad.data, pp->grad.data, pp->grad.numel,
+                                          key_of(p, Q_GRAD_ATT, k, step), NULL, NULL);
         ADAPT_ASSERT(s == ADAPT_OK);
     }
 }

@@ -1,5 +1,5 @@
-/* src/policy/adapt.c: the AdaPT policy (Kummer et al., SDM 2023; spec
- * section 3). Per unit: fixed-point <WL, FL>, lookback lb, resolution r,
+/* src/policy/adapt.c: the AdaPT policy (Kummer et al., SDM 2023, section 3;
+ * doc/algorithms.md). Per unit: fixed-point <WL, FL>, lookback lb, resolution r,
  * the accumulated normalised weight gradient G and its count n. Every step:
  * gradients rounded (quant_grads) and normalised per tensor, G += g, lookback
  * and resolution updated from D = n / ||G||, the strategy from the losses;

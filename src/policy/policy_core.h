@@ -1,9 +1,9 @@
 /* src/policy/policy_core.h: the decision rules of the precision policies as
- * pure functions of their statistics (spec sections 3 and 4), so each can be
+ * pure functions of their statistics (doc/algorithms.md), so each can be
  * driven from synthetic numbers in tests.
  *
  * AdaPT (Kummer et al., SDM 2023, section 3; "compat" selects the published
- * reference implementation's variants, see the spec):
+ * reference implementation's variants, doc/algorithms.md):
  *   adapt_lookback_update   lb_new = ceil(clamp(lb_upr / D, lb_lwr, lb_upr)),
  *                           lb = lb_new * gamma + (1 - gamma) * lb
  *   adapt_resolution_update r +-1 at the lookback bounds, clamped
