@@ -15,6 +15,7 @@
 
 #include <config.h>
 #include "perfmodel/perf.h"
+#include "src/base/fileio.h"
 
 static void usage(FILE *f)
 {
@@ -264,21 +265,18 @@ int main(int argc, char **argv)
         }
     }
     FILE *f = stdout;
-    char tmp[4096];
+    struct adapt_atomic a;
     if (output) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", output, (long)getpid());
-        if (!(f = fopen(tmp, "w"))) {
-            fprintf(stderr, "adapt-perf: cannot write %s\n", tmp);
+        if (adapt_atomic_open(&a, output) != ADAPT_OK) {
+            fail(adapt_error_message());
             goto out;
         }
+        f = a.f;
     }
     enum adapt_status st = perf_report_write(f, fmt, runs, nruns, &p, per_unit);
     if (output) {
-        if (fclose(f) != 0 && st == ADAPT_OK)
-            st = ADAPT_ERROR(ADAPT_EIO, "cannot write %s", tmp);
-        if (st == ADAPT_OK && rename(tmp, output) != 0)
-            st = ADAPT_ERROR(ADAPT_EIO, "cannot rename %s to %s", tmp, output);
-        if (st != ADAPT_OK) unlink(tmp);
+        if (st == ADAPT_OK) st = adapt_atomic_commit(&a);
+        else adapt_atomic_abort(&a);
     } else if (fflush(stdout) != 0 && st == ADAPT_OK) {
         st = ADAPT_ERROR(ADAPT_EIO, "cannot write the report to standard output");
     }

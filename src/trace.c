@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/fileio.h"
+
 /* ----------------------------------------------------------------- common */
 
 static const char *const strategy_names[] = {NULL, "min", "mean", "max"};
@@ -24,23 +26,6 @@ const char *adapt_trace_strategy_name(enum adapt_trace_strategy s)
 {
     if ((int)s < 0 || (int)s > ADAPT_TRACE_STRATEGY_MAX) return NULL;
     return strategy_names[s];
-}
-
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
-/* "<path>.tmp.<pid>" */
-static char *tmp_path(const char *path)
-{
-    size_t n = strlen(path) + 32;
-    char *t = malloc(n);
-    if (t) snprintf(t, n, "%s.tmp.%ld", path, (long)getpid());
-    return t;
 }
 
 /* ----------------------------------------------------------------- writer */
@@ -102,7 +87,7 @@ static enum adapt_status writer_open(struct adapt_trace_writer **out, const char
                                      const char *mode, int64_t offset)
 {
     struct adapt_trace_writer *w = calloc(1, sizeof *w);
-    if (!w || !(w->path = dup_str(path))) {
+    if (!w || !(w->path = adapt_strdup(path))) {
         free(w);
         return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory opening the trace", path);
     }
@@ -394,47 +379,27 @@ enum adapt_status adapt_trace_writer_close(struct adapt_trace_writer *w)
 /* Writes the first `len` bytes of in (positioned at 0) to path atomically. */
 static enum adapt_status replace_with_prefix(const char *path, FILE *in, int64_t len)
 {
-    enum adapt_status st = ADAPT_OK;
+    enum adapt_status st;
     char buf[65536];
-    char *tmp = tmp_path(path);
-    if (!tmp) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) {
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto free_tmp;
-    }
+    struct adapt_atomic a;
+    if ((st = adapt_atomic_open(&a, path))) return st;
     for (int64_t done = 0; done < len;) {
         size_t want = len - done < (int64_t)sizeof buf ? (size_t)(len - done) : sizeof buf;
         size_t got = fread(buf, 1, want, in);
         if (got != want) {
             st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the trace: %s", path,
                              ferror(in) ? strerror(errno) : "file shrank while copying");
-            goto close_fd;
+            adapt_atomic_abort(&a);
+            return st;
         }
-        for (size_t off = 0; off < got;) {
-            ssize_t n = write(fd, buf + off, got - off);
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) {
-                st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot write %s: %s", path, tmp, strerror(errno));
-                goto close_fd;
-            }
-            off += (size_t)n;
+        if (fwrite(buf, 1, got, a.f) != got) {
+            st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot write %s: %s", path, a.tmp, strerror(errno));
+            adapt_atomic_abort(&a);
+            return st;
         }
         done += (int64_t)got;
     }
-    if (fsync(fd) != 0) {
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot sync %s: %s", path, tmp, strerror(errno));
-        goto close_fd;
-    }
-close_fd:
-    if (close(fd) != 0 && st == ADAPT_OK)
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot close %s: %s", path, tmp, strerror(errno));
-    if (st == ADAPT_OK && rename(tmp, path) != 0)
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot replace the trace: %s", path, strerror(errno));
-    if (st != ADAPT_OK) unlink(tmp);
-free_tmp:
-    free(tmp);
-    return st;
+    return adapt_atomic_commit(&a);
 }
 
 enum adapt_status adapt_trace_truncate_after_epoch(const char *path, int epoch)
@@ -578,7 +543,7 @@ static char *rd_str(struct rd *r, json_t *o, const char *key, int nullable)
         rd_fail(r, "field \"%s\" must be a string%s", key, nullable ? " or null" : "");
         return NULL;
     }
-    char *s = dup_str(json_string_value(v));
+    char *s = adapt_strdup(json_string_value(v));
     if (!s) rd_nomem(r);
     return s;
 }
@@ -698,7 +663,7 @@ static void read_header(struct rd *r, json_t *o, struct adapt_trace_header *h)
         for (size_t i = 0; i < n && !r->bad; i++) {
             const char *v = json_string_value(json_array_get(ov, i));
             if (!v) rd_fail(r, "field \"overrides\" must hold strings");
-            else if (!(s[i] = dup_str(v))) rd_nomem(r);
+            else if (!(s[i] = adapt_strdup(v))) rd_nomem(r);
             else h->n_overrides = (int)i + 1;
         }
     }
@@ -871,7 +836,7 @@ enum adapt_status adapt_trace_load(struct adapt_trace **out, const char *path, u
         return ADAPT_ERROR(errno == ENOENT ? ADAPT_ENOENT : ADAPT_EIO,
                            "%s: cannot open the trace: %s", path, strerror(errno));
     struct adapt_trace *t = calloc(1, sizeof *t);
-    if (!t || !(t->path = dup_str(path))) {
+    if (!t || !(t->path = adapt_strdup(path))) {
         free(t);
         fclose(f);
         return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory reading the trace", path);

@@ -22,3 +22,9 @@ tests_test_train_SOURCES = tests/test_train.c
 tests_test_train_CFLAGS = $(TEST_CFLAGS)
 tests_test_train_LDADD = $(TEST_LDADD)
 TESTS += tests/test_train
+
+check_PROGRAMS += tests/test_checkpoint
+tests_test_checkpoint_SOURCES = tests/test_checkpoint.c
+tests_test_checkpoint_CFLAGS = $(TEST_CFLAGS)
+tests_test_checkpoint_LDADD = $(TEST_LDADD)
+TESTS += tests/test_checkpoint
