@@ -376,6 +376,50 @@ enum adapt_status adapt_trace_writer_close(struct adapt_trace_writer *w)
     return st;
 }
 
+/* The longest line a reader accepts: a record of adapt-train is a few kB per
+ * unit; 4 MiB is far above any and bounds what a hostile file can cost. */
+#define TRACE_LINE_MAX ((size_t)4 << 20)
+
+/* Reads one line, its '\n' included, growing *buf up to TRACE_LINE_MAX
+ * bytes. Returns the length (0 at the end of the file), -1 on a read error
+ * or when out of memory (errno says which), -2 when the line is longer. */
+static ssize_t read_line(FILE *f, char **buf, size_t *cap)
+{
+    size_t len = 0;
+    int c = 0;
+    while ((c = getc(f)) != EOF) {
+        if (len + 1 >= *cap) {
+            if (*cap > TRACE_LINE_MAX) return -2;
+            size_t nc = *cap ? 2 * *cap : 4096;
+            if (nc > TRACE_LINE_MAX + 2) nc = TRACE_LINE_MAX + 2;
+            char *p = realloc(*buf, nc);
+            if (!p) {
+                errno = ENOMEM;
+                return -1;
+            }
+            *buf = p;
+            *cap = nc;
+        }
+        (*buf)[len++] = (char)c;
+        if (c == '\n') break;
+    }
+    if (c == EOF && ferror(f)) return -1;
+    if (*buf) (*buf)[len] = '\0';
+    return (ssize_t)len;
+}
+
+/* The error of a read_line result below 0 at line `line`. */
+static enum adapt_status line_error(const char *path, int64_t line, ssize_t n)
+{
+    if (n == -2)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: line longer than %zu bytes: not a trace "
+                           "record", path, (long long)line, TRACE_LINE_MAX);
+    if (errno == ENOMEM)
+        return ADAPT_ERROR(ADAPT_ENOMEM, "%s:%lld: out of memory reading the trace", path,
+                           (long long)line);
+    return ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the trace: %s", path, strerror(errno));
+}
+
 /* Writes the first `len` bytes of in (positioned at 0) to path atomically. */
 static enum adapt_status replace_with_prefix(const char *path, FILE *in, int64_t len)
 {
@@ -411,9 +455,9 @@ enum adapt_status adapt_trace_truncate_after_epoch(const char *path, int epoch)
                            "%s: cannot open the trace: %s", path, strerror(errno));
     char *line = NULL;
     size_t cap = 0;
-    ssize_t n;
+    ssize_t n = 0;
     int64_t lineno = 0, offset = 0, keep = -1;
-    while (keep < 0 && (n = getline(&line, &cap, f)) > 0) {
+    while (keep < 0 && (n = read_line(f, &line, &cap)) > 0) {
         lineno++;
         offset += n;
         if (line[n - 1] != '\n') break; /* incomplete last line: never kept */
@@ -437,8 +481,8 @@ enum adapt_status adapt_trace_truncate_after_epoch(const char *path, int epoch)
             keep = offset;
         json_decref(rec);
     }
-    if (ferror(f)) {
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the trace: %s", path, strerror(errno));
+    if (n < 0) {
+        st = line_error(path, lineno + 1, n);
         goto free_line;
     }
     if (keep < 0) {
@@ -843,9 +887,9 @@ enum adapt_status adapt_trace_load(struct adapt_trace **out, const char *path, u
     }
     char *line = NULL;
     size_t cap = 0;
-    ssize_t n;
+    ssize_t n = 0;
     errno = 0;
-    while ((n = getline(&line, &cap, f)) > 0) {
+    while ((n = read_line(f, &line, &cap)) > 0) {
         r.line++;
         r.rec = "";
         if (line[n - 1] != '\n') {
@@ -926,8 +970,8 @@ enum adapt_status adapt_trace_load(struct adapt_trace **out, const char *path, u
         }
         t->n_lines = r.line;
     }
-    if (ferror(f)) {
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the trace: %s", path, strerror(errno));
+    if (n < 0) {
+        st = line_error(path, r.line + 1, n);
         goto fail;
     }
     if (t->n_lines == 0) {
