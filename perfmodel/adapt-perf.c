@@ -211,14 +211,9 @@ int main(int argc, char **argv)
         nruns = 1;
     } else {
         for (int i = 0; i < ntr; i++) {
-            struct adapt_trace *t;
             const char *path = argv[optind + i];
-            if (adapt_trace_load(&t, path, partial ? ADAPT_TRACE_LOAD_PARTIAL : 0) != ADAPT_OK) {
-                fail(adapt_error_message());
-                goto out;
-            }
-            enum adapt_status st = perf_run_analyze(&runs[nruns], t, &p, hw);
-            adapt_trace_free(t);
+            enum adapt_status st = perf_trace_load(path, partial ? ADAPT_TRACE_LOAD_PARTIAL : 0,
+                                                   &p, hw, NULL, &runs[nruns]);
             if (st != ADAPT_OK) {
                 fail(adapt_error_message());
                 goto out;
@@ -226,14 +221,8 @@ int main(int argc, char **argv)
             nruns++;
         }
         if (baseline) {
-            struct adapt_trace *t;
-            if (adapt_trace_load(&t, baseline, partial ? ADAPT_TRACE_LOAD_PARTIAL : 0) !=
-                ADAPT_OK) {
-                fail(adapt_error_message());
-                goto out;
-            }
-            enum adapt_status st = perf_run_analyze(&base, t, &p, hw);
-            adapt_trace_free(t);
+            enum adapt_status st = perf_trace_load(
+                baseline, partial ? ADAPT_TRACE_LOAD_PARTIAL : 0, &p, hw, NULL, &base);
             if (st != ADAPT_OK) {
                 fail(adapt_error_message());
                 goto out;
