@@ -108,7 +108,9 @@ static enum adapt_status read_folder(const struct cifar_layout *L, const char *d
 {
     for (int i = 0; i < L->nfiles[part]; i++) {
         struct cifar_blob *b = &blobs[i];
-        snprintf(b->where, sizeof b->where, "%s/%s", dir, L->files[part][i]);
+        if (snprintf(b->where, sizeof b->where, "%s/%s", dir, L->files[part][i]) >=
+            (int)sizeof b->where)
+            return ADAPT_ERROR(ADAPT_EINVAL, "%s: path too long", dir);
         FILE *f = fopen(b->where, "rb");
         if (!f)
             return ADAPT_ERROR(errno == ENOENT ? ADAPT_ENOENT : ADAPT_EIO,
