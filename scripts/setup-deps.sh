@@ -6,6 +6,7 @@ set -eu
 PKGS="build-essential autoconf automake libtool pkg-config
  libgsl-dev check libsubunit-dev libinih-dev libjansson-dev zlib1g-dev
  libopenblas-openmp-dev libarchive-dev libcairo2-dev parallel
+ clang libclang-rt-14-dev libomp-dev git
  dataset-fashion-mnist"
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
