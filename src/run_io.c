@@ -110,7 +110,6 @@ static enum adapt_status remove_leftovers(const struct adapt_run_io *io, int all
     enum adapt_status st;
     if ((st = published_checkpoint(io, keep, sizeof keep))) {
         if (!all) return st;
-        keep[0] = '\0';
     }
     if (all) keep[0] = '\0';
     if ((st = adapt_fileio_remove_tmp(io->out_dir, NULL))) return st;
@@ -370,11 +369,10 @@ static enum adapt_status load_checkpoint(struct adapt_run_io *io, struct adapt_n
         goto out;
     /* every number against its range before anything is set from it */
     const char *bad = NULL, *mp = io->model_path, *op = io->optim_path;
-    if (e_m < 0 || e_m > INT_MAX) bad = "epoch";
-    else if (s < 0 || s > LONG_MAX) bad = "step";
+    if (e_m < 0 || e_m > INT_MAX) bad = "epoch (expected 0 .. 2147483647)";
+    else if (s < 0) bad = "step (expected >= 0)";
     if (bad) {
-        st = ADAPT_ERROR(ADAPT_ERANGE, "%s: metadata '%s' out of range: expected 0 .. %d", mp,
-                         bad, INT_MAX);
+        st = ADAPT_ERROR(ADAPT_ERANGE, "%s: metadata %s", mp, bad);
         goto out;
     }
     if (steps < 0 || steps > s) bad = "sgd_steps (expected 0 .. the model's step)";
