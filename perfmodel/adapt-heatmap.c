@@ -85,7 +85,9 @@ int main(int argc, char **argv)
         if (width) o.width = width;
         o.title = title;
         struct adapt_trace *t;
-        if (adapt_trace_load(&t, argv[optind], flags) != ADAPT_OK) {
+        struct perf_params pp;
+        perf_params_init(&pp);
+        if (perf_trace_load(argv[optind], flags, &pp, NULL, &t, NULL) != ADAPT_OK) {
             fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
             return 1;
         }
@@ -103,13 +105,7 @@ int main(int argc, char **argv)
     int rc = 1, nr = 0;
     if (!runs) return 1;
     for (int i = 0; i < n; i++) {
-        struct adapt_trace *t;
-        if (adapt_trace_load(&t, argv[optind + i], flags) != ADAPT_OK) {
-            fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
-            goto out;
-        }
-        enum adapt_status st = perf_run_analyze(&runs[nr], t, &p, NULL);
-        adapt_trace_free(t);
+        enum adapt_status st = perf_trace_load(argv[optind + i], flags, &p, NULL, NULL, &runs[nr]);
         if (st != ADAPT_OK) {
             fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
             goto out;

@@ -15,6 +15,7 @@
 
 #include <config.h>
 #include "perfmodel/perf.h"
+#include "src/base/fileio.h"
 
 static void usage(FILE *f)
 {
@@ -253,14 +254,9 @@ int main(int argc, char **argv)
         nruns = 1;
     } else {
         for (int i = 0; i < ntr; i++) {
-            struct adapt_trace *t;
             const char *path = argv[optind + i];
-            if (adapt_trace_load(&t, path, partial ? ADAPT_TRACE_LOAD_PARTIAL : 0) != ADAPT_OK) {
-                fail(adapt_error_message());
-                goto out;
-            }
-            enum adapt_status st = perf_run_analyze(&runs[nruns], t, &p, hw);
-            adapt_trace_free(t);
+            enum adapt_status st = perf_trace_load(path, partial ? ADAPT_TRACE_LOAD_PARTIAL : 0,
+                                                   &p, hw, NULL, &runs[nruns]);
             if (st != ADAPT_OK) {
                 fail(adapt_error_message());
                 goto out;
@@ -272,14 +268,8 @@ int main(int argc, char **argv)
             goto out;
         }
         if (baseline) {
-            struct adapt_trace *t;
-            if (adapt_trace_load(&t, baseline, partial ? ADAPT_TRACE_LOAD_PARTIAL : 0) !=
-                ADAPT_OK) {
-                fail(adapt_error_message());
-                goto out;
-            }
-            enum adapt_status st = perf_run_analyze(&base, t, &p, hw);
-            adapt_trace_free(t);
+            enum adapt_status st = perf_trace_load(
+                baseline, partial ? ADAPT_TRACE_LOAD_PARTIAL : 0, &p, hw, NULL, &base);
             if (st != ADAPT_OK) {
                 fail(adapt_error_message());
                 goto out;
@@ -311,21 +301,18 @@ int main(int argc, char **argv)
         }
     }
     FILE *f = stdout;
-    char tmp[4096];
+    struct adapt_atomic a;
     if (output) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", output, (long)getpid());
-        if (!(f = fopen(tmp, "w"))) {
-            fprintf(stderr, "adapt-perf: cannot write %s\n", tmp);
+        if (adapt_atomic_open(&a, output) != ADAPT_OK) {
+            fail(adapt_error_message());
             goto out;
         }
+        f = a.f;
     }
     enum adapt_status st = perf_report_write(f, fmt, runs, nruns, &p, per_unit);
     if (output) {
-        if (fclose(f) != 0 && st == ADAPT_OK)
-            st = ADAPT_ERROR(ADAPT_EIO, "cannot write %s", tmp);
-        if (st == ADAPT_OK && rename(tmp, output) != 0)
-            st = ADAPT_ERROR(ADAPT_EIO, "cannot rename %s to %s", tmp, output);
-        if (st != ADAPT_OK) unlink(tmp);
+        if (st == ADAPT_OK) st = adapt_atomic_commit(&a);
+        else adapt_atomic_abort(&a);
     } else if (fflush(stdout) != 0 && st == ADAPT_OK) {
         st = ADAPT_ERROR(ADAPT_EIO, "cannot write the report to standard output");
     }

@@ -2,7 +2,7 @@
 # the report and picture programs built on it.
 noinst_LIBRARIES += libperf.a
 libperf_a_SOURCES = perfmodel/perf.h perfmodel/model.c perfmodel/cost.c perfmodel/hw.c \
-	perfmodel/report.c
+	perfmodel/report.c perfmodel/load.c
 
 # perfmodel/ knows traces and src/base only.
 PERF_LIBS = libperf.a libtrace.a libadaptbase.a

@@ -216,6 +216,13 @@ enum adapt_status perf_schedule_price(struct perf_run **out, const char *schedul
                                       int64_t samples_per_epoch, const struct perf_params *p,
                                       const struct perf_hw *hw);
 void perf_run_free(struct perf_run *r);
+/* The trace reader of adapt-perf and adapt-heatmap: loads path
+ * (adapt_trace_load flags) and prices it, so that a trace either program
+ * accepts passes every consistency check of perf_run_analyze. *trace and
+ * *run are set on success when not NULL (free them); hw may be NULL. */
+enum adapt_status perf_trace_load(const char *path, unsigned flags, const struct perf_params *p,
+                                  const struct perf_hw *hw, struct adapt_trace **trace,
+                                  struct perf_run **run);
 
 /* Bits of training memory a policy keeps besides weights, momentum,
  * gradients, weight copies and activations: "adapt" 32 x unit_weights (the

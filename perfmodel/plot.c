@@ -2,7 +2,7 @@
  *
  * Layout is computed first on a scratch surface (text extents), then the
  * figure is drawn on a PNG image surface or an SVG surface of the computed
- * size, written to a temporary file and renamed into place.
+ * size, written atomically (src/base/fileio.h).
  */
 #include <math.h>
 #include <pthread.h>
@@ -16,6 +16,7 @@
 #include <cairo.h>
 
 #include "perfmodel/plot.h"
+#include "src/base/fileio.h"
 
 /* ============================================================== colour map */
 
@@ -288,14 +289,20 @@ static cairo_t *scratch_context(cairo_surface_t **s)
 
 typedef void (*draw_fn)(cairo_t *cr, void *ctx);
 
-/* Creates the surface, draws, writes to a temporary name and renames. */
+static cairo_status_t to_stream(void *closure, const unsigned char *data, unsigned int len)
+{
+    return fwrite(data, 1, len, closure) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+}
+
+/* Creates the surface, draws, and writes the picture atomically. */
 static enum adapt_status render(const char *path, enum image_kind kind, int w, int h, draw_fn draw,
                                 void *ctx)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    struct adapt_atomic a;
+    enum adapt_status st = adapt_atomic_open(&a, path);
+    if (st) return st;
     cairo_surface_t *s = kind == IMAGE_SVG
-                             ? cairo_svg_surface_create(tmp, w, h)
+                             ? cairo_svg_surface_create_for_stream(to_stream, a.f, w, h)
                              : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h);
     cairo_t *cr = cairo_create(s);
     cairo_font_options_t *fo = cairo_font_options_create();
@@ -307,20 +314,17 @@ static enum adapt_status render(const char *path, enum image_kind kind, int w, i
     draw(cr, ctx);
     cairo_status_t cs = cairo_status(cr);
     cairo_destroy(cr);
-    if (cs == CAIRO_STATUS_SUCCESS && kind == IMAGE_PNG) cs = cairo_surface_write_to_png(s, tmp);
+    if (cs == CAIRO_STATUS_SUCCESS && kind == IMAGE_PNG)
+        cs = cairo_surface_write_to_png_stream(s, to_stream, a.f);
     cairo_surface_finish(s);
     if (cs == CAIRO_STATUS_SUCCESS) cs = cairo_surface_status(s);
     cairo_surface_destroy(s);
     if (cs != CAIRO_STATUS_SUCCESS) {
-        unlink(tmp);
+        adapt_atomic_abort(&a);
         return ADAPT_ERROR(ADAPT_EIO, "%s: cannot write the picture: %s", path,
                            cairo_status_to_string(cs));
     }
-    if (rename(tmp, path) != 0) {
-        unlink(tmp);
-        return ADAPT_ERROR(ADAPT_EIO, "%s: cannot rename %s into place", path, tmp);
-    }
-    return ADAPT_OK;
+    return adapt_atomic_commit(&a);
 }
 
 /* ================================================================= heatmap */

@@ -111,9 +111,14 @@ int main(int argc, char **argv)
         if (adapt_config_set(&cfg, sets[i])) return fail(adapt_error_message());
     if (adapt_config_check(&cfg)) return fail(adapt_error_message());
 
-    char out_dir[1100];
-    if (out) snprintf(out_dir, sizeof out_dir, "%s", out);
-    else if (adapt_config_out_dir(&cfg, out_dir, sizeof out_dir)) return fail(adapt_error_message());
+    /* --out is used as given; the default comes from the configuration */
+    char default_out[ADAPT_CONFIG_PATH_MAX + 8];
+    const char *out_dir = out;
+    if (!out_dir) {
+        if (adapt_config_out_dir(&cfg, default_out, sizeof default_out))
+            return fail(adapt_error_message());
+        out_dir = default_out;
+    }
 
     if (dry) {
         printf("# adapt-sim %s: resolved configuration%s%s\n", PACKAGE_VERSION,

@@ -1,9 +1,11 @@
 /* src/run_io.c: output directory, trace records and checkpoints of a run. */
 #include "src/run_io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +17,14 @@
 #endif
 
 #include "src/precision.h"
+#include "src/base/fileio.h"
 #include "src/safetensors.h"
 #include "src/trace.h"
 
 #define CKPT_FORMAT "adapt-sim checkpoint 1"
 
 static const char *run_files[] = {"config.ini", "trace.jsonl", "model.safetensors",
-                                  "optim.safetensors"};
+                                  "optim.safetensors", "checkpoint"};
 
 static enum adapt_status join(char *buf, size_t n, const char *dir, const char *file)
 {
@@ -54,6 +57,82 @@ static int file_exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
+/* Checkpoints: each is a directory "ckpt-<epoch>" holding model.safetensors
+ * and optim.safetensors, published by pointing the link "checkpoint" at it
+ * (one rename). model.safetensors and optim.safetensors in the run directory
+ * are links through "checkpoint", so they always name one complete checkpoint. */
+#define CKPT_LINK "checkpoint"
+#define CKPT_PREFIX "ckpt-"
+
+/* The published checkpoint's directory name ("" when none). */
+static enum adapt_status published_checkpoint(const struct adapt_run_io *io, char *name, size_t n)
+{
+    char p[ADAPT_RUN_PATH_MAX];
+    enum adapt_status st;
+    name[0] = '\0';
+    if ((st = join(p, sizeof p, io->out_dir, CKPT_LINK))) return st;
+    ssize_t len = readlink(p, name, n);
+    if (len < 0) {
+        if (errno == ENOENT) return ADAPT_OK;
+        return ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the link: %s", p, strerror(errno));
+    }
+    if ((size_t)len >= n || strncmp(name, CKPT_PREFIX, strlen(CKPT_PREFIX)) ||
+        memchr(name, '/', (size_t)len)) {
+        name[len < (ssize_t)n ? len : (ssize_t)n - 1] = '\0';
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s: points at '%s', expected a %s<epoch> directory "
+                           "beside it", p, name, CKPT_PREFIX);
+    }
+    name[len] = '\0';
+    return ADAPT_OK;
+}
+
+/* Makes model.safetensors and optim.safetensors links through "checkpoint"
+ * (once per run directory; again after an interruption). */
+static enum adapt_status link_files(const struct adapt_run_io *io)
+{
+    static const char *const files[] = {"model.safetensors", "optim.safetensors"};
+    char p[ADAPT_RUN_PATH_MAX], target[64], cur[64];
+    enum adapt_status st;
+    for (int i = 0; i < 2; i++) {
+        snprintf(target, sizeof target, CKPT_LINK "/%s", files[i]);
+        if ((st = join(p, sizeof p, io->out_dir, files[i]))) return st;
+        ssize_t n = readlink(p, cur, sizeof cur - 1);
+        if (n >= 0 && (cur[n] = '\0', !strcmp(cur, target))) continue;
+        if ((st = adapt_atomic_symlink(target, p))) return st;
+    }
+    return ADAPT_OK;
+}
+
+/* Removes temporaries and the checkpoint directories other than the published
+ * one (all of them when `all`). */
+static enum adapt_status remove_leftovers(const struct adapt_run_io *io, int all)
+{
+    char keep[64], p[ADAPT_RUN_PATH_MAX];
+    enum adapt_status st;
+    if ((st = published_checkpoint(io, keep, sizeof keep))) {
+        if (!all) return st;
+    }
+    if (all) keep[0] = '\0';
+    if ((st = adapt_fileio_remove_tmp(io->out_dir, NULL))) return st;
+    DIR *d = opendir(io->out_dir);
+    if (!d)
+        return ADAPT_ERROR(ADAPT_EIO, "%s: cannot list the directory: %s", io->out_dir,
+                           strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, CKPT_PREFIX, strlen(CKPT_PREFIX)) || !strcmp(e->d_name, keep))
+            continue;
+        if ((st = join(p, sizeof p, io->out_dir, e->d_name))) break;
+        if ((st = adapt_fileio_remove_dir(p))) break;
+    }
+    closedir(d);
+    if (st == ADAPT_OK && all) {
+        if ((st = join(p, sizeof p, io->out_dir, CKPT_LINK))) return st;
+        unlink(p);
+    }
+    return st;
+}
+
 /* Refuses an existing run directory unless resuming or forced; creates it
  * and checks that it is writable. */
 static enum adapt_status prepare_dir(struct adapt_run_io *io, const struct adapt_train_opts *opts)
@@ -69,17 +148,15 @@ static enum adapt_status prepare_dir(struct adapt_run_io *io, const struct adapt
         if (!exists)
             return ADAPT_ERROR(ADAPT_ENOENT, "--resume: output directory %s does not exist",
                                io->out_dir);
-        for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
-            if ((st = join(p, sizeof p, io->out_dir, run_files[i]))) return st;
-            if (!file_exists(p))
-                return ADAPT_ERROR(ADAPT_ENOENT,
-                                   "--resume: %s is missing (no checkpoint to resume from)", p);
-        }
+        if ((st = join(p, sizeof p, io->out_dir, "config.ini"))) return st;
+        if (!file_exists(p))
+            return ADAPT_ERROR(ADAPT_ENOENT, "--resume: %s is missing (no run to resume)", p);
     } else if (exists) {
         int has_run = 0;
         for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
             if ((st = join(p, sizeof p, io->out_dir, run_files[i]))) return st;
-            if (file_exists(p)) has_run = 1;
+            struct stat lsb;
+            if (lstat(p, &lsb) == 0) has_run = 1;
         }
         if (has_run && !opts->force)
             return ADAPT_ERROR(ADAPT_EEXIST,
@@ -102,24 +179,23 @@ static enum adapt_status prepare_dir(struct adapt_run_io *io, const struct adapt
             if ((st = join(p, sizeof p, io->out_dir, run_files[i]))) return st;
             unlink(p);
         }
-    return ADAPT_OK;
+    /* what an interrupted run left: temporaries, unpublished checkpoints;
+     * with --force every checkpoint */
+    return remove_leftovers(io, opts->force && !opts->resume);
 }
 
 static enum adapt_status write_config(struct adapt_run_io *io, const struct adapt_config *cfg)
 {
-    char p[ADAPT_RUN_PATH_MAX], tmp[ADAPT_RUN_PATH_MAX + 32];
+    char p[ADAPT_RUN_PATH_MAX];
+    struct adapt_atomic a;
     enum adapt_status st;
     if ((st = join(p, sizeof p, io->out_dir, "config.ini"))) return st;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return ADAPT_ERROR(ADAPT_EIO, "cannot write %s: %s", tmp, strerror(errno));
-    st = adapt_config_print(cfg, f, 0);
-    if (fclose(f) != 0 && st == ADAPT_OK)
-        st = ADAPT_ERROR(ADAPT_EIO, "cannot write %s: %s", tmp, strerror(errno));
-    if (st == ADAPT_OK && rename(tmp, p) != 0)
-        st = ADAPT_ERROR(ADAPT_EIO, "cannot rename %s to %s: %s", tmp, p, strerror(errno));
-    if (st != ADAPT_OK) unlink(tmp);
-    return st;
+    if ((st = adapt_atomic_open(&a, p))) return st;
+    if ((st = adapt_config_print(cfg, a.f, 0))) {
+        adapt_atomic_abort(&a);
+        return st;
+    }
+    return adapt_atomic_commit(&a);
 }
 
 static enum adapt_status write_header(struct adapt_run_io *io, const struct adapt_config *cfg,
@@ -292,6 +368,33 @@ static enum adapt_status load_checkpoint(struct adapt_run_io *io, struct adapt_n
         (st = read_meta_i64(o, "sched_num_bad", &patience_bad)) ||
         (st = read_meta_i64(o, "sched_cooldown_counter", &cooldown_counter)))
         goto out;
+    /* every number against its range before anything is set from it */
+    const char *bad = NULL, *mp = io->model_path, *op = io->optim_path;
+    if (e_m < 0 || e_m > INT_MAX) bad = "epoch (expected 0 .. 2147483647)";
+    else if (s < 0) bad = "step (expected >= 0)";
+    if (bad) {
+        st = ADAPT_ERROR(ADAPT_ERANGE, "%s: metadata %s", mp, bad);
+        goto out;
+    }
+    if (steps < 0 || steps > s) bad = "sgd_steps (expected 0 .. the model's step)";
+    else if (!isfinite(lr) || lr < 0) bad = "lr (expected a finite number >= 0)";
+    else if (isnan(best)) bad = "sched_best (expected a number)";
+    else if (last_epoch < -1 || last_epoch > e_m)
+        bad = "sched_last_epoch (expected -1 .. the epoch)";
+    else if (patience_bad < 0 || patience_bad > e_m)
+        bad = "sched_num_bad (expected 0 .. the epoch)";
+    else if (cooldown_counter < 0 || cooldown_counter > INT_MAX)
+        bad = "sched_cooldown_counter (expected 0 .. 2147483647)";
+    if (bad) {
+        st = ADAPT_ERROR(ADAPT_ERANGE, "%s: metadata %s", op, bad);
+        goto out;
+    }
+    const char *mname = adapt_safetensors_meta_get(m, "model");
+    if (!mname || strcmp(mname, net->name)) {
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: checkpoint of model '%s', the run uses '%s'", mp,
+                         mname ? mname : "none", net->name);
+        goto out;
+    }
     if (e_m != e_o) {
         st = ADAPT_ERROR(ADAPT_EFORMAT, "%s (epoch %" PRId64 ") and %s (epoch %" PRId64
                          ") do not belong together", io->model_path, e_m, io->optim_path, e_o);
@@ -381,6 +484,16 @@ enum adapt_status adapt_run_io_open(struct adapt_run_io *io, const struct adapt_
     *start_step = 0;
     if (opts->resume) {
         if ((st = check_same_config(io, cfg))) return st;
+        char ckpt[64];
+        struct stat sb;
+        if ((st = published_checkpoint(io, ckpt, sizeof ckpt))) return st;
+        if (ckpt[0] && (st = link_files(io))) return st;
+        if (!ckpt[0] && lstat(io->model_path, &sb) != 0 && lstat(io->optim_path, &sb) != 0) {
+            /* stopped before its first checkpoint: the run starts again */
+            if ((st = write_config(io, cfg))) return st;
+            if ((st = adapt_trace_writer_create(&io->tw, io->trace_path))) return st;
+            return write_header(io, cfg, net, info);
+        }
         if ((st = load_checkpoint(io, net, opt, sched, pol, start_epoch, start_step))) return st;
         if ((st = write_config(io, cfg))) return st;
         /* keep the trace up to the checkpointed epoch's record */
@@ -541,6 +654,25 @@ out:
     return st;
 }
 
+/* Points "checkpoint" at the complete directory ckpt, makes the run
+ * directory's model and optimizer files links through it, and removes the
+ * previous checkpoint. */
+static enum adapt_status publish_checkpoint(const struct adapt_run_io *io, const char *ckpt,
+                                            const char *old_ckpt)
+{
+    char p[ADAPT_RUN_PATH_MAX];
+    enum adapt_status st;
+    if ((st = join(p, sizeof p, io->out_dir, ckpt)) || (st = adapt_fileio_sync_dir(p)) ||
+        (st = join(p, sizeof p, io->out_dir, CKPT_LINK)) || (st = adapt_atomic_symlink(ckpt, p)) ||
+        (st = link_files(io)))
+        return st;
+    if (old_ckpt[0]) {
+        if ((st = join(p, sizeof p, io->out_dir, old_ckpt))) return st;
+        return adapt_fileio_remove_dir(p);
+    }
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct adapt_net *net,
                                           const struct adapt_sgd *opt,
                                           const struct adapt_sched *sched,
@@ -603,8 +735,23 @@ enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct 
         {"format", CKPT_FORMAT}, {"model", net->name},      {"dataset", io->dataset},
         {"epoch", s_epoch},      {"step", s_step},          {"seed", s_seed},
         {"rng", s_rng},          {"policy", pol->type->name}, {"unit_formats", formats}};
-    st = adapt_safetensors_write(io->model_path, t, k, mm, (int)(sizeof mm / sizeof mm[0]));
-    free(formats);
+    char old_ckpt[64], ckpt[64], dir[ADAPT_RUN_PATH_MAX], path[ADAPT_RUN_PATH_MAX];
+    snprintf(ckpt, sizeof ckpt, CKPT_PREFIX "%06d", epochs_done);
+    if ((st = published_checkpoint(io, old_ckpt, sizeof old_ckpt))) goto free_all;
+    if (!strcmp(old_ckpt, ckpt)) {
+        st = ADAPT_ERROR(ADAPT_EEXIST, "%s/%s: the checkpoint of epoch %d is already published",
+                         io->out_dir, ckpt, epochs_done);
+        goto free_all;
+    }
+    if ((st = join(dir, sizeof dir, io->out_dir, ckpt)) || (st = adapt_fileio_remove_dir(dir)))
+        goto free_all;
+    if (mkdir(dir, 0777) != 0) {
+        st = ADAPT_ERROR(ADAPT_EIO, "cannot create the checkpoint directory %s: %s", dir,
+                         strerror(errno));
+        goto free_all;
+    }
+    if ((st = join(path, sizeof path, dir, "model.safetensors"))) goto free_all;
+    st = adapt_safetensors_write(path, t, k, mm, (int)(sizeof mm / sizeof mm[0]));
     if (st == ADAPT_OK) {
         for (int j = 0; j < opt->nbuf; j++) {
             const struct adapt_param *pp = opt->par[j];
@@ -634,9 +781,13 @@ enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct 
                                               {"sched_cooldown_counter", s_cd},
                                               {"policy", pol->type->name},
                                               {"policy_state", pstate ? pstate : "{}"}};
-        st = adapt_safetensors_write(io->optim_path, t, opt->nbuf + np, om,
-                                     (int)(sizeof om / sizeof om[0]));
+        if ((st = join(path, sizeof path, dir, "optim.safetensors")) == ADAPT_OK)
+            st = adapt_safetensors_write(path, t, opt->nbuf + np, om,
+                                         (int)(sizeof om / sizeof om[0]));
     }
+    if (st == ADAPT_OK) st = publish_checkpoint(io, ckpt, old_ckpt);
+free_all:
+    free(formats);
     free(pstate);
     free(pnames);
     free(names);

@@ -5,16 +5,27 @@
  * Output directory layout:
  *   config.ini          the resolved configuration (adapt_config_print)
  *   trace.jsonl         header, step, epoch, test and end records
- *   model.safetensors   parameters and batch-norm buffers under their PyTorch
+ *   ckpt-<epoch>/       one checkpoint, written in full before it is published:
+ *     model.safetensors parameters and batch-norm buffers under their PyTorch
  *                       state_dict names; metadata: format, epoch, step, seed,
  *                       model, dataset, rng, policy and unit_formats (the
  *                       per-unit number formats of the last weight rounding)
- *   optim.safetensors   one momentum buffer per trainable parameter (same
+ *     optim.safetensors one momentum buffer per trainable parameter (same
  *                       names) and the policy's tensors (policy-prefixed
  *                       names); metadata: sgd steps, the schedule's state,
  *                       the policy's state as JSON
- * An existing directory is refused unless resuming (which continues it) or
- * forced (which replaces these files and nothing else).
+ *   checkpoint          link to the published ckpt-<epoch>; replaced by one
+ *                       rename, after which the previous one is removed
+ *   model.safetensors, optim.safetensors
+ *                       links to checkpoint/model.safetensors and
+ *                       checkpoint/optim.safetensors
+ * A checkpoint is atomic as a whole: an interruption anywhere in its writing
+ * (a kill, a full disk) leaves the previous one published. --resume and
+ * --force remove what an interrupted write left (temporaries, unpublished
+ * ckpt-* directories); --resume of a run stopped before its first checkpoint
+ * starts it again. Every value read back is checked against its range and
+ * the model. An existing directory is refused unless resuming (which
+ * continues it) or forced (which replaces these files and nothing else).
  *
  * Non-goals: mid-epoch checkpoints; formats other than safetensors.
  */
@@ -67,7 +78,7 @@ enum adapt_status adapt_run_io_step(struct adapt_run_io *io, const struct adapt_
                                     long step, int epoch, double lr, double loss, int accum);
 /* Writes the epoch record and flushes the trace. */
 enum adapt_status adapt_run_io_epoch(struct adapt_run_io *io, const struct adapt_run_epoch *ep);
-/* Writes model.safetensors and optim.safetensors atomically. */
+/* Writes and publishes the checkpoint of epochs_done (see the layout above). */
 enum adapt_status adapt_run_io_checkpoint(struct adapt_run_io *io, const struct adapt_net *net,
                                           const struct adapt_sgd *opt,
                                           const struct adapt_sched *sched,

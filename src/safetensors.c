@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/base/fileio.h"
+
 static const struct {
     const char *name;
     size_t size;
@@ -69,19 +71,6 @@ static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t s
 }
 
 /* ----------------------------------------------------------------- writer */
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 struct order {
     const struct adapt_safetensors_tensor *t;
@@ -192,11 +181,9 @@ enum adapt_status adapt_safetensors_write(const char *path,
     if ((st = check_args(path, t, n, meta, n_meta)) != ADAPT_OK) return st;
 
     struct order *ord = calloc(n ? (size_t)n : 1, sizeof *ord);
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
     char *header = NULL;
     size_t hlen = 0;
-    if (!ord || !tmp) {
+    if (!ord) {
         st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
         goto free_mem;
     }
@@ -204,33 +191,23 @@ enum adapt_status adapt_safetensors_write(const char *path,
     qsort(ord, (size_t)n, sizeof *ord, order_cmp);
     if ((st = build_header(path, ord, n, meta, n_meta, &header, &hlen)) != ADAPT_OK) goto free_mem;
 
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto free_mem;
-    }
+    struct adapt_atomic a;
+    if ((st = adapt_atomic_open(&a, path)) != ADAPT_OK) goto free_mem;
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    if (write_all(fd, len8, 8) || write_all(fd, header, hlen)) goto write_failed;
-    for (int i = 0; i < n; i++)
-        if (write_all(fd, ord[i].t->data, (size_t)(ord[i].end - ord[i].begin))) goto write_failed;
-    if (fsync(fd) != 0) {
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot sync %s: %s", path, tmp, strerror(errno));
-        goto close_fd;
+    int bad = fwrite(len8, 1, 8, a.f) != 8 || fwrite(header, 1, hlen, a.f) != hlen;
+    for (int i = 0; i < n && !bad; i++) {
+        size_t len = (size_t)(ord[i].end - ord[i].begin);
+        bad = fwrite(ord[i].t->data, 1, len, a.f) != len;
     }
-    goto close_fd;
-write_failed:
-    st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot write %s: %s", path, tmp, strerror(errno));
-close_fd:
-    if (close(fd) != 0 && st == ADAPT_OK)
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot close %s: %s", path, tmp, strerror(errno));
-    if (st == ADAPT_OK && rename(tmp, path) != 0)
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-    if (st != ADAPT_OK) unlink(tmp);
+    if (bad) {
+        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot write %s: %s", path, a.tmp, strerror(errno));
+        adapt_atomic_abort(&a);
+    } else {
+        st = adapt_atomic_commit(&a);
+    }
 free_mem:
     free(header);
-    free(tmp);
     free(ord);
     return st;
 }
@@ -250,14 +227,6 @@ void adapt_safetensors_free(struct adapt_safetensors *f)
     free(f->bytes);
     free(f->path);
     free(f);
-}
-
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
 }
 
 static enum adapt_status read_file(const char *path, struct adapt_safetensors *f)
@@ -378,8 +347,8 @@ static enum adapt_status parse_header(struct adapt_safetensors *f, json_t *root,
                 goto free_ranges;
             }
             struct adapt_safetensors_meta *m = &f->meta[f->n_meta];
-            m->key = dup_str(k);
-            m->value = dup_str(json_string_value(v));
+            m->key = adapt_strdup(k);
+            m->value = adapt_strdup(json_string_value(v));
             f->n_meta++;
             if (!m->key || !m->value) {
                 st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
@@ -404,7 +373,7 @@ static enum adapt_status parse_header(struct adapt_safetensors *f, json_t *root,
         }
         ranges[3 * i + 2] = i;
         t->data = f->bytes + data_start + ranges[3 * i];
-        if (!(t->name = dup_str(name))) {
+        if (!(t->name = adapt_strdup(name))) {
             st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
             goto free_ranges;
         }
@@ -446,7 +415,7 @@ enum adapt_status adapt_safetensors_load(struct adapt_safetensors **out, const c
     if (!host_little_endian())
         return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: safetensors needs a little-endian host", path);
     struct adapt_safetensors *f = calloc(1, sizeof *f);
-    if (!f || !(f->path = dup_str(path))) {
+    if (!f || !(f->path = adapt_strdup(path))) {
         free(f);
         return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
     }

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/fileio.h"
+
 /* ----------------------------------------------------------------- common */
 
 static const char *const strategy_names[] = {NULL, "min", "mean", "max"};
@@ -24,23 +26,6 @@ const char *adapt_trace_strategy_name(enum adapt_trace_strategy s)
 {
     if ((int)s < 0 || (int)s > ADAPT_TRACE_STRATEGY_MAX) return NULL;
     return strategy_names[s];
-}
-
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
-/* "<path>.tmp.<pid>" */
-static char *tmp_path(const char *path)
-{
-    size_t n = strlen(path) + 32;
-    char *t = malloc(n);
-    if (t) snprintf(t, n, "%s.tmp.%ld", path, (long)getpid());
-    return t;
 }
 
 /* ----------------------------------------------------------------- writer */
@@ -102,7 +87,7 @@ static enum adapt_status writer_open(struct adapt_trace_writer **out, const char
                                      const char *mode, int64_t offset)
 {
     struct adapt_trace_writer *w = calloc(1, sizeof *w);
-    if (!w || !(w->path = dup_str(path))) {
+    if (!w || !(w->path = adapt_strdup(path))) {
         free(w);
         return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory opening the trace", path);
     }
@@ -392,50 +377,74 @@ enum adapt_status adapt_trace_writer_close(struct adapt_trace_writer *w)
     return st;
 }
 
+/* The longest line a reader accepts: a record of adapt-train is a few kB per
+ * unit; 4 MiB is far above any and bounds what a hostile file can cost. */
+#define TRACE_LINE_MAX ((size_t)4 << 20)
+
+/* Reads one line, its '\n' included, growing *buf up to TRACE_LINE_MAX
+ * bytes. Returns the length (0 at the end of the file), -1 on a read error
+ * or when out of memory (errno says which), -2 when the line is longer. */
+static ssize_t read_line(FILE *f, char **buf, size_t *cap)
+{
+    size_t len = 0;
+    int c = 0;
+    while ((c = getc(f)) != EOF) {
+        if (len + 1 >= *cap) {
+            if (*cap > TRACE_LINE_MAX) return -2;
+            size_t nc = *cap ? 2 * *cap : 4096;
+            if (nc > TRACE_LINE_MAX + 2) nc = TRACE_LINE_MAX + 2;
+            char *p = realloc(*buf, nc);
+            if (!p) {
+                errno = ENOMEM;
+                return -1;
+            }
+            *buf = p;
+            *cap = nc;
+        }
+        (*buf)[len++] = (char)c;
+        if (c == '\n') break;
+    }
+    if (c == EOF && ferror(f)) return -1;
+    if (*buf) (*buf)[len] = '\0';
+    return (ssize_t)len;
+}
+
+/* The error of a read_line result below 0 at line `line`. */
+static enum adapt_status line_error(const char *path, int64_t line, ssize_t n)
+{
+    if (n == -2)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: line longer than %zu bytes: not a trace "
+                           "record", path, (long long)line, TRACE_LINE_MAX);
+    if (errno == ENOMEM)
+        return ADAPT_ERROR(ADAPT_ENOMEM, "%s:%lld: out of memory reading the trace", path,
+                           (long long)line);
+    return ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the trace: %s", path, strerror(errno));
+}
+
 /* Writes the first `len` bytes of in (positioned at 0) to path atomically. */
 static enum adapt_status replace_with_prefix(const char *path, FILE *in, int64_t len)
 {
-    enum adapt_status st = ADAPT_OK;
+    enum adapt_status st;
     char buf[65536];
-    char *tmp = tmp_path(path);
-    if (!tmp) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) {
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto free_tmp;
-    }
+    struct adapt_atomic a;
+    if ((st = adapt_atomic_open(&a, path))) return st;
     for (int64_t done = 0; done < len;) {
         size_t want = len - done < (int64_t)sizeof buf ? (size_t)(len - done) : sizeof buf;
         size_t got = fread(buf, 1, want, in);
         if (got != want) {
             st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the trace: %s", path,
                              ferror(in) ? strerror(errno) : "file shrank while copying");
-            goto close_fd;
+            adapt_atomic_abort(&a);
+            return st;
         }
-        for (size_t off = 0; off < got;) {
-            ssize_t n = write(fd, buf + off, got - off);
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) {
-                st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot write %s: %s", path, tmp, strerror(errno));
-                goto close_fd;
-            }
-            off += (size_t)n;
+        if (fwrite(buf, 1, got, a.f) != got) {
+            st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot write %s: %s", path, a.tmp, strerror(errno));
+            adapt_atomic_abort(&a);
+            return st;
         }
         done += (int64_t)got;
     }
-    if (fsync(fd) != 0) {
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot sync %s: %s", path, tmp, strerror(errno));
-        goto close_fd;
-    }
-close_fd:
-    if (close(fd) != 0 && st == ADAPT_OK)
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot close %s: %s", path, tmp, strerror(errno));
-    if (st == ADAPT_OK && rename(tmp, path) != 0)
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot replace the trace: %s", path, strerror(errno));
-    if (st != ADAPT_OK) unlink(tmp);
-free_tmp:
-    free(tmp);
-    return st;
+    return adapt_atomic_commit(&a);
 }
 
 enum adapt_status adapt_trace_truncate_after_epoch(const char *path, int epoch)
@@ -447,9 +456,9 @@ enum adapt_status adapt_trace_truncate_after_epoch(const char *path, int epoch)
                            "%s: cannot open the trace: %s", path, strerror(errno));
     char *line = NULL;
     size_t cap = 0;
-    ssize_t n;
+    ssize_t n = 0;
     int64_t lineno = 0, offset = 0, keep = -1;
-    while (keep < 0 && (n = getline(&line, &cap, f)) > 0) {
+    while (keep < 0 && (n = read_line(f, &line, &cap)) > 0) {
         lineno++;
         offset += n;
         if (line[n - 1] != '\n') break; /* incomplete last line: never kept */
@@ -473,8 +482,8 @@ enum adapt_status adapt_trace_truncate_after_epoch(const char *path, int epoch)
             keep = offset;
         json_decref(rec);
     }
-    if (ferror(f)) {
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the trace: %s", path, strerror(errno));
+    if (n < 0) {
+        st = line_error(path, lineno + 1, n);
         goto free_line;
     }
     if (keep < 0) {
@@ -579,7 +588,7 @@ static char *rd_str(struct rd *r, json_t *o, const char *key, int nullable)
         rd_fail(r, "field \"%s\" must be a string%s", key, nullable ? " or null" : "");
         return NULL;
     }
-    char *s = dup_str(json_string_value(v));
+    char *s = adapt_strdup(json_string_value(v));
     if (!s) rd_nomem(r);
     return s;
 }
@@ -699,7 +708,7 @@ static void read_header(struct rd *r, json_t *o, struct adapt_trace_header *h)
         for (size_t i = 0; i < n && !r->bad; i++) {
             const char *v = json_string_value(json_array_get(ov, i));
             if (!v) rd_fail(r, "field \"overrides\" must hold strings");
-            else if (!(s[i] = dup_str(v))) rd_nomem(r);
+            else if (!(s[i] = adapt_strdup(v))) rd_nomem(r);
             else h->n_overrides = (int)i + 1;
         }
     }
@@ -873,16 +882,16 @@ enum adapt_status adapt_trace_load(struct adapt_trace **out, const char *path, u
         return ADAPT_ERROR(errno == ENOENT ? ADAPT_ENOENT : ADAPT_EIO,
                            "%s: cannot open the trace: %s", path, strerror(errno));
     struct adapt_trace *t = calloc(1, sizeof *t);
-    if (!t || !(t->path = dup_str(path))) {
+    if (!t || !(t->path = adapt_strdup(path))) {
         free(t);
         fclose(f);
         return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory reading the trace", path);
     }
     char *line = NULL;
     size_t cap = 0;
-    ssize_t n;
+    ssize_t n = 0;
     errno = 0;
-    while ((n = getline(&line, &cap, f)) > 0) {
+    while ((n = read_line(f, &line, &cap)) > 0) {
         r.line++;
         r.rec = "";
         if (line[n - 1] != '\n') {
@@ -963,8 +972,8 @@ enum adapt_status adapt_trace_load(struct adapt_trace **out, const char *path, u
         }
         t->n_lines = r.line;
     }
-    if (ferror(f)) {
-        st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the trace: %s", path, strerror(errno));
+    if (n < 0) {
+        st = line_error(path, r.line + 1, n);
         goto fail;
     }
     if (t->n_lines == 0) {

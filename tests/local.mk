@@ -37,3 +37,9 @@ EXTRA_DIST += tests/python.test tests/notebook.test tests/python-env.sh \
 	python/tests/run_notebook.py python/tests/test_trace.py python/tests/test_safetensors.py \
 	python/tests/test_schema.py python/tests/test_torch.py python/tests/test_install.py \
 	experiments/notebooks/reading_traces.ipynb
+
+check_PROGRAMS += tests/test_checkpoint
+tests_test_checkpoint_SOURCES = tests/test_checkpoint.c
+tests_test_checkpoint_CFLAGS = $(TEST_CFLAGS)
+tests_test_checkpoint_LDADD = $(TEST_LDADD)
+TESTS += tests/test_checkpoint

@@ -79,6 +79,27 @@ START_TEST(test_error_record)
 }
 END_TEST
 
+/* A message may quote the previous one: ADAPT_ERROR formats before it stores,
+ * so an argument that is the message buffer itself arrives intact. */
+START_TEST(test_error_aliasing)
+{
+    ADAPT_ERROR(ADAPT_EINVAL, "unknown rounding '%s'", "up");
+    enum adapt_status st = ADAPT_ERROR(ADAPT_EFORMAT, "policy.format = q8: %s",
+                                       adapt_error_message());
+    ck_assert_int_eq(st, ADAPT_EFORMAT);
+    ck_assert_str_eq(adapt_error_message(), "policy.format = q8: unknown rounding 'up'");
+    /* twice over, and longer than half the buffer */
+    char big[700];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ADAPT_ERROR(ADAPT_EINVAL, "%s", big);
+    ADAPT_ERROR(ADAPT_EINVAL, "a: %s", adapt_error_message());
+    ADAPT_ERROR(ADAPT_EINVAL, "b: %s", adapt_error_message());
+    ck_assert_int_eq(strncmp(adapt_error_message(), "b: a: xxx", 9), 0);
+    ck_assert_uint_eq(strlen(adapt_error_message()), 6 + sizeof big - 1);
+}
+END_TEST
+
 START_TEST(test_arena_alignment)
 {
     struct adapt_arena a;
@@ -121,6 +142,7 @@ int main(void)
     tcase_add_test(tc, test_rng_index_mapping);
     tcase_add_test(tc, test_rng_below_uniform);
     tcase_add_test(tc, test_error_record);
+    tcase_add_test(tc, test_error_aliasing);
     tcase_add_test(tc, test_arena_alignment);
     suite_add_tcase(s, tc);
     TCase *tcu = tcase_create("cuda");

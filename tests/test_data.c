@@ -15,9 +15,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+/* AddressSanitizer (gcc defines __SANITIZE_ADDRESS__, clang has the feature test) */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ADAPT_TEST_HAS_ASAN 1
+#endif
+#endif
+#ifndef ADAPT_TEST_HAS_ASAN
+#define ADAPT_TEST_HAS_ASAN 0
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -271,6 +282,39 @@ START_TEST(test_mnist_normalisation)
         ck_assert_double_eq_tol(x[k], want, NORM_TOL);
     }
     adapt_dataset_free(&ds);
+}
+END_TEST
+
+/* Sizes a header declares are checked against the file before anything is
+ * allocated: a tiny file declaring 5.5 GB is refused at once. The test runs
+ * under a 1 GiB address-space limit (not under AddressSanitizer, which
+ * reserves more), so an allocation of the declared size would fail. */
+START_TEST(test_idx_declared_sizes)
+{
+#if !defined(__SANITIZE_ADDRESS__) && !ADAPT_TEST_HAS_ASAN
+    struct rlimit rl = {1u << 30, 1u << 30};
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+#endif
+    char p[512];
+    size_t len;
+    unsigned char *b = idx_images(0x803, 3, 28, 28, 0, &len);
+    put_be32(b + 4, 7000000); /* 7e6 images of 28x28: 5.49e9 bytes */
+    write_file(in_tmp(p, sizeof p, "big-images"), b, len, 0);
+    int n, r, c;
+    uint8_t *px = NULL;
+    expect_error(adapt_idx_images_read(p, &n, &r, &c, &px), ADAPT_EFORMAT, p,
+                 "truncated: expected 5488000000 bytes of pixels after the header, found 2352");
+    write_file(in_tmp(p, sizeof p, "big-images.gz"), b, len, 1);
+    expect_error(adapt_idx_images_read(p, &n, &r, &c, &px), ADAPT_EFORMAT,
+                 "declares 5488000000 bytes of pixels", "more than a gzip file of");
+    free(b);
+    static const int lab[3] = {1, 2, 3};
+    b = idx_labels(0x801, 3, lab, &len);
+    put_be32(b + 4, 2000000000u);
+    write_file(in_tmp(p, sizeof p, "big-labels.gz"), b, len, 1);
+    expect_error(adapt_idx_labels_read(p, &n, &px), ADAPT_EFORMAT,
+                 "declares 2000000000 label bytes", "more than a gzip file of");
+    free(b);
 }
 END_TEST
 
@@ -548,6 +592,24 @@ static void write_cifar10_targz(const char *path, int skip_member)
     write_targz(path, m, nm);
     for (int j = 0; j < 6; j++) free(bufs[j]);
 }
+
+/* An archive member larger than the published files is refused before its
+ * bytes are allocated or read (10001 records where CIFAR-10 has 10000). */
+START_TEST(test_cifar_member_cap)
+{
+    struct adapt_dataset te;
+    char a[512];
+    size_t len = (size_t)10001 * 3073;
+    unsigned char *big = calloc(len, 1);
+    ck_assert_ptr_nonnull(big);
+    struct member m[1] = {{"cifar-10-batches-bin/test_batch.bin", big, len}};
+    write_targz(in_tmp(a, sizeof a, "cifar-10-binary.tar.gz"), m, 1);
+    free(big);
+    expect_error(adapt_dataset_load(&te, "cifar10", a, ADAPT_DATA_TEST), ADAPT_EFORMAT,
+                 "test_batch.bin: member of 30733073 bytes (10001 records)",
+                 "holds at most 10000 records");
+}
+END_TEST
 
 START_TEST(test_cifar10_archive)
 {
@@ -1004,9 +1066,11 @@ int main(void)
     tcase_add_test(tc, test_emnist_transpose);
     tcase_add_test(tc, test_mnist_normalisation);
     tcase_add_test(tc, test_idx_errors);
+    tcase_add_test(tc, test_idx_declared_sizes);
     tcase_add_test(tc, test_cifar10_folder);
     tcase_add_test(tc, test_cifar100_folder);
     tcase_add_test(tc, test_cifar10_archive);
+    tcase_add_test(tc, test_cifar_member_cap);
     tcase_add_test(tc, test_cifar_errors);
     tcase_add_test(tc, test_cifar_normalisation);
     suite_add_tcase(s, tc);

@@ -440,6 +440,28 @@ START_TEST(test_trace_errors)
 }
 END_TEST
 
+/* A line of 5 MiB is refused as too long, by the reader and by the resume
+ * truncation, with its line number. */
+START_TEST(test_trace_long_line)
+{
+    char path[256];
+    tmp_file(path, sizeof path, "long.jsonl");
+    size_t hl = strlen(HDR), n = hl + ((size_t)5 << 20) + 1;
+    char *text = malloc(n + 1);
+    ck_assert_ptr_nonnull(text);
+    memcpy(text, HDR, hl);
+    memset(text + hl, ' ', n - hl - 1);
+    text[n - 1] = '\n';
+    write_bytes(path, text, n);
+    free(text);
+    struct adapt_trace *t = NULL;
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_EFORMAT);
+    ck_assert_msg_has("long.jsonl:2: line longer than 4194304 bytes");
+    ck_assert_int_eq(adapt_trace_truncate_after_epoch(path, 0), ADAPT_EFORMAT);
+    ck_assert_msg_has("long.jsonl:2: line longer than 4194304 bytes");
+}
+END_TEST
+
 START_TEST(test_trace_partial_and_missing)
 {
     char path[256];
@@ -920,6 +942,7 @@ int main(void)
     tcase_add_test(tt, test_trace_roundtrip);
     tcase_add_loop_test(tt, test_trace_errors, 0, (int)(sizeof bad_traces / sizeof bad_traces[0]));
     tcase_add_test(tt, test_trace_partial_and_missing);
+    tcase_add_test(tt, test_trace_long_line);
     tcase_add_test(tt, test_trace_truncate_and_append);
     suite_add_tcase(s, tt);
     TCase *ts = tcase_create("safetensors");

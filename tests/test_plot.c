@@ -377,6 +377,39 @@ END_TEST
  * is resampled at equal arc length; 8-bit-free doubles here, so only the
  * linear interpolation between the 256 entries deviates); it starts
  * blue-purple (b < 0, a > 0) and ends yellow (b > 0.1). */
+/* adapt-heatmap and adapt-perf read traces with one validating reader: a
+ * trace whose step numbers go back is refused by both, naming the line. */
+START_TEST(test_programs_agree_on_bad_traces)
+{
+    if (access("./adapt-heatmap", X_OK) != 0 || access("./adapt-perf", X_OK) != 0) return;
+    char tr[300], bad[300], cmd[1200];
+    snprintf(tr, sizeof tr, "%s/fp32.jsonl", tmpdir);
+    snprintf(bad, sizeof bad, "%s/back.jsonl", tmpdir);
+    synth_write(tr, "lenet5", 1, 1);
+    /* the third step record gets the first one's step number */
+    snprintf(cmd, sizeof cmd,
+             "awk '/\"type\":\"step\"/ { n++; if (n == 3) sub(/\"step\":[0-9]+/, \"\\\"step\\\":1\") } "
+             "{ print }' %s > %s", tr, bad);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "./adapt-heatmap %s -o %s/ok.png > /dev/null 2>&1", tr, tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+    static const char *progs[] = {"./adapt-heatmap %s -o %s/bad.png", "./adapt-perf %s"};
+    for (int i = 0; i < 2; i++) {
+        char c[900], out[4096] = "";
+        snprintf(c, sizeof c, progs[i], bad, tmpdir);
+        strcat(c, " 2>&1");
+        FILE *p = popen(c, "r");
+        ck_assert_ptr_nonnull(p);
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = '\0';
+        int rc = pclose(p);
+        ck_assert_msg(rc != 0, "%s accepted a trace whose steps go back: %s", c, out);
+        ck_assert_msg(strstr(out, "back.jsonl:4: step 1: step numbers must"),
+                      "%s: message lacks the line and the reason: %s", c, out);
+    }
+}
+END_TEST
+
 START_TEST(test_colormap)
 {
     double prev[3], rgb[3], lab[3], dmin = 1e9, dmax = 0;
@@ -408,6 +441,7 @@ int main(void)
     tcase_add_test(tc, test_heatmaps);
     tcase_add_test(tc, test_cost_curve);
     tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_programs_agree_on_bad_traces);
     tcase_add_test(tc, test_colormap);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);

@@ -65,6 +65,8 @@ static const char *small_cfg =
     "val_size = 500\ntrain_limit = 3000\ntest_limit = 1000\n"
     "[model]\nname = lenet5\n[train]\nepochs = 3\nbatch = 100\n[optim]\nlr = 0.05\nmomentum = 0.9\n";
 
+static int have_fmnist(void) { return access(FMNIST "/train-images-idx3-ubyte.gz", R_OK) == 0; }
+
 static void setup(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/adapt-test-train-XXXXXX");
@@ -104,6 +106,35 @@ START_TEST(test_cli_errors)
     expect_fail("unknown option", rc, "frobnicate", NULL);
     rc = run("./adapt-train --eval-only --config %s/ok.ini", tmpdir);
     expect_fail("eval-only without weights", rc, "--init-from", NULL);
+}
+END_TEST
+
+/* A long --out (1150 characters) is used exactly as given, not cut to a
+ * shorter path; one beyond the run's path limit is refused with exit status 1. */
+START_TEST(test_long_out)
+{
+    if (!have_fmnist()) return;
+    char dir[1400];
+    int n = snprintf(dir, sizeof dir, "%s/", tmpdir);
+    while (n < 1150) n += snprintf(dir + n, sizeof dir - n, "d123456789/");
+    dir[n - 1] = '\0';
+    write_file("ok.ini", small_cfg);
+    int rc = run("./adapt-train --config %s/ok.ini --out %s --set train.epochs=1 "
+                 "--set data.train_limit=600 --quiet", tmpdir, dir);
+    ck_assert_msg(rc == 0, "long --out: exit %d: %s", rc, out_buf);
+    char p[1500];
+    snprintf(p, sizeof p, "%s/trace.jsonl", dir);
+    ck_assert_msg(access(p, F_OK) == 0, "no trace in the --out directory");
+    /* where a 1100-byte copy would have cut it */
+    char cut[1100];
+    memcpy(cut, dir, sizeof cut - 1);
+    cut[sizeof cut - 1] = '\0';
+    ck_assert_msg(access(cut, F_OK) != 0, "%s was created", cut);
+    dir[n - 1] = '/';
+    while (n < 1300) n += snprintf(dir + n, sizeof dir - n, "d123456789/");
+    rc = run("./adapt-train --config %s/ok.ini --out %s --set train.epochs=1 --quiet", tmpdir,
+             dir);
+    expect_fail("too long --out", rc, "too long", NULL);
 }
 END_TEST
 
@@ -153,7 +184,6 @@ START_TEST(test_data_errors)
 }
 END_TEST
 
-static int have_fmnist(void) { return access(FMNIST "/train-images-idx3-ubyte.gz", R_OK) == 0; }
 
 /* Traces compared without the fields that measure time. */
 static void strip_times(const char *in, const char *out)
@@ -355,6 +385,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cli_errors);
     tcase_add_test(tc, test_dry_run);
+    tcase_add_test(tc, test_long_out);
     tcase_add_test(tc, test_data_errors);
     tcase_add_test(tc, test_unwritable_out);
     suite_add_tcase(s, tc);

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local char err_msg[1024];
 static _Thread_local char err_where[256];
@@ -28,10 +29,13 @@ const char *adapt_status_name(enum adapt_status st)
 enum adapt_status adapt_error_at(const char *file, int line, enum adapt_status st,
                                  const char *fmt, ...)
 {
+    /* Formatted aside first: an argument may be adapt_error_message() itself. */
+    char msg[sizeof err_msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(err_msg, msg, sizeof err_msg);
     snprintf(err_where, sizeof err_where, "%s:%d", file, line);
     if (getenv("ADAPT_DEBUG"))
         fprintf(stderr, "[adapt debug] %s: %s (%s)\n", err_where, err_msg, adapt_status_name(st));

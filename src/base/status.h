@@ -44,7 +44,8 @@ __attribute__((format(printf, 4, 5)))
 enum adapt_status adapt_error_at(const char *file, int line, enum adapt_status st,
                                  const char *fmt, ...);
 
-/* Record an error where it starts; evaluates to the status. */
+/* Record an error where it starts; evaluates to the status. The arguments may
+ * include adapt_error_message() (a message wrapping the previous one). */
 #define ADAPT_ERROR(st, ...) adapt_error_at(__FILE__, __LINE__, (st), __VA_ARGS__)
 
 /* The last recorded message of this thread ("" when none). */

@@ -108,7 +108,9 @@ static enum adapt_status read_folder(const struct cifar_layout *L, const char *d
 {
     for (int i = 0; i < L->nfiles[part]; i++) {
         struct cifar_blob *b = &blobs[i];
-        snprintf(b->where, sizeof b->where, "%s/%s", dir, L->files[part][i]);
+        if (snprintf(b->where, sizeof b->where, "%s/%s", dir, L->files[part][i]) >=
+            (int)sizeof b->where)
+            return ADAPT_ERROR(ADAPT_EINVAL, "%s: path too long", dir);
         FILE *f = fopen(b->where, "rb");
         if (!f)
             return ADAPT_ERROR(errno == ENOENT ? ADAPT_ENOENT : ADAPT_EIO,
@@ -179,6 +181,18 @@ static enum adapt_status read_archive(const struct cifar_layout *L, const char *
         }
         if ((st = check_size(L, b->where, (long long)archive_entry_size(e))) != ADAPT_OK)
             goto free_reader;
+        /* the published files are the largest there are: nothing is allocated
+         * for a member that declares more */
+        long long cap = (long long)L->records_per_file[part] * (long long)record_bytes(L);
+        if ((long long)archive_entry_size(e) > cap) {
+            st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: member of %lld bytes (%lld records): a %s %s "
+                             "file holds at most %d records (%lld bytes)", b->where,
+                             (long long)archive_entry_size(e),
+                             (long long)archive_entry_size(e) / (long long)record_bytes(L),
+                             L->title, part == ADAPT_DATA_TRAIN ? "training" : "test",
+                             L->records_per_file[part], cap);
+            goto free_reader;
+        }
         b->size = (size_t)archive_entry_size(e);
         b->data = malloc(b->size);
         if (!b->data) {

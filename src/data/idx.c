@@ -26,7 +26,7 @@ static uint32_t be32(const unsigned char *p)
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
 }
 
-static enum adapt_status idx_open(const char *path, gzFile *out)
+static enum adapt_status idx_open(const char *path, gzFile *out, uint64_t *file_size)
 {
     struct stat sb;
     if (stat(path, &sb) != 0)
@@ -40,6 +40,31 @@ static enum adapt_status idx_open(const char *path, gzFile *out)
                            errno ? strerror(errno) : "zlib could not allocate its state");
     gzbuffer(f, 1u << 17);
     *out = f;
+    *file_size = (uint64_t)sb.st_size;
+    return ADAPT_OK;
+}
+
+/* Deflate expands at most 1032:1 (zlib's FAQ); a plain file holds exactly its
+ * size. A header that declares more payload than the file can hold is refused
+ * before anything is allocated for it. */
+#define IDX_GZIP_MAX_RATIO 1032
+
+static enum adapt_status idx_check_size(gzFile f, const char *path, uint64_t file_size,
+                                        uint64_t header, uint64_t payload, const char *what)
+{
+    uint64_t have = file_size > header ? file_size - header : 0;
+    if (gzdirect(f)) {
+        if (payload > have)
+            return ADAPT_ERROR(ADAPT_EFORMAT,
+                               "%s: truncated: expected %llu %s after the header, found %llu",
+                               path, (unsigned long long)payload, what, (unsigned long long)have);
+    } else if (payload > file_size * IDX_GZIP_MAX_RATIO) {
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "%s: the header declares %llu %s, more than a gzip file of %llu "
+                           "bytes can hold (at most %d times its size)",
+                           path, (unsigned long long)payload, what,
+                           (unsigned long long)file_size, IDX_GZIP_MAX_RATIO);
+    }
     return ADAPT_OK;
 }
 
@@ -106,7 +131,8 @@ enum adapt_status adapt_idx_images_read(const char *path, int *n_out, int *rows_
     const char *zerr;
     uint8_t *pix = NULL;
 
-    if ((st = idx_open(path, &f)) != ADAPT_OK) return st;
+    uint64_t fsize;
+    if ((st = idx_open(path, &f, &fsize)) != ADAPT_OK) return st;
     zerr = idx_read(f, hdr, sizeof hdr, &got);
     if (got >= 4 && (st = idx_check_magic(path, be32(hdr), IDX_MAGIC_IMAGES)) != ADAPT_OK)
         goto close_file;
@@ -125,6 +151,8 @@ enum adapt_status adapt_idx_images_read(const char *path, int *n_out, int *rows_
         goto close_file;
     }
     size_t bytes = (size_t)n * rows * cols;
+    if ((st = idx_check_size(f, path, fsize, sizeof hdr, bytes, "bytes of pixels")) != ADAPT_OK)
+        goto close_file;
     pix = malloc(bytes);
     if (!pix) {
         st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: cannot allocate %zu bytes for %u images", path, bytes,
@@ -164,7 +192,8 @@ enum adapt_status adapt_idx_labels_read(const char *path, int *n_out, uint8_t **
     const char *zerr;
     uint8_t *lab = NULL;
 
-    if ((st = idx_open(path, &f)) != ADAPT_OK) return st;
+    uint64_t fsize;
+    if ((st = idx_open(path, &f, &fsize)) != ADAPT_OK) return st;
     zerr = idx_read(f, hdr, sizeof hdr, &got);
     if (got >= 4 && (st = idx_check_magic(path, be32(hdr), IDX_MAGIC_LABELS)) != ADAPT_OK)
         goto close_file;
@@ -179,6 +208,8 @@ enum adapt_status adapt_idx_labels_read(const char *path, int *n_out, uint8_t **
                          (unsigned)n, INT_MAX);
         goto close_file;
     }
+    if ((st = idx_check_size(f, path, fsize, sizeof hdr, n, "label bytes")) != ADAPT_OK)
+        goto close_file;
     lab = malloc(n);
     if (!lab) {
         st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: cannot allocate %u labels", path, (unsigned)n);

@@ -13,8 +13,13 @@
 typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 
 /* Rows here are short (8..40 floats): inline vector copies, not calls to
- * memmove, which gcc would otherwise substitute for the copy loops. */
+ * memmove, which gcc would otherwise substitute for the copy loops (clang has
+ * no such attribute). */
+#if defined(__clang__)
+#define ROW_LOOPS
+#else
 #define ROW_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
 
 typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float v4u __attribute__((vector_size(16), aligned(4), may_alias));

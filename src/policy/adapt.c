@@ -353,9 +353,29 @@ static enum adapt_status adapt_load(struct adapt_policy *p, json_t *j,
         if (json_unpack(json_array_get(units, (size_t)u), "{s:i, s:i, s:F, s:i, s:I}", "wl", &wl,
                         "fl", &fl, "lb", &lb, "r", &r, "n", &n))
             return ADAPT_ERROR(ADAPT_EFORMAT, "%s: malformed adapt state of unit %d", f->path, u);
+        const char *un = p->prec->u[u].layer->name;
         struct quant_spec s = p->prec->u[u].spec;
         s.wl = wl;
         s.fl = fl;
+        if (quant_spec_check(&s) != ADAPT_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", adapt_error_message());
+            return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state unit %d (%s): <wl %d, fl %d>: %s",
+                               f->path, u, un, wl, fl, why);
+        }
+        const struct adapt_config *c = p->cfg;
+        if (!(lb >= c->quantization.lb_lwr && lb <= c->quantization.lb_upr))
+            return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state unit %d (%s): lookback lb = %g, "
+                               "expected %d .. %d (quantization.lb_lwr .. lb_upr)", f->path, u,
+                               un, lb, c->quantization.lb_lwr, c->quantization.lb_upr);
+        if (r < c->quantization.r_lwr || r > c->quantization.r_upr)
+            return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state unit %d (%s): resolution r = %d, "
+                               "expected %d .. %d (quantization.r_lwr .. r_upr)", f->path, u, un,
+                               r, c->quantization.r_lwr, c->quantization.r_upr);
+        if (n < 0 || n > c->quantization.lb_upr)
+            return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state unit %d (%s): n = %lld steps since "
+                               "the last decision, expected 0 .. %d (quantization.lb_upr)",
+                               f->path, u, un, (long long)n, c->quantization.lb_upr);
         adapt_precision_set(p->prec, u, &s);
         p->lb[u] = lb;
         p->r[u] = r;
@@ -366,7 +386,16 @@ static enum adapt_status adapt_load(struct adapt_policy *p, json_t *j,
         enum adapt_status st = adapt_safetensors_copy(f, name, ADAPT_ST_F32, 1, shape, a->G[u]);
         if (st) return st;
     }
-    a->strat.st = (enum adapt_strategy)json_integer_value(stj);
+    json_int_t stv = json_integer_value(stj);
+    if (stv < ADAPT_STRATEGY_MIN || stv > ADAPT_STRATEGY_MAX)
+        return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state strategy = %lld, expected %d .. %d",
+                           f->path, (long long)stv, ADAPT_STRATEGY_MIN, ADAPT_STRATEGY_MAX);
+    for (size_t i = 0; i < json_array_size(hist); i++)
+        if (!json_is_number(json_array_get(hist, i)) ||
+            !isfinite(json_number_value(json_array_get(hist, i))))
+            return ADAPT_ERROR(ADAPT_EFORMAT, "%s: policy_state losses[%zu] is not a finite number",
+                               f->path, i);
+    a->strat.st = (enum adapt_strategy)stv;
     a->strat.n = a->strat.pos = 0;
     for (size_t i = 0; i < json_array_size(hist) && i < (size_t)a->strat.cap; i++) {
         a->hist[a->strat.pos] = json_real_value(json_array_get(hist, i));

@@ -201,10 +201,34 @@ static enum adapt_status muppet_load(struct adapt_policy *p, json_t *j,
                                      const struct adapt_safetensors *f)
 {
     struct muppet_state *m = p->state;
-    if (json_unpack(j, "{s:i, s:F, s:i, s:i, s:i}", "level", &m->level, "max_gd", &m->rule.max_gd,
-                    "violations", &m->rule.violations, "ring_n", &m->ring_n, "fp32_epochs",
-                    &m->fp32_epochs))
+    int level, violations, ring_n, fp32_epochs;
+    double max_gd;
+    if (json_unpack(j, "{s:i, s:F, s:i, s:i, s:i}", "level", &level, "max_gd", &max_gd,
+                    "violations", &violations, "ring_n", &ring_n, "fp32_epochs", &fp32_epochs))
         return ADAPT_ERROR(ADAPT_EFORMAT, "%s: malformed muppet policy state", f->path);
+    /* every field against its range; epoch counts against the checkpoint's epoch */
+    if (level < 0 || level > m->nlevels)
+        return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state level = %d, expected 0 .. %d (the "
+                           "%d entries of policy.muppet_levels, then float32)", f->path, level,
+                           m->nlevels, m->nlevels);
+    if (!(max_gd >= 0.0) || isnan(max_gd))
+        return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state max_gd = %g, expected >= 0", f->path,
+                           max_gd);
+    if (violations < 0 || violations > p->cfg->policy.muppet_patience)
+        return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state violations = %d, expected 0 .. %d "
+                           "(policy.muppet_patience)", f->path, violations,
+                           p->cfg->policy.muppet_patience);
+    if (ring_n < 0 || ring_n > p->epoch)
+        return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state ring_n = %d, expected 0 .. %d (epochs "
+                           "done)", f->path, ring_n, p->epoch);
+    if (fp32_epochs < 0 || fp32_epochs > p->epoch)
+        return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state fp32_epochs = %d, expected 0 .. %d "
+                           "(epochs done)", f->path, fp32_epochs, p->epoch);
+    m->level = level;
+    m->rule.max_gd = max_gd;
+    m->rule.violations = violations;
+    m->ring_n = ring_n;
+    m->fp32_epochs = fp32_epochs;
     if (!m->replay) {
         for (int s = 0; s < m->r; s++)
             for (int j = 0; j < m->nt; j++) {

@@ -1,0 +1,84 @@
+/* src/base/fileio.h: atomic file replacement, path joining and the clean-up of
+ * what an interrupted write leaves behind.
+ *
+ * Every file adapt-sim writes whole (configuration, checkpoints, trace
+ * surgery, reports, pictures) goes through adapt_atomic_*: the bytes go to
+ * "<path>.tmp.<pid>", are flushed and synced, and the temporary is renamed over
+ * <path>, after which the directory is synced. A reader sees the old file or
+ * the new one, never a mixture; a failure (a full disk included) removes the
+ * temporary and leaves the old file as it was.
+ *
+ *   struct adapt_atomic a;
+ *   if ((st = adapt_atomic_open(&a, path))) return st;
+ *   fprintf(a.f, ...);
+ *   return adapt_atomic_commit(&a);      (or adapt_atomic_abort(&a) to give up)
+ *
+ * Fault injection: a hook (adapt_fileio_set_hook), set only by tests, is called
+ * at each step of every write (enum adapt_fileio_step). It may stop the process
+ * there, or return non-zero to make that step fail as a full disk would.
+ *
+ * Non-goals: Windows; locking between concurrent writers of one path.
+ */
+#ifndef ADAPT_BASE_FILEIO_H
+#define ADAPT_BASE_FILEIO_H
+
+#include <stdio.h>
+
+#include "src/base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct adapt_atomic {
+    FILE *f;   /* open on the temporary; write here */
+    char *path; /* owned copies */
+    char *tmp;
+};
+
+/* Creates the temporary for path and opens a.f on it. */
+enum adapt_status adapt_atomic_open(struct adapt_atomic *a, const char *path);
+/* Flushes, syncs and closes the temporary, renames it over the path and syncs
+ * the directory. Releases a in every case; on failure the temporary is gone. */
+enum adapt_status adapt_atomic_commit(struct adapt_atomic *a);
+/* Closes and removes the temporary; the path keeps its old content. */
+void adapt_atomic_abort(struct adapt_atomic *a);
+
+/* Points linkpath at target (a relative name), replacing an existing link in
+ * one rename; the directory is synced. */
+enum adapt_status adapt_atomic_symlink(const char *target, const char *linkpath);
+
+/* Syncs a directory (its entries: created, renamed and removed names). */
+enum adapt_status adapt_fileio_sync_dir(const char *dir);
+/* Whether a file name is one of adapt_atomic's temporaries ("*.tmp.<digits>"). */
+int adapt_fileio_is_tmp_name(const char *name);
+/* Removes the temporaries an interrupted write left in dir; *n_removed (may
+ * be NULL) counts them. */
+enum adapt_status adapt_fileio_remove_tmp(const char *dir, int *n_removed);
+/* rm -r of a directory of regular files and links (no deeper folders); a
+ * file that is not a directory is removed too. */
+enum adapt_status adapt_fileio_remove_dir(const char *dir);
+
+/* "dir/name" in a new allocation (free it); NULL when out of memory. */
+char *adapt_path_join(const char *dir, const char *name);
+/* strdup that is in C11; NULL when out of memory. */
+char *adapt_strdup(const char *s);
+
+/* The steps of a write, in order, as the hook sees them. */
+enum adapt_fileio_step {
+    ADAPT_FILEIO_CREATED,    /* temporary created, empty */
+    ADAPT_FILEIO_WRITTEN,    /* content written, not yet synced */
+    ADAPT_FILEIO_SYNCED,     /* temporary synced and closed */
+    ADAPT_FILEIO_RENAMED,    /* renamed over the path, directory not yet synced */
+    ADAPT_FILEIO_DIR_SYNCED, /* directory synced: the write is durable */
+    ADAPT_FILEIO_REMOVED     /* a file removed by adapt_fileio_remove_dir */
+};
+/* Returns 0 to go on, non-zero to fail the step (as ENOSPC). */
+typedef int (*adapt_fileio_hook)(enum adapt_fileio_step step, const char *path, void *ctx);
+/* Installs (or with NULL removes) the hook of this process. For tests. */
+void adapt_fileio_set_hook(adapt_fileio_hook hook, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,37 @@
+# tests/fuzz: libFuzzer harnesses for every parser of outside input
+# (configure CC=clang --enable-fuzzers; make fuzz). seeds.sh makes their seed
+# corpora from small valid files; run.sh runs them.
+FUZZ_HARNESSES = tests/fuzz/fuzz_idx tests/fuzz/fuzz_cifar tests/fuzz/fuzz_safetensors \
+	tests/fuzz/fuzz_ini tests/fuzz/fuzz_trace
+EXTRA_DIST += tests/fuzz/seeds.sh tests/fuzz/run.sh
+CLEANFILES += $(FUZZ_HARNESSES)
+if FUZZERS
+EXTRA_PROGRAMS += $(FUZZ_HARNESSES)
+FUZZER_LINK = $(AM_LDFLAGS) -fsanitize=fuzzer
+FUZZER_LIBS = $(ADAPT_LIBS) $(ADAPT_EXT_LIBS)
+tests_fuzz_fuzz_idx_SOURCES = tests/fuzz/fuzz_idx.c tests/fuzz/fuzz.h
+tests_fuzz_fuzz_idx_LDFLAGS = $(FUZZER_LINK)
+tests_fuzz_fuzz_idx_LDADD = $(FUZZER_LIBS)
+tests_fuzz_fuzz_cifar_SOURCES = tests/fuzz/fuzz_cifar.c tests/fuzz/fuzz.h
+tests_fuzz_fuzz_cifar_LDFLAGS = $(FUZZER_LINK)
+tests_fuzz_fuzz_cifar_LDADD = $(FUZZER_LIBS)
+tests_fuzz_fuzz_safetensors_SOURCES = tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz.h
+tests_fuzz_fuzz_safetensors_LDFLAGS = $(FUZZER_LINK)
+tests_fuzz_fuzz_safetensors_LDADD = $(FUZZER_LIBS)
+tests_fuzz_fuzz_ini_SOURCES = tests/fuzz/fuzz_ini.c tests/fuzz/fuzz.h
+tests_fuzz_fuzz_ini_LDFLAGS = $(FUZZER_LINK)
+tests_fuzz_fuzz_ini_LDADD = $(FUZZER_LIBS)
+tests_fuzz_fuzz_trace_SOURCES = tests/fuzz/fuzz_trace.c tests/fuzz/fuzz.h
+tests_fuzz_fuzz_trace_LDFLAGS = $(FUZZER_LINK)
+tests_fuzz_fuzz_trace_LDADD = $(FUZZER_LIBS)
+
+fuzz: $(FUZZ_HARNESSES)
+# A smoke run: each harness over its seeds and FUZZ_RUNS more inputs.
+FUZZ_RUNS = 2000
+fuzz-smoke: fuzz
+	$(srcdir)/tests/fuzz/run.sh smoke $(FUZZ_RUNS)
+else
+fuzz fuzz-smoke:
+	@echo "configure CC=clang --enable-fuzzers to build the fuzz harnesses" >&2; exit 1
+endif
+.PHONY: fuzz fuzz-smoke

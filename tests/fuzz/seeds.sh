@@ -1,0 +1,74 @@
+#!/bin/sh
+# tests/fuzz/seeds.sh: seed corpora for the fuzz harnesses, made from small
+# valid files: IDX and CIFAR files written here, the experiment INI files, a
+# safetensors file, and the trace and checkpoint of a 1-epoch adapt-train run
+# on the IDX files (./adapt-train of the build directory, when built).
+#   tests/fuzz/seeds.sh OUTDIR          (run from the build directory)
+set -eu
+out=$1
+src=$(cd "$(dirname "$0")/../.." && pwd)
+rm -rf "$out"
+mkdir -p "$out/idx" "$out/cifar" "$out/safetensors" "$out/ini" "$out/trace" "$out/data"
+
+# be32 N: four big-endian bytes
+be32() { printf "\\$(printf %03o $(($1 >> 24 & 255)))\\$(printf %03o $(($1 >> 16 & 255)))\\$(printf %03o $(($1 >> 8 & 255)))\\$(printf %03o $(($1 & 255)))"; }
+# bytes N C: N bytes of value C (octal)
+bytes() { head -c "$1" /dev/zero | tr '\0' "\\$2"; }
+
+idx_pair() { # dir tag n
+  { be32 2051; be32 "$3"; be32 28; be32 28; bytes $(($3 * 784)) 123; } > "$1/$2-images-idx3-ubyte"
+  { be32 2049; be32 "$3"; i=0; while [ $i -lt "$3" ]; do printf "\\$(printf %03o $((i % 10)))"; i=$((i + 1)); done; } \
+    > "$1/$2-labels-idx1-ubyte"
+}
+idx_pair "$out/idx" small 2
+gzip -9 -c "$out/idx/small-images-idx3-ubyte" > "$out/idx/small-images.gz"
+gzip -9 -c "$out/idx/small-labels-idx1-ubyte" > "$out/idx/small-labels.gz"
+
+# CIFAR-10: two records (label byte + 3072 pixels), as a batch and an archive;
+# CIFAR-100: two records with coarse and fine labels
+mkdir -p "$out/c/cifar-10-batches-bin" "$out/c/cifar-100-binary"
+{ printf '\003'; bytes 3072 101; printf '\007'; bytes 3072 141; } \
+  > "$out/c/cifar-10-batches-bin/test_batch.bin"
+{ printf '\001\021'; bytes 3072 101; printf '\002\042'; bytes 3072 141; } \
+  > "$out/c/cifar-100-binary/test.bin"
+cp "$out/c/cifar-10-batches-bin/test_batch.bin" "$out/cifar/test_batch.bin"
+(cd "$out/c" && tar -czf "$out/cifar/c10.tar.gz" cifar-10-batches-bin &&
+ tar -czf "$out/cifar/c100.tar.gz" cifar-100-binary)
+rm -rf "$out/c"
+
+# safetensors: an F32 vector, an I64 scalar and metadata
+h='{"__metadata__":{"format":"adapt-sim checkpoint 1","epoch":"1"},"a.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a.num_batches_tracked":{"dtype":"I64","shape":[],"data_offsets":[8,16]}}'
+while [ $((${#h} % 8)) -ne 0 ]; do h="$h "; done
+{ printf "\\$(printf %03o $((${#h} & 255)))\\$(printf %03o $((${#h} >> 8 & 255)))"; bytes 6 000
+  printf %s "$h"; printf '\000\000\200\077\000\000\000\300'; printf '\005'; bytes 7 000; } \
+  > "$out/safetensors/small.safetensors"
+
+cp "$src"/experiments/configs/*.ini "$out/ini/"
+
+# a short run: trace (cut to a few records) and checkpoint
+if [ -x ./adapt-train ]; then
+  idx_pair "$out/data" train 60
+  idx_pair "$out/data" t10k 20
+  cat > "$out/run.ini" <<INI
+[run]
+seed = 1
+threads = 1
+[data]
+dataset = fashion-mnist
+path = $out/data
+val_size = 10
+[model]
+name = lenet5
+[train]
+epochs = 1
+batch = 25
+[policy]
+name = adapt
+INI
+  ./adapt-train --config "$out/run.ini" --out "$out/run" --quiet > /dev/null
+  head -n 3 "$out/run/trace.jsonl" > "$out/trace/short.jsonl"
+  cp "$out/run/trace.jsonl" "$out/trace/run.jsonl"
+  cp "$out/run/config.ini" "$out/ini/run.ini"
+  rm -rf "$out/run" "$out/run.ini"
+fi
+rm -rf "$out/data"

@@ -1,0 +1,377 @@
+/* tests/test_checkpoint.c: checkpoints survive being interrupted anywhere.
+ *
+ * A short AdaPT run on a small synthetic IDX data set is stopped (SIGKILL,
+ * from the fault-injection hook of src/base/fileio.h) at every step of every
+ * checkpoint write, or has that step fail as on a full disk; `adapt-train
+ * --resume` must then finish the run with a trace and weights identical to
+ * the uninterrupted run, leaving no temporaries or stale checkpoints. Hostile
+ * checkpoint contents are refused with a message naming the file and field.
+ *
+ * Runs ./adapt-train from the build directory; the interrupted runs are
+ * adapt_train_run() in a child process, since the hook is a test-only API. */
+#include <check.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "src/base/fileio.h"
+#include "src/config.h"
+#include "src/safetensors.h"
+#include "src/train.h"
+
+static char tmpdir[256];
+static char out_buf[1 << 16];
+
+static int run(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[4200];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out_buf, 1, sizeof out_buf - 1, p);
+    out_buf[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void put_be32(FILE *f, uint32_t v)
+{
+    unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 8), (unsigned char)v};
+    fwrite(b, 1, 4, f);
+}
+
+/* An IDX image / label pair of n 28x28 images, pixels from a fixed LCG. */
+static void write_idx(const char *tag, int n, uint32_t seed)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/data/%s-images-idx3-ubyte", tmpdir, tag);
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    put_be32(f, 0x803);
+    put_be32(f, (uint32_t)n);
+    put_be32(f, 28);
+    put_be32(f, 28);
+    for (int i = 0; i < n * 28 * 28; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        fputc((int)(seed >> 24), f);
+    }
+    ck_assert_int_eq(fclose(f), 0);
+    snprintf(p, sizeof p, "%s/data/%s-labels-idx1-ubyte", tmpdir, tag);
+    f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    put_be32(f, 0x801);
+    put_be32(f, (uint32_t)n);
+    for (int i = 0; i < n; i++) fputc(i % 10, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/adapt-test-ckpt-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    ck_assert_int_eq(run("mkdir -p %s/data", tmpdir), 0);
+    write_idx("train", 240, 11);
+    write_idx("t10k", 60, 12);
+    char p[512];
+    snprintf(p, sizeof p, "%s/c.ini", tmpdir);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "[run]\nseed = 5\nthreads = 1\n[data]\ndataset = fashion-mnist\npath = %s/data\n"
+            "val_size = 40\n[model]\nname = lenet5\n[train]\nepochs = 2\nbatch = 50\n"
+            "[optim]\nlr = 0.05\nmomentum = 0.9\n[policy]\nname = adapt\n"
+            "[quantization]\nlb_lwr = 2\nlb_upr = 4\n",
+            tmpdir);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
+}
+
+/* The hook: counts the steps of checkpoint writes (files below a ckpt-
+ * directory and the links of the run directory); at step `target` it kills
+ * the process or fails the step. */
+struct fault {
+    int count, target, fail;
+};
+
+static int is_checkpoint_path(const char *path)
+{
+    return strstr(path, "/ckpt-") || strstr(path, "/checkpoint") ||
+           strstr(path, "/model.safetensors") || strstr(path, "/optim.safetensors");
+}
+
+static int fault_hook(enum adapt_fileio_step step, const char *path, void *ctx)
+{
+    struct fault *f = ctx;
+    (void)step;
+    if (!is_checkpoint_path(path) || ++f->count != f->target) return 0;
+    if (f->fail) return 1;
+    raise(SIGKILL);
+    return 0;
+}
+
+/* adapt_train_run in a child with the hook at `target`; the wait status. */
+static int interrupted_run(const char *out, int target, int fail)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        static struct adapt_config cfg;
+        char p[512];
+        snprintf(p, sizeof p, "%s/c.ini", tmpdir);
+        adapt_config_init(&cfg);
+        if (adapt_config_load(&cfg, p) || adapt_config_check(&cfg)) _exit(3);
+        struct fault f = {0, target, fail};
+        adapt_fileio_set_hook(fault_hook, &f);
+        struct adapt_train_opts o = {out, 0, 0, NULL, 0, 1};
+        enum adapt_status st = adapt_train_run(&cfg, &o);
+        if (st != ADAPT_OK) {
+            /* the failure must say why */
+            _exit(strstr(adapt_error_message(), "No space left on device") ? 1 : 4);
+        }
+        _exit(0);
+    }
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    return ws;
+}
+
+/* Traces compared without the fields that measure time. */
+static void strip_times(const char *in, const char *out)
+{
+    ck_assert_int_eq(run("sed -E 's/\"(wall_s|images_per_s|created)\":[^,}]*//g' %s > %s", in, out),
+                     0);
+}
+
+/* No temporaries and exactly one checkpoint directory are left. */
+static void check_tidy(const char *dir, int k)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int nckpt = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        ck_assert_msg(!adapt_fileio_is_tmp_name(e->d_name), "step %d: leftover %s/%s", k, dir,
+                      e->d_name);
+        nckpt += !strncmp(e->d_name, "ckpt-", 5);
+    }
+    closedir(d);
+    ck_assert_msg(nckpt == 1, "step %d: %d checkpoint directories in %s", k, nckpt, dir);
+}
+
+static void check_same_as_reference(const char *out, int k)
+{
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/trace.jsonl", out);
+    snprintf(b, sizeof b, "%s/k.stripped", tmpdir);
+    strip_times(a, b);
+    ck_assert_msg(run("cmp %s/ref.stripped %s", tmpdir, b) == 0,
+                  "step %d: resumed trace differs: %s", k, out_buf);
+    ck_assert_msg(run("cmp %s/ref/model.safetensors %s/model.safetensors", tmpdir, out) == 0,
+                  "step %d: resumed weights differ: %s", k, out_buf);
+    ck_assert_msg(run("cmp %s/ref/optim.safetensors %s/optim.safetensors", tmpdir, out) == 0,
+                  "step %d: resumed optimizer state differs: %s", k, out_buf);
+    check_tidy(out, k);
+}
+
+static void reference_run(void)
+{
+    int rc = run("./adapt-train --config %s/c.ini --out %s/ref --quiet", tmpdir, tmpdir);
+    ck_assert_msg(rc == 0, "reference run failed: %s", out_buf);
+    char t[600], s[600];
+    snprintf(t, sizeof t, "%s/ref/trace.jsonl", tmpdir);
+    snprintf(s, sizeof s, "%s/ref.stripped", tmpdir);
+    strip_times(t, s);
+}
+
+/* The steps of the two checkpoint writes of a 2-epoch run, counted by the
+ * hook: model and optimizer files (5 each: created, written, synced,
+ * renamed, directory synced), the "checkpoint" link (3: created, renamed,
+ * directory synced), on the first write the two file links (3 each), on the
+ * second the removal of the first checkpoint's two files: 19 + 15. */
+#define CKPT_STEPS 34
+
+START_TEST(test_kill_at_every_step)
+{
+    reference_run();
+    int k;
+    for (k = 1;; k++) {
+        char out[600];
+        snprintf(out, sizeof out, "%s/k%d", tmpdir, k);
+        int ws = interrupted_run(out, k, 0);
+        if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) break; /* past the last step */
+        ck_assert_msg(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL, "step %d: status 0x%x", k, ws);
+        int rc = run("./adapt-train --config %s/c.ini --out %s --resume --quiet", tmpdir, out);
+        ck_assert_msg(rc == 0, "step %d: --resume failed: %s", k, out_buf);
+        check_same_as_reference(out, k);
+        ck_assert_int_eq(run("rm -rf %s", out), 0);
+    }
+    ck_assert_int_eq(k - 1, CKPT_STEPS);
+}
+END_TEST
+
+/* Each step failing as on a full disk: a clear error, the previous checkpoint
+ * intact, and --resume completes the run. */
+START_TEST(test_full_disk_at_every_step)
+{
+    reference_run();
+    int k;
+    for (k = 1;; k++) {
+        char out[600];
+        snprintf(out, sizeof out, "%s/f%d", tmpdir, k);
+        int ws = interrupted_run(out, k, 1);
+        ck_assert_msg(WIFEXITED(ws), "step %d: status 0x%x", k, ws);
+        if (WEXITSTATUS(ws) == 0) break;
+        ck_assert_msg(WEXITSTATUS(ws) == 1, "step %d: exit %d (4: message lacks the reason)", k,
+                      WEXITSTATUS(ws));
+        int rc = run("./adapt-train --config %s/c.ini --out %s --resume --quiet", tmpdir, out);
+        ck_assert_msg(rc == 0, "step %d: --resume failed: %s", k, out_buf);
+        check_same_as_reference(out, k);
+        ck_assert_int_eq(run("rm -rf %s", out), 0);
+    }
+    ck_assert_int_eq(k - 1, CKPT_STEPS);
+}
+END_TEST
+
+/* Leftovers of a killed write are removed by --force as well. */
+START_TEST(test_force_removes_leftovers)
+{
+    char out[600];
+    snprintf(out, sizeof out, "%s/kf", tmpdir);
+    int ws = interrupted_run(out, 14, 0); /* during the first checkpoint's links */
+    ck_assert(WIFSIGNALED(ws));
+    ck_assert_int_eq(run("touch %s/model.safetensors.tmp.123 %s/ckpt-000009", out, out), 0);
+    int rc = run("./adapt-train --config %s/c.ini --out %s --force --quiet", tmpdir, out);
+    ck_assert_msg(rc == 0, "--force failed: %s", out_buf);
+    check_tidy(out, 14);
+}
+END_TEST
+
+/* Rewrites the checkpoint's optim.safetensors with one metadata value replaced. */
+static void set_meta(const char *dir, const char *key, const char *value)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/checkpoint/optim.safetensors", dir);
+    struct adapt_safetensors *f = NULL;
+    ck_assert_int_eq(adapt_safetensors_load(&f, p), ADAPT_OK);
+    struct adapt_safetensors_meta *m = calloc((size_t)f->n_meta + 1, sizeof *m);
+    ck_assert_ptr_nonnull(m);
+    for (int i = 0; i < f->n_meta; i++) {
+        m[i].key = f->meta[i].key;
+        m[i].value = strcmp(f->meta[i].key, key) ? f->meta[i].value : value;
+    }
+    ck_assert_int_eq(adapt_safetensors_write(p, f->tensors, f->n_tensors, m, f->n_meta), ADAPT_OK);
+    free(m);
+    adapt_safetensors_free(f);
+}
+
+/* Hostile policy states and metadata: refused with the file and the field. */
+START_TEST(test_hostile_checkpoint)
+{
+    static const struct {
+        const char *policy, *key, *value, *needle;
+    } cases[] = {
+        {"adapt", "policy_state", NULL, "wl 99"},
+        {"adapt", "policy_state", NULL, "wl -3"},
+        {"adapt", "policy_state", NULL, "fl 40"},
+        {"adapt", "policy_state", NULL, "lb = -1e+09"},
+        {"adapt", "policy_state", NULL, "strategy = 7"},
+        {"muppet", "policy_state", "{\"level\":-1,\"max_gd\":0,\"violations\":0,\"ring_n\":0,"
+                                   "\"fp32_epochs\":0}", "level = -1"},
+        {"muppet", "policy_state", "{\"level\":0,\"max_gd\":0,\"violations\":0,\"ring_n\":-5,"
+                                   "\"fp32_epochs\":0}", "ring_n = -5"},
+        {"muppet", "policy_state", "{\"level\":0,\"max_gd\":0,\"violations\":0,\"ring_n\":"
+                                   "2147483647,\"fp32_epochs\":0}", "ring_n = 2147483647"},
+        {"adapt", "sgd_steps", "-4", "sgd_steps"},
+        {"adapt", "lr", "nan", "lr"},
+        {"adapt", "sched_num_bad", "-1", "sched_num_bad"},
+    };
+    static const char *adapt_edits[][2] = {{"\"wl\":", "\"wl\":99,\"x\":"},
+                                           {"\"wl\":", "\"wl\":-3,\"x\":"},
+                                           {"\"fl\":", "\"fl\":40,\"x\":"},
+                                           {"\"lb\":", "\"lb\":-1e9,\"x\":"},
+                                           {"\"strategy\":", "\"strategy\":7,\"x\":"}};
+    for (int pol = 0; pol < 2; pol++) {
+        const char *name = pol ? "muppet" : "adapt";
+        int rc = run("./adapt-train --config %s/c.ini --out %s/%s --set policy.name=%s "
+                     "--set train.epochs=1 --quiet",
+                     tmpdir, tmpdir, name, name);
+        ck_assert_msg(rc == 0, "%s run failed: %s", name, out_buf);
+        ck_assert_int_eq(run("cp -a %s/%s %s/%s.orig", tmpdir, name, tmpdir, name), 0);
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *name = cases[c].policy;
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+        ck_assert_int_eq(run("rm -rf %s && cp -a %s.orig %s", dir, dir, dir), 0);
+        const char *value = cases[c].value;
+        static char edited[1 << 14];
+        if (!value) {
+            /* the first unit's field replaced: JSON objects keep the last duplicate key,
+             * so the new value is put after the old one */
+            char p[700];
+            snprintf(p, sizeof p, "%s/checkpoint/optim.safetensors", dir);
+            struct adapt_safetensors *f = NULL;
+            ck_assert_int_eq(adapt_safetensors_load(&f, p), ADAPT_OK);
+            const char *js = adapt_safetensors_meta_get(f, "policy_state");
+            ck_assert_ptr_nonnull(js);
+            const char *from = adapt_edits[c][0], *to = adapt_edits[c][1];
+            const char *at = strstr(js, from);
+            ck_assert_ptr_nonnull(at);
+            snprintf(edited, sizeof edited, "%.*s%s%s", (int)(at - js), js, to, at + strlen(from));
+            adapt_safetensors_free(f);
+            value = edited;
+        }
+        set_meta(dir, cases[c].key, value);
+        int rc = run("./adapt-train --config %s/c.ini --out %s --set policy.name=%s --resume "
+                     "--quiet",
+                     tmpdir, dir, name);
+        ck_assert_msg(rc == 1, "case %zu (%s): exit %d, expected 1: %s", c, cases[c].needle, rc,
+                      out_buf);
+        ck_assert_msg(strstr(out_buf, "optim.safetensors") && strstr(out_buf, cases[c].needle),
+                      "case %zu: message lacks the file or '%s': %s", c, cases[c].needle,
+                      out_buf);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    if (access("./adapt-train", X_OK) != 0) {
+        fprintf(stderr, "test_checkpoint: ./adapt-train not built\n");
+        return 99;
+    }
+    Suite *s = suite_create("checkpoint");
+    TCase *tc = tcase_create("interrupted");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_kill_at_every_step);
+    tcase_add_test(tc, test_full_disk_at_every_step);
+    tcase_add_test(tc, test_force_removes_leftovers);
+    tcase_add_test(tc, test_hostile_checkpoint);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
