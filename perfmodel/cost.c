@@ -8,7 +8,7 @@
  *            passes = 3 (forward, backward-data, weight gradient), 2 for the
  *            unit that reads the network input (no backward-data)
  *   elemwise S * sum_j 2 * E_j * WL_gov(j) / 32   (forward + backward; layer j
- *            takes the format of the last unit before it, spec section 2)
+ *            takes the format of the last unit before it, doc/models.md)
  *   update   D * P * update_ops + max(accum - D, 0) * P * accum_ops   (FP32)
  *   overhead push-down: evals * sample * (quantize_ops + bin_ops)
  *            + sample * bin_ops (the weights' own histogram) + evals * r * kl_ops;

@@ -1,4 +1,4 @@
-/* perfmodel/model.c: layer descriptions of the four models (spec section 2)
+/* perfmodel/model.c: layer descriptions of the four models (doc/models.md)
  * without the engine, trace-header views, and the GEMM shapes of a unit.
  *
  * The built-in descriptions follow the same construction as the engine's

@@ -1,4 +1,4 @@
-/* perfmodel/perf.h: the performance model of spec section 6 over run traces.
+/* perfmodel/perf.h: the performance model over run traces (README, "Performance model").
  *
  * Prices a training run from its trace (src/trace.h): per precision unit and
  * logged step, forward, backward-data and weight-gradient MACs weighted by

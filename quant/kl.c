@@ -1,4 +1,4 @@
-/* quant/kl.c: histograms and the quantization-loss divergences of spec section 3. */
+/* quant/kl.c: histograms and the quantization-loss divergences of doc/algorithms.md. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

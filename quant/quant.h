@@ -1,5 +1,5 @@
-/* quant/quant.h: number formats of adapt-sim (spec section 1): descriptors, rounding of float
- * arrays on the CPU and on CUDA devices, histograms and KL divergence (spec section 3), and
+/* quant/quant.h: number formats of adapt-sim (doc/numerics.md): descriptors, rounding of float
+ * arrays on the CPU and on CUDA devices, histograms and KL divergence (doc/algorithms.md), and
  * fixed-point storage export.
  *
  * Formats (struct quant_type table, looked up by name for configs):
@@ -126,7 +126,7 @@ typedef enum adapt_status (*quant_cuda_rows_fn)(const struct quant_spec *s, cons
                                                 struct quant_key key, uint8_t *d_mask,
                                                 struct quant_stats *stats);
 
-/* Format descriptor (habit 1). */
+/* Format descriptor (one descriptor per format). */
 struct quant_type {
     const char *name;             /* "fixed" */
     enum quant_format format;
@@ -211,7 +211,7 @@ enum adapt_status quant_cuda_rows_host(const struct quant_spec *s, const float *
 /* Launch shape (threads per block, blocks; 0 = default). Results do not depend on it. */
 void quant_cuda_set_launch(int threads, int blocks);
 
-/* ---- histograms and KL (spec section 3) ---- */
+/* ---- histograms and KL (doc/algorithms.md) ---- */
 
 enum quant_hist_edges {
     QUANT_HIST_CLAMP = 0, /* values outside [lo, hi] count in the edge bins */
@@ -232,7 +232,7 @@ double quant_kl_counts(const uint64_t *p, const uint64_t *q, int bins);
  * normalised histograms of the weights (w) and of their quantization (wq). */
 double quant_kl_reference_counts(const uint64_t *w, const uint64_t *wq, int bins);
 
-/* Quantization loss of weights w (n values) under spec s, spec section 3, corrected mode: the
+/* Quantization loss of weights w (n values) under spec s, doc/algorithms.md, corrected mode: the
  * sample is w[0], w[stride], ... (sample elements, stride = n / sample; sample = 0 or >= n: all),
  * Q = histogram of the sample over [min, max] of the sample, P = histogram of the quantized
  * sample (rounded with s, random bits keyed by the element index) with the same bins, edges

@@ -1,8 +1,8 @@
 /* quant/quant_impl.h: the scalar rounding routines, shared by the CPU loops and the CUDA kernels.
  *
- * Purpose: one definition of every rounding rule (habit 2). Each rounder is a pure function of
- * the input value, a prepared parameter block and one 32-bit random value r (ignored by the
- * nearest modes), so CPU and GPU agree bit for bit and results do not depend on threads.
+ * Purpose: one definition of every rounding rule, shared by the CPU and CUDA code. Each
+ * rounder is a pure function of the input value, a prepared parameter block and one 32-bit
+ * random value r (ignored by the nearest modes), so CPU and GPU agree bit for bit and results do not depend on threads.
  *
  * Stochastic rounding everywhere means SR(v) = floor(v/step + u) * step with u = r * 2^-32,
  * evaluated exactly: with f = frac(v/step), it rounds up iff r + floor(f * 2^32) >= 2^32 (a

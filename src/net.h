@@ -95,7 +95,7 @@ const int *adapt_net_act_dim(const struct adapt_net *net, int a);
 /* Allocates arenas for batch capacity n_max and binds every parameter. */
 enum adapt_status adapt_net_finalize(struct adapt_net *net, int n_max);
 
-/* Initialisation (spec section 2): conv/linear weights truncated normal,
+/* Initialisation (doc/models.md): conv/linear weights truncated normal,
  * variance gain / fan_in, cut at +-sqrt(3) std by the inverse CDF; biases
  * uniform(+-1/sqrt(fan_in)); batch-norm gamma 1, beta 0, running mean 0,
  * running var 1. Random bits keyed by (seed, ADAPT_STREAM_INIT, parameter). */
@@ -114,7 +114,7 @@ void adapt_net_zero_grad(struct adapt_net *net);
  * MACs per sample) and totals. */
 void adapt_net_print_summary(const struct adapt_net *net, FILE *f);
 
-/* Models of spec section 2: "lenet5", "alexnet_cifar", "alexnet_mnist",
+/* Models (doc/models.md): "lenet5", "alexnet_cifar", "alexnet_mnist",
  * "resnet20". Input shape follows the model (1x32x32 or 3x32x32). Returns
  * NULL with ADAPT_ERROR set for an unknown name. Not finalized. */
 struct adapt_net *adapt_model_build(const char *name, int classes);

@@ -1,5 +1,5 @@
 /* src/optim.h: SGD with momentum, L2 and L1 decay (PyTorch torch.optim.SGD
- * semantics, dampening 0), and the learning-rate schedules of spec section 2
+ * semantics, dampening 0), and the learning-rate schedules (doc/models.md)
  * (constant; MultiStepLR; ReduceLROnPlateau, mode min, relative threshold).
  *
  * The optimizer owns one arena of momentum buffers, one per trainable

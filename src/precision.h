@@ -1,4 +1,4 @@
-/* src/precision.h: quantized training mechanics of a network (spec section 2):
+/* src/precision.h: quantized training mechanics of a network (doc/numerics.md):
  * one number format per precision unit (conv or linear layer), the
  * quantized weight copies the layers compute with (FP32 master weights stay
  * in the parameters), rounding of unit inputs and of layer outputs (batch-norm,

@@ -1,6 +1,6 @@
 /* tests/bench_layers.c: per-layer forward and forward+backward time of the
  * CPU layer kinds at the shapes of LeNet-5, AlexNet-CIFAR and ResNet-20
- * (spec section 2), batch 128 by default. Not a test: built on demand with
+ * (doc/models.md), batch 128 by default. Not a test: built on demand with
  * `make tests/bench_layers`.
  *
  *   tests/bench_layers [lenet|alexnet|resnet ...] [-n batch] [-t seconds] [-c]

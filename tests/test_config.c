@@ -258,7 +258,7 @@ START_TEST(test_full_file)
     ck_assert_int_eq(c.policy.name, ADAPT_CONFIG_POLICY_MUPPET);
     ck_assert_str_eq(c.policy.format, "float(5,10)");
     ck_assert_int_eq(c.policy.wl, 12);
-    ck_assert_int_eq(c.policy.fl, 13); /* FL may exceed WL - 1 (spec, section 1) */
+    ck_assert_int_eq(c.policy.fl, 13); /* FL may exceed WL - 1 (doc/numerics.md) */
     ck_assert_int_eq(c.policy.per_unit.n, 3);
     ck_assert_int_eq(c.policy.per_unit.a[1], 12);
     ck_assert_int_eq(c.policy.per_unit.b[1], 6);
@@ -270,7 +270,7 @@ START_TEST(test_full_file)
     ck_assert_int_eq(c.policy.muppet_patience, 3);
     ck_assert(c.policy.muppet_min_lr == 2e-5);
     ck_assert_int_eq(c.policy.muppet_decay_every, 9);
-    /* MuPPET's CIFAR-10 AlexNet schedule (spec, section 6) */
+    /* MuPPET's CIFAR-10 AlexNet schedule (README, performance model) */
     ck_assert_int_eq(c.policy.muppet_schedule.n, 5);
     ck_assert_int_eq(c.policy.muppet_schedule.a[4], 32);
     ck_assert_int_eq(c.policy.muppet_schedule.b[4], 45);

@@ -1117,7 +1117,7 @@ START_TEST(test_constructor_errors)
 }
 END_TEST
 
-/* Parameter counts and MACs of the three models of the spec (section 2),
+/* Parameter counts and MACs of the three models (doc/models.md),
  * built from these constructors: LeNet-5 61,706 params and 416,520 MACs
  * ("0.42 M"); AlexNet-CIFAR 2,472,266 and 1,486,848 + 4,915,200 +
  * 2,654,208 + 3,538,944 + 2,359,296 + 2,560 = 14,957,056 ("14.96 M");

@@ -20,13 +20,13 @@ static int64_t count_params(const struct adapt_net *net)
     return n;
 }
 
-/* Parameter counts and MACs per sample from spec section 2 (C = 10):
+/* Parameter counts and MACs per sample from doc/models.md (C = 10):
  * LeNet-5 61,706 params; conv1 28*28*6*25 + conv2 10*10*16*6*25 + conv3
  * 120*400 + fc 120*84 + 84*10 = 416,520 MACs. AlexNet-CIFAR 2,472,266
  * params; 1,486,848 + 4,915,200 + 2,654,208 + 3,538,944 + 2,359,296 + 2,560 =
  * 14,957,056 MACs (spatial 32 -> 8 -> 4 -> 2 -> 1). ResNet-20 (projection
  * shortcuts, convs without bias) 272,474 params; 40,813,184 MACs summed
- * layer by layer (spec: "about 40.8 M"). AlexNet-MNIST: conv1 has 1 input
+ * layer by layer (the AdaPT paper: "about 40.8 M"). AlexNet-MNIST: conv1 has 1 input
  * channel, 2*64*121 = 15,488 fewer weights. */
 START_TEST(test_param_counts)
 {

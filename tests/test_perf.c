@@ -498,7 +498,7 @@ END_TEST
 
 /* ==================================================================== models */
 
-/* LeNet-5 MACs per layer (spec section 2 / the reference repository):
+/* LeNet-5 MACs per layer (doc/models.md / the reference repository):
  * conv 1->6 k5 on 32x32: 28*28*6*25 = 117600; conv 6->16 k5 on 14x14:
  * 10*10*16*150 = 240000; conv 16->120 k5 on 5x5: 120*400 = 48000;
  * fc 120*84 = 10080; fc 84*10 = 840; 416520 in all; 61706 parameters. */
@@ -527,7 +527,7 @@ START_TEST(test_lenet5_table)
     ck_assert_int_eq(g[2].k, 25600);
     ck_assert_int_eq(perf_model_unit_gemms(m, 0, 256, g), 2); /* reads the input */
     perf_model_free(m);
-    /* totals of the other models (spec section 2) */
+    /* totals of the other models (doc/models.md) */
     ck_assert_int_eq(perf_model_alloc(&m, "alexnet_cifar", 10), ADAPT_OK);
     ck_assert_int_eq(m->macs, 14957056);
     ck_assert_int_eq(m->params, 2472266);

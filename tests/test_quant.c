@@ -288,7 +288,7 @@ START_TEST(test_fixed_exact)
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
     uint8_t *m = malloc(n);
     ck_assert(x && y && m);
-    /* the long formats named in the spec, then a sweep of every WL with a spread of FL */
+    /* the long formats of doc/numerics.md, then a sweep of every WL with a spread of FL */
     int cases[][2] = {{32, 28}, {32, 31}, {32, 0}, {32, 32}, {31, 16}, {25, 24}, {26, 3}};
     int nc = sizeof cases / sizeof cases[0];
     for (int c = 0; c < nc + 32 * 5; c++) {

@@ -145,7 +145,7 @@ START_TEST(test_dry_run)
                  "--set data.dataset=cifar10",
                  tmpdir);
     ck_assert_msg(rc == 0, "dry run failed: %s", out_buf);
-    /* the resolved config and the model summary with the spec's totals */
+    /* the resolved config and the model summary with the models' totals (doc/models.md) */
     ck_assert_ptr_nonnull(strstr(out_buf, "name = resnet20"));
     ck_assert_ptr_nonnull(strstr(out_buf, "layer1.0.conv1"));
     ck_assert_ptr_nonnull(strstr(out_buf, "272474 trainable parameters"));

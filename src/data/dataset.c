@@ -24,7 +24,7 @@ struct dataset_desc {
 };
 
 /* Normalisation constants: the values used by the AdaPT reference code and the usual
- * torchvision recipes (MNIST: 0.1307 / 0.3081; CIFAR: per-channel, spec section 2). */
+ * torchvision recipes (MNIST: 0.1307 / 0.3081; CIFAR: per-channel, doc/models.md). */
 static const struct dataset_desc datasets[] = {
     {"mnist", SOURCE_IDX, "data/mnist", "", {"train", "t10k"}, 10, 0, 0,
      {0.1307f, 0, 0}, {0.3081f, 1, 1},

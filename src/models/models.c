@@ -1,4 +1,4 @@
-/* src/models/models.c: the models of spec section 2, with PyTorch module names.
+/* src/models/models.c: the models of doc/models.md, with PyTorch module names.
  *
  * LeNet-5 and AlexNet are named as the same model written as one
  * nn.Sequential (state_dict keys "0.weight", "3.bias", ...; index numbers

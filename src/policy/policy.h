@@ -96,7 +96,7 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
 void adapt_policy_add_event(struct adapt_policy *p, const struct adapt_trace_event *e);
 void adapt_policy_clear_events(struct adapt_policy *p);
 
-/* One optimizer step after `micro` accumulated micro-batches (spec section
+/* One optimizer step after `micro` accumulated micro-batches (doc/numerics.md,
  * 2, steps 2-6): gradient scale 1/micro and the L1 term, the policy's
  * rounding, normalisation and statistics (observe), its precision switch
  * (decide), the FP32 master update (unless the policy skips the step), and

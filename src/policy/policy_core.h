@@ -10,7 +10,7 @@
  *   adapt_strategy_update   min / mean / max from the loss history
  *   adapt_pd_bisect         push-down: smallest lossless <WL, FL> by bisection
  *   adapt_pu                push-up from the gradient diversity D
- * MuPPET (Rajagopal et al., FPL 2020, as in the spec): gradient diversity of
+ * MuPPET (Rajagopal et al., FPL 2020; doc/algorithms.md): gradient diversity of
  *   the last r epochs' gradients and the switching rule with
  *   T(e) = 1 + 1.5 exp(-0.1 e).
  * AMP (PyTorch GradScaler): dynamic loss scale.
