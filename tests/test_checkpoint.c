@@ -142,7 +142,7 @@ static int interrupted_run(const char *out, int target, int fail)
         if (adapt_config_load(&cfg, p) || adapt_config_check(&cfg)) _exit(3);
         struct fault f = {0, target, fail};
         adapt_fileio_set_hook(fault_hook, &f);
-        struct adapt_train_opts o = {out, 0, 0, NULL, 0, 1};
+        struct adapt_train_opts o = {.out_dir = out, .quiet = 1};
         enum adapt_status st = adapt_train_run(&cfg, &o);
         if (st != ADAPT_OK) {
             /* the failure must say why */
