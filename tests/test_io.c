@@ -131,9 +131,9 @@ static struct adapt_trace_header make_header(json_t *config)
 }
 
 static struct adapt_trace_unit_state ustate[3][2] = {
-    {{8, 4, 37.25, 51, 0.0625, 12, 345}, {10, 6, 25.0, 50, 0.125, 0, 7}},
-    {{32, 0, NAN, -1, NAN, -1, -1}, {32, 0, NAN, -1, NAN, -1, -1}},
-    {{9, 5, 99.5, 150, 0.5, 1, 2}, {12, 8, 100.0, 149, 0.2385, 3, 4}},
+    {{8, 4, 37.25, 51, 0.0625, 12, 345, 0.25}, {10, 6, 25.0, 50, 0.125, 0, 7, 0.0}},
+    {{32, 0, NAN, -1, NAN, -1, -1, NAN}, {32, 0, NAN, -1, NAN, -1, -1, NAN}},
+    {{9, 5, 99.5, 150, 0.5, 1, 2, 0.5}, {12, 8, 100.0, 149, 0.2385, 3, 4, NAN}},
 };
 static struct adapt_trace_event events[2] = {
     {1, ADAPT_TRACE_EVENT_PD, {10, 6}, {8, 5}, 4, 5, 4096, 0},
@@ -225,6 +225,7 @@ static void check_step(const struct adapt_trace_step *got, int i)
         ck_assert(same(a->lb, b->lb));
         ck_assert_int_eq(a->r, b->r);
         ck_assert(same(a->sparsity, b->sparsity));
+        ck_assert(same(a->act_sat, b->act_sat));
         ck_assert_int_eq(a->sat, b->sat);
         ck_assert_int_eq(a->flush, b->flush);
     }
