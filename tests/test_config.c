@@ -607,8 +607,8 @@ START_TEST(test_json)
     ck_assert_int_eq(json_array_size(sched), 2);
     ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(sched, 1), 0)), 32);
     ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(sched, 1), 1)), 45);
-    /* every [quantization] key of the schema table (18) */
-    ck_assert_int_eq(json_object_size(json_object_get(j, "quantization")), 19);
+    /* every [quantization] key of the schema table (21) */
+    ck_assert_int_eq(json_object_size(json_object_get(j, "quantization")), 21);
     char *s = json_dumps(json_object_get(j, "schedule"), JSON_COMPACT);
     ck_assert_str_eq(s, "{\"name\":\"constant\",\"milestones\":[],\"gamma\":0.10000000000000001,"
                         "\"factor\":0.10000000000000001,\"patience\":10,\"threshold\":0.0001,"

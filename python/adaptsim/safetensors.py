@@ -163,7 +163,7 @@ def read_checkpoint(path) -> Checkpoint:
     if fmt != CHECKPOINT_FORMAT:
         raise SafetensorsError(model_path, "not an adapt-sim checkpoint (format %s, expected %s)"
                                % (json.dumps(fmt), json.dumps(CHECKPOINT_FORMAT)))
-    if "policy" in m.metadata or "sgd_steps" in m.metadata:
+    if "sgd_steps" in m.metadata or "policy_state" in m.metadata:
         raise SafetensorsError(model_path, "this is an optimizer checkpoint "
                                "(optim.safetensors), not the model weights")
     epoch = _meta_int(m, "epoch")
