@@ -141,8 +141,7 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
                                    : ADAPT_QOUT_UNITS,
                                r, p->seed);
     if (st) return st;
-    p->prec->ste = adapt_policy_ste(cfg, a->compat == ADAPT_COMPAT_CORRECTED);
-    adapt_policy_apply_logits(p, a->compat == ADAPT_COMPAT_CORRECTED);
+    adapt_policy_apply_output_rules(p, a->compat == ADAPT_COMPAT_CORRECTED);
     struct quant_spec s;
     quant_spec_init(&s, QUANT_FORMAT_FIXED);
     s.wl = cfg->quantization.start_wl;

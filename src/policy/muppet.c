@@ -83,8 +83,7 @@ static enum adapt_status muppet_init(struct adapt_policy *p)
     enum adapt_status st = adapt_precision_alloc(&p->prec, p->net, 1, ADAPT_QOUT_UNITS_POOLS,
                                                  QUANT_ROUND_STOCHASTIC, p->seed);
     if (st) return st;
-    p->prec->ste = adapt_policy_ste(p->cfg, 0);
-    adapt_policy_apply_logits(p, 0);
+    adapt_policy_apply_output_rules(p, 0);
     m->last_gd = NAN;
     p->l2_quantized = 1;
     if (!m->replay) {

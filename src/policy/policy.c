@@ -121,33 +121,27 @@ static int fp32_observe(struct adapt_policy *p, long step, double loss, int last
 static const struct adapt_policy_type policy_fp32 = {
     "fp32", fp32_init, fp32_observe, NULL, NULL, NULL, NULL, NULL, NULL};
 
-/* ----------------------------------------------------------------- fixed */
-
-/* The quantization settings shared by fixed and adapt. */
-void adapt_policy_apply_logits(struct adapt_policy *p, int adapt_corrected)
+void adapt_policy_apply_output_rules(struct adapt_policy *p, int adapt_corrected)
 {
-    enum adapt_config_auto_bool r = p->cfg->quantization.round_logits;
+    const struct adapt_config *cfg = p->cfg;
+    enum adapt_config_ste ste = cfg->quantization.ste;
+    p->prec->ste = ste == ADAPT_CONFIG_STE_SATURATING ||
+                           (ste == ADAPT_CONFIG_STE_AUTO && adapt_corrected)
+                       ? ADAPT_STE_SATURATING
+                       : ADAPT_STE_PLAIN;
+    enum adapt_config_auto_bool r = cfg->quantization.round_logits;
     if (r == ADAPT_CONFIG_FALSE || (r == ADAPT_CONFIG_AUTO && adapt_corrected))
         adapt_precision_keep_logits_float(p->prec);
 }
 
-enum adapt_ste adapt_policy_ste(const struct adapt_config *cfg, int adapt_corrected)
-{
-    switch (cfg->quantization.ste) {
-    case ADAPT_CONFIG_STE_PLAIN: return ADAPT_STE_PLAIN;
-    case ADAPT_CONFIG_STE_SATURATING: return ADAPT_STE_SATURATING;
-    default: return adapt_corrected ? ADAPT_STE_SATURATING : ADAPT_STE_PLAIN;
-    }
-}
+/* ----------------------------------------------------------------- fixed */
 
+/* The quantization settings shared by fixed and adapt. */
 static enum adapt_status alloc_prec(struct adapt_policy *p, int round_inputs, enum adapt_qout qout,
                                     enum quant_rounding r)
 {
     enum adapt_status st = adapt_precision_alloc(&p->prec, p->net, round_inputs, qout, r, p->seed);
-    if (!st) {
-        p->prec->ste = adapt_policy_ste(p->cfg, 0);
-        adapt_policy_apply_logits(p, 0);
-    }
+    if (!st) adapt_policy_apply_output_rules(p, 0);
     return st;
 }
 

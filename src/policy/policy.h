@@ -82,12 +82,11 @@ enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct ada
                                      struct adapt_net *net, uint64_t seed);
 void adapt_policy_free(struct adapt_policy *p);
 
-/* The backward rule through saturated outputs that quantization.ste selects
- * (auto: saturating for AdaPT in corrected mode, plain otherwise). */
-enum adapt_ste adapt_policy_ste(const struct adapt_config *cfg, int adapt_corrected);
-/* Keeps the logits float32 when quantization.round_logits says so (auto:
- * for AdaPT in corrected mode). */
-void adapt_policy_apply_logits(struct adapt_policy *p, int adapt_corrected);
+/* Applies quantization.ste (the backward rule through saturated outputs) and
+ * quantization.round_logits to the policy's precision state; `auto` means
+ * saturating and float32 logits for AdaPT in corrected mode, plain and
+ * rounded logits otherwise. */
+void adapt_policy_apply_output_rules(struct adapt_policy *p, int adapt_corrected);
 /* The trace's view of unit u after the last step; takes (resets) its output
  * saturation count. */
 void adapt_policy_unit_state(const struct adapt_policy *p, int u,
