@@ -23,7 +23,7 @@ AC_DEFUN([ADAPT_CHECK_CUDA], [
       AS_IF([test "x$with_cuda" != xcheck], [AC_MSG_ERROR([nvcc not found in $cuda_dir/bin])])
     ], [
       : ${NVCC_GENCODE="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"}
-      NVCCFLAGS="-O3 -std=c++17 $NVCC_GENCODE -Xcompiler -fPIC"
+      NVCCFLAGS="-O3 -std=c++17 $NVCC_GENCODE"
       AC_MSG_CHECKING([whether nvcc compiles a kernel])
       cat > conftest.cu <<_ACEOF
 #include <curand_kernel.h>

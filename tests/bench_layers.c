@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/layer.h"
+#include "src/net/layer.h"
 #include "tests/testutil.h"
 
 enum kind { CONV, LIN, RELU, TANH, MAXP, AVGP, BN, ADD };

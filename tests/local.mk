@@ -1,27 +1,40 @@
-# tests/: one Check program per module.
-TEST_LDADD = $(ADAPT_LIBS) $(CHECK_LIBS) $(ADAPT_EXT_LIBS)
-TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+# tests/: one Check program per module. Each links its module's libraries (the *_LIBS lists in
+# Makefile.am) and nothing above them, so a test that compiles against a module also checks
+# that the module stays in its layer. Sources default to tests/<name>.c.
+TEST_LIBS = $(CHECK_LIBS) $(ADAPT_EXT_LIBS)
 
-check_PROGRAMS += tests/test_base
-tests_test_base_SOURCES = tests/test_base.c
-tests_test_base_CFLAGS = $(TEST_CFLAGS)
-tests_test_base_LDADD = $(TEST_LDADD)
-TESTS += tests/test_base
+check_PROGRAMS += tests/test_base tests/test_quant tests/test_quant_cuda tests/test_config \
+	tests/test_data tests/test_layers tests/test_models tests/test_optim tests/test_gemm_int \
+	tests/test_policy tests/test_train tests/test_checkpoint tests/test_io tests/test_perf \
+	tests/test_plot
+tests_test_base_LDADD = $(NET_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
+tests_test_quant_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
+tests_test_quant_cuda_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
+tests_test_config_LDADD = $(CONFIG_LIBS) $(TEST_LIBS)
+tests_test_data_LDADD = $(DATA_LIBS) $(TEST_LIBS)
+tests_test_layers_SOURCES = tests/test_layers.c tests/testutil.c tests/testutil.h
+tests_test_layers_LDADD = $(NET_LIBS) $(TEST_LIBS)
+tests_test_models_LDADD = $(NET_LIBS) $(TEST_LIBS)
+tests_test_optim_LDADD = $(NET_LIBS) $(TEST_LIBS)
+tests_test_gemm_int_SOURCES = tests/test_gemm_int.c src/bench/gemm_int.c
+tests_test_gemm_int_LDADD = $(NET_LIBS) $(TEST_LIBS)
+tests_test_policy_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_train_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)
+tests_test_checkpoint_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)
+tests_test_io_LDADD = $(TRACE_LIBS) $(TEST_LIBS)
+# test_perf compares the performance model's built-in model table with the engine's models,
+# so it also links src/net.
+tests_test_perf_LDADD = $(PERF_LIBS) $(NET_LIBS) $(TEST_LIBS)
+tests_test_plot_LDADD = $(PLOT_LIBS) $(CAIRO_LIBS) $(TEST_LIBS)
+TESTS += $(check_PROGRAMS)
 
-check_PROGRAMS += tests/test_models tests/test_optim
-tests_test_models_SOURCES = tests/test_models.c
-tests_test_models_CFLAGS = $(TEST_CFLAGS)
-tests_test_models_LDADD = $(TEST_LDADD)
-tests_test_optim_SOURCES = tests/test_optim.c
-tests_test_optim_CFLAGS = $(TEST_CFLAGS)
-tests_test_optim_LDADD = $(TEST_LDADD)
-TESTS += tests/test_models tests/test_optim
-
-check_PROGRAMS += tests/test_train
-tests_test_train_SOURCES = tests/test_train.c
-tests_test_train_CFLAGS = $(TEST_CFLAGS)
-tests_test_train_LDADD = $(TEST_LDADD)
-TESTS += tests/test_train
+# Per-layer timing at the model shapes (not a test): make tests/bench_layers
+EXTRA_PROGRAMS += tests/bench_layers
+tests_bench_layers_SOURCES = tests/bench_layers.c tests/testutil.c tests/testutil.h
+tests_bench_layers_LDADD = $(NET_LIBS) $(ADAPT_EXT_LIBS)
+CLEANFILES += tests/bench_layers
+# The same layers timed in PyTorch, for comparison (not built, not run).
+EXTRA_DIST += tests/bench_layers_torch.py
 
 # every shipped configuration loads (adapt-train --dry-run)
 TESTS += tests/configs_dry_run.sh
@@ -37,9 +50,3 @@ EXTRA_DIST += tests/python.test tests/notebook.test tests/python-env.sh \
 	python/tests/run_notebook.py python/tests/test_trace.py python/tests/test_safetensors.py \
 	python/tests/test_schema.py python/tests/test_torch.py python/tests/test_install.py \
 	experiments/notebooks/reading_traces.ipynb
-
-check_PROGRAMS += tests/test_checkpoint
-tests_test_checkpoint_SOURCES = tests/test_checkpoint.c
-tests_test_checkpoint_CFLAGS = $(TEST_CFLAGS)
-tests_test_checkpoint_LDADD = $(TEST_LDADD)
-TESTS += tests/test_checkpoint

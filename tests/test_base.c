@@ -7,7 +7,7 @@
 #include "src/base/rng.h"
 #include "src/base/status.h"
 #include "src/cuda/device.h"
-#include "src/tensor.h"
+#include "src/net/tensor.h"
 
 /* Known-answer vectors for Philox4x32-10 from Random123's kat_vectors file
  * (lines "philox4x32 10 ..."). */

@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 #include "src/base/fileio.h"
-#include "src/config.h"
-#include "src/safetensors.h"
-#include "src/train.h"
+#include "src/config/config.h"
+#include "src/base/safetensors.h"
+#include "src/train/train.h"
 
 static char tmpdir[256];
 static char out_buf[1 << 16];

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/config.h"
+#include "src/config/config.h"
 
 /* A fresh temporary directory per test (Check forks each test). */
 static char tmpdir[64];

@@ -36,7 +36,7 @@
 #include "src/base/log.h"
 #include "src/base/rng.h"
 #include "src/base/status.h"
-#include "src/data.h"
+#include "src/data/data.h"
 
 /* Float32 normalisation vs the exact value: p/255, the subtraction and the division each
  * round once (relative 2^-24 = 6e-8) on operands below 1, then the result (at most 2.9 in

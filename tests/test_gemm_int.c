@@ -7,7 +7,7 @@
 
 #include "src/base/rng.h"
 #include "src/bench/gemm_int.h"
-#include "src/tensor.h"
+#include "src/net/tensor.h"
 
 /* Odd shapes that leave partial tiles in every direction (8 x 32 and 6 x 16
  * tiles, k groups of 4 and 2), a 1 x 1 x 1 product and exact multiples. */

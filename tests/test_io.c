@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/safetensors.h"
-#include "src/trace.h"
+#include "src/base/safetensors.h"
+#include "src/trace/trace.h"
 
 static char tmpdir[64];
 

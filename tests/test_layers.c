@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "src/base/status.h"
-#include "src/layer.h"
-#include "src/layers/layers_impl.h"
+#include "src/net/layer.h"
+#include "src/net/layers/layers_impl.h"
 #include "tests/testutil.h"
 
 #define U 5.9604644775390625e-08 /* 2^-24 */

@@ -1,5 +1,5 @@
-/* tests/test_models.c: network container and the four models (src/net.c,
- * src/models/models.c): parameter counts, MACs, state_dict names,
+/* tests/test_models.c: network container and the four models (src/net/net.c,
+ * src/net/models.c): parameter counts, MACs, state_dict names,
  * initialisation, and finite-difference gradient checks of whole models. */
 #define _GNU_SOURCE
 #include <cblas.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "src/base/rng.h"
-#include "src/net.h"
+#include "src/net/net.h"
 
 static int64_t count_params(const struct adapt_net *net)
 {

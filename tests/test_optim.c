@@ -1,4 +1,4 @@
-/* tests/test_optim.c: SGD and learning-rate schedules (src/optim.c). Expected
+/* tests/test_optim.c: SGD and learning-rate schedules (src/net/optim.c). Expected
  * values are hand-computed from PyTorch's torch.optim.SGD and lr_scheduler
  * update rules (worked out in double precision in the comments). */
 #include <check.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/optim.h"
+#include "src/net/optim.h"
 
 /* A one-parameter "network" (no layers) is enough for the optimizer. */
 struct one_param {

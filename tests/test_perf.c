@@ -1,4 +1,4 @@
-/* tests/test_perf.c: perfmodel/ (model table, analytical and calibrated costs, schedules,
+/* tests/test_perf.c: src/perfmodel/ (model table, analytical and calibrated costs, schedules,
  * reports, refusal of bad traces and tables). */
 #include <check.h>
 #include <math.h>
@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "perfmodel/perf.h"
-#include "src/net.h"
-#include "src/trace.h"
+#include "src/perfmodel/perf.h"
+#include "src/net/net.h"
+#include "src/trace/trace.h"
 
 static char tmpdir[64];
 

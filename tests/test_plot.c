@@ -1,4 +1,4 @@
-/* tests/test_plot.c: perfmodel/plot (heatmaps, cost curves, colour map).
+/* tests/test_plot.c: src/perfmodel/plot (heatmaps, cost curves, colour map).
  *
  * Set ADAPT_PLOT_KEEP=DIR to keep the pictures (and the synthetic traces
  * they are drawn from) in DIR for a look. */
@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "perfmodel/perf.h"
-#include "perfmodel/plot.h"
+#include "src/perfmodel/perf.h"
+#include "src/plot/plot.h"
 #include "src/base/rng.h"
-#include "src/trace.h"
+#include "src/trace/trace.h"
 
 static char tmpdir[256];
 

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/config.h"
-#include "src/optim.h"
+#include "src/config/config.h"
+#include "src/net/optim.h"
 #include "src/policy/policy.h"
 #include "src/policy/policy_core.h"
-#include "src/precision.h"
+#include "src/policy/precision.h"
 
 /* Oracle: lossless iff fl >= 6 and wl >= 9. */
 struct oracle {

@@ -1,4 +1,4 @@
-/* tests/test_quant.c: quant/ (formats, rounding kernels, Philox generators, histograms, KL,
+/* tests/test_quant.c: src/quant/ (formats, rounding kernels, Philox generators, histograms, KL,
  * storage export). Expected values carry a comment saying where they come from. */
 #include <check.h>
 #include <float.h>
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant/quant.h"
-#include "quant/quant_cpu.h"
+#include "src/quant/quant.h"
+#include "src/quant/quant_cpu.h"
 #include "src/base/rng.h"
 #include "src/base/status.h"
 #include "src/cuda/device.h"
@@ -525,7 +525,7 @@ START_TEST(test_float_formats)
 }
 END_TEST
 
-/* Special values, one by one (the contract in quant/quant_impl.h). */
+/* Special values, one by one (the contract in src/quant/quant_impl.h). */
 START_TEST(test_special_values)
 {
     struct quant_key key = {5, 16, 0};

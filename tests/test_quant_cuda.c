@@ -1,4 +1,4 @@
-/* tests/test_quant_cuda.c: CUDA kernels of quant/ against the CPU kernels, bit for bit.
+/* tests/test_quant_cuda.c: CUDA kernels of src/quant/ against the CPU kernels, bit for bit.
  * Exits 77 (skip) when the build has no CUDA or the machine no GPU; runs without fork
  * (CUDA does not survive fork()). */
 #include <check.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant/quant.h"
+#include "src/quant/quant.h"
 #include "src/base/rng.h"
 #include "src/cuda/device.h"
 

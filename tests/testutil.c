@@ -9,7 +9,7 @@
 
 #include "src/base/rng.h"
 #include "src/base/status.h"
-#include "src/tensor.h"
+#include "src/net/tensor.h"
 
 static float *tu_zalloc(size_t nfloats)
 {

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/layer.h"
+#include "src/net/layer.h"
 
 struct tu_layer {
     struct adapt_layer *l;            /* owned: released by tu_layer_release */

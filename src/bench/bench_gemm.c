@@ -1,5 +1,5 @@
 /* src/bench/bench_gemm.c: adapt-bench gemm, the timing table of the
- * hardware-calibrated performance model (perfmodel/perf.h).
+ * hardware-calibrated performance model (src/perfmodel/perf.h).
  *
  * For each GEMM shape (row-major C (m x n) = A (m x k) B (k x n)) and number
  * type, the median seconds per call over --repeats samples, each timing
@@ -12,7 +12,7 @@
  *         benchmark says "no GPU" and skips
  * and element-wise throughput per type: y = max(a x + b, 0) over 2^24
  * elements (integers: (a x + b) >> 8 clamped at 0 and the type's maximum).
- * -o FILE writes the table as JSON (schema 1, see perfmodel/hw.c) with the
+ * -o FILE writes the table as JSON (schema 1, see src/perfmodel/hw.c) with the
  * machine, date, thread count, OpenBLAS configuration, load average and the
  * command line; the table is printed to standard output (JSON lines with
  * --json).
@@ -36,7 +36,7 @@
 #include "src/bench/bench.h"
 #include "src/bench/gemm_cuda.h"
 #include "src/bench/gemm_int.h"
-#include "src/tensor.h"
+#include "src/net/tensor.h"
 
 #define MAX_SHAPES 256
 #define EW_ELEMENTS ((size_t)1 << 24)

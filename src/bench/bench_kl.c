@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant/quant.h"
+#include "src/quant/quant.h"
 #include "src/bench/bench.h"
-#include "src/net.h"
-#include "src/safetensors.h"
+#include "src/net/net.h"
+#include "src/base/safetensors.h"
 
 #define KL_MAX_LIST 16
 

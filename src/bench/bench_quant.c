@@ -15,8 +15,8 @@
 
 #include <omp.h>
 
-#include "quant/quant.h"
-#include "quant/quant_cpu.h"
+#include "src/quant/quant.h"
+#include "src/quant/quant_cpu.h"
 #include "src/base/status.h"
 #include "src/bench/bench.h"
 

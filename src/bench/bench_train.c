@@ -19,10 +19,10 @@
 
 #include "src/base/rng.h"
 #include "src/bench/bench.h"
-#include "src/net.h"
-#include "src/optim.h"
+#include "src/net/net.h"
+#include "src/net/optim.h"
 #include "src/policy/policy.h"
-#include "src/config.h"
+#include "src/config/config.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -112,7 +112,7 @@ static int setup_init(struct bench_setup *b, const char *model, const char *poli
     return 0;
 }
 
-/* The training step of src/train.c: forward, loss, backward, policy step. */
+/* The training step of src/train/train.c: forward, loss, backward, policy step. */
 static void setup_step(struct bench_setup *b)
 {
     int k = (int)(b->it & 3);

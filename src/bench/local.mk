@@ -1,18 +1,12 @@
 # src/bench: the adapt-bench program (one subcommand per file).
 bin_PROGRAMS += adapt-bench
 adapt_bench_SOURCES = src/bench/bench.h src/bench/bench_main.c \
-	src/bench/bench_train.c src/bench/bench_quant.c src/bench/bench_kl.c
-adapt_bench_LDADD = $(ADAPT_LIBS) $(ADAPT_EXT_LIBS)
-adapt_bench_SOURCES += src/bench/bench_gemm.c src/bench/gemm_int.c src/bench/gemm_int.h \
-	src/bench/gemm_cuda.h
+	src/bench/bench_train.c src/bench/bench_quant.c src/bench/bench_kl.c \
+	src/bench/bench_gemm.c src/bench/gemm_int.c src/bench/gemm_int.h src/bench/gemm_cuda.h
 if HAVE_CUDA
 adapt_bench_SOURCES += src/bench/gemm_cuda.cu
 else
 adapt_bench_SOURCES += src/bench/gemm_cuda_none.c
 endif
-
-check_PROGRAMS += tests/test_gemm_int
-tests_test_gemm_int_SOURCES = tests/test_gemm_int.c src/bench/gemm_int.c
-tests_test_gemm_int_CFLAGS = $(TEST_CFLAGS)
-tests_test_gemm_int_LDADD = $(TEST_LDADD)
-TESTS += tests/test_gemm_int
+EXTRA_DIST += src/bench/gemm_cuda.cu src/bench/gemm_cuda_none.c
+adapt_bench_LDADD = $(TRAIN_LIBS) $(ADAPT_EXT_LIBS)

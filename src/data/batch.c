@@ -4,7 +4,7 @@
 
 #include "src/base/hd.h"
 #include "src/base/rng.h"
-#include "src/data.h"
+#include "src/data/data.h"
 
 void adapt_augment_draw(uint64_t seed, int64_t epoch, int sample, int *dy, int *dx, int *flip)
 {

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "src/data.h"
+#include "src/data/data.h"
 
 #define IDX_MAGIC_LABELS 0x00000801u
 #define IDX_MAGIC_IMAGES 0x00000803u

@@ -6,7 +6,7 @@
 #ifndef ADAPT_DATA_INTERNAL_H
 #define ADAPT_DATA_INTERNAL_H
 
-#include "src/data.h"
+#include "src/data/data.h"
 
 /* variant 10 or 100. On success ds->n, c, h, w, classes, images, labels are set. */
 enum adapt_status adapt_cifar_load(struct adapt_dataset *ds, int variant, const char *path,

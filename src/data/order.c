@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "src/base/rng.h"
-#include "src/data.h"
+#include "src/data/data.h"
 
 /* Fisher-Yates (Durstenfeld): for i = n-1 .. 1 swap a[i] with a[j], j uniform in [0, i]. */
 static void shuffle(int *a, int n, struct adapt_rng *r)

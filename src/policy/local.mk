@@ -1,11 +1,6 @@
-# src/policy: precision policies.
-libadapt_a_SOURCES += src/policy/policy_core.c src/policy/policy_core.h
-
-check_PROGRAMS += tests/test_policy
-tests_test_policy_SOURCES = tests/test_policy.c
-tests_test_policy_CFLAGS = $(TEST_CFLAGS)
-tests_test_policy_LDADD = $(TEST_LDADD)
-TESTS += tests/test_policy
-libadapt_a_SOURCES += src/policy/policy.c src/policy/policy.h src/policy/adapt.c \
-	src/policy/muppet.c
-libadapt_a_SOURCES += src/precision.c src/precision.h
+# src/policy: per-unit precision state (precision.c) and the precision policies over it.
+noinst_LIBRARIES += libpolicy.a
+libpolicy_a_SOURCES = \
+	src/policy/precision.c src/policy/precision.h \
+	src/policy/policy_core.c src/policy/policy_core.h \
+	src/policy/policy.c src/policy/policy.h src/policy/adapt.c src/policy/muppet.c

@@ -3,7 +3,7 @@
  * initialise / observe / decide / epoch_end / free, driven explicitly by the
  * trainer. The decision rules themselves are pure functions in
  * src/policy/policy_core.h; the mechanics of quantized training (copies,
- * rounding hooks) are in src/precision.h.
+ * rounding hooks) are in src/policy/precision.h.
  *
  * Per optimizer step the trainer calls, after backward and after the
  * gradients were scaled (1/accumulation) and rounded:
@@ -27,12 +27,12 @@
 
 #include <jansson.h>
 
-#include "src/config.h"
-#include "src/net.h"
-#include "src/optim.h"
-#include "src/precision.h"
-#include "src/safetensors.h"
-#include "src/trace.h"
+#include "src/config/config.h"
+#include "src/net/net.h"
+#include "src/net/optim.h"
+#include "src/policy/precision.h"
+#include "src/base/safetensors.h"
+#include "src/trace/trace.h"
 
 struct adapt_policy;
 

@@ -2,7 +2,7 @@
  * as a CIFAR-10 / CIFAR-100 .tar.gz archive and as a folder's test batch. */
 #include <sys/stat.h>
 
-#include "src/data.h"
+#include "src/data/data.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

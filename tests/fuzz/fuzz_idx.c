@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_idx.c: libFuzzer harness for the IDX readers (plain and
  * gzip; zlib tells them apart), as images and as labels. */
-#include "src/data.h"
+#include "src/data/data.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_ini.c: libFuzzer harness for the run configuration: an INI
  * file loaded, checked, printed and read back. */
-#include "src/config.h"
+#include "src/config/config.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

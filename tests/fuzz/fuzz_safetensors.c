@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_safetensors.c: libFuzzer harness for the safetensors
  * reader: load, look every tensor and metadata key up, copy the tensors out. */
-#include "src/safetensors.h"
+#include "src/base/safetensors.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,8 +1,8 @@
 /* tests/fuzz/fuzz_trace.c: libFuzzer harness for the trace: the reader (whole
  * and partial), the validating reader of adapt-perf and adapt-heatmap, and
  * the cut-back that --resume makes. */
-#include "perfmodel/perf.h"
-#include "src/trace.h"
+#include "src/perfmodel/perf.h"
+#include "src/trace/trace.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -8,7 +8,7 @@ CLEANFILES += $(FUZZ_HARNESSES)
 if FUZZERS
 EXTRA_PROGRAMS += $(FUZZ_HARNESSES)
 FUZZER_LINK = $(AM_LDFLAGS) -fsanitize=fuzzer
-FUZZER_LIBS = $(ADAPT_LIBS) $(ADAPT_EXT_LIBS)
+FUZZER_LIBS = $(TRAIN_LIBS) $(PERF_LIBS) $(ADAPT_EXT_LIBS)
 tests_fuzz_fuzz_idx_SOURCES = tests/fuzz/fuzz_idx.c tests/fuzz/fuzz.h
 tests_fuzz_fuzz_idx_LDFLAGS = $(FUZZER_LINK)
 tests_fuzz_fuzz_idx_LDADD = $(FUZZER_LIBS)

@@ -1,0 +1,269 @@
+/* src/config/config.h: the run configuration (defaults, an INI file, --set overrides).
+ *
+ * One typed struct adapt_config for the whole engine, filled in three layers:
+ * the schema defaults (adapt_config_init), one INI file (adapt_config_load,
+ * parsed with inih) and "section.key=value" overrides from the command line
+ * (adapt_config_set); adapt_config_check then does the cross-field checks.
+ * The schema is a single table in config.c: section, key, type, field offset,
+ * default, range and help text; adding a key is one table row plus one field
+ * below. Every error is reported once, naming the file and line (or "--set"),
+ * section.key and what was expected; on error the struct is left unchanged.
+ *
+ * Accepted syntax: "[section]" headers, "key = value" (or "key: value"),
+ * full-line comments starting with ';' or '#', inline comments after
+ * whitespace + ';', blank lines. Keys are lower case and case-sensitive.
+ * Strings may be written bare or in double quotes. Booleans: true/false
+ * (also yes/no, on/off, 1/0). Lists: "8,12,14,16"; pair lists: "16:8,12:6".
+ * A key line may hold at most ADAPT_CONFIG_LINE_MAX characters (the line
+ * buffer of Debian's inih; comment lines may be longer), so very long --set
+ * values (paths, per-unit lists) print lines that adapt_config_load refuses
+ * with a clear message.
+ *
+ * Non-goals: no layered config files (one file per run), no writing back of
+ * comments, no knowledge of formats or models beyond their names (src/quant/
+ * validates policy.format, the data module the class count).
+ *
+ *   struct adapt_config cfg;
+ *   adapt_config_init(&cfg);
+ *   if ((st = adapt_config_load(&cfg, "experiments/configs/lenet5.ini")) ||
+ *       (st = adapt_config_set(&cfg, "train.epochs=3")) ||
+ *       (st = adapt_config_check(&cfg))) {
+ *       fprintf(stderr, "adapt-train: %s\n", adapt_error_message());
+ *       return 1;
+ *   }
+ *   if (cfg.policy.name == ADAPT_CONFIG_POLICY_ADAPT) ...
+ *   adapt_config_print(&cfg, stdout, ADAPT_CONFIG_PRINT_HELP);   // --dry-run
+ *   json_t *j = adapt_config_to_json(&cfg);                      // trace header
+ *
+ * Ownership: the struct holds everything by value (fixed-size strings and
+ * lists), so it can be copied with '=' and there is nothing to free.
+ * adapt_config_to_json returns a new reference that the caller decrefs.
+ */
+#ifndef ADAPT_CONFIG_H
+#define ADAPT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "src/base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ADAPT_CONFIG_STR_MAX 256     /* bytes of a string value, NUL included */
+#define ADAPT_CONFIG_PATH_MAX 1024   /* bytes of a path value, NUL included */
+#define ADAPT_CONFIG_LIST_MAX 256    /* entries of a list value */
+#define ADAPT_CONFIG_OVERRIDES_MAX 32 /* --set arguments */
+#define ADAPT_CONFIG_OVERRIDE_LEN (ADAPT_CONFIG_PATH_MAX + 64) /* bytes of one, NUL included */
+#define ADAPT_CONFIG_KEYS_MAX 128    /* rows the schema may have */
+#define ADAPT_CONFIG_LINE_MAX 198    /* characters of an INI line (inih's 200-byte buffer) */
+
+/* Enumerations: the order matches the names accepted in the INI file. */
+enum adapt_config_dataset {
+    ADAPT_CONFIG_DATASET_MNIST,           /* "mnist" */
+    ADAPT_CONFIG_DATASET_FASHION_MNIST,   /* "fashion-mnist" */
+    ADAPT_CONFIG_DATASET_EMNIST_BALANCED, /* "emnist-balanced" */
+    ADAPT_CONFIG_DATASET_CIFAR10,         /* "cifar10" */
+    ADAPT_CONFIG_DATASET_CIFAR100         /* "cifar100" */
+};
+enum adapt_config_augment {
+    ADAPT_CONFIG_AUGMENT_AUTO,
+    ADAPT_CONFIG_AUGMENT_ON,
+    ADAPT_CONFIG_AUGMENT_OFF
+};
+enum adapt_config_model {
+    ADAPT_CONFIG_MODEL_LENET5,        /* "lenet5" */
+    ADAPT_CONFIG_MODEL_ALEXNET_CIFAR, /* "alexnet_cifar" */
+    ADAPT_CONFIG_MODEL_ALEXNET_MNIST, /* "alexnet_mnist" */
+    ADAPT_CONFIG_MODEL_RESNET20       /* "resnet20" */
+};
+enum adapt_config_schedule {
+    ADAPT_CONFIG_SCHEDULE_CONSTANT,
+    ADAPT_CONFIG_SCHEDULE_MULTISTEP,
+    ADAPT_CONFIG_SCHEDULE_PLATEAU
+};
+enum adapt_config_policy {
+    ADAPT_CONFIG_POLICY_FP32,
+    ADAPT_CONFIG_POLICY_FIXED,
+    ADAPT_CONFIG_POLICY_ADAPT,
+    ADAPT_CONFIG_POLICY_MUPPET,
+    ADAPT_CONFIG_POLICY_AMP
+};
+enum adapt_config_amp_type { ADAPT_CONFIG_AMP_FP16, ADAPT_CONFIG_AMP_BF16 };
+enum adapt_config_strategy {
+    ADAPT_CONFIG_STRATEGY_MIN,
+    ADAPT_CONFIG_STRATEGY_MEAN,
+    ADAPT_CONFIG_STRATEGY_MAX
+};
+enum adapt_config_compat { ADAPT_CONFIG_COMPAT_CORRECTED, ADAPT_CONFIG_COMPAT_REFERENCE };
+enum adapt_config_rounding { ADAPT_CONFIG_ROUNDING_STOCHASTIC, ADAPT_CONFIG_ROUNDING_NEAREST };
+enum adapt_config_round_layers { ADAPT_CONFIG_ROUND_LAYERS_UNITS, ADAPT_CONFIG_ROUND_LAYERS_ALL };
+enum adapt_config_ste { ADAPT_CONFIG_STE_AUTO, ADAPT_CONFIG_STE_PLAIN, ADAPT_CONFIG_STE_SATURATING };
+enum adapt_config_auto_bool { ADAPT_CONFIG_AUTO, ADAPT_CONFIG_TRUE, ADAPT_CONFIG_FALSE };
+
+/* "8,12,14,16" */
+struct adapt_config_ints {
+    int n;
+    int v[ADAPT_CONFIG_LIST_MAX]; /* (n) */
+};
+
+/* "16:8,12:6": n pairs (a[i], b[i]) */
+struct adapt_config_pairs {
+    int n;
+    int a[ADAPT_CONFIG_LIST_MAX]; /* (n) */
+    int b[ADAPT_CONFIG_LIST_MAX]; /* (n) */
+};
+
+/* Where a value came from (for messages): a line of the loaded file, a --set, or the default. */
+enum adapt_config_origin_kind {
+    ADAPT_CONFIG_FROM_DEFAULT = 0,
+    ADAPT_CONFIG_FROM_FILE,
+    ADAPT_CONFIG_FROM_SET
+};
+struct adapt_config_origin {
+    enum adapt_config_origin_kind kind;
+    int line; /* FROM_FILE: 1-based line; FROM_SET: 1-based index into overrides */
+};
+
+struct adapt_config {
+    struct {
+        int64_t seed;                   /* [0, 2^63) */
+        char out[ADAPT_CONFIG_PATH_MAX]; /* "" = runs/<config file stem> (adapt_config_out_dir) */
+        int threads;                    /* 0 = OpenMP default */
+        int log_every;                  /* optimizer steps between trace step lines */
+        int checkpoint_every;           /* epochs; 0 = only at the end */
+    } run;
+    struct {
+        enum adapt_config_dataset dataset;
+        char path[ADAPT_CONFIG_PATH_MAX]; /* "" = dataset default (adapt_config_data_path) */
+        int val_size;                   /* held-out validation samples */
+        enum adapt_config_augment augment; /* auto = on for CIFAR (adapt_config_augment_enabled) */
+        bool normalize;
+        int train_limit;                /* 0 = all */
+        int test_limit;                 /* 0 = all */
+    } data;
+    struct {
+        enum adapt_config_model name;
+        int classes;                    /* 0 = from the dataset */
+        double init_gain;
+    } model;
+    struct {
+        int epochs;
+        int batch;
+        int accumulation_steps;
+        int eval_batch;
+    } train;
+    struct {
+        double lr;
+        double momentum;
+        double l2_decay;
+        double l1_decay;
+        bool nesterov;
+    } optim;
+    struct {
+        enum adapt_config_schedule name;
+        struct adapt_config_ints milestones; /* epochs, increasing */
+        double gamma;
+        double factor;
+        int patience;
+        double threshold;
+        double min_lr;
+        int cooldown;
+    } schedule;
+    struct {
+        enum adapt_config_policy name;
+        char format[ADAPT_CONFIG_STR_MAX]; /* quant format name, validated by src/quant/ */
+        int wl, fl;
+        struct adapt_config_pairs per_unit; /* a = WL, b = FL per precision unit */
+        struct adapt_config_ints muppet_levels; /* increasing word lengths */
+        int muppet_r;
+        int muppet_patience;
+        double muppet_min_lr;
+        int muppet_decay_every;
+        struct adapt_config_pairs muppet_schedule; /* a = WL (32 = float32), b = epochs */
+        enum adapt_config_amp_type amp_type;
+        double amp_init_scale;
+        int amp_growth_interval;
+    } policy;
+    struct {
+        int start_wl, start_fl;
+        int fl_min;
+        int r_lwr, r_upr;
+        int lb_lwr, lb_upr;
+        double gamma;
+        int buffer_bits;
+        enum adapt_config_strategy strategy;
+        bool quant_inputs, quant_outputs, quant_grads;
+        enum adapt_config_round_layers round_layers;
+        enum adapt_config_ste ste;
+        enum adapt_config_auto_bool round_logits;
+        double kl_eps;
+        double kl_noise;
+        int pd_sample;                  /* 0 = whole tensor */
+        enum adapt_config_compat compat;
+        enum adapt_config_rounding rounding;
+    } quantization;
+
+    /* Provenance (not configuration values; for the trace header and messages). */
+    char file[ADAPT_CONFIG_PATH_MAX];   /* the loaded INI file, "" when none */
+    int n_overrides;
+    char overrides[ADAPT_CONFIG_OVERRIDES_MAX]
+                  [ADAPT_CONFIG_OVERRIDE_LEN]; /* "section.key=value" as given */
+    struct adapt_config_origin origin[ADAPT_CONFIG_KEYS_MAX]; /* per schema row */
+};
+
+/* Every key at its default; no file, no overrides. */
+void adapt_config_init(struct adapt_config *cfg);
+
+/* Applies an INI file on top of cfg. Errors: ADAPT_ENOENT (no such file),
+ * ADAPT_EIO (unreadable), ADAPT_EFORMAT (malformed line, NUL byte, line too
+ * long), ADAPT_EINVAL (unknown section or key, duplicate key, bad value,
+ * a second file). cfg is unchanged on error. */
+enum adapt_status adapt_config_load(struct adapt_config *cfg, const char *path);
+
+/* Applies one override "section.key=value" (the argument of --set) and
+ * appends it to cfg->overrides. ADAPT_EINVAL on error; cfg is then unchanged. */
+enum adapt_status adapt_config_set(struct adapt_config *cfg, const char *assignment);
+
+/* Cross-field checks after loading (r_upr >= r_lwr, lb_upr >= lb_lwr,
+ * start_fl >= fl_min); ADAPT_EINVAL naming both keys and where they were set. */
+enum adapt_status adapt_config_check(const struct adapt_config *cfg);
+
+/* Writes the configuration as an INI file that adapt_config_load reads back
+ * to the same values. With ADAPT_CONFIG_PRINT_HELP each key is preceded by
+ * a comment with its help text, default and range. ADAPT_EIO on write error. */
+#define ADAPT_CONFIG_PRINT_HELP 1u
+enum adapt_status adapt_config_print(const struct adapt_config *cfg, FILE *f, unsigned flags);
+
+/* {"run":{"seed":1,...},"data":{...},...}: integers, reals, booleans,
+ * strings (enums by name), lists as arrays, pair lists as arrays of [a, b].
+ * NULL only when out of memory. */
+json_t *adapt_config_to_json(const struct adapt_config *cfg);
+
+/* 1 when every configuration value is equal (provenance is ignored);
+ * otherwise 0 and, when diff is not NULL, the first differing "section.key". */
+int adapt_config_equal(const struct adapt_config *a, const struct adapt_config *b,
+                       char *diff, size_t diff_size);
+
+/* The name of an enum key's current value ("fashion-mnist"), NULL when
+ * section.key is not an enum key. */
+const char *adapt_config_enum_str(const struct adapt_config *cfg, const char *section,
+                                  const char *key);
+
+/* data.path, or the dataset default when empty: /usr/share/datasets/fashion-mnist
+ * for fashion-mnist, data/<dataset name> otherwise. ADAPT_ERANGE if buf is too small. */
+enum adapt_status adapt_config_data_path(const struct adapt_config *cfg, char *buf, size_t size);
+/* run.out, or runs/<stem of the config file> when empty (runs/default without a file). */
+enum adapt_status adapt_config_out_dir(const struct adapt_config *cfg, char *buf, size_t size);
+/* data.augment resolved: auto means on for CIFAR-10/100, off otherwise. */
+bool adapt_config_augment_enabled(const struct adapt_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

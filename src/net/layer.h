@@ -1,0 +1,135 @@
+/* src/net/layer.h: the layer interface of the training engine.
+ *
+ * Each layer kind is a small struct whose first member is struct adapt_layer,
+ * plus a const ops table (forward, backward, workspace and saved-state sizes,
+ * free). A network (src/net/net.h) owns the layers, binds their parameters into
+ * its arenas and calls the ops; layers never allocate in forward/backward.
+ *
+ * Shapes: activations are NCHW, float32, contiguous; a layer sees its
+ * per-sample input shape(s) in in_dim[i] = (C, H, W) and produces out_dim.
+ * A linear layer reads its input as flat C*H*W features (PyTorch's Flatten).
+ *
+ * Gradients: backward *adds* into parameter gradients (PyTorch semantics:
+ * gradients accumulate until the optimizer zeroes them). Input gradients are
+ * written to dx[i]; when bit i of `acc` is set the layer adds into dx[i]
+ * instead (an activation read by two layers, as in a residual block).
+ * dx[i] == NULL means that input needs no gradient (the network input).
+ *
+ * Parameters: forward and backward compute with param->use, which the
+ * network points either at the FP32 master value or at a quantized copy; the
+ * optimizer updates param->value.
+ *
+ * Threads: layer kernels parallelise with OpenMP over batch or channels and
+ * call BLAS from serial code (OpenBLAS runs its own threads).
+ *
+ *   struct adapt_layer *c = adapt_conv2d_create("features.0", in_chw, 64, 11, 4, 5, 1);
+ *   ... network binds c->param[i] and c->saved ...
+ *   c->ops->forward(c, &ex, xs, y);
+ *   c->ops->backward(c, &ex, xs, y, dy, dxs, 0);
+ *   adapt_layer_free(c);
+ */
+#ifndef ADAPT_LAYER_H
+#define ADAPT_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/net/tensor.h"
+
+#define ADAPT_NAME_MAX 64
+#define ADAPT_LAYER_MAX_IN 2
+#define ADAPT_LAYER_MAX_PARAMS 4
+
+enum adapt_param_role {
+    ADAPT_PARAM_WEIGHT = 0, /* conv/linear weight, batch-norm gamma */
+    ADAPT_PARAM_BIAS,       /* conv/linear bias, batch-norm beta */
+    ADAPT_PARAM_BUFFER      /* running statistics: saved, never trained */
+};
+
+struct adapt_param {
+    char name[ADAPT_NAME_MAX]; /* state_dict key, e.g. "features.0.weight" */
+    enum adapt_param_role role;
+    struct adapt_tensor value; /* FP32 master copy */
+    struct adapt_tensor grad;  /* same shape; NULL data for buffers */
+    float *use;                /* what the layer computes with (value.data or a quantized copy) */
+    int fan_in;                /* for initialisation; 0 when not applicable */
+};
+
+struct adapt_exec {
+    int n;        /* samples in this call (<= the network's batch capacity) */
+    int training; /* 1: batch-norm uses batch statistics and saves for backward */
+    float *ws;    /* scratch of ops->workspace(l, n) floats, 64-byte aligned */
+};
+
+struct adapt_layer;
+
+struct adapt_layer_ops {
+    const char *kind; /* "conv2d", "linear", "relu", ... */
+    void (*forward)(struct adapt_layer *l, const struct adapt_exec *ex, const float *const *x,
+                    float *y);
+    void (*backward)(struct adapt_layer *l, const struct adapt_exec *ex, const float *const *x,
+                     const float *y, const float *dy, float *const *dx, unsigned acc);
+    size_t (*workspace)(const struct adapt_layer *l, int n); /* scratch floats; may be NULL */
+    size_t (*saved)(const struct adapt_layer *l, int n);     /* floats kept fwd->bwd; may be NULL */
+    void (*destroy)(struct adapt_layer *l);                 /* frees the kind's own extras; may be NULL */
+};
+
+struct adapt_layer {
+    const struct adapt_layer_ops *ops;
+    char name[ADAPT_NAME_MAX];      /* module path, e.g. "layer1.0.conv1" */
+    int nin;                        /* number of inputs */
+    int in_dim[ADAPT_LAYER_MAX_IN][3]; /* per-sample (C, H, W) of each input */
+    int out_dim[3];                 /* per-sample (C, H, W) */
+    int nparam;
+    struct adapt_param param[ADAPT_LAYER_MAX_PARAMS];
+    int64_t macs;                   /* forward multiply-accumulates per sample */
+    int64_t elementwise;            /* forward element operations per sample (non-MAC layers) */
+    int is_unit;                    /* conv or linear: a precision unit */
+    int k, stride, pad;             /* conv / pool window geometry; 0 for other kinds */
+    float *saved;                   /* bound by the network: ops->saved(l, n_max) floats */
+    int64_t *counter;               /* batch-norm num_batches_tracked; NULL otherwise */
+};
+
+/* Constructors. in_chw is the per-sample input shape. Return NULL on bad
+ * arguments (with ADAPT_ERROR set) or out of memory. */
+struct adapt_layer *adapt_conv2d_create(const char *name, const int in_chw[3], int cout, int k,
+                                        int stride, int pad, int bias);
+struct adapt_layer *adapt_linear_create(const char *name, const int in_chw[3], int out, int bias);
+struct adapt_layer *adapt_relu_create(const char *name, const int in_chw[3]);
+struct adapt_layer *adapt_tanh_create(const char *name, const int in_chw[3]);
+struct adapt_layer *adapt_maxpool2d_create(const char *name, const int in_chw[3], int k, int stride);
+/* k == 0: global average pool (output C x 1 x 1). */
+struct adapt_layer *adapt_avgpool2d_create(const char *name, const int in_chw[3], int k, int stride);
+struct adapt_layer *adapt_batchnorm2d_create(const char *name, const int in_chw[3], float eps,
+                                             float momentum);
+/* Two inputs of the same shape, y = x0 + x1. */
+struct adapt_layer *adapt_add_create(const char *name, const int in_chw[3]);
+/* (C, H, W) -> (C*H*W, 1, 1); data unchanged. */
+struct adapt_layer *adapt_flatten_create(const char *name, const int in_chw[3]);
+
+void adapt_layer_free(struct adapt_layer *l);
+
+/* Sets the parameters that PyTorch initialises to constants rather than at
+ * random: batch-norm gamma = 1, beta = 0, running_mean = 0, running_var = 1
+ * and *counter = 0. Call after binding value.data (and counter); other kinds
+ * are left untouched, so a network may call it for every layer after its own
+ * random initialisation of conv/linear WEIGHT and BIAS tensors. */
+void adapt_layer_reset_defaults(struct adapt_layer *l);
+
+static inline size_t adapt_layer_in_numel(const struct adapt_layer *l, int i)
+{
+    return (size_t)l->in_dim[i][0] * (size_t)l->in_dim[i][1] * (size_t)l->in_dim[i][2];
+}
+static inline size_t adapt_layer_out_numel(const struct adapt_layer *l)
+{
+    return (size_t)l->out_dim[0] * (size_t)l->out_dim[1] * (size_t)l->out_dim[2];
+}
+
+/* Softmax cross-entropy over n rows of c logits (PyTorch CrossEntropyLoss,
+ * reduction mean). Returns the mean loss; when dlogits != NULL writes
+ * d(mean loss)/d(logits) = (softmax - onehot) / n; when correct != NULL stores
+ * the number of rows whose arg-max equals the label. */
+double adapt_softmax_xent(const float *logits, const int *labels, int n, int c, float *dlogits,
+                          int *correct);
+
+#endif

@@ -1,0 +1,107 @@
+/* src/net/layers/layers_impl.h: helpers shared by the CPU layer kinds (private to src/layers).
+ *
+ * Holds the constructor helpers (base fields, parameter naming), the
+ * convolution geometry with its per-sample im2col / col2im kernels, the
+ * single-threaded broadcast GEMM the convolutions run per sample (gemm.c),
+ * the fully connected core used by linear and by convolutions that cover
+ * their whole input (fc.c, OpenBLAS), and the threshold below which
+ * element-wise loops stay serial.
+ *
+ * Non-goals: nothing here is part of the public layer interface (src/net/layer.h);
+ * model code never includes this header.
+ *
+ *   struct adapt_layer *l = ...calloc'd kind struct...;
+ *   if (adapt_layer_setup(l, &my_ops, name, 1, in_chw) != ADAPT_OK) goto fail;
+ *   adapt_layer_param_add(l, "weight", ADAPT_PARAM_WEIGHT, 2, dim, fan_in);
+ *
+ * Ownership: layers are calloc'd by their constructor and released by
+ * adapt_layer_free(); parameter memory belongs to the network.
+ */
+#ifndef ADAPT_LAYERS_IMPL_H
+#define ADAPT_LAYERS_IMPL_H
+
+#include <stddef.h>
+
+#include "src/base/status.h"
+#include "src/net/layer.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_max_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+static inline int omp_get_num_threads(void) { return 1; }
+#endif
+
+/* Element-wise loops over fewer floats than this run on one thread: below it
+ * the OpenMP fork/join (a few microseconds) costs more than the loop. */
+#define ADAPT_PAR_MIN 32768
+
+/* Fills name, ops, nin and in_dim[0..nin-1] (all inputs get in_chw). Fails
+ * with ADAPT_EINVAL when the name is too long for its parameter names or a
+ * dimension is not positive. */
+enum adapt_status adapt_layer_setup(struct adapt_layer *l, const struct adapt_layer_ops *ops,
+                                    const char *name, int nin, const int in_chw[3]);
+
+/* Appends parameter "<layer name>.<suffix>" with the given shape (value and
+ * grad shaped, data NULL, use NULL). */
+enum adapt_status adapt_layer_param_add(struct adapt_layer *l, const char *suffix,
+                                        enum adapt_param_role role, int ndim, const int *dim,
+                                        int fan_in);
+
+/* What a kernel computes with; the network must have bound it. */
+static inline const float *adapt_param_in_use(const struct adapt_param *p)
+{
+    ADAPT_ASSERT(p->use != NULL);
+    return p->use;
+}
+
+/* Batch-norm defaults (gamma 1, beta 0, running mean 0, var 1, counter 0). */
+void adapt_batchnorm2d_reset(struct adapt_layer *l);
+extern const struct adapt_layer_ops adapt_batchnorm2d_ops;
+
+/* ---- convolution geometry and lowering (im2col.c) ---- */
+
+struct adapt_conv_geom {
+    int cin, h, w; /* input plane */
+    int k, stride, pad;
+    int ho, wo;    /* output plane */
+};
+
+/* Lowers one sample x (cin, h, w) into col (cin*k*k, ldc): row
+ * r = (c*k + ky)*k + kx, column oy*wo + ox; zero padding; columns P..ldc-1
+ * are set to 0. scratch: adapt_im2col_scratch(g) floats. Serial. */
+size_t adapt_im2col_scratch(const struct adapt_conv_geom *g);
+void adapt_im2col_sample(const struct adapt_conv_geom *g, const float *x, float *col, size_t ldc,
+                         float *scratch);
+
+/* The adjoint: dx (cin, h, w) = (acc ? dx : 0) + the sum of the col entries
+ * that read each input element. Serial. */
+void adapt_col2im_sample(const struct adapt_conv_geom *g, const float *col, size_t ldc, float *dx,
+                         int acc, float *scratch);
+
+/* ---- broadcast GEMM (gemm.c) ----
+ * C (M x N) = init + A (M x K) B (K x N), single-threaded: A[i][k] is read
+ * at A[i*ars + k*acs] (any strides: a transposed or strided operand), B and C
+ * by rows (ldb, ldc). N must be a multiple of 16; B and C rows are accessed
+ * in whole vectors of 16 floats. init: ADAPT_GEMM_ZERO (C = AB),
+ * ADAPT_GEMM_ACC (C += AB) or ADAPT_GEMM_BIAS (C = AB + bias[i] per row). */
+enum { ADAPT_GEMM_ZERO = 0, ADAPT_GEMM_ACC, ADAPT_GEMM_BIAS };
+void adapt_gemm_bcast(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t acs,
+                      const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int init,
+                      const float *bias);
+
+/* ---- fully connected core (fc.c): y (n, out) = x (n, in) W^T + b ---- */
+
+void adapt_fc_forward(int n, int in, int out, const float *x, const float *w, const float *b,
+                      float *y);
+/* dW (out, in) += dy^T x; db (out) += column sums of dy (db may be NULL);
+ * dx (n, in) = (acc ? dx : 0) + dy W when dx != NULL. */
+void adapt_fc_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
+                       float *dw, float *db, float *dx, int acc);
+
+/* Sum of n floats, 16 float partial sums combined in double (deterministic:
+ * independent of the thread count). */
+double adapt_sum_f32(const float *x, size_t n);
+
+#endif

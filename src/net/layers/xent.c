@@ -1,0 +1,48 @@
+/* src/net/layers/xent.c: softmax cross-entropy over rows of logits, mirroring
+ * torch.nn.functional.cross_entropy (reduction "mean", no weights, no label
+ * smoothing): loss_i = logsumexp(z_i) - z_i[label_i], computed as
+ * max + log(sum exp(z - max)) so no exponent overflows, with the sum and the
+ * logarithm in double. d(mean loss)/dz_ij = (softmax_ij - [j == label_i]) / n.
+ * "correct" counts rows whose first arg-max (torch.argmax picks the first of
+ * equal maxima) equals the label. */
+#include <math.h>
+
+#include "src/net/layers/layers_impl.h"
+
+double adapt_softmax_xent(const float *logits, const int *labels, int n, int c, float *dlogits,
+                          int *correct)
+{
+    ADAPT_ASSERT(n > 0 && c > 0);
+    double loss = 0.0;
+    int ok = 0;
+    const float inv_n = 1.0f / (float)n;
+    for (int i = 0; i < n; i++) {
+        const float *z = logits + (size_t)i * c;
+        const int y = labels[i];
+        ADAPT_ASSERT(y >= 0 && y < c);
+        float m = z[0];
+        int am = 0;
+        for (int j = 1; j < c; j++)
+            if (z[j] > m) {
+                m = z[j];
+                am = j;
+            }
+        ok += am == y;
+        double se = 0.0;
+        if (dlogits) {
+            float *d = dlogits + (size_t)i * c;
+            for (int j = 0; j < c; j++) {
+                d[j] = expf(z[j] - m);
+                se += d[j];
+            }
+            const float inv = (float)(1.0 / se);
+            for (int j = 0; j < c; j++) d[j] = d[j] * inv * inv_n;
+            d[y] -= inv_n;
+        } else {
+            for (int j = 0; j < c; j++) se += expf(z[j] - m);
+        }
+        loss += (double)m + log(se) - (double)z[y];
+    }
+    if (correct) *correct = ok;
+    return loss / n;
+}

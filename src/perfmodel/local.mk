@@ -1,0 +1,12 @@
+# src/perfmodel: analytical and calibrated performance model over traces, and adapt-perf.
+# It knows traces and src/base only.
+noinst_LIBRARIES += libperf.a
+libperf_a_SOURCES = src/perfmodel/perf.h src/perfmodel/model.c src/perfmodel/cost.c \
+	src/perfmodel/hw.c src/perfmodel/report.c src/perfmodel/load.c
+PERF_EXT_LIBS = $(JANSSON_LIBS) -lm
+
+bin_PROGRAMS += adapt-perf
+adapt_perf_SOURCES = src/perfmodel/adapt-perf.c
+adapt_perf_LDADD = $(PERF_LIBS) $(PERF_EXT_LIBS)
+
+dist_noinst_DATA += $(wildcard $(srcdir)/src/perfmodel/hw/*.json) src/perfmodel/hw/README.md

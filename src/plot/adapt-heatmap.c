@@ -1,0 +1,129 @@
+/* src/plot/adapt-heatmap.c: pictures of training runs (PNG or SVG, by the
+ * output name's extension).
+ *
+ *   adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--title T] [--width PX]
+ *   adapt-heatmap --cost-curve TRACE... -o FILE [--title T] [--width PX] [--height PX]
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <config.h>
+#include "src/perfmodel/perf.h"
+#include "src/plot/plot.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--title T] [--width PX]\n"
+            "       adapt-heatmap --cost-curve TRACE... -o FILE [--title T] [--width PX] [--height PX]\n"
+            "Draws a heatmap of one run's per-unit state (units in network order against\n"
+            "optimizer steps), or the training cost of runs relative to float32 over epochs.\n"
+            "FILE ends in .png or .svg.\n"
+            "  --metric M    wl (default), fl, lb (lookback), r (histogram resolution), sparsity\n"
+            "  --partial     accept traces whose last line is incomplete (a live run)\n");
+}
+
+static int parse_int(const char *s, int *v)
+{
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (end == s || *end || x < 1 || x > 100000) return 0;
+    *v = (int)x;
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *output = NULL, *title = NULL, *metric = "wl";
+    int curve = 0, partial = 0, width = 0, height = 0;
+    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
+                                         {"metric", required_argument, 0, 'm'},
+                                         {"title", required_argument, 0, 't'},
+                                         {"width", required_argument, 0, 'w'},
+                                         {"height", required_argument, 0, 'H'},
+                                         {"cost-curve", no_argument, 0, 'c'},
+                                         {"partial", no_argument, 0, 'p'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
+                                         {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "o:m:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': output = optarg; break;
+        case 'm': metric = optarg; break;
+        case 't': title = optarg; break;
+        case 'w':
+        case 'H':
+            if (!parse_int(optarg, c == 'w' ? &width : &height)) {
+                fprintf(stderr, "adapt-heatmap: --%s expects a positive integer, got '%s'\n",
+                        c == 'w' ? "width" : "height", optarg);
+                return 2;
+            }
+            break;
+        case 'c': curve = 1; break;
+        case 'p': partial = 1; break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("adapt-heatmap (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    int n = argc - optind;
+    if (!output || n < 1 || (!curve && n != 1)) {
+        usage(stderr);
+        return 2;
+    }
+    unsigned flags = partial ? ADAPT_TRACE_LOAD_PARTIAL : 0;
+    if (!curve) {
+        struct perf_heatmap_opts o;
+        perf_heatmap_opts_init(&o);
+        if (perf_metric_parse(metric, &o.metric) != ADAPT_OK) {
+            fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
+            return 2;
+        }
+        if (width) o.width = width;
+        o.title = title;
+        struct adapt_trace *t;
+        struct perf_params pp;
+        perf_params_init(&pp);
+        if (perf_trace_load(argv[optind], flags, &pp, NULL, &t, NULL) != ADAPT_OK) {
+            fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
+            return 1;
+        }
+        enum adapt_status st = perf_heatmap_write(t, &o, output);
+        adapt_trace_free(t);
+        if (st != ADAPT_OK) {
+            fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
+            return 1;
+        }
+        return 0;
+    }
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run **runs = calloc((size_t)n, sizeof *runs);
+    int rc = 1, nr = 0;
+    if (!runs) return 1;
+    for (int i = 0; i < n; i++) {
+        enum adapt_status st = perf_trace_load(argv[optind + i], flags, &p, NULL, NULL, &runs[nr]);
+        if (st != ADAPT_OK) {
+            fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
+            goto out;
+        }
+        nr++;
+    }
+    struct perf_curve_opts o;
+    perf_curve_opts_init(&o);
+    if (width) o.width = width;
+    if (height) o.height = height;
+    o.title = title;
+    if (perf_costcurve_write(runs, nr, &o, output) != ADAPT_OK) {
+        fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
+        goto out;
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < nr; i++) perf_run_free(runs[i]);
+    free(runs);
+    return rc;
+}

@@ -1,0 +1,369 @@
+/* src/policy/precision.c: quantized copies and activation/gradient rounding. */
+#include "src/policy/precision.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/rng.h"
+
+enum what {
+    Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B, Q_ATTACHED, Q_GRAD_ATT, Q_GRAD_X
+};
+
+static struct quant_key key_of(const struct adapt_precision *p, enum what w, int tensor,
+                               long counter)
+{
+    struct quant_key k;
+    k.seed = p->seed;
+    k.stream = (uint64_t)ADAPT_STREAM_QUANT | ((uint64_t)w << 8) | ((uint64_t)(tensor & 0xffff) << 16) |
+               ((uint64_t)(uint32_t)counter << 32);
+    k.index = 0;
+    return k;
+}
+
+static struct quant_spec with_rounding(const struct quant_spec *s, enum quant_rounding r)
+{
+    struct quant_spec t = *s;
+    t.rounding = r;
+    return t;
+}
+
+/* 1 when every value of fixed-point format a is exactly representable in
+ * fixed-point format b (finer or equal step, at least as many integer bits):
+ * rounding an a-value to b is then the identity, in either rounding mode. */
+static int fixed_grid_within(const struct quant_spec *a, const struct quant_spec *b)
+{
+    return a->format == QUANT_FORMAT_FIXED && b->format == QUANT_FORMAT_FIXED && a->fl <= b->fl &&
+           a->wl - a->fl <= b->wl - b->fl;
+}
+
+/* The format the node producing activation `act` rounded its output to, or
+ * NULL when that output is not rounded (or is the network input). */
+static const struct quant_spec *producer_spec(const struct adapt_precision *p, int act)
+{
+    int node = act - 1;
+    if (node < 0 || !p->round_out[node] || p->node_unit[node] < 0) return NULL;
+    const struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
+    return u->active ? &u->spec : NULL;
+}
+
+static void in_hook(void *ctx, int node, const float **xs, int n, int training, int backward)
+{
+    struct adapt_precision *p = ctx;
+    if (!p->round_in[node]) return;
+    struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
+    if (!u->active || !u->qin) return;
+    const struct quant_spec *prev = producer_spec(p, p->net->nodes[node].in[0]);
+    if (prev && fixed_grid_within(prev, &u->spec)) return; /* already on this unit's grid */
+    if (!backward) {
+        struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
+        size_t m = adapt_layer_in_numel(u->layer, 0);
+        struct quant_key k = key_of(p, Q_INPUT, p->node_unit[node], p->iter);
+        if (!p->per_image_input) m *= (size_t)n, n = 1;
+        for (int i = 0; i < n; i++) { /* one scale per image (MuPPET) or per batch */
+            k.index = (uint64_t)i * m;
+            enum adapt_status st = quant_array(&s, xs[0] + (size_t)i * m, u->qin + (size_t)i * m,
+                                               m, k, NULL, NULL);
+            ADAPT_ASSERT(st == ADAPT_OK);
+        }
+    }
+    xs[0] = u->qin;
+}
+
+static void out_hook(void *ctx, int node, float *y, int n, int training)
+{
+    struct adapt_precision *p = ctx;
+    if (!p->round_out[node]) return;
+    struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
+    if (!u->active) return;
+    struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
+    size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
+    struct quant_stats qs = {0, 0, 0};
+    enum adapt_status st = quant_array(&s, y, y, m, key_of(p, Q_OUTPUT, node, p->iter), NULL,
+                                       training ? &qs : NULL);
+    ADAPT_ASSERT(st == ADAPT_OK);
+    if (training) {
+        u->out_sat += qs.saturated;
+        u->out_n += m;
+    }
+}
+
+/* ADAPT_STE_SATURATING: a fixed-point output at its upper bound takes no
+ * gradient asking it to grow (dy < 0), one at its lower bound none asking it
+ * to shrink (dy > 0). A value that rounded onto a bound without saturating is
+ * treated alike: the forward cannot move it further out either. */
+static void dout_hook(void *ctx, int node, const float *y, float *dy, int n)
+{
+    struct adapt_precision *p = ctx;
+    if (p->ste != ADAPT_STE_SATURATING || !p->round_out[node]) return;
+    const struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
+    if (!u->active || u->spec.format != QUANT_FORMAT_FIXED) return;
+    /* the grid's ends, (2^(WL-1) - 1) 2^-FL and -2^(WL-1) 2^-FL, as the rounding produces them */
+    const float hi = (float)ldexp(ldexp(1.0, u->spec.wl - 1) - 1.0, -u->spec.fl);
+    const float lo = (float)-ldexp(1.0, u->spec.wl - 1 - u->spec.fl);
+    size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
+    #pragma omp parallel for schedule(static) if (m > 65536)
+    for (size_t i = 0; i < m; i++)
+        if ((y[i] >= hi && dy[i] < 0.0f) || (y[i] <= lo && dy[i] > 0.0f)) dy[i] = 0.0f;
+}
+
+static int is_pool(const struct adapt_layer *l)
+{
+    return !strcmp(l->ops->kind, "maxpool2d") || !strcmp(l->ops->kind, "avgpool2d");
+}
+
+static void grad_hook(void *ctx, int node, float **dxs, int n)
+{
+    struct adapt_precision *p = ctx;
+    struct adapt_layer *l = p->net->nodes[node].layer;
+    int unit = p->node_unit[node];
+    if (unit < 0 || !p->u[unit].active || !(l->is_unit || is_pool(l))) return;
+    struct quant_spec s = with_rounding(&p->u[unit].spec, p->rounding);
+    for (int k = 0; k < l->nin; k++) {
+        if (!dxs[k]) continue;
+        size_t m = adapt_layer_in_numel(l, k) * (size_t)n;
+        enum adapt_status st = quant_array(&s, dxs[k], dxs[k], m,
+                                           key_of(p, Q_GRAD_X, node * 2 + k, p->iter), NULL, NULL);
+        ADAPT_ASSERT(st == ADAPT_OK);
+    }
+}
+
+/* Layers whose output values are input values (or zero), so an input on a
+ * grid gives an output on the same grid: rounding it again is the identity. */
+static int keeps_grid(const struct adapt_layer *l)
+{
+    return !strcmp(l->ops->kind, "relu") || !strcmp(l->ops->kind, "maxpool2d") ||
+           !strcmp(l->ops->kind, "flatten");
+}
+
+enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct adapt_net *net,
+                                        int round_inputs, enum adapt_qout qout,
+                                        enum quant_rounding rounding, uint64_t seed)
+{
+    ADAPT_ASSERT(net->finalized);
+    struct adapt_precision *p = calloc(1, sizeof *p);
+    if (!p) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate precision state");
+    p->net = net;
+    p->nunits = net->nunits;
+    p->rounding = rounding;
+    p->seed = seed;
+    p->u = calloc((size_t)net->nunits + 1, sizeof *p->u);
+    p->node_unit = malloc(sizeof(int) * (size_t)net->nnodes);
+    p->round_out = calloc((size_t)net->nnodes, 1);
+    p->round_in = calloc((size_t)net->nnodes, 1);
+    p->param_unit = malloc(sizeof(int) * ((size_t)net->nparam + 1));
+    if (!p->u || !p->node_unit || !p->round_out || !p->round_in || !p->param_unit) {
+        adapt_precision_free(p);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate precision state");
+    }
+    size_t bytes = 0;
+    int cur = -1;
+    for (int i = 0; i < net->nnodes; i++) {
+        struct adapt_layer *l = net->nodes[i].layer;
+        if (l->is_unit) {
+            cur++;
+            struct adapt_unit_prec *u = &p->u[cur];
+            u->node = i;
+            u->layer = l;
+            quant_spec_init(&u->spec, QUANT_FORMAT_FIXED);
+            bytes += adapt_arena_take_size(l->param[0].value.numel);
+            if (l->nparam > 1) bytes += adapt_arena_take_size(l->param[1].value.numel);
+            /* MuPPET rounds only the input image: the other units read
+             * outputs that are already rounded */
+            int round_this = round_inputs && (qout != ADAPT_QOUT_UNITS_POOLS || cur == 0);
+            if (round_this) {
+                p->round_in[i] = 1;
+                bytes += adapt_arena_take_size(adapt_layer_in_numel(l, 0) * (size_t)net->n_max);
+            }
+        }
+        p->node_unit[i] = cur;
+        /* relu, max-pool and flatten of a rounded input need no rounding */
+        int src = net->nodes[i].in[0] - 1; /* node producing the input; -1: network input */
+        if (keeps_grid(l) && src >= 0 && p->round_out[src] && p->node_unit[src] == cur) continue;
+        if (cur >= 0 && (qout == ADAPT_QOUT_ALL ||
+                         (qout == ADAPT_QOUT_UNITS_POOLS && (l->is_unit || is_pool(l))) ||
+                         (qout == ADAPT_QOUT_UNITS && l->is_unit)))
+            p->round_out[i] = 1;
+    }
+    enum adapt_status st = adapt_arena_alloc(&p->arena, bytes);
+    if (st) {
+        adapt_precision_free(p);
+        return st;
+    }
+    /* parameter -> unit: a unit's own parameters, then what follows it */
+    for (int k = 0, last = -1; k < net->nparam; k++) {
+        const struct adapt_param *pp = net->param[k];
+        for (int u = 0; u < net->nunits; u++)
+            for (int q = 0; q < p->u[u].layer->nparam; q++)
+                if (pp == &p->u[u].layer->param[q]) last = u;
+        p->param_unit[k] = pp->role == ADAPT_PARAM_BUFFER ? -1 : last;
+    }
+    for (int k = 0; k < p->nunits; k++) {
+        struct adapt_unit_prec *u = &p->u[k];
+        struct adapt_layer *l = u->layer;
+        u->wq = adapt_arena_take(&p->arena, l->param[0].value.numel);
+        u->bq = l->nparam > 1 ? adapt_arena_take(&p->arena, l->param[1].value.numel) : NULL;
+        if (p->round_in[u->node])
+            u->qin = adapt_arena_take(&p->arena, adapt_layer_in_numel(l, 0) * (size_t)net->n_max);
+    }
+    net->hook_ctx = p;
+    net->in_hook = in_hook;
+    net->out_hook = out_hook;
+    net->dout_hook = dout_hook;
+    if (qout == ADAPT_QOUT_UNITS_POOLS) {
+        p->per_image_input = 1;
+        net->grad_hook = grad_hook;
+    }
+    *out = p;
+    return ADAPT_OK;
+}
+
+void adapt_precision_free(struct adapt_precision *p)
+{
+    if (!p) return;
+    if (p->net && p->net->hook_ctx == p) {
+        p->net->hook_ctx = NULL;
+        p->net->in_hook = NULL;
+        p->net->out_hook = NULL;
+        p->net->dout_hook = NULL;
+        p->net->grad_hook = NULL;
+        for (int k = 0; k < p->nunits; k++) {
+            struct adapt_layer *l = p->u[k].layer;
+            for (int q = 0; q < l->nparam; q++) l->param[q].use = l->param[q].value.data;
+        }
+        for (int k = 0; p->acopy && k < p->net->nparam; k++)
+            if (p->acopy[k]) p->net->param[k]->use = p->net->param[k]->value.data;
+    }
+    if (p->acopy)
+        for (int k = 0; k < p->net->nparam; k++) free(p->acopy[k]);
+    free(p->acopy);
+    free(p->param_unit);
+    adapt_arena_free(&p->arena);
+    free(p->round_in);
+    free(p->round_out);
+    free(p->node_unit);
+    free(p->u);
+    free(p);
+}
+
+/* 1 when parameter k is a unit's own weight or bias. */
+static int own_param(const struct adapt_precision *p, int k)
+{
+    int u = p->param_unit[k];
+    if (u < 0) return 0;
+    const struct adapt_layer *l = p->u[u].layer;
+    return p->net->param[k] >= &l->param[0] && p->net->param[k] < &l->param[l->nparam];
+}
+
+enum adapt_status adapt_precision_round_attached(struct adapt_precision *p)
+{
+    int np = p->net->nparam;
+    if (!p->acopy && !(p->acopy = calloc((size_t)np + 1, sizeof *p->acopy)))
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate rounded parameter copies");
+    for (int k = 0; k < np; k++) {
+        if (p->param_unit[k] < 0 || own_param(p, k) || p->acopy[k]) continue;
+        p->acopy[k] = malloc(sizeof(float) * (p->net->param[k]->value.numel + 1));
+        if (!p->acopy[k])
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate rounded parameter copies");
+    }
+    p->round_attached = 1;
+    return ADAPT_OK;
+}
+
+void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_spec *spec)
+{
+    ADAPT_ASSERT(u >= 0 && u < p->nunits);
+    p->u[u].spec = *spec;
+    p->u[u].spec.rounding = p->rounding;
+    p->u[u].active = 1;
+}
+
+void adapt_precision_set_float(struct adapt_precision *p, int u)
+{
+    ADAPT_ASSERT(u >= 0 && u < p->nunits);
+    p->u[u].active = 0;
+}
+
+void adapt_precision_keep_logits_float(struct adapt_precision *p)
+{
+    p->round_out[p->net->nnodes - 1] = 0;
+}
+
+double adapt_precision_take_act_sat(struct adapt_precision *p, int u)
+{
+    ADAPT_ASSERT(u >= 0 && u < p->nunits);
+    struct adapt_unit_prec *up = &p->u[u];
+    double f = up->out_n ? (double)up->out_sat / (double)up->out_n : NAN;
+    up->out_sat = up->out_n = 0;
+    return f;
+}
+
+void adapt_precision_refresh_weights(struct adapt_precision *p, long step)
+{
+    for (int k = 0; k < p->nunits; k++) {
+        struct adapt_unit_prec *u = &p->u[k];
+        struct adapt_layer *l = u->layer;
+        if (!u->active) {
+            for (int q = 0; q < l->nparam; q++) l->param[q].use = l->param[q].value.data;
+            u->sparsity = 0.0;
+            u->sat = u->flush = 0;
+            continue;
+        }
+        struct quant_stats st = {0, 0, 0};
+        struct adapt_param *w = &l->param[0];
+        enum adapt_status s = quant_rows(&u->spec, w->value.data, u->wq, (size_t)w->value.dim[0],
+                                         w->value.numel / (size_t)w->value.dim[0],
+                                         key_of(p, Q_WEIGHT, k, step), NULL, &st);
+        ADAPT_ASSERT(s == ADAPT_OK);
+        w->use = u->wq;
+        u->sparsity = (double)st.zeros / (double)w->value.numel;
+        u->sat = st.saturated;
+        u->flush = st.flushed;
+        if (u->bq) {
+            struct adapt_param *b = &l->param[1];
+            s = quant_array(&u->spec, b->value.data, u->bq, b->value.numel,
+                            key_of(p, Q_BIAS, k, step), NULL, NULL);
+            ADAPT_ASSERT(s == ADAPT_OK);
+            b->use = u->bq;
+        }
+    }
+    if (!p->round_attached) return;
+    for (int k = 0; k < p->net->nparam; k++) {
+        struct adapt_param *pp = p->net->param[k];
+        if (!p->acopy[k]) continue;
+        const struct adapt_unit_prec *u = &p->u[p->param_unit[k]];
+        if (!u->active) {
+            pp->use = pp->value.data;
+            continue;
+        }
+        enum adapt_status s = quant_array(&u->spec, pp->value.data, p->acopy[k], pp->value.numel,
+                                          key_of(p, Q_ATTACHED, k, step), NULL, NULL);
+        ADAPT_ASSERT(s == ADAPT_OK);
+        pp->use = p->acopy[k];
+    }
+}
+
+void adapt_precision_quantize_grads(struct adapt_precision *p, long step)
+{
+    for (int k = 0; k < p->nunits; k++) {
+        struct adapt_unit_prec *u = &p->u[k];
+        if (!u->active) continue;
+        struct adapt_layer *l = u->layer;
+        for (int q = 0; q < l->nparam && q < 2; q++) {
+            struct adapt_param *pp = &l->param[q];
+            enum adapt_status s = quant_array(&u->spec, pp->grad.data, pp->grad.data, pp->grad.numel,
+                                              key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), NULL, NULL);
+            ADAPT_ASSERT(s == ADAPT_OK);
+        }
+    }
+    if (!p->round_attached) return;
+    for (int k = 0; k < p->net->nparam; k++) {
+        struct adapt_param *pp = p->net->param[k];
+        if (!p->acopy[k] || !p->u[p->param_unit[k]].active) continue;
+        const struct quant_spec *sp = &p->u[p->param_unit[k]].spec;
+        enum adapt_status s = quant_array(sp, pp->grad.data, pp->grad.data, pp->grad.numel,
+                                          key_of(p, Q_GRAD_ATT, k, step), NULL, NULL);
+        ADAPT_ASSERT(s == ADAPT_OK);
+    }
+}

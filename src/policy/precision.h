@@ -1,0 +1,126 @@
+/* src/policy/precision.h: quantized training mechanics of a network (doc/numerics.md):
+ * one number format per precision unit (conv or linear layer), the
+ * quantized weight copies the layers compute with (FP32 master weights stay
+ * in the parameters), rounding of unit inputs and of layer outputs (batch-norm,
+ * pooling, activations and residual adds take the format of the unit they
+ * follow), straight-through backward, and gradient rounding. Policies decide
+ * the formats; this module applies them.
+ *
+ * Random bits for stochastic rounding are keyed by (seed, stream, element):
+ * stream = ADAPT_STREAM_QUANT | what << 8 | tensor << 16 | counter << 32,
+ * with counter the micro-batch (activations) or optimizer step (weights,
+ * gradients), so results do not depend on threads and a resumed run
+ * continues with the same bits. Evaluation (training == 0) rounds
+ * activations to nearest.
+ *
+ *   struct adapt_precision *p;
+ *   adapt_precision_alloc(&p, net, 1, ADAPT_QOUT_ALL, QUANT_ROUND_STOCHASTIC, seed);
+ *   adapt_precision_set(p, u, &spec);          // per unit, from the policy
+ *   adapt_precision_refresh_weights(p, step);  // after every update
+ *   p->iter = micro_batch_index;               // before every forward
+ *   ... forward / backward ...
+ *   adapt_precision_quantize_grads(p, step);
+ *   adapt_precision_free(p);
+ *
+ * Backward through a rounded output is straight-through (ADAPT_STE_PLAIN):
+ * the gradient passes unchanged, also where the forward saturated at the
+ * format's bounds. ADAPT_STE_SATURATING drops the gradient components of
+ * saturated outputs that point further out of range (descent would move the
+ * value where the forward cannot follow); those that point back in pass.
+ * doc/numerics.md ("Saturation and the straight-through estimator") says why.
+ *
+ * Ownership: installs itself as the network's hooks; the network must
+ * outlive it; free restores float32 computation.
+ */
+#ifndef ADAPT_PRECISION_H
+#define ADAPT_PRECISION_H
+
+#include <stdint.h>
+
+#include "src/quant/quant.h"
+#include "src/net/net.h"
+
+enum adapt_qout {
+    ADAPT_QOUT_NONE = 0, /* outputs stay float */
+    ADAPT_QOUT_ALL,      /* every layer output, in the format of the unit it follows */
+    ADAPT_QOUT_UNITS_POOLS, /* conv, linear and pooling outputs only (MuPPET) */
+    ADAPT_QOUT_UNITS       /* conv and linear outputs only (AMP) */
+};
+
+enum adapt_ste {
+    ADAPT_STE_PLAIN = 0,  /* gradient passes every rounding unchanged */
+    ADAPT_STE_SATURATING  /* ... except outward at a saturated output */
+};
+
+struct adapt_unit_prec {
+    int node;                /* network node of the unit */
+    struct adapt_layer *layer;
+    struct quant_spec spec;  /* current format (weights, activations, gradients) */
+    int active;              /* 0: the unit computes in float32 */
+    float *wq;               /* (weight numel) quantized weight copy */
+    float *bq;               /* (bias numel) quantized bias copy, NULL without bias */
+    float *qin;              /* (n_max, input numel) rounded input; NULL unless inputs are rounded */
+    int qin_first_only;      /* MuPPET: only the network input image is rounded */
+    /* last weight rounding */
+    double sparsity;         /* fraction of exact zeros in wq */
+    uint64_t sat, flush;     /* saturated / flushed weights */
+    /* rounded outputs of training forwards since the last adapt_precision_take_act_sat */
+    uint64_t out_sat, out_n; /* saturated / all */
+};
+
+struct adapt_precision {
+    struct adapt_net *net;
+    int nunits;
+    struct adapt_unit_prec *u; /* (nunits) */
+    int *node_unit;            /* (nnodes) unit whose format a node's output takes, -1 none */
+    unsigned char *round_out;  /* (nnodes) 1: round the node's output */
+    unsigned char *round_in;   /* (nnodes) 1: round the node's input (units) */
+    enum quant_rounding rounding;
+    uint64_t seed;
+    long iter;                 /* micro-batch counter keying activation rounding */
+    enum adapt_ste ste;        /* backward through saturated outputs (default plain) */
+    /* Trainable parameters outside the units (batch-norm gamma and beta)
+     * take the format of the last unit before them in parameter order. */
+    int *param_unit;           /* (nparam) that unit for each parameter; -1: none or buffer */
+    int round_attached;        /* 1: their values and gradients are rounded too */
+    /* MuPPET (ADAPT_QOUT_UNITS_POOLS): the input image is rounded with one
+     * scale per image, and the activation gradients conv, linear and pooling
+     * layers pass back to their inputs are rounded to the format of their
+     * unit (stochastic, one scale per batch tensor). */
+    int per_image_input;
+    float **acopy;             /* (nparam) rounded copies of those parameters, or NULL */
+    struct adapt_arena arena;
+};
+
+enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct adapt_net *net,
+                                        int round_inputs, enum adapt_qout qout,
+                                        enum quant_rounding rounding, uint64_t seed);
+void adapt_precision_free(struct adapt_precision *p);
+
+/* Unit u computes in `spec` from now on (the weight copy follows at the next
+ * refresh). The rounding mode of spec is replaced by the module's. */
+void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_spec *spec);
+/* Unit u computes in float32. */
+void adapt_precision_set_float(struct adapt_precision *p, int u);
+
+/* Fraction of unit u's rounded outputs (and, with ADAPT_QOUT_ALL, of the
+ * layers rounded in its format) that saturated in the training forwards since
+ * the last call, or NaN when none were rounded; resets the count. */
+double adapt_precision_take_act_sat(struct adapt_precision *p, int u);
+
+/* The network's output (the logits the loss reads) stays float32 from now on. */
+void adapt_precision_keep_logits_float(struct adapt_precision *p);
+/* From now on the batch-norm parameters after a unit (param_unit) are
+ * rounded to that unit's format: copies at every refresh, gradients with
+ * the units' gradients. */
+enum adapt_status adapt_precision_round_attached(struct adapt_precision *p);
+
+/* wq = Q(w) (and the bias) for every active unit, keyed by `step`; points
+ * the parameters' use at the copies (or at the master for float units) and
+ * records sparsity and saturation. */
+void adapt_precision_refresh_weights(struct adapt_precision *p, long step);
+/* Rounds the gradients of every active unit's weight and bias in place
+ * (the module's rounding mode), keyed by `step`. */
+void adapt_precision_quantize_grads(struct adapt_precision *p, long step);
+
+#endif

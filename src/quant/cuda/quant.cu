@@ -1,0 +1,283 @@
+/* src/quant/cuda/quant.cu: CUDA kernels and extern "C" launchers of src/quant/quant.h.
+ *
+ * The rounding is quant_grid_round / quant_fmt_round from src/quant/quant_impl.h, the same code the
+ * CPU runs. Random bits: one thread per Philox block q (elements 4q .. 4q+3 of the global index),
+ * curand_init(seed, subsequence = stream, offset = 4q) then curand4, which is exactly
+ * adapt_rng_block(seed, stream, q) of src/base/rng.h. Threads walk the blocks grid-stride, so
+ * the launch shape never changes the bits. bfp and muppet reduce their range on the device
+ * (order keys with atomicMax/atomicMin, exact) and build the per-block grid there with the
+ * shared quant_grid_bfp / quant_grid_muppet.
+ */
+#include <cuda_runtime.h>
+#include <curand_kernel.h>
+
+#include "src/quant/quant.h"
+
+namespace {
+
+int g_threads = 0;
+int g_blocks = 0;
+
+enum adapt_status cuda_status(cudaError_t e, const char *what)
+{
+    enum adapt_status st = e == cudaErrorMemoryAllocation ? ADAPT_ENOMEM
+                           : (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+                               ? ADAPT_EUNSUPPORTED
+                               : ADAPT_EIO;
+    cudaGetLastError();
+    return adapt_error_at(__FILE__, __LINE__, st, "quant cuda: %s: %s", what, cudaGetErrorString(e));
+}
+
+__device__ __forceinline__ uint32_t order_key(float v)
+{
+    uint32_t b = __float_as_uint(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+__device__ __forceinline__ float order_unkey(uint32_t k)
+{
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* keys[2r] = max key, keys[2r+1] = min key of the finite values of row r (rows of len cols). */
+__global__ void range_kernel(const float *x, size_t rows, size_t cols, uint32_t *keys)
+{
+    for (size_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        uint32_t kmax = 0u, kmin = 0xffffffffu;
+        const float *xr = x + r * cols;
+        for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < cols;
+             j += (size_t)gridDim.x * blockDim.x) {
+            float v = xr[j];
+            if (isfinite(v)) {
+                uint32_t k = order_key(v);
+                kmax = max(kmax, k);
+                kmin = min(kmin, k);
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            kmax = max(kmax, __shfl_down_sync(0xffffffffu, kmax, o));
+            kmin = min(kmin, __shfl_down_sync(0xffffffffu, kmin, o));
+        }
+        if ((threadIdx.x & 31) == 0) {
+            if (kmax) atomicMax(&keys[2 * r], kmax);
+            if (kmin != 0xffffffffu) atomicMin(&keys[2 * r + 1], kmin);
+        }
+    }
+}
+
+__global__ void keys_init_kernel(uint32_t *keys, size_t rows)
+{
+    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (size_t)gridDim.x * blockDim.x) {
+        keys[2 * r] = 0u;
+        keys[2 * r + 1] = 0xffffffffu;
+    }
+}
+
+/* One grid per row from its keys (format QUANT_FORMAT_BFP or QUANT_FORMAT_MUPPET). */
+__global__ void grids_kernel(const uint32_t *keys, size_t rows, int format, int wl, struct quant_grid *grids)
+{
+    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (size_t)gridDim.x * blockDim.x) {
+        float vmax = -INFINITY, vmin = INFINITY, maxabs = 0.0f;
+        if (keys[2 * r]) {
+            vmax = order_unkey(keys[2 * r]);
+            vmin = order_unkey(keys[2 * r + 1]);
+            maxabs = fmaxf(fabsf(vmax), fabsf(vmin));
+        }
+        grids[r] = format == QUANT_FORMAT_BFP ? quant_grid_bfp(wl, maxabs) : quant_grid_muppet(wl, vmax, vmin);
+    }
+}
+
+template <int KIND, int MODE, bool MASK, bool PERROW>
+__global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, uint64_t index,
+                             struct quant_plan plan, const struct quant_grid *grids, size_t cols,
+                             unsigned long long *counts)
+{
+    const uint64_t q0 = index >> 2, nq = ((index + n - 1) >> 2) - q0 + 1;
+    unsigned long long ns = 0, nf = 0, nz = 0;
+    for (uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; t < nq;
+         t += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t q = q0 + t;
+        uint32_t r[4] = {0u, 0u, 0u, 0u};
+        if (MODE == QUANT_MODE_STOCHASTIC) {
+            curandStatePhilox4_32_10_t st;
+            curand_init(plan.seed, plan.stream, 4 * q, &st);
+            uint4 v = curand4(&st);
+            r[0] = v.x;
+            r[1] = v.y;
+            r[2] = v.z;
+            r[3] = v.w;
+        }
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const uint64_t gi = 4 * q + l;
+            if (gi < index || gi >= index + n) continue;
+            const size_t j = (size_t)(gi - index);
+            const float v = x[j];
+            uint32_t sat;
+            float o;
+            if (KIND == QUANT_KIND_GRID) {
+                const struct quant_grid g = PERROW ? grids[j / cols] : plan.grid;
+                o = quant_grid_round(g, MODE, quant_grid_split(g), v, r[l], &sat);
+            }
+            else {
+                o = quant_fmt_round(plan.fmt, MODE, plan.fmt.wide, v, r[l], &sat);
+            }
+            y[j] = o;
+            if (MASK) mask[j] = (uint8_t)sat;
+            ns += (unsigned long long)sat;
+            nz += o == 0.0f;
+            nf += (o == 0.0f && v != 0.0f);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        ns += __shfl_down_sync(0xffffffffu, ns, o);
+        nf += __shfl_down_sync(0xffffffffu, nf, o);
+        nz += __shfl_down_sync(0xffffffffu, nz, o);
+    }
+    if ((threadIdx.x & 31) == 0 && (ns | nf | nz)) {
+        atomicAdd(&counts[0], ns);
+        atomicAdd(&counts[1], nf);
+        atomicAdd(&counts[2], nz);
+    }
+}
+
+template <int KIND, int MODE>
+void launch_mode(bool want_mask, bool perrow, int blocks, int threads, const float *x, float *y,
+                 uint8_t *mask, size_t n, uint64_t index, const struct quant_plan &p,
+                 const struct quant_grid *grids, size_t cols, unsigned long long *counts)
+{
+    if (want_mask && perrow)
+        round_kernel<KIND, MODE, true, true><<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+    else if (want_mask)
+        round_kernel<KIND, MODE, true, false><<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+    else if (perrow)
+        round_kernel<KIND, MODE, false, true><<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+    else
+        round_kernel<KIND, MODE, false, false><<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+}
+
+template <int KIND>
+void launch_kind(bool want_mask, bool perrow, int blocks, int threads, const float *x, float *y,
+                 uint8_t *mask, size_t n, uint64_t index, const struct quant_plan &p,
+                 const struct quant_grid *grids, size_t cols, unsigned long long *counts)
+{
+    switch (p.mode) {
+    case QUANT_MODE_STOCHASTIC:
+        launch_mode<KIND, QUANT_MODE_STOCHASTIC>(want_mask, perrow, blocks, threads, x, y, mask, n, index, p, grids, cols, counts);
+        break;
+    case QUANT_MODE_NEAREST_AWAY:
+        launch_mode<KIND, QUANT_MODE_NEAREST_AWAY>(want_mask, perrow, blocks, threads, x, y, mask, n, index, p, grids, cols, counts);
+        break;
+    default:
+        launch_mode<KIND, QUANT_MODE_NEAREST_EVEN>(want_mask, perrow, blocks, threads, x, y, mask, n, index, p, grids, cols, counts);
+        break;
+    }
+}
+
+} // namespace
+
+extern "C" int quant_cuda_built(void) { return 1; }
+
+extern "C" void quant_cuda_set_launch(int threads, int blocks)
+{
+    /* whole warps: the reductions shuffle over all 32 lanes */
+    g_threads = threads > 0 ? (threads + 31) / 32 * 32 : 0;
+    if (g_threads > 1024) g_threads = 1024;
+    g_blocks = blocks > 0 ? blocks : 0;
+}
+
+extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const float *d_x, float *d_y,
+                                             size_t rows, size_t cols, struct quant_key key,
+                                             uint8_t *d_mask, struct quant_stats *stats)
+{
+    enum adapt_status st = quant_spec_check(s);
+    if (st != ADAPT_OK) return st;
+    size_t n = rows * cols;
+    if (n == 0) return ADAPT_OK;
+    if (!d_x || !d_y) return ADAPT_ERROR(ADAPT_EINVAL, "quant cuda: NULL array");
+    const struct quant_type *t = quant_type_of(s->format);
+    bool perrow = t->needs_range;
+    size_t nblk = (s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0) ? rows : 1;
+    size_t blen = n / nblk;
+    struct quant_plan p;
+    if (perrow) {
+        /* the device fills the grids; the plan carries mode, seed and stream */
+        struct quant_range r0 = {0.0f, 0.0f, 0.0f};
+        st = quant_plan_init(s, &r0, key, &p);
+    } else {
+        st = quant_plan_init(s, NULL, key, &p);
+    }
+    if (st != ADAPT_OK) return st;
+
+    const int threads = g_threads ? g_threads : 256;
+    size_t scratch = 3 * sizeof(unsigned long long) + (perrow ? nblk * (2 * sizeof(uint32_t) + sizeof(struct quant_grid)) : 0);
+    void *mem = NULL;
+    cudaError_t e = cudaMalloc(&mem, scratch);
+    if (e != cudaSuccess) return cuda_status(e, "scratch allocation");
+    unsigned long long *counts = (unsigned long long *)mem;
+    uint32_t *keys = (uint32_t *)(counts + 3);
+    struct quant_grid *grids = perrow ? (struct quant_grid *)(keys + 2 * nblk) : NULL;
+    cudaMemset(counts, 0, 3 * sizeof(unsigned long long));
+    if (perrow) {
+        int b = (int)((nblk + 255) / 256 < 4096 ? (nblk + 255) / 256 : 4096);
+        keys_init_kernel<<<b, 256>>>(keys, nblk);
+        size_t bx = (blen + 255) / 256;
+        dim3 rg((unsigned)(bx < 1024 ? bx : 1024), (unsigned)(nblk < 65535 ? nblk : 65535));
+        range_kernel<<<rg, 256>>>(d_x, nblk, blen, keys);
+        grids_kernel<<<b, 256>>>(keys, nblk, (int)s->format, s->wl, grids);
+    }
+    uint64_t nq = ((key.index + n - 1) >> 2) - (key.index >> 2) + 1;
+    uint64_t want = (nq + threads - 1) / threads;
+    int blocks = g_blocks ? g_blocks : (int)(want < 1048576 ? want : 1048576);
+    if (p.kind == QUANT_KIND_GRID)
+        launch_kind<QUANT_KIND_GRID>(d_mask != NULL, perrow, blocks, threads, d_x, d_y, d_mask, n, key.index, p, grids, blen, counts);
+    else
+        launch_kind<QUANT_KIND_FMT>(d_mask != NULL, perrow, blocks, threads, d_x, d_y, d_mask, n, key.index, p, grids, blen, counts);
+    e = cudaGetLastError();
+    unsigned long long c[3] = {0, 0, 0};
+    if (e == cudaSuccess) e = cudaMemcpy(c, counts, sizeof c, cudaMemcpyDeviceToHost);
+    cudaFree(mem);
+    if (e != cudaSuccess) return cuda_status(e, "kernel");
+    if (stats) {
+        stats->saturated += c[0];
+        stats->flushed += c[1];
+        stats->zeros += c[2];
+    }
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status quant_cuda_rows_host(const struct quant_spec *s, const float *x, float *y,
+                                                  size_t rows, size_t cols, struct quant_key key,
+                                                  uint8_t *mask, struct quant_stats *stats)
+{
+    size_t n = rows * cols;
+    if (n == 0) return quant_spec_check(s);
+    float *dx = NULL, *dy = NULL;
+    uint8_t *dm = NULL;
+    enum adapt_status st = ADAPT_OK;
+    cudaError_t e = cudaMalloc((void **)&dx, n * sizeof(float));
+    if (e != cudaSuccess) return cuda_status(e, "allocation");
+    if (x != y && (e = cudaMalloc((void **)&dy, n * sizeof(float))) != cudaSuccess) {
+        st = cuda_status(e, "allocation");
+        goto free_x;
+    }
+    if (mask && (e = cudaMalloc((void **)&dm, n)) != cudaSuccess) {
+        st = cuda_status(e, "allocation");
+        goto free_y;
+    }
+    if ((e = cudaMemcpy(dx, x, n * sizeof(float), cudaMemcpyHostToDevice)) != cudaSuccess) {
+        st = cuda_status(e, "copy to device");
+        goto free_mask;
+    }
+    if ((st = quant_cuda_rows(s, dx, dy ? dy : dx, rows, cols, key, dm, stats)) != ADAPT_OK) goto free_mask;
+    if ((e = cudaMemcpy(y, dy ? dy : dx, n * sizeof(float), cudaMemcpyDeviceToHost)) != cudaSuccess ||
+        (mask && (e = cudaMemcpy(mask, dm, n, cudaMemcpyDeviceToHost)) != cudaSuccess))
+        st = cuda_status(e, "copy to host");
+free_mask:
+    cudaFree(dm);
+free_y:
+    cudaFree(dy);
+free_x:
+    cudaFree(dx);
+    return st;
+}

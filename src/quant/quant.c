@@ -1,0 +1,304 @@
+/* src/quant/quant.c: plans, the OpenMP drivers and the scalar reference of the rounding kernels.
+ *
+ * quant_rows splits the work in index space (chunks of QUANT_CHUNK elements starting at
+ * multiples of QUANT_CHUNK of the global element index), so the bits do not depend on the
+ * number of threads; counters are integer sums.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/quant/quant.h"
+#include "src/quant/quant_cpu.h"
+#include "src/base/rng.h"
+
+/* ---- plans ---- */
+
+static int spec_mode(const struct quant_spec *s)
+{
+    if (s->rounding == QUANT_ROUND_STOCHASTIC) return QUANT_MODE_STOCHASTIC;
+    return s->tie == QUANT_TIE_AWAY ? QUANT_MODE_NEAREST_AWAY : QUANT_MODE_NEAREST_EVEN;
+}
+
+enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant_range *range,
+                                  struct quant_key key, struct quant_plan *p)
+{
+    enum adapt_status st = quant_spec_check(s);
+    if (st != ADAPT_OK) return st;
+    const struct quant_type *t = quant_type_of(s->format);
+    if (t->needs_range && !range)
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: the scale needs the data range", t->name);
+    struct quant_plan q;
+    memset(&q, 0, sizeof q);
+    q.mode = spec_mode(s);
+    q.seed = key.seed;
+    q.stream = key.stream;
+    switch (s->format) {
+    case QUANT_FORMAT_FIXED:
+        q.kind = QUANT_KIND_GRID;
+        q.grid = quant_grid_fixed(s->wl, s->fl);
+        break;
+    case QUANT_FORMAT_BFP:
+        q.kind = QUANT_KIND_GRID;
+        q.grid = quant_grid_bfp(s->wl, range->maxabs);
+        break;
+    case QUANT_FORMAT_MUPPET:
+        q.kind = QUANT_KIND_GRID;
+        q.grid = quant_grid_muppet(s->wl, range->max, range->min);
+        break;
+    default: /* float formats */
+        q.kind = QUANT_KIND_FMT;
+        q.fmt = quant_fmt_make(s->exp_bits, s->man_bits, s->subnormals,
+                               s->overflow == QUANT_OVERFLOW_INF);
+        break;
+    }
+    *p = q;
+    return ADAPT_OK;
+}
+
+float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t *sat)
+{
+    if (p->kind == QUANT_KIND_GRID) {
+        switch (p->mode) {
+        case QUANT_MODE_STOCHASTIC: return quant_grid_round(p->grid, QUANT_MODE_STOCHASTIC, 1, v, r, sat);
+        case QUANT_MODE_NEAREST_AWAY: return quant_grid_round(p->grid, QUANT_MODE_NEAREST_AWAY, 1, v, r, sat);
+        default: return quant_grid_round(p->grid, QUANT_MODE_NEAREST_EVEN, 1, v, r, sat);
+        }
+    }
+    switch (p->mode) {
+    case QUANT_MODE_STOCHASTIC: return quant_fmt_round(p->fmt, QUANT_MODE_STOCHASTIC, p->fmt.wide, v, r, sat);
+    case QUANT_MODE_NEAREST_AWAY: return quant_fmt_round(p->fmt, QUANT_MODE_NEAREST_AWAY, p->fmt.wide, v, r, sat);
+    default: return quant_fmt_round(p->fmt, QUANT_MODE_NEAREST_EVEN, p->fmt.wide, v, r, sat);
+    }
+}
+
+/* ---- ranges ---- */
+
+static void range_from_keys(const uint32_t k[2], struct quant_range *r)
+{
+    if (k[0] == 0u) { /* no finite value */
+        r->max = -INFINITY;
+        r->min = INFINITY;
+        r->maxabs = 0.0f;
+        return;
+    }
+    r->max = quant_u2f(quant_order_unkey(k[0]));
+    r->min = quant_u2f(quant_order_unkey(k[1]));
+    r->maxabs = fabsf(r->max) > fabsf(r->min) ? fabsf(r->max) : fabsf(r->min);
+}
+
+void quant_range_compute(const float *x, size_t n, struct quant_range *r)
+{
+    uint32_t kmax = 0u, kmin = 0xffffffffu;
+    size_t nchunks = (n + QUANT_CHUNK - 1) / QUANT_CHUNK;
+#pragma omp parallel for schedule(static) reduction(max : kmax) reduction(min : kmin) if (nchunks > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t s = c * QUANT_CHUNK, e = s + QUANT_CHUNK < n ? s + QUANT_CHUNK : n;
+        uint32_t k[2] = {0u, 0xffffffffu};
+        quant_range_keys(x + s, e - s, k);
+        kmax = k[0] > kmax ? k[0] : kmax;
+        kmin = k[1] < kmin ? k[1] : kmin;
+    }
+    uint32_t k[2] = {kmax, kmin};
+    range_from_keys(k, r);
+}
+
+void quant_range_compute_ref(const float *x, size_t n, struct quant_range *r)
+{
+    int any = 0;
+    float mx = 0.0f, mn = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) continue;
+        if (!any || x[i] > mx) mx = x[i];
+        if (!any || x[i] < mn) mn = x[i];
+        any = 1;
+    }
+    if (!any) {
+        r->max = -INFINITY;
+        r->min = INFINITY;
+        r->maxabs = 0.0f;
+        return;
+    }
+    r->max = mx;
+    r->min = mn;
+    r->maxabs = fabsf(mx) > fabsf(mn) ? fabsf(mx) : fabsf(mn);
+}
+
+/* ---- row kernels ---- */
+
+static void stats_add(struct quant_stats *stats, const uint64_t c[3])
+{
+    if (!stats) return;
+    stats->saturated += c[0];
+    stats->flushed += c[1];
+    stats->zeros += c[2];
+}
+
+static void run_serial(const struct quant_plan *p, const float *x, float *y, size_t n,
+                       uint64_t index, uint8_t *mask, uint64_t *c)
+{
+    if (p->kind == QUANT_KIND_GRID) quant_grid_run(p, x, y, n, index, mask, c);
+    else quant_fmt_run(p, x, y, n, index, mask, c);
+}
+
+/* OpenMP driver: chunks of QUANT_CHUNK elements aligned in index space, one serial SIMD kernel
+ * per chunk, integer counters summed. */
+static void row_omp(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                    uint8_t *mask, struct quant_stats *stats)
+{
+    if (n == 0) return;
+    uint64_t c0 = index / QUANT_CHUNK, c1 = (index + n - 1) / QUANT_CHUNK;
+    long long nitems = (long long)(c1 - c0 + 1);
+    uint64_t s0 = 0, s1 = 0, s2 = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s0, s1, s2) if (nitems > 1)
+    for (long long it = 0; it < nitems; it++) {
+        uint64_t lo = (c0 + (uint64_t)it) * QUANT_CHUNK, hi = lo + QUANT_CHUNK;
+        if (lo < index) lo = index;
+        if (hi > index + n) hi = index + n;
+        size_t off = (size_t)(lo - index);
+        uint64_t c[3] = {0, 0, 0};
+        run_serial(p, x + off, y + off, (size_t)(hi - lo), lo, mask ? mask + off : NULL, stats ? c : NULL);
+        s0 += c[0];
+        s1 += c[1];
+        s2 += c[2];
+    }
+    uint64_t c[3] = {s0, s1, s2};
+    stats_add(stats, c);
+}
+
+/* Scalar reference: one element at a time, random bits from src/base/rng.h. */
+static void row_ref(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                    uint8_t *mask, struct quant_stats *stats)
+{
+    uint64_t c[3] = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = p->mode == QUANT_MODE_STOCHASTIC ? adapt_rng_u32_at(p->seed, p->stream, index + i) : 0u;
+        uint32_t sat;
+        float v = x[i];
+        float q = quant_plan_round(p, v, r, &sat);
+        y[i] = q;
+        if (mask) mask[i] = (uint8_t)sat;
+        c[0] += sat;
+        c[1] += (q == 0.0f && v != 0.0f);
+        c[2] += (q == 0.0f);
+    }
+    stats_add(stats, c);
+}
+
+void quant_grid_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                    uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_GRID);
+    row_omp(p, x, y, n, index, mask, stats);
+}
+
+void quant_grid_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                        uint64_t index, uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_GRID);
+    row_ref(p, x, y, n, index, mask, stats);
+}
+
+void quant_float_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                     uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_FMT);
+    row_omp(p, x, y, n, index, mask, stats);
+}
+
+void quant_float_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                         uint64_t index, uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_FMT);
+    row_ref(p, x, y, n, index, mask, stats);
+}
+
+/* ---- entry points ---- */
+
+static enum adapt_status rows_check(const struct quant_spec *s, const float *x, float *y,
+                                    size_t rows, size_t cols)
+{
+    enum adapt_status st = quant_spec_check(s);
+    if (st != ADAPT_OK) return st;
+    if (rows && cols && (!x || !y)) return ADAPT_ERROR(ADAPT_EINVAL, "quant: NULL array");
+    if (cols && rows > SIZE_MAX / cols)
+        return ADAPT_ERROR(ADAPT_ERANGE, "quant: %zu x %zu elements overflow", rows, cols);
+    uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
+    if (a != b && (a < b ? b - a : a - b) < rows * cols * sizeof(float))
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant: input and output overlap without being equal");
+    return ADAPT_OK;
+}
+
+enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *y, size_t rows,
+                             size_t cols, struct quant_key key, uint8_t *mask,
+                             struct quant_stats *stats)
+{
+    enum adapt_status st = rows_check(s, x, y, rows, cols);
+    if (st != ADAPT_OK) return st;
+    size_t n = rows * cols;
+    if (n == 0) return ADAPT_OK;
+    const struct quant_type *t = quant_type_of(s->format);
+    struct quant_plan p;
+    if (s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0 && rows > 1) {
+        /* one exponent per row: rows in parallel, each reduced and rounded serially */
+        struct quant_spec s1 = *s;
+        uint64_t s0 = 0, sa = 0, sb = 0;
+        s1.block = QUANT_BLOCK_TENSOR;
+        if ((st = quant_plan_init(&s1, &(struct quant_range){0.0f, 0.0f, 0.0f}, key, &p)) != ADAPT_OK)
+            return st;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : s0, sa, sb)
+        for (long long r = 0; r < (long long)rows; r++) {
+            const float *xr = x + (size_t)r * cols;
+            uint32_t k[2] = {0u, 0xffffffffu};
+            struct quant_range rg;
+            struct quant_plan pr = p;
+            quant_range_keys(xr, cols, k);
+            range_from_keys(k, &rg);
+            pr.grid = quant_grid_bfp(s->wl, rg.maxabs);
+            uint64_t c[3] = {0, 0, 0};
+            run_serial(&pr, xr, y + (size_t)r * cols, cols, key.index + (uint64_t)r * cols,
+                       mask ? mask + (size_t)r * cols : NULL, stats ? c : NULL);
+            s0 += c[0];
+            sa += c[1];
+            sb += c[2];
+        }
+        uint64_t c[3] = {s0, sa, sb};
+        stats_add(stats, c);
+        return ADAPT_OK;
+    }
+    struct quant_range rg;
+    if (t->needs_range) quant_range_compute(x, n, &rg);
+    if ((st = quant_plan_init(s, t->needs_range ? &rg : NULL, key, &p)) != ADAPT_OK) return st;
+    t->row(&p, x, y, n, key.index, mask, stats);
+    return ADAPT_OK;
+}
+
+enum adapt_status quant_rows_ref(const struct quant_spec *s, const float *x, float *y, size_t rows,
+                                 size_t cols, struct quant_key key, uint8_t *mask,
+                                 struct quant_stats *stats)
+{
+    enum adapt_status st = rows_check(s, x, y, rows, cols);
+    if (st != ADAPT_OK) return st;
+    size_t n = rows * cols;
+    if (n == 0) return ADAPT_OK;
+    const struct quant_type *t = quant_type_of(s->format);
+    int per_row = s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0;
+    size_t nblocks = per_row ? rows : 1, len = per_row ? cols : n;
+    for (size_t b = 0; b < nblocks; b++) {
+        struct quant_range rg;
+        struct quant_plan p;
+        if (t->needs_range) quant_range_compute_ref(x + b * len, len, &rg);
+        if ((st = quant_plan_init(s, t->needs_range ? &rg : NULL, key, &p)) != ADAPT_OK) return st;
+        t->row_ref(&p, x + b * len, y + b * len, len, key.index + b * len,
+                   mask ? mask + b * len : NULL, stats);
+    }
+    return ADAPT_OK;
+}
+
+enum adapt_status quant_array(const struct quant_spec *s, const float *x, float *y, size_t n,
+                              struct quant_key key, uint8_t *mask, struct quant_stats *stats)
+{
+    return quant_rows(s, x, y, 1, n, key, mask, stats);
+}

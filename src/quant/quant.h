@@ -1,0 +1,264 @@
+/* src/quant/quant.h: number formats of adapt-sim (doc/numerics.md): descriptors, rounding of float
+ * arrays on the CPU and on CUDA devices, histograms and KL divergence (doc/algorithms.md), and
+ * fixed-point storage export.
+ *
+ * Formats (struct quant_type table, looked up by name for configs):
+ *   fixed(WL,FL)  step 2^-FL, range [-2^(WL-FL-1), 2^(WL-FL-1) - 2^-FL]; WL 1..32, FL 0..32
+ *   bfp(WL)       shared exponent E = floor(log2 max|x|) per tensor or per dim-0 slice,
+ *                 step 2^(E+2-WL), range +-(2^(WL-1)-1) steps; WL 2..32
+ *   muppet(WL)    per-tensor scale 2^sf (MuPPET), range [-2^(WL-1), 2^(WL-1)-1] steps; WL 2..32
+ *                 (a saturated value of a tensor whose max exceeds FLT_MAX / 2 becomes +-inf)
+ *   fp16, bf16    IEEE binary16 and bfloat16 (subnormals; overflow to inf unless saturate)
+ *   float(E,M)    E exponent bits (2..8), M mantissa bits (1..23), IEEE-style bias and subnormals,
+ *                 overflow saturates by default (QPyTorch float_quantize)
+ * Rounding: nearest (ties to even, or away from zero) or stochastic (E[SR(x)] = x); values are
+ * saturated after rounding. Random bits are Philox4x32-10 keyed by (seed, stream, element
+ * index), the same as cuRAND's curand_init(seed, stream, index) + curand(), so results do not
+ * depend on thread count, chunking or device. NaN stays NaN; +-inf saturates (grid formats, and
+ * float formats set to saturate) or stays inf. Details: src/quant/quant_impl.h.
+ *
+ * QPyTorch (CPU quant_cpu.cpp): fixed(WL,FL) nearest equals fixed_point_quantize (range, ties to
+ * even, clamp after rounding, mask = clamped, +-inf clamped, NaN kept) wherever QPyTorch's float32
+ * arithmetic is exact (|x| 2^FL < 2^23, WL <= 25); beyond that its float bounds and x + 0.5 - 0.5
+ * round, ours stay exact. Its stochastic mode draws u from torch's generator, ours from Philox.
+ * bfp matches block_quantize's grid and range; QPyTorch breaks nearest ties upward, ours by the tie
+ * option. float(E,M) follows IEEE (subnormals by default); QPyTorch's float_quantize has none, takes
+ * its smallest normal exponent one below IEEE's and breaks ties away from zero.
+ *
+ * Usage (the training engine):
+ *   struct quant_spec s;
+ *   if (quant_spec_parse("fixed(8,4)", &s) != ADAPT_OK) return ...;  // message set
+ *   s.rounding = QUANT_ROUND_STOCHASTIC;
+ *   struct quant_key key = {seed, ADAPT_STREAM_QUANT + tensor_id, 0};  // index of x[0]
+ *   struct quant_stats st = {0, 0, 0};
+ *   if (quant_array(&s, x, x, n, key, mask, &st) != ADAPT_OK) return ...;  // in place;
+ *                                                            // mask and &st may be NULL
+ * A tensor quantized in chunks gives the same bits when key.index is the chunk's offset (bfp and
+ * muppet excepted: their scale comes from the data passed in one call).
+ *
+ * Non-goals: no tensor type (plain float arrays; dim-0 slices via quant_rows), no integer
+ * arithmetic kernels, no state between calls. Thread-safe; every function may be called from
+ * serial code and uses OpenMP inside.
+ * Ownership: src/quant/ module; depends on src/base only.
+ */
+#ifndef QUANT_QUANT_H
+#define QUANT_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/quant/quant_impl.h"
+#include "src/base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum quant_format {
+    QUANT_FORMAT_FIXED = 0,
+    QUANT_FORMAT_BFP,
+    QUANT_FORMAT_MUPPET,
+    QUANT_FORMAT_FP16,
+    QUANT_FORMAT_BF16,
+    QUANT_FORMAT_FLOAT,
+    QUANT_FORMAT_COUNT
+};
+
+enum quant_rounding { QUANT_ROUND_NEAREST = 0, QUANT_ROUND_STOCHASTIC };
+enum quant_tie { QUANT_TIE_EVEN = 0, QUANT_TIE_AWAY };       /* nearest only */
+enum quant_block { QUANT_BLOCK_TENSOR = 0, QUANT_BLOCK_DIM0 }; /* bfp: one exponent per ... */
+enum quant_overflow { QUANT_OVERFLOW_SATURATE = 0, QUANT_OVERFLOW_INF }; /* float formats */
+
+/* A number format with its rounding. Fill with quant_spec_init or quant_spec_parse, then set
+ * fields; every call validates it (quant_spec_check). */
+struct quant_spec {
+    enum quant_format format;
+    int wl;                       /* fixed, bfp, muppet: word length including the sign bit */
+    int fl;                       /* fixed: fraction length (may exceed WL - 1) */
+    int exp_bits, man_bits;       /* float formats (fp16: 5, 10; bf16: 8, 7) */
+    enum quant_block block;       /* bfp */
+    enum quant_rounding rounding; /* default nearest */
+    enum quant_tie tie;           /* default even */
+    enum quant_overflow overflow; /* float formats: fp16/bf16 default inf, float(e,m) saturate */
+    int subnormals;               /* float formats: 1 gradual underflow (default), 0 none */
+};
+
+/* Where the random bits come from: element i of the array uses value (index + i) of (seed,
+ * stream). */
+struct quant_key {
+    uint64_t seed;
+    uint64_t stream;
+    uint64_t index;
+};
+
+/* Counters for the policies' logs; calls add to them. */
+struct quant_stats {
+    uint64_t saturated; /* rounded value outside the range, clamped (includes +-inf inputs) */
+    uint64_t flushed;   /* nonzero input that became zero */
+    uint64_t zeros;     /* outputs equal to zero (all of them) */
+};
+
+/* Finite range of an array (bfp and muppet scales). Empty (no finite values): max = -inf,
+ * min = +inf, maxabs = 0. */
+struct quant_range {
+    float max, min, maxabs;
+};
+
+/* Everything a row kernel needs: rounding mode, format parameters of one block (grids and
+ * float formats from src/quant/quant_impl.h), seed and stream. */
+struct quant_plan {
+    int32_t kind; /* QUANT_KIND_GRID or QUANT_KIND_FMT */
+    int32_t mode; /* enum quant_mode */
+    uint64_t seed, stream;
+    struct quant_grid grid;
+    struct quant_fmt fmt;
+};
+enum { QUANT_KIND_GRID = 0, QUANT_KIND_FMT = 1 };
+
+/* Row kernel: n elements with one plan; x[i] uses random value number index + i. x == y is
+ * allowed (otherwise no overlap); mask (one byte per element: 1 = saturated) and stats may be
+ * NULL. */
+typedef void (*quant_row_fn)(const struct quant_plan *p, const float *x, float *y, size_t n,
+                             uint64_t index, uint8_t *mask, struct quant_stats *stats);
+/* CUDA: device arrays (see quant_cuda_rows). */
+typedef enum adapt_status (*quant_cuda_rows_fn)(const struct quant_spec *s, const float *d_x,
+                                                float *d_y, size_t rows, size_t cols,
+                                                struct quant_key key, uint8_t *d_mask,
+                                                struct quant_stats *stats);
+
+/* Format descriptor (one descriptor per format). */
+struct quant_type {
+    const char *name;             /* "fixed" */
+    enum quant_format format;
+    const char *syntax;           /* "fixed(WL,FL)" */
+    int needs_range;              /* 1: the scale comes from the data (bfp, muppet) */
+    quant_row_fn row;             /* CPU: OpenMP over chunks, SIMD inside */
+    quant_row_fn row_ref;         /* CPU: plain scalar loop, the reference twin */
+    quant_cuda_rows_fn cuda_rows; /* reports ADAPT_EUNSUPPORTED in builds without CUDA */
+};
+
+const struct quant_type *quant_type_of(enum quant_format f);
+/* By bare name ("fixed", "float"); NULL when unknown. */
+const struct quant_type *quant_type_find(const char *name);
+
+/* ---- specs ---- */
+
+/* Defaults: fixed <8,4>, bfp and muppet WL 8 (block tensor), fp16, bf16, float(5,10);
+ * nearest, ties to even, subnormals on. */
+void quant_spec_init(struct quant_spec *s, enum quant_format f);
+/* "fixed", "fixed(8,4)", "bfp", "bfp(8)", "muppet(12)", "fp16", "bf16", "float(5,10)";
+ * surrounding blanks allowed. ADAPT_EINVAL for unknown names or bad syntax, ADAPT_ERANGE for
+ * parameters out of range; *s is written only on success. */
+enum adapt_status quant_spec_parse(const char *text, struct quant_spec *s);
+enum adapt_status quant_spec_check(const struct quant_spec *s);
+/* Canonical text, e.g. "fixed(8,4)"; returns buf. */
+const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len);
+/* Storage bits per element: WL, or 1 + E + M. */
+int quant_spec_bits(const struct quant_spec *s);
+/* "nearest" / "stochastic" and "even" / "away". */
+enum adapt_status quant_rounding_parse(const char *text, enum quant_rounding *r);
+enum adapt_status quant_tie_parse(const char *text, enum quant_tie *t);
+
+/* ---- rounding ---- */
+
+/* Quantize n floats (x == y allowed). bfp and muppet take their scale from these n values. */
+enum adapt_status quant_array(const struct quant_spec *s, const float *x, float *y, size_t n,
+                              struct quant_key key, uint8_t *mask, struct quant_stats *stats);
+/* The same for a (rows, cols) row-major array: bfp with block dim0 gets one exponent per row;
+ * for every other format this equals quant_array over rows * cols elements. */
+enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *y, size_t rows,
+                             size_t cols, struct quant_key key, uint8_t *mask,
+                             struct quant_stats *stats);
+/* Scalar reference twin of quant_rows (same bits, no threads, no SIMD). */
+enum adapt_status quant_rows_ref(const struct quant_spec *s, const float *x, float *y, size_t rows,
+                                 size_t cols, struct quant_key key, uint8_t *mask,
+                                 struct quant_stats *stats);
+
+/* Finite max, min and max |x| (OpenMP + SIMD) and its scalar twin. */
+void quant_range_compute(const float *x, size_t n, struct quant_range *r);
+void quant_range_compute_ref(const float *x, size_t n, struct quant_range *r);
+
+/* Prepare the parameters of one block; range is needed (non-NULL) when the type needs_range. */
+enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant_range *range,
+                                  struct quant_key key, struct quant_plan *p);
+/* One value with a plan and its random bits (scalar; used by the histograms and tests). */
+float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t *sat);
+
+/* The row kernels behind the table: grid formats (fixed, bfp, muppet: plans of kind grid) and
+ * float formats (fp16, bf16, float(e,m): kind fmt), each with its scalar twin. */
+void quant_grid_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                    uint8_t *mask, struct quant_stats *stats);
+void quant_grid_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                        uint64_t index, uint8_t *mask, struct quant_stats *stats);
+void quant_float_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                     uint8_t *mask, struct quant_stats *stats);
+void quant_float_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                         uint64_t index, uint8_t *mask, struct quant_stats *stats);
+
+/* ---- CUDA (src/quant/cuda/quant.cu; src/quant/cuda_none.c without CUDA) ---- */
+
+/* 1 when this build contains the CUDA kernels. */
+int quant_cuda_built(void);
+/* quant_rows on device arrays (d_mask may be NULL; stats is a host struct, may be NULL). The
+ * bfp/muppet reductions run on the device. Synchronous. ADAPT_EUNSUPPORTED without CUDA. */
+enum adapt_status quant_cuda_rows(const struct quant_spec *s, const float *d_x, float *d_y,
+                                  size_t rows, size_t cols, struct quant_key key, uint8_t *d_mask,
+                                  struct quant_stats *stats);
+/* The same on host arrays (copies in and out; for tests and benchmarks). */
+enum adapt_status quant_cuda_rows_host(const struct quant_spec *s, const float *x, float *y,
+                                       size_t rows, size_t cols, struct quant_key key,
+                                       uint8_t *mask, struct quant_stats *stats);
+/* Launch shape (threads per block, blocks; 0 = default). Results do not depend on it. */
+void quant_cuda_set_launch(int threads, int blocks);
+
+/* ---- histograms and KL (doc/algorithms.md) ---- */
+
+enum quant_hist_edges {
+    QUANT_HIST_CLAMP = 0, /* values outside [lo, hi] count in the edge bins */
+    QUANT_HIST_DROP       /* values outside are ignored (torch.histc) */
+};
+
+/* counts[0..bins-1] = histogram of x[0], x[stride], ... (n elements, stride >= 1) over [lo, hi]
+ * with equal-width bins, bin = floor((v - lo) * bins / (hi - lo)) in double, v == hi in the last
+ * bin; lo == hi widens to [lo - 1, hi + 1] (as torch.histc); NaN is ignored. */
+enum adapt_status quant_hist(const float *x, size_t n, size_t stride, double lo, double hi,
+                             int bins, enum quant_hist_edges edges, uint64_t *counts);
+
+/* KL(P||Q) = sum_b P_b ln(P_b / Q_b) of two count histograms (normalised here); +inf when some
+ * P_b > 0 has Q_b = 0; 0 when P is empty. */
+double quant_kl_counts(const uint64_t *p, const uint64_t *q, int bins);
+/* The AdaPT reference implementation's divergence, torch KLDivLoss(input = w, target = wq,
+ * log_target = True, reduction = batchmean): (1/r) sum_b exp(wq_b) (wq_b - w_b) over the
+ * normalised histograms of the weights (w) and of their quantization (wq). */
+double quant_kl_reference_counts(const uint64_t *w, const uint64_t *wq, int bins);
+
+/* Quantization loss of weights w (n values) under spec s, doc/algorithms.md, corrected mode: the
+ * sample is w[0], w[stride], ... (sample elements, stride = n / sample; sample = 0 or >= n: all),
+ * Q = histogram of the sample over [min, max] of the sample, P = histogram of the quantized
+ * sample (rounded with s, random bits keyed by the element index) with the same bins, edges
+ * clamped; *kl = KL(P||Q). bfp/muppet scales come from all n values. */
+enum adapt_status quant_kl(const struct quant_spec *s, const float *w, size_t n, size_t sample,
+                           int bins, struct quant_key key, double *kl);
+/* The same pipeline as the reference implementation: histograms as torch.histc (edges dropped),
+ * divergence quant_kl_reference_counts. */
+enum adapt_status quant_kl_reference(const struct quant_spec *s, const float *w, size_t n,
+                                     size_t sample, int bins, struct quant_key key, double *div);
+
+/* ---- fixed-point storage ---- */
+
+enum quant_pack_type { QUANT_PACK_INT8 = 1, QUANT_PACK_INT16 = 2, QUANT_PACK_INT32 = 4 }; /* bytes */
+
+/* Smallest type holding WL bits (WL 1..32). */
+enum quant_pack_type quant_pack_type_for(int wl);
+/* codes[i] = round(x[i] * 2^FL) clamped to the <WL, FL> range (nearest with s->tie; a tensor
+ * already quantized with s is stored exactly). s must be fixed and type must hold WL. */
+enum adapt_status quant_pack(const struct quant_spec *s, const float *x, size_t n,
+                             enum quant_pack_type type, void *codes);
+/* y[i] = codes[i] * 2^-FL (exact when |code| < 2^24 or the code came from quant_pack). */
+enum adapt_status quant_unpack(enum quant_pack_type type, const void *codes, size_t n, int fl,
+                               float *y);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

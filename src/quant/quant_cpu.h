@@ -1,0 +1,57 @@
+/* src/quant/quant_cpu.h: internal declarations shared by the CPU files of src/quant/ (not installed,
+ * not for the engine: use src/quant/quant.h).
+ *
+ * Work is split in index space: OpenMP chunks and random-number pieces start at multiples of
+ * QUANT_CHUNK and QUANT_PIECE of the global element index, so every Philox block except at
+ * the ends of a call is generated whole, and the split does not depend on the thread count.
+ */
+#ifndef QUANT_QUANT_CPU_H
+#define QUANT_QUANT_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/quant/quant.h"
+
+/* Elements per OpenMP work item (a multiple of QUANT_PIECE). */
+#define QUANT_CHUNK ((size_t)65536)
+/* Elements per random-number buffer (a multiple of 128). */
+#define QUANT_PIECE ((size_t)1024)
+/* Room for one piece: the SIMD generator writes whole groups of 32 blocks (128 values). */
+#define QUANT_PIECE_BUF (QUANT_PIECE + 256)
+
+/* Philox generators (src/quant/philox.c). */
+enum { QUANT_ISA_SCALAR = 0, QUANT_ISA_AVX2 = 1, QUANT_ISA_AVX512 = 2 };
+
+/* Fill buf (QUANT_PIECE_BUF values) with the Philox values of (seed, stream) for indices
+ * index .. index + n - 1, n <= QUANT_PIECE; returns the address of the value for `index`
+ * (inside buf). Uses the best generator this CPU has (run-time dispatch). */
+const uint32_t *quant_philox_fill(uint32_t *buf, uint64_t seed, uint64_t stream, uint64_t index,
+                                  size_t n);
+/* The same with a chosen generator; NULL when this CPU does not have it. */
+const uint32_t *quant_philox_fill_isa(int isa, uint32_t *buf, uint64_t seed, uint64_t stream,
+                                      uint64_t index, size_t n);
+int quant_philox_best_isa(void);
+const char *quant_philox_isa_name(int isa);
+
+/* Serial kernels over one contiguous run with one plan (SIMD, run-time dispatched clones).
+ * counts (NULL: not wanted) [0..2] += saturated, flushed to zero, zeros. */
+void quant_grid_run(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                    uint8_t *mask, uint64_t *counts);
+void quant_fmt_run(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                   uint8_t *mask, uint64_t *counts);
+
+/* Serial range reduction over finite values (SIMD): k[0] = max, k[1] = min of the order keys. */
+void quant_range_keys(const float *x, size_t n, uint32_t k[2]);
+
+/* Order-preserving key of a float (larger float, larger key) and back. */
+static inline uint32_t quant_order_key(uint32_t b)
+{
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+static inline uint32_t quant_order_unkey(uint32_t k)
+{
+    return (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+}
+
+#endif

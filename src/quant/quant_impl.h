@@ -1,0 +1,305 @@
+/* src/quant/quant_impl.h: the scalar rounding routines, shared by the CPU loops and the CUDA kernels.
+ *
+ * Purpose: one definition of every rounding rule, shared by the CPU and CUDA code. Each
+ * rounder is a pure function of the input value, a prepared parameter block and one 32-bit
+ * random value r (ignored by the nearest modes), so CPU and GPU agree bit for bit and results do not depend on threads.
+ *
+ * Stochastic rounding everywhere means SR(v) = floor(v/step + u) * step with u = r * 2^-32,
+ * evaluated exactly: with f = frac(v/step), it rounds up iff r + floor(f * 2^32) >= 2^32 (a
+ * 32-bit carry). So P(up) = floor(f * 2^32) / 2^32 and |E[SR(v)] - v| < 2^-32 step.
+ *
+ * Grid formats (fixed, bfp, muppet) are k = round(v * 2^e), k clamped to [kmin, kmax], value
+ * k * 2^-e. All of it is done in float with operations that are exact: scaling by powers of two
+ * (split into two factors so any e in [-250, 250] works), floorf/rintf, the subtraction
+ * t - floorf(t), and the final k * 2^-e (k has at most 24 significant bits unless it is clamped).
+ * The bounds are compared as powers of two, so WL up to 32 and FL up to 32 are exact; when
+ * 2^(WL-1) - 1 is not a float (WL > 25) the top of the range is the largest float below it,
+ * which is itself a grid point.
+ *
+ * Float formats (fp16, bf16, float(e,m)) round |v| to the grid spacing 2^(max(exp(v), emin) - m)
+ * (2^emin below the normal range when subnormals are off): on the bit pattern for 8 exponent
+ * bits, by exact power-of-two scaling for fewer.
+ *
+ * Special values (documented contract, tested in tests/test_quant.c):
+ *   NaN  -> the same NaN, never counted as saturated.
+ *   +-inf-> grid formats: the range end, counted as saturated;
+ *           float formats: +-inf when overflow = inf, else the largest finite, counted as saturated.
+ *   grid formats return +0 for a zero result; float formats keep the sign of zero (IEEE).
+ *
+ *   struct quant_grid g = quant_grid_fixed(8, 4);
+ *   uint32_t sat;
+ *   float y = quant_grid_round(g, QUANT_MODE_STOCHASTIC, 0, 2.385f, r, &sat);  // 2.375 or 2.4375
+ *
+ * Non-goals: no loops, no threading, no memory allocation here. ISO C11 that is also valid C++
+ * (nvcc compiles it): no designated initialisers, no VLAs, no statement expressions.
+ * Ownership: src/quant/ module.
+ */
+#ifndef QUANT_QUANT_IMPL_H
+#define QUANT_QUANT_IMPL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "src/base/hd.h"
+
+/* How a value is rounded: chosen once per call, a compile-time constant inside the kernels. */
+enum quant_mode {
+    QUANT_MODE_NEAREST_EVEN = 0, /* round to nearest, ties to even */
+    QUANT_MODE_NEAREST_AWAY = 1, /* round to nearest, ties away from zero */
+    QUANT_MODE_STOCHASTIC = 2    /* floor(v/step + u), u = r * 2^-32 */
+};
+
+/* Grid format parameters: k = round(v * s1 * s2), clamp k to [kmin, kmax], y = k * r1 * r2. */
+struct quant_grid {
+    float s1, s2;     /* 2^e = s1 * s2, both normal floats */
+    float r1, r2;     /* 2^-e = r1 * r2, r1 >= 2^-126 so k * r1 is exact */
+    float kmin, kmax; /* integer range as floats: kmax = largest float <= 2^(WL-1) - 1 */
+};
+
+/* Float format parameters. Formats with 8 exponent bits ("wide": bf16, float(8,m)) share
+ * float32's exponent range and are rounded on the bit pattern; narrower ones scale |v| by the
+ * power of two of its grid spacing (exact, no split needed since emin >= -62) and round in float. */
+struct quant_fmt {
+    int32_t wide;       /* 1: 8 exponent bits */
+    int32_t man;        /* m */
+    int32_t emin_b;     /* float32 biased exponent of the smallest normal of the format */
+    int32_t subnormals; /* 1: gradual underflow; 0: the grid below emin is {0, 2^emin} */
+    uint32_t maxbits;   /* |bits| of the largest finite value */
+    uint32_t ovfbits;   /* |bits| returned on overflow: maxbits or 0x7f800000 (inf) */
+};
+
+ADAPT_HD ADAPT_INLINE uint32_t quant_f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+ADAPT_HD ADAPT_INLINE float quant_u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* 2^e as a float, e in [-149, 127] (subnormal below -126). */
+ADAPT_HD ADAPT_INLINE float quant_pow2f(int e)
+{
+    if (e >= -126) return quant_u2f((uint32_t)(e + 127) << 23);
+    return quant_u2f(1u << (e + 149));
+}
+
+/* 2^e as a double, e in [-1022, 1023]. */
+ADAPT_HD ADAPT_INLINE double quant_pow2d(int e)
+{
+    uint64_t u = (uint64_t)(e + 1023) << 52;
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+/* floor(log2 |f|) for finite nonzero f, exact (also for subnormals). */
+ADAPT_HD ADAPT_INLINE int quant_ilog2f(float f)
+{
+    uint32_t a = quant_f2u(f) & 0x7fffffffu;
+    int e = (int)(a >> 23);
+    if (e) return e - 127;
+    /* subnormal: position of the highest set bit of the mantissa */
+    int p = 22;
+    while (p > 0 && !((a >> p) & 1u)) p--;
+    return p - 149;
+}
+
+/* The largest float whose magnitude does not exceed |d| (rounding toward zero). */
+ADAPT_HD ADAPT_INLINE float quant_double_to_float_rz(double d)
+{
+    float f = (float)d;
+    if (fabs((double)f) > fabs(d)) f = quant_u2f(quant_f2u(f) - 1u);
+    return f;
+}
+
+/* Set up a grid with k = round(v * 2^e) in [-2^(WL-1), 2^(WL-1) - 1] (symmetric: the lower
+ * end is -(2^(WL-1) - 1)). wl in [1, 32], e in [-250, 250]. */
+ADAPT_HD ADAPT_INLINE struct quant_grid quant_grid_make(int wl, int e, int symmetric)
+{
+    struct quant_grid g; /* kmin, kmax are nonzero integers for wl >= 2 (fixed wl 1: 0 and -1) */
+    int e1 = e > 127 ? 127 : (e < -126 ? -126 : e);
+    int e2 = e - e1;
+    int n1 = -e > 127 ? 127 : (-e < -126 ? -126 : -e);
+    int n2 = -e - n1;
+    double top = quant_pow2d(wl - 1) - 1.0; /* exact in double */
+    g.s1 = quant_pow2f(e1);
+    g.s2 = quant_pow2f(e2);
+    g.r1 = quant_pow2f(n1);
+    g.r2 = quant_pow2f(n2);
+    g.kmax = quant_double_to_float_rz(top);
+    g.kmin = symmetric ? -g.kmax : -quant_pow2f(wl - 1);
+    return g;
+}
+
+/* Grid for `fixed` <WL, FL>: step 2^-FL, range [-2^(WL-FL-1), 2^(WL-FL-1) - 2^-FL]. */
+ADAPT_HD ADAPT_INLINE struct quant_grid quant_grid_fixed(int wl, int fl)
+{
+    return quant_grid_make(wl, fl, 0);
+}
+
+/* Grid for `bfp` with word length wl over a block whose largest finite |v| is maxabs:
+ * E = floor(log2 maxabs), step 2^(E + 2 - WL), symmetric range +-(2^(WL-1) - 1) steps.
+ * An all-zero block uses E = 0 (every value stays 0). */
+ADAPT_HD ADAPT_INLINE struct quant_grid quant_grid_bfp(int wl, float maxabs)
+{
+    int E = maxabs > 0.0f ? quant_ilog2f(maxabs) : 0;
+    return quant_grid_make(wl, wl - 2 - E, 1);
+}
+
+/* floor(log2(c / m)) for double c > 0 (exact power-of-two scalings only) and float m > 0. */
+ADAPT_HD ADAPT_INLINE int quant_floor_log2_ratio(double c, float m)
+{
+    int ec = 0;
+    double mc = c;
+    while (mc >= 2.0) { mc *= 0.5; ec++; }
+    while (mc < 1.0) { mc *= 2.0; ec--; }
+    int em = quant_ilog2f(m);
+    double mm = (double)m * quant_pow2d(-em); /* in [1, 2), exact */
+    return ec - em - (mc >= mm ? 0 : 1);
+}
+
+/* MuPPET scale for word length wl over a tensor with finite max vmax and min vmin:
+ * sf = floor(log2 min((2^(WL-1) - 0.5) / max, |(-2^(WL-1) - 0.5) / min|)), each side used only
+ * when it has values of that sign (max > 0, min < 0); q = round(v * 2^sf) * 2^-sf with the
+ * integer range [-2^(WL-1), 2^(WL-1) - 1]. An all-zero tensor uses sf = 0. */
+ADAPT_HD ADAPT_INLINE int quant_muppet_sf(int wl, float vmax, float vmin)
+{
+    double half = quant_pow2d(wl - 1);
+    int have = 0, sf = 0;
+    if (vmax > 0.0f) {
+        sf = quant_floor_log2_ratio(half - 0.5, vmax);
+        have = 1;
+    }
+    if (vmin < 0.0f) {
+        int sb = quant_floor_log2_ratio(half + 0.5, -vmin);
+        sf = (!have || sb < sf) ? sb : sf;
+    }
+    return sf;
+}
+
+ADAPT_HD ADAPT_INLINE struct quant_grid quant_grid_muppet(int wl, float vmax, float vmin)
+{
+    return quant_grid_make(wl, quant_muppet_sf(wl, vmax, vmin), 0);
+}
+
+/* 1 when the scale needs two factors (|e| large: bfp and muppet of extreme data). */
+ADAPT_HD ADAPT_INLINE int quant_grid_split(struct quant_grid g)
+{
+    return g.s2 != 1.0f || g.r2 != 1.0f;
+}
+
+/* Round one value to a grid. r: random bits (stochastic mode only). split: 0 is allowed when
+ * quant_grid_split(g) is 0 (it only skips multiplications by 1). *sat = 1 when the rounded value
+ * was outside [kmin, kmax] (never for NaN). No clamping is needed before rounding: +-inf and huge
+ * values give integral t (frac 0) and are clamped after; the fraction of a non-finite t is NaN
+ * and is limited before its conversion to an integer. The clamp lets NaN through and sat is
+ * computed with integer operations, which keeps the vector loops free of extra compares. */
+ADAPT_HD ADAPT_INLINE float quant_grid_round(struct quant_grid g, int mode, int split, float v,
+                                             uint32_t r, uint32_t *sat)
+{
+    float t = split ? (v * g.s1) * g.s2 : v * g.s1;
+    float k;
+    if (mode == QUANT_MODE_STOCHASTIC) {
+        float fl = floorf(t);
+        float fr = t - fl;
+        fr = fr < 0x1.fffffep-1f ? fr : 0x1.fffffep-1f; /* NaN (t = +-inf or NaN) -> below 1 */
+        uint32_t f32 = (uint32_t)(fr * 4294967296.0f);  /* floor(frac * 2^32), exact */
+        k = r > ~f32 ? fl + 1.0f : fl + 0.0f; /* r + f32 >= 2^32; never -0 */
+    } else if (mode == QUANT_MODE_NEAREST_AWAY) {
+        float a = fabsf(t);
+        float fa = floorf(a);
+        k = copysignf(fa + (a - fa >= 0.5f ? 1.0f : 0.0f), t) + 0.0f; /* + 0: -0 -> +0 */
+    } else {
+        k = rintf(t) + 0.0f; /* default rounding mode: ties to even; + 0: -0 -> +0 */
+    }
+    float kc = k < g.kmin ? g.kmin : k; /* NaN stays NaN */
+    kc = kc > g.kmax ? g.kmax : kc;
+    uint32_t d = quant_f2u(k) ^ quant_f2u(kc); /* nonzero iff clamped */
+    *sat = d != 0u;
+    float y = split ? (kc * g.r1) * g.r2 : kc * g.r1;
+    return v != v ? v : y; /* the input NaN itself, on every device */
+}
+
+/* 1 for a nonzero (or NaN) value, 0 for +-0, with integer operations. */
+ADAPT_HD ADAPT_INLINE uint32_t quant_nonzero(float v)
+{
+    return (quant_f2u(v) & 0x7fffffffu) != 0u;
+}
+
+/* Set up a float format with e exponent bits (2..8) and m mantissa bits (1..23); IEEE-style
+ * bias 2^(e-1) - 1, the all-ones exponent reserved, so max = (2 - 2^-m) 2^bias. */
+ADAPT_HD ADAPT_INLINE struct quant_fmt quant_fmt_make(int e, int m, int subnormals, int overflow_inf)
+{
+    struct quant_fmt f;
+    int bias = (1 << (e - 1)) - 1;
+    f.wide = e == 8;
+    f.man = m;
+    f.emin_b = 128 - bias;
+    f.subnormals = subnormals ? 1 : 0;
+    f.maxbits = ((uint32_t)(bias + 127) << 23) | ((0x7fffffu >> (23 - m)) << (23 - m));
+    f.ovfbits = overflow_inf ? 0x7f800000u : f.maxbits;
+    return f;
+}
+
+/* Round one value to a float format; wide must be f.wide (a compile-time constant in the
+ * kernels). Rounds |v| (sign-magnitude, so SR stays unbiased); same contract as
+ * quant_grid_round. Ties to even: between 0 and the smallest positive value (no subnormals),
+ * 0 wins. */
+ADAPT_HD ADAPT_INLINE float quant_fmt_round(struct quant_fmt f, int mode, int wide, float v,
+                                            uint32_t r, uint32_t *sat)
+{
+    uint32_t b = quant_f2u(v);
+    uint32_t sign = b & 0x80000000u;
+    uint32_t a = b & 0x7fffffffu;
+    uint32_t rb;
+    if (wide) {
+        /* drop the low sh bits of the pattern; a carry moves into the exponent correctly */
+        int32_t sh = (a < 0x00800000u && !f.subnormals) ? 23 : 23 - f.man;
+        uint32_t lmask = (1u << sh) - 1u;
+        uint32_t low = a & lmask;
+        uint32_t up;
+        if (mode == QUANT_MODE_STOCHASTIC) {
+            uint32_t f32 = (low << 8) << (24 - sh); /* floor(frac * 2^32), frac = low / 2^sh */
+            up = (uint32_t)(r + f32) < r;
+        } else {
+            uint32_t half = (1u << sh) >> 1;
+            uint32_t tie = mode == QUANT_MODE_NEAREST_AWAY ? 1u : ((a >> sh) & 1u);
+            up = (low > half) | ((low == half) & (low != 0u) & tie);
+        }
+        rb = (a & ~lmask) + (up << sh);
+    } else {
+        /* grid spacing 2^(qb - 127): qb = max(E, emin_b) - m (- 0 below emin without subnormals) */
+        int32_t E = (int32_t)(a >> 23);
+        int32_t Eq = E > f.emin_b ? E : f.emin_b;
+        int32_t qb = Eq - ((E >= f.emin_b || f.subnormals) ? f.man : 0);
+        float t = quant_u2f(a) * quant_u2f((uint32_t)(254 - qb) << 23); /* |v| / spacing, exact */
+        float k;
+        if (mode == QUANT_MODE_STOCHASTIC) {
+            float fl = floorf(t);
+            float fr = t - fl;
+            fr = fr < 0x1.fffffep-1f ? fr : 0x1.fffffep-1f; /* NaN (inf input) -> below 1 */
+            uint32_t f32 = (uint32_t)(fr * 4294967296.0f);
+            k = fl + ((uint32_t)(r + f32) < r ? 1.0f : 0.0f);
+        } else if (mode == QUANT_MODE_NEAREST_AWAY) {
+            float fl = floorf(t);
+            k = fl + (t - fl >= 0.5f ? 1.0f : 0.0f);
+        } else {
+            k = rintf(t);
+        }
+        rb = quant_f2u(k * quant_u2f((uint32_t)qb << 23)); /* exact; +inf or NaN for inf input */
+    }
+    int ovf = rb > f.maxbits; /* also the NaN of inf * 0 (m = 1 narrow formats), whatever its sign */
+    int nan = a > 0x7f800000u;
+    rb = ovf ? f.ovfbits : rb;
+    *sat = (uint32_t)(ovf & !nan);
+    return nan ? v : quant_u2f(sign | rb);
+}
+
+#endif

@@ -1,0 +1,225 @@
+/* src/quant/spec.c: the format table, spec defaults, parsing and validation. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/quant/quant.h"
+
+/* Types in enum quant_format order. */
+static const struct quant_type quant_types[QUANT_FORMAT_COUNT] = {
+    {"fixed", QUANT_FORMAT_FIXED, "fixed(WL,FL)", 0, quant_grid_row, quant_grid_row_ref, quant_cuda_rows},
+    {"bfp", QUANT_FORMAT_BFP, "bfp(WL)", 1, quant_grid_row, quant_grid_row_ref, quant_cuda_rows},
+    {"muppet", QUANT_FORMAT_MUPPET, "muppet(WL)", 1, quant_grid_row, quant_grid_row_ref, quant_cuda_rows},
+    {"fp16", QUANT_FORMAT_FP16, "fp16", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
+    {"bf16", QUANT_FORMAT_BF16, "bf16", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
+    {"float", QUANT_FORMAT_FLOAT, "float(E,M)", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
+};
+
+const struct quant_type *quant_type_of(enum quant_format f)
+{
+    ADAPT_ASSERT((int)f >= 0 && f < QUANT_FORMAT_COUNT);
+    return &quant_types[f];
+}
+
+const struct quant_type *quant_type_find(const char *name)
+{
+    for (int i = 0; i < QUANT_FORMAT_COUNT; i++)
+        if (!strcmp(quant_types[i].name, name)) return &quant_types[i];
+    return NULL;
+}
+
+void quant_spec_init(struct quant_spec *s, enum quant_format f)
+{
+    memset(s, 0, sizeof *s);
+    s->format = f;
+    s->wl = 8;
+    s->fl = 4;
+    s->block = QUANT_BLOCK_TENSOR;
+    s->rounding = QUANT_ROUND_NEAREST;
+    s->tie = QUANT_TIE_EVEN;
+    s->subnormals = 1;
+    switch (f) {
+    case QUANT_FORMAT_FP16:
+        s->exp_bits = 5;
+        s->man_bits = 10;
+        s->overflow = QUANT_OVERFLOW_INF;
+        break;
+    case QUANT_FORMAT_BF16:
+        s->exp_bits = 8;
+        s->man_bits = 7;
+        s->overflow = QUANT_OVERFLOW_INF;
+        break;
+    default:
+        s->exp_bits = 5;
+        s->man_bits = 10;
+        s->overflow = QUANT_OVERFLOW_SATURATE;
+        break;
+    }
+}
+
+enum adapt_status quant_spec_check(const struct quant_spec *s)
+{
+    if (!s) return ADAPT_ERROR(ADAPT_EINVAL, "quant: NULL spec");
+    if ((int)s->format < 0 || s->format >= QUANT_FORMAT_COUNT)
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant: unknown format number %d", (int)s->format);
+    const char *name = quant_types[s->format].name;
+    if (s->rounding != QUANT_ROUND_NEAREST && s->rounding != QUANT_ROUND_STOCHASTIC)
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: rounding %d is neither nearest nor stochastic", name,
+                           (int)s->rounding);
+    if (s->tie != QUANT_TIE_EVEN && s->tie != QUANT_TIE_AWAY)
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: tie rule %d is neither even nor away", name, (int)s->tie);
+    switch (s->format) {
+    case QUANT_FORMAT_FIXED:
+        if (s->wl < 1 || s->wl > 32)
+            return ADAPT_ERROR(ADAPT_ERANGE, "quant fixed: WL %d out of range 1..32", s->wl);
+        if (s->fl < 0 || s->fl > 32)
+            return ADAPT_ERROR(ADAPT_ERANGE, "quant fixed: FL %d out of range 0..32", s->fl);
+        break;
+    case QUANT_FORMAT_BFP:
+    case QUANT_FORMAT_MUPPET:
+        if (s->wl < 2 || s->wl > 32)
+            return ADAPT_ERROR(ADAPT_ERANGE, "quant %s: WL %d out of range 2..32", name, s->wl);
+        if (s->block != QUANT_BLOCK_TENSOR && s->block != QUANT_BLOCK_DIM0)
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: block %d is neither tensor nor dim0", name,
+                               (int)s->block);
+        if (s->format == QUANT_FORMAT_MUPPET && s->block != QUANT_BLOCK_TENSOR)
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant muppet: the scale is per tensor (block dim0 is bfp only)");
+        break;
+    case QUANT_FORMAT_FP16:
+        if (s->exp_bits != 5 || s->man_bits != 10)
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant fp16: exponent/mantissa bits must be 5/10, not %d/%d",
+                               s->exp_bits, s->man_bits);
+        break;
+    case QUANT_FORMAT_BF16:
+        if (s->exp_bits != 8 || s->man_bits != 7)
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant bf16: exponent/mantissa bits must be 8/7, not %d/%d",
+                               s->exp_bits, s->man_bits);
+        break;
+    default:
+        if (s->exp_bits < 2 || s->exp_bits > 8)
+            return ADAPT_ERROR(ADAPT_ERANGE, "quant float: exponent bits %d out of range 2..8", s->exp_bits);
+        if (s->man_bits < 1 || s->man_bits > 23)
+            return ADAPT_ERROR(ADAPT_ERANGE, "quant float: mantissa bits %d out of range 1..23", s->man_bits);
+        break;
+    }
+    if (s->format >= QUANT_FORMAT_FP16) {
+        if (s->overflow != QUANT_OVERFLOW_SATURATE && s->overflow != QUANT_OVERFLOW_INF)
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: overflow %d is neither saturate nor inf", name,
+                               (int)s->overflow);
+        if (s->subnormals != 0 && s->subnormals != 1)
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: subnormals must be 0 or 1, not %d", name, s->subnormals);
+    }
+    return ADAPT_OK;
+}
+
+/* Parse "(a)" or "(a,b)" into want integers; returns the number read or -1 on bad syntax. */
+static int parse_args(const char *p, int want, int *v)
+{
+    int n = 0;
+    if (*p != '(') return -1;
+    p++;
+    for (;;) {
+        while (isspace((unsigned char)*p)) p++;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < -1000000 || x > 1000000) return -1;
+        if (n >= want) return -1;
+        v[n++] = (int)x;
+        p = end;
+        while (isspace((unsigned char)*p)) p++;
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        if (*p != ')') return -1;
+        p++;
+        break;
+    }
+    while (isspace((unsigned char)*p)) p++;
+    return *p ? -1 : n;
+}
+
+enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
+{
+    if (!text) return ADAPT_ERROR(ADAPT_EINVAL, "quant format: NULL text");
+    const char *p = text;
+    while (isspace((unsigned char)*p)) p++;
+    size_t len = 0;
+    while (isalnum((unsigned char)p[len])) len++;
+    char name[16];
+    if (len == 0 || len >= sizeof name)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), muppet(WL), fp16, bf16 or float(E,M))",
+                           text);
+    memcpy(name, p, len);
+    name[len] = '\0';
+    const struct quant_type *t = quant_type_find(name);
+    if (!t)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), muppet(WL), fp16, bf16 or float(E,M))",
+                           text);
+    struct quant_spec s;
+    quant_spec_init(&s, t->format);
+    const char *a = p + len;
+    while (isspace((unsigned char)*a)) a++;
+    int v[2], want = t->format == QUANT_FORMAT_FIXED || t->format == QUANT_FORMAT_FLOAT ? 2
+                     : t->format == QUANT_FORMAT_BFP || t->format == QUANT_FORMAT_MUPPET ? 1 : 0;
+    if (*a) {
+        int got = want ? parse_args(a, want, v) : -1;
+        if (got != want)
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant format '%s': bad parameters (expected %s)", text, t->syntax);
+        if (t->format == QUANT_FORMAT_FLOAT) {
+            s.exp_bits = v[0];
+            s.man_bits = v[1];
+        } else {
+            s.wl = v[0];
+            if (want == 2) s.fl = v[1];
+        }
+    } else if (t->format == QUANT_FORMAT_FLOAT) {
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant format '%s': float needs its bits, e.g. float(5,10)", text);
+    }
+    enum adapt_status st = quant_spec_check(&s);
+    if (st != ADAPT_OK) return st;
+    *out = s;
+    return ADAPT_OK;
+}
+
+const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len)
+{
+    switch (s->format) {
+    case QUANT_FORMAT_FIXED: snprintf(buf, len, "fixed(%d,%d)", s->wl, s->fl); break;
+    case QUANT_FORMAT_BFP: snprintf(buf, len, "bfp(%d)", s->wl); break;
+    case QUANT_FORMAT_MUPPET: snprintf(buf, len, "muppet(%d)", s->wl); break;
+    case QUANT_FORMAT_FP16: snprintf(buf, len, "fp16"); break;
+    case QUANT_FORMAT_BF16: snprintf(buf, len, "bf16"); break;
+    default: snprintf(buf, len, "float(%d,%d)", s->exp_bits, s->man_bits); break;
+    }
+    return buf;
+}
+
+int quant_spec_bits(const struct quant_spec *s)
+{
+    if (s->format <= QUANT_FORMAT_MUPPET) return s->wl;
+    return 1 + s->exp_bits + s->man_bits;
+}
+
+enum adapt_status quant_rounding_parse(const char *text, enum quant_rounding *r)
+{
+    if (text && !strcmp(text, "nearest")) *r = QUANT_ROUND_NEAREST;
+    else if (text && !strcmp(text, "stochastic")) *r = QUANT_ROUND_STOCHASTIC;
+    else
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant rounding '%s': expected nearest or stochastic",
+                           text ? text : "(null)");
+    return ADAPT_OK;
+}
+
+enum adapt_status quant_tie_parse(const char *text, enum quant_tie *t)
+{
+    if (text && !strcmp(text, "even")) *t = QUANT_TIE_EVEN;
+    else if (text && !strcmp(text, "away")) *t = QUANT_TIE_AWAY;
+    else return ADAPT_ERROR(ADAPT_EINVAL, "quant tie rule '%s': expected even or away", text ? text : "(null)");
+    return ADAPT_OK;
+}

@@ -1,0 +1,249 @@
+/* src/trace/trace.h: the JSON-lines run trace (schema 1), its writer and its reader.
+ *
+ * The trace is the contract between the training engine and everything
+ * downstream (performance model, heatmaps, plots): one JSON object per line,
+ * written with jansson. Record types, in file order:
+ *
+ *   header  once, first line: program, version, creation time, seed, threads,
+ *           policy, config {section: {key: value}}, config file and overrides,
+ *           dataset sizes, model (layers with shapes, params, MACs) and the
+ *           precision units
+ *   step    every run.log_every optimizer steps: lr, loss, push-up strategy,
+ *           per-unit state (WL, FL and, by policy, lb, r, sparsity, saturated
+ *           and flushed counts), push-down / push-up events, gradient
+ *           accumulations since the last step line, AMP overflow
+ *   epoch   after each epoch: train / validation loss and accuracy, wall time
+ *   test    once, after training
+ *   end     last line: status "ok" or "stopped", wall time
+ *
+ * Numbers that are not finite (a diverged loss) are written as null and read
+ * back as NaN. Optional fields are marked below with the value that stands
+ * for "absent"; the writer omits them and the reader restores that value.
+ * The reader ignores fields it does not know (additions keep schema 1) and
+ * refuses other schema versions.
+ *
+ * Non-goals: no engine types here (this header depends on src/base and
+ * jansson only, so src/perfmodel/ links libtrace.a without the engine); no
+ * streaming reader (traces are read whole; a long run is a few MB).
+ *
+ *   struct adapt_trace_writer *w;
+ *   if ((st = adapt_trace_writer_create(&w, "runs/x/trace.jsonl")) != ADAPT_OK) return st;
+ *   st = adapt_trace_write_header(w, &hdr);       // hdr.config from adapt_config_to_json
+ *   ... adapt_trace_write_step(w, &step); adapt_trace_write_epoch(w, &ep); adapt_trace_flush(w);
+ *   st = adapt_trace_writer_close(w);            // flushes, fsyncs, frees
+ *
+ *   // resume from a checkpoint taken after epoch 7
+ *   adapt_trace_truncate_after_epoch("runs/x/trace.jsonl", 7);
+ *   adapt_trace_writer_append(&w, "runs/x/trace.jsonl", -1);
+ *
+ *   struct adapt_trace *t;
+ *   if ((st = adapt_trace_load(&t, "runs/x/trace.jsonl", 0)) != ADAPT_OK) return st;
+ *   for (int64_t i = 0; i < t->n_steps; i++) use(t->steps[i].units[0].wl);
+ *   adapt_trace_free(t);
+ *
+ * Ownership: the writer borrows everything it is given (hdr->config is not
+ * stolen). A struct adapt_trace from adapt_trace_load owns all its strings,
+ * arrays and the config reference; adapt_trace_free releases them.
+ */
+#ifndef ADAPT_TRACE_H
+#define ADAPT_TRACE_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "src/base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ADAPT_TRACE_SCHEMA 1
+#define ADAPT_TRACE_MAX_DIMS 4
+
+/* One layer of the model, in forward order. */
+struct adapt_trace_layer {
+    const char *name;    /* "features.0" */
+    const char *kind;    /* "conv2d", "linear", "maxpool2d", "relu", "batchnorm2d", ... */
+    int in_ndim, out_ndim; /* 1..ADAPT_TRACE_MAX_DIMS */
+    int64_t in[ADAPT_TRACE_MAX_DIMS];  /* (C, H, W) of one sample, or (features) */
+    int64_t out[ADAPT_TRACE_MAX_DIMS]; /* (C, H, W) of one sample, or (features) */
+    int64_t params;      /* trainable parameters */
+    int64_t macs;        /* multiply-accumulates per sample, forward */
+    int64_t elementwise; /* element operations per sample (pool, activation, batch norm) */
+    int unit;            /* index among the precision units, -1 if not a unit */
+    int k, stride, pad;  /* conv / pool: kernel size, stride, padding; k = 0: absent */
+};
+
+/* A precision unit (conv or linear layer). */
+struct adapt_trace_unit {
+    const char *name; /* "features.0" */
+    int layer;        /* index into the layers */
+    int64_t weights;  /* elements of the weight tensor */
+    int64_t macs;     /* forward MACs per sample */
+};
+
+struct adapt_trace_header {
+    int schema;            /* read only: ADAPT_TRACE_SCHEMA */
+    const char *program;   /* read only: "adapt-sim" */
+    const char *version;   /* read only: PACKAGE_VERSION of the writer */
+    const char *created;   /* ISO-8601 UTC "2024-05-01T12:00:00Z"; NULL on write = now */
+    int64_t seed;
+    int threads;
+    const char *policy;    /* "fp32", "fixed", "adapt", "muppet", "amp" */
+    json_t *config;        /* {section: {key: value}}; may be NULL on write (written as {}) */
+    const char *config_file; /* NULL or "" = none */
+    int n_overrides;
+    const char *const *overrides; /* (n_overrides) "section.key=value" */
+    struct {
+        const char *name;
+        int64_t train, val, test; /* samples */
+        int classes;
+    } dataset;
+    struct {
+        const char *name;
+        int input[3];      /* (C, H, W) */
+        int classes;
+        int64_t params, macs;
+        int n_layers;
+        const struct adapt_trace_layer *layers; /* (n_layers) */
+    } model;
+    int n_units;
+    const struct adapt_trace_unit *units; /* (n_units) */
+};
+
+enum adapt_trace_strategy {
+    ADAPT_TRACE_STRATEGY_NONE = 0, /* written as null (policies without a strategy) */
+    ADAPT_TRACE_STRATEGY_MIN,
+    ADAPT_TRACE_STRATEGY_MEAN,
+    ADAPT_TRACE_STRATEGY_MAX
+};
+
+/* State of one precision unit at a logged step. */
+struct adapt_trace_unit_state {
+    int wl, fl;           /* fp32: 32, 0 */
+    double lb;            /* lookback; NaN = absent */
+    int r;                /* histogram resolution; -1 = absent */
+    double sparsity;      /* fraction of exact zeros in the quantized weights; NaN = absent */
+    int64_t sat, flush;   /* saturated / flushed-to-zero elements; -1 = absent */
+    double act_sat;       /* fraction of the unit's rounded outputs that saturated in the
+                           * training forwards since the previous step record; NaN = absent */
+};
+
+enum adapt_trace_event_kind { ADAPT_TRACE_EVENT_PD = 0, ADAPT_TRACE_EVENT_PU };
+
+/* A push-down or push-up of one unit. */
+struct adapt_trace_event {
+    int unit;
+    enum adapt_trace_event_kind kind;
+    int before[2], after[2]; /* (WL, FL) */
+    int bisect_steps;        /* PD: bisection steps */
+    int kl_evals;            /* PD: KL evaluations */
+    int64_t sample;          /* PD: elements tested per evaluation */
+    int s;                   /* PU: FL increase */
+};
+
+struct adapt_trace_step {
+    int64_t step;            /* optimizer steps done, 1-based */
+    int epoch;
+    double lr, loss;
+    enum adapt_trace_strategy strategy;
+    int n_units;
+    struct adapt_trace_unit_state *units; /* (n_units); n_units = header n_units */
+    int n_events;
+    struct adapt_trace_event *events;     /* (n_events) */
+    int accum;               /* micro-batch gradient accumulations since the last step line */
+    int overflow;            /* 1: AMP skipped the step (inf/NaN gradients) */
+};
+
+struct adapt_trace_epoch {
+    int epoch;
+    int64_t step;
+    double lr;
+    double train_loss, train_acc;
+    double val_loss, val_acc; /* NaN when there is no validation split */
+    double wall_s;            /* since the start of training */
+    double images_per_s;
+};
+
+struct adapt_trace_test {
+    int epoch;
+    double test_loss, test_acc;
+};
+
+enum adapt_trace_end_status { ADAPT_TRACE_END_OK = 0, ADAPT_TRACE_END_STOPPED };
+
+struct adapt_trace_end {
+    enum adapt_trace_end_status status;
+    double wall_s;
+};
+
+/* ----------------------------------------------------------------- writer */
+
+struct adapt_trace_writer;
+
+/* Creates (or truncates) path for a new trace. */
+enum adapt_status adapt_trace_writer_create(struct adapt_trace_writer **w, const char *path);
+/* Opens an existing trace to continue it. keep_bytes >= 0: the file is first
+ * cut to that many bytes (a byte offset saved with a checkpoint; it must end
+ * a line); keep_bytes < 0: an incomplete last line, if any, is cut off. */
+enum adapt_status adapt_trace_writer_append(struct adapt_trace_writer **w, const char *path,
+                                            int64_t keep_bytes);
+/* Bytes written so far (the file size once flushed): store it in a checkpoint. */
+int64_t adapt_trace_writer_offset(const struct adapt_trace_writer *w);
+enum adapt_status adapt_trace_write_header(struct adapt_trace_writer *w,
+                                           const struct adapt_trace_header *h);
+enum adapt_status adapt_trace_write_step(struct adapt_trace_writer *w,
+                                         const struct adapt_trace_step *s);
+enum adapt_status adapt_trace_write_epoch(struct adapt_trace_writer *w,
+                                          const struct adapt_trace_epoch *e);
+enum adapt_status adapt_trace_write_test(struct adapt_trace_writer *w,
+                                         const struct adapt_trace_test *t);
+enum adapt_status adapt_trace_write_end(struct adapt_trace_writer *w,
+                                        const struct adapt_trace_end *e);
+/* Writes any buffered lines to the file and fsyncs it. */
+enum adapt_status adapt_trace_flush(struct adapt_trace_writer *w);
+/* Flushes, closes and frees (also on error); NULL is a no-op. */
+enum adapt_status adapt_trace_writer_close(struct adapt_trace_writer *w);
+
+/* Keeps the header and every line up to and including the epoch record of
+ * `epoch`, dropping the rest (atomically: temporary file, fsync, rename).
+ * ADAPT_ENOENT when the trace has no such epoch record. */
+enum adapt_status adapt_trace_truncate_after_epoch(const char *path, int epoch);
+
+/* ----------------------------------------------------------------- reader */
+
+struct adapt_trace {
+    char *path;
+    struct adapt_trace_header header; /* owned: strings, layers, units, config */
+    int64_t n_steps;
+    struct adapt_trace_step *steps;   /* (n_steps) */
+    int n_epochs;
+    struct adapt_trace_epoch *epochs; /* (n_epochs) */
+    int has_test;
+    struct adapt_trace_test test;
+    int has_end;
+    struct adapt_trace_end end;
+    int64_t n_lines;                  /* complete lines read */
+    int truncated;                    /* an incomplete last line was skipped (LOAD_PARTIAL) */
+};
+
+/* Accept an incomplete last line (a run still writing, or killed): skip it
+ * and set truncated, instead of failing with ADAPT_EFORMAT. */
+#define ADAPT_TRACE_LOAD_PARTIAL 1u
+
+/* Reads a whole trace. Errors (ADAPT_EFORMAT unless noted) name the file and
+ * line: malformed JSON, a first line that is not a header, a second header,
+ * an unknown schema version, an unknown record type, a missing field or one
+ * of the wrong type, a step whose unit count differs from the header, an
+ * incomplete last line ("truncated"); ADAPT_ENOENT / ADAPT_EIO when the file
+ * cannot be opened or read. */
+enum adapt_status adapt_trace_load(struct adapt_trace **out, const char *path, unsigned flags);
+void adapt_trace_free(struct adapt_trace *t);
+
+const char *adapt_trace_strategy_name(enum adapt_trace_strategy s); /* "min", ... or NULL */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

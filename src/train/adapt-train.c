@@ -1,0 +1,149 @@
+/* src/train/adapt-train.c: the adapt-train program.
+ *
+ *   adapt-train --config FILE [--set section.key=value ...] [--out DIR]
+ *               [--resume | --force] [--dry-run] [--init-from FILE] [--quiet]
+ *   adapt-train --eval-only --init-from FILE [--config FILE] [--set ...] [--eval-json FILE]
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <config.h>
+#include "src/config/config.h"
+#include "src/cuda/device.h"
+#include "src/net/net.h"
+#include "src/train/train.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: adapt-train --config FILE [options]\n"
+            "Trains a CNN with a precision policy and writes a trace and checkpoints.\n\n"
+            "  --config FILE          INI configuration (experiments/configs/*.ini)\n"
+            "  --set SECTION.KEY=VAL  override one configuration value (repeatable)\n"
+            "  --out DIR              output directory (default: run.out, or runs/<config stem>)\n"
+            "  --resume               continue the run in the output directory\n"
+            "  --force                replace the run files in an existing output directory\n"
+            "  --dry-run              print the resolved configuration and the model, then stop\n"
+            "  --init-from FILE       start from the weights in a safetensors file\n"
+            "  --eval-only            score --init-from FILE on the test set (at the formats\n"
+            "                         stored with it) and stop\n"
+            "  --eval-json FILE       with --eval-only: also write the result as JSON\n"
+            "  --quiet                no progress output\n"
+            "  --help, --version\n\n"
+            "Configuration keys, their defaults and ranges: adapt-train --dry-run.\n");
+}
+
+static int dataset_classes(const char *name)
+{
+    if (!strcmp(name, "emnist-balanced")) return 47;
+    if (!strcmp(name, "cifar100")) return 100;
+    return 10;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "adapt-train: %s\n", what);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
+                                         {"set", required_argument, 0, 's'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"resume", no_argument, 0, 'r'},
+                                         {"force", no_argument, 0, 'f'},
+                                         {"dry-run", no_argument, 0, 'n'},
+                                         {"init-from", required_argument, 0, 'i'},
+                                         {"eval-only", no_argument, 0, 'e'},
+                                         {"eval-json", required_argument, 0, 'j'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
+                                         {0, 0, 0, 0}};
+    const char *config = NULL, *out = NULL, *init_from = NULL, *eval_json = NULL;
+    const char *sets[64];
+    int nsets = 0, resume = 0, force = 0, dry = 0, eval_only = 0, quiet = 0, c;
+    while ((c = getopt_long(argc, argv, "c:s:o:i:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config = optarg; break;
+        case 's':
+            if (nsets == 64) return fail("too many --set options (at most 64)");
+            sets[nsets++] = optarg;
+            break;
+        case 'o': out = optarg; break;
+        case 'r': resume = 1; break;
+        case 'f': force = 1; break;
+        case 'n': dry = 1; break;
+        case 'i': init_from = optarg; break;
+        case 'e': eval_only = 1; break;
+        case 'j': eval_json = optarg; break;
+        case 'q': quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        case 'V':
+            printf("adapt-train (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+            return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "adapt-train: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (!config && !eval_only) {
+        fprintf(stderr, "adapt-train: --config FILE is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (resume && force) return fail("--resume and --force exclude each other");
+    if (eval_only && !init_from) return fail("--eval-only needs --init-from FILE");
+    if (eval_json && !eval_only) return fail("--eval-json FILE needs --eval-only");
+    if (resume && init_from) return fail("--resume continues from the run's own checkpoint; "
+                                         "--init-from cannot be combined with it");
+
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    if (config && adapt_config_load(&cfg, config)) return fail(adapt_error_message());
+    for (int i = 0; i < nsets; i++)
+        if (adapt_config_set(&cfg, sets[i])) return fail(adapt_error_message());
+    if (adapt_config_check(&cfg)) return fail(adapt_error_message());
+
+    /* --out is used as given; the default comes from the configuration */
+    char default_out[ADAPT_CONFIG_PATH_MAX + 8];
+    const char *out_dir = out;
+    if (!out_dir) {
+        if (adapt_config_out_dir(&cfg, default_out, sizeof default_out))
+            return fail(adapt_error_message());
+        out_dir = default_out;
+    }
+
+    if (dry) {
+        printf("# adapt-sim %s: resolved configuration%s%s\n", PACKAGE_VERSION,
+               config ? " of " : "", config ? config : "");
+        if (adapt_config_print(&cfg, stdout, ADAPT_CONFIG_PRINT_HELP))
+            return fail(adapt_error_message());
+        const char *model = adapt_config_enum_str(&cfg, "model", "name");
+        const char *ds = adapt_config_enum_str(&cfg, "data", "dataset");
+        int classes = cfg.model.classes ? cfg.model.classes : dataset_classes(ds);
+        struct adapt_net *net = adapt_model_build(model, classes);
+        if (!net) return fail(adapt_error_message());
+        printf("\n");
+        adapt_net_print_summary(net, stdout);
+        adapt_net_free(net);
+        char dev[256];
+        int ngpu = adapt_cuda_device_count(dev, sizeof dev);
+        printf("\noutput directory: %s\nCUDA: %d device(s): %s\n", out_dir, ngpu, dev);
+        return 0;
+    }
+
+    struct adapt_train_opts o = {out_dir, resume, force, init_from, eval_only, eval_json, quiet};
+    enum adapt_status st = adapt_train_run(&cfg, &o);
+    if (st != ADAPT_OK) {
+        fprintf(stderr, "adapt-train: %s\n", adapt_error_message());
+        return st == ADAPT_EINTERRUPTED ? 130 : 1;
+    }
+    return 0;
+}

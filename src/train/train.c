@@ -1,0 +1,426 @@
+/* src/train/train.c: the training run (see src/train/train.h). */
+#include "src/train/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <config.h>
+#include "src/data/data.h"
+#include "src/net/net.h"
+#include "src/net/optim.h"
+#include "src/policy/policy.h"
+#include "src/policy/precision.h"
+#include "src/train/run_dir.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+struct run {
+    const struct adapt_config *cfg;
+    const struct adapt_train_opts *opts;
+    struct adapt_dataset train, test;
+    int have_train, have_test;
+    struct adapt_holdout ho;
+    int have_ho;
+    struct adapt_loader tl, vl, sl;
+    int have_tl, have_vl, have_sl;
+    struct adapt_net *net;
+    struct adapt_sgd opt;
+    int have_opt;
+    struct adapt_sched sched;
+    float *x;       /* (n_max, C, H, W) */
+    int *y;         /* (n_max) */
+    float *dlogits; /* (n_max, classes) */
+    struct adapt_policy *pol;
+    struct adapt_run_io io;
+    int tty;
+    int epochs_done;
+};
+
+static void run_free(struct run *r)
+{
+    adapt_run_io_close(&r->io);
+    adapt_policy_free(r->pol);
+    free(r->dlogits);
+    free(r->y);
+    adapt_aligned_free(r->x);
+    if (r->have_opt) adapt_sgd_free(&r->opt);
+    adapt_net_free(r->net);
+    if (r->have_sl) adapt_loader_free(&r->sl);
+    if (r->have_vl) adapt_loader_free(&r->vl);
+    if (r->have_tl) adapt_loader_free(&r->tl);
+    if (r->have_ho) adapt_holdout_free(&r->ho);
+    if (r->have_test) adapt_dataset_free(&r->test);
+    if (r->have_train) adapt_dataset_free(&r->train);
+}
+
+static const char *model_name(const struct adapt_config *cfg)
+{
+    return adapt_config_enum_str(cfg, "model", "name");
+}
+
+static const char *dataset_name(const struct adapt_config *cfg)
+{
+    return adapt_config_enum_str(cfg, "data", "dataset");
+}
+
+static enum adapt_status load_data(struct run *r, int need_train)
+{
+    const struct adapt_config *cfg = r->cfg;
+    const char *path = cfg->data.path[0] ? cfg->data.path : NULL;
+    enum adapt_status st;
+    if (need_train) {
+        if ((st = adapt_dataset_load(&r->train, dataset_name(cfg), path, ADAPT_DATA_TRAIN)))
+            return st;
+        r->have_train = 1;
+        if (cfg->data.train_limit > 0 && cfg->data.train_limit < r->train.n)
+            r->train.n = cfg->data.train_limit;
+    }
+    if ((st = adapt_dataset_load(&r->test, dataset_name(cfg), path, ADAPT_DATA_TEST))) return st;
+    r->have_test = 1;
+    if (cfg->data.test_limit > 0 && cfg->data.test_limit < r->test.n)
+        r->test.n = cfg->data.test_limit;
+    if (!cfg->data.normalize) {
+        struct adapt_dataset *ds[2] = {&r->train, &r->test};
+        for (int k = 0; k < 2; k++)
+            for (int c = 0; c < ADAPT_DATA_MAX_C; c++) {
+                ds[k]->mean[c] = 0.0f;
+                ds[k]->std[c] = 1.0f;
+            }
+    }
+    return ADAPT_OK;
+}
+
+static enum adapt_status build_model(struct run *r, int classes)
+{
+    const struct adapt_config *cfg = r->cfg;
+    const struct adapt_dataset *ds = &r->test;
+    int want_c = adapt_model_in_channels(model_name(cfg));
+    if (want_c != ds->c)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "model.name = %s expects %d input channel%s, but data.dataset = %s "
+                           "has %d (use %s)",
+                           model_name(cfg), want_c, want_c == 1 ? "" : "s", dataset_name(cfg),
+                           ds->c, ds->c == 1 ? "lenet5 or alexnet_mnist" : "alexnet_cifar or resnet20");
+    r->net = adapt_model_build(model_name(cfg), classes);
+    if (!r->net) return ADAPT_EINVAL;
+    int n_max = cfg->train.batch > cfg->train.eval_batch ? cfg->train.batch : cfg->train.eval_batch;
+    enum adapt_status st = adapt_net_finalize(r->net, n_max);
+    if (st) return st;
+    size_t in = r->net->act_numel[0] * (size_t)n_max;
+    r->x = adapt_aligned_alloc(in * sizeof(float));
+    r->y = malloc(sizeof(int) * (size_t)n_max);
+    r->dlogits = malloc(sizeof(float) * (size_t)n_max * (size_t)classes);
+    if (!r->x || !r->y || !r->dlogits)
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate batch buffers");
+    return ADAPT_OK;
+}
+
+/* Mean loss and accuracy of the network (evaluation mode) over a loader. */
+static void evaluate(struct run *r, struct adapt_loader *l, double *loss, double *acc)
+{
+    double sum = 0.0;
+    long correct = 0, count = 0;
+    int nb;
+    adapt_loader_start(l, 0);
+    while ((nb = adapt_loader_next(l, r->x, r->y)) > 0) {
+        int c = 0;
+        const float *lg = adapt_net_forward(r->net, r->x, nb, 0);
+        sum += adapt_softmax_xent(lg, r->y, nb, r->net->classes, NULL, &c) * nb;
+        correct += c;
+        count += nb;
+    }
+    *loss = count ? sum / (double)count : NAN;
+    *acc = count ? (double)correct / (double)count : NAN;
+}
+
+static void format_eta(double s, char *buf, size_t n)
+{
+    if (!(s >= 0) || s > 1e7) {
+        snprintf(buf, n, "--:--");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+    else
+        snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static enum adapt_status train_loop(struct run *r, int start_epoch, long start_step)
+{
+    const struct adapt_config *cfg = r->cfg;
+    const int epochs = cfg->train.epochs, accum = cfg->train.accumulation_steps;
+    const int classes = r->net->classes;
+    const int nbatches = adapt_loader_batches(&r->tl);
+    long step = start_step;
+    int accum_since_log = 0, policy_stop = 0;
+    enum adapt_status st = ADAPT_OK;
+    double t_run = now_s();
+    for (int epoch = start_epoch; epoch < epochs && !stop_requested && !policy_stop; epoch++) {
+        double t0 = now_s(), t_last = 0.0;
+        double loss_sum = 0.0, step_loss = 0.0;
+        long correct = 0, seen = 0;
+        int micro = 0, nb, batch_i = 0;
+        adapt_loader_start(&r->tl, epoch);
+        r->opt.lr = r->sched.lr;
+        r->pol->epoch = epoch;
+        while ((nb = adapt_loader_next(&r->tl, r->x, r->y)) > 0) {
+            int c = 0;
+            if (r->pol->prec) r->pol->prec->iter = (long)epoch * nbatches + batch_i;
+            const float *lg = adapt_net_forward(r->net, r->x, nb, 1);
+            double loss = adapt_softmax_xent(lg, r->y, nb, classes, r->dlogits, &c);
+            if (r->pol->loss_scale != 1.0) {
+                const float sc = (float)r->pol->loss_scale;
+                for (size_t i = 0; i < (size_t)nb * classes; i++) r->dlogits[i] *= sc;
+            }
+            adapt_net_backward(r->net, r->dlogits, nb);
+            loss_sum += loss * nb;
+            correct += c;
+            seen += nb;
+            step_loss += loss;
+            micro++;
+            batch_i++;
+            accum_since_log++;
+            if (micro == accum || batch_i == nbatches) {
+                double l1 = cfg->optim.l1_decay > 0 ? cfg->optim.l1_decay * adapt_sgd_l1_norm(&r->opt) : 0.0;
+                double mean_loss = step_loss / micro + l1;
+                r->pol->micro_loss = (loss + l1) / accum;
+                step++;
+                adapt_policy_step(r->pol, &r->opt, step, mean_loss, micro, batch_i == nbatches);
+                if (step % cfg->run.log_every == 0) {
+                    if ((st = adapt_run_io_step(&r->io, r->pol, step, epoch, r->opt.lr, mean_loss,
+                                                accum_since_log)))
+                        return st;
+                    adapt_policy_clear_events(r->pol);
+                    accum_since_log = 0;
+                }
+                micro = 0;
+                step_loss = 0.0;
+                if (stop_requested) break;
+            }
+            if (r->tty && !r->opts->quiet) {
+                double t = now_s();
+                if (t - t_last > 0.25 || batch_i == nbatches) {
+                    t_last = t;
+                    double ips = seen / (t - t0);
+                    long left_steps = (long)(epochs - epoch) * nbatches - batch_i;
+                    char eta[32];
+                    format_eta(left_steps * (double)cfg->train.batch / ips, eta, sizeof eta);
+                    printf("\repoch %d/%d  step %d/%d  loss %.4f  %.0f img/s  ETA %s   ", epoch + 1,
+                           epochs, batch_i, nbatches, loss_sum / seen, ips, eta);
+                    fflush(stdout);
+                }
+            }
+        }
+        if (stop_requested && batch_i < nbatches) break;
+        double wall = now_s() - t0;
+        double val_loss = NAN, val_acc = NAN;
+        if (r->have_vl) evaluate(r, &r->vl, &val_loss, &val_acc);
+        double lr_used = r->sched.lr;
+        adapt_sched_step(&r->sched, r->have_vl ? val_loss : loss_sum / seen);
+        if (r->pol->type->epoch_end) {
+            double lr = r->sched.lr;
+            policy_stop = r->pol->type->epoch_end(r->pol, epoch, &lr);
+            r->sched.lr = lr;
+        }
+        /* wall_s: since this process started training (a resumed run starts at 0) */
+        struct adapt_run_epoch ep = {epoch,    step,    lr_used, loss_sum / seen, (double)correct / seen,
+                                     val_loss, val_acc, now_s() - t_run, seen / wall};
+        if ((st = adapt_run_io_epoch(&r->io, &ep))) return st;
+        if (!r->opts->quiet) {
+            if (r->tty) printf("\r\033[K");
+            printf("epoch %3d/%d  train loss %.4f acc %6.2f%%  val loss %.4f acc %6.2f%%  lr %.4g  "
+                   "%.1f s  %.0f img/s%s\n",
+                   epoch + 1, epochs, ep.train_loss, 100.0 * ep.train_acc, val_loss,
+                   100.0 * val_acc, lr_used, wall, ep.images_per_s,
+                   policy_stop ? "  (policy: stop)" : "");
+            fflush(stdout);
+        }
+        int last = epoch + 1 == epochs || policy_stop;
+        int every = cfg->run.checkpoint_every;
+        r->epochs_done = epoch + 1;
+        if (last || (every > 0 && (epoch + 1) % every == 0))
+            if ((st = adapt_run_io_checkpoint(&r->io, r->net, &r->opt, &r->sched, r->pol, epoch + 1,
+                                              step)))
+                return st;
+    }
+    return ADAPT_OK;
+}
+
+/* The --eval-only result as JSON: checkpoint, data, formats, loss and
+ * accuracy at full precision (17 significant digits). */
+static enum adapt_status write_eval_json(struct run *r, const struct adapt_train_opts *opts,
+                                         long step, double loss, double acc)
+{
+    const struct adapt_config *cfg = r->cfg;
+    json_t *units = json_array();
+    const struct adapt_precision *pr = r->pol->prec;
+    for (int u = 0; units && pr && u < pr->nunits; u++) {
+        char txt[64];
+        const struct adapt_unit_prec *up = &pr->u[u];
+        json_array_append_new(units, json_pack("{s:s,s:s}", "unit", up->layer->name, "format",
+                                               up->active ? quant_spec_str(&up->spec, txt,
+                                                                           sizeof txt)
+                                                          : "float32"));
+    }
+    long correct = lround(acc * r->test.n);
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:i,s:I,s:f,s:f,s:o}", "checkpoint",
+                          opts->init_from, "config", cfg->file, "model", model_name(cfg),
+                          "dataset", dataset_name(cfg), "policy",
+                          adapt_config_enum_str(cfg, "policy", "name"), "step", (json_int_t)step,
+                          "test_images", r->test.n, "correct", (json_int_t)correct, "loss", loss,
+                          "accuracy", acc, "unit_formats", units ? units : json_null());
+    if (!o) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot build the evaluation record");
+    FILE *f = fopen(opts->eval_json, "w");
+    int bad = !f || json_dumpf(o, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0;
+    if (f) bad |= fputc('\n', f) == EOF;
+    if (f) bad |= fclose(f) != 0;
+    json_decref(o);
+    if (bad)
+        return ADAPT_ERROR(ADAPT_EIO, "%s: cannot write the evaluation record: %s",
+                           opts->eval_json, strerror(errno));
+    return ADAPT_OK;
+}
+
+enum adapt_status adapt_train_run(const struct adapt_config *cfg,
+                                  const struct adapt_train_opts *opts)
+{
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.cfg = cfg;
+    r.opts = opts;
+    r.tty = isatty(STDOUT_FILENO);
+    enum adapt_status st;
+#ifdef _OPENMP
+    if (cfg->run.threads > 0) omp_set_num_threads(cfg->run.threads);
+#endif
+    const uint64_t seed = (uint64_t)cfg->run.seed;
+    double t_start = now_s();
+
+    if ((st = load_data(&r, !opts->eval_only))) goto out;
+    int classes = cfg->model.classes ? cfg->model.classes : r.test.classes;
+    if (classes < r.test.classes) {
+        st = ADAPT_ERROR(ADAPT_EINVAL, "model.classes = %d, but %s has %d classes", classes,
+                         dataset_name(cfg), r.test.classes);
+        goto out;
+    }
+    if ((st = build_model(&r, classes))) goto out;
+    adapt_net_init_params(r.net, seed, cfg->model.init_gain);
+    if (opts->init_from && (st = adapt_run_io_load_weights(r.net, opts->init_from))) goto out;
+    if ((st = adapt_policy_alloc(&r.pol, cfg, r.net, seed))) goto out;
+    long eval_step = 0;
+    if (opts->eval_only &&
+        (st = adapt_run_io_load_formats(r.pol, opts->init_from, &eval_step, stdout)))
+        goto out;
+    /* evaluation: the weight copies of the checkpoint's last step */
+    if (r.pol->prec) adapt_precision_refresh_weights(r.pol->prec, eval_step);
+    if ((st = adapt_loader_alloc(&r.sl, &r.test, NULL, r.test.n, cfg->train.eval_batch, 0, seed)))
+        goto out;
+    r.have_sl = 1;
+
+    if (opts->eval_only) {
+        double loss, acc;
+        evaluate(&r, &r.sl, &loss, &acc);
+        printf("test  loss %.4f  accuracy %.2f%%  (%d images, %s)\n", loss, 100.0 * acc, r.test.n,
+               opts->init_from ? opts->init_from : "initial weights");
+        if (opts->eval_json) st = write_eval_json(&r, opts, eval_step, loss, acc);
+        goto out;
+    }
+
+    int val = cfg->data.val_size;
+    if (val >= r.train.n) {
+        st = ADAPT_ERROR(ADAPT_EINVAL, "data.val_size = %d leaves no training samples (%s has %d)",
+                         val, dataset_name(cfg), r.train.n);
+        goto out;
+    }
+    if ((st = adapt_holdout_alloc(&r.ho, r.train.n, val, seed))) goto out;
+    r.have_ho = 1;
+    unsigned flags = ADAPT_LOADER_SHUFFLE | (adapt_config_augment_enabled(cfg) ? ADAPT_LOADER_AUGMENT : 0);
+    if ((st = adapt_loader_alloc(&r.tl, &r.train, r.ho.train, r.ho.n_train, cfg->train.batch, flags,
+                                 seed)))
+        goto out;
+    r.have_tl = 1;
+    if (r.ho.n_val > 0) {
+        if ((st = adapt_loader_alloc(&r.vl, &r.train, r.ho.val, r.ho.n_val, cfg->train.eval_batch,
+                                     0, seed)))
+            goto out;
+        r.have_vl = 1;
+    }
+    if ((st = adapt_sgd_init(&r.opt, r.net, cfg->optim.lr, cfg->optim.momentum,
+                             cfg->optim.l2_decay, cfg->optim.l1_decay, cfg->optim.nesterov)))
+        goto out;
+    r.have_opt = 1;
+    adapt_sched_init(&r.sched, (enum adapt_sched_kind)cfg->schedule.name, cfg->optim.lr);
+    r.sched.gamma = cfg->schedule.gamma;
+    r.sched.nmilestones = cfg->schedule.milestones.n < 32 ? cfg->schedule.milestones.n : 32;
+    for (int i = 0; i < r.sched.nmilestones; i++) r.sched.milestones[i] = cfg->schedule.milestones.v[i];
+    r.sched.factor = cfg->schedule.factor;
+    r.sched.patience = cfg->schedule.patience;
+    r.sched.threshold = cfg->schedule.threshold;
+    r.sched.min_lr = cfg->schedule.min_lr;
+    r.sched.cooldown = cfg->schedule.cooldown;
+
+    int start_epoch = 0;
+    long start_step = 0;
+    struct adapt_run_info info = {dataset_name(cfg), r.train.n, r.ho.n_train, r.ho.n_val, r.test.n};
+    if ((st = adapt_run_io_open(&r.io, cfg, opts, r.net, &r.opt, &r.sched, r.pol, &info,
+                                &start_epoch, &start_step)))
+        goto out;
+    /* the quantized copies the uninterrupted run had after its last step */
+    if (r.pol->prec && start_step > 0) adapt_precision_refresh_weights(r.pol->prec, start_step);
+    r.epochs_done = start_epoch;
+    if (!opts->quiet) {
+        printf("adapt-sim %s: %s on %s (%d train, %d val, %d test), policy %s, %d epochs, "
+               "batch %d, seed %lld\n",
+               PACKAGE_VERSION, model_name(cfg), dataset_name(cfg), r.ho.n_train, r.ho.n_val,
+               r.test.n, adapt_config_enum_str(cfg, "policy", "name"), cfg->train.epochs,
+               cfg->train.batch, (long long)cfg->run.seed);
+        if (start_epoch > 0) printf("resuming after epoch %d (step %ld)\n", start_epoch, start_step);
+        fflush(stdout);
+    }
+    void (*old)(int) = signal(SIGINT, on_sigint);
+    st = train_loop(&r, start_epoch, start_step);
+    signal(SIGINT, old);
+    if (st) goto out;
+    if (stop_requested) {
+        adapt_run_io_end(&r.io, "stopped", now_s() - t_start);
+        st = ADAPT_ERROR(ADAPT_EINTERRUPTED, "interrupted: the run can continue from the last "
+                                       "checkpoint with --resume");
+        goto out;
+    }
+    double test_loss, test_acc;
+    evaluate(&r, &r.sl, &test_loss, &test_acc);
+    if ((st = adapt_run_io_test(&r.io, r.epochs_done, test_loss, test_acc))) goto out;
+    if ((st = adapt_run_io_end(&r.io, "ok", now_s() - t_start))) goto out;
+    if (!opts->quiet) {
+        printf("test  loss %.4f  accuracy %.2f%%  (%d images)\n", test_loss, 100.0 * test_acc,
+               r.test.n);
+        printf("trace:      %s\ncheckpoint: %s\n", r.io.trace_path, r.io.model_path);
+    }
+out:
+    run_free(&r);
+    return st;
+}
