@@ -1,0 +1,143 @@
+/* src/quant/kernels.c: SIMD kernels of the CPU rounding, for the grid formats (fixed, bfp, muppet)
+ * and the float formats (fp16, bf16, float(e,m)), and the range reduction.
+ *
+ * One plain loop around the pure rounding functions of src/quant/quant_impl.h (quant_grid_round
+ * or quant_fmt_round), written once and instantiated per format kind, rounding mode, scale
+ * variant (grid: split scale; float: wide) and outputs wanted (mask, counters): each instance
+ * is a branch-free loop gcc vectorises. The kernels are compiled as run-time dispatched clones
+ * (ADAPT_HOT_CLONES); the random bits of a piece come from the vector Philox generator first
+ * (src/quant/philox.c).
+ */
+#include <string.h>
+
+#include "src/quant/quant_cpu.h"
+#include "src/base/hd.h"
+
+#if defined(__GNUC__)
+#define QUANT_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define QUANT_ALWAYS_INLINE inline
+#endif
+
+/* One piece of at most QUANT_PIECE elements. `kind`, `mode`, `var`, `want_mask` and
+ * `want_counts` are constants in every instance, so the unused format and branches vanish. */
+static QUANT_ALWAYS_INLINE void piece(const int kind, struct quant_grid g, struct quant_fmt f,
+                                      const int mode, const int var, const int want_mask,
+                                      const int want_counts, const float *x, float *y,
+                                      const uint32_t *r, size_t n, uint8_t *mask,
+                                      uint64_t *counts, uint32_t *tmp)
+{
+    uint32_t ns = 0, nzx = 0, nzy = 0; /* saturated, nonzero inputs, nonzero outputs */
+#pragma omp simd reduction(+ : ns, nzx, nzy)
+    for (size_t j = 0; j < n; j++) {
+        uint32_t sat;
+        float v = x[j];
+        uint32_t rj = mode == QUANT_MODE_STOCHASTIC ? r[j] : 0u;
+        float q = kind == QUANT_KIND_GRID ? quant_grid_round(g, mode, var, v, rj, &sat)
+                                          : quant_fmt_round(f, mode, var, v, rj, &sat);
+        y[j] = q;
+        if (want_mask) tmp[j] = sat;
+        else if (want_counts) ns += sat;
+        if (want_counts) {
+            nzx += quant_nonzero(v);
+            nzy += quant_nonzero(q);
+        }
+    }
+    /* bytes in a loop of their own: mixed with the float work, gcc unrolls to 64 lanes and
+     * spills */
+    if (want_mask) {
+#pragma omp simd reduction(+ : ns)
+        for (size_t j = 0; j < n; j++) {
+            mask[j] = (uint8_t)tmp[j];
+            ns += tmp[j];
+        }
+    }
+    if (want_counts) {
+        /* a zero input always gives a zero output, so flushed = nonzero in - nonzero out */
+        counts[0] += ns;
+        counts[1] += nzx - nzy;
+        counts[2] += n - nzy;
+    }
+}
+
+/* The 24 loop variants of one kind: mode (3) x scale variant (2) x mask (2) x counters (2). */
+static QUANT_ALWAYS_INLINE void dispatch(const int kind, struct quant_grid g, struct quant_fmt f,
+                                         int mode, int var, const float *x, float *y,
+                                         const uint32_t *r, size_t n, uint8_t *mask,
+                                         uint64_t *counts, uint32_t *tmp)
+{
+#define KERNEL_CASE(M, V)                                                                       \
+    do {                                                                                       \
+        if (mask && counts) piece(kind, g, f, M, V, 1, 1, x, y, r, n, mask, counts, tmp);      \
+        else if (mask) piece(kind, g, f, M, V, 1, 0, x, y, r, n, mask, counts, tmp);           \
+        else if (counts) piece(kind, g, f, M, V, 0, 1, x, y, r, n, mask, counts, tmp);         \
+        else piece(kind, g, f, M, V, 0, 0, x, y, r, n, mask, counts, tmp);                     \
+    } while (0)
+    switch (mode) {
+    case QUANT_MODE_STOCHASTIC:
+        if (var) KERNEL_CASE(QUANT_MODE_STOCHASTIC, 1);
+        else KERNEL_CASE(QUANT_MODE_STOCHASTIC, 0);
+        break;
+    case QUANT_MODE_NEAREST_AWAY:
+        if (var) KERNEL_CASE(QUANT_MODE_NEAREST_AWAY, 1);
+        else KERNEL_CASE(QUANT_MODE_NEAREST_AWAY, 0);
+        break;
+    default:
+        if (var) KERNEL_CASE(QUANT_MODE_NEAREST_EVEN, 1);
+        else KERNEL_CASE(QUANT_MODE_NEAREST_EVEN, 0);
+        break;
+    }
+#undef KERNEL_CASE
+}
+
+/* Rounds x[0..n) (element indices index..index+n) piece by piece: pieces aligned in index space,
+ * so each takes whole Philox blocks and its counters stay bounded. */
+static QUANT_ALWAYS_INLINE void run(const int kind, const struct quant_plan *p, const float *x,
+                                    float *y, size_t n, uint64_t index, uint8_t *mask,
+                                    uint64_t *counts)
+{
+    const int var = kind == QUANT_KIND_GRID ? quant_grid_split(p->grid) : p->fmt.wide;
+    uint32_t buf[QUANT_PIECE_BUF] __attribute__((aligned(64)));
+    uint32_t tmp[QUANT_PIECE] __attribute__((aligned(64)));
+    size_t j = 0;
+    while (j < n) {
+        uint64_t i = index + j;
+        size_t len = QUANT_PIECE - (size_t)(i % QUANT_PIECE);
+        if (len > n - j) len = n - j;
+        const uint32_t *r = p->mode == QUANT_MODE_STOCHASTIC
+                                ? quant_philox_fill(buf, p->seed, p->stream, i, len)
+                                : NULL;
+        dispatch(kind, p->grid, p->fmt, p->mode, var, x + j, y + j, r, len,
+                 mask ? mask + j : NULL, counts, tmp);
+        j += len;
+    }
+}
+
+ADAPT_HOT_CLONES void quant_grid_run(const struct quant_plan *p, const float *x, float *y,
+                                     size_t n, uint64_t index, uint8_t *mask, uint64_t *counts)
+{
+    run(QUANT_KIND_GRID, p, x, y, n, index, mask, counts);
+}
+
+ADAPT_HOT_CLONES void quant_fmt_run(const struct quant_plan *p, const float *x, float *y,
+                                    size_t n, uint64_t index, uint8_t *mask, uint64_t *counts)
+{
+    run(QUANT_KIND_FMT, p, x, y, n, index, mask, counts);
+}
+
+ADAPT_HOT_CLONES void quant_range_keys(const float *x, size_t n, uint32_t k[2])
+{
+    uint32_t kmax = k[0], kmin = k[1];
+#pragma omp simd reduction(max : kmax) reduction(min : kmin)
+    for (size_t j = 0; j < n; j++) {
+        uint32_t b = quant_f2u(x[j]);
+        int fin = (b & 0x7fffffffu) < 0x7f800000u;
+        uint32_t key = quant_order_key(b);
+        uint32_t a = fin ? key : 0u;
+        uint32_t c = fin ? key : 0xffffffffu;
+        kmax = a > kmax ? a : kmax;
+        kmin = c < kmin ? c : kmin;
+    }
+    k[0] = kmax;
+    k[1] = kmin;
+}
