@@ -3,27 +3,19 @@
 # corpora from small valid files; run.sh runs them.
 FUZZ_HARNESSES = tests/fuzz/fuzz_idx tests/fuzz/fuzz_cifar tests/fuzz/fuzz_safetensors \
 	tests/fuzz/fuzz_ini tests/fuzz/fuzz_trace
-EXTRA_DIST += tests/fuzz/seeds.sh tests/fuzz/run.sh
+EXTRA_DIST += tests/fuzz/seeds.sh tests/fuzz/run.sh tests/fuzz/fuzz.h
 CLEANFILES += $(FUZZ_HARNESSES)
 if FUZZERS
 EXTRA_PROGRAMS += $(FUZZ_HARNESSES)
 FUZZER_LINK = $(AM_LDFLAGS) -fsanitize=fuzzer
-FUZZER_LIBS = $(TRAIN_LIBS) $(PERF_LIBS) $(ADAPT_EXT_LIBS)
-tests_fuzz_fuzz_idx_SOURCES = tests/fuzz/fuzz_idx.c tests/fuzz/fuzz.h
+# Every harness links the libraries of all parsers it may reach (global LDADD: no other program
+# relies on it) and the libFuzzer driver; sources default to tests/fuzz/<name>.c.
+LDADD = $(TRAIN_LIBS) $(PERF_LIBS) $(ADAPT_EXT_LIBS)
 tests_fuzz_fuzz_idx_LDFLAGS = $(FUZZER_LINK)
-tests_fuzz_fuzz_idx_LDADD = $(FUZZER_LIBS)
-tests_fuzz_fuzz_cifar_SOURCES = tests/fuzz/fuzz_cifar.c tests/fuzz/fuzz.h
 tests_fuzz_fuzz_cifar_LDFLAGS = $(FUZZER_LINK)
-tests_fuzz_fuzz_cifar_LDADD = $(FUZZER_LIBS)
-tests_fuzz_fuzz_safetensors_SOURCES = tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz.h
 tests_fuzz_fuzz_safetensors_LDFLAGS = $(FUZZER_LINK)
-tests_fuzz_fuzz_safetensors_LDADD = $(FUZZER_LIBS)
-tests_fuzz_fuzz_ini_SOURCES = tests/fuzz/fuzz_ini.c tests/fuzz/fuzz.h
 tests_fuzz_fuzz_ini_LDFLAGS = $(FUZZER_LINK)
-tests_fuzz_fuzz_ini_LDADD = $(FUZZER_LIBS)
-tests_fuzz_fuzz_trace_SOURCES = tests/fuzz/fuzz_trace.c tests/fuzz/fuzz.h
 tests_fuzz_fuzz_trace_LDFLAGS = $(FUZZER_LINK)
-tests_fuzz_fuzz_trace_LDADD = $(FUZZER_LIBS)
 
 fuzz: $(FUZZ_HARNESSES)
 # A smoke run: each harness over its seeds and FUZZ_RUNS more inputs.
