@@ -157,12 +157,12 @@ enum adapt_status adapt_atomic_commit(struct adapt_atomic *a)
     if (err) {
         st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot %s %s: %s", a->path, what, a->tmp,
                          strerror(err ? err : EIO));
-        goto fail;
+        goto remove_tmp;
     }
     if (rename(a->tmp, a->path) != 0) {
         st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot rename %s to it: %s", a->path, a->tmp,
                          strerror(errno));
-        goto fail;
+        goto remove_tmp;
     }
     if (hook(ADAPT_FILEIO_RENAMED, a->path)) {
         st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot sync its directory: %s", a->path,
@@ -176,7 +176,7 @@ enum adapt_status adapt_atomic_commit(struct adapt_atomic *a)
                          strerror(errno));
     release(a);
     return st;
-fail:
+remove_tmp:
     unlink(a->tmp);
     release(a);
     return st;
@@ -191,30 +191,30 @@ enum adapt_status adapt_atomic_symlink(const char *target, const char *linkpath)
     if (symlink(target, tmp) != 0) {
         st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot create the link %s: %s", linkpath, tmp,
                          strerror(errno));
-        goto out;
+        goto free_tmp;
     }
     if (hook(ADAPT_FILEIO_CREATED, linkpath)) {
         st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot create the link %s: %s", linkpath, tmp,
                          strerror(errno));
         unlink(tmp);
-        goto out;
+        goto free_tmp;
     }
     if (rename(tmp, linkpath) != 0) {
         st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot rename %s to it: %s", linkpath, tmp,
                          strerror(errno));
         unlink(tmp);
-        goto out;
+        goto free_tmp;
     }
     if (hook(ADAPT_FILEIO_RENAMED, linkpath)) {
         st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot sync its directory: %s", linkpath,
                          strerror(errno));
-        goto out;
+        goto free_tmp;
     }
     st = sync_dir_of(linkpath);
     if (st == ADAPT_OK && hook(ADAPT_FILEIO_DIR_SYNCED, linkpath))
         st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot sync its directory: %s", linkpath,
                          strerror(errno));
-out:
+free_tmp:
     free(tmp);
     return st;
 }

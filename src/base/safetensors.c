@@ -419,11 +419,11 @@ enum adapt_status adapt_safetensors_load(struct adapt_safetensors **out, const c
         free(f);
         return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
     }
-    if ((st = read_file(path, f)) != ADAPT_OK) goto fail;
+    if ((st = read_file(path, f)) != ADAPT_OK) goto free_file;
     if (f->size < 8) {
         st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: %zu bytes: too short for the 8-byte header length",
                          path, f->size);
-        goto fail;
+        goto free_file;
     }
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)f->bytes[i] << (8 * i);
@@ -432,11 +432,11 @@ enum adapt_status adapt_safetensors_load(struct adapt_safetensors **out, const c
                          "%s: header length %llu does not fit the file (%zu bytes; at most %u "
                          "allowed)",
                          path, (unsigned long long)hlen, f->size, ADAPT_ST_HEADER_MAX);
-        goto fail;
+        goto free_file;
     }
     if (hlen < 2 || f->bytes[8] != '{') {
         st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: the header does not start with a JSON object", path);
-        goto fail;
+        goto free_file;
     }
     json_error_t err;
     json_t *root =
@@ -447,19 +447,19 @@ enum adapt_status adapt_safetensors_load(struct adapt_safetensors **out, const c
         else
             st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: header: malformed JSON at byte %d: %s", path,
                              err.position + 8, err.text);
-        goto fail;
+        goto free_file;
     }
     if (!json_is_object(root)) {
         json_decref(root);
         st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: the header is not a JSON object", path);
-        goto fail;
+        goto free_file;
     }
     st = parse_header(f, root, 8 + (size_t)hlen);
     json_decref(root);
-    if (st != ADAPT_OK) goto fail;
+    if (st != ADAPT_OK) goto free_file;
     *out = f;
     return ADAPT_OK;
-fail:
+free_file:
     adapt_safetensors_free(f);
     return st;
 }

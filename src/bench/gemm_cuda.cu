@@ -209,7 +209,7 @@ bool gemm_int8(bench &B, int64_t m0, int64_t n0, int64_t k0, double *s)
     const int32_t alpha = 1, beta = 0;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     if (!B.blas_ok(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32I, CUDA_R_32I), "int8 desc"))
-        goto done;
+        goto destroy_descriptors;
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     /* op(A) = A^T is m x k: A is stored k x m */
@@ -217,16 +217,16 @@ bool gemm_int8(bench &B, int64_t m0, int64_t n0, int64_t k0, double *s)
         !B.blas_ok(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8I, k, n, k), "int8 layout") ||
         !B.blas_ok(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32I, m, n, m), "int8 layout") ||
         !B.blas_ok(cublasLtMatmulPreferenceCreate(&pref), "int8 preference"))
-        goto done;
+        goto destroy_descriptors;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                          &B.ws_bytes, sizeof B.ws_bytes);
     if (!B.blas_ok(cublasLtMatmulAlgoGetHeuristic(B.lt, op, la, lb, lc, lc, pref, 1, &heur, &nres),
                    "int8 heuristic"))
-        goto done;
+        goto destroy_descriptors;
     if (nres < 1) {
         snprintf(B.why, B.wlen, "cublasLt has no int8 algorithm for %lldx%lldx%lld",
                  (long long)m, (long long)n, (long long)k);
-        goto done;
+        goto destroy_descriptors;
     }
     ok = B.time(
         [&]() {
@@ -235,7 +235,7 @@ bool gemm_int8(bench &B, int64_t m0, int64_t n0, int64_t k0, double *s)
                              "cublasLtMatmul");
         },
         s);
-done:
+destroy_descriptors:
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (lc) cublasLtMatrixLayoutDestroy(lc);
     if (lb) cublasLtMatrixLayoutDestroy(lb);

@@ -232,11 +232,11 @@ struct adapt_layer *adapt_batchnorm2d_create(const char *name, const int in_chw[
         return NULL;
     }
     struct adapt_layer *l = &bn->base;
-    if (adapt_layer_setup(l, &adapt_batchnorm2d_ops, name, 1, in_chw) != ADAPT_OK) goto fail;
+    if (adapt_layer_setup(l, &adapt_batchnorm2d_ops, name, 1, in_chw) != ADAPT_OK) goto free_layer;
     if (!(eps > 0.0f) || !(momentum >= 0.0f && momentum <= 1.0f)) {
         ADAPT_ERROR(ADAPT_EINVAL, "%s: eps %g must be > 0 and momentum %g in [0, 1]", name,
                     (double)eps, (double)momentum);
-        goto fail;
+        goto free_layer;
     }
     bn->eps = eps;
     bn->momentum = momentum;
@@ -248,7 +248,7 @@ struct adapt_layer *adapt_batchnorm2d_create(const char *name, const int in_chw[
     l->counter = &bn->num_batches_tracked;
     l->elementwise = (int64_t)adapt_layer_in_numel(l, 0);
     return l;
-fail:
+free_layer:
     free(bn);
     return NULL;
 }

@@ -480,14 +480,14 @@ struct adapt_layer *adapt_conv2d_create(const char *name, const int in_chw[3], i
         return NULL;
     }
     struct adapt_layer *l = &c->base;
-    if (adapt_layer_setup(l, &conv_ops, name, 1, in_chw) != ADAPT_OK) goto fail;
+    if (adapt_layer_setup(l, &conv_ops, name, 1, in_chw) != ADAPT_OK) goto free_layer;
     if (cout <= 0 || k <= 0 || stride <= 0 || pad < 0 || in_chw[1] + 2 * pad < k ||
         in_chw[2] + 2 * pad < k) {
         ADAPT_ERROR(ADAPT_EINVAL,
                     "%s: conv2d out %d kernel %d stride %d padding %d does not fit input "
                     "(%d, %d, %d)",
                     name, cout, k, stride, pad, in_chw[0], in_chw[1], in_chw[2]);
-        goto fail;
+        goto free_layer;
     }
     struct adapt_conv_geom *g = &c->g;
     g->cin = in_chw[0];
@@ -517,7 +517,7 @@ struct adapt_layer *adapt_conv2d_create(const char *name, const int in_chw[3], i
         c->mode = CONV_LOWERED;
     if (c->mode == CONV_DENSE && !dense_tables(c)) {
         ADAPT_ERROR(ADAPT_ENOMEM, "%s: cannot allocate conv2d index tables", name);
-        goto fail;
+        goto free_layer;
     }
     l->out_dim[0] = cout;
     l->out_dim[1] = g->ho;
@@ -531,7 +531,7 @@ struct adapt_layer *adapt_conv2d_create(const char *name, const int in_chw[3], i
     l->stride = stride;
     l->pad = pad;
     return l;
-fail:
+free_layer:
     conv_destroy(l);
     free(c);
     return NULL;

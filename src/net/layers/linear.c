@@ -41,10 +41,10 @@ struct adapt_layer *adapt_linear_create(const char *name, const int in_chw[3], i
         return NULL;
     }
     struct adapt_layer *l = &f->base;
-    if (adapt_layer_setup(l, &linear_ops, name, 1, in_chw) != ADAPT_OK) goto fail;
+    if (adapt_layer_setup(l, &linear_ops, name, 1, in_chw) != ADAPT_OK) goto free_layer;
     if (out <= 0) {
         ADAPT_ERROR(ADAPT_EINVAL, "%s: output features %d must be positive", name, out);
-        goto fail;
+        goto free_layer;
     }
     f->in = (int)adapt_layer_in_numel(l, 0);
     f->out = out;
@@ -58,7 +58,7 @@ struct adapt_layer *adapt_linear_create(const char *name, const int in_chw[3], i
     l->macs = (int64_t)f->in * out;
     l->is_unit = 1;
     return l;
-fail:
+free_layer:
     free(f);
     return NULL;
 }

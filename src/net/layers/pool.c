@@ -254,7 +254,7 @@ static struct adapt_layer *pool_create(const struct adapt_layer_ops *ops, const 
         return NULL;
     }
     struct adapt_layer *l = &p->base;
-    if (adapt_layer_setup(l, ops, name, 1, in_chw) != ADAPT_OK) goto fail;
+    if (adapt_layer_setup(l, ops, name, 1, in_chw) != ADAPT_OK) goto free_layer;
     if (k == 0 && ops == &avgpool_ops) {
         p->k = 0;
         p->s = 0;
@@ -267,7 +267,7 @@ static struct adapt_layer *pool_create(const struct adapt_layer_ops *ops, const 
     if (k <= 0 || stride <= 0 || k > in_chw[1] || k > in_chw[2]) {
         ADAPT_ERROR(ADAPT_EINVAL, "%s: %s kernel %d stride %d does not fit input %dx%d", name,
                     ops->kind, k, stride, in_chw[1], in_chw[2]);
-        goto fail;
+        goto free_layer;
     }
     p->k = k;
     p->s = stride;
@@ -277,7 +277,7 @@ static struct adapt_layer *pool_create(const struct adapt_layer_ops *ops, const 
     l->out_dim[2] = (in_chw[2] - k) / stride + 1;
     l->elementwise = (int64_t)adapt_layer_out_numel(l) * k * k;
     return l;
-fail:
+free_layer:
     free(p);
     return NULL;
 }
