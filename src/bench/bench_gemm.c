@@ -31,6 +31,7 @@
 #include <omp.h>
 #endif
 
+#include "src/base/fileio.h"
 #include "src/base/hd.h"
 #include "src/base/rng.h"
 #include "src/bench/bench.h"
@@ -289,13 +290,19 @@ static int write_table(const char *path, const char *device, const char *machine
     json_object_set_new(root, "gemm", g);
     json_object_set_new(root, "elementwise", e);
     for (int i = 0; i < n; i++) json_array_append_new(t[i].elements > 0 ? e : g, timing_json(&t[i]));
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int rc = json_dump_file(root, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(6));
+    struct adapt_atomic a;
+    enum adapt_status st = adapt_atomic_open(&a, path);
+    if (st == ADAPT_OK) {
+        if (json_dumpf(root, a.f, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) != 0) {
+            adapt_atomic_abort(&a);
+            st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot write the table", path);
+        } else {
+            st = adapt_atomic_commit(&a);
+        }
+    }
     json_decref(root);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "adapt-bench gemm: cannot write %s\n", path);
-        unlink(tmp);
+    if (st != ADAPT_OK) {
+        fprintf(stderr, "adapt-bench gemm: %s\n", adapt_error_message());
         return 1;
     }
     return 0;
