@@ -419,7 +419,10 @@ END_TEST
 /* ---- CIFAR ---- */
 
 /* Synthetic CIFAR pixel for global record s, channel ch, row r, column c. */
-static int cpix(int s, int ch, int r, int c) { return (53 * s + 101 * ch + 7 * r + 3 * c + 1) % 256; }
+static int cpix(int s, int ch, int r, int c)
+{
+    return (53 * s + 101 * ch + 7 * r + 3 * c + 1) % 256;
+}
 static int c10_label(int s) { return (3 * s + 1) % 10; }
 static int c100_coarse(int s) { return (7 * s) % 20; }
 static int c100_fine(int s) { return (13 * s + 5) % 100; }

@@ -21,7 +21,8 @@ static void check_type(enum adapt_gemm_type t, int extreme)
         int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
         size_t es = t == ADAPT_GEMM_S8 ? 1 : 2;
         void *A = malloc((size_t)m * k * es), *B = malloc((size_t)k * n * es);
-        int32_t *C = malloc(sizeof(int32_t) * (size_t)m * n), *R = malloc(sizeof(int32_t) * (size_t)m * n);
+        int32_t *C = malloc(sizeof(int32_t) * (size_t)m * n),
+                *R = malloc(sizeof(int32_t) * (size_t)m * n);
         void *ws = adapt_aligned_alloc(adapt_gemm_int_workspace(t, m, n, k));
         ck_assert(A && B && C && R && ws);
         struct adapt_rng r;
@@ -45,7 +46,8 @@ static void check_type(enum adapt_gemm_type t, int extreme)
             for (int i = 0; i < m * n; i++)
                 ck_assert_msg(C[i] == R[i], "%s %s %dx%dx%d entry %d: %d, reference %d",
                               t == ADAPT_GEMM_S8 ? "int8" : "int16",
-                              adapt_gemm_isa_name((enum adapt_gemm_isa)isa), m, n, k, i, C[i], R[i]);
+                              adapt_gemm_isa_name((enum adapt_gemm_isa)isa), m, n, k, i, C[i],
+                              R[i]);
         }
         free(A);
         free(B);

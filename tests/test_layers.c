@@ -60,8 +60,9 @@ static void ref_conv_abs(const struct tu_layer *t, const struct conv_arg *a, dou
                             for (int kx = 0; kx < a->k; kx++) {
                                 int iy = oy * a->s - a->p + ky, ix = ox * a->s - a->p + kx;
                                 if (iy < 0 || iy >= a->h || ix < 0 || ix >= a->w) continue;
-                                double v = (double)W[((o * a->cin + c) * a->k + ky) * a->k + kx] *
-                                           t->x[0][((size_t)(n * a->cin + c) * a->h + iy) * a->w + ix];
+                                double v =
+                                    (double)W[((o * a->cin + c) * a->k + ky) * a->k + kx] *
+                                    t->x[0][((size_t)(n * a->cin + c) * a->h + iy) * a->w + ix];
                                 s += v;
                                 sa += fabs(v);
                             }
@@ -201,7 +202,8 @@ static void check_grads(struct tu_layer *t, ref_fn ref, const void *arg, float h
     for (int i = 0; i < t->l->nin; i++) {
         if (atol_x[i] < 0) continue;
         o.atol = atol_x[i];
-        ck_assert_msg(tu_gradcheck(fd_loss, &c, t->x[i], tu_layer_in_len(t, i), t->dx[i], &o, &r) == 0,
+        ck_assert_msg(tu_gradcheck(fd_loss, &c, t->x[i], tu_layer_in_len(t, i), t->dx[i], &o, &r) ==
+                          0,
                       "%s: dx[%d] index %zu analytic %.9g fd %.9g (%.3g x tol)", t->l->name, i,
                       r.worst, r.worst_an, r.worst_fd, r.worst_ratio);
     }
@@ -479,7 +481,8 @@ START_TEST(test_tanh_hand)
     memcpy(t.x[0], x, sizeof x);
     tu_layer_forward(&t);
     /* within the accuracy stated in act.c (3 ulp) of the correctly rounded value */
-    for (int i = 0; i < 8; i++) ck_assert_msg(tu_ulp_error(t.y[i], want[i]) <= 3.0, "tanh(%g)", x[i]);
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(tu_ulp_error(t.y[i], want[i]) <= 3.0, "tanh(%g)", x[i]);
     ck_assert_int_eq(t.l->elementwise, 8);
     tu_layer_release(&t);
 }
@@ -730,7 +733,8 @@ START_TEST(test_pool_grads)
     ref_pool(&t, a, y);
     int kk = a->k ? a->k * a->k : a->h * a->w;
     for (size_t i = 0; i < ny; i++)
-        ck_assert_msg(fabs(t.y[i] - y[i]) <= (a->max ? 0.0 : sum_tol(kk, 2.385) / kk + U * fabs(y[i])),
+        ck_assert_msg(fabs(t.y[i] - y[i]) <=
+                          (a->max ? 0.0 : sum_tol(kk, 2.385) / kk + U * fabs(y[i])),
                       "y[%zu] %.9g vs %.9g", i, t.y[i], y[i]);
     free(y);
     /* dx: each input sums dy/k^2 over at most 4 overlapping windows (|t| <= 1) */
@@ -871,7 +875,8 @@ START_TEST(test_bn_grads)
         tu_fill_uniform(rm0, 3, 84, -0.5f, 0.5f);
         tu_fill_uniform(rv0, 3, 85, 0.5f, 2.0f);
         for (int c = 0; c < 3; c++) {
-            ck_assert(fabs(t.l->param[2].value.data[c] - (0.9 * rm0[c] + 0.1 * mean[c])) <= 16 * U * 4);
+            ck_assert(fabs(t.l->param[2].value.data[c] - (0.9 * rm0[c] + 0.1 * mean[c])) <=
+                      16 * U * 4);
             ck_assert(fabs(t.l->param[3].value.data[c] - (0.9 * rv0[c] + 0.1 * var[c] * 60 / 59)) <=
                       16 * U * 4);
             ck_assert(fabs(t.saved[c] - mean[c]) <= 4 * U * 4);
@@ -905,11 +910,13 @@ START_TEST(test_bn_large_mean)
      * relative error of var well below 1e-5 */
     for (int c = 0; c < 2; c++) {
         double is = 1 / sqrt(var[c] + 1e-5);
-        ck_assert_msg(fabs(t.saved[2 + c] - is) <= 1e-5 * is, "invstd %.9g vs %.9g", t.saved[2 + c], is);
+        ck_assert_msg(fabs(t.saved[2 + c] - is) <= 1e-5 * is, "invstd %.9g vs %.9g", t.saved[2 + c],
+                      is);
     }
     /* y: x - mean is O(0.017) out of 1000, so float x carries 2^-14 absolute
      * error relative to the spread: |y| ~ 1.7 with abs error <= 1000 u invstd */
-    for (size_t i = 0; i < nx; i++) ck_assert(fabs(t.y[i] - y[i]) <= 4 * 1000 * U / sqrt(var[i / 256 % 2]));
+    for (size_t i = 0; i < nx; i++)
+        ck_assert(fabs(t.y[i] - y[i]) <= 4 * 1000 * U / sqrt(var[i / 256 % 2]));
     free(y);
     tu_layer_release(&t);
 }
@@ -1066,12 +1073,13 @@ START_TEST(test_accumulate_kinds)
             if (k < 3)
                 ck_assert_msg(t.dx[0][i] == prev[i] + fresh[i], "%s: dx[%zu]", l->name, i);
             else
-                ck_assert_msg(fabsf(t.dx[0][i] - (prev[i] + fresh[i])) <=
-                                  8 * U * (fabsf(prev[i]) + 4 * fm),
-                              "%s: dx[%zu] %.9g vs %.9g", l->name, i, t.dx[0][i], prev[i] + fresh[i]);
+                ck_assert_msg(
+                    fabsf(t.dx[0][i] - (prev[i] + fresh[i])) <= 8 * U * (fabsf(prev[i]) + 4 * fm),
+                    "%s: dx[%zu] %.9g vs %.9g", l->name, i, t.dx[0][i], prev[i] + fresh[i]);
         }
         for (size_t i = 0; l->nparam && i < l->param[0].grad.numel; i++)
-            ck_assert_msg(fabsf(l->param[0].grad.data[i] - 2 * g0[i]) <= (k < 3 ? 0 : 8 * U * fabsf(g0[i])),
+            ck_assert_msg(fabsf(l->param[0].grad.data[i] - 2 * g0[i]) <=
+                              (k < 3 ? 0 : 8 * U * fabsf(g0[i])),
                           "%s: dW[%zu]", l->name, i);
         free(fresh);
         free(prev);

@@ -174,7 +174,8 @@ START_TEST(test_philox_generators)
             for (int st = 0; st < 4; st++)
                 for (int li = 0; li < 4; li++) {
                     uint64_t stream = ADAPT_STREAM_QUANT + (uint64_t)st * 0x100000001ull;
-                    const uint32_t *r = quant_philox_fill_isa(isa, buf, seeds[si], stream, starts[st], lens[li]);
+                    const uint32_t *r =
+                        quant_philox_fill_isa(isa, buf, seeds[si], stream, starts[st], lens[li]);
                     for (size_t i = 0; i < lens[li]; i++)
                         if (r[i] != adapt_rng_u32_at(seeds[si], stream, starts[st] + i))
                             ck_abort_msg("isa %s start %llu i %zu", quant_philox_isa_name(isa),
@@ -209,17 +210,17 @@ static void compare_fast_ref(const struct quant_spec *s, size_t rows, size_t col
     char buf[32];
     for (size_t i = 0; i < n; i++)
         if (!(same_bits(y[i], z[i]) && m1[i] == m2[i]))
-            ck_abort_msg(
-                      "%s mode %d tie %d: x[%zu] = %a: fast %a mask %d, ref %a mask %d",
-                      quant_spec_str(s, buf, sizeof buf), (int)s->rounding, (int)s->tie, i, x[i], y[i],
-                      m1[i], z[i], m2[i]);
+            ck_abort_msg("%s mode %d tie %d: x[%zu] = %a: fast %a mask %d, ref %a mask %d",
+                         quant_spec_str(s, buf, sizeof buf), (int)s->rounding, (int)s->tie, i, x[i],
+                         y[i], m1[i], z[i], m2[i]);
     ck_assert_uint_eq(a.saturated, b.saturated);
     ck_assert_uint_eq(a.flushed, b.flushed);
     ck_assert_uint_eq(a.zeros, b.zeros);
     /* without mask and stats the values are the same */
     ck_assert_int_eq(quant_rows(s, x, y, rows, cols, key, NULL, NULL), ADAPT_OK);
     for (size_t i = 0; i < n; i++)
-        if (!same_bits(y[i], z[i])) ck_abort_msg("without mask: x[%zu] = %a: %a, ref %a", i, x[i], y[i], z[i]);
+        if (!same_bits(y[i], z[i]))
+            ck_abort_msg("without mask: x[%zu] = %a: %a, ref %a", i, x[i], y[i], z[i]);
     free(x), free(y), free(z), free(m1), free(m2);
 }
 
@@ -228,22 +229,27 @@ START_TEST(test_fast_equals_ref)
     /* 3 chunks plus a tail, started at a misaligned element index */
     for (size_t f = 0; f < N_FORMATS; f++)
         for (int mode = 0; mode < 3; mode++) {
-            struct quant_spec s = spec_of(all_formats[f], mode == 2 ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST,
-                                          mode == 1 ? QUANT_TIE_AWAY : QUANT_TIE_EVEN);
-            compare_fast_ref(&s, 1, 3 * QUANT_CHUNK + 1001, 3 + 7 * (uint64_t)f, mode >= 1, 11 + f); /* in place */
+            struct quant_spec s =
+                spec_of(all_formats[f], mode == 2 ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST,
+                        mode == 1 ? QUANT_TIE_AWAY : QUANT_TIE_EVEN);
+            compare_fast_ref(&s, 1, 3 * QUANT_CHUNK + 1001, 3 + 7 * (uint64_t)f, mode >= 1,
+                             11 + f); /* in place */
         }
     /* float formats without subnormals and with the other overflow rule */
     const char *fl[] = {"fp16", "bf16", "float(4,3)"};
     for (int f = 0; f < 3; f++)
         for (int mode = 0; mode < 2; mode++) {
-            struct quant_spec s = spec_of(fl[f], mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+            struct quant_spec s =
+                spec_of(fl[f], mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
             s.subnormals = 0;
-            s.overflow = s.overflow == QUANT_OVERFLOW_INF ? QUANT_OVERFLOW_SATURATE : QUANT_OVERFLOW_INF;
+            s.overflow =
+                s.overflow == QUANT_OVERFLOW_INF ? QUANT_OVERFLOW_SATURATE : QUANT_OVERFLOW_INF;
             compare_fast_ref(&s, 1, 70001, 1, 0, 100 + f);
         }
     /* bfp with one exponent per dim-0 slice */
     for (int mode = 0; mode < 2; mode++) {
-        struct quant_spec s = spec_of("bfp(6)", mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+        struct quant_spec s =
+            spec_of("bfp(6)", mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
         s.block = QUANT_BLOCK_DIM0;
         compare_fast_ref(&s, 37, 1153, 2, mode, 7);
     }
@@ -314,8 +320,8 @@ START_TEST(test_fixed_exact)
                 uint32_t r = adapt_rng_u32_at(77, 16, 5 + i);
                 float e = fixed_oracle(x[i], wl, fl, stochastic, r, &sat);
                 if (!(same_bits(y[i], e) && m[i] == sat))
-                    ck_abort_msg("fixed(%d,%d) %s x = %a: got %a (mask %d), expected %a (mask %d)", wl, fl,
-                              stochastic ? "SR" : "RN", x[i], y[i], m[i], e, sat);
+                    ck_abort_msg("fixed(%d,%d) %s x = %a: got %a (mask %d), expected %a (mask %d)",
+                                 wl, fl, stochastic ? "SR" : "RN", x[i], y[i], m[i], e, sat);
             }
         }
     }
@@ -440,7 +446,8 @@ START_TEST(test_fp16_ieee)
         float v = u2f(i * 21467u + 0x33000000u);
         x[0] = v;
         quant_array(&s, x, y, 1, key, NULL, NULL);
-        if (!same_bits(y[0], soft_fp16(v))) ck_abort_msg("fp16(%a) = %a, software %a", v, y[0], soft_fp16(v));
+        if (!same_bits(y[0], soft_fp16(v)))
+            ck_abort_msg("fp16(%a) = %a, software %a", v, y[0], soft_fp16(v));
     }
     free(x), free(y), free(e);
 }
@@ -497,7 +504,8 @@ static float float_oracle(float x, int e, int m, int subnormals, int ovf_inf, in
 
 START_TEST(test_float_formats)
 {
-    const int em[][2] = {{4, 3}, {5, 2}, {2, 1}, {3, 5}, {8, 7}, {8, 1}, {6, 12}, {5, 10}, {7, 22}, {8, 23}};
+    const int em[][2] = {{4, 3}, {5, 2},  {2, 1},  {3, 5},  {8, 7},
+                         {8, 1}, {6, 12}, {5, 10}, {7, 22}, {8, 23}};
     const size_t n = 120000;
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
     uint8_t *mk = malloc(n);
@@ -515,10 +523,13 @@ START_TEST(test_float_formats)
             ck_assert_int_eq(quant_array(&s, x, y, n, key, mk, NULL), ADAPT_OK);
             for (size_t i = 0; i < n; i++) {
                 int sat;
-                float e = float_oracle(x[i], s.exp_bits, s.man_bits, s.subnormals, variant & 2, &sat);
+                float e =
+                    float_oracle(x[i], s.exp_bits, s.man_bits, s.subnormals, variant & 2, &sat);
                 if (!(same_bits(y[i], e) && mk[i] == sat))
-                    ck_abort_msg("float(%d,%d) sub %d inf %d: x = %a: got %a (mask %d), expected %a (mask %d)",
-                              s.exp_bits, s.man_bits, s.subnormals, variant >> 1, x[i], y[i], mk[i], e, sat);
+                    ck_abort_msg("float(%d,%d) sub %d inf %d: x = %a: got %a (mask %d), expected "
+                                 "%a (mask %d)",
+                                 s.exp_bits, s.man_bits, s.subnormals, variant >> 1, x[i], y[i],
+                                 mk[i], e, sat);
             }
         }
     free(x), free(y), free(mk);
@@ -535,24 +546,25 @@ START_TEST(test_special_values)
         float x, y;
         int mask;
     } cases[] = {
-        {"fixed(8,4)", 0, NAN, NAN, 0},             /* NaN stays NaN */
-        {"fixed(8,4)", 0, INFINITY, 7.9375f, 1},    /* +inf -> range top */
-        {"fixed(8,4)", 0, -INFINITY, -8.0f, 1},     /* -inf -> range bottom */
-        {"fixed(8,4)", 0, -0.0f, 0.0f, 0},          /* -0 -> +0 */
-        {"fixed(8,4)", 0, 1e-40f, 0.0f, 0},         /* subnormal input -> 0 */
-        {"fixed(32,31)", 0, 1.0f, 0x1.fffffep-1f, 1}, /* top (2^31-1) 2^-31 is no float: largest below */
-        {"fp16", 0, INFINITY, INFINITY, 1},         /* IEEE: inf stays inf, counted */
-        {"fp16", 0, 65519.99f, 65504.0f, 0},        /* below max + half ulp */
-        {"fp16", 0, 65520.0f, INFINITY, 1},         /* tie at max + half ulp -> even -> inf */
-        {"fp16", 1, 65520.0f, 65504.0f, 1},         /* saturate option */
+        {"fixed(8,4)", 0, NAN, NAN, 0},          /* NaN stays NaN */
+        {"fixed(8,4)", 0, INFINITY, 7.9375f, 1}, /* +inf -> range top */
+        {"fixed(8,4)", 0, -INFINITY, -8.0f, 1},  /* -inf -> range bottom */
+        {"fixed(8,4)", 0, -0.0f, 0.0f, 0},       /* -0 -> +0 */
+        {"fixed(8,4)", 0, 1e-40f, 0.0f, 0},      /* subnormal input -> 0 */
+        {"fixed(32,31)", 0, 1.0f, 0x1.fffffep-1f,
+         1},                                 /* top (2^31-1) 2^-31 is no float: largest below */
+        {"fp16", 0, INFINITY, INFINITY, 1},  /* IEEE: inf stays inf, counted */
+        {"fp16", 0, 65519.99f, 65504.0f, 0}, /* below max + half ulp */
+        {"fp16", 0, 65520.0f, INFINITY, 1},  /* tie at max + half ulp -> even -> inf */
+        {"fp16", 1, 65520.0f, 65504.0f, 1},  /* saturate option */
         {"fp16", 1, -INFINITY, -65504.0f, 1},
-        {"fp16", 0, -0.0f, -0.0f, 0},               /* float formats keep the sign of zero */
-        {"fp16", 0, 0x1p-25f, 0.0f, 0},             /* half the smallest subnormal: tie -> 0 */
-        {"fp16", 0, 0x1.8p-25f, 0x1p-24f, 0},       /* above the tie -> 2^-24 */
-        {"fp16", 0, 0x1.8p-24f, 0x1p-23f, 0},       /* 1.5 quanta: tie -> 2 (even) */
+        {"fp16", 0, -0.0f, -0.0f, 0},         /* float formats keep the sign of zero */
+        {"fp16", 0, 0x1p-25f, 0.0f, 0},       /* half the smallest subnormal: tie -> 0 */
+        {"fp16", 0, 0x1.8p-25f, 0x1p-24f, 0}, /* above the tie -> 2^-24 */
+        {"fp16", 0, 0x1.8p-24f, 0x1p-23f, 0}, /* 1.5 quanta: tie -> 2 (even) */
         {"bf16", 0, NAN, NAN, 0},
-        {"bf16", 0, 0x1.ff8p127f, INFINITY, 1},     /* above max bf16 (0x1.fep127) by half ulp */
-        {"float(4,3)", 1, 1000.0f, 240.0f, 1},      /* max (2 - 2^-3) 2^7 = 240 */
+        {"bf16", 0, 0x1.ff8p127f, INFINITY, 1}, /* above max bf16 (0x1.fep127) by half ulp */
+        {"float(4,3)", 1, 1000.0f, 240.0f, 1},  /* max (2 - 2^-3) 2^7 = 240 */
         {"float(4,3)", 1, INFINITY, 240.0f, 1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -565,10 +577,12 @@ START_TEST(test_special_values)
             s.rounding = mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST;
             /* stochastic agrees on these: they are on the grid, beyond the range or special
              * (the tie cases are skipped in stochastic mode) */
-            if (mode && (c == 7 || c == 8 || c == 9 || c == 12 || c == 13 || c == 14 || c == 16)) continue;
+            if (mode && (c == 7 || c == 8 || c == 9 || c == 12 || c == 13 || c == 14 || c == 16))
+                continue;
             ck_assert_int_eq(quant_array(&s, &cases[c].x, &y, 1, key, &m, NULL), ADAPT_OK);
-            ck_assert_msg(same_bits(y, cases[c].y) && m == cases[c].mask, "case %zu (%s, %a, mode %d): got %a mask %d",
-                          c, cases[c].fmt, cases[c].x, mode, y, m);
+            ck_assert_msg(same_bits(y, cases[c].y) && m == cases[c].mask,
+                          "case %zu (%s, %a, mode %d): got %a mask %d", c, cases[c].fmt, cases[c].x,
+                          mode, y, m);
         }
     }
 }
@@ -613,8 +627,8 @@ START_TEST(test_sr_unbiased)
         }
         double mean = sum / (double)N;
         double tol = 5.0 * step * sqrt(p * (1.0 - p) / (double)N) + step * 0x1p-32;
-        ck_assert_msg(fabs(mean - v) <= tol, "%s SR(%g): mean %.10g, |diff| %.3g > tol %.3g", cases[c].fmt, v, mean,
-                      fabs(mean - v), tol);
+        ck_assert_msg(fabs(mean - v) <= tol, "%s SR(%g): mean %.10g, |diff| %.3g > tol %.3g",
+                      cases[c].fmt, v, mean, fabs(mean - v), tol);
     }
     free(x), free(y);
 }
@@ -650,7 +664,9 @@ START_TEST(test_threads_and_chunks)
         for (int k = 0; k < 3; k++) {
             struct quant_key kk = key;
             kk.index += cut[k];
-            ck_assert_int_eq(quant_array(&s, x + cut[k], y2 + cut[k], cut[k + 1] - cut[k], kk, NULL, NULL), ADAPT_OK);
+            ck_assert_int_eq(
+                quant_array(&s, x + cut[k], y2 + cut[k], cut[k + 1] - cut[k], kk, NULL, NULL),
+                ADAPT_OK);
         }
         ck_assert_int_eq(memcmp(y1, y2, n * sizeof *y1), 0);
     }
@@ -674,7 +690,8 @@ START_TEST(test_bfp_hand)
                   -0.875f}; /* -0.9 is the max: E = -1 still; -7.2 -> -7 */
     uint8_t m1[5];
     ck_assert_int_eq(quant_array(&s, x1, y1, 5, key, m1, NULL), ADAPT_OK);
-    for (int i = 0; i < 5; i++) ck_assert_msg(y1[i] == e1[i], "bfp x %g: %g, expected %g", x1[i], y1[i], e1[i]);
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(y1[i] == e1[i], "bfp x %g: %g, expected %g", x1[i], y1[i], e1[i]);
     /* bfp(3), max 0.96875: E = -1, step 2^-2, range +-3 steps = +-0.75; 3.875 -> 4 -> clamped */
     s.wl = 3;
     float x2[] = {0.96875f, -0.96875f, 0.5f}, y2[3];
@@ -768,7 +785,8 @@ START_TEST(test_hist_kl)
     ck_assert_uint_eq(h[3], 3);
     ck_assert_int_eq(quant_hist(x, 7, 1, 0.0, 4.0, 4, QUANT_HIST_DROP, h), ADAPT_OK);
     ck_assert_uint_eq(h[0] + h[1] + h[2] + h[3], 4);
-    ck_assert_int_eq(quant_hist(x, 4, 2, 0.0, 4.0, 4, QUANT_HIST_CLAMP, h), ADAPT_OK); /* 0.5, 3.99, -1, NaN */
+    ck_assert_int_eq(quant_hist(x, 4, 2, 0.0, 4.0, 4, QUANT_HIST_CLAMP, h),
+                     ADAPT_OK); /* 0.5, 3.99, -1, NaN */
     ck_assert_uint_eq(h[0], 2);
     ck_assert_uint_eq(h[3], 1);
     /* lo == hi widens to [lo - 1, hi + 1] (torch.histc): 2.0 lands in the middle of 2 bins */
@@ -865,8 +883,11 @@ START_TEST(test_pack)
         ck_assert_int_eq(memcmp(codes, c2, n * (size_t)t), 0);
         /* codes within [-2^(WL-1), 2^(WL-1) - 1] */
         for (size_t i = 0; i < n; i++) {
-            int64_t k = t == QUANT_PACK_INT8 ? ((int8_t *)codes)[i] : t == QUANT_PACK_INT16 ? ((int16_t *)codes)[i] : codes[i];
-            if (!(k >= -(1ll << (s.wl - 1)) && k <= (1ll << (s.wl - 1)) - 1)) ck_abort_msg("code %lld", (long long)k);
+            int64_t k = t == QUANT_PACK_INT8    ? ((int8_t *)codes)[i]
+                        : t == QUANT_PACK_INT16 ? ((int16_t *)codes)[i]
+                                                : codes[i];
+            if (!(k >= -(1ll << (s.wl - 1)) && k <= (1ll << (s.wl - 1)) - 1))
+                ck_abort_msg("code %lld", (long long)k);
         }
         free(c2);
     }
@@ -911,7 +932,8 @@ START_TEST(test_errors)
     char desc[256];
     if (!quant_cuda_built() || adapt_cuda_device_count(desc, sizeof desc) == 0) {
         s = spec_of("fixed(8,4)", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
-        ck_assert_int_eq(quant_cuda_rows_host(&s, buf, buf, 1, 16, key, NULL, NULL), ADAPT_EUNSUPPORTED);
+        ck_assert_int_eq(quant_cuda_rows_host(&s, buf, buf, 1, 16, key, NULL, NULL),
+                         ADAPT_EUNSUPPORTED);
     }
 }
 END_TEST

@@ -36,7 +36,9 @@ static void fill(float *x, size_t n, uint64_t seed)
         switch (w % 4) {
         case 0: x[i] = u2f(u); break;
         case 1: x[i] = ldexpf((float)((int32_t)u >> 8) + 0.5f, -(int)(w >> 8) % 30); break;
-        default: x[i] = ldexpf(1.0f + (float)(u & 0x7fffff) * 0x1p-23f, (int)(w >> 8) % 61 - 30) * (u >> 31 ? -1.0f : 1.0f);
+        default:
+            x[i] = ldexpf(1.0f + (float)(u & 0x7fffff) * 0x1p-23f, (int)(w >> 8) % 61 - 30) *
+                   (u >> 31 ? -1.0f : 1.0f);
         }
     }
     x[0] = NAN;
@@ -47,8 +49,8 @@ static void fill(float *x, size_t n, uint64_t seed)
 static const char *formats[] = {"fixed(8,4)", "fixed(32,28)", "fixed(32,31)", "bfp(8)", "muppet(8)",
                                 "fp16", "bf16", "float(4,3)", "float(2,1)"};
 
-static void compare(const struct quant_spec *s, size_t rows, size_t cols, uint64_t index, int threads,
-                    int blocks)
+static void compare(const struct quant_spec *s, size_t rows, size_t cols, uint64_t index,
+                    int threads, int blocks)
 {
     size_t n = rows * cols;
     float *x = malloc(n * sizeof *x), *yc = malloc(n * sizeof *yc), *yg = malloc(n * sizeof *yg);
@@ -59,12 +61,14 @@ static void compare(const struct quant_spec *s, size_t rows, size_t cols, uint64
     struct quant_stats a = {0, 0, 0}, b = {0, 0, 0};
     ck_assert_int_eq(quant_rows(s, x, yc, rows, cols, key, mc, &a), ADAPT_OK);
     quant_cuda_set_launch(threads, blocks);
-    ck_assert_msg(quant_cuda_rows_host(s, x, yg, rows, cols, key, mg, &b) == ADAPT_OK, "%s", adapt_error_message());
+    ck_assert_msg(quant_cuda_rows_host(s, x, yg, rows, cols, key, mg, &b) == ADAPT_OK, "%s",
+                  adapt_error_message());
     quant_cuda_set_launch(0, 0);
     char buf[32];
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(same_bits(yc[i], yg[i]) && mc[i] == mg[i], "%s mode %d: x[%zu] = %a: CPU %a, GPU %a",
-                      quant_spec_str(s, buf, sizeof buf), (int)s->rounding, i, x[i], yc[i], yg[i]);
+        ck_assert_msg(same_bits(yc[i], yg[i]) && mc[i] == mg[i],
+                      "%s mode %d: x[%zu] = %a: CPU %a, GPU %a", quant_spec_str(s, buf, sizeof buf),
+                      (int)s->rounding, i, x[i], yc[i], yg[i]);
     ck_assert_uint_eq(a.saturated, b.saturated);
     ck_assert_uint_eq(a.flushed, b.flushed);
     ck_assert_uint_eq(a.zeros, b.zeros);

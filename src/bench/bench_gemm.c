@@ -52,7 +52,8 @@ static void usage(FILE *f)
             "                        [--isa best|all|scalar,avx2,avx512vnni] [--repeats R]\n"
             "                        [--min-sample-s S] [-o FILE] [--json]\n"
             "  --shapes   GEMM shapes (default %s);\n"
-            "             a model's: --shapes \"$(adapt-perf --gemm-shapes --model lenet5 --batch 256)\"\n"
+            "             a model's: --shapes \"$(adapt-perf --gemm-shapes --model lenet5 --batch "
+            "256)\"\n"
             "  --device   cpu (default) or cuda\n"
             "  --types    cpu: fp32,int8,int16 (default all)\n"
             "  --isa      integer kernel versions: best (default), all, or a list\n"
@@ -115,7 +116,8 @@ static int check_int(const struct gemm_ctx *g)
     struct adapt_rng r;
     adapt_rng_init(&r, 2385, 77);
     for (int s = 0; s < 64; s++) {
-        int i = (int)adapt_rng_below(&r, (uint32_t)g->m), j = (int)adapt_rng_below(&r, (uint32_t)g->n);
+        int i = (int)adapt_rng_below(&r, (uint32_t)g->m),
+            j = (int)adapt_rng_below(&r, (uint32_t)g->n);
         uint32_t acc = 0;
         for (int kk = 0; kk < g->k; kk++) {
             int32_t a, b;
@@ -289,7 +291,8 @@ static int write_table(const char *path, const char *device, const char *machine
     }
     json_object_set_new(root, "gemm", g);
     json_object_set_new(root, "elementwise", e);
-    for (int i = 0; i < n; i++) json_array_append_new(t[i].elements > 0 ? e : g, timing_json(&t[i]));
+    for (int i = 0; i < n; i++)
+        json_array_append_new(t[i].elements > 0 ? e : g, timing_json(&t[i]));
     struct adapt_atomic a;
     enum adapt_status st = adapt_atomic_open(&a, path);
     if (st == ADAPT_OK) {
@@ -376,7 +379,8 @@ static int bench_cpu(const int64_t *sh, int ns, const char *types, const char *i
                 if (t > 0) {
                     run_gemm(&g);
                     if (!check_int(&g)) {
-                        fprintf(stderr, "adapt-bench gemm: %s %s kernel gives wrong results for %dx%dx%d\n",
+                        fprintf(stderr,
+                                "adapt-bench gemm: %s %s kernel gives wrong results for %dx%dx%d\n",
                                 g.type, adapt_gemm_isa_name(g.isa), m, nn, k);
                         return -1;
                     }
@@ -386,9 +390,14 @@ static int bench_cpu(const int64_t *sh, int ns, const char *types, const char *i
                 memset(r, 0, sizeof *r);
                 snprintf(r->type, sizeof r->type, "%s", g.type);
                 if (t == 0) snprintf(r->impl, sizeof r->impl, "openblas-sgemm");
-                else snprintf(r->impl, sizeof r->impl, "%s-%s", adapt_gemm_isa_name(g.isa),
-                              t == 1 ? (isa == ADAPT_GEMM_ISA_AVX512VNNI ? "vpdpbusd" : isa == ADAPT_GEMM_ISA_AVX2 ? "vpmaddwd" : "loops")
-                                     : (isa == ADAPT_GEMM_ISA_AVX512VNNI ? "vpdpwssd" : isa == ADAPT_GEMM_ISA_AVX2 ? "vpmaddwd" : "loops"));
+                else
+                    snprintf(r->impl, sizeof r->impl, "%s-%s", adapt_gemm_isa_name(g.isa),
+                             t == 1 ? (isa == ADAPT_GEMM_ISA_AVX512VNNI ? "vpdpbusd"
+                                       : isa == ADAPT_GEMM_ISA_AVX2     ? "vpmaddwd"
+                                                                        : "loops")
+                                    : (isa == ADAPT_GEMM_ISA_AVX512VNNI ? "vpdpwssd"
+                                       : isa == ADAPT_GEMM_ISA_AVX2     ? "vpmaddwd"
+                                                                        : "loops"));
                 r->m = m, r->n = nn, r->k = k;
                 r->seconds = time_median(run_gemm, &g, repeats, min_s);
                 print_timing(r, json);

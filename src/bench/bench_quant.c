@@ -24,18 +24,20 @@
 #define BENCH_MAX_FORMATS 16
 
 static const char *default_sizes = "4K,64K,1M,16M,64M";
-static const char *default_formats = "fixed(8,4),fixed(32,28),bfp(8),muppet(8),fp16,bf16,float(4,3)";
+static const char *default_formats =
+    "fixed(8,4),fixed(32,28),bfp(8),muppet(8),fp16,bf16,float(4,3)";
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: adapt-bench quant [--json] [--sizes LIST] [--formats LIST] [--threads N]\n"
-               "                         [--time SECONDS] [--mask] [--no-stats]\n"
-               "  --sizes    element counts, K/M suffixes (default %s)\n"
-               "  --formats  formats as in configs, ';' or ',' between them (default %s)\n"
-               "  --threads  OpenMP threads for the kernels and the copy (default: OMP_NUM_THREADS)\n"
-               "  --time     seconds per timed batch (default 0.02); best of 5 batches\n"
-               "  --mask     also write the saturation mask\n"
-               "  --no-stats do not count saturated / flushed / zero elements\n",
+    fprintf(f,
+            "usage: adapt-bench quant [--json] [--sizes LIST] [--formats LIST] [--threads N]\n"
+            "                         [--time SECONDS] [--mask] [--no-stats]\n"
+            "  --sizes    element counts, K/M suffixes (default %s)\n"
+            "  --formats  formats as in configs, ';' or ',' between them (default %s)\n"
+            "  --threads  OpenMP threads for the kernels and the copy (default: OMP_NUM_THREADS)\n"
+            "  --time     seconds per timed batch (default 0.02); best of 5 batches\n"
+            "  --mask     also write the saturation mask\n"
+            "  --no-stats do not count saturated / flushed / zero elements\n",
             default_sizes, default_formats);
 }
 
@@ -100,7 +102,8 @@ static void job_run(struct job *j, uint64_t rep)
     }
     struct quant_key key = {2385, 16, rep * j->n};
     struct quant_stats st = {0, 0, 0};
-    if (quant_array(j->spec, j->x, j->y, j->n, key, j->mask, j->stats ? &st : NULL) != ADAPT_OK) j->failed = 1;
+    if (quant_array(j->spec, j->x, j->y, j->n, key, j->mask, j->stats ? &st : NULL) != ADAPT_OK)
+        j->failed = 1;
 }
 
 static double job_time(struct job *j, double batch)
@@ -136,8 +139,10 @@ int adapt_bench_quant(int argc, char **argv)
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (i + 1 < argc && !strcmp(a, "--sizes")) snprintf(sizes_buf, sizeof sizes_buf, "%s", argv[++i]);
-        else if (i + 1 < argc && !strcmp(a, "--formats")) snprintf(formats_buf, sizeof formats_buf, "%s", argv[++i]);
+        } else if (i + 1 < argc && !strcmp(a, "--sizes"))
+            snprintf(sizes_buf, sizeof sizes_buf, "%s", argv[++i]);
+        else if (i + 1 < argc && !strcmp(a, "--formats"))
+            snprintf(formats_buf, sizeof formats_buf, "%s", argv[++i]);
         else if (i + 1 < argc && !strcmp(a, "--threads")) threads = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(a, "--time")) batch = atof(argv[++i]);
         else {
@@ -197,10 +202,11 @@ int adapt_bench_quant(int argc, char **argv)
     int nth = omp_get_max_threads();
     const char *isa = quant_philox_isa_name(quant_philox_best_isa());
     if (!json) {
-        printf("adapt-bench quant: %d threads, Philox %s, counters %s, mask %s, best of 5 x %.3f s\n", nth, isa,
-               stats ? "on" : "off", want_mask ? "on" : "off", batch);
-        printf("%9s  %-13s %-10s %10s %8s %10s %6s\n", "elements", "format", "rounding", "Melem/s", "GB/s",
-               "copy GB/s", "ratio");
+        printf(
+            "adapt-bench quant: %d threads, Philox %s, counters %s, mask %s, best of 5 x %.3f s\n",
+            nth, isa, stats ? "on" : "off", want_mask ? "on" : "off", batch);
+        printf("%9s  %-13s %-10s %10s %8s %10s %6s\n", "elements", "format", "rounding", "Melem/s",
+               "GB/s", "copy GB/s", "ratio");
     }
     int failed = 0;
     for (int si = 0; si < nsizes; si++) {
@@ -223,14 +229,16 @@ int adapt_bench_quant(int argc, char **argv)
                 quant_spec_str(&s, name, sizeof name);
                 const char *rname = rm ? "stochastic" : "nearest";
                 if (json)
-                    printf("{\"bench\":\"quant\",\"elements\":%zu,\"format\":\"%s\",\"rounding\":\"%s\","
-                           "\"threads\":%d,\"isa\":\"%s\",\"counters\":%s,\"mask\":%s,\"elements_per_s\":%.4g,"
+                    printf("{\"bench\":\"quant\",\"elements\":%zu,\"format\":\"%s\",\"rounding\":"
+                           "\"%s\","
+                           "\"threads\":%d,\"isa\":\"%s\",\"counters\":%s,\"mask\":%s,\"elements_"
+                           "per_s\":%.4g,"
                            "\"gb_per_s\":%.4g,\"copy_gb_per_s\":%.4g,\"ratio\":%.4f}\n",
-                           n, name, rname, nth, isa, stats ? "true" : "false", want_mask ? "true" : "false",
-                           (double)n / tq, gbq, gbc, gbq / gbc);
+                           n, name, rname, nth, isa, stats ? "true" : "false",
+                           want_mask ? "true" : "false", (double)n / tq, gbq, gbc, gbq / gbc);
                 else
-                    printf("%9zu  %-13s %-10s %10.1f %8.2f %10.2f %6.2f\n", n, name, rname, (double)n / tq / 1e6,
-                           gbq, gbc, gbq / gbc);
+                    printf("%9zu  %-13s %-10s %10.1f %8.2f %10.2f %6.2f\n", n, name, rname,
+                           (double)n / tq / 1e6, gbq, gbc, gbq / gbc);
                 fflush(stdout);
             }
     }

@@ -32,14 +32,18 @@ static int cmp_double(const void *a, const void *b)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: adapt-bench train [--model M[,M...]] [--policy P[,P...]] [--batch B]\n"
-               "                         [--classes C] [--repeats R] [--warmup W] [--min-sample-s S] [--json]\n"
-               "  --model   lenet5, alexnet_cifar, alexnet_mnist, resnet20 (default: lenet5,alexnet_cifar,resnet20)\n"
-               "  --policy  fp32, fixed, adapt, muppet, amp with their default settings (default: fp32);\n"
-               "            several are timed alternately and compared with the first\n"
-               "  --batch   batch size (default 128)\n"
-               "  --classes output classes (default 10)\n"
-               "  --repeats timed samples per policy (default 7, at most 64)\n");
+    fprintf(
+        f,
+        "usage: adapt-bench train [--model M[,M...]] [--policy P[,P...]] [--batch B]\n"
+        "                         [--classes C] [--repeats R] [--warmup W] [--min-sample-s S] "
+        "[--json]\n"
+        "  --model   lenet5, alexnet_cifar, alexnet_mnist, resnet20 (default: "
+        "lenet5,alexnet_cifar,resnet20)\n"
+        "  --policy  fp32, fixed, adapt, muppet, amp with their default settings (default: fp32);\n"
+        "            several are timed alternately and compared with the first\n"
+        "  --batch   batch size (default 128)\n"
+        "  --classes output classes (default 10)\n"
+        "  --repeats timed samples per policy (default 7, at most 64)\n");
 }
 
 struct bench_result {
@@ -107,7 +111,8 @@ static int setup_init(struct bench_setup *b, const char *model, const char *poli
             for (int j = 0; j < 4; j++) s += adapt_rng_uniform(&r);
             b->pool[k][i] = (float)((s - 2.0) * sqrt(3.0));
         }
-        for (int i = 0; i < batch; i++) b->labels[k][i] = (int)adapt_rng_below(&r, (uint32_t)classes);
+        for (int i = 0; i < batch; i++)
+            b->labels[k][i] = (int)adapt_rng_below(&r, (uint32_t)classes);
     }
     return 0;
 }
@@ -224,7 +229,8 @@ int adapt_bench_train(int argc, char **argv)
 #endif
     char *plist = strdup(policies), *pol[16];
     int npol = 0;
-    for (char *save = NULL, *q = strtok_r(plist, ",", &save); q && npol < 16; q = strtok_r(NULL, ",", &save))
+    for (char *save = NULL, *q = strtok_r(plist, ",", &save); q && npol < 16;
+         q = strtok_r(NULL, ",", &save))
         pol[npol++] = q;
     if (!json)
         printf("%-14s %-7s %6s %8s %12s %12s %12s %10s\n", "model", "policy", "batch", "threads",
@@ -248,8 +254,8 @@ int adapt_bench_train(int argc, char **argv)
                        m, pol[q], batch, threads, res[q].median, res[q].min, res[q].max, pol[0],
                        cost, res[q].steps_per_sample, repeats);
             else
-                printf("%-14s %-7s %6d %8d %12.1f %12.1f %12.1f %9.3fx\n", m, pol[q], batch, threads,
-                       res[q].median, res[q].min, res[q].max, cost);
+                printf("%-14s %-7s %6d %8d %12.1f %12.1f %12.1f %9.3fx\n", m, pol[q], batch,
+                       threads, res[q].median, res[q].min, res[q].max, cost);
         }
         fflush(stdout);
     }

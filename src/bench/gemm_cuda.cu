@@ -194,7 +194,8 @@ bool gemm_ex(bench &B, const char *type, int64_t m, int64_t n, int64_t k, double
 bool gemm_int8(bench &B, int64_t m0, int64_t n0, int64_t k0, double *s)
 {
     int64_t m = (m0 + 15) / 16 * 16, n = (n0 + 15) / 16 * 16, k = (k0 + 15) / 16 * 16;
-    if (!B.reserve(&B.a, &B.cap_a, (size_t)(m * k)) || !B.reserve(&B.b, &B.cap_b, (size_t)(k * n)) ||
+    if (!B.reserve(&B.a, &B.cap_a, (size_t)(m * k)) ||
+        !B.reserve(&B.b, &B.cap_b, (size_t)(k * n)) ||
         !B.reserve(&B.c, &B.cap_c, (size_t)(m * n) * 4))
         return false;
     fill_i8<<<B.blocks, 256>>>((int8_t *)B.a, (size_t)(m * k), 3u);
@@ -317,7 +318,8 @@ extern "C" int adapt_bench_gemm_cuda(const int64_t *shapes, int n_shapes, double
         int64_t m = shapes[3 * i], nn = shapes[3 * i + 1], k = shapes[3 * i + 2];
         double s;
         for (int t = 0; ok && t < 3 && n < cap; t++)
-            if ((ok = gemm_ex(B, types[t], m, nn, k, &s))) put(&out[n++], types[t], impls[t], m, nn, k, 0, s);
+            if ((ok = gemm_ex(B, types[t], m, nn, k, &s)))
+                put(&out[n++], types[t], impls[t], m, nn, k, 0, s);
         if (ok && n < cap && (ok = gemm_int8(B, m, nn, k, &s)))
             put(&out[n++], "int8", "cublaslt-int8-tn-pad16", m, nn, k, 0, s);
     }

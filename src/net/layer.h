@@ -71,7 +71,7 @@ struct adapt_layer_ops {
                      const float *y, const float *dy, float *const *dx, unsigned acc);
     size_t (*workspace)(const struct adapt_layer *l, int n); /* scratch floats; may be NULL */
     size_t (*saved)(const struct adapt_layer *l, int n);     /* floats kept fwd->bwd; may be NULL */
-    void (*destroy)(struct adapt_layer *l);                 /* frees the kind's own extras; may be NULL */
+    void (*destroy)(struct adapt_layer *l); /* frees the kind's own extras; may be NULL */
 };
 
 struct adapt_layer {
@@ -97,9 +97,11 @@ struct adapt_layer *adapt_conv2d_create(const char *name, const int in_chw[3], i
 struct adapt_layer *adapt_linear_create(const char *name, const int in_chw[3], int out, int bias);
 struct adapt_layer *adapt_relu_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_tanh_create(const char *name, const int in_chw[3]);
-struct adapt_layer *adapt_maxpool2d_create(const char *name, const int in_chw[3], int k, int stride);
+struct adapt_layer *adapt_maxpool2d_create(const char *name, const int in_chw[3], int k,
+                                           int stride);
 /* k == 0: global average pool (output C x 1 x 1). */
-struct adapt_layer *adapt_avgpool2d_create(const char *name, const int in_chw[3], int k, int stride);
+struct adapt_layer *adapt_avgpool2d_create(const char *name, const int in_chw[3], int k,
+                                           int stride);
 struct adapt_layer *adapt_batchnorm2d_create(const char *name, const int in_chw[3], float eps,
                                              float momentum);
 /* Two inputs of the same shape, y = x0 + x1. */

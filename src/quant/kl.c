@@ -174,7 +174,8 @@ enum adapt_status quant_kl(const struct quant_spec *s, const float *w, size_t n,
                            int bins, struct quant_key key, double *kl)
 {
     uint64_t *hq, *hp;
-    enum adapt_status st = kl_hists("quant_kl", s, w, n, sample, bins, key, QUANT_HIST_CLAMP, &hq, &hp);
+    enum adapt_status st =
+        kl_hists("quant_kl", s, w, n, sample, bins, key, QUANT_HIST_CLAMP, &hq, &hp);
     if (st != ADAPT_OK) return st;
     *kl = quant_kl_counts(hp, hq, bins);
     free(hq);

@@ -19,9 +19,11 @@ enum adapt_status quant_pack(const struct quant_spec *s, const float *x, size_t 
     if (s->format != QUANT_FORMAT_FIXED)
         return ADAPT_ERROR(ADAPT_EINVAL, "quant pack: only fixed point is stored as integer codes");
     if (!pack_type_ok(type))
-        return ADAPT_ERROR(ADAPT_EINVAL, "quant pack: type %d is not int8, int16 or int32", (int)type);
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant pack: type %d is not int8, int16 or int32",
+                           (int)type);
     if ((int)type * 8 < s->wl)
-        return ADAPT_ERROR(ADAPT_ERANGE, "quant pack: WL %d does not fit in int%d", s->wl, (int)type * 8);
+        return ADAPT_ERROR(ADAPT_ERANGE, "quant pack: WL %d does not fit in int%d", s->wl,
+                           (int)type * 8);
     if (n && (!x || !codes)) return ADAPT_ERROR(ADAPT_EINVAL, "quant pack: NULL array");
     const struct quant_grid g = quant_grid_fixed(s->wl, s->fl);
     const float scale = quant_pow2f(s->fl);
@@ -45,8 +47,10 @@ enum adapt_status quant_unpack(enum quant_pack_type type, const void *codes, siz
                                float *y)
 {
     if (!pack_type_ok(type))
-        return ADAPT_ERROR(ADAPT_EINVAL, "quant unpack: type %d is not int8, int16 or int32", (int)type);
-    if (fl < 0 || fl > 32) return ADAPT_ERROR(ADAPT_ERANGE, "quant unpack: FL %d out of range 0..32", fl);
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant unpack: type %d is not int8, int16 or int32",
+                           (int)type);
+    if (fl < 0 || fl > 32)
+        return ADAPT_ERROR(ADAPT_ERANGE, "quant unpack: FL %d out of range 0..32", fl);
     if (n && (!y || !codes)) return ADAPT_ERROR(ADAPT_EINVAL, "quant unpack: NULL array");
     const float r = quant_pow2f(-fl);
 #pragma omp parallel for schedule(static) if (n > 65536)

@@ -78,7 +78,8 @@ __attribute__((target("avx512f"))) static void philox_blocks_avx512(uint32_t *ou
     const __m512i ilo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
     const __m512i ihi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
     /* low dwords of two vectors, interleaved: qword i = (a_i, b_i) */
-    const __m512i ipair = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+    const __m512i ipair =
+        _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
     struct philox_head h = philox_head_make(q0, stream, seed);
     const __m512i r1x3 = _mm512_set1_epi64(h.r1_x3), r2x0 = _mm512_set1_epi64(h.r2_x0);
     const __m512i r2x2 = _mm512_set1_epi64(h.r2_x2), r2x3 = _mm512_set1_epi64(h.r2_x3);
@@ -86,7 +87,8 @@ __attribute__((target("avx512f"))) static void philox_blocks_avx512(uint32_t *ou
         __m512i x0[4], x1[4], x2[4], x3[4];
         /* rounds 1 and 2 with the parts that do not depend on the block folded into constants */
         for (int g = 0; g < 4; g++) {
-            __m512i c0 = _mm512_add_epi64(iota, _mm512_set1_epi64((uint32_t)q0 + (uint32_t)(b + 8 * g)));
+            __m512i c0 =
+                _mm512_add_epi64(iota, _mm512_set1_epi64((uint32_t)q0 + (uint32_t)(b + 8 * g)));
             __m512i p0 = _mm512_mul_epu32(c0, m0);                    /* round 1 */
             __m512i y2 = _mm512_xor_si512(_mm512_srli_epi64(p0, 32), r1x3);
             __m512i p1 = _mm512_mul_epu32(y2, m1);                    /* round 2 */
@@ -114,8 +116,10 @@ __attribute__((target("avx512f"))) static void philox_blocks_avx512(uint32_t *ou
         for (int g = 0; g < 4; g++) {
             __m512i a = _mm512_permutex2var_epi32(x0[g], ipair, x1[g]);
             __m512i c = _mm512_permutex2var_epi32(x2[g], ipair, x3[g]);
-            _mm512_storeu_si512((void *)(out + 4 * (b + 8 * g)), _mm512_permutex2var_epi64(a, ilo, c));
-            _mm512_storeu_si512((void *)(out + 4 * (b + 8 * g) + 16), _mm512_permutex2var_epi64(a, ihi, c));
+            _mm512_storeu_si512((void *)(out + 4 * (b + 8 * g)),
+                                _mm512_permutex2var_epi64(a, ilo, c));
+            _mm512_storeu_si512((void *)(out + 4 * (b + 8 * g) + 16),
+                                _mm512_permutex2var_epi64(a, ihi, c));
         }
     }
 }
@@ -134,7 +138,8 @@ __attribute__((target("avx2"))) static void philox_blocks_avx2(uint32_t *out, si
     for (size_t b = 0; b < nblocks; b += 16) {
         __m256i x0[4], x1[4], x2[4], x3[4];
         for (int g = 0; g < 4; g++) {
-            __m256i c0 = _mm256_add_epi64(iota, _mm256_set1_epi64x((uint32_t)q0 + (uint32_t)(b + 4 * g)));
+            __m256i c0 =
+                _mm256_add_epi64(iota, _mm256_set1_epi64x((uint32_t)q0 + (uint32_t)(b + 4 * g)));
             __m256i p0 = _mm256_mul_epu32(c0, m0);
             __m256i y2 = _mm256_xor_si256(_mm256_srli_epi64(p0, 32), r1x3);
             __m256i p1 = _mm256_mul_epu32(y2, m1);
@@ -149,8 +154,10 @@ __attribute__((target("avx2"))) static void philox_blocks_avx2(uint32_t *out, si
             for (int g = 0; g < 4; g++) {
                 __m256i p0 = _mm256_mul_epu32(x0[g], m0);
                 __m256i p1 = _mm256_mul_epu32(x2[g], m1);
-                __m256i y0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), x1[g]), ka);
-                __m256i y2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), x3[g]), kb);
+                __m256i y0 =
+                    _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), x1[g]), ka);
+                __m256i y2 =
+                    _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), x3[g]), kb);
                 x0[g] = y0;
                 x1[g] = p1;
                 x2[g] = y2;
@@ -164,8 +171,10 @@ __attribute__((target("avx2"))) static void philox_blocks_avx2(uint32_t *out, si
             __m256i c = _mm256_blend_epi32(x2[g], _mm256_slli_epi64(x3[g], 32), 0xAA);
             __m256i lo = _mm256_unpacklo_epi64(a, c); /* blocks 0, 2 */
             __m256i hi = _mm256_unpackhi_epi64(a, c); /* blocks 1, 3 */
-            _mm256_storeu_si256((__m256i *)(out + 4 * (b + 4 * g)), _mm256_permute2x128_si256(lo, hi, 0x20));
-            _mm256_storeu_si256((__m256i *)(out + 4 * (b + 4 * g) + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+            _mm256_storeu_si256((__m256i *)(out + 4 * (b + 4 * g)),
+                                _mm256_permute2x128_si256(lo, hi, 0x20));
+            _mm256_storeu_si256((__m256i *)(out + 4 * (b + 4 * g) + 8),
+                                _mm256_permute2x128_si256(lo, hi, 0x31));
         }
     }
 }

@@ -62,14 +62,18 @@ float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t
 {
     if (p->kind == QUANT_KIND_GRID) {
         switch (p->mode) {
-        case QUANT_MODE_STOCHASTIC: return quant_grid_round(p->grid, QUANT_MODE_STOCHASTIC, 1, v, r, sat);
-        case QUANT_MODE_NEAREST_AWAY: return quant_grid_round(p->grid, QUANT_MODE_NEAREST_AWAY, 1, v, r, sat);
+        case QUANT_MODE_STOCHASTIC:
+            return quant_grid_round(p->grid, QUANT_MODE_STOCHASTIC, 1, v, r, sat);
+        case QUANT_MODE_NEAREST_AWAY:
+            return quant_grid_round(p->grid, QUANT_MODE_NEAREST_AWAY, 1, v, r, sat);
         default: return quant_grid_round(p->grid, QUANT_MODE_NEAREST_EVEN, 1, v, r, sat);
         }
     }
     switch (p->mode) {
-    case QUANT_MODE_STOCHASTIC: return quant_fmt_round(p->fmt, QUANT_MODE_STOCHASTIC, p->fmt.wide, v, r, sat);
-    case QUANT_MODE_NEAREST_AWAY: return quant_fmt_round(p->fmt, QUANT_MODE_NEAREST_AWAY, p->fmt.wide, v, r, sat);
+    case QUANT_MODE_STOCHASTIC:
+        return quant_fmt_round(p->fmt, QUANT_MODE_STOCHASTIC, p->fmt.wide, v, r, sat);
+    case QUANT_MODE_NEAREST_AWAY:
+        return quant_fmt_round(p->fmt, QUANT_MODE_NEAREST_AWAY, p->fmt.wide, v, r, sat);
     default: return quant_fmt_round(p->fmt, QUANT_MODE_NEAREST_EVEN, p->fmt.wide, v, r, sat);
     }
 }
@@ -93,7 +97,9 @@ void quant_range_compute(const float *x, size_t n, struct quant_range *r)
 {
     uint32_t kmax = 0u, kmin = 0xffffffffu;
     size_t nchunks = (n + QUANT_CHUNK - 1) / QUANT_CHUNK;
-#pragma omp parallel for schedule(static) reduction(max : kmax) reduction(min : kmin) if (nchunks > 1)
+#pragma omp parallel for schedule(static) reduction(max                                            \
+                                                    : kmax) reduction(min                          \
+                                                                      : kmin) if (nchunks > 1)
     for (size_t c = 0; c < nchunks; c++) {
         size_t s = c * QUANT_CHUNK, e = s + QUANT_CHUNK < n ? s + QUANT_CHUNK : n;
         uint32_t k[2] = {0u, 0xffffffffu};
@@ -159,7 +165,8 @@ static void row_omp(const struct quant_plan *p, const float *x, float *y, size_t
         if (hi > index + n) hi = index + n;
         size_t off = (size_t)(lo - index);
         uint64_t c[3] = {0, 0, 0};
-        run_serial(p, x + off, y + off, (size_t)(hi - lo), lo, mask ? mask + off : NULL, stats ? c : NULL);
+        run_serial(p, x + off, y + off, (size_t)(hi - lo), lo, mask ? mask + off : NULL,
+                   stats ? c : NULL);
         s0 += c[0];
         s1 += c[1];
         s2 += c[2];
@@ -174,7 +181,8 @@ static void row_ref(const struct quant_plan *p, const float *x, float *y, size_t
 {
     uint64_t c[3] = {0, 0, 0};
     for (size_t i = 0; i < n; i++) {
-        uint32_t r = p->mode == QUANT_MODE_STOCHASTIC ? adapt_rng_u32_at(p->seed, p->stream, index + i) : 0u;
+        uint32_t r =
+            p->mode == QUANT_MODE_STOCHASTIC ? adapt_rng_u32_at(p->seed, p->stream, index + i) : 0u;
         uint32_t sat;
         float v = x[i];
         float q = quant_plan_round(p, v, r, &sat);
@@ -246,7 +254,8 @@ enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *
         struct quant_spec s1 = *s;
         uint64_t s0 = 0, sa = 0, sb = 0;
         s1.block = QUANT_BLOCK_TENSOR;
-        if ((st = quant_plan_init(&s1, &(struct quant_range){0.0f, 0.0f, 0.0f}, key, &p)) != ADAPT_OK)
+        if ((st = quant_plan_init(&s1, &(struct quant_range){0.0f, 0.0f, 0.0f}, key, &p)) !=
+            ADAPT_OK)
             return st;
 #pragma omp parallel for schedule(dynamic, 1) reduction(+ : s0, sa, sb)
         for (long long r = 0; r < (long long)rows; r++) {

@@ -21,9 +21,9 @@
  * even, clamp after rounding, mask = clamped, +-inf clamped, NaN kept) wherever QPyTorch's float32
  * arithmetic is exact (|x| 2^FL < 2^23, WL <= 25); beyond that its float bounds and x + 0.5 - 0.5
  * round, ours stay exact. Its stochastic mode draws u from torch's generator, ours from Philox.
- * bfp matches block_quantize's grid and range; QPyTorch breaks nearest ties upward, ours by the tie
- * option. float(E,M) follows IEEE (subnormals by default); QPyTorch's float_quantize has none, takes
- * its smallest normal exponent one below IEEE's and breaks ties away from zero.
+ * bfp matches block_quantize's grid and range; QPyTorch breaks nearest ties upward, ours by the
+ * tie option. float(E,M) follows IEEE (subnormals by default); QPyTorch's float_quantize has none,
+ * takes its smallest normal exponent one below IEEE's and breaks ties away from zero.
  *
  * Usage (the training engine):
  *   struct quant_spec s;
@@ -246,7 +246,11 @@ enum adapt_status quant_kl_reference(const struct quant_spec *s, const float *w,
 
 /* ---- fixed-point storage ---- */
 
-enum quant_pack_type { QUANT_PACK_INT8 = 1, QUANT_PACK_INT16 = 2, QUANT_PACK_INT32 = 4 }; /* bytes */
+enum quant_pack_type {
+    QUANT_PACK_INT8 = 1,
+    QUANT_PACK_INT16 = 2,
+    QUANT_PACK_INT32 = 4
+}; /* bytes */
 
 /* Smallest type holding WL bits (WL 1..32). */
 enum quant_pack_type quant_pack_type_for(int wl);

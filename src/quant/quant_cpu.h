@@ -1,5 +1,5 @@
-/* src/quant/quant_cpu.h: internal declarations shared by the CPU files of src/quant/ (not installed,
- * not for the engine: use src/quant/quant.h).
+/* src/quant/quant_cpu.h: internal declarations shared by the CPU files of src/quant/ (not
+ * installed, not for the engine: use src/quant/quant.h).
  *
  * Work is split in index space: OpenMP chunks and random-number pieces start at multiples of
  * QUANT_CHUNK and QUANT_PIECE of the global element index, so every Philox block except at

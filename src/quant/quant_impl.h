@@ -1,8 +1,10 @@
-/* src/quant/quant_impl.h: the scalar rounding routines, shared by the CPU loops and the CUDA kernels.
+/* src/quant/quant_impl.h: the scalar rounding routines, shared by the CPU loops and the CUDA
+ * kernels.
  *
  * Purpose: one definition of every rounding rule, shared by the CPU and CUDA code. Each
  * rounder is a pure function of the input value, a prepared parameter block and one 32-bit
- * random value r (ignored by the nearest modes), so CPU and GPU agree bit for bit and results do not depend on threads.
+ * random value r (ignored by the nearest modes), so CPU and GPU agree bit for bit and results do
+ * not depend on threads.
  *
  * Stochastic rounding everywhere means SR(v) = floor(v/step + u) * step with u = r * 2^-32,
  * evaluated exactly: with f = frac(v/step), it rounds up iff r + floor(f * 2^32) >= 2^32 (a
@@ -23,7 +25,8 @@
  * Special values (documented contract, tested in tests/test_quant.c):
  *   NaN  -> the same NaN, never counted as saturated.
  *   +-inf-> grid formats: the range end, counted as saturated;
- *           float formats: +-inf when overflow = inf, else the largest finite, counted as saturated.
+ *           float formats: +-inf when overflow = inf, else the largest finite, counted as
+ *           saturated.
  *   grid formats return +0 for a zero result; float formats keep the sign of zero (IEEE).
  *
  *   struct quant_grid g = quant_grid_fixed(8, 4);
@@ -59,7 +62,8 @@ struct quant_grid {
 
 /* Float format parameters. Formats with 8 exponent bits ("wide": bf16, float(8,m)) share
  * float32's exponent range and are rounded on the bit pattern; narrower ones scale |v| by the
- * power of two of its grid spacing (exact, no split needed since emin >= -62) and round in float. */
+ * power of two of its grid spacing (exact, no split needed since emin >= -62) and round in
+ * float. */
 struct quant_fmt {
     int32_t wide;       /* 1: 8 exponent bits */
     int32_t man;        /* m */
@@ -235,7 +239,8 @@ ADAPT_HD ADAPT_INLINE uint32_t quant_nonzero(float v)
 
 /* Set up a float format with e exponent bits (2..8) and m mantissa bits (1..23); IEEE-style
  * bias 2^(e-1) - 1, the all-ones exponent reserved, so max = (2 - 2^-m) 2^bias. */
-ADAPT_HD ADAPT_INLINE struct quant_fmt quant_fmt_make(int e, int m, int subnormals, int overflow_inf)
+ADAPT_HD ADAPT_INLINE struct quant_fmt quant_fmt_make(int e, int m, int subnormals,
+                                                      int overflow_inf)
 {
     struct quant_fmt f;
     int bias = (1 << (e - 1)) - 1;
@@ -295,7 +300,8 @@ ADAPT_HD ADAPT_INLINE float quant_fmt_round(struct quant_fmt f, int mode, int wi
         }
         rb = quant_f2u(k * quant_u2f((uint32_t)qb << 23)); /* exact; +inf or NaN for inf input */
     }
-    int ovf = rb > f.maxbits; /* also the NaN of inf * 0 (m = 1 narrow formats), whatever its sign */
+    int ovf =
+        rb > f.maxbits; /* also the NaN of inf * 0 (m = 1 narrow formats), whatever its sign */
     int nan = a > 0x7f800000u;
     rb = ovf ? f.ovfbits : rb;
     *sat = (uint32_t)(ovf & !nan);

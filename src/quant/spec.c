@@ -9,12 +9,15 @@
 
 /* Types in enum quant_format order. */
 static const struct quant_type quant_types[QUANT_FORMAT_COUNT] = {
-    {"fixed", QUANT_FORMAT_FIXED, "fixed(WL,FL)", 0, quant_grid_row, quant_grid_row_ref, quant_cuda_rows},
+    {"fixed", QUANT_FORMAT_FIXED, "fixed(WL,FL)", 0, quant_grid_row, quant_grid_row_ref,
+     quant_cuda_rows},
     {"bfp", QUANT_FORMAT_BFP, "bfp(WL)", 1, quant_grid_row, quant_grid_row_ref, quant_cuda_rows},
-    {"muppet", QUANT_FORMAT_MUPPET, "muppet(WL)", 1, quant_grid_row, quant_grid_row_ref, quant_cuda_rows},
+    {"muppet", QUANT_FORMAT_MUPPET, "muppet(WL)", 1, quant_grid_row, quant_grid_row_ref,
+     quant_cuda_rows},
     {"fp16", QUANT_FORMAT_FP16, "fp16", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
     {"bf16", QUANT_FORMAT_BF16, "bf16", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
-    {"float", QUANT_FORMAT_FLOAT, "float(E,M)", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
+    {"float", QUANT_FORMAT_FLOAT, "float(E,M)", 0, quant_float_row, quant_float_row_ref,
+     quant_cuda_rows},
 };
 
 const struct quant_type *quant_type_of(enum quant_format f)
@@ -66,10 +69,11 @@ enum adapt_status quant_spec_check(const struct quant_spec *s)
         return ADAPT_ERROR(ADAPT_EINVAL, "quant: unknown format number %d", (int)s->format);
     const char *name = quant_types[s->format].name;
     if (s->rounding != QUANT_ROUND_NEAREST && s->rounding != QUANT_ROUND_STOCHASTIC)
-        return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: rounding %d is neither nearest nor stochastic", name,
-                           (int)s->rounding);
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: rounding %d is neither nearest nor stochastic",
+                           name, (int)s->rounding);
     if (s->tie != QUANT_TIE_EVEN && s->tie != QUANT_TIE_AWAY)
-        return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: tie rule %d is neither even nor away", name, (int)s->tie);
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: tie rule %d is neither even nor away", name,
+                           (int)s->tie);
     switch (s->format) {
     case QUANT_FORMAT_FIXED:
         if (s->wl < 1 || s->wl > 32)
@@ -85,31 +89,37 @@ enum adapt_status quant_spec_check(const struct quant_spec *s)
             return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: block %d is neither tensor nor dim0", name,
                                (int)s->block);
         if (s->format == QUANT_FORMAT_MUPPET && s->block != QUANT_BLOCK_TENSOR)
-            return ADAPT_ERROR(ADAPT_EINVAL, "quant muppet: the scale is per tensor (block dim0 is bfp only)");
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "quant muppet: the scale is per tensor (block dim0 is bfp only)");
         break;
     case QUANT_FORMAT_FP16:
         if (s->exp_bits != 5 || s->man_bits != 10)
-            return ADAPT_ERROR(ADAPT_EINVAL, "quant fp16: exponent/mantissa bits must be 5/10, not %d/%d",
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "quant fp16: exponent/mantissa bits must be 5/10, not %d/%d",
                                s->exp_bits, s->man_bits);
         break;
     case QUANT_FORMAT_BF16:
         if (s->exp_bits != 8 || s->man_bits != 7)
-            return ADAPT_ERROR(ADAPT_EINVAL, "quant bf16: exponent/mantissa bits must be 8/7, not %d/%d",
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "quant bf16: exponent/mantissa bits must be 8/7, not %d/%d",
                                s->exp_bits, s->man_bits);
         break;
     default:
         if (s->exp_bits < 2 || s->exp_bits > 8)
-            return ADAPT_ERROR(ADAPT_ERANGE, "quant float: exponent bits %d out of range 2..8", s->exp_bits);
+            return ADAPT_ERROR(ADAPT_ERANGE, "quant float: exponent bits %d out of range 2..8",
+                               s->exp_bits);
         if (s->man_bits < 1 || s->man_bits > 23)
-            return ADAPT_ERROR(ADAPT_ERANGE, "quant float: mantissa bits %d out of range 1..23", s->man_bits);
+            return ADAPT_ERROR(ADAPT_ERANGE, "quant float: mantissa bits %d out of range 1..23",
+                               s->man_bits);
         break;
     }
     if (s->format >= QUANT_FORMAT_FP16) {
         if (s->overflow != QUANT_OVERFLOW_SATURATE && s->overflow != QUANT_OVERFLOW_INF)
-            return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: overflow %d is neither saturate nor inf", name,
-                               (int)s->overflow);
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: overflow %d is neither saturate nor inf",
+                               name, (int)s->overflow);
         if (s->subnormals != 0 && s->subnormals != 1)
-            return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: subnormals must be 0 or 1, not %d", name, s->subnormals);
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: subnormals must be 0 or 1, not %d", name,
+                               s->subnormals);
     }
     return ADAPT_OK;
 }
@@ -152,14 +162,16 @@ enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
     char name[16];
     if (len == 0 || len >= sizeof name)
         return ADAPT_ERROR(ADAPT_EINVAL,
-                           "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), muppet(WL), fp16, bf16 or float(E,M))",
+                           "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), "
+                           "muppet(WL), fp16, bf16 or float(E,M))",
                            text);
     memcpy(name, p, len);
     name[len] = '\0';
     const struct quant_type *t = quant_type_find(name);
     if (!t)
         return ADAPT_ERROR(ADAPT_EINVAL,
-                           "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), muppet(WL), fp16, bf16 or float(E,M))",
+                           "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), "
+                           "muppet(WL), fp16, bf16 or float(E,M))",
                            text);
     struct quant_spec s;
     quant_spec_init(&s, t->format);
@@ -170,7 +182,8 @@ enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
     if (*a) {
         int got = want ? parse_args(a, want, v) : -1;
         if (got != want)
-            return ADAPT_ERROR(ADAPT_EINVAL, "quant format '%s': bad parameters (expected %s)", text, t->syntax);
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant format '%s': bad parameters (expected %s)",
+                               text, t->syntax);
         if (t->format == QUANT_FORMAT_FLOAT) {
             s.exp_bits = v[0];
             s.man_bits = v[1];
@@ -179,7 +192,8 @@ enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
             if (want == 2) s.fl = v[1];
         }
     } else if (t->format == QUANT_FORMAT_FLOAT) {
-        return ADAPT_ERROR(ADAPT_EINVAL, "quant format '%s': float needs its bits, e.g. float(5,10)", text);
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "quant format '%s': float needs its bits, e.g. float(5,10)", text);
     }
     enum adapt_status st = quant_spec_check(&s);
     if (st != ADAPT_OK) return st;
@@ -220,6 +234,8 @@ enum adapt_status quant_tie_parse(const char *text, enum quant_tie *t)
 {
     if (text && !strcmp(text, "even")) *t = QUANT_TIE_EVEN;
     else if (text && !strcmp(text, "away")) *t = QUANT_TIE_AWAY;
-    else return ADAPT_ERROR(ADAPT_EINVAL, "quant tie rule '%s': expected even or away", text ? text : "(null)");
+    else
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant tie rule '%s': expected even or away",
+                           text ? text : "(null)");
     return ADAPT_OK;
 }

@@ -50,7 +50,7 @@ ADAPT_HOT_CLONES static void tanh_span(const float *x, float *y, size_t n)
     const float log2e = 1.44269504088896341f;
     const float ln2_hi = 0.693145751953125f;      /* 15 significant bits: k ln2_hi exact */
     const float ln2_lo = 1.42860682030941723e-6f; /* ln 2 - ln2_hi */
-    const float shifter = 12582912.0f;            /* 1.5 * 2^23: v + shifter rounds v to an integer */
+    const float shifter = 12582912.0f; /* 1.5 * 2^23: v + shifter rounds v to an integer */
     for (size_t i = 0; i < n; i++) {
         float xi = x[i];
         float a = fabsf(xi);

@@ -157,7 +157,8 @@ static void bn_forward(struct adapt_layer *l, const struct adapt_exec *ex, const
         run_var[c] = (1.0f - mom) * run_var[c] + mom * (float)(var * M / (M - 1.0));
         float a = gamma[c] * (float)is;
         float b = beta[c] - (float)mu * a;
-        for (int j = 0; j < n; j++) plane_affine(xs + j * cs + c * hw, y + j * cs + c * hw, hw, a, b);
+        for (int j = 0; j < n; j++)
+            plane_affine(xs + j * cs + c * hw, y + j * cs + c * hw, hw, a, b);
     }
     if (l->counter) ++*l->counter;
 }

@@ -215,8 +215,8 @@ ADAPT_HOT_CLONES ROW_LOOPS static void from_phases(const struct adapt_conv_geom 
 #define add_8(d, s) (*(v8u *)(d) += *(const v8u *)(s))
 
 /* col rows of one channel from its phase planes (row stride wq per phase) */
-ADAPT_HOT_CLONES ROW_LOOPS static void im2col_plane(const struct adapt_conv_geom *g, const float *ph,
-                                                    int wq, float *dst, size_t ldc)
+ADAPT_HOT_CLONES ROW_LOOPS static void im2col_plane(const struct adapt_conv_geom *g,
+                                                    const float *ph, int wq, float *dst, size_t ldc)
 {
     const int k = g->k, s = g->stride, wo = g->wo, ho = g->ho;
     const size_t oy_step = (size_t)s * s * wq;
@@ -229,8 +229,8 @@ ADAPT_HOT_CLONES ROW_LOOPS static void im2col_plane(const struct adapt_conv_geom
 }
 
 /* adds the col rows of one channel into its phase planes */
-ADAPT_HOT_CLONES ROW_LOOPS static void col2im_plane(const struct adapt_conv_geom *g, const float *src,
-                                                    size_t ldc, float *ph, int wq)
+ADAPT_HOT_CLONES ROW_LOOPS static void col2im_plane(const struct adapt_conv_geom *g,
+                                                    const float *src, size_t ldc, float *ph, int wq)
 {
     const int k = g->k, s = g->stride, wo = g->wo, ho = g->ho;
     const size_t oy_step = (size_t)s * s * wq;

@@ -205,7 +205,8 @@ static void avgpool_forward(struct adapt_layer *l, const struct adapt_exec *ex,
     if (p->k == 0) {
         const double inv = 1.0 / (double)in_plane;
 #pragma omp parallel for if ((size_t)planes * in_plane >= ADAPT_PAR_MIN) schedule(static)
-        for (long q = 0; q < planes; q++) y[q] = (float)(adapt_sum_f32(xs + q * in_plane, in_plane) * inv);
+        for (long q = 0; q < planes; q++)
+            y[q] = (float)(adapt_sum_f32(xs + q * in_plane, in_plane) * inv);
         return;
     }
 #pragma omp parallel for if ((size_t)planes * in_plane >= ADAPT_PAR_MIN) schedule(static)

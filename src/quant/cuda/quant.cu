@@ -25,7 +25,8 @@ enum adapt_status cuda_status(cudaError_t e, const char *what)
                                ? ADAPT_EUNSUPPORTED
                                : ADAPT_EIO;
     cudaGetLastError();
-    return adapt_error_at(__FILE__, __LINE__, st, "quant cuda: %s: %s", what, cudaGetErrorString(e));
+    return adapt_error_at(__FILE__, __LINE__, st, "quant cuda: %s: %s", what,
+                          cudaGetErrorString(e));
 }
 
 __device__ __forceinline__ uint32_t order_key(float v)
@@ -67,23 +68,27 @@ __global__ void range_kernel(const float *x, size_t rows, size_t cols, uint32_t 
 
 __global__ void keys_init_kernel(uint32_t *keys, size_t rows)
 {
-    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (size_t)gridDim.x * blockDim.x) {
+    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows;
+         r += (size_t)gridDim.x * blockDim.x) {
         keys[2 * r] = 0u;
         keys[2 * r + 1] = 0xffffffffu;
     }
 }
 
 /* One grid per row from its keys (format QUANT_FORMAT_BFP or QUANT_FORMAT_MUPPET). */
-__global__ void grids_kernel(const uint32_t *keys, size_t rows, int format, int wl, struct quant_grid *grids)
+__global__ void grids_kernel(const uint32_t *keys, size_t rows, int format, int wl,
+                             struct quant_grid *grids)
 {
-    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (size_t)gridDim.x * blockDim.x) {
+    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows;
+         r += (size_t)gridDim.x * blockDim.x) {
         float vmax = -INFINITY, vmin = INFINITY, maxabs = 0.0f;
         if (keys[2 * r]) {
             vmax = order_unkey(keys[2 * r]);
             vmin = order_unkey(keys[2 * r + 1]);
             maxabs = fmaxf(fabsf(vmax), fabsf(vmin));
         }
-        grids[r] = format == QUANT_FORMAT_BFP ? quant_grid_bfp(wl, maxabs) : quant_grid_muppet(wl, vmax, vmin);
+        grids[r] = format == QUANT_FORMAT_BFP ? quant_grid_bfp(wl, maxabs)
+                                              : quant_grid_muppet(wl, vmax, vmin);
     }
 }
 
@@ -147,13 +152,17 @@ void launch_mode(bool want_mask, bool perrow, int blocks, int threads, const flo
                  const struct quant_grid *grids, size_t cols, unsigned long long *counts)
 {
     if (want_mask && perrow)
-        round_kernel<KIND, MODE, true, true><<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+        round_kernel<KIND, MODE, true, true>
+            <<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
     else if (want_mask)
-        round_kernel<KIND, MODE, true, false><<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+        round_kernel<KIND, MODE, true, false>
+            <<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
     else if (perrow)
-        round_kernel<KIND, MODE, false, true><<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+        round_kernel<KIND, MODE, false, true>
+            <<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
     else
-        round_kernel<KIND, MODE, false, false><<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+        round_kernel<KIND, MODE, false, false>
+            <<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
 }
 
 template <int KIND>
@@ -163,13 +172,16 @@ void launch_kind(bool want_mask, bool perrow, int blocks, int threads, const flo
 {
     switch (p.mode) {
     case QUANT_MODE_STOCHASTIC:
-        launch_mode<KIND, QUANT_MODE_STOCHASTIC>(want_mask, perrow, blocks, threads, x, y, mask, n, index, p, grids, cols, counts);
+        launch_mode<KIND, QUANT_MODE_STOCHASTIC>(want_mask, perrow, blocks, threads, x, y, mask, n,
+                                                 index, p, grids, cols, counts);
         break;
     case QUANT_MODE_NEAREST_AWAY:
-        launch_mode<KIND, QUANT_MODE_NEAREST_AWAY>(want_mask, perrow, blocks, threads, x, y, mask, n, index, p, grids, cols, counts);
+        launch_mode<KIND, QUANT_MODE_NEAREST_AWAY>(want_mask, perrow, blocks, threads, x, y, mask,
+                                                   n, index, p, grids, cols, counts);
         break;
     default:
-        launch_mode<KIND, QUANT_MODE_NEAREST_EVEN>(want_mask, perrow, blocks, threads, x, y, mask, n, index, p, grids, cols, counts);
+        launch_mode<KIND, QUANT_MODE_NEAREST_EVEN>(want_mask, perrow, blocks, threads, x, y, mask,
+                                                   n, index, p, grids, cols, counts);
         break;
     }
 }
@@ -186,9 +198,10 @@ extern "C" void quant_cuda_set_launch(int threads, int blocks)
     g_blocks = blocks > 0 ? blocks : 0;
 }
 
-extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const float *d_x, float *d_y,
-                                             size_t rows, size_t cols, struct quant_key key,
-                                             uint8_t *d_mask, struct quant_stats *stats)
+extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const float *d_x,
+                                             float *d_y, size_t rows, size_t cols,
+                                             struct quant_key key, uint8_t *d_mask,
+                                             struct quant_stats *stats)
 {
     enum adapt_status st = quant_spec_check(s);
     if (st != ADAPT_OK) return st;
@@ -210,7 +223,8 @@ extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const f
     if (st != ADAPT_OK) return st;
 
     const int threads = g_threads ? g_threads : 256;
-    size_t scratch = 3 * sizeof(unsigned long long) + (perrow ? nblk * (2 * sizeof(uint32_t) + sizeof(struct quant_grid)) : 0);
+    size_t scratch = 3 * sizeof(unsigned long long) +
+                     (perrow ? nblk * (2 * sizeof(uint32_t) + sizeof(struct quant_grid)) : 0);
     void *mem = NULL;
     cudaError_t e = cudaMalloc(&mem, scratch);
     if (e != cudaSuccess) return cuda_status(e, "scratch allocation");
@@ -230,9 +244,11 @@ extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const f
     uint64_t want = (nq + threads - 1) / threads;
     int blocks = g_blocks ? g_blocks : (int)(want < 1048576 ? want : 1048576);
     if (p.kind == QUANT_KIND_GRID)
-        launch_kind<QUANT_KIND_GRID>(d_mask != NULL, perrow, blocks, threads, d_x, d_y, d_mask, n, key.index, p, grids, blen, counts);
+        launch_kind<QUANT_KIND_GRID>(d_mask != NULL, perrow, blocks, threads, d_x, d_y, d_mask, n,
+                                     key.index, p, grids, blen, counts);
     else
-        launch_kind<QUANT_KIND_FMT>(d_mask != NULL, perrow, blocks, threads, d_x, d_y, d_mask, n, key.index, p, grids, blen, counts);
+        launch_kind<QUANT_KIND_FMT>(d_mask != NULL, perrow, blocks, threads, d_x, d_y, d_mask, n,
+                                    key.index, p, grids, blen, counts);
     e = cudaGetLastError();
     unsigned long long c[3] = {0, 0, 0};
     if (e == cudaSuccess) e = cudaMemcpy(c, counts, sizeof c, cudaMemcpyDeviceToHost);
@@ -246,9 +262,10 @@ extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const f
     return ADAPT_OK;
 }
 
-extern "C" enum adapt_status quant_cuda_rows_host(const struct quant_spec *s, const float *x, float *y,
-                                                  size_t rows, size_t cols, struct quant_key key,
-                                                  uint8_t *mask, struct quant_stats *stats)
+extern "C" enum adapt_status quant_cuda_rows_host(const struct quant_spec *s, const float *x,
+                                                  float *y, size_t rows, size_t cols,
+                                                  struct quant_key key, uint8_t *mask,
+                                                  struct quant_stats *stats)
 {
     size_t n = rows * cols;
     if (n == 0) return quant_spec_check(s);
@@ -269,8 +286,10 @@ extern "C" enum adapt_status quant_cuda_rows_host(const struct quant_spec *s, co
         st = cuda_status(e, "copy to device");
         goto free_mask;
     }
-    if ((st = quant_cuda_rows(s, dx, dy ? dy : dx, rows, cols, key, dm, stats)) != ADAPT_OK) goto free_mask;
-    if ((e = cudaMemcpy(y, dy ? dy : dx, n * sizeof(float), cudaMemcpyDeviceToHost)) != cudaSuccess ||
+    if ((st = quant_cuda_rows(s, dx, dy ? dy : dx, rows, cols, key, dm, stats)) != ADAPT_OK)
+        goto free_mask;
+    if ((e = cudaMemcpy(y, dy ? dy : dx, n * sizeof(float), cudaMemcpyDeviceToHost)) !=
+            cudaSuccess ||
         (mask && (e = cudaMemcpy(mask, dm, n, cudaMemcpyDeviceToHost)) != cudaSuccess))
         st = cuda_status(e, "copy to host");
 free_mask:
