@@ -8,9 +8,11 @@
 # NVCC_GENCODE overrides the target architectures.
 AC_DEFUN([ADAPT_CHECK_CUDA], [
   AC_ARG_WITH([cuda],
-    [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@], [build the CUDA kernels with the toolkit in DIR (default: /usr/local/cuda if present)])],
+    [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@],
+       [build the CUDA kernels with the toolkit in DIR (default: /usr/local/cuda if present)])],
     [], [with_cuda=check])
-  AC_ARG_VAR([NVCC_GENCODE], [nvcc -gencode flags (default: sm_80 and sm_90 code plus compute_90 PTX)])
+  AC_ARG_VAR([NVCC_GENCODE],
+     [nvcc -gencode flags (default: sm_80 and sm_90 code plus compute_90 PTX)])
   adapt_have_cuda=no
   cuda_dir=""
   AS_CASE([$with_cuda],
@@ -22,12 +24,19 @@ AC_DEFUN([ADAPT_CHECK_CUDA], [
     AS_IF([test "x$NVCC" = xno], [
       AS_IF([test "x$with_cuda" != xcheck], [AC_MSG_ERROR([nvcc not found in $cuda_dir/bin])])
     ], [
-      : ${NVCC_GENCODE="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"}
+      gencode_default="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90"
+      gencode_default="$gencode_default -gencode arch=compute_90,code=compute_90"
+      : ${NVCC_GENCODE="$gencode_default"}
       NVCCFLAGS="-O3 -std=c++17 $NVCC_GENCODE"
       AC_MSG_CHECKING([whether nvcc compiles a kernel])
       cat > conftest.cu <<_ACEOF
 #include <curand_kernel.h>
-__global__ void k(float *x) { curandStatePhilox4_32_10_t s; curand_init(1, threadIdx.x, 0, &s); *x = curand_uniform(&s); }
+__global__ void k(float *x)
+{
+    curandStatePhilox4_32_10_t s;
+    curand_init(1, threadIdx.x, 0, &s);
+    *x = curand_uniform(&s);
+}
 int main(void) { float *d = 0; k<<<1, 1>>>(d); return 0; }
 _ACEOF
       AS_IF([$NVCC $NVCCFLAGS -c conftest.cu -o conftest.o >&AS_MESSAGE_LOG_FD 2>&1], [
@@ -35,7 +44,8 @@ _ACEOF
         cuda_libdir=$cuda_dir/lib64
         test -d "$cuda_libdir" || cuda_libdir=$cuda_dir/lib
         CUDA_CFLAGS="-I$cuda_dir/include"
-        CUDA_LIBS="-L$cuda_libdir -Wl,-rpath,$cuda_libdir -lcurand -lcublas -lcublasLt -lcudart -lstdc++"
+        CUDA_LIBS="-L$cuda_libdir -Wl,-rpath,$cuda_libdir"
+        CUDA_LIBS="$CUDA_LIBS -lcurand -lcublas -lcublasLt -lcudart -lstdc++"
         AC_MSG_CHECKING([for cuRAND and cuBLAS])
         save_LIBS=$LIBS
         save_CFLAGS=$CFLAGS
@@ -43,7 +53,9 @@ _ACEOF
         CFLAGS="$CFLAGS $CUDA_CFLAGS"
         AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <curand.h>
 #include <cublas_v2.h>]],
-            [[curandGenerator_t g; cublasHandle_t h; return (int)curandCreateGenerator(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10) + (int)cublasCreate(&h);]])],
+            [[curandGenerator_t g; cublasHandle_t h;
+               return (int)curandCreateGenerator(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10) +
+                      (int)cublasCreate(&h);]])],
           [AC_MSG_RESULT([yes]); adapt_have_cuda=yes],
           [AC_MSG_RESULT([no])])
         LIBS=$save_LIBS
@@ -51,7 +63,8 @@ _ACEOF
       ], [AC_MSG_RESULT([no])])
       rm -f conftest.cu conftest.o
       AS_IF([test "x$adapt_have_cuda" = xno && test "x$with_cuda" != xcheck],
-            [AC_MSG_ERROR([the CUDA toolkit in $cuda_dir cannot build the kernels (see config.log)])])
+            [AC_MSG_ERROR(
+               [the CUDA toolkit in $cuda_dir cannot build the kernels (see config.log)])])
     ])
   ])
   AS_IF([test "x$adapt_have_cuda" = xyes],

@@ -11,13 +11,17 @@ rm -rf "$out"
 mkdir -p "$out/idx" "$out/cifar" "$out/safetensors" "$out/ini" "$out/trace" "$out/data"
 
 # be32 N: four big-endian bytes
-be32() { printf "\\$(printf %03o $(($1 >> 24 & 255)))\\$(printf %03o $(($1 >> 16 & 255)))\\$(printf %03o $(($1 >> 8 & 255)))\\$(printf %03o $(($1 & 255)))"; }
+# byte N: one byte of value N (0..255)
+byte() { printf "\\$(printf %03o "$1")"; }
+be32() {
+  byte $(($1 >> 24 & 255)); byte $(($1 >> 16 & 255)); byte $(($1 >> 8 & 255)); byte $(($1 & 255))
+}
 # bytes N C: N bytes of value C (octal)
 bytes() { head -c "$1" /dev/zero | tr '\0' "\\$2"; }
 
 idx_pair() { # dir tag n
   { be32 2051; be32 "$3"; be32 28; be32 28; bytes $(($3 * 784)) 123; } > "$1/$2-images-idx3-ubyte"
-  { be32 2049; be32 "$3"; i=0; while [ $i -lt "$3" ]; do printf "\\$(printf %03o $((i % 10)))"; i=$((i + 1)); done; } \
+  { be32 2049; be32 "$3"; i=0; while [ $i -lt "$3" ]; do byte $((i % 10)); i=$((i + 1)); done; } \
     > "$1/$2-labels-idx1-ubyte"
 }
 idx_pair "$out/idx" small 2
@@ -37,9 +41,11 @@ cp "$out/c/cifar-10-batches-bin/test_batch.bin" "$out/cifar/test_batch.bin"
 rm -rf "$out/c"
 
 # safetensors: an F32 vector, an I64 scalar and metadata
-h='{"__metadata__":{"format":"adapt-sim checkpoint 1","epoch":"1"},"a.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a.num_batches_tracked":{"dtype":"I64","shape":[],"data_offsets":[8,16]}}'
+h='{"__metadata__":{"format":"adapt-sim checkpoint 1","epoch":"1"},'
+h=$h'"a.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+h=$h'"a.num_batches_tracked":{"dtype":"I64","shape":[],"data_offsets":[8,16]}}'
 while [ $((${#h} % 8)) -ne 0 ]; do h="$h "; done
-{ printf "\\$(printf %03o $((${#h} & 255)))\\$(printf %03o $((${#h} >> 8 & 255)))"; bytes 6 000
+{ byte $((${#h} & 255)); byte $((${#h} >> 8 & 255)); bytes 6 000
   printf %s "$h"; printf '\000\000\200\077\000\000\000\300'; printf '\005'; bytes 7 000; } \
   > "$out/safetensors/small.safetensors"
 
