@@ -49,7 +49,8 @@ def load_safetensors(path):
     for name, t in hdr.items():
         dt, _ = DT[t["dtype"]]
         b, e = t["data_offsets"]
-        out[name] = torch.frombuffer(bytearray(raw[base + b:base + e]), dtype=dt).reshape(t["shape"]).clone()
+        buf = bytearray(raw[base + b:base + e])
+        out[name] = torch.frombuffer(buf, dtype=dt).reshape(t["shape"]).clone()
     return out, meta
 
 
@@ -58,7 +59,8 @@ def save_safetensors(path, sd):
     for name, t in sd.items():
         t = t.detach().contiguous()
         b = t.numpy().tobytes()
-        hdr[name] = {"dtype": DT_NAME[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        hdr[name] = {"dtype": DT_NAME[t.dtype], "shape": list(t.shape),
+                     "data_offsets": [off, off + len(b)]}
         off += len(b)
         blobs.append(b)
     h = json.dumps(hdr, separators=(",", ":")).encode()
@@ -68,15 +70,18 @@ def save_safetensors(path, sd):
 
 
 def lenet5(c):
-    return nn.Sequential(nn.Conv2d(1, 6, 5), nn.Tanh(), nn.AvgPool2d(2), nn.Conv2d(6, 16, 5), nn.Tanh(),
-                         nn.AvgPool2d(2), nn.Conv2d(16, 120, 5), nn.Tanh(), nn.Flatten(), nn.Linear(120, 84),
-                         nn.Tanh(), nn.Linear(84, c))
+    return nn.Sequential(nn.Conv2d(1, 6, 5), nn.Tanh(), nn.AvgPool2d(2),
+                         nn.Conv2d(6, 16, 5), nn.Tanh(), nn.AvgPool2d(2),
+                         nn.Conv2d(16, 120, 5), nn.Tanh(), nn.Flatten(),
+                         nn.Linear(120, 84), nn.Tanh(), nn.Linear(84, c))
 
 
 def alexnet(cin, c):
-    return nn.Sequential(nn.Conv2d(cin, 64, 11, 4, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(64, 192, 5, padding=2),
-                         nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
-                         nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(), nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(),
+    return nn.Sequential(nn.Conv2d(cin, 64, 11, 4, 5), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(),
                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(256, c))
 
 
@@ -89,7 +94,8 @@ class Block(nn.Module):
         self.bn2 = nn.BatchNorm2d(cout)
         self.shortcut = nn.Sequential()
         if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                          nn.BatchNorm2d(cout))
 
     def forward(self, x):
         y = F.relu(self.bn1(self.conv1(x)))
@@ -144,7 +150,8 @@ def main():
     test = [r for r in recs if r["type"] == "test"][-1]
     name, classes = hdr["model"]["name"], hdr["model"]["classes"]
     model = {"lenet5": lambda: lenet5(classes), "alexnet_mnist": lambda: alexnet(1, classes),
-             "alexnet_cifar": lambda: alexnet(3, classes), "resnet20": lambda: ResNet20(classes)}[name]()
+             "alexnet_cifar": lambda: alexnet(3, classes),
+             "resnet20": lambda: ResNet20(classes)}[name]()
     sd, meta = load_safetensors(os.path.join(a.run, "model.safetensors"))
     model.load_state_dict(sd, strict=True)
     model.eval()
@@ -158,7 +165,8 @@ def main():
     with torch.no_grad():
         acc = (model(x).argmax(1).numpy() == y[:n]).mean()
     ours = test["test_acc"]
-    print(json.dumps({"model": name, "tensors": len(sd), "torch_test_acc": round(100 * float(acc), 3),
+    print(json.dumps({"model": name, "tensors": len(sd),
+                      "torch_test_acc": round(100 * float(acc), 3),
                       "adapt_test_acc": round(100 * ours, 3)}))
     save_safetensors(os.path.join(a.run, "torch_roundtrip.safetensors"), model.state_dict())
     if abs(acc - ours) > 5e-4:
