@@ -3,7 +3,8 @@
  * Every test writes its own small files (IDX raw and gzip, CIFAR batches, a CIFAR
  * .tar.gz written with libarchive) into a fresh temporary folder and reads them back
  * through the real loading code. The last case reads the installed Fashion-MNIST
- * (Debian package dataset-fashion-mnist) when present.
+ * (Debian package dataset-fashion-mnist); without it, it prints a "SKIP" line and
+ * checks nothing (Check counts it as passed).
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -992,11 +993,7 @@ END_TEST
 
 START_TEST(test_fashion_mnist_real)
 {
-    struct stat sb;
-    if (stat(FMNIST_DIR "/train-labels-idx1-ubyte.gz", &sb) != 0) {
-        fprintf(stderr, "test_fashion_mnist_real: %s absent, skipped\n", FMNIST_DIR);
-        return;
-    }
+    if (!tu_have_data(FMNIST_DIR "/train-labels-idx1-ubyte.gz")) return;
     /* reference bytes straight from the files: label 0 is byte 8 of the label file, image 0
      * is bytes 16 .. 16+784 of the image file */
     unsigned char lab_hdr[9], img_hdr[16 + 784];

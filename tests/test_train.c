@@ -4,8 +4,9 @@
  * uninterrupted trace, checkpoints load back (--eval-only).
  *
  * Runs ./adapt-train from the build directory on small subsets of the real
- * Fashion-MNIST (Debian package dataset-fashion-mnist); tests needing it are
- * skipped (exit 77) when it is absent. */
+ * Fashion-MNIST (Debian package dataset-fashion-mnist). Without it the tests
+ * that need it return at once, so Check counts them as passed; each prints a
+ * "SKIP <test>: ... is missing" line saying that its checks did nothing. */
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
@@ -46,7 +47,7 @@ static const char *small_cfg =
     "val_size = 500\ntrain_limit = 3000\ntest_limit = 1000\n"
     "[model]\nname = lenet5\n[train]\nepochs = 3\nbatch = 100\n[optim]\nlr = 0.05\nmomentum = 0.9\n";
 
-static int have_fmnist(void) { return access(FMNIST "/train-images-idx3-ubyte.gz", R_OK) == 0; }
+static int have_fmnist(void) { return tu_have_data(FMNIST "/train-images-idx3-ubyte.gz"); }
 
 static void setup(void) { tu_tmpdir_make(tmpdir, sizeof tmpdir, "train"); }
 
@@ -133,7 +134,7 @@ START_TEST(test_data_errors)
                  tmpdir, tmpdir);
     expect_fail("missing data", rc, "nodata", NULL);
     /* A copy of Fashion-MNIST with a truncated image file and one with a bad magic. */
-    if (access(FMNIST "/t10k-images-idx3-ubyte.gz", R_OK) != 0) return;
+    if (!tu_have_data(FMNIST "/t10k-images-idx3-ubyte.gz")) return;
     ck_assert_int_eq(run("mkdir -p %s/trunc %s/magic && cp " FMNIST "/* %s/trunc/ && cp " FMNIST
                          "/* %s/magic/",
                          tmpdir, tmpdir, tmpdir, tmpdir),
