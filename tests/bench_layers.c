@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "src/net/layer.h"
-#include "tests/testutil.h"
+#include "tests/testutil_net.h"
 
 enum kind { CONV, LIN, RELU, TANH, MAXP, AVGP, BN, ADD };
 

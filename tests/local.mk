@@ -1,7 +1,17 @@
 # tests/: one Check program per module. Each links its module's libraries (the *_LIBS lists in
 # Makefile.am) and nothing above them, so a test that compiles against a module also checks
 # that the module stays in its layer. Sources default to tests/<name>.c.
-TEST_LIBS = $(CHECK_LIBS) $(ADAPT_EXT_LIBS)
+#
+# tests/libtestutil.a (tests/testutil.h: temporary directories, files, commands, fills, float
+# comparisons, the suite runner) needs only src/base, Check and libc, so every test links it.
+# It comes after the module's libraries in each LDADD line, followed by src/base again so that
+# its own needs resolve whatever the module list pulled in. tests/libtestutil_net.a
+# (tests/testutil_net.h: standalone layers, gradient checks) needs src/net. Neither is
+# installed; both are built by make check (or on demand, for tests/bench_layers).
+check_LIBRARIES = tests/libtestutil.a tests/libtestutil_net.a
+tests_libtestutil_a_SOURCES = tests/testutil.c tests/testutil.h
+tests_libtestutil_net_a_SOURCES = tests/testutil_net.c tests/testutil_net.h
+TEST_LIBS = tests/libtestutil.a $(BASE_LIBS) $(CHECK_LIBS) $(ADAPT_EXT_LIBS)
 
 check_PROGRAMS += tests/test_base tests/test_quant tests/test_quant_cuda tests/test_config \
 	tests/test_data tests/test_layers tests/test_models tests/test_optim tests/test_gemm_int \
@@ -12,8 +22,7 @@ tests_test_quant_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_cuda_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_config_LDADD = $(CONFIG_LIBS) $(TEST_LIBS)
 tests_test_data_LDADD = $(DATA_LIBS) $(TEST_LIBS)
-tests_test_layers_SOURCES = tests/test_layers.c tests/testutil.c tests/testutil.h
-tests_test_layers_LDADD = $(NET_LIBS) $(TEST_LIBS)
+tests_test_layers_LDADD = tests/libtestutil_net.a $(NET_LIBS) $(TEST_LIBS)
 tests_test_models_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_optim_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_gemm_int_SOURCES = tests/test_gemm_int.c src/bench/gemm_int.c
@@ -30,8 +39,7 @@ TESTS += $(check_PROGRAMS)
 
 # Per-layer timing at the model shapes (not a test): make tests/bench_layers
 EXTRA_PROGRAMS += tests/bench_layers
-tests_bench_layers_SOURCES = tests/bench_layers.c tests/testutil.c tests/testutil.h
-tests_bench_layers_LDADD = $(NET_LIBS) $(ADAPT_EXT_LIBS)
+tests_bench_layers_LDADD = tests/libtestutil_net.a $(NET_LIBS) $(TEST_LIBS)
 CLEANFILES += tests/bench_layers
 # The same layers timed in PyTorch, for comparison (not built, not run).
 EXTRA_DIST += tests/bench_layers_torch.py

@@ -8,6 +8,7 @@
 #include "src/base/status.h"
 #include "src/cuda/device.h"
 #include "src/net/tensor.h"
+#include "tests/testutil.h"
 
 /* Known-answer vectors for Philox4x32-10 from Random123's kat_vectors file
  * (lines "philox4x32 10 ..."). */
@@ -148,11 +149,6 @@ int main(void)
     TCase *tcu = tcase_create("cuda");
     tcase_add_test(tcu, test_cuda_query_runs);
     suite_add_tcase(s, tcu);
-    SRunner *sr = srunner_create(s);
     /* CUDA does not survive fork(): run without forking. */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s, CK_NOFORK);
 }

@@ -12,7 +12,6 @@
 #include <check.h>
 #include <dirent.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,26 +24,13 @@
 #include "src/config/config.h"
 #include "src/base/safetensors.h"
 #include "src/train/train.h"
+#include "tests/testutil.h"
 
 static char tmpdir[256];
 static char out_buf[1 << 16];
 
-static int run(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char full[4200];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out_buf, 1, sizeof out_buf - 1, p);
-    out_buf[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+/* Runs a shell command; returns its exit status and keeps stdout+stderr in out_buf. */
+#define run(...) tu_run(out_buf, sizeof out_buf, __VA_ARGS__)
 
 static void put_be32(FILE *f, uint32_t v)
 {
@@ -80,30 +66,21 @@ static void write_idx(const char *tag, int n, uint32_t seed)
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/adapt-test-ckpt-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tu_tmpdir_make(tmpdir, sizeof tmpdir, "ckpt");
     ck_assert_int_eq(run("mkdir -p %s/data", tmpdir), 0);
     write_idx("train", 240, 11);
     write_idx("t10k", 60, 12);
-    char p[512];
-    snprintf(p, sizeof p, "%s/c.ini", tmpdir);
-    FILE *f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f,
-            "[run]\nseed = 5\nthreads = 1\n[data]\ndataset = fashion-mnist\npath = %s/data\n"
-            "val_size = 40\n[model]\nname = lenet5\n[train]\nepochs = 2\nbatch = 50\n"
-            "[optim]\nlr = 0.05\nmomentum = 0.9\n[policy]\nname = adapt\n"
-            "[quantization]\nlb_lwr = 2\nlb_upr = 4\n",
-            tmpdir);
-    ck_assert_int_eq(fclose(f), 0);
+    char p[512], ini[1024];
+    snprintf(ini, sizeof ini,
+             "[run]\nseed = 5\nthreads = 1\n[data]\ndataset = fashion-mnist\npath = %s/data\n"
+             "val_size = 40\n[model]\nname = lenet5\n[train]\nepochs = 2\nbatch = 50\n"
+             "[optim]\nlr = 0.05\nmomentum = 0.9\n[policy]\nname = adapt\n"
+             "[quantization]\nlb_lwr = 2\nlb_upr = 4\n",
+             tmpdir);
+    tu_write_text(tu_path(p, sizeof p, tmpdir, "c.ini"), ini);
 }
 
-static void teardown(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
-}
+static void teardown(void) { tu_tmpdir_remove(tmpdir); }
 
 /* The hook: counts the steps of checkpoint writes (files below a ckpt-
  * directory and the links of the run directory); at step `target` it kills
@@ -155,13 +132,6 @@ static int interrupted_run(const char *out, int target, int fail)
     return ws;
 }
 
-/* Traces compared without the fields that measure time. */
-static void strip_times(const char *in, const char *out)
-{
-    ck_assert_int_eq(run("sed -E 's/\"(wall_s|images_per_s|created)\":[^,}]*//g' %s > %s", in, out),
-                     0);
-}
-
 /* No temporaries and exactly one checkpoint directory are left. */
 static void check_tidy(const char *dir, int k)
 {
@@ -183,7 +153,7 @@ static void check_same_as_reference(const char *out, int k)
     char a[600], b[600];
     snprintf(a, sizeof a, "%s/trace.jsonl", out);
     snprintf(b, sizeof b, "%s/k.stripped", tmpdir);
-    strip_times(a, b);
+    tu_strip_times(a, b);
     ck_assert_msg(run("cmp %s/ref.stripped %s", tmpdir, b) == 0,
                   "step %d: resumed trace differs: %s", k, out_buf);
     ck_assert_msg(run("cmp %s/ref/model.safetensors %s/model.safetensors", tmpdir, out) == 0,
@@ -200,7 +170,7 @@ static void reference_run(void)
     char t[600], s[600];
     snprintf(t, sizeof t, "%s/ref/trace.jsonl", tmpdir);
     snprintf(s, sizeof s, "%s/ref.stripped", tmpdir);
-    strip_times(t, s);
+    tu_strip_times(t, s);
 }
 
 /* The steps of the two checkpoint writes of a 2-epoch run, counted by the
@@ -356,10 +326,7 @@ END_TEST
 
 int main(void)
 {
-    if (access("./adapt-train", X_OK) != 0) {
-        fprintf(stderr, "test_checkpoint: ./adapt-train not built\n");
-        return 99;
-    }
+    if (!tu_have_program("./adapt-train")) return 99;
     Suite *s = suite_create("checkpoint");
     TCase *tc = tcase_create("interrupted");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -369,9 +336,5 @@ int main(void)
     tcase_add_test(tc, test_force_removes_leftovers);
     tcase_add_test(tc, test_hostile_checkpoint);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s, CK_FORK_GETENV);
 }

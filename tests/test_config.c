@@ -6,31 +6,19 @@
 #include <unistd.h>
 
 #include "src/config/config.h"
+#include "tests/testutil.h"
 
 /* A fresh temporary directory per test (Check forks each test). */
 static char tmpdir[64];
 
-static void setup(void)
-{
-    strcpy(tmpdir, "/tmp/adapt-test-config-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
+static void setup(void) { tu_tmpdir_make(tmpdir, sizeof tmpdir, "config"); }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { tu_tmpdir_remove(tmpdir); }
 
-/* Writes text to <tmpdir>/<name>; returns the path (static buffer per call site). */
+/* Writes text to <tmpdir>/<name>; returns the path (in path). */
 static const char *write_file(char *path, size_t size, const char *name, const char *text)
 {
-    snprintf(path, size, "%s/%s", tmpdir, name);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fwrite(text, 1, strlen(text), f), strlen(text));
-    ck_assert_int_eq(fclose(f), 0);
+    tu_write_text(tu_path(path, size, tmpdir, name), text);
     return path;
 }
 
@@ -412,11 +400,7 @@ START_TEST(test_file_access_errors)
     ck_assert_msg_has("directory");
 
     /* a NUL byte on line 2 */
-    snprintf(path, sizeof path, "%s/bin.ini", tmpdir);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    fwrite("[run]\nse\0ed = 1\n", 1, 16, f);
-    fclose(f);
+    tu_write_file(tu_path(path, sizeof path, tmpdir, "bin.ini"), "[run]\nse\0ed = 1\n", 16);
     ck_assert_int_eq(adapt_config_load(&c, path), ADAPT_EFORMAT);
     ck_assert_msg_has("bin.ini:2:");
     ck_assert_msg_has("NUL");
@@ -633,9 +617,5 @@ int main(void)
     tcase_add_test(tc, test_print_format);
     tcase_add_test(tc, test_json);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s, CK_FORK_GETENV);
 }

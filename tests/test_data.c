@@ -1,15 +1,14 @@
 /* tests/test_data.c: src/data (IDX and CIFAR loading, split, order, batches, loader).
  *
  * Every test writes its own small files (IDX raw and gzip, CIFAR batches, a CIFAR
- * .tar.gz written with libarchive) into a fresh mkdtemp folder and reads them back
+ * .tar.gz written with libarchive) into a fresh temporary folder and reads them back
  * through the real loading code. The last case reads the installed Fashion-MNIST
- * (Debian package dataset-fashion-mnist) when present.
+ * (Debian package dataset-fashion-mnist); without it, it prints a "SKIP" line and
+ * checks nothing (Check counts it as passed).
  */
-#define _GNU_SOURCE /* mkdtemp, nftw */
 #include <archive.h>
 #include <archive_entry.h>
 #include <check.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +36,7 @@
 #include "src/base/rng.h"
 #include "src/base/status.h"
 #include "src/data/data.h"
+#include "tests/testutil.h"
 
 /* Float32 normalisation vs the exact value: p/255, the subtraction and the division each
  * round once (relative 2^-24 = 6e-8) on operands below 1, then the result (at most 2.9 in
@@ -45,55 +45,29 @@
 
 static char tmp[256];
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static void setup(void)
 {
     adapt_log_set_level(ADAPT_LOG_ERROR); /* synthetic CIFAR files have few records: no warnings */
-    snprintf(tmp, sizeof tmp, "/tmp/adapt-test-data-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    tu_tmpdir_make(tmp, sizeof tmp, "data");
 }
 
-static void teardown(void) { nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void teardown(void) { tu_tmpdir_remove(tmp); }
 
 static const char *in_tmp(char *buf, size_t len, const char *name)
 {
-    snprintf(buf, len, "%s/%s", tmp, name);
-    return buf;
+    return tu_path(buf, len, tmp, name);
 }
 
 static void write_file(const char *path, const void *data, size_t len, int gz)
 {
-    if (gz) {
-        gzFile f = gzopen(path, "wb");
-        ck_assert_ptr_nonnull(f);
-        ck_assert_int_eq(gzwrite(f, data, (unsigned)len), (int)len);
-        ck_assert_int_eq(gzclose(f), Z_OK);
-    } else {
-        FILE *f = fopen(path, "wb");
-        ck_assert_ptr_nonnull(f);
-        ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-        ck_assert_int_eq(fclose(f), 0);
+    if (!gz) {
+        tu_write_file(path, data, len);
+        return;
     }
-}
-
-static unsigned char *read_whole(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
+    gzFile f = gzopen(path, "wb");
     ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*len);
-    ck_assert_uint_eq(fread(b, 1, *len, f), *len);
-    fclose(f);
-    return b;
+    ck_assert_int_eq(gzwrite(f, data, (unsigned)len), (int)len);
+    ck_assert_int_eq(gzclose(f), Z_OK);
 }
 
 static void expect_error(enum adapt_status st, enum adapt_status want, const char *s1,
@@ -357,7 +331,7 @@ START_TEST(test_idx_errors)
     /* a gzip stream cut short (compressed bytes missing) */
     write_file(p, b, len, 1);
     size_t glen;
-    unsigned char *g = read_whole(p, &glen);
+    unsigned char *g = tu_read_file(p, &glen);
     write_file(p, g, glen / 2, 0);
     free(g);
     expect_error(adapt_dataset_load(&ds, "mnist", tmp, ADAPT_DATA_TRAIN), ADAPT_EFORMAT, p,
@@ -672,7 +646,7 @@ START_TEST(test_cifar_errors)
                  "no member data_batch_3.bin", a);
     /* a truncated archive: the compressed stream cut in half */
     write_cifar10_targz(a, -1);
-    unsigned char *g = read_whole(a, &len);
+    unsigned char *g = tu_read_file(a, &len);
     write_file(a, g, len / 2, 0);
     free(g);
     expect_error(adapt_dataset_load(&ds, "cifar10", a, ADAPT_DATA_TEST), ADAPT_EFORMAT, a,
@@ -700,7 +674,7 @@ START_TEST(test_cifar_errors)
         /* 6 members of 512 header + 36876 data bytes (+ padding to 512): half of the
          * compressed stream lies past the 64 KiB libarchive decodes when it opens the
          * archive, so the loss shows while a member's data is read */
-        g = read_whole(a, &len);
+        g = tu_read_file(a, &len);
         ck_assert_uint_gt(len, 6 * 36876); /* random bytes do not compress */
         write_file(a, g, len / 2, 0);
         free(g);
@@ -1022,11 +996,7 @@ END_TEST
 
 START_TEST(test_fashion_mnist_real)
 {
-    struct stat sb;
-    if (stat(FMNIST_DIR "/train-labels-idx1-ubyte.gz", &sb) != 0) {
-        fprintf(stderr, "test_fashion_mnist_real: %s absent, skipped\n", FMNIST_DIR);
-        return;
-    }
+    if (!tu_have_data(FMNIST_DIR "/train-labels-idx1-ubyte.gz")) return;
     /* reference bytes straight from the files: label 0 is byte 8 of the label file, image 0
      * is bytes 16 .. 16+784 of the image file */
     unsigned char lab_hdr[9], img_hdr[16 + 784];
@@ -1094,9 +1064,5 @@ int main(void)
     tcase_add_test(tr, test_fashion_mnist_real);
     suite_add_tcase(s, tr);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s, CK_FORK_GETENV);
 }

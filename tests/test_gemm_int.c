@@ -8,6 +8,7 @@
 #include "src/base/rng.h"
 #include "src/bench/gemm_int.h"
 #include "src/net/tensor.h"
+#include "tests/testutil.h"
 
 /* Odd shapes that leave partial tiles in every direction (8 x 32 and 6 x 16
  * tiles, k groups of 4 and 2), a 1 x 1 x 1 product and exact multiples. */
@@ -97,9 +98,5 @@ int main(void)
     tcase_add_test(tc, test_s16);
     tcase_add_test(tc, test_extremes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s, CK_FORK_GETENV);
 }

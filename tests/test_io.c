@@ -14,49 +14,17 @@
 
 #include "src/base/safetensors.h"
 #include "src/trace/trace.h"
+#include "tests/testutil.h"
 
 static char tmpdir[64];
 
-static void setup(void)
-{
-    strcpy(tmpdir, "/tmp/adapt-test-io-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
+static void setup(void) { tu_tmpdir_make(tmpdir, sizeof tmpdir, "io"); }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { tu_tmpdir_remove(tmpdir); }
 
 static void tmp_file(char *path, size_t size, const char *name)
 {
-    snprintf(path, size, "%s/%s", tmpdir, name);
-}
-
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-/* Whole file into a malloc'd buffer; *n = its size. */
-static unsigned char *read_bytes(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    rewind(f);
-    unsigned char *b = malloc((size_t)sz + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    b[sz] = 0;
-    *n = (size_t)sz;
-    return b;
+    tu_path(path, size, tmpdir, name);
 }
 
 /* With ADAPT_TRACE_SAMPLES set to a directory, keeps a copy of a trace the
@@ -68,9 +36,8 @@ static void keep_sample(const char *path, const char *name)
     if (!dir || !dir[0]) return;
     char dst[512];
     size_t n;
-    snprintf(dst, sizeof dst, "%s/%s", dir, name);
-    unsigned char *b = read_bytes(path, &n);
-    write_bytes(dst, b, n);
+    unsigned char *b = tu_read_file(path, &n);
+    tu_write_file(tu_path(dst, sizeof dst, dir, name), b, n);
     free(b);
 }
 
@@ -265,7 +232,7 @@ START_TEST(test_trace_roundtrip)
 
     /* the first line as written: type first, schema 1, this build's version */
     size_t n;
-    unsigned char *raw = read_bytes(path, &n);
+    unsigned char *raw = tu_read_file(path, &n);
     const char *want =
         "{\"type\":\"header\",\"schema\":1,\"program\":\"adapt-sim\",\"version\":\"" PACKAGE_VERSION
         "\",\"created\":\"2024-05-01T12:34:56Z\",\"seed\":2385,\"threads\":3,";
@@ -275,9 +242,7 @@ START_TEST(test_trace_roundtrip)
                                                     "[{\"wl\":32,\"fl\":0},{\"wl\":32,\"fl\":0}]"));
     ck_assert_ptr_nonnull(strstr((const char *)raw, "{\"type\":\"end\",\"status\":\"stopped\","
                                                     "\"wall_s\":26.25}\n"));
-    int lines = 0;
-    for (size_t i = 0; i < n; i++) lines += raw[i] == '\n';
-    ck_assert_int_eq(lines, 8);
+    ck_assert_uint_eq(tu_count_lines(path), 8);
     free(raw);
 
     struct adapt_trace *t;
@@ -431,7 +396,7 @@ START_TEST(test_trace_errors)
     const struct bad_trace *b = &bad_traces[_i];
     char path[256];
     tmp_file(path, sizeof path, "t.jsonl");
-    write_bytes(path, b->text, strlen(b->text));
+    tu_write_file(path, b->text, strlen(b->text));
     struct adapt_trace *t = NULL;
     adapt_error_clear();
     ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_EFORMAT);
@@ -453,7 +418,7 @@ START_TEST(test_trace_long_line)
     memcpy(text, HDR, hl);
     memset(text + hl, ' ', n - hl - 1);
     text[n - 1] = '\n';
-    write_bytes(path, text, n);
+    tu_write_file(path, text, n);
     free(text);
     struct adapt_trace *t = NULL;
     ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_EFORMAT);
@@ -470,7 +435,7 @@ START_TEST(test_trace_partial_and_missing)
     struct adapt_trace_writer *w;
     tmp_file(path, sizeof path, "t.jsonl");
     const char *text = HDR STEP EPOCH "{\"type\":\"st";
-    write_bytes(path, text, strlen(text));
+    tu_write_file(path, text, strlen(text));
     ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_EFORMAT);
     ck_assert_int_eq(adapt_trace_load(&t, path, ADAPT_TRACE_LOAD_PARTIAL), ADAPT_OK);
     ck_assert(t->truncated);
@@ -499,18 +464,18 @@ START_TEST(test_trace_truncate_and_append)
     struct adapt_trace_writer *w;
     tmp_file(path, sizeof path, "trace.jsonl");
     int64_t after_e1 = write_trace(path);
-    unsigned char *full = read_bytes(path, &n_full);
+    unsigned char *full = tu_read_file(path, &n_full);
 
     /* no epoch 5: refused, file unchanged */
     ck_assert_int_eq(adapt_trace_truncate_after_epoch(path, 5), ADAPT_ENOENT);
     ck_assert_msg_has("no epoch record for epoch 5");
-    unsigned char *cut = read_bytes(path, &n_cut);
+    unsigned char *cut = tu_read_file(path, &n_cut);
     ck_assert_uint_eq(n_cut, n_full);
     free(cut);
 
     /* after epoch 1: the header, two steps and the epoch line, byte for byte */
     ck_assert_int_eq(adapt_trace_truncate_after_epoch(path, 1), ADAPT_OK);
-    cut = read_bytes(path, &n_cut);
+    cut = tu_read_file(path, &n_cut);
     ck_assert_uint_eq(n_cut, (size_t)after_e1);
     ck_assert_int_eq(memcmp(cut, full, n_cut), 0);
     free(cut);
@@ -524,7 +489,7 @@ START_TEST(test_trace_truncate_and_append)
     adapt_trace_free(t);
     /* truncating at the last epoch again is a no-op */
     ck_assert_int_eq(adapt_trace_truncate_after_epoch(path, 1), ADAPT_OK);
-    cut = read_bytes(path, &n_cut);
+    cut = tu_read_file(path, &n_cut);
     ck_assert_uint_eq(n_cut, (size_t)after_e1);
     free(cut);
 
@@ -541,7 +506,7 @@ START_TEST(test_trace_truncate_and_append)
     ck_assert_int_eq(adapt_trace_write_end(w, &end), ADAPT_OK);
     ck_assert_int_eq(adapt_trace_writer_offset(w), (int64_t)n_full);
     ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
-    cut = read_bytes(path, &n_cut);
+    cut = tu_read_file(path, &n_cut);
     ck_assert_uint_eq(n_cut, n_full);
     ck_assert_int_eq(memcmp(cut, full, n_full), 0);
     free(cut);
@@ -549,14 +514,14 @@ START_TEST(test_trace_truncate_and_append)
     /* append at a saved byte offset drops what followed it */
     ck_assert_int_eq(adapt_trace_writer_append(&w, path, after_e1), ADAPT_OK);
     ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
-    cut = read_bytes(path, &n_cut);
+    cut = tu_read_file(path, &n_cut);
     ck_assert_uint_eq(n_cut, (size_t)after_e1);
     free(cut);
     /* an offset inside a line, or past the end, is refused and changes nothing */
     ck_assert_int_eq(adapt_trace_writer_append(&w, path, after_e1 - 3), ADAPT_EINVAL);
     ck_assert_msg_has("not the end of a line");
     ck_assert_int_eq(adapt_trace_writer_append(&w, path, after_e1 + 1), ADAPT_EINVAL);
-    cut = read_bytes(path, &n_cut);
+    cut = tu_read_file(path, &n_cut);
     ck_assert_uint_eq(n_cut, (size_t)after_e1);
     free(cut);
 
@@ -566,13 +531,13 @@ START_TEST(test_trace_truncate_and_append)
     fclose(f);
     ck_assert_int_eq(adapt_trace_writer_append(&w, path, -1), ADAPT_OK);
     ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
-    cut = read_bytes(path, &n_cut);
+    cut = tu_read_file(path, &n_cut);
     ck_assert_uint_eq(n_cut, (size_t)after_e1);
     free(cut);
 
     /* truncation refuses a trace that is malformed before the epoch */
     const char *bad = HDR "{oops}\n" EPOCH;
-    write_bytes(path, bad, strlen(bad));
+    tu_write_file(path, bad, strlen(bad));
     ck_assert_int_eq(adapt_trace_truncate_after_epoch(path, 1), ADAPT_EFORMAT);
     ck_assert_msg_has(":2:");
     free(full);
@@ -655,7 +620,7 @@ START_TEST(test_st_roundtrip)
     /* no tensors and no metadata: "{}" padded to 8 bytes */
     ck_assert_int_eq(adapt_safetensors_write(path, NULL, 0, NULL, 0), ADAPT_OK);
     size_t n;
-    unsigned char *raw = read_bytes(path, &n);
+    unsigned char *raw = tu_read_file(path, &n);
     ck_assert_uint_eq(n, 16);
     ck_assert_int_eq(memcmp(raw, "\x08\0\0\0\0\0\0\0{}      ", 16), 0);
     free(raw);
@@ -671,7 +636,7 @@ START_TEST(test_st_layout)
     tmp_file(path, sizeof path, "ckpt.safetensors");
     ck_assert_int_eq(write_ckpt(path), ADAPT_OK);
     size_t n;
-    unsigned char *raw = read_bytes(path, &n);
+    unsigned char *raw = tu_read_file(path, &n);
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)raw[i] << (8 * i);
     ck_assert_uint_eq(hlen % 8, 0);
@@ -709,7 +674,7 @@ static void write_st(const char *path, const char *header, const void *data, siz
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)h >> (8 * i));
     memcpy(b + 8, header, h);
     if (n) memcpy(b + 8 + h, data, n);
-    write_bytes(path, b, 8 + h + n);
+    tu_write_file(path, b, 8 + h + n);
     free(b);
 }
 
@@ -804,27 +769,27 @@ START_TEST(test_st_corrupt_length_and_truncation)
     tmp_file(path, sizeof path, "ckpt.safetensors");
     ck_assert_int_eq(write_ckpt(path), ADAPT_OK);
     size_t n;
-    unsigned char *raw = read_bytes(path, &n);
+    unsigned char *raw = tu_read_file(path, &n);
 
     /* shorter than the length field */
     tmp_file(cut, sizeof cut, "short.safetensors");
-    write_bytes(cut, raw, 5);
+    tu_write_file(cut, raw, 5);
     ck_assert_int_eq(adapt_safetensors_load(&f, cut), ADAPT_EFORMAT);
     ck_assert_msg_has("short.safetensors: 5 bytes: too short");
 
     /* header length beyond the end of the file */
     unsigned char big[16] = {0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
-    write_bytes(cut, big, sizeof big);
+    tu_write_file(cut, big, sizeof big);
     ck_assert_int_eq(adapt_safetensors_load(&f, cut), ADAPT_EFORMAT);
     ck_assert_msg_has("header length 65535 does not fit the file (16 bytes");
 
     /* the data cut short by 100 bytes: the last tensor (weight) runs out of the file */
-    write_bytes(cut, raw, n - 100);
+    tu_write_file(cut, raw, n - 100);
     ck_assert_int_eq(adapt_safetensors_load(&f, cut), ADAPT_EFORMAT);
     ck_assert_msg_has("tensor \"weight\": data_offsets [56, 656] out of bounds");
 
     /* the header cut in the middle */
-    write_bytes(cut, raw, 40);
+    tu_write_file(cut, raw, 40);
     ck_assert_int_eq(adapt_safetensors_load(&f, cut), ADAPT_EFORMAT);
     ck_assert_msg_has("does not fit the file");
 
@@ -841,7 +806,7 @@ START_TEST(test_st_atomic)
     size_t n0, n1;
     tmp_file(path, sizeof path, "ckpt.safetensors");
     ck_assert_int_eq(write_ckpt(path), ADAPT_OK);
-    unsigned char *orig = read_bytes(path, &n0);
+    unsigned char *orig = tu_read_file(path, &n0);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     float x[4] = {1.5f, 2.385f, -3.0f, 0.25f};
     struct adapt_safetensors_tensor t = {"x", ADAPT_ST_F32, 1, {4}, x};
@@ -856,7 +821,7 @@ START_TEST(test_st_atomic)
     ck_assert_int_eq(mkdir(tmp, 0755), 0);
     ck_assert_int_eq(adapt_safetensors_write(path, &t, 1, NULL, 0), ADAPT_EIO);
     ck_assert_int_eq(rmdir(tmp), 0);
-    unsigned char *now = read_bytes(path, &n1);
+    unsigned char *now = tu_read_file(path, &n1);
     ck_assert_uint_eq(n1, n0);
     ck_assert_int_eq(memcmp(now, orig, n0), 0);
     free(now);
@@ -866,7 +831,7 @@ START_TEST(test_st_atomic)
     ck_assert_int_eq(mkdir(other, 0755), 0);
     char inner[300];
     snprintf(inner, sizeof inner, "%s/keep", other);
-    write_bytes(inner, "k", 1);
+    tu_write_file(inner, "k", 1);
     ck_assert_int_eq(adapt_safetensors_write(other, &t, 1, NULL, 0), ADAPT_EIO);
     ck_assert_msg_has("cannot rename");
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", other, (long)getpid());
@@ -884,7 +849,7 @@ START_TEST(test_st_atomic)
     ck_assert_msg_has("invalid shape (4, -1)");
     struct adapt_safetensors_meta m[2] = {{"a", "1"}, {"a", "2"}};
     ck_assert_int_eq(adapt_safetensors_write(path, &t, 1, m, 2), ADAPT_EINVAL);
-    now = read_bytes(path, &n1);
+    now = tu_read_file(path, &n1);
     ck_assert_uint_eq(n1, n0);
     ck_assert_int_eq(memcmp(now, orig, n0), 0);
     free(now);
@@ -894,7 +859,7 @@ START_TEST(test_st_atomic)
         ck_assert_int_eq(chmod(tmpdir, 0500), 0);
         ck_assert_int_eq(adapt_safetensors_write(path, &t, 1, NULL, 0), ADAPT_EIO);
         ck_assert_int_eq(chmod(tmpdir, 0700), 0);
-        now = read_bytes(path, &n1);
+        now = tu_read_file(path, &n1);
         ck_assert_int_eq(memcmp(now, orig, n0), 0);
         free(now);
     }
@@ -910,7 +875,7 @@ START_TEST(test_st_atomic_partial_write)
     size_t n0, n1;
     tmp_file(path, sizeof path, "ckpt.safetensors");
     ck_assert_int_eq(write_ckpt(path), ADAPT_OK);
-    unsigned char *orig = read_bytes(path, &n0);
+    unsigned char *orig = tu_read_file(path, &n0);
     ck_assert_uint_lt(n0, 4096);
 
     static float big[16384]; /* 64 KiB of data against a 4 KiB limit */
@@ -923,7 +888,7 @@ START_TEST(test_st_atomic_partial_write)
     ck_assert_msg_has("cannot write");
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     ck_assert(!file_exists(tmp));
-    unsigned char *now = read_bytes(path, &n1);
+    unsigned char *now = tu_read_file(path, &n1);
     ck_assert_uint_eq(n1, n0);
     ck_assert_int_eq(memcmp(now, orig, n0), 0);
     struct adapt_safetensors *f;
@@ -956,9 +921,5 @@ int main(void)
     tcase_add_test(ts, test_st_atomic);
     tcase_add_test(ts, test_st_atomic_partial_write);
     suite_add_tcase(s, ts);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s, CK_FORK_GETENV);
 }

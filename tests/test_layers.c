@@ -29,7 +29,7 @@
 #include "src/base/status.h"
 #include "src/net/layer.h"
 #include "src/net/layers/layers_impl.h"
-#include "tests/testutil.h"
+#include "tests/testutil_net.h"
 
 #define U 5.9604644775390625e-08 /* 2^-24 */
 
@@ -1266,9 +1266,5 @@ static Suite *layers_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(layers_suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(layers_suite(), CK_FORK_GETENV);
 }

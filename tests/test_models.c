@@ -11,6 +11,7 @@
 
 #include "src/base/rng.h"
 #include "src/net/net.h"
+#include "tests/testutil.h"
 
 static int64_t count_params(const struct adapt_net *net)
 {
@@ -272,9 +273,5 @@ int main(void)
     tcase_add_test(tg, test_gradcheck_alexnet);
     tcase_add_test(tg, test_gradcheck_resnet20);
     suite_add_tcase(s, tg);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s, CK_FORK_GETENV);
 }

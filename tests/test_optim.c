@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "src/net/optim.h"
+#include "tests/testutil.h"
 
 /* A one-parameter "network" (no layers) is enough for the optimizer. */
 struct one_param {
@@ -164,9 +165,5 @@ int main(void)
     tcase_add_test(ts, test_sched_plateau);
     tcase_add_test(ts, test_sched_constant);
     suite_add_tcase(s, ts);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s, CK_FORK_GETENV);
 }

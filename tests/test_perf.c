@@ -11,21 +11,13 @@
 #include "src/perfmodel/perf.h"
 #include "src/net/net.h"
 #include "src/trace/trace.h"
+#include "tests/testutil.h"
 
 static char tmpdir[64];
 
-static void setup(void)
-{
-    strcpy(tmpdir, "/tmp/adapt-test-perf-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
+static void setup(void) { tu_tmpdir_make(tmpdir, sizeof tmpdir, "perf"); }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { tu_tmpdir_remove(tmpdir); }
 
 #define ck_assert_msg_has(s)                                                                       \
     ck_assert_msg(strstr(adapt_error_message(), (s)) != NULL, "message \"%s\" lacks \"%s\"",       \
@@ -644,14 +636,6 @@ END_TEST
 
 /* =========================================================== hardware table */
 
-static void write_text(const char *path, const char *s)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(s, f);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 /* fp32 GEMMs at 1 GOP/s (2*10^3 operations in 2 us), int8 at 4; element-wise
  * fp32 at 1e9 per second, int8 at 4e9. */
 static const char *const hw_table =
@@ -666,7 +650,7 @@ START_TEST(test_hw_calibrated)
 {
     char path[128];
     snprintf(path, sizeof path, "%s/hw.json", tmpdir);
-    write_text(path, hw_table);
+    tu_write_text(path, hw_table);
     struct perf_hw *hw;
     ck_assert_int_eq(perf_hw_load(&hw, path), ADAPT_OK);
     ck_assert_int_eq(perf_hw_set_map(hw, "8:int8,32:fp32"), ADAPT_OK);
@@ -712,16 +696,17 @@ START_TEST(test_hw_calibrated)
     ck_assert_int_eq(perf_hw_set_map(hw, "16:int8,8:fp32"), ADAPT_EINVAL);
     perf_hw_free(hw);
     /* malformed tables name the file and the entry */
-    write_text(path, "{\"schema\": 1, \"device\": \"cpu\", \"gemm\": [{\"type\": \"fp32\", \"m\": 1, "
-                     "\"n\": 1, \"k\": 1, \"seconds\": 1}, {\"type\": \"fp32\", \"m\": 0}], "
-                     "\"elementwise\": [{\"type\": \"fp32\", \"elements\": 1, \"seconds\": 1}]}\n");
+    tu_write_text(path, "{\"schema\": 1, \"device\": \"cpu\", \"gemm\": [{\"type\": \"fp32\", "
+                        "\"m\": 1, \"n\": 1, \"k\": 1, \"seconds\": 1}, {\"type\": \"fp32\", "
+                        "\"m\": 0}], \"elementwise\": [{\"type\": \"fp32\", \"elements\": 1, "
+                        "\"seconds\": 1}]}\n");
     ck_assert_int_eq(perf_hw_load(&hw, path), ADAPT_EFORMAT);
     ck_assert_msg_has(path);
     ck_assert_msg_has("gemm[1]");
-    write_text(path, "{\"schema\": 1, \"device\": \"tpu\"}\n");
+    tu_write_text(path, "{\"schema\": 1, \"device\": \"tpu\"}\n");
     ck_assert_int_eq(perf_hw_load(&hw, path), ADAPT_EFORMAT);
     ck_assert_msg_has("device");
-    write_text(path, "{\"schema\": 1,\n \"device\": }\n");
+    tu_write_text(path, "{\"schema\": 1,\n \"device\": }\n");
     ck_assert_int_eq(perf_hw_load(&hw, path), ADAPT_EFORMAT);
     ck_assert_msg_has(":2:");
 }
@@ -889,9 +874,5 @@ int main(void)
     tcase_add_test(tm, test_table_matches_engine);
     tcase_set_timeout(tm, 20);
     suite_add_tcase(s, tm);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s, CK_FORK_GETENV);
 }

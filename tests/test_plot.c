@@ -15,6 +15,7 @@
 #include "src/plot/plot.h"
 #include "src/base/rng.h"
 #include "src/trace/trace.h"
+#include "tests/testutil.h"
 
 static char tmpdir[256];
 
@@ -26,17 +27,13 @@ static void setup(void)
         mkdir(tmpdir, 0755);
         return;
     }
-    strcpy(tmpdir, "/tmp/adapt-test-plot-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tu_tmpdir_make(tmpdir, sizeof tmpdir, "plot");
 }
 
 static void teardown(void)
 {
     const char *keep = getenv("ADAPT_PLOT_KEEP");
-    if (keep && *keep) return;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    if (!keep || !*keep) tu_tmpdir_remove(tmpdir);
 }
 
 #define ck_assert_msg_has(s)                                                                       \
@@ -157,21 +154,6 @@ static void synth_write(const char *path, const char *model, int epochs, int fp3
     perf_model_free(m);
 }
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    rewind(f);
-    unsigned char *b = malloc((size_t)sz + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    b[sz] = 0;
-    *n = (size_t)sz;
-    return b;
-}
-
 static uint32_t be32(const unsigned char *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -181,7 +163,7 @@ static uint32_t be32(const unsigned char *p)
 static void check_png(const char *path, uint32_t w, uint32_t h)
 {
     size_t n;
-    unsigned char *b = slurp(path, &n);
+    unsigned char *b = tu_read_file(path, &n);
     static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     ck_assert_uint_ge(n, 33);
     ck_assert_int_eq(memcmp(b, sig, 8), 0);
@@ -198,7 +180,7 @@ static void check_png(const char *path, uint32_t w, uint32_t h)
 static void check_svg(const char *path, int w, int h)
 {
     size_t n;
-    char *b = (char *)slurp(path, &n);
+    char *b = (char *)tu_read_file(path, &n);
     char *stack[64];
     int depth = 0, roots = 0;
     char *p = b;
@@ -395,14 +377,9 @@ START_TEST(test_programs_agree_on_bad_traces)
     ck_assert_int_eq(system(cmd), 0);
     static const char *progs[] = {"./adapt-heatmap %s -o %s/bad.png", "./adapt-perf %s"};
     for (int i = 0; i < 2; i++) {
-        char c[900], out[4096] = "";
+        char c[900], out[4096];
         snprintf(c, sizeof c, progs[i], bad, tmpdir);
-        strcat(c, " 2>&1");
-        FILE *p = popen(c, "r");
-        ck_assert_ptr_nonnull(p);
-        size_t n = fread(out, 1, sizeof out - 1, p);
-        out[n] = '\0';
-        int rc = pclose(p);
+        int rc = tu_run(out, sizeof out, "%s", c);
         ck_assert_msg(rc != 0, "%s accepted a trace whose steps go back: %s", c, out);
         ck_assert_msg(strstr(out, "back.jsonl:4: step 1: step numbers must"),
                       "%s: message lacks the line and the reason: %s", c, out);
@@ -445,9 +422,5 @@ int main(void)
     tcase_add_test(tc, test_colormap);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s, CK_FORK_GETENV);
 }

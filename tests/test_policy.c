@@ -12,6 +12,7 @@
 #include "src/policy/policy.h"
 #include "src/policy/policy_core.h"
 #include "src/policy/precision.h"
+#include "tests/testutil.h"
 
 /* Oracle: lossless iff fl >= 6 and wl >= 9. */
 struct oracle {
@@ -926,9 +927,5 @@ int main(void)
     tcase_add_test(e, test_muppet_gd_all_tensors);
     tcase_add_test(e, test_muppet_activation_gradients);
     suite_add_tcase(s, e);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s, CK_FORK_GETENV);
 }

@@ -14,26 +14,13 @@
 #include "src/base/rng.h"
 #include "src/base/status.h"
 #include "src/cuda/device.h"
+#include "tests/testutil.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #endif
-
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static struct quant_spec spec_of(const char *text, enum quant_rounding rnd, enum quant_tie tie)
 {
@@ -65,7 +52,7 @@ static void fill_inputs(float *x, size_t n, const struct quant_spec *s, uint64_t
             v = ldexpf(1.0f + (float)(u & 0x7fffff) * 0x1p-23f, e);
             if (u >> 31) v = -v;
         } else if (kind < 6) { /* any bit pattern */
-            v = u2f(u);
+            v = quant_u2f(u);
         } else if (kind < 8 && s->format <= QUANT_FORMAT_MUPPET) { /* grid ties (k + 1/2) 2^-j */
             int j = s->format == QUANT_FORMAT_FIXED ? s->fl : (int)(w >> 8) % 40 - 8;
             int32_t k = (int32_t)(u >> (u & 7)) >> 1;
@@ -73,19 +60,12 @@ static void fill_inputs(float *x, size_t n, const struct quant_spec *s, uint64_t
         } else if (kind < 8) { /* float ties: m mantissa bits then the half bit */
             int m = s->man_bits;
             uint32_t b = u & ~((1u << (23 - m)) - 1u);
-            v = u2f(b | (1u << (22 - m)));
+            v = quant_u2f(b | (1u << (22 - m)));
         } else { /* moderate values around the ranges used in training */
             v = (float)((int32_t)u) * 0x1p-29f;
         }
         x[i] = v;
     }
-}
-
-/* Bitwise float comparison: NaNs compare equal to each other. */
-static int same_bits(float a, float b)
-{
-    if (a != a && b != b) return 1;
-    return f2u(a) == f2u(b);
 }
 
 /* ---------------- specs ---------------- */
@@ -210,7 +190,7 @@ static void compare_fast_ref(const struct quant_spec *s, size_t rows, size_t col
     ck_assert_int_eq(quant_rows_ref(s, x, z, rows, cols, key, m2, &b), ADAPT_OK);
     char buf[32];
     for (size_t i = 0; i < n; i++)
-        if (!(same_bits(y[i], z[i]) && m1[i] == m2[i]))
+        if (!(tu_same_bits(y[i], z[i]) && m1[i] == m2[i]))
             ck_abort_msg("%s mode %d tie %d: x[%zu] = %a: fast %a mask %d, ref %a mask %d",
                          quant_spec_str(s, buf, sizeof buf), (int)s->rounding, (int)s->tie, i, x[i],
                          y[i], m1[i], z[i], m2[i]);
@@ -220,7 +200,7 @@ static void compare_fast_ref(const struct quant_spec *s, size_t rows, size_t col
     /* without mask and stats the values are the same */
     ck_assert_int_eq(quant_rows(s, x, y, rows, cols, key, NULL, NULL), ADAPT_OK);
     for (size_t i = 0; i < n; i++)
-        if (!same_bits(y[i], z[i]))
+        if (!tu_same_bits(y[i], z[i]))
             ck_abort_msg("without mask: x[%zu] = %a: %a, ref %a", i, x[i], y[i], z[i]);
     free(x), free(y), free(z), free(m1), free(m2);
 }
@@ -320,7 +300,7 @@ START_TEST(test_fixed_exact)
                 int sat;
                 uint32_t r = adapt_rng_u32_at(77, 16, 5 + i);
                 float e = fixed_oracle(x[i], wl, fl, stochastic, r, &sat);
-                if (!(same_bits(y[i], e) && m[i] == sat))
+                if (!(tu_same_bits(y[i], e) && m[i] == sat))
                     ck_abort_msg("fixed(%d,%d) %s x = %a: got %a (mask %d), expected %a (mask %d)",
                                  wl, fl, stochastic ? "SR" : "RN", x[i], y[i], m[i], e, sat);
             }
@@ -362,7 +342,7 @@ START_TEST(test_fixed_qpytorch)
     struct quant_key key = {1, 16, 0};
     ck_assert_int_eq(quant_array(&s, x, y, n, key, m, &st), ADAPT_OK);
     for (size_t i = 0; i < n; i++) {
-        ck_assert_msg(same_bits(y[i], e[i]), "x = %a: got %a, expected %a", x[i], y[i], e[i]);
+        ck_assert_msg(tu_same_bits(y[i], e[i]), "x = %a: got %a, expected %a", x[i], y[i], e[i]);
         ck_assert_int_eq(m[i], em[i]);
     }
     ck_assert_uint_eq(st.saturated, 5); /* the five mask bits above */
@@ -430,7 +410,7 @@ START_TEST(test_fp16_ieee)
     struct quant_key key = {0, 0, 0};
     for (uint64_t u = 0; u < (1ull << 32);) {
         size_t nb = 0;
-        for (; nb < blk && u < (1ull << 32); nb++, u += stride) x[nb] = u2f((uint32_t)u);
+        for (; nb < blk && u < (1ull << 32); nb++, u += stride) x[nb] = quant_u2f((uint32_t)u);
         ck_assert_int_eq(quant_array(&s, x, y, nb, key, NULL, NULL), ADAPT_OK);
 #ifdef HAVE_X86
         if (hw) f16c_round(x, e, nb);
@@ -438,7 +418,7 @@ START_TEST(test_fp16_ieee)
         if (!hw)
             for (size_t i = 0; i < nb; i++) e[i] = soft_fp16(x[i]);
         for (size_t i = 0; i < nb; i++)
-            if (!same_bits(y[i], e[i])) ck_abort_msg("fp16(%a) = %a, IEEE %a", x[i], y[i], e[i]);
+            if (!tu_same_bits(y[i], e[i])) ck_abort_msg("fp16(%a) = %a, IEEE %a", x[i], y[i], e[i]);
         checked += nb;
     }
     if (stride == 1 || getenv("QUANT_TEST_VERBOSE"))
@@ -446,10 +426,10 @@ START_TEST(test_fp16_ieee)
                 hw ? "F16C" : "software RNE", seconds() - t0);
     /* the software reference agrees with the hardware on a sample (it is the fallback) */
     for (uint32_t i = 0; i < 200000; i++) {
-        float v = u2f(i * 21467u + 0x33000000u);
+        float v = quant_u2f(i * 21467u + 0x33000000u);
         x[0] = v;
         quant_array(&s, x, y, 1, key, NULL, NULL);
-        if (!same_bits(y[0], soft_fp16(v)))
+        if (!tu_same_bits(y[0], soft_fp16(v)))
             ck_abort_msg("fp16(%a) = %a, software %a", v, y[0], soft_fp16(v));
     }
     free(x), free(y), free(e);
@@ -467,12 +447,13 @@ START_TEST(test_bf16_rne)
     struct quant_key key = {0, 0, 0};
     for (uint64_t u = 0; u < (1ull << 32);) {
         size_t nb = 0;
-        for (; nb < blk && u < (1ull << 32); nb++, u += 29) x[nb] = u2f((uint32_t)u);
+        for (; nb < blk && u < (1ull << 32); nb++, u += 29) x[nb] = quant_u2f((uint32_t)u);
         ck_assert_int_eq(quant_array(&s, x, y, nb, key, NULL, NULL), ADAPT_OK);
         for (size_t i = 0; i < nb; i++) {
-            uint32_t b = f2u(x[i]);
-            float e = x[i] != x[i] ? x[i] : u2f((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
-            if (!same_bits(y[i], e)) ck_abort_msg("bf16(%a) = %a, expected %a", x[i], y[i], e);
+            uint32_t b = quant_f2u(x[i]);
+            float e =
+                x[i] != x[i] ? x[i] : quant_u2f((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
+            if (!tu_same_bits(y[i], e)) ck_abort_msg("bf16(%a) = %a, expected %a", x[i], y[i], e);
         }
     }
     free(x), free(y);
@@ -528,7 +509,7 @@ START_TEST(test_float_formats)
                 int sat;
                 float e =
                     float_oracle(x[i], s.exp_bits, s.man_bits, s.subnormals, variant & 2, &sat);
-                if (!(same_bits(y[i], e) && mk[i] == sat))
+                if (!(tu_same_bits(y[i], e) && mk[i] == sat))
                     ck_abort_msg("float(%d,%d) sub %d inf %d: x = %a: got %a (mask %d), expected "
                                  "%a (mask %d)",
                                  s.exp_bits, s.man_bits, s.subnormals, variant >> 1, x[i], y[i],
@@ -583,9 +564,9 @@ START_TEST(test_special_values)
             if (mode && (c == 7 || c == 8 || c == 9 || c == 12 || c == 13 || c == 14 || c == 16))
                 continue;
             ck_assert_int_eq(quant_array(&s, &cases[c].x, &y, 1, key, &m, NULL), ADAPT_OK);
-            ck_assert_msg(same_bits(y, cases[c].y) && m == cases[c].mask,
-                          "case %zu (%s, %a, mode %d): got %a mask %d", c, cases[c].fmt, cases[c].x,
-                          mode, y, m);
+            ck_assert_msg(tu_same_bits(y, cases[c].y) && m == cases[c].mask,
+                          "case %zu (%s, %a, mode %d): got %a mask %d", c, cases[c].fmt,
+                          cases[c].x, mode, y, m);
         }
     }
 }
@@ -878,7 +859,7 @@ START_TEST(test_pack)
         ck_assert_int_eq(quant_pack(&s, q, n, t, codes), ADAPT_OK);
         ck_assert_int_eq(quant_unpack(t, codes, n, s.fl, u), ADAPT_OK);
         for (size_t i = 0; i < n; i++) /* NaN has no code: stored as 0 */
-            if (!same_bits(u[i], q[i] != q[i] ? 0.0f : q[i]))
+            if (!tu_same_bits(u[i], q[i] != q[i] ? 0.0f : q[i]))
                 ck_abort_msg("fixed(%d,%d): %a -> %a", s.wl, s.fl, q[i], u[i]);
         int32_t *c2 = malloc(n * sizeof *c2);
         ck_assert(c2);
@@ -990,9 +971,5 @@ int main(void)
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_range);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(su, CK_FORK_GETENV);
 }

@@ -11,19 +11,7 @@
 #include "src/quant/quant.h"
 #include "src/base/rng.h"
 #include "src/cuda/device.h"
-
-static float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static int same_bits(float a, float b)
-{
-    if (a != a && b != b) return 1;
-    return memcmp(&a, &b, 4) == 0;
-}
+#include "tests/testutil.h"
 
 /* Random magnitudes over many binades, raw bit patterns (NaN, inf, subnormals) and values on
  * half steps of 2^-j (ties for the grid formats). */
@@ -34,7 +22,7 @@ static void fill(float *x, size_t n, uint64_t seed)
     for (size_t i = 0; i < n; i++) {
         uint32_t u = adapt_rng_u32(&r), w = adapt_rng_u32(&r);
         switch (w % 4) {
-        case 0: x[i] = u2f(u); break;
+        case 0: x[i] = quant_u2f(u); break;
         case 1: x[i] = ldexpf((float)((int32_t)u >> 8) + 0.5f, -(int)(w >> 8) % 30); break;
         default:
             x[i] = ldexpf(1.0f + (float)(u & 0x7fffff) * 0x1p-23f, (int)(w >> 8) % 61 - 30) *
@@ -66,7 +54,7 @@ static void compare(const struct quant_spec *s, size_t rows, size_t cols, uint64
     quant_cuda_set_launch(0, 0);
     char buf[32];
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(same_bits(yc[i], yg[i]) && mc[i] == mg[i],
+        ck_assert_msg(tu_same_bits(yc[i], yg[i]) && mc[i] == mg[i],
                       "%s mode %d: x[%zu] = %a: CPU %a, GPU %a", quant_spec_str(s, buf, sizeof buf),
                       (int)s->rounding, i, x[i], yc[i], yg[i]);
     ck_assert_uint_eq(a.saturated, b.saturated);
@@ -119,7 +107,7 @@ START_TEST(test_cuda_inplace)
     struct quant_key key = {1, 2, 3};
     ck_assert_int_eq(quant_rows(&s, x, y, 1, n, key, NULL, NULL), ADAPT_OK);
     ck_assert_int_eq(quant_cuda_rows_host(&s, x, x, 1, n, key, NULL, NULL), ADAPT_OK);
-    for (size_t i = 0; i < n; i++) ck_assert(same_bits(x[i], y[i]));
+    for (size_t i = 0; i < n; i++) ck_assert(tu_same_bits(x[i], y[i]));
     free(x), free(y);
 }
 END_TEST
@@ -139,10 +127,5 @@ int main(void)
     tcase_add_test(tc, test_cuda_launch_shape);
     tcase_add_test(tc, test_cuda_inplace);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(su, CK_NOFORK);
 }

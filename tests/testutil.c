@@ -1,105 +1,136 @@
 /* tests/testutil.c: see testutil.h. */
+#define _GNU_SOURCE /* nftw, program_invocation_short_name */
 #include "tests/testutil.h"
 
+#include <errno.h>
 #include <float.h>
+#include <ftw.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "src/base/rng.h"
-#include "src/base/status.h"
-#include "src/net/tensor.h"
 
-static float *tu_zalloc(size_t nfloats)
+/* ---- temporary directories ---- */
+
+void tu_tmpdir_make(char *dir, size_t cap, const char *tag)
 {
-    size_t bytes = (nfloats ? nfloats : 1) * sizeof(float);
-    float *p = adapt_aligned_alloc(bytes);
-    ADAPT_ASSERT(p != NULL);
-    memset(p, 0, bytes);
-    return p;
+    int n = snprintf(dir, cap, "/tmp/adapt-test-%s-XXXXXX", tag);
+    ck_assert_msg(n > 0 && (size_t)n < cap, "temporary directory name too long for %zu bytes", cap);
+    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp %s: %s", dir, strerror(errno));
 }
 
-size_t tu_layer_in_len(const struct tu_layer *t, int i)
+static int tu_remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
-    return (size_t)t->n * adapt_layer_in_numel(t->l, i);
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
 }
 
-size_t tu_layer_out_len(const struct tu_layer *t) { return (size_t)t->n * adapt_layer_out_numel(t->l); }
-
-void tu_layer_bind(struct tu_layer *t, struct adapt_layer *l, int n, int training)
+void tu_tmpdir_remove(const char *dir)
 {
-    ADAPT_ASSERT(l != NULL);
-    memset(t, 0, sizeof *t);
-    t->l = l;
-    t->n = n;
-    for (int i = 0; i < l->nin; i++) {
-        t->x[i] = tu_zalloc(tu_layer_in_len(t, i));
-        t->dx[i] = tu_zalloc(tu_layer_in_len(t, i));
-    }
-    t->y = tu_zalloc(tu_layer_out_len(t));
-    t->dy = tu_zalloc(tu_layer_out_len(t));
-    for (int p = 0; p < l->nparam; p++) {
-        struct adapt_param *pp = &l->param[p];
-        pp->value.data = tu_zalloc(pp->value.numel);
-        pp->grad.data = pp->role == ADAPT_PARAM_BUFFER ? NULL : tu_zalloc(pp->grad.numel);
-        pp->use = pp->value.data;
-    }
-    size_t ws = l->ops->workspace ? l->ops->workspace(l, n) : 0;
-    t->ws = ws ? tu_zalloc(ws) : NULL;
-    size_t sv = l->ops->saved ? l->ops->saved(l, n) : 0;
-    t->saved = sv ? tu_zalloc(sv) : NULL;
-    l->saved = t->saved;
-    if (l->counter) l->counter = &t->counter;
-    t->ex.n = n;
-    t->ex.training = training;
-    t->ex.ws = t->ws;
+    struct stat sb;
+    if (lstat(dir, &sb) != 0 && errno == ENOENT) return;
+    ck_assert_msg(nftw(dir, tu_remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0, "cannot remove %s: %s",
+                  dir, strerror(errno));
 }
 
-void tu_layer_release(struct tu_layer *t)
+/* ---- files ---- */
+
+const char *tu_path(char *buf, size_t cap, const char *dir, const char *name)
 {
-    struct adapt_layer *l = t->l;
-    if (!l) return;
-    for (int p = 0; p < l->nparam; p++) {
-        adapt_aligned_free(l->param[p].value.data);
-        adapt_aligned_free(l->param[p].grad.data);
-    }
-    for (int i = 0; i < l->nin; i++) {
-        adapt_aligned_free(t->x[i]);
-        adapt_aligned_free(t->dx[i]);
-    }
-    adapt_aligned_free(t->y);
-    adapt_aligned_free(t->dy);
-    adapt_aligned_free(t->ws);
-    adapt_aligned_free(t->saved);
-    adapt_layer_free(l);
-    memset(t, 0, sizeof *t);
+    int n = snprintf(buf, cap, "%s/%s", dir, name);
+    ck_assert_msg(n > 0 && (size_t)n < cap, "path %s/%s longer than %zu bytes", dir, name, cap);
+    return buf;
 }
 
-void tu_layer_forward(struct tu_layer *t)
+unsigned char *tu_read_file(const char *path, size_t *n)
 {
-    const float *xs[ADAPT_LAYER_MAX_IN] = {t->x[0], t->x[1]};
-    t->l->ops->forward(t->l, &t->ex, xs, t->y);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long sz = ftell(f);
+    ck_assert_int_ge(sz, 0);
+    rewind(f);
+    unsigned char *b = malloc((size_t)sz + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
+    fclose(f);
+    b[sz] = 0;
+    if (n) *n = (size_t)sz;
+    return b;
 }
 
-void tu_layer_backward_sel(struct tu_layer *t, unsigned want_dx, unsigned acc)
+void tu_write_file(const char *path, const void *data, size_t n)
 {
-    const float *xs[ADAPT_LAYER_MAX_IN] = {t->x[0], t->x[1]};
-    float *dxs[ADAPT_LAYER_MAX_IN] = {NULL, NULL};
-    for (int i = 0; i < t->l->nin; i++)
-        if (want_dx & (1u << i)) dxs[i] = t->dx[i];
-    t->l->ops->backward(t->l, &t->ex, xs, t->y, t->dy, dxs, acc);
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot create %s: %s", path, strerror(errno));
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
 }
 
-void tu_layer_backward(struct tu_layer *t, unsigned acc) { tu_layer_backward_sel(t, ~0u, acc); }
+void tu_write_text(const char *path, const char *text) { tu_write_file(path, text, strlen(text)); }
 
-void tu_layer_zero_grads(struct tu_layer *t)
+size_t tu_count_lines(const char *path)
 {
-    for (int p = 0; p < t->l->nparam; p++) {
-        struct adapt_param *pp = &t->l->param[p];
-        if (pp->grad.data) memset(pp->grad.data, 0, pp->grad.numel * sizeof(float));
-    }
+    size_t n, lines = 0;
+    unsigned char *b = tu_read_file(path, &n);
+    for (size_t i = 0; i < n; i++) lines += b[i] == '\n';
+    free(b);
+    return lines;
 }
+
+/* ---- commands ---- */
+
+int tu_run(char *out, size_t cap, const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(len >= 0 && (size_t)len + 5 < sizeof cmd, "command too long: %.200s...", cmd);
+    strcat(cmd, " 2>&1");
+    FILE *p = popen(cmd, "r");
+    ck_assert_msg(p != NULL, "popen %s: %s", cmd, strerror(errno));
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void tu_strip_times(const char *in, const char *out)
+{
+    char msg[4096];
+    int rc = tu_run(msg, sizeof msg,
+                    "sed -E 's/\"(wall_s|images_per_s|created)\":[^,}]*//g' %s > %s", in, out);
+    ck_assert_msg(rc == 0, "cannot strip the times of %s: %s", in, msg);
+}
+
+int tu_have_program(const char *path)
+{
+    if (access(path, X_OK) == 0) return 1;
+    fprintf(stderr, "%s: %s not built\n", program_invocation_short_name, path);
+    return 0;
+}
+
+/* ---- data sets ---- */
+
+int tu_have_data(const char *path)
+{
+    if (access(path, R_OK) == 0) return 1;
+    fprintf(stderr, "SKIP %s: %s is missing: the checks that need this data set did nothing\n",
+            tcase_name(), path);
+    return 0;
+}
+
+/* ---- deterministic fills ---- */
 
 void tu_fill_uniform(float *v, size_t n, uint64_t seed, float lo, float hi)
 {
@@ -127,6 +158,15 @@ void tu_fill_away_from_zero(float *v, size_t n, uint64_t seed, float min_abs, fl
     }
 }
 
+/* ---- float comparisons ---- */
+
+long tu_first_bit_diff(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) return (long)i;
+    return -1;
+}
+
 double tu_nmse(const float *a, const double *ref, size_t n)
 {
     double e = 0.0, s = 0.0;
@@ -139,13 +179,6 @@ double tu_nmse(const float *a, const double *ref, size_t n)
     return e / s;
 }
 
-long tu_first_bit_diff(const float *a, const float *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) return (long)i;
-    return -1;
-}
-
 double tu_ulp_error(float a, double r)
 {
     float rf = (float)r;
@@ -153,42 +186,18 @@ double tu_ulp_error(float a, double r)
     if (isinf(r)) return a == rf ? 0.0 : INFINITY;
     int e;
     frexpf(rf == 0.0f ? FLT_MIN : rf, &e);
-    double ulp = ldexp(1.0, (e - 1 < FLT_MIN_EXP - 1 ? FLT_MIN_EXP - 1 : e - 1) - (FLT_MANT_DIG - 1));
-    return fabs((double)a - r) / ulp;
+    int lsb = (e - 1 < FLT_MIN_EXP - 1 ? FLT_MIN_EXP - 1 : e - 1) - (FLT_MANT_DIG - 1);
+    return fabs((double)a - r) / ldexp(1.0, lsb);
 }
 
-size_t tu_gradcheck(tu_loss_fn f, void *ctx, float *v, size_t n, const float *an,
-                    const struct tu_fd_opts *o, struct tu_fd_result *r)
+/* ---- main ---- */
+
+int tu_run_suite(Suite *s, enum fork_status fs)
 {
-    struct tu_fd_result res;
-    memset(&res, 0, sizeof res);
-    size_t checks = (o->max_checks == 0 || o->max_checks > n) ? n : o->max_checks;
-    for (size_t k = 0; k < checks; k++) {
-        /* evenly spread indices, including the first and the last */
-        size_t i = checks == n ? k : (size_t)((double)k * (double)(n - 1) / (double)(checks - 1 ? checks - 1 : 1));
-        float v0 = v[i];
-        float vp = v0 + o->h, vm = v0 - o->h;
-        v[i] = vp;
-        double lp = f(ctx);
-        v[i] = vm;
-        double lm = f(ctx);
-        v[i] = v0;
-        double fd = (lp - lm) / ((double)vp - (double)vm);
-        double tol = o->atol + o->rtol * fabs(fd);
-        double err = fabs((double)an[i] - fd);
-        double ratio = tol > 0.0 ? err / tol : (err > 0.0 ? INFINITY : 0.0);
-        if (!(err <= tol)) res.failed++;
-        if (k == 0 || !(ratio <= res.worst_ratio)) { /* NaN counts as worst */
-            res.worst_ratio = ratio;
-            res.worst = i;
-            res.worst_an = an[i];
-            res.worst_fd = fd;
-        }
-        res.checked++;
-    }
-    if (res.failed)
-        fprintf(stderr, "gradcheck: %zu of %zu failed; worst index %zu: analytic %.9g, fd %.9g (%.3g x tol)\n",
-                res.failed, res.checked, res.worst, res.worst_an, res.worst_fd, res.worst_ratio);
-    if (r) *r = res;
-    return res.failed;
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, fs);
+    srunner_run_all(sr, CK_ENV);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,55 +1,76 @@
-/* tests/testutil.h: helpers shared by the test programs.
+/* tests/testutil.h: helpers every Check test program links (tests/libtestutil.a).
  *
- * - tu_layer: one layer run standalone, with its own memory for parameters
- *   (value, grad, use = value), saved state, workspace and n-sample
- *   input / output / gradient buffers, as a network would bind them;
+ * Only libc, Check and src/base below them, so any module's test can use them:
+ * - temporary directories: a fresh one per test, removed with everything in it;
+ * - files: paths below a directory, whole-file reads and writes, line counts;
+ * - shell commands with their output kept (tu_run), trace comparisons without the
+ *   fields that measure time;
+ * - data sets that may be absent: a test says that it did nothing instead of passing
+ *   silently (Check has no per-test skip);
  * - deterministic fills (Philox, so tests do not depend on libc's rand);
- * - comparisons: normalised mean squared error, bit equality;
- * - tu_gradcheck: central finite differences of a scalar loss against an
- *   analytic gradient, with the tolerance supplied by the caller.
+ * - float comparisons: bits, normalised mean squared error, ulps;
+ * - the suite runner every main() ends with.
+ * The layer helpers (they need src/net) are in tests/testutil_net.h.
  *
- * Non-goals: no timing, no CUDA. Test code only (asserts on allocation).
+ * Test code only: failures are Check assertions, which end the running test.
  *
- *   struct tu_layer t;
- *   tu_layer_bind(&t, adapt_relu_create("r", chw), 4, 1);
- *   tu_fill_uniform(t.x[0], tu_layer_in_len(&t, 0), 7, -1.0f, 1.0f);
- *   tu_layer_forward(&t);
- *   tu_layer_backward(&t, 0);
- *   tu_layer_release(&t);
+ *   static char tmpdir[256];
+ *   static void setup(void) { tu_tmpdir_make(tmpdir, sizeof tmpdir, "io"); }
+ *   static void teardown(void) { tu_tmpdir_remove(tmpdir); }
+ *   ...
+ *   char path[512];
+ *   tu_write_text(tu_path(path, sizeof path, tmpdir, "a.ini"), "[train]\nepochs = 2\n");
+ *   ...
+ *   return tu_run_suite(s, CK_FORK_GETENV);
  */
 #ifndef ADAPT_TESTS_TESTUTIL_H
 #define ADAPT_TESTS_TESTUTIL_H
 
+#include <check.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-#include "src/net/layer.h"
+/* ---- temporary directories ---- */
 
-struct tu_layer {
-    struct adapt_layer *l;            /* owned: released by tu_layer_release */
-    int n;                            /* samples */
-    float *x[ADAPT_LAYER_MAX_IN];     /* (n, in numel) */
-    float *dx[ADAPT_LAYER_MAX_IN];    /* (n, in numel) */
-    float *y, *dy;                    /* (n, out numel) */
-    float *ws;                        /* ops->workspace(l, n) floats (or NULL) */
-    float *saved;                     /* ops->saved(l, n) floats (or NULL) */
-    struct adapt_exec ex;
-    int64_t counter;                  /* bound to l->counter when the layer has one */
-};
+/* Creates /tmp/adapt-test-<tag>-XXXXXX (mkdtemp) and writes its path into dir. */
+void tu_tmpdir_make(char *dir, size_t cap, const char *tag);
+/* Removes dir and everything below it (as rm -rf; links are removed, not followed). */
+void tu_tmpdir_remove(const char *dir);
 
-/* Allocates every buffer (zeroed, 64-byte aligned) for n samples; parameter
- * values, grads (not for buffers) and use = value.data. Takes ownership of l
- * (which must not be NULL). */
-void tu_layer_bind(struct tu_layer *t, struct adapt_layer *l, int n, int training);
-void tu_layer_release(struct tu_layer *t);
-size_t tu_layer_in_len(const struct tu_layer *t, int i);  /* n * in numel */
-size_t tu_layer_out_len(const struct tu_layer *t);        /* n * out numel */
-void tu_layer_forward(struct tu_layer *t);
-/* Passes dx (entries NULL where want_dx bit i is clear) to backward. */
-void tu_layer_backward_sel(struct tu_layer *t, unsigned want_dx, unsigned acc);
-void tu_layer_backward(struct tu_layer *t, unsigned acc);
-/* Zeroes every parameter gradient. */
-void tu_layer_zero_grads(struct tu_layer *t);
+/* ---- files ---- */
+
+/* "<dir>/<name>" into buf (which must hold it); returns buf. */
+const char *tu_path(char *buf, size_t cap, const char *dir, const char *name);
+/* The whole file in a malloc'd buffer with a NUL after its *n bytes (n may be NULL). */
+unsigned char *tu_read_file(const char *path, size_t *n);
+void tu_write_file(const char *path, const void *data, size_t n);
+void tu_write_text(const char *path, const char *text);
+/* Number of newline characters in the file. */
+size_t tu_count_lines(const char *path);
+
+/* ---- commands ---- */
+
+/* Runs the command (printf-style) in a shell with stderr joined to stdout, keeps the first
+ * cap - 1 bytes of that output, NUL-terminated, in out; returns its exit status (128 + the
+ * signal number when a signal ended it). */
+int tu_run(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Copies the trace in to out without the fields that measure time (wall_s, images_per_s,
+ * created), so that two runs' traces compare with cmp. */
+void tu_strip_times(const char *in, const char *out);
+/* 1 when the program (a path) can be run; otherwise says so on stderr and returns 0 (a test
+ * program then exits with 99, a hard error for the test harness). */
+int tu_have_program(const char *path);
+
+/* ---- data sets ---- */
+
+/* 1 when the file can be read. Otherwise prints on stderr that the running test skips the
+ * checks that need it ("SKIP <test>: <path> is missing ...") and returns 0: call it at the
+ * start of those checks and return when it says 0. */
+int tu_have_data(const char *path);
+
+/* ---- deterministic fills ---- */
 
 /* v[i] uniform in [lo, hi) from Philox (seed, stream ADAPT_STREAM_INIT). */
 void tu_fill_uniform(float *v, size_t n, uint64_t seed, float lo, float hi);
@@ -59,33 +80,28 @@ void tu_fill_dyadic(float *v, size_t n, uint64_t seed, int lo, int hi, int frac_
 /* v[i] = magnitudes at least min_abs apart from 0 (|v| in [min_abs, max_abs], random sign). */
 void tu_fill_away_from_zero(float *v, size_t n, uint64_t seed, float min_abs, float max_abs);
 
-/* sum (a - ref)^2 / sum ref^2 (0 when both are zero). */
-double tu_nmse(const float *a, const double *ref, size_t n);
+/* ---- float comparisons ---- */
+
+/* 1 when a and b have the same bits, or are both NaN (inline: tests call it per element
+ * over hundreds of millions of values). */
+static inline int tu_same_bits(float a, float b)
+{
+    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
+
 /* Index of the first element whose bits differ, -1 when a and b are bit-identical. */
 long tu_first_bit_diff(const float *a, const float *b, size_t n);
+/* sum (a - ref)^2 / sum ref^2 (0 when both are zero). */
+double tu_nmse(const float *a, const double *ref, size_t n);
 /* Units in the last place between float a and the double reference r,
  * measured in ulps of (float)r. */
 double tu_ulp_error(float a, double r);
 
-/* Finite-difference gradient check. f(ctx) evaluates the scalar loss from
- * the current contents of v (and whatever else ctx points at). For a
- * deterministic subset of at most max_checks indices i, the central
- * difference (f(v_i + h) - f(v_i - h)) / (actual step) is compared with
- * an[i]: the check passes when |an[i] - fd| <= atol + rtol * |fd|. v is
- * restored afterwards. Returns the number of failing indices (0 = pass). */
-typedef double (*tu_loss_fn)(void *ctx);
-struct tu_fd_opts {
-    float h;           /* step */
-    double rtol, atol; /* tolerance */
-    size_t max_checks; /* 0: all */
-};
-struct tu_fd_result {
-    size_t checked, failed;
-    size_t worst;      /* index with the largest |an - fd| / tolerance */
-    double worst_ratio;
-    double worst_an, worst_fd;
-};
-size_t tu_gradcheck(tu_loss_fn f, void *ctx, float *v, size_t n, const float *an,
-                    const struct tu_fd_opts *o, struct tu_fd_result *r);
+/* ---- main ---- */
+
+/* Runs every test of s (fs: CK_FORK_GETENV, Check's default, or CK_NOFORK for programs
+ * whose state does not survive fork, such as CUDA), prints Check's report (CK_VERBOSITY,
+ * normal by default), frees s and returns EXIT_SUCCESS or EXIT_FAILURE for main. */
+int tu_run_suite(Suite *s, enum fork_status fs);
 
 #endif
