@@ -408,46 +408,6 @@ static void run_finish(struct perf_run *r)
     if (r->has_hw) r->su1_hw = r->tq_s > 0 ? r->t32_s / r->tq_s : NAN;
 }
 
-/* Line number of the i-th record of `type` in a trace file (for messages
- * about content the reader accepted); 0 when it cannot be found. */
-static long record_line(const char *path, const char *type, int64_t index)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char *line = NULL;
-    size_t cap = 0;
-    long ln = 0, found = 0;
-    int64_t seen = 0;
-    char key[48];
-    snprintf(key, sizeof key, "\"type\":\"%s\"", type);
-    while (getline(&line, &cap, f) > 0) {
-        ln++;
-        json_t *o = json_loads(line, 0, NULL);
-        const char *t = json_string_value(json_object_get(o, "type"));
-        int match = t && !strcmp(t, type);
-        json_decref(o);
-        if (match && seen++ == index) {
-            found = ln;
-            break;
-        }
-    }
-    free(line);
-    fclose(f);
-    return found;
-}
-
-static int64_t cfg_int(const json_t *cfg, const char *sec, const char *key, int64_t dflt, int *ok)
-{
-    json_t *s = json_object_get(cfg, sec);
-    json_t *v = s ? json_object_get(s, key) : NULL;
-    if (!v) return dflt;
-    if (!json_is_integer(v)) {
-        *ok = 0;
-        return dflt;
-    }
-    return json_integer_value(v);
-}
-
 /* Epoch boundaries: bound[e] = optimizer steps done before epoch e. */
 struct epochs {
     int n;         /* boundaries held: epochs 0..n-2 are delimited */
@@ -515,11 +475,11 @@ static enum adapt_status epochs_build(struct epochs *ep, const struct adapt_trac
 static enum adapt_status step_error(const struct adapt_trace *t, int64_t i, const char *what,
                                     int unit)
 {
-    long ln = record_line(t->path, "step", i);
+    long long ln = (long long)t->step_line[i];
     if (unit >= 0)
-        return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%ld: step %lld, unit %d: %s", t->path, ln,
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: step %lld, unit %d: %s", t->path, ln,
                            (long long)t->steps[i].step, unit, what);
-    return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%ld: step %lld: %s", t->path, ln,
+    return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: step %lld: %s", t->path, ln,
                        (long long)t->steps[i].step, what);
 }
 
@@ -544,11 +504,11 @@ static enum adapt_status validate(const struct adapt_trace *t)
     }
     for (int e = 0; e < t->n_epochs; e++)
         if (t->epochs[e].step < 1 || (e > 0 && t->epochs[e].step <= t->epochs[e - 1].step)) {
-            long ln = record_line(t->path, "epoch", e);
             return ADAPT_ERROR(ADAPT_EFORMAT,
-                               "%s:%ld: epoch record %d: step %lld does not follow the previous "
+                               "%s:%lld: epoch record %d: step %lld does not follow the previous "
                                "epoch's",
-                               t->path, ln, t->epochs[e].epoch, (long long)t->epochs[e].step);
+                               t->path, (long long)t->epoch_line[e], t->epochs[e].epoch,
+                               (long long)t->epochs[e].step);
         }
     return ADAPT_OK;
 }
@@ -575,9 +535,7 @@ static const char *base_name(const char *path, char *buf, size_t n)
 static const char *run_compat(const struct adapt_trace *t)
 {
     if (!t->header.policy || strcmp(t->header.policy, "adapt")) return "";
-    json_t *q = json_object_get(t->header.config, "quantization");
-    const char *c = json_string_value(json_object_get(q, "compat"));
-    return c ? c : "corrected";
+    return t->header.cfg.compat ? t->header.cfg.compat : "corrected";
 }
 
 /* A run's name: the stem of its configuration file, with the AdaPT compat
@@ -641,10 +599,8 @@ enum adapt_status perf_run_analyze(struct perf_run **out, const struct adapt_tra
     memset(&pl, 0, sizeof pl);
     if ((st = perf_model_from_header(&m, &t->header, t->path)) != ADAPT_OK) return st;
     if ((st = validate(t)) != ADAPT_OK) goto out;
-    int ok = 1;
-    int64_t batch = cfg_int(t->header.config, "train", "batch", -1, &ok);
-    int64_t accum = cfg_int(t->header.config, "train", "accumulation_steps", 1, &ok);
-    if (!ok || batch < 1 || accum < 1) {
+    int64_t batch = t->header.cfg.batch, accum = t->header.cfg.accumulation;
+    if (batch < 1 || accum < 1) {
         st = ADAPT_ERROR(ADAPT_EFORMAT,
                          "%s:1: config.train.batch (>= 1) and config.train.accumulation_steps "
                          "(>= 1, default 1) must be integers",
@@ -652,8 +608,8 @@ enum adapt_status perf_run_analyze(struct perf_run **out, const struct adapt_tra
         goto out;
     }
     if ((st = plan_init(&pl, m, hw, (int)batch)) != ADAPT_OK) goto out;
-    int64_t mr = cfg_int(t->header.config, "policy", "muppet_r", p->muppet_r, &ok);
-    pl.state_bits = perf_policy_state_bits(t->header.policy, pl.Wsum, (int)mr, &pl.grad32);
+    int mr = t->header.cfg.muppet_r > 0 ? t->header.cfg.muppet_r : p->muppet_r;
+    pl.state_bits = perf_policy_state_bits(t->header.policy, pl.Wsum, mr, &pl.grad32);
     int64_t last = t->steps[t->n_steps - 1].step;
     int64_t end = last;
     if (t->n_epochs && t->epochs[t->n_epochs - 1].step > end) end = t->epochs[t->n_epochs - 1].step;

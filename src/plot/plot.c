@@ -543,9 +543,7 @@ enum adapt_status perf_heatmap_write(const struct adapt_trace *t, const struct p
         if (sl > 4 && !strcmp(stem + sl - 4, ".ini")) sl -= 4;
         const char *compat = NULL;
         if (t->header.policy && !strcmp(t->header.policy, "adapt")) {
-            json_t *q = json_object_get(t->header.config, "quantization");
-            compat = json_string_value(json_object_get(q, "compat"));
-            if (!compat) compat = "corrected";
+            compat = t->header.cfg.compat ? t->header.cfg.compat : "corrected";
         }
         snprintf(h.title, sizeof h.title, "%s per unit: %.*s%s%s on %s, policy %s%s%s%s",
                  metric_title(o->metric), (int)sl, stem ? stem : "", stem ? ", " : "",
