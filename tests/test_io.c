@@ -327,16 +327,71 @@ START_TEST(test_trace_roundtrip)
 }
 END_TEST
 
-/* A valid header line for hand-written traces (2 units). */
-#define HDR                                                                                        \
+/* The reader's typed view of the config values downstream tools use, and the file line of
+ * every step and epoch record. */
+START_TEST(test_trace_typed_header_and_lines)
+{
+    char path[256];
+    struct adapt_trace *t;
+    tmp_file(path, sizeof path, "trace.jsonl");
+    /* write_trace's config has none of the values: header, step, step, epoch 1, step,
+     * epoch 2, test, end */
+    write_trace(path);
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    ck_assert_int_eq(t->header.cfg.batch, 0);
+    ck_assert_int_eq(t->header.cfg.accumulation, 1);
+    ck_assert_int_eq(t->header.cfg.muppet_r, 0);
+    ck_assert_ptr_null(t->header.cfg.compat);
+    ck_assert_int_eq(t->n_steps, 3);
+    ck_assert_int_eq(t->step_line[0], 2);
+    ck_assert_int_eq(t->step_line[1], 3);
+    ck_assert_int_eq(t->step_line[2], 5);
+    ck_assert_int_eq(t->n_epochs, 2);
+    ck_assert_int_eq(t->epoch_line[0], 4);
+    ck_assert_int_eq(t->epoch_line[1], 6);
+    adapt_trace_free(t);
+
+    /* every value set: header, epoch 1, then 70 steps (the arrays grow past 64) */
+    json_t *cfg = json_pack("{s:{s:i,s:i,s:i},s:{s:i},s:{s:s}}", "train", "batch", 64,
+                            "accumulation_steps", 4, "epochs", 2, "policy", "muppet_r", 5,
+                            "quantization", "compat", "reference");
+    struct adapt_trace_writer *w;
+    ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
+    struct adapt_trace_header h = make_header(cfg);
+    ck_assert_int_eq(adapt_trace_write_header(w, &h), ADAPT_OK);
+    struct adapt_trace_epoch e1 = make_epoch(1);
+    ck_assert_int_eq(adapt_trace_write_epoch(w, &e1), ADAPT_OK);
+    for (int i = 0; i < 70; i++) {
+        struct adapt_trace_step s = make_step(i % 3);
+        s.step = i + 1;
+        ck_assert_int_eq(adapt_trace_write_step(w, &s), ADAPT_OK);
+    }
+    ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
+    json_decref(cfg);
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    ck_assert_int_eq(t->header.cfg.batch, 64);
+    ck_assert_int_eq(t->header.cfg.accumulation, 4);
+    ck_assert_int_eq(t->header.cfg.muppet_r, 5);
+    ck_assert_str_eq(t->header.cfg.compat, "reference");
+    ck_assert_int_eq(t->n_epochs, 1);
+    ck_assert_int_eq(t->epoch_line[0], 2);
+    ck_assert_int_eq(t->n_steps, 70);
+    for (int i = 0; i < 70; i++) ck_assert_int_eq(t->step_line[i], i + 3);
+    adapt_trace_free(t);
+}
+END_TEST
+
+/* A valid header line for hand-written traces (2 units), with the given config object. */
+#define HDR_CONFIG(cfg)                                                                            \
     "{\"type\":\"header\",\"schema\":1,\"program\":\"adapt-sim\",\"version\":\"0\","               \
-    "\"created\":\"x\",\"seed\":1,\"threads\":0,\"policy\":\"fp32\",\"config\":{},"                \
+    "\"created\":\"x\",\"seed\":1,\"threads\":0,\"policy\":\"fp32\",\"config\":" cfg ","          \
     "\"config_file\":null,\"overrides\":[],\"dataset\":{\"name\":\"d\",\"train\":1,"               \
     "\"val\":0,\"test\":1,\"classes\":10},\"model\":{\"name\":\"m\",\"input\":[1,32,32],"          \
     "\"classes\":10,\"params\":1,\"macs\":1,\"layers\":[{\"name\":\"a\",\"kind\":\"linear\","      \
     "\"in\":[4],\"out\":[2],\"params\":10,\"macs\":8,\"elementwise\":0,\"unit\":0}]},"             \
     "\"units\":[{\"name\":\"a\",\"layer\":0,\"weights\":8,\"macs\":8},"                            \
     "{\"name\":\"b\",\"layer\":0,\"weights\":8,\"macs\":8}]}\n"
+#define HDR HDR_CONFIG("{}")
 #define STEP "{\"type\":\"step\",\"step\":1,\"epoch\":1,\"lr\":0.1,\"loss\":2.3," \
              "\"strategy\":null," \
              "\"units\":[{\"wl\":32,\"fl\":0},{\"wl\":32,\"fl\":0}],\"events\":[],\"accum\":1," \
@@ -389,6 +444,15 @@ static const struct bad_trace bad_traces[] = {
     {HDR "\n", "t.jsonl:2:", "malformed JSON"},
     {HDR "{\"type\":\"end\",\"status\":\"ok\",\"wall_s\":1}\n" STEP,
      "t.jsonl:3:", "record after the end record"},
+    {HDR_CONFIG("{\"train\":{\"batch\":0}}") STEP, "t.jsonl:1:",
+     "header record: field \"config.train.batch\" must be an integer in [1, 2147483647]"},
+    {HDR_CONFIG("{\"train\":{\"batch\":8,\"accumulation_steps\":\"2\"}}"), "t.jsonl:1:",
+     "field \"config.train.accumulation_steps\" must be an integer"},
+    {HDR_CONFIG("{\"policy\":{\"muppet_r\":3000000000}}"), "t.jsonl:1:",
+     "field \"config.policy.muppet_r\" must be an integer"},
+    {HDR_CONFIG("{\"quantization\":{\"compat\":1}}"), "t.jsonl:1:",
+     "field \"config.quantization.compat\" must be a string"},
+    {HDR_CONFIG("{\"train\":[]}"), "t.jsonl:1:", "field \"config.train\" must be an object"},
 };
 
 START_TEST(test_trace_errors)
@@ -906,6 +970,7 @@ int main(void)
     TCase *tt = tcase_create("trace");
     tcase_add_checked_fixture(tt, setup, teardown);
     tcase_add_test(tt, test_trace_roundtrip);
+    tcase_add_test(tt, test_trace_typed_header_and_lines);
     tcase_add_loop_test(tt, test_trace_errors, 0, (int)(sizeof bad_traces / sizeof bad_traces[0]));
     tcase_add_test(tt, test_trace_partial_and_missing);
     tcase_add_test(tt, test_trace_long_line);

@@ -1,4 +1,4 @@
-/* tests/test_plot.c: src/perfmodel/plot (heatmaps, cost curves, colour map).
+/* tests/test_plot.c: src/plot (heatmaps, cost curves, colour map).
  *
  * Set ADAPT_PLOT_KEEP=DIR to keep the pictures (and the synthetic traces
  * they are drawn from) in DIR for a look. */

@@ -233,23 +233,23 @@ int main(int argc, char **argv)
         if (perf_hw_load(&hw, hw_path) != ADAPT_OK ||
             (hw_map && perf_hw_set_map(hw, hw_map) != ADAPT_OK)) {
             fail(adapt_error_message());
-            goto out;
+            goto free_runs;
         }
     } else if (hw_map) {
         fprintf(stderr, "adapt-perf: --hw-map needs --hw TABLE\n");
         rc = 2;
-        goto out;
+        goto free_runs;
     }
     if (schedule) {
         if (perf_model_alloc(&m, model, classes) != ADAPT_OK) {
             fail(adapt_error_message());
-            goto out;
+            goto free_runs;
         }
         int64_t spe = samples > 0 ? (int64_t)samples : (m->input[0] == 3 ? 45000 : 55000);
         if (perf_schedule_price(&runs[0], schedule, m, batch ? batch : 128, spe, &p, hw) !=
             ADAPT_OK) {
             fail(adapt_error_message());
-            goto out;
+            goto free_runs;
         }
         nruns = 1;
     } else {
@@ -259,20 +259,20 @@ int main(int argc, char **argv)
                                                    &p, hw, NULL, &runs[nruns]);
             if (st != ADAPT_OK) {
                 fail(adapt_error_message());
-                goto out;
+                goto free_runs;
             }
             nruns++;
         }
         if (disambiguate(runs, nruns)) {
             fail("out of memory");
-            goto out;
+            goto free_runs;
         }
         if (baseline) {
             enum adapt_status st = perf_trace_load(
                 baseline, partial ? ADAPT_TRACE_LOAD_PARTIAL : 0, &p, hw, NULL, &base);
             if (st != ADAPT_OK) {
                 fail(adapt_error_message());
-                goto out;
+                goto free_runs;
             }
             base_owned = 1;
         } else {
@@ -295,7 +295,7 @@ int main(int argc, char **argv)
                 }
                 if (perf_run_set_baseline(runs[i], base, &p) != ADAPT_OK) {
                     fail(adapt_error_message());
-                    goto out;
+                    goto free_runs;
                 }
             }
         }
@@ -305,7 +305,7 @@ int main(int argc, char **argv)
     if (output) {
         if (adapt_atomic_open(&a, output) != ADAPT_OK) {
             fail(adapt_error_message());
-            goto out;
+            goto free_runs;
         }
         f = a.f;
     }
@@ -318,10 +318,10 @@ int main(int argc, char **argv)
     }
     if (st != ADAPT_OK) {
         fail(adapt_error_message());
-        goto out;
+        goto free_runs;
     }
     rc = 0;
-out:
+free_runs:
     for (int i = 0; i < nruns; i++) perf_run_free(runs[i]);
     if (base_owned) perf_run_free(base);
     free(runs);

@@ -127,22 +127,22 @@ enum adapt_status perf_hw_load(struct perf_hw **out, const char *path)
     json_t *gemm = json_object_get(root, "gemm"), *ew = json_object_get(root, "elementwise");
     if (!hw || !(hw->path = strdup(path))) {
         st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
-        goto fail;
+        goto free_table;
     }
     if (!json_is_object(root) || !json_is_integer(schema) || json_integer_value(schema) != 1) {
         st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: not a timing table of schema 1 (\"schema\": 1)",
                          path);
-        goto fail;
+        goto free_table;
     }
     if (!device || (strcmp(device, "cpu") && strcmp(device, "cuda"))) {
         st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: field \"device\" must be \"cpu\" or \"cuda\"", path);
-        goto fail;
+        goto free_table;
     }
     if (!json_is_array(gemm) || !json_array_size(gemm) || !json_is_array(ew) ||
         !json_array_size(ew)) {
         st = ADAPT_ERROR(ADAPT_EFORMAT,
                          "%s: fields \"gemm\" and \"elementwise\" must be non-empty arrays", path);
-        goto fail;
+        goto free_table;
     }
     snprintf(hw->device, sizeof hw->device, "%s", device);
     const char *machine = json_string_value(json_object_get(root, "machine"));
@@ -153,7 +153,7 @@ enum adapt_status perf_hw_load(struct perf_hw **out, const char *path)
     hw->ew = calloc(json_array_size(ew), sizeof *hw->ew);
     if (!hw->gemm || !hw->ew) {
         st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
-        goto fail;
+        goto free_table;
     }
     size_t i;
     json_t *e;
@@ -165,7 +165,7 @@ enum adapt_status perf_hw_load(struct perf_hw **out, const char *path)
         if (!type || strlen(type) >= HW_TYPE_MAX || !json_is_integer(m) || !json_is_integer(n) ||
             !json_is_integer(k) || !json_is_number(s)) {
             st = bad_entry(path, "gemm", i, "expected type (string), m, n, k (integers), seconds");
-            goto fail;
+            goto free_table;
         }
         struct hw_gemm *g = &hw->gemm[hw->n_gemm++];
         snprintf(g->type, sizeof g->type, "%s", type);
@@ -175,7 +175,7 @@ enum adapt_status perf_hw_load(struct perf_hw **out, const char *path)
         g->seconds = json_number_value(s);
         if (g->m < 1 || g->n < 1 || g->k < 1 || !(g->seconds > 0) || !isfinite(g->seconds)) {
             st = bad_entry(path, "gemm", i, "m, n, k must be >= 1 and seconds > 0");
-            goto fail;
+            goto free_table;
         }
     }
     json_array_foreach(ew, i, e)
@@ -186,7 +186,7 @@ enum adapt_status perf_hw_load(struct perf_hw **out, const char *path)
             json_integer_value(n) < 1 || !(json_number_value(s) > 0)) {
             st = bad_entry(path, "elementwise", i,
                            "expected type (string), elements >= 1, seconds > 0");
-            goto fail;
+            goto free_table;
         }
         struct hw_ew *w = &hw->ew[hw->n_ew++];
         snprintf(w->type, sizeof w->type, "%s", type);
@@ -209,10 +209,10 @@ enum adapt_status perf_hw_load(struct perf_hw **out, const char *path)
         strcat(map, "32:fp32");
         st = perf_hw_set_map(hw, map);
     }
-    if (st != ADAPT_OK) goto fail;
+    if (st != ADAPT_OK) goto free_table;
     *out = hw;
     return ADAPT_OK;
-fail:
+free_table:
     json_decref(root);
     perf_hw_free(hw);
     return st;

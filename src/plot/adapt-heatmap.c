@@ -16,8 +16,10 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--title T] [--width PX]\n"
-            "       adapt-heatmap --cost-curve TRACE... -o FILE [--title T] [--width PX] [--height PX]\n"
+            "usage: adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--title T] "
+            "[--width PX]\n"
+            "       adapt-heatmap --cost-curve TRACE... -o FILE [--title T] [--width PX] "
+            "[--height PX]\n"
             "Draws a heatmap of one run's per-unit state (units in network order against\n"
             "optimizer steps), or the training cost of runs relative to float32 over epochs.\n"
             "FILE ends in .png or .svg.\n"
@@ -108,7 +110,7 @@ int main(int argc, char **argv)
         enum adapt_status st = perf_trace_load(argv[optind + i], flags, &p, NULL, NULL, &runs[nr]);
         if (st != ADAPT_OK) {
             fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
-            goto out;
+            goto free_runs;
         }
         nr++;
     }
@@ -119,10 +121,10 @@ int main(int argc, char **argv)
     o.title = title;
     if (perf_costcurve_write(runs, nr, &o, output) != ADAPT_OK) {
         fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
-        goto out;
+        goto free_runs;
     }
     rc = 0;
-out:
+free_runs:
     for (int i = 0; i < nr; i++) perf_run_free(runs[i]);
     free(runs);
     return rc;

@@ -92,6 +92,13 @@ struct adapt_trace_header {
     int threads;
     const char *policy;    /* "fp32", "fixed", "adapt", "muppet", "amp" */
     json_t *config;        /* {section: {key: value}}; may be NULL on write (written as {}) */
+    struct {               /* read only: the values of config that downstream tools use,
+                            * typed and range-checked by the reader */
+        int batch;         /* train.batch (>= 1); 0 = absent */
+        int accumulation;  /* train.accumulation_steps (>= 1); 1 when absent */
+        int muppet_r;      /* policy.muppet_r (>= 1); 0 = absent */
+        const char *compat; /* quantization.compat; NULL = absent */
+    } cfg;
     const char *config_file; /* NULL or "" = none */
     int n_overrides;
     const char *const *overrides; /* (n_overrides) "section.key=value" */
@@ -220,6 +227,8 @@ struct adapt_trace {
     struct adapt_trace_step *steps;   /* (n_steps) */
     int n_epochs;
     struct adapt_trace_epoch *epochs; /* (n_epochs) */
+    int64_t *step_line;               /* (n_steps) file line of each step record, 1-based */
+    int64_t *epoch_line;              /* (n_epochs) file line of each epoch record */
     int has_test;
     struct adapt_trace_test test;
     int has_end;
@@ -235,9 +244,9 @@ struct adapt_trace {
 /* Reads a whole trace. Errors (ADAPT_EFORMAT unless noted) name the file and
  * line: malformed JSON, a first line that is not a header, a second header,
  * an unknown schema version, an unknown record type, a missing field or one
- * of the wrong type, a step whose unit count differs from the header, an
- * incomplete last line ("truncated"); ADAPT_ENOENT / ADAPT_EIO when the file
- * cannot be opened or read. */
+ * of the wrong type (header.cfg's config values included), a step whose unit
+ * count differs from the header, an incomplete last line ("truncated");
+ * ADAPT_ENOENT / ADAPT_EIO when the file cannot be opened or read. */
 enum adapt_status adapt_trace_load(struct adapt_trace **out, const char *path, unsigned flags);
 void adapt_trace_free(struct adapt_trace *t);
 

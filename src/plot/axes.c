@@ -1,0 +1,151 @@
+/* src/plot/axes.c: the text and axis toolkit of the figures and their atomic output
+ * (see src/plot/internal.h).
+ *
+ * Layout is computed first on a scratch surface (text extents), then the
+ * figure is drawn on a PNG image surface or an SVG surface of the computed
+ * size, written atomically (src/base/fileio.h). Font metrics are not hinted,
+ * so the layout does not depend on the surface.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cairo-svg.h>
+#include <cairo.h>
+
+#include "src/base/fileio.h"
+#include "src/plot/internal.h"
+
+enum adapt_status plot_image_kind(const char *path, enum plot_image *k)
+{
+    const char *dot = strrchr(path, '.');
+    if (dot && !strcasecmp(dot, ".png")) *k = PLOT_PNG;
+    else if (dot && !strcasecmp(dot, ".svg")) *k = PLOT_SVG;
+    else
+        return ADAPT_ERROR(ADAPT_EINVAL, "%s: unknown picture type (expected a .png or .svg name)",
+                           path);
+    return ADAPT_OK;
+}
+
+int plot_nice_ticks(double lo, double hi, int max, int integer, double *out)
+{
+    if (max < 2) max = 2;
+    double span = hi - lo;
+    if (!(span > 0)) {
+        out[0] = lo;
+        return 1;
+    }
+    double raw = span / (max - 1), p = pow(10, floor(log10(raw))), step = 10 * p;
+    static const double mult[4] = {1, 2, 2.5, 5};
+    for (int i = 0; i < 4; i++)
+        if (mult[i] * p >= raw) {
+            step = mult[i] * p;
+            break;
+        }
+    if (integer && step < 1) step = 1;
+    if (integer) step = ceil(step);
+    int n = 0;
+    for (double v = ceil(lo / step - 1e-9) * step; v <= hi + 1e-9 * step && n < 64; v += step)
+        out[n++] = fabs(v) < 1e-12 * step ? 0 : v;
+    return n;
+}
+
+void plot_format_tick(char *buf, size_t n, double v)
+{
+    if (fabs(v - round(v)) < 1e-9) snprintf(buf, n, "%.0f", v);
+    else snprintf(buf, n, "%g", v);
+}
+
+void plot_set_font(cairo_t *cr, double size, int bold)
+{
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
+                           bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, size);
+}
+
+double plot_text_width(cairo_t *cr, const char *s)
+{
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s, &e);
+    return e.x_advance;
+}
+
+void plot_text_at(cairo_t *cr, double x, double y, const char *s, double ax, double ay)
+{
+    cairo_text_extents_t e;
+    cairo_font_extents_t fe;
+    cairo_text_extents(cr, s, &e);
+    cairo_font_extents(cr, &fe);
+    double cap = fe.ascent * 0.72;
+    double by = ay >= 1 ? y : y + cap * 0.5;
+    cairo_move_to(cr, x - ax * e.x_advance, by);
+    cairo_show_text(cr, s);
+}
+
+void plot_text_vertical(cairo_t *cr, double x, double y, const char *s)
+{
+    cairo_save(cr);
+    cairo_translate(cr, x, y);
+    cairo_rotate(cr, -M_PI / 2);
+    plot_text_at(cr, 0, 0, s, 0.5, 0.5);
+    cairo_restore(cr);
+}
+
+void plot_titles(cairo_t *cr, const char *title, const char *subtitle)
+{
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    plot_set_font(cr, 17, 1);
+    plot_text_at(cr, 16, 30, title, 0, 1);
+    plot_set_font(cr, 12, 0);
+    cairo_set_source_rgb(cr, 0.35, 0.35, 0.35);
+    plot_text_at(cr, 16, 50, subtitle, 0, 1);
+}
+
+cairo_t *plot_scratch_context(cairo_surface_t **s)
+{
+    *s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 4, 4);
+    cairo_t *cr = cairo_create(*s);
+    cairo_font_options_t *fo = cairo_font_options_create();
+    cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
+    cairo_set_font_options(cr, fo);
+    cairo_font_options_destroy(fo);
+    return cr;
+}
+
+static cairo_status_t to_stream(void *closure, const unsigned char *data, unsigned int len)
+{
+    return fwrite(data, 1, len, closure) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+}
+
+enum adapt_status plot_render(const char *path, enum plot_image kind, int w, int h,
+                              plot_draw_fn draw, void *ctx)
+{
+    struct adapt_atomic a;
+    enum adapt_status st = adapt_atomic_open(&a, path);
+    if (st) return st;
+    cairo_surface_t *s = kind == PLOT_SVG
+                             ? cairo_svg_surface_create_for_stream(to_stream, a.f, w, h)
+                             : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h);
+    cairo_t *cr = cairo_create(s);
+    cairo_font_options_t *fo = cairo_font_options_create();
+    cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
+    cairo_set_font_options(cr, fo);
+    cairo_font_options_destroy(fo);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    draw(cr, ctx);
+    cairo_status_t cs = cairo_status(cr);
+    cairo_destroy(cr);
+    if (cs == CAIRO_STATUS_SUCCESS && kind == PLOT_PNG)
+        cs = cairo_surface_write_to_png_stream(s, to_stream, a.f);
+    cairo_surface_finish(s);
+    if (cs == CAIRO_STATUS_SUCCESS) cs = cairo_surface_status(s);
+    cairo_surface_destroy(s);
+    if (cs != CAIRO_STATUS_SUCCESS) {
+        adapt_atomic_abort(&a);
+        return ADAPT_ERROR(ADAPT_EIO, "%s: cannot write the picture: %s", path,
+                           cairo_status_to_string(cs));
+    }
+    return adapt_atomic_commit(&a);
+}

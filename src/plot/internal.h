@@ -1,0 +1,61 @@
+/* src/plot/internal.h: what the files of src/plot share (not a public API): the size of
+ * the colour map (colour.c) and the text and axis toolkit of the figures (axes.c).
+ *
+ * A figure computes its layout on a scratch context (text extents), then
+ * plot_render creates a PNG image or SVG surface of that size, calls the
+ * figure's draw function on it and writes the picture atomically.
+ *
+ *   enum plot_image kind;
+ *   if ((st = plot_image_kind(path, &kind)) != ADAPT_OK) return st;
+ *   cairo_surface_t *s;
+ *   cairo_t *cr = plot_scratch_context(&s);
+ *   plot_set_font(cr, 12, 0);
+ *   double w = plot_text_width(cr, "label");
+ *   cairo_destroy(cr);
+ *   cairo_surface_destroy(s);
+ *   st = plot_render(path, kind, width, height, draw, &figure);
+ */
+#ifndef PLOT_INTERNAL_H
+#define PLOT_INTERNAL_H
+
+#include <stddef.h>
+
+#include <cairo.h>
+
+#include "src/base/status.h"
+
+/* Colours the map is sampled at (perf_colormap interpolates between them). */
+#define PLOT_CMAP_N 256
+
+enum plot_image { PLOT_PNG, PLOT_SVG };
+
+/* The picture type from path's extension (.png, .svg, any case). */
+enum adapt_status plot_image_kind(const char *path, enum plot_image *kind);
+
+/* "Nice" tick values (1, 2, 2.5, 5 x 10^k) covering [lo, hi]; integer steps
+ * when integer. Writes at most 64 to out; returns the count (<= max). */
+int plot_nice_ticks(double lo, double hi, int max, int integer, double *out);
+/* A tick label: an integer without decimals, else %g. */
+void plot_format_tick(char *buf, size_t n, double v);
+
+void plot_set_font(cairo_t *cr, double size, int bold);
+double plot_text_width(cairo_t *cr, const char *s);
+/* Draws s anchored at (x, y): ax 0 left, 0.5 centre, 1 right end at x;
+ * ay 1 puts the baseline at y, otherwise the cap height is centred on y. */
+void plot_text_at(cairo_t *cr, double x, double y, const char *s, double ax, double ay);
+/* Text rotated by -90 degrees, centred on (x, y). */
+void plot_text_vertical(cairo_t *cr, double x, double y, const char *s);
+/* The title (bold, 17) and the subtitle (12, grey) of a figure at its top left. */
+void plot_titles(cairo_t *cr, const char *title, const char *subtitle);
+
+/* A context on a small image surface (*s) for measuring text, with the
+ * font options of plot_render. */
+cairo_t *plot_scratch_context(cairo_surface_t **s);
+
+typedef void (*plot_draw_fn)(cairo_t *cr, void *ctx);
+/* Creates a w x h surface of that kind on a white background, draws with
+ * draw(cr, ctx) and writes the picture to path atomically. */
+enum adapt_status plot_render(const char *path, enum plot_image kind, int w, int h,
+                              plot_draw_fn draw, void *ctx);
+
+#endif

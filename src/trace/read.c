@@ -1,0 +1,680 @@
+/* src/trace/read.c: the validating trace reader (schema 1), the record vocabulary and the
+ * bounded line reader. See trace.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/fileio.h"
+#include "src/trace/internal.h"
+#include "src/trace/trace.h"
+
+/* ----------------------------------------------------------------- common */
+
+static const char *const strategy_names[] = {NULL, "min", "mean", "max"};
+const char *const adapt_trace_event_names[2] = {"pd", "pu"};
+const char *const adapt_trace_end_names[2] = {"ok", "stopped"};
+
+const char *adapt_trace_strategy_name(enum adapt_trace_strategy s)
+{
+    if ((int)s < 0 || (int)s > ADAPT_TRACE_STRATEGY_MAX) return NULL;
+    return strategy_names[s];
+}
+
+/* ----------------------------------------------------------------- lines */
+
+ssize_t adapt_trace_read_line(FILE *f, char **buf, size_t *cap)
+{
+    size_t len = 0;
+    int c = 0;
+    while ((c = getc(f)) != EOF) {
+        if (len + 1 >= *cap) {
+            if (*cap > ADAPT_TRACE_LINE_MAX) return -2;
+            size_t nc = *cap ? 2 * *cap : 4096;
+            if (nc > ADAPT_TRACE_LINE_MAX + 2) nc = ADAPT_TRACE_LINE_MAX + 2;
+            char *p = realloc(*buf, nc);
+            if (!p) {
+                errno = ENOMEM;
+                return -1;
+            }
+            *buf = p;
+            *cap = nc;
+        }
+        (*buf)[len++] = (char)c;
+        if (c == '\n') break;
+    }
+    if (c == EOF && ferror(f)) return -1;
+    if (*buf) (*buf)[len] = '\0';
+    return (ssize_t)len;
+}
+
+enum adapt_status adapt_trace_line_error(const char *path, int64_t line, ssize_t n)
+{
+    if (n == -2)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: line longer than %zu bytes: not a trace "
+                           "record", path, (long long)line, ADAPT_TRACE_LINE_MAX);
+    if (errno == ENOMEM)
+        return ADAPT_ERROR(ADAPT_ENOMEM, "%s:%lld: out of memory reading the trace", path,
+                           (long long)line);
+    return ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the trace: %s", path, strerror(errno));
+}
+
+/* ----------------------------------------------------------------- reader */
+
+/* Where the reader is, for messages; the first problem is kept. */
+struct rd {
+    const char *path;
+    int64_t line;
+    const char *rec;
+    int bad;
+    enum adapt_status st;
+    char msg[512];
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void rd_fail(struct rd *r, const char *fmt, ...)
+{
+    if (r->bad) return;
+    r->bad = 1;
+    r->st = ADAPT_EFORMAT;
+    int n = snprintf(r->msg, sizeof r->msg, "%s:%lld: %s record: ", r->path, (long long)r->line,
+                     r->rec);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof r->msg)
+        vsnprintf(r->msg + n, sizeof r->msg - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+static void rd_nomem(struct rd *r)
+{
+    if (r->bad) return;
+    r->bad = 1;
+    r->st = ADAPT_ENOMEM;
+    snprintf(r->msg, sizeof r->msg, "%s:%lld: out of memory", r->path, (long long)r->line);
+}
+
+static json_t *rd_get(struct rd *r, json_t *o, const char *key, int optional)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v && !optional) rd_fail(r, "field \"%s\" is missing", key);
+    return v;
+}
+
+/* An integer field in [lo, hi]; `absent` when optional and missing. */
+static int64_t rd_int(struct rd *r, json_t *o, const char *key, int optional, int64_t absent,
+                      int64_t lo, int64_t hi)
+{
+    json_t *v = rd_get(r, o, key, optional);
+    if (!v) return absent;
+    if (!json_is_integer(v)) {
+        rd_fail(r, "field \"%s\" must be an integer", key);
+        return absent;
+    }
+    int64_t x = json_integer_value(v);
+    if (x < lo || x > hi) {
+        rd_fail(r, "field \"%s\" = %lld is out of range [%lld, %lld]", key, (long long)x,
+                (long long)lo, (long long)hi);
+        return absent;
+    }
+    return x;
+}
+
+#define INT_RANGE -2147483647 - 1, 2147483647
+#define I64_RANGE INT64_MIN, INT64_MAX
+
+/* A number field; null reads as NaN. */
+static double rd_num(struct rd *r, json_t *o, const char *key, int optional)
+{
+    json_t *v = rd_get(r, o, key, optional);
+    if (!v || json_is_null(v)) return NAN;
+    if (!json_is_number(v)) {
+        rd_fail(r, "field \"%s\" must be a number or null", key);
+        return NAN;
+    }
+    return json_number_value(v);
+}
+
+/* A string field, copied; NULL when optional and missing or null. */
+static char *rd_str(struct rd *r, json_t *o, const char *key, int nullable)
+{
+    json_t *v = rd_get(r, o, key, nullable);
+    if (!v || (nullable && json_is_null(v))) return NULL;
+    if (!json_is_string(v)) {
+        rd_fail(r, "field \"%s\" must be a string%s", key, nullable ? " or null" : "");
+        return NULL;
+    }
+    char *s = adapt_strdup(json_string_value(v));
+    if (!s) rd_nomem(r);
+    return s;
+}
+
+static json_t *rd_typed(struct rd *r, json_t *o, const char *key, int optional, json_type type)
+{
+    json_t *v = rd_get(r, o, key, optional);
+    if (v && json_typeof(v) != type) {
+        rd_fail(r, "field \"%s\" must be %s", key, type == JSON_ARRAY ? "an array" : "an object");
+        return NULL;
+    }
+    return v;
+}
+
+/* An array of 1..max integers (a shape), or of exactly `max` when exact. */
+static int rd_ints(struct rd *r, json_t *o, const char *key, int max, int exact, int64_t *out)
+{
+    json_t *a = rd_typed(r, o, key, 0, JSON_ARRAY);
+    if (!a) return 0;
+    size_t n = json_array_size(a);
+    if (n == 0 || n > (size_t)max || (exact && n != (size_t)max)) {
+        rd_fail(r, "field \"%s\" must hold %s%d integers", key, exact ? "" : "1 to ", max);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v)) {
+            rd_fail(r, "field \"%s\" must hold integers", key);
+            return 0;
+        }
+        out[i] = json_integer_value(v);
+    }
+    return (int)n;
+}
+
+/* Matches a string field against names[0..n); -1 on error. */
+static int rd_enum(struct rd *r, json_t *o, const char *key, const char *const *names, int n,
+                   int nullable)
+{
+    json_t *v = rd_get(r, o, key, 0);
+    if (!v) return -1;
+    if (nullable && json_is_null(v)) return 0;
+    const char *s = json_string_value(v);
+    for (int i = 0; s && i < n; i++)
+        if (names[i] && !strcmp(s, names[i])) return i;
+    rd_fail(r, "field \"%s\" has an unknown value", key);
+    return -1;
+}
+
+static void header_free(struct adapt_trace_header *h)
+{
+    free((char *)h->program);
+    free((char *)h->version);
+    free((char *)h->created);
+    free((char *)h->policy);
+    free((char *)h->config_file);
+    json_decref(h->config);
+    free((char *)h->cfg.compat);
+    for (int i = 0; i < h->n_overrides; i++) free((char *)h->overrides[i]);
+    free((void *)h->overrides);
+    free((char *)h->dataset.name);
+    free((char *)h->model.name);
+    for (int i = 0; i < h->model.n_layers; i++) {
+        free((char *)h->model.layers[i].name);
+        free((char *)h->model.layers[i].kind);
+    }
+    free((void *)h->model.layers);
+    for (int i = 0; i < h->n_units; i++) free((char *)h->units[i].name);
+    free((void *)h->units);
+}
+
+static void read_layer(struct rd *r, json_t *o, struct adapt_trace_layer *l)
+{
+    if (!json_is_object(o)) {
+        rd_fail(r, "model.layers entries must be objects");
+        return;
+    }
+    l->name = rd_str(r, o, "name", 0);
+    l->kind = rd_str(r, o, "kind", 0);
+    l->in_ndim = rd_ints(r, o, "in", ADAPT_TRACE_MAX_DIMS, 0, l->in);
+    l->out_ndim = rd_ints(r, o, "out", ADAPT_TRACE_MAX_DIMS, 0, l->out);
+    l->params = rd_int(r, o, "params", 0, 0, 0, INT64_MAX);
+    l->macs = rd_int(r, o, "macs", 0, 0, 0, INT64_MAX);
+    l->elementwise = rd_int(r, o, "elementwise", 0, 0, 0, INT64_MAX);
+    l->unit = (int)rd_int(r, o, "unit", 0, -1, -1, 2147483647);
+    l->k = (int)rd_int(r, o, "k", 1, 0, 0, 2147483647);
+    l->stride = (int)rd_int(r, o, "stride", 1, 0, 0, 2147483647);
+    l->pad = (int)rd_int(r, o, "pad", 1, 0, 0, 2147483647);
+}
+
+/* A value of config.SECTION (NULL when absent); a section must be an object. */
+static json_t *rd_config(struct rd *r, json_t *cfg, const char *sec, const char *key)
+{
+    json_t *s = json_object_get(cfg, sec);
+    if (s && !json_is_object(s)) {
+        rd_fail(r, "field \"config.%s\" must be an object", sec);
+        return NULL;
+    }
+    return json_object_get(s, key);
+}
+
+/* An integer config.SECTION.KEY in [1, INT_MAX]; `absent` when missing. */
+static int rd_config_count(struct rd *r, json_t *cfg, const char *sec, const char *key,
+                           int absent)
+{
+    json_t *v = rd_config(r, cfg, sec, key);
+    if (!v) return absent;
+    json_int_t x = json_is_integer(v) ? json_integer_value(v) : 0;
+    if (x < 1 || x > 2147483647) {
+        rd_fail(r, "field \"config.%s.%s\" must be an integer in [1, 2147483647]", sec, key);
+        return absent;
+    }
+    return (int)x;
+}
+
+/* The typed view of config (struct adapt_trace_header.cfg). */
+static void read_config_values(struct rd *r, json_t *cfg, struct adapt_trace_header *h)
+{
+    h->cfg.batch = rd_config_count(r, cfg, "train", "batch", 0);
+    h->cfg.accumulation = rd_config_count(r, cfg, "train", "accumulation_steps", 1);
+    h->cfg.muppet_r = rd_config_count(r, cfg, "policy", "muppet_r", 0);
+    json_t *compat = rd_config(r, cfg, "quantization", "compat");
+    if (!compat) return;
+    if (!json_is_string(compat))
+        rd_fail(r, "field \"config.quantization.compat\" must be a string");
+    else if (!(h->cfg.compat = adapt_strdup(json_string_value(compat)))) rd_nomem(r);
+}
+
+static void read_overrides(struct rd *r, json_t *o, struct adapt_trace_header *h)
+{
+    json_t *ov = rd_typed(r, o, "overrides", 1, JSON_ARRAY);
+    size_t n = json_array_size(ov);
+    if (!n) return;
+    const char **s = calloc(n, sizeof *s);
+    if (!s) {
+        rd_nomem(r);
+        return;
+    }
+    h->overrides = s;
+    for (size_t i = 0; i < n && !r->bad; i++) {
+        const char *v = json_string_value(json_array_get(ov, i));
+        if (!v) rd_fail(r, "field \"overrides\" must hold strings");
+        else if (!(s[i] = adapt_strdup(v))) rd_nomem(r);
+        else h->n_overrides = (int)i + 1;
+    }
+}
+
+static void read_dataset(struct rd *r, json_t *o, struct adapt_trace_header *h)
+{
+    json_t *ds = rd_typed(r, o, "dataset", 0, JSON_OBJECT);
+    if (!ds) return;
+    h->dataset.name = rd_str(r, ds, "name", 0);
+    h->dataset.train = rd_int(r, ds, "train", 0, 0, 0, INT64_MAX);
+    h->dataset.val = rd_int(r, ds, "val", 0, 0, 0, INT64_MAX);
+    h->dataset.test = rd_int(r, ds, "test", 0, 0, 0, INT64_MAX);
+    h->dataset.classes = (int)rd_int(r, ds, "classes", 0, 0, 0, 2147483647);
+}
+
+static void read_model(struct rd *r, json_t *o, struct adapt_trace_header *h)
+{
+    json_t *m = rd_typed(r, o, "model", 0, JSON_OBJECT);
+    if (!m) return;
+    int64_t in[3] = {0, 0, 0};
+    h->model.name = rd_str(r, m, "name", 0);
+    rd_ints(r, m, "input", 3, 1, in);
+    for (int i = 0; i < 3; i++) h->model.input[i] = (int)in[i];
+    h->model.classes = (int)rd_int(r, m, "classes", 0, 0, 0, 2147483647);
+    h->model.params = rd_int(r, m, "params", 0, 0, 0, INT64_MAX);
+    h->model.macs = rd_int(r, m, "macs", 0, 0, 0, INT64_MAX);
+    json_t *layers = rd_typed(r, m, "layers", 0, JSON_ARRAY);
+    size_t n = json_array_size(layers);
+    if (!n) return;
+    struct adapt_trace_layer *l = calloc(n, sizeof *l);
+    if (!l) {
+        rd_nomem(r);
+        return;
+    }
+    h->model.layers = l;
+    h->model.n_layers = (int)n;
+    for (size_t i = 0; i < n && !r->bad; i++) read_layer(r, json_array_get(layers, i), &l[i]);
+}
+
+static void read_units(struct rd *r, json_t *o, struct adapt_trace_header *h)
+{
+    json_t *units = rd_typed(r, o, "units", 0, JSON_ARRAY);
+    size_t n = json_array_size(units);
+    if (!n || r->bad) return;
+    struct adapt_trace_unit *u = calloc(n, sizeof *u);
+    if (!u) {
+        rd_nomem(r);
+        return;
+    }
+    h->units = u;
+    h->n_units = (int)n;
+    for (size_t i = 0; i < n && !r->bad; i++) {
+        json_t *uo = json_array_get(units, i);
+        if (!json_is_object(uo)) {
+            rd_fail(r, "units entries must be objects");
+            break;
+        }
+        u[i].name = rd_str(r, uo, "name", 0);
+        u[i].layer = (int)rd_int(r, uo, "layer", 0, -1, 0, h->model.n_layers - 1);
+        u[i].weights = rd_int(r, uo, "weights", 0, 0, 0, INT64_MAX);
+        u[i].macs = rd_int(r, uo, "macs", 0, 0, 0, INT64_MAX);
+    }
+}
+
+static void read_header(struct rd *r, json_t *o, struct adapt_trace_header *h)
+{
+    h->schema = (int)rd_int(r, o, "schema", 0, 0, INT_RANGE);
+    if (r->bad) return;
+    if (h->schema != ADAPT_TRACE_SCHEMA) {
+        rd_fail(r, "unknown schema version %d (this reader knows version %d)", h->schema,
+                ADAPT_TRACE_SCHEMA);
+        return;
+    }
+    h->program = rd_str(r, o, "program", 0);
+    h->version = rd_str(r, o, "version", 0);
+    h->created = rd_str(r, o, "created", 0);
+    h->seed = rd_int(r, o, "seed", 0, 0, I64_RANGE);
+    h->threads = (int)rd_int(r, o, "threads", 0, 0, INT_RANGE);
+    h->policy = rd_str(r, o, "policy", 0);
+    h->cfg.accumulation = 1;
+    json_t *cfg = rd_typed(r, o, "config", 0, JSON_OBJECT);
+    if (cfg) {
+        h->config = json_incref(cfg);
+        read_config_values(r, cfg, h);
+    }
+    h->config_file = rd_str(r, o, "config_file", 1);
+    read_overrides(r, o, h);
+    read_dataset(r, o, h);
+    read_model(r, o, h);
+    read_units(r, o, h);
+}
+
+static void step_free(struct adapt_trace_step *s)
+{
+    free(s->units);
+    free(s->events);
+}
+
+static void read_unit_state(struct rd *r, json_t *uo, struct adapt_trace_unit_state *u)
+{
+    u->wl = (int)rd_int(r, uo, "wl", 0, 0, 0, 64);
+    u->fl = (int)rd_int(r, uo, "fl", 0, 0, -64, 64);
+    u->lb = rd_num(r, uo, "lb", 1);
+    u->r = (int)rd_int(r, uo, "r", 1, -1, 0, 2147483647);
+    u->sparsity = rd_num(r, uo, "sparsity", 1);
+    u->sat = rd_int(r, uo, "sat", 1, -1, 0, INT64_MAX);
+    u->flush = rd_int(r, uo, "flush", 1, -1, 0, INT64_MAX);
+    u->act_sat = rd_num(r, uo, "act_sat", 1);
+}
+
+static void read_event(struct rd *r, json_t *eo, int n_units, struct adapt_trace_event *e)
+{
+    int64_t pair[2] = {0, 0};
+    e->unit = (int)rd_int(r, eo, "unit", 0, 0, 0, n_units - 1);
+    int kind = rd_enum(r, eo, "kind", adapt_trace_event_names, 2, 0);
+    e->kind = kind == 1 ? ADAPT_TRACE_EVENT_PU : ADAPT_TRACE_EVENT_PD;
+    rd_ints(r, eo, "before", 2, 1, pair);
+    e->before[0] = (int)pair[0];
+    e->before[1] = (int)pair[1];
+    rd_ints(r, eo, "after", 2, 1, pair);
+    e->after[0] = (int)pair[0];
+    e->after[1] = (int)pair[1];
+    e->bisect_steps = (int)rd_int(r, eo, "bisect_steps", 1, 0, 0, 2147483647);
+    e->kl_evals = (int)rd_int(r, eo, "kl_evals", 1, 0, 0, 2147483647);
+    e->sample = rd_int(r, eo, "sample", 1, 0, 0, INT64_MAX);
+    e->s = (int)rd_int(r, eo, "s", 1, 0, INT_RANGE);
+}
+
+static void read_events(struct rd *r, json_t *o, int n_units, struct adapt_trace_step *s)
+{
+    json_t *events = rd_typed(r, o, "events", 1, JSON_ARRAY);
+    size_t ne = json_array_size(events);
+    if (!ne || r->bad) return;
+    if (!(s->events = calloc(ne, sizeof *s->events))) {
+        rd_nomem(r);
+        return;
+    }
+    s->n_events = (int)ne;
+    for (size_t i = 0; i < ne && !r->bad; i++) {
+        json_t *eo = json_array_get(events, i);
+        if (!json_is_object(eo)) {
+            rd_fail(r, "events entries must be objects");
+            break;
+        }
+        read_event(r, eo, n_units, &s->events[i]);
+    }
+}
+
+static void read_step(struct rd *r, json_t *o, int n_units, struct adapt_trace_step *s)
+{
+    s->step = rd_int(r, o, "step", 0, 0, I64_RANGE);
+    s->epoch = (int)rd_int(r, o, "epoch", 0, 0, INT_RANGE);
+    s->lr = rd_num(r, o, "lr", 0);
+    s->loss = rd_num(r, o, "loss", 0);
+    int strat = rd_enum(r, o, "strategy", strategy_names, 4, 1);
+    s->strategy = strat < 0 ? ADAPT_TRACE_STRATEGY_NONE : (enum adapt_trace_strategy)strat;
+    s->accum = (int)rd_int(r, o, "accum", 1, 0, 0, 2147483647);
+    json_t *ov = rd_get(r, o, "overflow", 1);
+    if (ov && !json_is_boolean(ov)) rd_fail(r, "field \"overflow\" must be true or false");
+    s->overflow = json_is_true(ov);
+    json_t *units = rd_typed(r, o, "units", 0, JSON_ARRAY);
+    if (r->bad) return;
+    if (json_array_size(units) != (size_t)n_units) {
+        rd_fail(r, "%zu units, but the header lists %d", json_array_size(units), n_units);
+        return;
+    }
+    if (n_units && !(s->units = calloc((size_t)n_units, sizeof *s->units))) {
+        rd_nomem(r);
+        return;
+    }
+    s->n_units = n_units;
+    for (int i = 0; i < n_units && !r->bad; i++) {
+        json_t *uo = json_array_get(units, (size_t)i);
+        if (!json_is_object(uo)) {
+            rd_fail(r, "units entries must be objects");
+            break;
+        }
+        read_unit_state(r, uo, &s->units[i]);
+    }
+    read_events(r, o, n_units, s);
+}
+
+static void read_epoch(struct rd *r, json_t *o, struct adapt_trace_epoch *e)
+{
+    e->epoch = (int)rd_int(r, o, "epoch", 0, 0, INT_RANGE);
+    e->step = rd_int(r, o, "step", 0, 0, I64_RANGE);
+    e->lr = rd_num(r, o, "lr", 0);
+    e->train_loss = rd_num(r, o, "train_loss", 0);
+    e->train_acc = rd_num(r, o, "train_acc", 0);
+    e->val_loss = rd_num(r, o, "val_loss", 0);
+    e->val_acc = rd_num(r, o, "val_acc", 0);
+    e->wall_s = rd_num(r, o, "wall_s", 0);
+    e->images_per_s = rd_num(r, o, "images_per_s", 0);
+}
+
+/* Appends one zeroed element to a growing array; NULL when out of memory. */
+static void *grow(void **arr, int64_t n, int64_t *cap, size_t size)
+{
+    if (n == *cap) {
+        int64_t nc = *cap ? 2 * *cap : 64;
+        void *p = realloc(*arr, (size_t)nc * size);
+        if (!p) return NULL;
+        *arr = p;
+        *cap = nc;
+    }
+    void *e = (char *)*arr + (size_t)n * size;
+    memset(e, 0, size);
+    return e;
+}
+
+/* A trace being read: where the reader is, and the capacities of its growing arrays. */
+struct loader {
+    struct rd r;
+    struct adapt_trace *t;
+    int64_t step_cap, step_line_cap, epoch_cap, epoch_line_cap;
+};
+
+/* Parses one complete line (n bytes, '\n' included) into a record object with a "type"
+ * string, sets r.rec to that type and checks that only the first line is a header. */
+static enum adapt_status parse_line(struct loader *ld, const char *line, ssize_t n,
+                                    json_t **rec)
+{
+    const char *path = ld->r.path;
+    long long ln = (long long)ld->r.line;
+    if (ld->t->has_end)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: record after the end record", path, ln);
+    json_error_t err;
+    json_t *o = json_loadb(line, (size_t)n, JSON_REJECT_DUPLICATES, &err);
+    if (!o)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: malformed JSON at column %d: %s", path, ln,
+                           err.column, err.text);
+    const char *type = json_string_value(json_object_get(o, "type"));
+    if (!json_is_object(o) || !type) {
+        json_decref(o);
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "%s:%lld: not a trace record (an object with a \"type\" string)", path,
+                           ln);
+    }
+    ld->r.rec = type;
+    if (ln == 1 && strcmp(type, "header")) {
+        enum adapt_status st = ADAPT_ERROR(
+            ADAPT_EFORMAT, "%s:1: missing header: the first line is a %s record", path, type);
+        json_decref(o);
+        return st;
+    }
+    *rec = o;
+    return ADAPT_OK;
+}
+
+/* Reads a step or epoch record into a new element of its array, with its line number. */
+static void read_step_record(struct loader *ld, json_t *o)
+{
+    struct adapt_trace *t = ld->t;
+    struct adapt_trace_step *s = grow((void **)&t->steps, t->n_steps, &ld->step_cap, sizeof *s);
+    int64_t *line =
+        s ? grow((void **)&t->step_line, t->n_steps, &ld->step_line_cap, sizeof *line) : NULL;
+    if (!line) {
+        rd_nomem(&ld->r);
+        return;
+    }
+    *line = ld->r.line;
+    t->n_steps++;
+    read_step(&ld->r, o, t->header.n_units, s);
+}
+
+static void read_epoch_record(struct loader *ld, json_t *o)
+{
+    struct adapt_trace *t = ld->t;
+    struct adapt_trace_epoch *e = grow((void **)&t->epochs, t->n_epochs, &ld->epoch_cap, sizeof *e);
+    int64_t *line =
+        e ? grow((void **)&t->epoch_line, t->n_epochs, &ld->epoch_line_cap, sizeof *line) : NULL;
+    if (!line) {
+        rd_nomem(&ld->r);
+        return;
+    }
+    *line = ld->r.line;
+    t->n_epochs++;
+    read_epoch(&ld->r, o, e);
+}
+
+/* Reads one record of a known type; problems are left in ld->r. */
+static void read_record(struct loader *ld, json_t *o, const char *type)
+{
+    struct rd *r = &ld->r;
+    struct adapt_trace *t = ld->t;
+    if (!strcmp(type, "header")) {
+        if (r->line != 1) rd_fail(r, "a second header");
+        else read_header(r, o, &t->header);
+    } else if (!strcmp(type, "step")) {
+        read_step_record(ld, o);
+    } else if (!strcmp(type, "epoch")) {
+        read_epoch_record(ld, o);
+    } else if (!strcmp(type, "test")) {
+        if (t->has_test) rd_fail(r, "a second test record");
+        t->has_test = 1;
+        t->test.epoch = (int)rd_int(r, o, "epoch", 0, 0, INT_RANGE);
+        t->test.test_loss = rd_num(r, o, "test_loss", 0);
+        t->test.test_acc = rd_num(r, o, "test_acc", 0);
+    } else if (!strcmp(type, "end")) {
+        int s = rd_enum(r, o, "status", adapt_trace_end_names, 2, 0);
+        t->end.status = s == 1 ? ADAPT_TRACE_END_STOPPED : ADAPT_TRACE_END_OK;
+        t->end.wall_s = rd_num(r, o, "wall_s", 0);
+        t->has_end = 1;
+    } else {
+        rd_fail(r, "unknown record type");
+    }
+}
+
+/* Reads the lines of f into ld->t until the end of the file (or an incomplete last line
+ * with ADAPT_TRACE_LOAD_PARTIAL). */
+static enum adapt_status read_lines(struct loader *ld, FILE *f, unsigned flags)
+{
+    enum adapt_status st = ADAPT_OK;
+    struct rd *r = &ld->r;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = 0;
+    errno = 0;
+    while ((n = adapt_trace_read_line(f, &line, &cap)) > 0) {
+        r->line++;
+        r->rec = "";
+        if (line[n - 1] != '\n') {
+            if (flags & ADAPT_TRACE_LOAD_PARTIAL) {
+                ld->t->truncated = 1;
+                break;
+            }
+            st = ADAPT_ERROR(ADAPT_EFORMAT,
+                             "%s:%lld: truncated trace: the last line is incomplete (no newline; "
+                             "the run stopped while writing it)",
+                             r->path, (long long)r->line);
+            goto free_line;
+        }
+        json_t *o = NULL;
+        if ((st = parse_line(ld, line, n, &o)) != ADAPT_OK) goto free_line;
+        read_record(ld, o, r->rec);
+        json_decref(o);
+        if (r->bad) {
+            st = ADAPT_ERROR(r->st, "%s", r->msg);
+            goto free_line;
+        }
+        ld->t->n_lines = r->line;
+    }
+    if (n < 0) st = adapt_trace_line_error(r->path, r->line + 1, n);
+free_line:
+    free(line);
+    return st;
+}
+
+enum adapt_status adapt_trace_load(struct adapt_trace **out, const char *path, unsigned flags)
+{
+    struct loader ld = {{path, 0, "", 0, ADAPT_OK, ""}, NULL, 0, 0, 0, 0};
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ADAPT_ERROR(errno == ENOENT ? ADAPT_ENOENT : ADAPT_EIO,
+                           "%s: cannot open the trace: %s", path, strerror(errno));
+    struct adapt_trace *t = calloc(1, sizeof *t);
+    if (!t || !(t->path = adapt_strdup(path))) {
+        free(t);
+        fclose(f);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory reading the trace", path);
+    }
+    ld.t = t;
+    enum adapt_status st = read_lines(&ld, f, flags);
+    fclose(f);
+    if (st == ADAPT_OK && t->n_lines == 0)
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: missing header: the trace is empty", path);
+    if (st != ADAPT_OK) {
+        adapt_trace_free(t);
+        return st;
+    }
+    *out = t;
+    return ADAPT_OK;
+}
+
+void adapt_trace_free(struct adapt_trace *t)
+{
+    if (!t) return;
+    header_free(&t->header);
+    for (int64_t i = 0; i < t->n_steps; i++) step_free(&t->steps[i]);
+    free(t->steps);
+    free(t->epochs);
+    free(t->step_line);
+    free(t->epoch_line);
+    free(t->path);
+    free(t);
+}
