@@ -18,14 +18,15 @@
 
 /* ----------------------------------------------------------------- common */
 
-static const char *const strategy_names[] = {NULL, "min", "mean", "max"};
+const char *const adapt_trace_strategy_names[ADAPT_TRACE_STRATEGY_MAX + 1] = {NULL, "min", "mean",
+                                                                             "max"};
 static const char *const event_names[] = {"pd", "pu"};
 static const char *const end_names[] = {"ok", "stopped"};
 
 const char *adapt_trace_strategy_name(enum adapt_trace_strategy s)
 {
     if ((int)s < 0 || (int)s > ADAPT_TRACE_STRATEGY_MAX) return NULL;
-    return strategy_names[s];
+    return adapt_trace_strategy_names[s];
 }
 
 /* ----------------------------------------------------------------- writer */
@@ -779,7 +780,7 @@ static void read_step(struct rd *r, json_t *o, int n_units, struct adapt_trace_s
     s->epoch = (int)rd_int(r, o, "epoch", 0, 0, INT_RANGE);
     s->lr = rd_num(r, o, "lr", 0);
     s->loss = rd_num(r, o, "loss", 0);
-    int strat = rd_enum(r, o, "strategy", strategy_names, 4, 1);
+    int strat = rd_enum(r, o, "strategy", adapt_trace_strategy_names, 4, 1);
     s->strategy = strat < 0 ? ADAPT_TRACE_STRATEGY_NONE : (enum adapt_trace_strategy)strat;
     s->accum = (int)rd_int(r, o, "accum", 1, 0, 0, 2147483647);
     json_t *ov = rd_get(r, o, "overflow", 1);

@@ -209,7 +209,9 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
                 double mean_loss = step_loss / micro + l1;
                 r->pol->micro_loss = (loss + l1) / accum;
                 step++;
-                adapt_policy_step(r->pol, &r->opt, step, mean_loss, micro, batch_i == nbatches);
+                if ((st = adapt_policy_step(r->pol, &r->opt, step, mean_loss, micro,
+                                            batch_i == nbatches, NULL)))
+                    return st;
                 if (step % cfg->run.log_every == 0) {
                     if ((st = adapt_run_io_step(&r->io, r->pol, step, epoch, r->opt.lr, mean_loss,
                                                 accum_since_log)))
@@ -243,7 +245,7 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         adapt_sched_step(&r->sched, r->have_vl ? val_loss : loss_sum / seen);
         if (r->pol->type->epoch_end) {
             double lr = r->sched.lr;
-            policy_stop = r->pol->type->epoch_end(r->pol, epoch, &lr);
+            if ((st = r->pol->type->epoch_end(r->pol, epoch, &lr, &policy_stop))) return st;
             r->sched.lr = lr;
         }
         /* wall_s: since this process started training (a resumed run starts at 0) */
