@@ -563,6 +563,47 @@ START_TEST(test_adapt_policy_lookback)
 }
 END_TEST
 
+/* The configured strategy reaches the policy and the trace as the same enum; the
+ * checkpoint's policy state counts it from 0 (min), as it always has. Events for the
+ * trace are kept however many there are. */
+START_TEST(test_adapt_strategy_and_events)
+{
+    static const struct {
+        const char *set;
+        enum adapt_trace_strategy st;
+        int saved;
+    } c[] = {{"quantization.strategy=min", ADAPT_TRACE_STRATEGY_MIN, 0},
+             {"quantization.strategy=mean", ADAPT_TRACE_STRATEGY_MEAN, 1},
+             {"quantization.strategy=max", ADAPT_TRACE_STRATEGY_MAX, 2}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        struct adapt_net *net = small_lenet(1);
+        static struct adapt_config cfg;
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, c[i].set), ADAPT_OK);
+        ck_assert_int_eq(cfg.quantization.strategy, c[i].st);
+        struct adapt_policy *p;
+        ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+        ck_assert_int_eq(p->strategy, c[i].st);
+        json_t *j = p->type->save_json(p);
+        ck_assert_int_eq(json_integer_value(json_object_get(j, "strategy")), c[i].saved);
+        json_decref(j);
+        struct adapt_trace_event e;
+        memset(&e, 0, sizeof e);
+        for (int k = 0; k < 100; k++) {
+            e.unit = k;
+            ck_assert_int_eq(adapt_policy_add_event(p, &e), ADAPT_OK);
+        }
+        ck_assert_int_eq(p->n_events, 100);
+        ck_assert_int_eq(p->events[99].unit, 99);
+        adapt_policy_clear_events(p);
+        ck_assert_int_eq(p->n_events, 0);
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
 /* AMP with injected overflow: a gradient of 1e5 is inf in fp16 -> the step
  * is skipped and the scale halves (65536 -> 32768); a finite one is divided
  * by the scale it was produced with: 3.0 (exact in fp16) / 32768. */
@@ -925,6 +966,7 @@ int main(void)
     tcase_add_test(e, test_precision_copies_and_outputs);
     tcase_add_test(e, test_precision_saturating_ste);
     tcase_add_test(e, test_adapt_policy_lookback);
+    tcase_add_test(e, test_adapt_strategy_and_events);
     tcase_add_test(e, test_amp_policy_overflow);
     tcase_add_test(e, test_amp_l1_unscaled);
     tcase_add_test(e, test_pd_noise_threshold);
