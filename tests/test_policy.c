@@ -218,14 +218,14 @@ START_TEST(test_pu)
 {
     static const struct {
         double D;
-        enum adapt_strategy st;
+        enum adapt_trace_strategy st;
         int wl, fl, s;
-    } c[] = {{M_E * M_E, ADAPT_STRATEGY_MIN, 9, 5, 1},
-             {M_E * M_E, ADAPT_STRATEGY_MEAN, 23, 19, 15},
-             {M_E * M_E, ADAPT_STRATEGY_MAX, 32, 28, 28},
-             {4.4816890703380645, ADAPT_STRATEGY_MIN, 12, 8, 4},
-             {2.0, ADAPT_STRATEGY_MAX, 9, 5, 1},
-             {INFINITY, ADAPT_STRATEGY_MAX, 9, 5, 1}};
+    } c[] = {{M_E * M_E, ADAPT_TRACE_STRATEGY_MIN, 9, 5, 1},
+             {M_E * M_E, ADAPT_TRACE_STRATEGY_MEAN, 23, 19, 15},
+             {M_E * M_E, ADAPT_TRACE_STRATEGY_MAX, 32, 28, 28},
+             {4.4816890703380645, ADAPT_TRACE_STRATEGY_MIN, 12, 8, 4},
+             {2.0, ADAPT_TRACE_STRATEGY_MAX, 9, 5, 1},
+             {INFINITY, ADAPT_TRACE_STRATEGY_MAX, 9, 5, 1}};
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         int wl = 8, fl = 4, s = -1;
         adapt_pu(c[i].D, c[i].st, 4, ADAPT_COMPAT_CORRECTED, &wl, &fl, &s);
@@ -236,7 +236,7 @@ START_TEST(test_pu)
     /* buffer 0 and FL near the top: <30,30>, D = e^2 max: s2 = 32-30 = 2, s = 2
      * -> FL 32, WL 32 */
     int wl = 30, fl = 30;
-    adapt_pu(M_E * M_E, ADAPT_STRATEGY_MAX, 0, ADAPT_COMPAT_CORRECTED, &wl, &fl, NULL);
+    adapt_pu(M_E * M_E, ADAPT_TRACE_STRATEGY_MAX, 0, ADAPT_COMPAT_CORRECTED, &wl, &fl, NULL);
     ck_assert_int_eq(fl, 32);
     ck_assert_int_eq(wl, 32);
 }
@@ -249,12 +249,12 @@ END_TEST
 START_TEST(test_pu_s2_bound)
 {
     int wl = 12, fl = 8, s = -1;
-    adapt_pu(4.4816890703380645, ADAPT_STRATEGY_MIN, 4, ADAPT_COMPAT_CORRECTED, &wl, &fl, &s);
+    adapt_pu(4.4816890703380645, ADAPT_TRACE_STRATEGY_MIN, 4, ADAPT_COMPAT_CORRECTED, &wl, &fl, &s);
     ck_assert_int_eq(s, 1);
     ck_assert_int_eq(fl, 9);
     ck_assert_int_eq(wl, 13);
     wl = 12, fl = 8;
-    adapt_pu(4.4816890703380645, ADAPT_STRATEGY_MIN, 4, ADAPT_COMPAT_REFERENCE, &wl, &fl, &s);
+    adapt_pu(4.4816890703380645, ADAPT_TRACE_STRATEGY_MIN, 4, ADAPT_COMPAT_REFERENCE, &wl, &fl, &s);
     ck_assert_int_eq(s, 0);
     ck_assert_int_eq(fl, 8);
     ck_assert_int_eq(wl, 13);
@@ -269,12 +269,13 @@ END_TEST
  * -> ceil 101, again and again; corrected converges to 100. */
 START_TEST(test_lookback)
 {
-    ck_assert_double_eq_tol(adapt_lookback_update(50, 4, 25, 100, 0.33, ADAPT_COMPAT_CORRECTED), 41.75, 1e-12);
-    ck_assert_double_eq(adapt_lookback_update(50, 4, 25, 100, 0.33, ADAPT_COMPAT_REFERENCE), 42.0);
-    ck_assert_double_eq_tol(adapt_lookback_update(50, 0.5, 25, 100, 0.33, ADAPT_COMPAT_CORRECTED), 66.5, 1e-12);
-    ck_assert_double_eq(adapt_lookback_update(50, 0.5, 25, 100, 0.33, ADAPT_COMPAT_REFERENCE), 67.0);
-    ck_assert_double_eq_tol(adapt_lookback_update(50, INFINITY, 25, 100, 0.33, ADAPT_COMPAT_CORRECTED), 41.75, 1e-12);
-    ck_assert_double_eq_tol(adapt_lookback_update(50, 0.0, 25, 100, 0.33, ADAPT_COMPAT_CORRECTED), 66.5, 1e-12);
+    const enum adapt_compat cor = ADAPT_COMPAT_CORRECTED, ref = ADAPT_COMPAT_REFERENCE;
+    ck_assert_double_eq_tol(adapt_lookback_update(50, 4, 25, 100, 0.33, cor), 41.75, 1e-12);
+    ck_assert_double_eq(adapt_lookback_update(50, 4, 25, 100, 0.33, ref), 42.0);
+    ck_assert_double_eq_tol(adapt_lookback_update(50, 0.5, 25, 100, 0.33, cor), 66.5, 1e-12);
+    ck_assert_double_eq(adapt_lookback_update(50, 0.5, 25, 100, 0.33, ref), 67.0);
+    ck_assert_double_eq_tol(adapt_lookback_update(50, INFINITY, 25, 100, 0.33, cor), 41.75, 1e-12);
+    ck_assert_double_eq_tol(adapt_lookback_update(50, 0.0, 25, 100, 0.33, cor), 66.5, 1e-12);
     double r = 101, c = 101;
     for (int i = 0; i < 50; i++) {
         r = adapt_lookback_update(r, 0.5, 25, 100, 0.33, ADAPT_COMPAT_REFERENCE);
@@ -310,13 +311,14 @@ END_TEST
 START_TEST(test_strategy)
 {
     double hist[4];
-    struct adapt_strategy_state s = {ADAPT_STRATEGY_MIN, 4, 0, 0, hist};
+    struct adapt_strategy_state s = {ADAPT_TRACE_STRATEGY_MIN, 4, 0, 0, hist};
     static const double loss[6] = {1.0, 0.5, 0.8, 0.9, 1.0, 0.1};
     static const double mlb[6] = {2, 2, 2, 3, 3, 3};
-    static const enum adapt_strategy want[6] = {ADAPT_STRATEGY_MEAN, ADAPT_STRATEGY_MIN,
-                                                ADAPT_STRATEGY_MEAN, ADAPT_STRATEGY_MAX,
-                                                ADAPT_STRATEGY_MAX,  ADAPT_STRATEGY_MIN};
-    for (int i = 0; i < 6; i++) ck_assert_int_eq(adapt_strategy_update(&s, loss[i], mlb[i]), want[i]);
+    static const enum adapt_trace_strategy want[6] = {
+        ADAPT_TRACE_STRATEGY_MEAN, ADAPT_TRACE_STRATEGY_MIN, ADAPT_TRACE_STRATEGY_MEAN,
+        ADAPT_TRACE_STRATEGY_MAX,  ADAPT_TRACE_STRATEGY_MAX, ADAPT_TRACE_STRATEGY_MIN};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(adapt_strategy_update(&s, loss[i], mlb[i]), want[i]);
 }
 END_TEST
 
@@ -333,12 +335,13 @@ END_TEST
 START_TEST(test_strategy_reference)
 {
     double hist[8];
-    struct adapt_strategy_state s = {ADAPT_STRATEGY_MIN, 8, 0, 0, hist};
+    struct adapt_strategy_state s = {ADAPT_TRACE_STRATEGY_MIN, 8, 0, 0, hist};
     static const double loss[8] = {1.0, 0.9, 0.8, 0.7, 2.0, 3.0, 1.0, 1.0};
     static const double mlb[8] = {2, 2, 2.9, 2, 2, 2, 4, 3};
-    static const enum adapt_strategy want[8] = {
-        ADAPT_STRATEGY_MIN, ADAPT_STRATEGY_MIN,  ADAPT_STRATEGY_MIN, ADAPT_STRATEGY_MIN,
-        ADAPT_STRATEGY_MEAN, ADAPT_STRATEGY_MAX, ADAPT_STRATEGY_MAX, ADAPT_STRATEGY_MIN};
+    static const enum adapt_trace_strategy want[8] = {
+        ADAPT_TRACE_STRATEGY_MIN,  ADAPT_TRACE_STRATEGY_MIN, ADAPT_TRACE_STRATEGY_MIN,
+        ADAPT_TRACE_STRATEGY_MIN,  ADAPT_TRACE_STRATEGY_MEAN, ADAPT_TRACE_STRATEGY_MAX,
+        ADAPT_TRACE_STRATEGY_MAX,  ADAPT_TRACE_STRATEGY_MIN};
     static const int held[8] = {1, 2, 3, 3, 3, 3, 4, 4};
     for (int i = 0; i < 8; i++) {
         ck_assert_int_eq(adapt_strategy_update_reference(&s, loss[i], mlb[i]), want[i]);
@@ -561,6 +564,47 @@ START_TEST(test_adapt_policy_lookback)
 }
 END_TEST
 
+/* The configured strategy reaches the policy and the trace as the same enum; the
+ * checkpoint's policy state counts it from 0 (min), as it always has. Events for the
+ * trace are kept however many there are. */
+START_TEST(test_adapt_strategy_and_events)
+{
+    static const struct {
+        const char *set;
+        enum adapt_trace_strategy st;
+        int saved;
+    } c[] = {{"quantization.strategy=min", ADAPT_TRACE_STRATEGY_MIN, 0},
+             {"quantization.strategy=mean", ADAPT_TRACE_STRATEGY_MEAN, 1},
+             {"quantization.strategy=max", ADAPT_TRACE_STRATEGY_MAX, 2}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        struct adapt_net *net = small_lenet(1);
+        static struct adapt_config cfg;
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, c[i].set), ADAPT_OK);
+        ck_assert_int_eq(cfg.quantization.strategy, c[i].st);
+        struct adapt_policy *p;
+        ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+        ck_assert_int_eq(p->strategy, c[i].st);
+        json_t *j = p->type->save_json(p);
+        ck_assert_int_eq(json_integer_value(json_object_get(j, "strategy")), c[i].saved);
+        json_decref(j);
+        struct adapt_trace_event e;
+        memset(&e, 0, sizeof e);
+        for (int k = 0; k < 100; k++) {
+            e.unit = k;
+            ck_assert_int_eq(adapt_policy_add_event(p, &e), ADAPT_OK);
+        }
+        ck_assert_int_eq(p->n_events, 100);
+        ck_assert_int_eq(p->events[99].unit, 99);
+        adapt_policy_clear_events(p);
+        ck_assert_int_eq(p->n_events, 0);
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
 /* AMP with injected overflow: a gradient of 1e5 is inf in fp16 -> the step
  * is skipped and the scale halves (65536 -> 32768); a finite one is divided
  * by the scale it was produced with: 3.0 (exact in fp16) / 32768. */
@@ -599,14 +643,15 @@ START_TEST(test_muppet_policy_replay)
     struct adapt_policy *p;
     ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
     double lr = 0.01;
+    int stop = -1;
     ck_assert_int_eq(p->prec->u[0].spec.format, QUANT_FORMAT_MUPPET);
     ck_assert_int_eq(p->prec->u[0].spec.wl, 8);
-    p->type->epoch_end(p, 0, &lr);
+    ck_assert_int_eq(p->type->epoch_end(p, 0, &lr, &stop), ADAPT_OK);
     ck_assert_int_eq(p->prec->u[0].spec.wl, 8);
-    p->type->epoch_end(p, 1, &lr);
+    ck_assert_int_eq(p->type->epoch_end(p, 1, &lr, &stop), ADAPT_OK);
     ck_assert_int_eq(p->prec->u[0].spec.wl, 16);
     ck_assert(p->prec->u[0].active);
-    p->type->epoch_end(p, 2, &lr);
+    ck_assert_int_eq(p->type->epoch_end(p, 2, &lr, &stop), ADAPT_OK);
     ck_assert(!p->prec->u[0].active);
     adapt_policy_free(p);
     adapt_net_free(net);
@@ -633,7 +678,9 @@ START_TEST(test_amp_l1_unscaled)
     const struct adapt_param *w = net->param[0];
     float *w0 = malloc(sizeof(float) * w->value.numel);
     for (size_t i = 0; i < w->value.numel; i++) w0[i] = w->value.data[i];
-    ck_assert_int_eq(adapt_policy_step(p, &opt, 1, 2.3, 1, 0), 0);
+    int skipped = -1;
+    ck_assert_int_eq(adapt_policy_step(p, &opt, 1, 2.3, 1, 0, &skipped), ADAPT_OK);
+    ck_assert_int_eq(skipped, 0);
     for (size_t i = 0; i < w->value.numel; i++) {
         float sg = (float)((w0[i] > 0.0f) - (w0[i] < 0.0f));
         ck_assert_msg(fabsf(w->value.data[i] - (w0[i] - 0x1p-14f * sg)) <= 1e-7f,
@@ -745,7 +792,7 @@ static int pd_fl_of_unit(const char *sets[], int nsets, int unit)
     ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
     set_grads(net, 0.25f);
     p->type->observe(p, 1, 2.3, 0);
-    p->type->decide(p, 1);
+    ck_assert_int_eq(p->type->decide(p, 1), ADAPT_OK);
     int fl = -1;
     for (int i = 0; i < p->n_events; i++)
         if (p->events[i].kind == ADAPT_TRACE_EVENT_PD && p->events[i].unit == unit)
@@ -781,6 +828,7 @@ END_TEST
 static void muppet_epochs(struct adapt_policy *p, struct adapt_net *net, int pattern_w)
 {
     double lr = 0.01;
+    int stop = -1;
     for (int e = 0; e < 3; e++) {
         for (int k = 0; k < net->nparam; k++) {
             struct adapt_param *pp = net->param[k];
@@ -790,7 +838,7 @@ static void muppet_epochs(struct adapt_policy *p, struct adapt_net *net, int pat
                 pp->grad.data[i] = is_w && !pattern_w ? 0.25f : (float)((int)(i % 3) == e);
         }
         p->type->observe(p, e + 1, 2.3, 1);
-        p->type->epoch_end(p, e, &lr);
+        ck_assert_int_eq(p->type->epoch_end(p, e, &lr, &stop), ADAPT_OK);
     }
 }
 
@@ -919,6 +967,7 @@ int main(void)
     tcase_add_test(e, test_precision_copies_and_outputs);
     tcase_add_test(e, test_precision_saturating_ste);
     tcase_add_test(e, test_adapt_policy_lookback);
+    tcase_add_test(e, test_adapt_strategy_and_events);
     tcase_add_test(e, test_amp_policy_overflow);
     tcase_add_test(e, test_amp_l1_unscaled);
     tcase_add_test(e, test_pd_noise_threshold);

@@ -129,7 +129,8 @@ static void setup_step(struct bench_setup *b)
             b->dlogits[i] *= (float)b->pol->loss_scale;
     adapt_net_backward(b->net, b->dlogits, b->batch);
     b->it++;
-    adapt_policy_step(b->pol, &b->opt, b->it, loss, 1, 0);
+    enum adapt_status st = adapt_policy_step(b->pol, &b->opt, b->it, loss, 1, 0, NULL);
+    ADAPT_ASSERT(st == ADAPT_OK);
     adapt_policy_clear_events(b->pol);
 }
 

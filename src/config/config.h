@@ -1,23 +1,30 @@
 /* src/config/config.h: the run configuration (defaults, an INI file, --set overrides).
  *
  * One typed struct adapt_config for the whole engine, filled in three layers:
- * the schema defaults (adapt_config_init), one INI file (adapt_config_load,
- * parsed with inih) and "section.key=value" overrides from the command line
+ * the schema defaults (adapt_config_init), one INI file (adapt_config_load)
+ * and "section.key=value" overrides from the command line
  * (adapt_config_set); adapt_config_check then does the cross-field checks.
- * The schema is a single table in config.c: section, key, type, field offset,
- * default, range and help text; adding a key is one table row plus one field
- * below. Every error is reported once, naming the file and line (or "--set"),
- * section.key and what was expected; on error the struct is left unchanged.
+ * The keys are a single table in config.c (section, key, type, field offset,
+ * default, range and help text) read by the schema engine of
+ * src/config/schema.h, which does the parsing, printing, JSON and equality;
+ * adding a key is one table row plus one field below. Every error is
+ * reported once, naming the file and line (or "--set"), section.key and what
+ * was expected; on error the struct is left unchanged.
  *
- * Accepted syntax: "[section]" headers, "key = value" (or "key: value"),
- * full-line comments starting with ';' or '#', inline comments after
- * whitespace + ';', blank lines. Keys are lower case and case-sensitive.
- * Strings may be written bare or in double quotes. Booleans: true/false
- * (also yes/no, on/off, 1/0). Lists: "8,12,14,16"; pair lists: "16:8,12:6".
- * A key line may hold at most ADAPT_CONFIG_LINE_MAX characters (the line
- * buffer of Debian's inih; comment lines may be longer), so very long --set
- * values (paths, per-unit lists) print lines that adapt_config_load refuses
- * with a clear message.
+ * Accepted syntax (src/config/schema.h): "[section]" headers, "key = value"
+ * (or "key: value"), full-line comments starting with ';' or '#', inline
+ * comments after whitespace + ';', blank lines. Keys are lower case and
+ * case-sensitive. Strings may be written bare or in double quotes. Booleans:
+ * true/false (also yes/no, on/off, 1/0). Lists: "8,12,14,16"; pair lists:
+ * "16:8,12:6". A key line may hold at most ADAPT_SCHEMA_LINE_MAX characters
+ * (the line buffer of Debian's inih; comment lines may be longer), so very
+ * long --set values (paths, per-unit lists) print lines that
+ * adapt_config_load refuses with a clear message.
+ *
+ * Enumerations shared with other modules are defined once, in the lowest
+ * module that needs them: the push-up strategy in src/trace/trace.h (it is
+ * part of the trace), the rounding in src/quant/quant.h; the AdaPT
+ * compatibility mode is defined here.
  *
  * Non-goals: no layered config files (one file per run), no writing back of
  * comments, no knowledge of formats or models beyond their names (src/quant/
@@ -50,6 +57,9 @@
 #include <jansson.h>
 
 #include "src/base/status.h"
+#include "src/config/schema.h"
+#include "src/quant/quant.h"
+#include "src/trace/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,11 +67,9 @@ extern "C" {
 
 #define ADAPT_CONFIG_STR_MAX 256     /* bytes of a string value, NUL included */
 #define ADAPT_CONFIG_PATH_MAX 1024   /* bytes of a path value, NUL included */
-#define ADAPT_CONFIG_LIST_MAX 256    /* entries of a list value */
 #define ADAPT_CONFIG_OVERRIDES_MAX 32 /* --set arguments */
 #define ADAPT_CONFIG_OVERRIDE_LEN (ADAPT_CONFIG_PATH_MAX + 64) /* bytes of one, NUL included */
 #define ADAPT_CONFIG_KEYS_MAX 128    /* rows the schema may have */
-#define ADAPT_CONFIG_LINE_MAX 198    /* characters of an INI line (inih's 200-byte buffer) */
 
 /* Enumerations: the order matches the names accepted in the INI file. */
 enum adapt_config_dataset {
@@ -95,29 +103,19 @@ enum adapt_config_policy {
     ADAPT_CONFIG_POLICY_AMP
 };
 enum adapt_config_amp_type { ADAPT_CONFIG_AMP_FP16, ADAPT_CONFIG_AMP_BF16 };
-enum adapt_config_strategy {
-    ADAPT_CONFIG_STRATEGY_MIN,
-    ADAPT_CONFIG_STRATEGY_MEAN,
-    ADAPT_CONFIG_STRATEGY_MAX
+/* quantization.compat: the corrected AdaPT algorithm or the published reference
+ * implementation's behaviour (doc/algorithms.md); also read by src/policy/policy_core.h. */
+enum adapt_compat {
+    ADAPT_COMPAT_CORRECTED = 0, /* "corrected" */
+    ADAPT_COMPAT_REFERENCE      /* "reference" */
 };
-enum adapt_config_compat { ADAPT_CONFIG_COMPAT_CORRECTED, ADAPT_CONFIG_COMPAT_REFERENCE };
-enum adapt_config_rounding { ADAPT_CONFIG_ROUNDING_STOCHASTIC, ADAPT_CONFIG_ROUNDING_NEAREST };
 enum adapt_config_round_layers { ADAPT_CONFIG_ROUND_LAYERS_UNITS, ADAPT_CONFIG_ROUND_LAYERS_ALL };
-enum adapt_config_ste { ADAPT_CONFIG_STE_AUTO, ADAPT_CONFIG_STE_PLAIN, ADAPT_CONFIG_STE_SATURATING };
+enum adapt_config_ste {
+    ADAPT_CONFIG_STE_AUTO,
+    ADAPT_CONFIG_STE_PLAIN,
+    ADAPT_CONFIG_STE_SATURATING
+};
 enum adapt_config_auto_bool { ADAPT_CONFIG_AUTO, ADAPT_CONFIG_TRUE, ADAPT_CONFIG_FALSE };
-
-/* "8,12,14,16" */
-struct adapt_config_ints {
-    int n;
-    int v[ADAPT_CONFIG_LIST_MAX]; /* (n) */
-};
-
-/* "16:8,12:6": n pairs (a[i], b[i]) */
-struct adapt_config_pairs {
-    int n;
-    int a[ADAPT_CONFIG_LIST_MAX]; /* (n) */
-    int b[ADAPT_CONFIG_LIST_MAX]; /* (n) */
-};
 
 /* Where a value came from (for messages): a line of the loaded file, a --set, or the default. */
 enum adapt_config_origin_kind {
@@ -167,7 +165,7 @@ struct adapt_config {
     } optim;
     struct {
         enum adapt_config_schedule name;
-        struct adapt_config_ints milestones; /* epochs, increasing */
+        struct adapt_schema_ints milestones; /* epochs, increasing */
         double gamma;
         double factor;
         int patience;
@@ -179,13 +177,13 @@ struct adapt_config {
         enum adapt_config_policy name;
         char format[ADAPT_CONFIG_STR_MAX]; /* quant format name, validated by src/quant/ */
         int wl, fl;
-        struct adapt_config_pairs per_unit; /* a = WL, b = FL per precision unit */
-        struct adapt_config_ints muppet_levels; /* increasing word lengths */
+        struct adapt_schema_pairs per_unit; /* a = WL, b = FL per precision unit */
+        struct adapt_schema_ints muppet_levels; /* increasing word lengths */
         int muppet_r;
         int muppet_patience;
         double muppet_min_lr;
         int muppet_decay_every;
-        struct adapt_config_pairs muppet_schedule; /* a = WL (32 = float32), b = epochs */
+        struct adapt_schema_pairs muppet_schedule; /* a = WL (32 = float32), b = epochs */
         enum adapt_config_amp_type amp_type;
         double amp_init_scale;
         int amp_growth_interval;
@@ -197,7 +195,7 @@ struct adapt_config {
         int lb_lwr, lb_upr;
         double gamma;
         int buffer_bits;
-        enum adapt_config_strategy strategy;
+        enum adapt_trace_strategy strategy; /* MIN, MEAN or MAX */
         bool quant_inputs, quant_outputs, quant_grads;
         enum adapt_config_round_layers round_layers;
         enum adapt_config_ste ste;
@@ -205,8 +203,8 @@ struct adapt_config {
         double kl_eps;
         double kl_noise;
         int pd_sample;                  /* 0 = whole tensor */
-        enum adapt_config_compat compat;
-        enum adapt_config_rounding rounding;
+        enum adapt_compat compat;
+        enum quant_rounding rounding;
     } quantization;
 
     /* Provenance (not configuration values; for the trace header and messages). */

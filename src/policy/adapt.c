@@ -52,7 +52,7 @@ static int pd_lossy(void *ctx, int wl, int fl)
     s.fl = fl;
     double d = 0.0;
     enum adapt_status st;
-    if (cfg->quantization.compat == ADAPT_CONFIG_COMPAT_REFERENCE) {
+    if (cfg->quantization.compat == ADAPT_COMPAT_REFERENCE) {
         s.rounding = QUANT_ROUND_STOCHASTIC;
         st = quant_kl_reference(&s, c->w, c->n, 0, c->bins, c->key, &d);
         ADAPT_ASSERT(st == ADAPT_OK);
@@ -104,8 +104,7 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     struct adapt_state *a = calloc(1, sizeof *a);
     if (!a) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
     p->state = a;
-    a->compat = cfg->quantization.compat == ADAPT_CONFIG_COMPAT_REFERENCE ? ADAPT_COMPAT_REFERENCE
-                                                                          : ADAPT_COMPAT_CORRECTED;
+    a->compat = cfg->quantization.compat;
     a->G = calloc((size_t)nu + 1, sizeof *a->G);
     a->n = calloc((size_t)nu + 1, sizeof *a->n);
     a->D = calloc((size_t)nu + 1, sizeof *a->D);
@@ -117,7 +116,7 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     if (!a->G || !a->n || !a->D || !p->lb || !p->r || !a->hist || !a->slots)
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
     a->strat.hist = a->hist;
-    a->strat.st = (enum adapt_strategy)cfg->quantization.strategy;
+    a->strat.st = cfg->quantization.strategy;
     size_t bytes = 0, wmax = 0;
     for (int u = 0; u < nu; u++) {
         size_t w = net->nodes[net->unit_node[u]].layer->param[0].value.numel;
@@ -131,17 +130,7 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     enum adapt_status st = adapt_arena_alloc(&a->arena, bytes);
     if (st) return st;
     a->scratch = adapt_arena_take(&a->arena, 2 * wmax);
-    enum quant_rounding r = cfg->quantization.rounding == ADAPT_CONFIG_ROUNDING_NEAREST
-                                ? QUANT_ROUND_NEAREST
-                                : QUANT_ROUND_STOCHASTIC;
-    st = adapt_precision_alloc(&p->prec, p->net, cfg->quantization.quant_inputs,
-                               !cfg->quantization.quant_outputs ? ADAPT_QOUT_NONE
-                               : cfg->quantization.round_layers == ADAPT_CONFIG_ROUND_LAYERS_ALL
-                                   ? ADAPT_QOUT_ALL
-                                   : ADAPT_QOUT_UNITS,
-                               r, p->seed);
-    if (st) return st;
-    adapt_policy_apply_output_rules(p, a->compat == ADAPT_COMPAT_CORRECTED);
+    if ((st = adapt_policy_alloc_precision(p, a->compat == ADAPT_COMPAT_CORRECTED))) return st;
     struct quant_spec s;
     quant_spec_init(&s, QUANT_FORMAT_FIXED);
     s.wl = cfg->quantization.start_wl;
@@ -165,7 +154,7 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
         if ((st = adapt_precision_round_attached(p->prec))) return st;
         p->l1_quantized = 1;
     }
-    p->strategy = (enum adapt_trace_strategy)(a->strat.st + 1);
+    p->strategy = a->strat.st;
     return ADAPT_OK;
 }
 
@@ -238,14 +227,15 @@ static int adapt_observe(struct adapt_policy *p, long step, double loss, int las
         adapt_strategy_update_reference(&a->strat, p->micro_loss, lb_prev / a->nslots);
     else
         adapt_strategy_update(&a->strat, loss, lb_sum / p->prec->nunits);
-    p->strategy = (enum adapt_trace_strategy)(a->strat.st + 1);
+    p->strategy = a->strat.st;
     return 0;
 }
 
-static void adapt_decide(struct adapt_policy *p, long step)
+static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
 {
     struct adapt_state *a = p->state;
     const struct adapt_config *cfg = p->cfg;
+    enum adapt_status st;
     for (int u = 0; u < p->prec->nunits; u++) {
         struct adapt_unit_prec *up = &p->prec->u[u];
         long due = a->compat == ADAPT_COMPAT_REFERENCE ? (long)p->lb[u] : lround(p->lb[u]);
@@ -283,7 +273,7 @@ static void adapt_decide(struct adapt_policy *p, long step)
         e.bisect_steps = pd.steps;
         e.kl_evals = pd.evals;
         e.sample = (int64_t)c.sample;
-        adapt_policy_add_event(p, &e);
+        if ((st = adapt_policy_add_event(p, &e))) return st;
         int wl = pd.wl, fl = pd.fl, s;
         adapt_pu(a->D[u], a->strat.st, cfg->quantization.buffer_bits, a->compat, &wl, &fl, &s);
         memset(&e, 0, sizeof e);
@@ -294,7 +284,7 @@ static void adapt_decide(struct adapt_policy *p, long step)
         e.after[0] = wl;
         e.after[1] = fl;
         e.s = s;
-        adapt_policy_add_event(p, &e);
+        if ((st = adapt_policy_add_event(p, &e))) return st;
         struct quant_spec ns = up->spec;
         ns.wl = wl;
         ns.fl = fl;
@@ -302,6 +292,7 @@ static void adapt_decide(struct adapt_policy *p, long step)
         memset(a->G[u], 0, sizeof(float) * w->value.numel);
         a->n[u] = 0;
     }
+    return ADAPT_OK;
 }
 
 static json_t *adapt_save(const struct adapt_policy *p)
@@ -313,10 +304,13 @@ static json_t *adapt_save(const struct adapt_policy *p)
                                                p->prec->u[u].spec.wl, "fl", p->prec->u[u].spec.fl,
                                                "lb", p->lb[u], "r", p->r[u], "n",
                                                (json_int_t)a->n[u]));
-    for (int i = 0; i < a->strat.n; i++)
-        json_array_append_new(hist, json_real(a->hist[(a->strat.pos - a->strat.n + i + a->strat.cap) %
-                                                      a->strat.cap]));
-    return json_pack("{s:o, s:i, s:o}", "units", units, "strategy", (int)a->strat.st, "losses", hist);
+    for (int i = 0; i < a->strat.n; i++) {
+        int k = (a->strat.pos - a->strat.n + i + a->strat.cap) % a->strat.cap;
+        json_array_append_new(hist, json_real(a->hist[k]));
+    }
+    /* the checkpoint counts the strategy from 0 (min) */
+    return json_pack("{s:o, s:i, s:o}", "units", units, "strategy",
+                     (int)(a->strat.st - ADAPT_TRACE_STRATEGY_MIN), "losses", hist);
 }
 
 static int adapt_save_tensors(const struct adapt_policy *p, struct adapt_safetensors_tensor *t,
@@ -386,22 +380,24 @@ static enum adapt_status adapt_load(struct adapt_policy *p, json_t *j,
         if (st) return st;
     }
     json_int_t stv = json_integer_value(stj);
-    if (stv < ADAPT_STRATEGY_MIN || stv > ADAPT_STRATEGY_MAX)
+    /* counted from 0 (min), as adapt_save writes it */
+    const int st_max = ADAPT_TRACE_STRATEGY_MAX - ADAPT_TRACE_STRATEGY_MIN;
+    if (stv < 0 || stv > st_max)
         return ADAPT_ERROR(ADAPT_ERANGE, "%s: policy_state strategy = %lld, expected %d .. %d",
-                           f->path, (long long)stv, ADAPT_STRATEGY_MIN, ADAPT_STRATEGY_MAX);
+                           f->path, (long long)stv, 0, st_max);
     for (size_t i = 0; i < json_array_size(hist); i++)
         if (!json_is_number(json_array_get(hist, i)) ||
             !isfinite(json_number_value(json_array_get(hist, i))))
             return ADAPT_ERROR(ADAPT_EFORMAT, "%s: policy_state losses[%zu] is not a finite number",
                                f->path, i);
-    a->strat.st = (enum adapt_strategy)stv;
+    a->strat.st = ADAPT_TRACE_STRATEGY_MIN + (int)stv;
     a->strat.n = a->strat.pos = 0;
     for (size_t i = 0; i < json_array_size(hist) && i < (size_t)a->strat.cap; i++) {
         a->hist[a->strat.pos] = json_real_value(json_array_get(hist, i));
         a->strat.pos = (a->strat.pos + 1) % a->strat.cap;
         a->strat.n++;
     }
-    p->strategy = (enum adapt_trace_strategy)(a->strat.st + 1);
+    p->strategy = a->strat.st;
     return ADAPT_OK;
 }
 

@@ -25,7 +25,7 @@
 
 struct muppet_state {
     int nlevels, level;          /* level == nlevels: float32 */
-    int levels[ADAPT_CONFIG_LIST_MAX];
+    int levels[ADAPT_SCHEMA_LIST_MAX];
     int replay;                  /* schedule given */
     struct adapt_muppet_rule rule;
     int r, ring_n;               /* epochs kept, epochs stored so far */
@@ -39,7 +39,7 @@ struct muppet_state {
 
 static int schedule_wl(const struct adapt_config *cfg, int epoch)
 {
-    const struct adapt_config_pairs *s = &cfg->policy.muppet_schedule;
+    const struct adapt_schema_pairs *s = &cfg->policy.muppet_schedule;
     int e = 0;
     for (int i = 0; i < s->n; i++) {
         e += s->b[i];
@@ -126,19 +126,24 @@ static int muppet_observe(struct adapt_policy *p, long step, double loss, int la
     return 0;
 }
 
-static int muppet_epoch_end(struct adapt_policy *p, int epoch, double *lr)
+static enum adapt_status muppet_epoch_end(struct adapt_policy *p, int epoch, double *lr,
+                                          int *stop)
 {
     struct muppet_state *m = p->state;
     const struct adapt_config *cfg = p->cfg;
+    enum adapt_status st;
+    *stop = 0;
     if (m->replay) {
         int before = schedule_wl(cfg, epoch), after = schedule_wl(cfg, epoch + 1);
         if (after != before) apply_level(p, after);
-        return 0;
+        return ADAPT_OK;
     }
     if (m->level >= m->nlevels) {
         /* float32 phase: decay, then stop */
-        *lr = p->cfg->optim.lr * pow(0.1, (double)(++m->fp32_epochs / cfg->policy.muppet_decay_every));
-        return *lr < cfg->policy.muppet_min_lr;
+        *lr = p->cfg->optim.lr *
+              pow(0.1, (double)(++m->fp32_epochs / cfg->policy.muppet_decay_every));
+        *stop = *lr < cfg->policy.muppet_min_lr;
+        return ADAPT_OK;
     }
     *lr = cfg->optim.lr; /* constant while quantized */
     if (m->ring_n >= m->r && (epoch + 1) % m->r == 0) {
@@ -162,12 +167,12 @@ static int muppet_epoch_end(struct adapt_policy *p, int epoch, double *lr)
             e.s = e.after[0] - e.before[0];
             for (int u = 0; u < nu; u++) {
                 e.unit = u;
-                adapt_policy_add_event(p, &e);
+                if ((st = adapt_policy_add_event(p, &e))) return st;
             }
             apply_level(p, current_wl(m));
         }
     }
-    return 0;
+    return ADAPT_OK;
 }
 
 static json_t *muppet_save(const struct adapt_policy *p)

@@ -55,16 +55,17 @@ void adapt_policy_free(struct adapt_policy *p)
     free(p);
 }
 
-void adapt_policy_add_event(struct adapt_policy *p, const struct adapt_trace_event *e)
+enum adapt_status adapt_policy_add_event(struct adapt_policy *p, const struct adapt_trace_event *e)
 {
     if (p->n_events == p->cap_events) {
         int cap = p->cap_events ? 2 * p->cap_events : 16;
         struct adapt_trace_event *n = realloc(p->events, sizeof *n * (size_t)cap);
-        ADAPT_ASSERT(n != NULL);
+        if (!n) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot record a precision event for the trace");
         p->events = n;
         p->cap_events = cap;
     }
     p->events[p->n_events++] = *e;
+    return ADAPT_OK;
 }
 
 void adapt_policy_clear_events(struct adapt_policy *p) { p->n_events = 0; }
@@ -90,18 +91,20 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
     s->fl = up->spec.format == QUANT_FORMAT_FIXED ? up->spec.fl : 0;
 }
 
-int adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step, double loss,
-                      int micro, int last_in_epoch)
+enum adapt_status adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step,
+                                    double loss, int micro, int last_in_epoch, int *skipped)
 {
+    enum adapt_status st;
     opt->l1_quantized = p->l1_quantized;
     opt->l2_quantized = p->l2_quantized;
     adapt_sgd_prepare(opt, 1.0 / micro, p->loss_scale);
     int skip = p->type->observe(p, step, loss, last_in_epoch);
-    if (p->type->decide) p->type->decide(p, step);
+    if (p->type->decide && (st = p->type->decide(p, step))) return st;
     if (skip) adapt_net_zero_grad(p->net);
     else adapt_sgd_update(opt);
     if (p->prec) adapt_precision_refresh_weights(p->prec, step);
-    return skip;
+    if (skipped) *skipped = skip;
+    return ADAPT_OK;
 }
 
 /* ------------------------------------------------------------------ fp32 */
@@ -134,21 +137,32 @@ void adapt_policy_apply_output_rules(struct adapt_policy *p, int adapt_corrected
         adapt_precision_keep_logits_float(p->prec);
 }
 
-/* ----------------------------------------------------------------- fixed */
-
-/* The quantization settings shared by fixed and adapt. */
+/* p->prec with the given settings, then the output rules. */
 static enum adapt_status alloc_prec(struct adapt_policy *p, int round_inputs, enum adapt_qout qout,
-                                    enum quant_rounding r)
+                                    enum quant_rounding r, int adapt_corrected)
 {
     enum adapt_status st = adapt_precision_alloc(&p->prec, p->net, round_inputs, qout, r, p->seed);
-    if (!st) adapt_policy_apply_output_rules(p, 0);
+    if (!st) adapt_policy_apply_output_rules(p, adapt_corrected);
     return st;
 }
+
+enum adapt_status adapt_policy_alloc_precision(struct adapt_policy *p, int adapt_corrected)
+{
+    const struct adapt_config *cfg = p->cfg;
+    enum adapt_qout qout = !cfg->quantization.quant_outputs ? ADAPT_QOUT_NONE
+                           : cfg->quantization.round_layers == ADAPT_CONFIG_ROUND_LAYERS_ALL
+                               ? ADAPT_QOUT_ALL
+                               : ADAPT_QOUT_UNITS;
+    return alloc_prec(p, cfg->quantization.quant_inputs, qout, cfg->quantization.rounding,
+                      adapt_corrected);
+}
+
+/* ----------------------------------------------------------------- fixed */
 
 static enum adapt_status fixed_init(struct adapt_policy *p)
 {
     const struct adapt_config *cfg = p->cfg;
-    const struct adapt_config_pairs *pu = &cfg->policy.per_unit;
+    const struct adapt_schema_pairs *pu = &cfg->policy.per_unit;
     enum adapt_status st;
     struct quant_spec base;
     if ((st = quant_spec_parse(cfg->policy.format, &base)))
@@ -164,15 +178,7 @@ static enum adapt_status fixed_init(struct adapt_policy *p)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "policy.per_unit lists %d formats, but %s has %d precision units", pu->n,
                            p->net->name, p->net->nunits);
-    enum quant_rounding r = cfg->quantization.rounding == ADAPT_CONFIG_ROUNDING_NEAREST
-                                ? QUANT_ROUND_NEAREST
-                                : QUANT_ROUND_STOCHASTIC;
-    if ((st = alloc_prec(p, cfg->quantization.quant_inputs,
-                         !cfg->quantization.quant_outputs ? ADAPT_QOUT_NONE
-                               : cfg->quantization.round_layers == ADAPT_CONFIG_ROUND_LAYERS_ALL
-                                   ? ADAPT_QOUT_ALL
-                                   : ADAPT_QOUT_UNITS, r)))
-        return st;
+    if ((st = adapt_policy_alloc_precision(p, 0))) return st;
     for (int u = 0; u < p->net->nunits; u++) {
         struct quant_spec s = base;
         if (pu->n) {
@@ -213,7 +219,7 @@ static enum adapt_status amp_init(struct adapt_policy *p)
     a->scaler.scale = cfg->policy.amp_init_scale;
     a->scaler.growth_interval = cfg->policy.amp_growth_interval;
     p->loss_scale = a->scaler.scale;
-    enum adapt_status st = alloc_prec(p, 1, ADAPT_QOUT_UNITS, QUANT_ROUND_NEAREST);
+    enum adapt_status st = alloc_prec(p, 1, ADAPT_QOUT_UNITS, QUANT_ROUND_NEAREST, 0);
     if (st) return st;
     struct quant_spec s;
     quant_spec_init(&s, cfg->policy.amp_type == ADAPT_CONFIG_AMP_BF16 ? QUANT_FORMAT_BF16
@@ -262,7 +268,8 @@ static json_t *amp_save(const struct adapt_policy *p)
     return json_pack("{s:f, s:i}", "scale", a->scaler.scale, "good_steps", a->scaler.good_steps);
 }
 
-static enum adapt_status amp_load(struct adapt_policy *p, json_t *j, const struct adapt_safetensors *f)
+static enum adapt_status amp_load(struct adapt_policy *p, json_t *j,
+                                  const struct adapt_safetensors *f)
 {
     (void)f;
     struct amp_state *a = p->state;

@@ -8,10 +8,12 @@
  * Per optimizer step the trainer calls, after backward and after the
  * gradients were scaled (1/accumulation) and rounded:
  *   skip = observe(p, step, loss, last_in_epoch)  statistics; 1 = skip update
- *   decide(p, step)                               precision switches
+ *   st = decide(p, step)                          precision switches
  * then updates the master weights (unless skipped) and refreshes the
  * quantized copies; at the end of an epoch
- *   stop = epoch_end(p, epoch, &lr)               epoch-level switching, lr
+ *   st = epoch_end(p, epoch, &lr, &stop)          epoch-level switching, lr
+ * decide and epoch_end fail only when an event for the trace cannot be
+ * recorded (ADAPT_ENOMEM).
  *
  *   struct adapt_policy *pol;
  *   adapt_policy_alloc(&pol, cfg, net, seed);     // by cfg->policy.name
@@ -21,6 +23,10 @@
  * Policies: fp32 (no quantization), fixed (one format or one per unit),
  * adapt (AdaPT), muppet (MuPPET levels or a replayed schedule), amp (fp16 or
  * bf16 units with dynamic loss scaling).
+ *
+ * Ownership: a policy borrows the configuration and the network it is
+ * allocated with (cfg and net must outlive it; adapt_policy_free frees
+ * neither); it owns its precision state, events and per-unit arrays.
  */
 #ifndef ADAPT_POLICY_H
 #define ADAPT_POLICY_H
@@ -40,20 +46,22 @@ struct adapt_policy_type {
     const char *name;
     enum adapt_status (*init)(struct adapt_policy *p);
     int (*observe)(struct adapt_policy *p, long step, double loss, int last_in_epoch);
-    void (*decide)(struct adapt_policy *p, long step);
-    int (*epoch_end)(struct adapt_policy *p, int epoch, double *lr);
+    enum adapt_status (*decide)(struct adapt_policy *p, long step);
+    /* *stop = 1: the policy ends training */
+    enum adapt_status (*epoch_end)(struct adapt_policy *p, int epoch, double *lr, int *stop);
     /* checkpoint: scalars as JSON, tensors by name; load reverses save */
     json_t *(*save_json)(const struct adapt_policy *p);
     int (*save_tensors)(const struct adapt_policy *p, struct adapt_safetensors_tensor *t, int cap,
                         char (*names)[96]);
-    enum adapt_status (*load)(struct adapt_policy *p, json_t *state, const struct adapt_safetensors *f);
+    enum adapt_status (*load)(struct adapt_policy *p, json_t *state,
+                              const struct adapt_safetensors *f);
     void (*destroy)(struct adapt_policy *p);
 };
 
 struct adapt_policy {
     const struct adapt_policy_type *type;
-    const struct adapt_config *cfg;
-    struct adapt_net *net;
+    const struct adapt_config *cfg; /* borrowed */
+    struct adapt_net *net;          /* borrowed */
     struct adapt_precision *prec; /* NULL for fp32 */
     uint64_t seed;
     void *state;                  /* the policy's own */
@@ -78,8 +86,11 @@ const struct adapt_policy_type *adapt_policy_find(const char *name);
  * first one or for other policies). */
 double adapt_muppet_last_gd(const struct adapt_policy *p);
 
+/* A policy by cfg->policy.name for net. cfg and net are borrowed: they must
+ * outlive the policy, which keeps pointers to both. */
 enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct adapt_config *cfg,
                                      struct adapt_net *net, uint64_t seed);
+/* Frees the policy and what it owns (not cfg or net); NULL is a no-op. */
 void adapt_policy_free(struct adapt_policy *p);
 
 /* Applies quantization.ste (the backward rule through saturated outputs) and
@@ -87,20 +98,25 @@ void adapt_policy_free(struct adapt_policy *p);
  * saturating and float32 logits for AdaPT in corrected mode, plain and
  * rounded logits otherwise. */
 void adapt_policy_apply_output_rules(struct adapt_policy *p, int adapt_corrected);
+/* p->prec from the configuration's [quantization] section (quant_inputs,
+ * quant_outputs with round_layers, rounding), then the output rules above. */
+enum adapt_status adapt_policy_alloc_precision(struct adapt_policy *p, int adapt_corrected);
 /* The trace's view of unit u after the last step; takes (resets) its output
  * saturation count. */
 void adapt_policy_unit_state(const struct adapt_policy *p, int u,
                              struct adapt_trace_unit_state *s);
-/* Appends an event for the trace (kept until adapt_policy_clear_events). */
-void adapt_policy_add_event(struct adapt_policy *p, const struct adapt_trace_event *e);
+/* Appends an event for the trace (kept until adapt_policy_clear_events).
+ * ADAPT_ENOMEM when it cannot be stored. */
+enum adapt_status adapt_policy_add_event(struct adapt_policy *p, const struct adapt_trace_event *e);
 void adapt_policy_clear_events(struct adapt_policy *p);
 
 /* One optimizer step after `micro` accumulated micro-batches (doc/numerics.md,
  * 2, steps 2-6): gradient scale 1/micro and the L1 term, the policy's
  * rounding, normalisation and statistics (observe), its precision switch
  * (decide), the FP32 master update (unless the policy skips the step), and
- * fresh quantized copies. Returns 1 when the update was skipped. */
-int adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step, double loss,
-                      int micro, int last_in_epoch);
+ * fresh quantized copies. *skipped (when not NULL) is set to 1 when the
+ * update was skipped. Fails only as decide does. */
+enum adapt_status adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step,
+                                    double loss, int micro, int last_in_epoch, int *skipped);
 
 #endif

@@ -34,8 +34,8 @@ int adapt_resolution_update(int r, double lb, int lb_lwr, int lb_upr, int r_lwr,
     return r;
 }
 
-enum adapt_strategy adapt_strategy_update(struct adapt_strategy_state *s, double loss,
-                                          double mean_lb)
+enum adapt_trace_strategy adapt_strategy_update(struct adapt_strategy_state *s, double loss,
+                                                double mean_lb)
 {
     s->hist[s->pos] = loss;
     s->pos = (s->pos + 1) % s->cap;
@@ -47,16 +47,16 @@ enum adapt_strategy adapt_strategy_update(struct adapt_strategy_state *s, double
     for (long i = 1; i <= k; i++) sum += s->hist[(s->pos - i + s->cap) % s->cap];
     double mean = sum / (double)k;
     if (fabs(mean) <= fabs(loss)) {
-        if (s->st == ADAPT_STRATEGY_MIN) s->st = ADAPT_STRATEGY_MEAN;
-        else if (s->st == ADAPT_STRATEGY_MEAN) s->st = ADAPT_STRATEGY_MAX;
+        if (s->st == ADAPT_TRACE_STRATEGY_MIN) s->st = ADAPT_TRACE_STRATEGY_MEAN;
+        else if (s->st == ADAPT_TRACE_STRATEGY_MEAN) s->st = ADAPT_TRACE_STRATEGY_MAX;
     } else {
-        s->st = ADAPT_STRATEGY_MIN;
+        s->st = ADAPT_TRACE_STRATEGY_MIN;
     }
     return s->st;
 }
 
-enum adapt_strategy adapt_strategy_update_reference(struct adapt_strategy_state *s, double loss,
-                                                    double mean_lb)
+enum adapt_trace_strategy adapt_strategy_update_reference(struct adapt_strategy_state *s,
+                                                          double loss, double mean_lb)
 {
     int k = (int)mean_lb; /* truncated, as int() does */
     if (k < 1) k = 1;
@@ -66,10 +66,10 @@ enum adapt_strategy adapt_strategy_update_reference(struct adapt_strategy_state 
         for (int i = 1; i <= s->n; i++) sum += s->hist[(s->pos - i + s->cap) % s->cap];
         double avg = fabs(sum / (double)k);
         if (avg <= fabs(loss)) {
-            if (s->st == ADAPT_STRATEGY_MIN) s->st = ADAPT_STRATEGY_MEAN;
-            else if (s->st == ADAPT_STRATEGY_MEAN) s->st = ADAPT_STRATEGY_MAX;
+            if (s->st == ADAPT_TRACE_STRATEGY_MIN) s->st = ADAPT_TRACE_STRATEGY_MEAN;
+            else if (s->st == ADAPT_TRACE_STRATEGY_MEAN) s->st = ADAPT_TRACE_STRATEGY_MAX;
         } else {
-            s->st = ADAPT_STRATEGY_MIN;
+            s->st = ADAPT_TRACE_STRATEGY_MIN;
         }
         s->n = k; /* keep the last k */
     }
@@ -138,8 +138,8 @@ void adapt_pd_bisect(int wl, int fl, int fl_min, enum adapt_compat compat, adapt
     out->fl = f;
 }
 
-void adapt_pu(double D, enum adapt_strategy st, int buffer_bits, enum adapt_compat compat,
-              int *wl, int *fl, int *s_out)
+void adapt_pu(double D, enum adapt_trace_strategy st, int buffer_bits,
+              enum adapt_compat compat, int *wl, int *fl, int *s_out)
 {
     int s = 1;
     double lambda = log(D) - 1.0;
@@ -153,9 +153,10 @@ void adapt_pu(double D, enum adapt_strategy st, int buffer_bits, enum adapt_comp
         int s2_min = compat == ADAPT_COMPAT_REFERENCE ? 0 : 1; /* the paper's bound is 1 */
         if (s2 < s2_min) s2 = s2_min;
         switch (st) {
-        case ADAPT_STRATEGY_MIN: s = s1 < s2 ? s1 : s2; break;
-        case ADAPT_STRATEGY_MEAN: s = (s1 + s2 + 1) / 2; break;
-        case ADAPT_STRATEGY_MAX: s = s1 > s2 ? s1 : s2; break;
+        case ADAPT_TRACE_STRATEGY_MIN: s = s1 < s2 ? s1 : s2; break;
+        case ADAPT_TRACE_STRATEGY_MEAN: s = (s1 + s2 + 1) / 2; break;
+        case ADAPT_TRACE_STRATEGY_MAX: s = s1 > s2 ? s1 : s2; break;
+        case ADAPT_TRACE_STRATEGY_NONE: break; /* no strategy: s = 1 */
         }
     }
     int f = *fl + s;

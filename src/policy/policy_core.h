@@ -18,7 +18,11 @@
  *   struct adapt_pd_result pd;
  *   adapt_pd_bisect(8, 6, 4, ADAPT_COMPAT_CORRECTED, my_oracle, ctx, &pd);
  *   int wl = pd.wl, fl = pd.fl, s;
- *   adapt_pu(D, ADAPT_STRATEGY_MIN, 4, ADAPT_COMPAT_CORRECTED, &wl, &fl, &s);
+ *   adapt_pu(D, ADAPT_TRACE_STRATEGY_MIN, 4, ADAPT_COMPAT_CORRECTED, &wl, &fl, &s);
+ *
+ * The strategy is enum adapt_trace_strategy (src/trace/trace.h; the rules use
+ * MIN, MEAN and MAX, never NONE), the compatibility mode enum adapt_compat
+ * (src/config/config.h).
  *
  * Non-goals: no tensors and no quantization here (the oracle does that).
  */
@@ -27,8 +31,8 @@
 
 #include <stddef.h>
 
-enum adapt_strategy { ADAPT_STRATEGY_MIN = 0, ADAPT_STRATEGY_MEAN, ADAPT_STRATEGY_MAX };
-enum adapt_compat { ADAPT_COMPAT_CORRECTED = 0, ADAPT_COMPAT_REFERENCE };
+#include "src/config/config.h"
+#include "src/trace/trace.h"
 
 /* Gradient diversity of eq. 3.5 from the accumulated normalised gradient:
  * D = n / ||G||_2 (+inf when ||G|| = 0). */
@@ -43,7 +47,7 @@ int adapt_resolution_update(int r, double lb, int lb_lwr, int lb_upr, int r_lwr,
 
 /* The global push-up strategy and the loss history it reads. */
 struct adapt_strategy_state {
-    enum adapt_strategy st;
+    enum adapt_trace_strategy st;
     int cap;      /* history capacity (>= lb_upr) */
     int n, pos;   /* losses held, next slot */
     double *hist; /* (cap) ring of the last losses */
@@ -51,8 +55,8 @@ struct adapt_strategy_state {
 /* Keeps the last k = max(1, round(mean_lb)) losses including `loss`; if
  * |mean of them| <= |loss| the strategy moves up (min -> mean -> max),
  * otherwise it falls back to min. Returns the new strategy. */
-enum adapt_strategy adapt_strategy_update(struct adapt_strategy_state *s, double loss,
-                                          double mean_lb);
+enum adapt_trace_strategy adapt_strategy_update(struct adapt_strategy_state *s, double loss,
+                                                double mean_lb);
 
 /* compat = reference: the published implementation's window. k =
  * int(mean_lb) (truncated; mean_lb is the previous step's mean lookback);
@@ -60,8 +64,8 @@ enum adapt_strategy adapt_strategy_update(struct adapt_strategy_state *s, double
  * |sum of the stored losses / k| (k + 1 of them in the steady state, the
  * current loss not among them) is compared with |loss| as above and the
  * history is cut to its last k. Then `loss` is stored. Needs cap >= k + 1. */
-enum adapt_strategy adapt_strategy_update_reference(struct adapt_strategy_state *s, double loss,
-                                                    double mean_lb);
+enum adapt_trace_strategy adapt_strategy_update_reference(struct adapt_strategy_state *s,
+                                                          double loss, double mean_lb);
 
 /* Push-down oracle: 1 when quantizing the weights with <wl, fl> loses
  * information (KL above the threshold), 0 when lossless. */
@@ -90,8 +94,8 @@ void adapt_pd_bisect(int wl, int fl, int fl_min, enum adapt_compat compat, adapt
  * ceil(mean) | max of them by strategy; FL = min(FL + s, 32); WL =
  * min(max(WL, FL) + 1, 32); then buffer bits b: FL = min(FL, 32 - b); WL =
  * max(min(FL + b, 32), WL). *s_out gets s. */
-void adapt_pu(double D, enum adapt_strategy st, int buffer_bits, enum adapt_compat compat,
-              int *wl, int *fl, int *s_out);
+void adapt_pu(double D, enum adapt_trace_strategy st, int buffer_bits,
+              enum adapt_compat compat, int *wl, int *fl, int *s_out);
 
 /* MuPPET: GD = sum_k ||g_k||^2 / ||sum_k g_k||^2 over r gradients of n
  * elements (+inf when the sum is zero). */

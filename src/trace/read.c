@@ -13,14 +13,16 @@
 
 /* ----------------------------------------------------------------- common */
 
-static const char *const strategy_names[] = {NULL, "min", "mean", "max"};
+/* The strategy's names in the trace, by enum value (shared with the configuration). */
+const char *const adapt_trace_strategy_names[ADAPT_TRACE_STRATEGY_MAX + 1] = {NULL, "min", "mean",
+                                                                             "max"};
 const char *const adapt_trace_event_names[2] = {"pd", "pu"};
 const char *const adapt_trace_end_names[2] = {"ok", "stopped"};
 
 const char *adapt_trace_strategy_name(enum adapt_trace_strategy s)
 {
     if ((int)s < 0 || (int)s > ADAPT_TRACE_STRATEGY_MAX) return NULL;
-    return strategy_names[s];
+    return adapt_trace_strategy_names[s];
 }
 
 /* ----------------------------------------------------------------- lines */
@@ -446,7 +448,7 @@ static void read_step(struct rd *r, json_t *o, int n_units, struct adapt_trace_s
     s->epoch = (int)rd_int(r, o, "epoch", 0, 0, INT_RANGE);
     s->lr = rd_num(r, o, "lr", 0);
     s->loss = rd_num(r, o, "loss", 0);
-    int strat = rd_enum(r, o, "strategy", strategy_names, 4, 1);
+    int strat = rd_enum(r, o, "strategy", adapt_trace_strategy_names, 4, 1);
     s->strategy = strat < 0 ? ADAPT_TRACE_STRATEGY_NONE : (enum adapt_trace_strategy)strat;
     s->accum = (int)rd_int(r, o, "accum", 1, 0, 0, 2147483647);
     json_t *ov = rd_get(r, o, "overflow", 1);

@@ -119,12 +119,16 @@ struct adapt_trace_header {
     const struct adapt_trace_unit *units; /* (n_units) */
 };
 
+/* AdaPT's push-up strategy: the one definition, used by the configuration
+ * (quantization.strategy) and the policies as well. */
 enum adapt_trace_strategy {
     ADAPT_TRACE_STRATEGY_NONE = 0, /* written as null (policies without a strategy) */
-    ADAPT_TRACE_STRATEGY_MIN,
-    ADAPT_TRACE_STRATEGY_MEAN,
-    ADAPT_TRACE_STRATEGY_MAX
+    ADAPT_TRACE_STRATEGY_MIN,      /* "min" */
+    ADAPT_TRACE_STRATEGY_MEAN,     /* "mean" */
+    ADAPT_TRACE_STRATEGY_MAX       /* "max" */
 };
+/* The names of the strategies, indexed by value (NONE: NULL). */
+extern const char *const adapt_trace_strategy_names[ADAPT_TRACE_STRATEGY_MAX + 1];
 
 /* State of one precision unit at a logged step. */
 struct adapt_trace_unit_state {

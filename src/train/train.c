@@ -20,6 +20,7 @@
 #include "src/net/optim.h"
 #include "src/policy/policy.h"
 #include "src/policy/precision.h"
+#include "src/train/checkpoint.h"
 #include "src/train/run_dir.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -54,14 +55,14 @@ struct run {
     int *y;         /* (n_max) */
     float *dlogits; /* (n_max, classes) */
     struct adapt_policy *pol;
-    struct adapt_run_io io;
+    struct adapt_run_dir dir;
     int tty;
     int epochs_done;
 };
 
 static void run_free(struct run *r)
 {
-    adapt_run_io_close(&r->io);
+    adapt_run_dir_close(&r->dir);
     adapt_policy_free(r->pol);
     free(r->dlogits);
     free(r->y);
@@ -123,7 +124,8 @@ static enum adapt_status build_model(struct run *r, int classes)
                            "model.name = %s expects %d input channel%s, but data.dataset = %s "
                            "has %d (use %s)",
                            model_name(cfg), want_c, want_c == 1 ? "" : "s", dataset_name(cfg),
-                           ds->c, ds->c == 1 ? "lenet5 or alexnet_mnist" : "alexnet_cifar or resnet20");
+                           ds->c,
+                           ds->c == 1 ? "lenet5 or alexnet_mnist" : "alexnet_cifar or resnet20");
     r->net = adapt_model_build(model_name(cfg), classes);
     if (!r->net) return ADAPT_EINVAL;
     int n_max = cfg->train.batch > cfg->train.eval_batch ? cfg->train.batch : cfg->train.eval_batch;
@@ -205,13 +207,17 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
             batch_i++;
             accum_since_log++;
             if (micro == accum || batch_i == nbatches) {
-                double l1 = cfg->optim.l1_decay > 0 ? cfg->optim.l1_decay * adapt_sgd_l1_norm(&r->opt) : 0.0;
+                double l1 = cfg->optim.l1_decay > 0
+                                ? cfg->optim.l1_decay * adapt_sgd_l1_norm(&r->opt)
+                                : 0.0;
                 double mean_loss = step_loss / micro + l1;
                 r->pol->micro_loss = (loss + l1) / accum;
                 step++;
-                adapt_policy_step(r->pol, &r->opt, step, mean_loss, micro, batch_i == nbatches);
+                if ((st = adapt_policy_step(r->pol, &r->opt, step, mean_loss, micro,
+                                            batch_i == nbatches, NULL)))
+                    return st;
                 if (step % cfg->run.log_every == 0) {
-                    if ((st = adapt_run_io_step(&r->io, r->pol, step, epoch, r->opt.lr, mean_loss,
+                    if ((st = adapt_run_dir_step(&r->dir, r->pol, step, epoch, r->opt.lr, mean_loss,
                                                 accum_since_log)))
                         return st;
                     adapt_policy_clear_events(r->pol);
@@ -243,13 +249,14 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         adapt_sched_step(&r->sched, r->have_vl ? val_loss : loss_sum / seen);
         if (r->pol->type->epoch_end) {
             double lr = r->sched.lr;
-            policy_stop = r->pol->type->epoch_end(r->pol, epoch, &lr);
+            if ((st = r->pol->type->epoch_end(r->pol, epoch, &lr, &policy_stop))) return st;
             r->sched.lr = lr;
         }
         /* wall_s: since this process started training (a resumed run starts at 0) */
-        struct adapt_run_epoch ep = {epoch,    step,    lr_used, loss_sum / seen, (double)correct / seen,
-                                     val_loss, val_acc, now_s() - t_run, seen / wall};
-        if ((st = adapt_run_io_epoch(&r->io, &ep))) return st;
+        struct adapt_run_epoch ep = {epoch, step, lr_used, loss_sum / seen,
+                                     (double)correct / seen, val_loss, val_acc,
+                                     now_s() - t_run, seen / wall};
+        if ((st = adapt_run_dir_epoch(&r->dir, &ep))) return st;
         if (!r->opts->quiet) {
             if (r->tty) printf("\r\033[K");
             printf("epoch %3d/%d  train loss %.4f acc %6.2f%%  val loss %.4f acc %6.2f%%  lr %.4g  "
@@ -263,7 +270,7 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         int every = cfg->run.checkpoint_every;
         r->epochs_done = epoch + 1;
         if (last || (every > 0 && (epoch + 1) % every == 0))
-            if ((st = adapt_run_io_checkpoint(&r->io, r->net, &r->opt, &r->sched, r->pol, epoch + 1,
+            if ((st = adapt_ckpt_write(&r->dir, r->net, &r->opt, &r->sched, r->pol, epoch + 1,
                                               step)))
                 return st;
     }
@@ -320,25 +327,25 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     const uint64_t seed = (uint64_t)cfg->run.seed;
     double t_start = now_s();
 
-    if ((st = load_data(&r, !opts->eval_only))) goto out;
+    if ((st = load_data(&r, !opts->eval_only))) goto free_run;
     int classes = cfg->model.classes ? cfg->model.classes : r.test.classes;
     if (classes < r.test.classes) {
         st = ADAPT_ERROR(ADAPT_EINVAL, "model.classes = %d, but %s has %d classes", classes,
                          dataset_name(cfg), r.test.classes);
-        goto out;
+        goto free_run;
     }
-    if ((st = build_model(&r, classes))) goto out;
+    if ((st = build_model(&r, classes))) goto free_run;
     adapt_net_init_params(r.net, seed, cfg->model.init_gain);
-    if (opts->init_from && (st = adapt_run_io_load_weights(r.net, opts->init_from))) goto out;
-    if ((st = adapt_policy_alloc(&r.pol, cfg, r.net, seed))) goto out;
+    if (opts->init_from && (st = adapt_ckpt_load_weights(r.net, opts->init_from))) goto free_run;
+    if ((st = adapt_policy_alloc(&r.pol, cfg, r.net, seed))) goto free_run;
     long eval_step = 0;
     if (opts->eval_only &&
-        (st = adapt_run_io_load_formats(r.pol, opts->init_from, &eval_step, stdout)))
-        goto out;
+        (st = adapt_ckpt_load_formats(r.pol, opts->init_from, &eval_step, stdout)))
+        goto free_run;
     /* evaluation: the weight copies of the checkpoint's last step */
     if (r.pol->prec) adapt_precision_refresh_weights(r.pol->prec, eval_step);
     if ((st = adapt_loader_alloc(&r.sl, &r.test, NULL, r.test.n, cfg->train.eval_batch, 0, seed)))
-        goto out;
+        goto free_run;
     r.have_sl = 1;
 
     if (opts->eval_only) {
@@ -347,36 +354,38 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
         printf("test  loss %.4f  accuracy %.2f%%  (%d images, %s)\n", loss, 100.0 * acc, r.test.n,
                opts->init_from ? opts->init_from : "initial weights");
         if (opts->eval_json) st = write_eval_json(&r, opts, eval_step, loss, acc);
-        goto out;
+        goto free_run;
     }
 
     int val = cfg->data.val_size;
     if (val >= r.train.n) {
         st = ADAPT_ERROR(ADAPT_EINVAL, "data.val_size = %d leaves no training samples (%s has %d)",
                          val, dataset_name(cfg), r.train.n);
-        goto out;
+        goto free_run;
     }
-    if ((st = adapt_holdout_alloc(&r.ho, r.train.n, val, seed))) goto out;
+    if ((st = adapt_holdout_alloc(&r.ho, r.train.n, val, seed))) goto free_run;
     r.have_ho = 1;
-    unsigned flags = ADAPT_LOADER_SHUFFLE | (adapt_config_augment_enabled(cfg) ? ADAPT_LOADER_AUGMENT : 0);
+    unsigned flags = ADAPT_LOADER_SHUFFLE |
+                     (adapt_config_augment_enabled(cfg) ? ADAPT_LOADER_AUGMENT : 0);
     if ((st = adapt_loader_alloc(&r.tl, &r.train, r.ho.train, r.ho.n_train, cfg->train.batch, flags,
                                  seed)))
-        goto out;
+        goto free_run;
     r.have_tl = 1;
     if (r.ho.n_val > 0) {
         if ((st = adapt_loader_alloc(&r.vl, &r.train, r.ho.val, r.ho.n_val, cfg->train.eval_batch,
                                      0, seed)))
-            goto out;
+            goto free_run;
         r.have_vl = 1;
     }
     if ((st = adapt_sgd_init(&r.opt, r.net, cfg->optim.lr, cfg->optim.momentum,
                              cfg->optim.l2_decay, cfg->optim.l1_decay, cfg->optim.nesterov)))
-        goto out;
+        goto free_run;
     r.have_opt = 1;
     adapt_sched_init(&r.sched, (enum adapt_sched_kind)cfg->schedule.name, cfg->optim.lr);
     r.sched.gamma = cfg->schedule.gamma;
     r.sched.nmilestones = cfg->schedule.milestones.n < 32 ? cfg->schedule.milestones.n : 32;
-    for (int i = 0; i < r.sched.nmilestones; i++) r.sched.milestones[i] = cfg->schedule.milestones.v[i];
+    for (int i = 0; i < r.sched.nmilestones; i++)
+        r.sched.milestones[i] = cfg->schedule.milestones.v[i];
     r.sched.factor = cfg->schedule.factor;
     r.sched.patience = cfg->schedule.patience;
     r.sched.threshold = cfg->schedule.threshold;
@@ -386,9 +395,10 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     int start_epoch = 0;
     long start_step = 0;
     struct adapt_run_info info = {dataset_name(cfg), r.train.n, r.ho.n_train, r.ho.n_val, r.test.n};
-    if ((st = adapt_run_io_open(&r.io, cfg, opts, r.net, &r.opt, &r.sched, r.pol, &info,
-                                &start_epoch, &start_step)))
-        goto out;
+    struct adapt_run_dir_opts dir_opts = {opts->out_dir, opts->resume, opts->force};
+    if ((st = adapt_run_dir_open(&r.dir, cfg, &dir_opts, r.net, &r.opt, &r.sched, r.pol, &info,
+                                 &start_epoch, &start_step)))
+        goto free_run;
     /* the quantized copies the uninterrupted run had after its last step */
     if (r.pol->prec && start_step > 0) adapt_precision_refresh_weights(r.pol->prec, start_step);
     r.epochs_done = start_epoch;
@@ -398,29 +408,30 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
                PACKAGE_VERSION, model_name(cfg), dataset_name(cfg), r.ho.n_train, r.ho.n_val,
                r.test.n, adapt_config_enum_str(cfg, "policy", "name"), cfg->train.epochs,
                cfg->train.batch, (long long)cfg->run.seed);
-        if (start_epoch > 0) printf("resuming after epoch %d (step %ld)\n", start_epoch, start_step);
+        if (start_epoch > 0)
+            printf("resuming after epoch %d (step %ld)\n", start_epoch, start_step);
         fflush(stdout);
     }
     void (*old)(int) = signal(SIGINT, on_sigint);
     st = train_loop(&r, start_epoch, start_step);
     signal(SIGINT, old);
-    if (st) goto out;
+    if (st) goto free_run;
     if (stop_requested) {
-        adapt_run_io_end(&r.io, "stopped", now_s() - t_start);
+        adapt_run_dir_end(&r.dir, "stopped", now_s() - t_start);
         st = ADAPT_ERROR(ADAPT_EINTERRUPTED, "interrupted: the run can continue from the last "
                                        "checkpoint with --resume");
-        goto out;
+        goto free_run;
     }
     double test_loss, test_acc;
     evaluate(&r, &r.sl, &test_loss, &test_acc);
-    if ((st = adapt_run_io_test(&r.io, r.epochs_done, test_loss, test_acc))) goto out;
-    if ((st = adapt_run_io_end(&r.io, "ok", now_s() - t_start))) goto out;
+    if ((st = adapt_run_dir_test(&r.dir, r.epochs_done, test_loss, test_acc))) goto free_run;
+    if ((st = adapt_run_dir_end(&r.dir, "ok", now_s() - t_start))) goto free_run;
     if (!opts->quiet) {
         printf("test  loss %.4f  accuracy %.2f%%  (%d images)\n", test_loss, 100.0 * test_acc,
                r.test.n);
-        printf("trace:      %s\ncheckpoint: %s\n", r.io.trace_path, r.io.model_path);
+        printf("trace:      %s\ncheckpoint: %s\n", r.dir.trace_path, r.dir.model_path);
     }
-out:
+free_run:
     run_free(&r);
     return st;
 }

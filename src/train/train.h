@@ -1,19 +1,23 @@
 /* src/train/train.h: the training run: data, model, optimizer, schedule, the
  * epoch loop with validation, trace, checkpoints and the final test score.
  *
- * A run is described by struct adapt_train_params (filled from the config by
- * the adapt-train program) and writes into one output directory:
+ * A run is described by the configuration (src/config/config.h) and struct
+ * adapt_train_opts (the adapt-train program fills both from its command
+ * line) and writes into one output directory (src/train/run_dir.h):
+ *   config.ini           the resolved configuration
  *   trace.jsonl          the JSON-lines trace (src/trace/trace.h)
  *   model.safetensors    weights and batch-norm buffers, PyTorch state_dict names
  *   optim.safetensors    momentum buffers (same names) and the schedule state
- * Checkpoints are written atomically at the end of epochs; --resume restarts
- * after the last checkpointed epoch and reproduces the uninterrupted trace
- * (all random bits are keyed by seed, epoch and sample or step).
+ * Checkpoints (src/train/checkpoint.h) are written atomically at the end of
+ * epochs; --resume restarts after the last checkpointed epoch and
+ * reproduces the uninterrupted trace (all random bits are keyed by seed,
+ * epoch and sample or step).
  *
- *   struct adapt_train_params p;
- *   adapt_train_params_default(&p);
- *   p.model = "lenet5"; ...
- *   int rc = adapt_train_run(&p);   // prints progress, returns 0 on success
+ *   struct adapt_config cfg;
+ *   adapt_config_init(&cfg);
+ *   adapt_config_load(&cfg, "experiments/configs/quickstart.ini");
+ *   struct adapt_train_opts o = {.out_dir = "runs/quickstart"};
+ *   enum adapt_status st = adapt_train_run(&cfg, &o);   // prints progress
  *
  * Non-goals: distributed training, mid-epoch checkpoints.
  */
@@ -31,7 +35,7 @@ struct adapt_train_opts {
     int force;             /* overwrite an existing out_dir */
     const char *init_from; /* safetensors weights to start from (NULL: initialise) */
     int eval_only;         /* score init_from on the test set and stop, at the per-unit
-                              formats stored with it (adapt_run_io_load_formats) */
+                              formats stored with it (adapt_ckpt_load_formats) */
     const char *eval_json; /* eval_only: also write the result as JSON here (NULL: no) */
     int quiet;             /* no progress output */
 };

@@ -1,0 +1,807 @@
+/* src/config/schema.c: the typed key table engine: ranges, value parsing and printing, the
+ * INI reader (inih fed line by line), "section.key=value" assignments, JSON and equality. */
+#include "src/config/schema.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---------------------------------------------------------------- helpers */
+
+static void *field_ptr(void *obj, const struct adapt_schema_key *k)
+{
+    return (char *)obj + k->offset;
+}
+
+static const void *field_cptr(const void *obj, const struct adapt_schema_key *k)
+{
+    return (const char *)obj + k->offset;
+}
+
+static int section_known(const struct adapt_schema *s, const char *section)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->keys[i].section, section)) return 1;
+    return 0;
+}
+
+int adapt_schema_find(const struct adapt_schema *s, const char *section, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->keys[i].section, section) && !strcmp(s->keys[i].key, key)) return i;
+    return -1;
+}
+
+/* Appends with snprintf semantics, never overflowing. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void buf_add(char *buf, size_t size, const char *fmt, ...)
+{
+    size_t len = strlen(buf);
+    if (len + 1 >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, size - len, fmt, ap);
+    va_end(ap);
+}
+
+/* "run, data, model, ..." */
+static void section_list(const struct adapt_schema *s, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < s->n; i++) {
+        int first = 1;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(s->keys[j].section, s->keys[i].section)) first = 0;
+        if (first) buf_add(buf, size, "%s%s", i ? ", " : "", s->keys[i].section);
+    }
+}
+
+/* "seed, out, threads, ..." */
+static void key_list(const struct adapt_schema *s, const char *section, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->keys[i].section, section))
+            buf_add(buf, size, "%s%s", buf[0] ? ", " : "", s->keys[i].key);
+}
+
+/* The name of value v of an enum key, NULL when it has none. */
+static const char *enum_name(const struct adapt_schema_key *k, int v)
+{
+    return v >= 0 && v < k->choices->n ? k->choices->names[v] : NULL;
+}
+
+/* The i-th value of an enum key in listing order. */
+static int enum_value_at(const struct adapt_schema_key *k, int i)
+{
+    return k->choices->order ? k->choices->order[i] : i;
+}
+
+/* A numeric range "[lo, hi]" with "(" / ")" for open ends. */
+struct range {
+    int lo_open, hi_open;
+    double lo, hi;
+    int64_t ilo, ihi;
+};
+
+static void range_parse(const char *s, int integer, struct range *r)
+{
+    char *end;
+    ADAPT_ASSERT(s[0] == '[' || s[0] == '(');
+    r->lo_open = s[0] == '(';
+    errno = 0;
+    if (integer) {
+        r->ilo = strtoll(s + 1, &end, 10);
+        r->lo = (double)r->ilo;
+    } else {
+        r->lo = strtod(s + 1, &end);
+    }
+    ADAPT_ASSERT(errno == 0 && end[0] == ',' && end[1] == ' ');
+    s = end + 2;
+    if (integer) {
+        r->ihi = strtoll(s, &end, 10);
+        r->hi = (double)r->ihi;
+    } else {
+        r->hi = strtod(s, &end);
+    }
+    ADAPT_ASSERT(errno == 0 && (end[0] == ']' || end[0] == ')') && end[1] == '\0');
+    r->hi_open = end[0] == ')';
+    ADAPT_ASSERT(!integer || (!r->lo_open && !r->hi_open));
+}
+
+static int range_has_int(const char *range, int64_t v)
+{
+    struct range r;
+    if (!range) return 1;
+    range_parse(range, 1, &r);
+    return v >= r.ilo && v <= r.ihi;
+}
+
+static int range_has_double(const char *range, double v)
+{
+    struct range r;
+    if (!range) return 1;
+    range_parse(range, 0, &r);
+    if (r.lo_open ? !(v > r.lo) : !(v >= r.lo)) return 0;
+    if (r.hi_open ? !(v < r.hi) : !(v <= r.hi)) return 0;
+    return 1;
+}
+
+/* What a key accepts, for messages and help. */
+static void key_expect(const struct adapt_schema_key *k, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    switch (k->type) {
+    case ADAPT_SCHEMA_INT:
+    case ADAPT_SCHEMA_I64: buf_add(buf, size, "an integer in %s", k->range); break;
+    case ADAPT_SCHEMA_DOUBLE: buf_add(buf, size, "a number in %s", k->range); break;
+    case ADAPT_SCHEMA_BOOL: buf_add(buf, size, "true or false"); break;
+    case ADAPT_SCHEMA_STRING:
+        buf_add(buf, size, "a string of at most %zu characters", k->size - 1);
+        break;
+    case ADAPT_SCHEMA_ENUM: {
+        int listed = 0;
+        buf_add(buf, size, "one of ");
+        for (int i = 0; i < k->choices->n; i++) {
+            const char *name = enum_name(k, enum_value_at(k, i));
+            if (name) buf_add(buf, size, "%s%s", listed++ ? ", " : "", name);
+        }
+        break;
+    }
+    case ADAPT_SCHEMA_INTS:
+        buf_add(buf, size, "a comma-separated list of %sintegers in %s",
+                (k->flags & ADAPT_SCHEMA_INCREASING) ? "increasing " : "", k->range);
+        break;
+    case ADAPT_SCHEMA_PAIRS:
+        buf_add(buf, size, "a comma-separated list of %s:%s pairs with %s in %s and %s in %s",
+                k->labels[0], k->labels[1], k->labels[0], k->range, k->labels[1], k->range2);
+        break;
+    }
+}
+
+/* Parses a whole decimal integer. 0 ok, 1 not an integer, 2 does not fit in 64 bits. */
+static int parse_i64(const char *s, int64_t *v)
+{
+    char *end;
+    if (!*s || (*s != '-' && *s != '+' && (*s < '0' || *s > '9'))) return 1;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (end == s || *end) return 1;
+    if (errno == ERANGE) return 2;
+    *v = x;
+    return 0;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = '\0';
+    return s;
+}
+
+/* One list entry: an integer in range. 0 ok, else writes the reason. */
+static int parse_entry(const char *text, const char *range, int *out, char *why, size_t why_size)
+{
+    int64_t v;
+    int r = parse_i64(text, &v);
+    if (r == 1) {
+        snprintf(why, why_size, "entry \"%.40s\" is not an integer", text);
+        return 1;
+    }
+    if (r == 2 || !range_has_int(range, v)) {
+        snprintf(why, why_size, "entry %.40s is out of range", text);
+        return 1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Parses a list or pair list into field. 0 on success; otherwise why says what is wrong. */
+static int parse_list(const struct adapt_schema_key *k, const char *text, void *field, char *why,
+                      size_t why_size)
+{
+    char copy[4096];
+    if (strlen(text) >= sizeof copy) {
+        snprintf(why, why_size, "too long");
+        return 1;
+    }
+    strcpy(copy, text);
+    char *s = trim(copy);
+    int n = 0;
+    int *va = k->type == ADAPT_SCHEMA_INTS ? ((struct adapt_schema_ints *)field)->v
+                                           : ((struct adapt_schema_pairs *)field)->a;
+    int *vb = k->type == ADAPT_SCHEMA_PAIRS ? ((struct adapt_schema_pairs *)field)->b : NULL;
+    while (*s) {
+        char *comma = strchr(s, ',');
+        if (comma) *comma = '\0';
+        char *item = trim(s);
+        if (!*item) {
+            snprintf(why, why_size, "entry %d is empty", n + 1);
+            return 1;
+        }
+        if (n == ADAPT_SCHEMA_LIST_MAX) {
+            snprintf(why, why_size, "more than %d entries", ADAPT_SCHEMA_LIST_MAX);
+            return 1;
+        }
+        if (k->type == ADAPT_SCHEMA_INTS) {
+            if (parse_entry(item, k->range, &va[n], why, why_size)) return 1;
+            if ((k->flags & ADAPT_SCHEMA_INCREASING) && n > 0 && va[n] <= va[n - 1]) {
+                snprintf(why, why_size, "entries not increasing (%d after %d)", va[n],
+                         va[n - 1]);
+                return 1;
+            }
+        } else {
+            char *colon = strchr(item, ':');
+            if (!colon) {
+                snprintf(why, why_size, "entry \"%.40s\" is not %s:%s", item, k->labels[0],
+                         k->labels[1]);
+                return 1;
+            }
+            *colon = '\0';
+            char *a = trim(item), *b = trim(colon + 1);
+            char sub[128];
+            if (parse_entry(a, k->range, &va[n], sub, sizeof sub) ||
+                parse_entry(b, k->range2, &vb[n], sub, sizeof sub)) {
+                snprintf(why, why_size, "pair %d (%s:%s): %s", n + 1, a, b, sub);
+                return 1;
+            }
+        }
+        n++;
+        if (!comma) break;
+        s = comma + 1;
+        if (!*trim(s)) {
+            snprintf(why, why_size, "entry %d is empty", n + 1);
+            return 1;
+        }
+    }
+    if (k->type == ADAPT_SCHEMA_INTS)
+        ((struct adapt_schema_ints *)field)->n = n;
+    else
+        ((struct adapt_schema_pairs *)field)->n = n;
+    return 0;
+}
+
+/* Parses text into the field of key k. 0 on success; otherwise why says what is wrong. */
+static int key_parse(const struct adapt_schema_key *k, const char *text, void *field, char *why,
+                     size_t why_size)
+{
+    why[0] = '\0';
+    switch (k->type) {
+    case ADAPT_SCHEMA_INT:
+    case ADAPT_SCHEMA_I64: {
+        int64_t v;
+        int r = parse_i64(text, &v);
+        if (r == 1) {
+            snprintf(why, why_size, "not an integer");
+            return 1;
+        }
+        if (r == 2 || !range_has_int(k->range, v)) {
+            snprintf(why, why_size, "out of range");
+            return 1;
+        }
+        if (k->type == ADAPT_SCHEMA_INT) {
+            ADAPT_ASSERT(k->size == sizeof(int));
+            *(int *)field = (int)v;
+        } else {
+            ADAPT_ASSERT(k->size == sizeof(int64_t));
+            *(int64_t *)field = v;
+        }
+        return 0;
+    }
+    case ADAPT_SCHEMA_DOUBLE: {
+        char *end;
+        errno = 0;
+        double v = *text ? strtod(text, &end) : 0.0;
+        if (!*text || *end || end == text) {
+            snprintf(why, why_size, "not a number");
+            return 1;
+        }
+        if (!isfinite(v) || !range_has_double(k->range, v)) {
+            snprintf(why, why_size, "out of range");
+            return 1;
+        }
+        ADAPT_ASSERT(k->size == sizeof(double));
+        *(double *)field = v;
+        return 0;
+    }
+    case ADAPT_SCHEMA_BOOL: {
+        static const char *const yes[] = {"true", "yes", "on", "1"};
+        static const char *const no[] = {"false", "no", "off", "0"};
+        ADAPT_ASSERT(k->size == sizeof(bool));
+        for (int i = 0; i < 4; i++) {
+            if (!strcmp(text, yes[i])) {
+                *(bool *)field = true;
+                return 0;
+            }
+            if (!strcmp(text, no[i])) {
+                *(bool *)field = false;
+                return 0;
+            }
+        }
+        snprintf(why, why_size, "not a boolean");
+        return 1;
+    }
+    case ADAPT_SCHEMA_ENUM:
+        ADAPT_ASSERT(k->size == sizeof(int));
+        for (int v = 0; v < k->choices->n; v++)
+            if (k->choices->names[v] && !strcmp(text, k->choices->names[v])) {
+                *(int *)field = v;
+                return 0;
+            }
+        snprintf(why, why_size, "value not allowed");
+        return 1;
+    case ADAPT_SCHEMA_STRING: {
+        size_t n = strlen(text);
+        const char *s = text;
+        if (n && text[0] == '"') {
+            if (n < 2 || text[n - 1] != '"') {
+                snprintf(why, why_size, "unterminated quote");
+                return 1;
+            }
+            s = text + 1;
+            n -= 2;
+        }
+        if (n >= k->size) {
+            snprintf(why, why_size, "longer than %zu characters", k->size - 1);
+            return 1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)s[i];
+            if (c == '"') {
+                snprintf(why, why_size, "contains a '\"'");
+                return 1;
+            }
+            if (c < 0x20 || c == 0x7f) {
+                snprintf(why, why_size, "contains a control character");
+                return 1;
+            }
+            if (c == ';' && i > 0 && (s[i - 1] == ' ' || s[i - 1] == '\t')) {
+                snprintf(why, why_size, "contains ' ;', which starts an INI comment");
+                return 1;
+            }
+        }
+        memcpy(field, s, n);
+        ((char *)field)[n] = '\0';
+        return 0;
+    }
+    case ADAPT_SCHEMA_INTS:
+    case ADAPT_SCHEMA_PAIRS: return parse_list(k, text, field, why, why_size);
+    }
+    ADAPT_ASSERT(0);
+    return 1;
+}
+
+/* Shortest "%g" text that reads back to the same double. */
+static void format_double(double v, char *buf, size_t size)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+/* The value of key k as INI text. */
+static void key_format(const void *obj, const struct adapt_schema_key *k, char *buf, size_t size)
+{
+    const void *f = field_cptr(obj, k);
+    buf[0] = '\0';
+    switch (k->type) {
+    case ADAPT_SCHEMA_INT: snprintf(buf, size, "%d", *(const int *)f); break;
+    case ADAPT_SCHEMA_I64: snprintf(buf, size, "%lld", (long long)*(const int64_t *)f); break;
+    case ADAPT_SCHEMA_DOUBLE: format_double(*(const double *)f, buf, size); break;
+    case ADAPT_SCHEMA_BOOL: snprintf(buf, size, "%s", *(const bool *)f ? "true" : "false"); break;
+    case ADAPT_SCHEMA_ENUM: snprintf(buf, size, "%s", enum_name(k, *(const int *)f)); break;
+    case ADAPT_SCHEMA_STRING: snprintf(buf, size, "\"%s\"", (const char *)f); break;
+    case ADAPT_SCHEMA_INTS: {
+        const struct adapt_schema_ints *l = f;
+        for (int i = 0; i < l->n; i++) buf_add(buf, size, "%s%d", i ? "," : "", l->v[i]);
+        break;
+    }
+    case ADAPT_SCHEMA_PAIRS: {
+        const struct adapt_schema_pairs *p = f;
+        for (int i = 0; i < p->n; i++)
+            buf_add(buf, size, "%s%d:%d", i ? "," : "", p->a[i], p->b[i]);
+        break;
+    }
+    }
+}
+
+/* Sets section.key from text; `where` names the source for messages. On error
+ * the message is written to msg and ADAPT_EINVAL returned (not yet reported). */
+static enum adapt_status apply(const struct adapt_schema *s, void *obj, const char *where,
+                               const char *section, const char *key, const char *value,
+                               int *row_out, char *msg, size_t msg_size)
+{
+    char list[512], expect[512], why[256];
+    if (!section_known(s, section)) {
+        section_list(s, list, sizeof list);
+        snprintf(msg, msg_size, "%s: unknown section [%s] (sections: %s)", where, section, list);
+        return ADAPT_EINVAL;
+    }
+    int row = adapt_schema_find(s, section, key);
+    if (row < 0) {
+        key_list(s, section, list, sizeof list);
+        snprintf(msg, msg_size, "%s: unknown key %s.%s (keys of [%s]: %s)", where, section, key,
+                 section, list);
+        return ADAPT_EINVAL;
+    }
+    const struct adapt_schema_key *k = &s->keys[row];
+    if (key_parse(k, value, field_ptr(obj, k), why, sizeof why)) {
+        key_expect(k, expect, sizeof expect);
+        snprintf(msg, msg_size, "%s: %s.%s = \"%.80s\": %s; expected %s", where, section, key,
+                 value, why, expect);
+        return ADAPT_EINVAL;
+    }
+    *row_out = row;
+    return ADAPT_OK;
+}
+
+/* ------------------------------------------------------------- defaults */
+
+void adapt_schema_init(const struct adapt_schema *s, void *obj)
+{
+    memset(obj, 0, s->size);
+    for (int i = 0; i < s->n; i++) {
+        char why[256];
+        /* A default that does not parse is a bug in the table. */
+        int bad = key_parse(&s->keys[i], s->keys[i].def, field_ptr(obj, &s->keys[i]), why,
+                            sizeof why);
+        ADAPT_ASSERT(!bad);
+    }
+}
+
+/* ------------------------------------------------------------- INI files */
+
+/* State shared by the inih reader and handler while loading a file. */
+struct load_state {
+    const struct adapt_schema *schema;
+    void *obj;
+    const char *path;
+    const char *buf;
+    size_t len, pos;
+    int line;            /* lines handed to inih so far */
+    int *seen;           /* (schema->n) line where each key was set in this file, 0 = not yet */
+    enum adapt_status st; /* first error found by the reader or handler */
+    int err_line;
+    char msg[2048];
+};
+
+static char *load_reader(char *str, int num, void *stream)
+{
+    struct load_state *ls = stream;
+    if (ls->st != ADAPT_OK || ls->pos >= ls->len) return NULL;
+    const char *p = ls->buf + ls->pos;
+    size_t rest = ls->len - ls->pos;
+    const char *nl = memchr(p, '\n', rest);
+    size_t n = nl ? (size_t)(nl - p) + 1 : rest;
+    ls->pos += n;
+    ls->line++;
+    size_t skip = 0;
+    while (skip < n && (p[skip] == ' ' || p[skip] == '\t')) skip++;
+    if (skip < n && (p[skip] == ';' || p[skip] == '#')) {
+        /* a comment: its length does not matter to anyone */
+        strcpy(str, "#\n");
+        return str;
+    }
+    if (n - skip > (size_t)num - 1) {
+        ls->st = ADAPT_EFORMAT;
+        ls->err_line = ls->line;
+        snprintf(ls->msg, sizeof ls->msg, "%s:%d: line longer than %d characters (the INI "
+                 "reader's line buffer)", ls->path, ls->line, num - 2);
+        return NULL;
+    }
+    memcpy(str, p + skip, n - skip);
+    str[n - skip] = '\0';
+    if (str[0] == '[') {
+        char *close = strchr(str, ']');
+        if (close) {
+            char name[256];
+            size_t m = (size_t)(close - str - 1);
+            if (m >= sizeof name) m = sizeof name - 1;
+            memcpy(name, str + 1, m);
+            name[m] = '\0';
+            if (!section_known(ls->schema, name)) {
+                char list[512];
+                section_list(ls->schema, list, sizeof list);
+                ls->st = ADAPT_EINVAL;
+                ls->err_line = ls->line;
+                snprintf(ls->msg, sizeof ls->msg, "%s:%d: unknown section [%s] (sections: %s)",
+                         ls->path, ls->line, name, list);
+                return NULL;
+            }
+        }
+    }
+    return str;
+}
+
+#if INI_HANDLER_LINENO
+static int load_handler(void *user, const char *section, const char *name, const char *value,
+                        int lineno)
+#else
+static int load_handler(void *user, const char *section, const char *name, const char *value)
+#endif
+{
+    struct load_state *ls = user;
+    char where[1100];
+    int row;
+    if (ls->st != ADAPT_OK) return 0;
+    snprintf(where, sizeof where, "%s:%d", ls->path, ls->line);
+    if (!section[0]) {
+        ls->st = ADAPT_EINVAL;
+        snprintf(ls->msg, sizeof ls->msg, "%s: key \"%s\" before any [section] header", where,
+                 name);
+    } else if (!value) {
+        ls->st = ADAPT_EFORMAT;
+        snprintf(ls->msg, sizeof ls->msg, "%s: key %s.%s has no value", where, section, name);
+    } else if ((row = adapt_schema_find(ls->schema, section, name)) >= 0 && ls->seen[row]) {
+        ls->st = ADAPT_EINVAL;
+        snprintf(ls->msg, sizeof ls->msg, "%s: duplicate key %s.%s (first set on line %d)", where,
+                 section, name, ls->seen[row]);
+    } else {
+        ls->st = apply(ls->schema, ls->obj, where, section, name, value, &row, ls->msg,
+                       sizeof ls->msg);
+        if (ls->st == ADAPT_OK) ls->seen[row] = ls->line;
+    }
+    if (ls->st == ADAPT_OK) return 1;
+    ls->err_line = ls->line;
+    return 0;
+}
+
+/* Reads a whole text file (at most 1 MiB) into a NUL-terminated buffer. */
+static enum adapt_status read_text(const char *path, char **out, size_t *len)
+{
+    enum { LIMIT = 1 << 20 };
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ADAPT_ERROR(errno == ENOENT ? ADAPT_ENOENT : ADAPT_EIO,
+                           "%s: cannot open configuration file: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return ADAPT_ERROR(ADAPT_EIO, "%s: cannot read configuration file: is a directory", path);
+    }
+    char *buf = malloc(LIMIT + 1);
+    if (!buf) {
+        fclose(f);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory reading the configuration", path);
+    }
+    size_t n = fread(buf, 1, LIMIT + 1, f);
+    int err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (err) {
+        free(buf);
+        return ADAPT_ERROR(ADAPT_EIO, "%s: cannot read configuration file: %s", path,
+                           strerror(err));
+    }
+    if (n > LIMIT) {
+        free(buf);
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s: configuration file larger than %d bytes", path,
+                           LIMIT);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return ADAPT_OK;
+}
+
+enum adapt_status adapt_schema_load(const struct adapt_schema *s, void *obj, const char *path,
+                                    int *lines)
+{
+    enum adapt_status st;
+    char *text = NULL;
+    size_t len = 0;
+    if ((st = read_text(path, &text, &len)) != ADAPT_OK) return st;
+
+    const char *nul = memchr(text, '\0', len);
+    if (nul) {
+        int line = 1;
+        for (const char *p = text; p < nul; p++) line += *p == '\n';
+        free(text);
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%d: NUL byte: not a text file", path, line);
+    }
+
+    void *tmp = malloc(s->size);
+    struct load_state *ls = calloc(1, sizeof *ls);
+    if (!tmp || !ls) {
+        st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory loading the configuration", path);
+        goto free_state;
+    }
+    memcpy(tmp, obj, s->size);
+    memset(lines, 0, (size_t)s->n * sizeof *lines);
+    ls->schema = s;
+    ls->obj = tmp;
+    ls->path = path;
+    ls->buf = text;
+    ls->len = len;
+    ls->seen = lines;
+
+    int r = ini_parse_stream(load_reader, ls, load_handler, ls);
+    if (r > 0 && (ls->st == ADAPT_OK || r < ls->err_line)) {
+        /* inih's own syntax error, on a line before any error of ours */
+        const char *p = text;
+        for (int line = 1; line < r; line++) p = strchr(p, '\n') + 1;
+        size_t n = strcspn(p, "\r\n");
+        st = ADAPT_ERROR(
+            ADAPT_EFORMAT,
+            "%s:%d: malformed line \"%.*s\": expected [section], key = value, a comment "
+            "(; or #) or a blank line",
+            path, r, n > 80 ? 80 : (int)n, p);
+    } else if (ls->st != ADAPT_OK) {
+        st = ADAPT_ERROR(ls->st, "%s", ls->msg);
+    } else if (r < 0) {
+        st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory parsing the configuration", path);
+    } else {
+        memcpy(obj, tmp, s->size);
+        st = ADAPT_OK;
+    }
+free_state:
+    free(ls);
+    free(tmp);
+    free(text);
+    return st;
+}
+
+/* ----------------------------------------------------------- assignments */
+
+enum adapt_status adapt_schema_set(const struct adapt_schema *s, void *obj, const char *where,
+                                   const char *assignment, int *row)
+{
+    char msg[2048];
+    size_t len = strlen(assignment);
+    char *copy = malloc(len + 1);
+    void *tmp = malloc(s->size);
+    enum adapt_status st;
+    if (!copy || !tmp) {
+        st = ADAPT_ERROR(ADAPT_ENOMEM, "%s %s: out of memory", where, assignment);
+        goto free_copies;
+    }
+    memcpy(copy, assignment, len + 1);
+    char *eq = strchr(copy, '=');
+    char *dot = eq ? memchr(copy, '.', (size_t)(eq - copy)) : NULL;
+    if (!eq || !dot) {
+        st = ADAPT_ERROR(ADAPT_EINVAL, "%s \"%s\": expected section.key=value", where,
+                         assignment);
+        goto free_copies;
+    }
+    *eq = '\0';
+    *dot = '\0';
+    char *section = trim(copy), *key = trim(dot + 1), *value = trim(eq + 1);
+    memcpy(tmp, obj, s->size);
+    st = apply(s, tmp, where, section, key, value, row, msg, sizeof msg);
+    if (st != ADAPT_OK) {
+        st = ADAPT_ERROR(st, "%s", msg);
+        goto free_copies;
+    }
+    memcpy(obj, tmp, s->size);
+free_copies:
+    free(tmp);
+    free(copy);
+    return st;
+}
+
+/* -------------------------------------------------------------- printing */
+
+enum adapt_status adapt_schema_print(const struct adapt_schema *s, const void *obj, FILE *f,
+                                     unsigned flags)
+{
+    char value[ADAPT_SCHEMA_LIST_MAX * 24 + 1100], expect[512];
+    for (int i = 0; i < s->n; i++) {
+        const struct adapt_schema_key *k = &s->keys[i];
+        if (i == 0 || strcmp(k->section, s->keys[i - 1].section))
+            fprintf(f, "%s[%s]\n", i || (flags & ADAPT_SCHEMA_PRINT_HELP) ? "\n" : "",
+                    k->section);
+        if (flags & ADAPT_SCHEMA_PRINT_HELP) {
+            key_expect(k, expect, sizeof expect);
+            fprintf(f, "# %s (%s; default %s)\n", k->help, expect, k->def[0] ? k->def : "empty");
+        }
+        key_format(obj, k, value, sizeof value);
+        fprintf(f, "%s = %s\n", k->key, value);
+    }
+    if (fflush(f) != 0 || ferror(f))
+        return ADAPT_ERROR(ADAPT_EIO, "cannot write the configuration: %s", strerror(errno));
+    return ADAPT_OK;
+}
+
+static json_t *key_json(const void *obj, const struct adapt_schema_key *k)
+{
+    const void *f = field_cptr(obj, k);
+    switch (k->type) {
+    case ADAPT_SCHEMA_INT: return json_integer(*(const int *)f);
+    case ADAPT_SCHEMA_I64: return json_integer((json_int_t) * (const int64_t *)f);
+    case ADAPT_SCHEMA_DOUBLE: return json_real(*(const double *)f);
+    case ADAPT_SCHEMA_BOOL: return json_boolean(*(const bool *)f);
+    case ADAPT_SCHEMA_ENUM: return json_string(enum_name(k, *(const int *)f));
+    case ADAPT_SCHEMA_STRING: return json_string((const char *)f);
+    case ADAPT_SCHEMA_INTS: {
+        const struct adapt_schema_ints *l = f;
+        json_t *a = json_array();
+        for (int i = 0; a && i < l->n; i++)
+            if (json_array_append_new(a, json_integer(l->v[i]))) {
+                json_decref(a);
+                return NULL;
+            }
+        return a;
+    }
+    case ADAPT_SCHEMA_PAIRS: {
+        const struct adapt_schema_pairs *p = f;
+        json_t *a = json_array();
+        for (int i = 0; a && i < p->n; i++)
+            if (json_array_append_new(a, json_pack("[ii]", p->a[i], p->b[i]))) {
+                json_decref(a);
+                return NULL;
+            }
+        return a;
+    }
+    }
+    return NULL;
+}
+
+json_t *adapt_schema_to_json(const struct adapt_schema *s, const void *obj)
+{
+    json_t *root = json_object();
+    if (!root) return NULL;
+    for (int i = 0; i < s->n; i++) {
+        const struct adapt_schema_key *k = &s->keys[i];
+        json_t *sec = json_object_get(root, k->section);
+        if (!sec) {
+            sec = json_object();
+            if (json_object_set_new(root, k->section, sec)) goto free_root;
+        }
+        if (json_object_set_new(sec, k->key, key_json(obj, k))) goto free_root;
+    }
+    return root;
+free_root:
+    json_decref(root);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ comparison */
+
+int adapt_schema_equal(const struct adapt_schema *s, const void *a, const void *b, char *diff,
+                       size_t diff_size)
+{
+    for (int i = 0; i < s->n; i++) {
+        const struct adapt_schema_key *k = &s->keys[i];
+        const void *fa = field_cptr(a, k), *fb = field_cptr(b, k);
+        int same;
+        switch (k->type) {
+        case ADAPT_SCHEMA_STRING: same = !strcmp(fa, fb); break;
+        case ADAPT_SCHEMA_INTS: {
+            const struct adapt_schema_ints *la = fa, *lb = fb;
+            same = la->n == lb->n && !memcmp(la->v, lb->v, (size_t)la->n * sizeof la->v[0]);
+            break;
+        }
+        case ADAPT_SCHEMA_PAIRS: {
+            const struct adapt_schema_pairs *pa = fa, *pb = fb;
+            same = pa->n == pb->n && !memcmp(pa->a, pb->a, (size_t)pa->n * sizeof pa->a[0]) &&
+                   !memcmp(pa->b, pb->b, (size_t)pa->n * sizeof pa->b[0]);
+            break;
+        }
+        case ADAPT_SCHEMA_BOOL: same = *(const bool *)fa == *(const bool *)fb; break;
+        default: same = !memcmp(fa, fb, k->size); break;
+        }
+        if (!same) {
+            if (diff) snprintf(diff, diff_size, "%s.%s", k->section, k->key);
+            return 0;
+        }
+    }
+    if (diff && diff_size) diff[0] = '\0';
+    return 1;
+}
+
+const char *adapt_schema_enum_str(const struct adapt_schema *s, const void *obj,
+                                  const char *section, const char *key)
+{
+    int row = adapt_schema_find(s, section, key);
+    if (row < 0 || s->keys[row].type != ADAPT_SCHEMA_ENUM) return NULL;
+    return enum_name(&s->keys[row], *(const int *)field_cptr(obj, &s->keys[row]));
+}

@@ -1,0 +1,535 @@
+/* src/train/checkpoint.c: writing, publishing and loading the checkpoints of a run, and
+ * importing weights and per-unit formats from a model file. */
+#include "src/train/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/base/fileio.h"
+#include "src/base/safetensors.h"
+#include "src/policy/precision.h"
+#include "src/trace/trace.h"
+
+#define CKPT_FORMAT "adapt-sim checkpoint 1"
+
+/* Checkpoints: each is a directory "ckpt-<epoch>" holding model.safetensors
+ * and optim.safetensors, published by pointing the link "checkpoint" at it
+ * (one rename). model.safetensors and optim.safetensors in the run directory
+ * are links through "checkpoint", so they always name one complete checkpoint. */
+#define CKPT_LINK "checkpoint"
+#define CKPT_PREFIX "ckpt-"
+
+/* The published checkpoint's directory name ("" when none). */
+static enum adapt_status published_checkpoint(const struct adapt_run_dir *d, char *name,
+                                              size_t n)
+{
+    char p[ADAPT_RUN_PATH_MAX];
+    enum adapt_status st;
+    name[0] = '\0';
+    if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, CKPT_LINK))) return st;
+    ssize_t len = readlink(p, name, n);
+    if (len < 0) {
+        if (errno == ENOENT) return ADAPT_OK;
+        return ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the link: %s", p, strerror(errno));
+    }
+    if ((size_t)len >= n || strncmp(name, CKPT_PREFIX, strlen(CKPT_PREFIX)) ||
+        memchr(name, '/', (size_t)len)) {
+        name[len < (ssize_t)n ? len : (ssize_t)n - 1] = '\0';
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s: points at '%s', expected a %s<epoch> directory "
+                           "beside it", p, name, CKPT_PREFIX);
+    }
+    name[len] = '\0';
+    return ADAPT_OK;
+}
+
+/* Makes model.safetensors and optim.safetensors links through "checkpoint"
+ * (once per run directory; again after an interruption). */
+static enum adapt_status link_files(const struct adapt_run_dir *d)
+{
+    static const char *const files[] = {"model.safetensors", "optim.safetensors"};
+    char p[ADAPT_RUN_PATH_MAX], target[64], cur[64];
+    enum adapt_status st;
+    for (int i = 0; i < 2; i++) {
+        snprintf(target, sizeof target, CKPT_LINK "/%s", files[i]);
+        if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, files[i]))) return st;
+        ssize_t n = readlink(p, cur, sizeof cur - 1);
+        if (n >= 0 && (cur[n] = '\0', !strcmp(cur, target))) continue;
+        if ((st = adapt_atomic_symlink(target, p))) return st;
+    }
+    return ADAPT_OK;
+}
+
+enum adapt_status adapt_ckpt_clean(const struct adapt_run_dir *d, int all)
+{
+    char keep[64], p[ADAPT_RUN_PATH_MAX];
+    enum adapt_status st;
+    if ((st = published_checkpoint(d, keep, sizeof keep))) {
+        if (!all) return st;
+    }
+    if (all) keep[0] = '\0';
+    if ((st = adapt_fileio_remove_tmp(d->out_dir, NULL))) return st;
+    DIR *dir = opendir(d->out_dir);
+    if (!dir)
+        return ADAPT_ERROR(ADAPT_EIO, "%s: cannot list the directory: %s", d->out_dir,
+                           strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (strncmp(e->d_name, CKPT_PREFIX, strlen(CKPT_PREFIX)) || !strcmp(e->d_name, keep))
+            continue;
+        if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, e->d_name))) break;
+        if ((st = adapt_fileio_remove_dir(p))) break;
+    }
+    closedir(dir);
+    if (st == ADAPT_OK && all) {
+        if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, CKPT_LINK))) return st;
+        unlink(p);
+    }
+    return st;
+}
+
+static enum adapt_status read_meta_i64(const struct adapt_safetensors *f, const char *key,
+                                       int64_t *v)
+{
+    const char *s = adapt_safetensors_meta_get(f, key);
+    char *end;
+    if (!s) return ADAPT_ERROR(ADAPT_EFORMAT, "%s: metadata '%s' missing", f->path, key);
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || *end || end == s)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s: metadata '%s' = '%s' is not an integer", f->path,
+                           key, s);
+    *v = x;
+    return ADAPT_OK;
+}
+
+static enum adapt_status read_meta_f64(const struct adapt_safetensors *f, const char *key,
+                                       double *v)
+{
+    const char *s = adapt_safetensors_meta_get(f, key);
+    char *end;
+    if (!s) return ADAPT_ERROR(ADAPT_EFORMAT, "%s: metadata '%s' missing", f->path, key);
+    *v = strtod(s, &end);
+    if (*end || end == s)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s: metadata '%s' = '%s' is not a number", f->path,
+                           key, s);
+    return ADAPT_OK;
+}
+
+static void param_shape(const struct adapt_param *p, int64_t *shape)
+{
+    for (int d = 0; d < p->value.ndim; d++) shape[d] = p->value.dim[d];
+}
+
+static enum adapt_status load_weights_from(struct adapt_net *net,
+                                           const struct adapt_safetensors *f)
+{
+    enum adapt_status st;
+    for (int p = 0; p < net->nparam; p++) {
+        const struct adapt_param *pp = net->param[p];
+        int64_t shape[ADAPT_MAX_DIMS];
+        param_shape(pp, shape);
+        if ((st = adapt_safetensors_copy(f, pp->name, ADAPT_ST_F32, pp->value.ndim, shape,
+                                         pp->value.data)))
+            return st;
+    }
+    for (int i = 0; i < net->nnodes; i++) {
+        struct adapt_layer *l = net->nodes[i].layer;
+        if (!l->counter) continue;
+        char name[ADAPT_NAME_MAX + 32];
+        snprintf(name, sizeof name, "%s.num_batches_tracked", l->name);
+        /* optional: PyTorch files saved without buffers' counters load as 0 */
+        if (adapt_safetensors_find(f, name)) {
+            int64_t shape[1] = {0};
+            if ((st = adapt_safetensors_copy(f, name, ADAPT_ST_I64, 0, shape, l->counter)))
+                return st;
+        }
+    }
+    return ADAPT_OK;
+}
+
+enum adapt_status adapt_ckpt_load_weights(struct adapt_net *net, const char *path)
+{
+    struct adapt_safetensors *f = NULL;
+    enum adapt_status st = adapt_safetensors_load(&f, path);
+    if (st) return st;
+    st = load_weights_from(net, f);
+    adapt_safetensors_free(f);
+    return st;
+}
+
+static enum adapt_status load_checkpoint(const struct adapt_run_dir *d, struct adapt_net *net,
+                                         struct adapt_sgd *opt, struct adapt_sched *sched,
+                                         struct adapt_policy *pol, int *epoch, long *step)
+{
+    struct adapt_safetensors *m = NULL, *o = NULL;
+    enum adapt_status st;
+    int64_t e_m, e_o, s, steps, last_epoch, patience_bad, cooldown_counter;
+    double lr, best;
+    if ((st = adapt_safetensors_load(&m, d->model_path))) goto free_files;
+    if ((st = adapt_safetensors_load(&o, d->optim_path))) goto free_files;
+    const char *fmt = adapt_safetensors_meta_get(m, "format");
+    if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: not an adapt-sim checkpoint (format '%s')",
+                         d->model_path, fmt ? fmt : "none");
+        goto free_files;
+    }
+    if ((st = read_meta_i64(m, "epoch", &e_m)) || (st = read_meta_i64(o, "epoch", &e_o)) ||
+        (st = read_meta_i64(m, "step", &s)) ||
+        (st = read_meta_i64(o, "sgd_steps", &steps)) || (st = read_meta_f64(o, "lr", &lr)) ||
+        (st = read_meta_f64(o, "sched_best", &best)) ||
+        (st = read_meta_i64(o, "sched_last_epoch", &last_epoch)) ||
+        (st = read_meta_i64(o, "sched_num_bad", &patience_bad)) ||
+        (st = read_meta_i64(o, "sched_cooldown_counter", &cooldown_counter)))
+        goto free_files;
+    /* every number against its range before anything is set from it */
+    const char *bad = NULL, *mp = d->model_path, *op = d->optim_path;
+    if (e_m < 0 || e_m > INT_MAX) bad = "epoch (expected 0 .. 2147483647)";
+    else if (s < 0) bad = "step (expected >= 0)";
+    if (bad) {
+        st = ADAPT_ERROR(ADAPT_ERANGE, "%s: metadata %s", mp, bad);
+        goto free_files;
+    }
+    if (steps < 0 || steps > s) bad = "sgd_steps (expected 0 .. the model's step)";
+    else if (!isfinite(lr) || lr < 0) bad = "lr (expected a finite number >= 0)";
+    else if (isnan(best)) bad = "sched_best (expected a number)";
+    else if (last_epoch < -1 || last_epoch > e_m)
+        bad = "sched_last_epoch (expected -1 .. the epoch)";
+    else if (patience_bad < 0 || patience_bad > e_m)
+        bad = "sched_num_bad (expected 0 .. the epoch)";
+    else if (cooldown_counter < 0 || cooldown_counter > INT_MAX)
+        bad = "sched_cooldown_counter (expected 0 .. 2147483647)";
+    if (bad) {
+        st = ADAPT_ERROR(ADAPT_ERANGE, "%s: metadata %s", op, bad);
+        goto free_files;
+    }
+    const char *mname = adapt_safetensors_meta_get(m, "model");
+    if (!mname || strcmp(mname, net->name)) {
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: checkpoint of model '%s', the run uses '%s'", mp,
+                         mname ? mname : "none", net->name);
+        goto free_files;
+    }
+    if (e_m != e_o) {
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s (epoch %" PRId64 ") and %s (epoch %" PRId64
+                         ") do not belong together", d->model_path, e_m, d->optim_path, e_o);
+        goto free_files;
+    }
+    if ((st = load_weights_from(net, m))) goto free_files;
+    for (int k = 0; k < opt->nbuf; k++) {
+        const struct adapt_param *pp = opt->par[k];
+        int64_t shape[ADAPT_MAX_DIMS];
+        param_shape(pp, shape);
+        if ((st = adapt_safetensors_copy(o, pp->name, ADAPT_ST_F32, pp->value.ndim, shape,
+                                         opt->buf[k])))
+            goto free_files;
+    }
+    const char *pname = adapt_safetensors_meta_get(o, "policy");
+    if (!pname || strcmp(pname, pol->type->name)) {
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: checkpoint of policy '%s', the run uses '%s'",
+                         d->optim_path, pname ? pname : "none", pol->type->name);
+        goto free_files;
+    }
+    if (pol->type->load) {
+        const char *js = adapt_safetensors_meta_get(o, "policy_state");
+        json_error_t jerr;
+        json_t *j = js ? json_loads(js, 0, &jerr) : NULL;
+        if (!j) {
+            st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: policy_state missing or not JSON", d->optim_path);
+            goto free_files;
+        }
+        pol->epoch = (int)e_m;
+        st = pol->type->load(pol, j, o);
+        json_decref(j);
+        if (st) goto free_files;
+    }
+    opt->steps = (long)steps;
+    sched->lr = lr;
+    sched->best = best;
+    sched->last_epoch = (int)last_epoch;
+    sched->num_bad = (int)patience_bad;
+    sched->cooldown_counter = (int)cooldown_counter;
+    *epoch = (int)e_m;
+    *step = (long)s;
+free_files:
+    adapt_safetensors_free(o);
+    adapt_safetensors_free(m);
+    return st;
+}
+
+enum adapt_status adapt_ckpt_resume(const struct adapt_run_dir *d, struct adapt_net *net,
+                                    struct adapt_sgd *opt, struct adapt_sched *sched,
+                                    struct adapt_policy *pol, int *epoch, long *step, int *found)
+{
+    enum adapt_status st;
+    char ckpt[64];
+    struct stat sb;
+    *found = 0;
+    if ((st = published_checkpoint(d, ckpt, sizeof ckpt))) return st;
+    if (ckpt[0] && (st = link_files(d))) return st;
+    if (!ckpt[0] && lstat(d->model_path, &sb) != 0 && lstat(d->optim_path, &sb) != 0)
+        return ADAPT_OK;
+    *found = 1;
+    return load_checkpoint(d, net, opt, sched, pol, epoch, step);
+}
+
+/* The per-unit number formats the weight copies were last rounded in, as a
+ * JSON array (one object per precision unit: its layer name, "active", and
+ * the quant_spec fields); "[]" for a policy without precision units. */
+static char *unit_formats_json(const struct adapt_policy *pol)
+{
+    json_t *a = json_array();
+    const struct adapt_precision *pr = pol->prec;
+    for (int u = 0; a && pr && u < pr->nunits; u++) {
+        const struct adapt_unit_prec *up = &pr->u[u];
+        char txt[64];
+        json_t *o = json_pack("{s:s,s:b,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "unit",
+                              up->layer->name, "active", up->active, "spec",
+                              up->active ? quant_spec_str(&up->spec, txt, sizeof txt) : "float32",
+                              "format", (int)up->spec.format, "wl", up->spec.wl, "fl",
+                              up->spec.fl, "exp_bits", up->spec.exp_bits, "man_bits",
+                              up->spec.man_bits, "block", (int)up->spec.block, "tie",
+                              (int)up->spec.tie, "overflow", (int)up->spec.overflow, "subnormals",
+                              up->spec.subnormals);
+        if (!o || json_array_append_new(a, o)) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    char *js = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    json_decref(a);
+    return js;
+}
+
+enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *path, long *step,
+                                          FILE *report)
+{
+    struct adapt_safetensors *f = NULL;
+    enum adapt_status st = adapt_safetensors_load(&f, path);
+    if (st) return st;
+    *step = 0;
+    const char *js = adapt_safetensors_meta_get(f, "unit_formats");
+    const char *pname = adapt_safetensors_meta_get(f, "policy");
+    struct adapt_precision *pr = pol->prec;
+    if (!js) {
+        if (pr && report)
+            fprintf(report, "formats: %s stores none; the configuration's start formats\n", path);
+        goto free_file;
+    }
+    if (pname && strcmp(pname, pol->type->name) && report)
+        fprintf(report, "note: %s was trained with policy %s; evaluating with policy %s (the "
+                        "configuration's)\n", path, pname, pol->type->name);
+    json_error_t jerr;
+    json_t *a = json_loads(js, 0, &jerr);
+    if (!a || !json_is_array(a)) {
+        json_decref(a);
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: metadata 'unit_formats' is not a JSON array", path);
+        goto free_file;
+    }
+    int64_t s64 = 0;
+    if ((st = read_meta_i64(f, "step", &s64))) {
+        json_decref(a);
+        goto free_file;
+    }
+    if (!pr || (pname && strcmp(pname, pol->type->name))) {
+        json_decref(a);
+        goto free_file; /* float32 evaluation, or formats of another policy: not applied */
+    }
+    if ((int)json_array_size(a) != pr->nunits) {
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: metadata 'unit_formats' has %zu units, the model %d",
+                         path, json_array_size(a), pr->nunits);
+        json_decref(a);
+        goto free_file;
+    }
+    if (report) fprintf(report, "formats (%s, step %" PRId64 "):", path, s64);
+    for (int u = 0; u < pr->nunits; u++) {
+        json_t *o = json_array_get(a, (size_t)u);
+        const char *name = NULL;
+        int active = 0, format = 0, block = 0, tie = 0, overflow = 0;
+        struct quant_spec sp;
+        memset(&sp, 0, sizeof sp);
+        if (json_unpack(o, "{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "unit", &name,
+                        "active", &active, "format", &format, "wl", &sp.wl, "fl", &sp.fl,
+                        "exp_bits", &sp.exp_bits, "man_bits", &sp.man_bits, "block", &block,
+                        "tie", &tie, "overflow", &overflow, "subnormals", &sp.subnormals) ||
+            strcmp(name, pr->u[u].layer->name)) {
+            st = ADAPT_ERROR(ADAPT_EFORMAT,
+                             "%s: metadata 'unit_formats' entry %d is malformed or not unit %s",
+                             path, u, pr->u[u].layer->name);
+            break;
+        }
+        sp.format = (enum quant_format)format;
+        sp.block = (enum quant_block)block;
+        sp.tie = (enum quant_tie)tie;
+        sp.overflow = (enum quant_overflow)overflow;
+        char txt[64];
+        if (active) {
+            if ((st = quant_spec_check(&sp))) {
+                st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: unit %s: %s", path, name,
+                                 adapt_error_message());
+                break;
+            }
+            adapt_precision_set(pr, u, &sp);
+        } else {
+            adapt_precision_set_float(pr, u);
+        }
+        if (report)
+            fprintf(report, " %s %s", name,
+                    active ? quant_spec_str(&sp, txt, sizeof txt) : "float32");
+    }
+    if (report) fputc('\n', report);
+    json_decref(a);
+    if (st == ADAPT_OK) *step = (long)s64;
+free_file:
+    adapt_safetensors_free(f);
+    return st;
+}
+
+/* Points "checkpoint" at the complete directory ckpt, makes the run
+ * directory's model and optimizer files links through it, and removes the
+ * previous checkpoint. */
+static enum adapt_status publish_checkpoint(const struct adapt_run_dir *d, const char *ckpt,
+                                            const char *old_ckpt)
+{
+    char p[ADAPT_RUN_PATH_MAX];
+    enum adapt_status st;
+    if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, ckpt)) ||
+        (st = adapt_fileio_sync_dir(p)) ||
+        (st = adapt_run_dir_join(p, sizeof p, d->out_dir, CKPT_LINK)) ||
+        (st = adapt_atomic_symlink(ckpt, p)) || (st = link_files(d)))
+        return st;
+    if (old_ckpt[0]) {
+        if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, old_ckpt))) return st;
+        return adapt_fileio_remove_dir(p);
+    }
+    return ADAPT_OK;
+}
+
+enum adapt_status adapt_ckpt_write(struct adapt_run_dir *d, const struct adapt_net *net,
+                                   const struct adapt_sgd *opt, const struct adapt_sched *sched,
+                                   const struct adapt_policy *pol, int epochs_done, long step)
+{
+    enum adapt_status st;
+    if ((st = adapt_trace_flush(d->tw))) return st;
+    int nbn = 0;
+    for (int i = 0; i < net->nnodes; i++) nbn += net->nodes[i].layer->counter != NULL;
+    int nt = net->nparam + nbn;
+    const int pcap = 4096;
+    struct adapt_safetensors_tensor *t = calloc((size_t)nt + opt->nbuf + pcap + 1, sizeof *t);
+    char (*names)[ADAPT_NAME_MAX + 32] = calloc((size_t)nbn + 1, sizeof *names);
+    char (*pnames)[96] = calloc((size_t)pcap, sizeof *pnames);
+    char *pstate = NULL;
+    if (!t || !names || !pnames) {
+        free(t);
+        free(names);
+        free(pnames);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot write checkpoint");
+    }
+    int k = 0, b = 0;
+    for (int i = 0; i < net->nnodes; i++) {
+        const struct adapt_layer *l = net->nodes[i].layer;
+        for (int p = 0; p < l->nparam; p++) {
+            const struct adapt_param *pp = &l->param[p];
+            t[k].name = pp->name;
+            t[k].dtype = ADAPT_ST_F32;
+            t[k].ndim = pp->value.ndim;
+            param_shape(pp, t[k].shape);
+            t[k].data = pp->value.data;
+            k++;
+        }
+        if (l->counter) {
+            snprintf(names[b], sizeof names[b], "%s.num_batches_tracked", l->name);
+            t[k].name = names[b++];
+            t[k].dtype = ADAPT_ST_I64;
+            t[k].ndim = 0;
+            t[k].data = l->counter;
+            k++;
+        }
+    }
+    char s_epoch[32], s_step[32], s_seed[32], s_steps[32], s_lr[40], s_best[40],
+        s_le[32], s_bad[32], s_cd[32], s_rng[160];
+    snprintf(s_epoch, sizeof s_epoch, "%d", epochs_done);
+    snprintf(s_step, sizeof s_step, "%ld", step);
+    snprintf(s_seed, sizeof s_seed, "%" PRId64, (int64_t)d->cfg->run.seed);
+    snprintf(s_rng, sizeof s_rng,
+             "philox4x32-10 counter-based: seed %s; streams keyed by epoch %d and step %ld",
+             s_seed, epochs_done, step);
+    char *formats = unit_formats_json(pol);
+    if (!formats) {
+        free(t);
+        free(names);
+        free(pnames);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot write checkpoint");
+    }
+    struct adapt_safetensors_meta mm[] = {
+        {"format", CKPT_FORMAT}, {"model", net->name},      {"dataset", d->dataset},
+        {"epoch", s_epoch},      {"step", s_step},          {"seed", s_seed},
+        {"rng", s_rng},          {"policy", pol->type->name}, {"unit_formats", formats}};
+    char old_ckpt[64], ckpt[64], dir[ADAPT_RUN_PATH_MAX], path[ADAPT_RUN_PATH_MAX];
+    snprintf(ckpt, sizeof ckpt, CKPT_PREFIX "%06d", epochs_done);
+    if ((st = published_checkpoint(d, old_ckpt, sizeof old_ckpt))) goto free_all;
+    if (!strcmp(old_ckpt, ckpt)) {
+        st = ADAPT_ERROR(ADAPT_EEXIST, "%s/%s: the checkpoint of epoch %d is already published",
+                         d->out_dir, ckpt, epochs_done);
+        goto free_all;
+    }
+    if ((st = adapt_run_dir_join(dir, sizeof dir, d->out_dir, ckpt)) ||
+        (st = adapt_fileio_remove_dir(dir)))
+        goto free_all;
+    if (mkdir(dir, 0777) != 0) {
+        st = ADAPT_ERROR(ADAPT_EIO, "cannot create the checkpoint directory %s: %s", dir,
+                         strerror(errno));
+        goto free_all;
+    }
+    if ((st = adapt_run_dir_join(path, sizeof path, dir, "model.safetensors"))) goto free_all;
+    st = adapt_safetensors_write(path, t, k, mm, (int)(sizeof mm / sizeof mm[0]));
+    if (st == ADAPT_OK) {
+        for (int j = 0; j < opt->nbuf; j++) {
+            const struct adapt_param *pp = opt->par[j];
+            t[j].name = pp->name;
+            t[j].dtype = ADAPT_ST_F32;
+            t[j].ndim = pp->value.ndim;
+            param_shape(pp, t[j].shape);
+            t[j].data = opt->buf[j];
+        }
+        snprintf(s_steps, sizeof s_steps, "%ld", opt->steps);
+        snprintf(s_lr, sizeof s_lr, "%.17g", sched->lr);
+        snprintf(s_best, sizeof s_best, "%.17g", sched->best);
+        snprintf(s_le, sizeof s_le, "%d", sched->last_epoch);
+        snprintf(s_bad, sizeof s_bad, "%d", sched->num_bad);
+        snprintf(s_cd, sizeof s_cd, "%d", sched->cooldown_counter);
+        int np = pol->type->save_tensors
+                     ? pol->type->save_tensors(pol, t + opt->nbuf, pcap, pnames)
+                     : 0;
+        json_t *pj = pol->type->save_json ? pol->type->save_json(pol) : json_object();
+        pstate = pj ? json_dumps(pj, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        json_decref(pj);
+        struct adapt_safetensors_meta om[] = {{"format", CKPT_FORMAT},
+                                              {"epoch", s_epoch},
+                                              {"sgd_steps", s_steps},
+                                              {"lr", s_lr},
+                                              {"sched_best", s_best},
+                                              {"sched_last_epoch", s_le},
+                                              {"sched_num_bad", s_bad},
+                                              {"sched_cooldown_counter", s_cd},
+                                              {"policy", pol->type->name},
+                                              {"policy_state", pstate ? pstate : "{}"}};
+        if ((st = adapt_run_dir_join(path, sizeof path, dir, "optim.safetensors")) == ADAPT_OK)
+            st = adapt_safetensors_write(path, t, opt->nbuf + np, om,
+                                         (int)(sizeof om / sizeof om[0]));
+    }
+    if (st == ADAPT_OK) st = publish_checkpoint(d, ckpt, old_ckpt);
+free_all:
+    free(formats);
+    free(pstate);
+    free(pnames);
+    free(names);
+    free(t);
+    return st;
+}
+
