@@ -51,7 +51,8 @@ def main():
         print(json.dumps({"model": m, "batch": a.batch, "adapt_img_per_s": round(o, 1),
                           "torch_img_per_s": round(t, 1), "ratio": round(o / t, 3)}),
               flush=True)
-    print(f"\n{'model':<14} {'batch':>5} {'adapt-sim img/s':>16} {'PyTorch img/s':>14} {'ratio':>6}")
+    print(f"\n{'model':<14} {'batch':>5} {'adapt-sim img/s':>16} {'PyTorch img/s':>14} "
+          f"{'ratio':>6}")
     for m, o, t, r in rows:
         print(f"{m:<14} {a.batch:>5} {o:>16.1f} {t:>14.1f} {r:>6.2f}")
 

@@ -14,7 +14,8 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 missing=""
 for p in $PKGS; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing="$missing $p"
 done
 if [ -n "$missing" ]; then
   echo "setup-deps: installing:$missing"

@@ -21,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 for cfg in quickstart fmnist_lenet5_fixed fmnist_lenet5_muppet fmnist_lenet5_amp; do
     "$bin" --config "$here/experiments/configs/$cfg.ini" --set train.epochs="$epochs" \
         --out "$work/$cfg" --force >"$work/$cfg.log" 2>&1 ||
-        { echo "trace-fingerprint.sh: $cfg failed, see below" >&2; cat "$work/$cfg.log" >&2; exit 1; }
+        { echo "trace-fingerprint.sh: $cfg failed:" >&2; cat "$work/$cfg.log" >&2; exit 1; }
     python3 - "$work/$cfg/trace.jsonl" >"$out/$cfg.trace" <<'PY'
 import json, sys
 DROP = {"created", "version", "wall_s", "images_per_s"}

@@ -196,7 +196,8 @@ static void run(const char *model, const struct spec *sp, int n, double sec)
             exit(1);
         }
         tu_layer_bind(&t, l, n, 1);
-        for (int i = 0; i < l->nin; i++) tu_fill_uniform(t.x[i], tu_layer_in_len(&t, i), 1 + i, -1.0f, 1.0f);
+        for (int i = 0; i < l->nin; i++)
+            tu_fill_uniform(t.x[i], tu_layer_in_len(&t, i), 1 + i, -1.0f, 1.0f);
         tu_fill_uniform(t.dy, tu_layer_out_len(&t), 3, -1.0f, 1.0f);
         for (int p = 0; p < l->nparam; p++)
             tu_fill_uniform(l->param[p].value.data, l->param[p].value.numel, 4 + p, 0.5f, 1.0f);

@@ -123,7 +123,8 @@ for net in A.models or L:
     # add
     if net == 'resnet':
         for c, h in ((16, 32), (32, 16), (64, 8)):
-            a = torch.randn(N, c, h, h, requires_grad=True); b = torch.randn(N, c, h, h, requires_grad=True)
+            a = torch.randn(N, c, h, h, requires_grad=True)
+            b = torch.randn(N, c, h, h, requires_grad=True)
             dy = torch.randn(N, c, h, h)
             def fb():
                 y = a + b; y.backward(dy)

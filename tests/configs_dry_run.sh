@@ -17,7 +17,8 @@ for f in "$src"/experiments/configs/*.ini "$src"/experiments/configs/reference/*
     fi
 done
 # at least the 16 experiment files and the 21 reference files
-[ "$n" -ge 37 ] || { echo "FAIL: only $n configurations found under $src/experiments/configs"; fail=1; }
+[ "$n" -ge 37 ] ||
+  { echo "FAIL: only $n configurations found under $src/experiments/configs"; fail=1; }
 
 # The resolved values of some reference files (the file and README state why).
 expect() { # file key value: "key = value" in the dry-run's printed configuration

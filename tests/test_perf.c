@@ -131,20 +131,24 @@ static void syn_write(const char *path, const struct syn_opts *o)
             st.units = us;
             st.accum = 1;
             if (!o->fp32 && s == 2) { /* PD of unit 0, whole tensor (sample 0 = 18) */
-                ev[0] = (struct adapt_trace_event){0, ADAPT_TRACE_EVENT_PD, {8, 4}, {6, 3}, 2, 2, 0, 0};
+                ev[0] =
+                    (struct adapt_trace_event){0, ADAPT_TRACE_EVENT_PD, {8, 4}, {6, 3}, 2, 2, 0, 0};
                 st.n_events = 1;
             } else if (!o->fp32 && s == 4) { /* PD of unit 1, 16 sampled weights */
-                ev[0] = (struct adapt_trace_event){1, ADAPT_TRACE_EVENT_PD, {16, 8}, {12, 6}, 3, 3, 16, 0};
+                ev[0] = (struct adapt_trace_event){
+                    1, ADAPT_TRACE_EVENT_PD, {16, 8}, {12, 6}, 3, 3, 16, 0};
                 st.n_events = 1;
             } else if (!o->fp32 && s == 5) { /* PU of unit 0 */
-                ev[0] = (struct adapt_trace_event){0, ADAPT_TRACE_EVENT_PU, {6, 3}, {10, 5}, 0, 0, 0, 2};
+                ev[0] = (struct adapt_trace_event){
+                    0, ADAPT_TRACE_EVENT_PU, {6, 3}, {10, 5}, 0, 0, 0, 2};
                 st.n_events = 1;
             }
             st.events = ev;
             ck_assert_int_eq(adapt_trace_write_step(w, &st), ADAPT_OK);
         }
         if (s % 3 == 0) {
-            struct adapt_trace_epoch e = {s / 3 - 1, s, 0.01, 1.5, 0.6, 1.4, o->val[s / 3 - 1], 1.0, 100.0};
+            struct adapt_trace_epoch e = {s / 3 - 1,         s,   0.01, 1.5, 0.6, 1.4,
+                                          o->val[s / 3 - 1], 1.0, 100.0};
             ck_assert_int_eq(adapt_trace_write_epoch(w, &e), ADAPT_OK);
         }
     }
@@ -600,8 +604,8 @@ START_TEST(test_schedule_muppet)
     perf_params_init(&p);
     p.update_ops = p.accum_ops = 0;
     struct perf_run *r;
-    ck_assert_int_eq(perf_schedule_price(&r, "8:16,12:10,14:14,16:14,32:45", m, 128, 45000, &p, NULL),
-                     ADAPT_OK);
+    ck_assert_int_eq(
+        perf_schedule_price(&r, "8:16,12:10,14:14,16:14,32:45", m, 128, 45000, &p, NULL), ADAPT_OK);
     ck_assert_close(r->cq / r->c32, 2108.0 / 3168.0);
     ck_assert_close(r->su1_paper, 2.0 / (1.0 + 2108.0 / 3168.0));
     ck_assert_int_eq(r->epochs, 99);
@@ -609,8 +613,8 @@ START_TEST(test_schedule_muppet)
     perf_run_free(r);
     perf_params_init(&p);
     p.paper_compat = 1;
-    ck_assert_int_eq(perf_schedule_price(&r, "8:16,12:10,14:14,16:14,32:45", m, 128, 45000, &p, NULL),
-                     ADAPT_OK);
+    ck_assert_int_eq(
+        perf_schedule_price(&r, "8:16,12:10,14:14,16:14,32:45", m, 128, 45000, &p, NULL), ADAPT_OK);
     char buf[16];
     snprintf(buf, sizeof buf, "%.2f", r->su1_paper);
     ck_assert_str_eq(buf, "1.20");
@@ -683,7 +687,8 @@ START_TEST(test_hw_calibrated)
     ck_assert_msg(fabs(r->t32_s - 2 * e32) <= 1e-12 * 2 * e32, "t32 %.17g", r->t32_s);
     ck_assert_msg(fabs(r->tq_s - (e32 + e8)) <= 1e-12 * (e32 + e8), "tq %.17g", r->tq_s);
     ck_assert_close(r->su1_hw, 2 * e32 / (e32 + e8));
-    /* inference at the final int8: forward GEMMs 2*4*(72 + 24) and element-wise 8*4, all 4x faster */
+    /* inference at the final int8: forward GEMMs 2*4*(72 + 24) and element-wise 8*4, all 4x
+     * faster */
     ck_assert_close(r->inference_su_hw, 4.0);
     perf_run_free(r);
     perf_model_free(m);
@@ -770,17 +775,19 @@ START_TEST(test_bad_traces)
     ck_assert_msg_has(msg);
     /* a word length of 40 in the step on line 3 (step 2) */
     syn_write(path, &o);
-    edit_line(path, 3,
-              "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"lr\":0.01,\"loss\":1.2,\"strategy\":"
-              "null,\"units\":[{\"wl\":8,\"fl\":4},{\"wl\":40,\"fl\":4}],\"events\":[],\"accum\":1}\n");
+    edit_line(
+        path, 3,
+        "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"lr\":0.01,\"loss\":1.2,\"strategy\":"
+        "null,\"units\":[{\"wl\":8,\"fl\":4},{\"wl\":40,\"fl\":4}],\"events\":[],\"accum\":1}\n");
     ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
     snprintf(msg, sizeof msg, "%s:3: step 2, unit 1: wl must be in 1..32", path);
     ck_assert_msg_has(msg);
     /* steps out of order: line 4 repeats step 2 */
     syn_write(path, &o);
-    edit_line(path, 4,
-              "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"lr\":0.01,\"loss\":1.2,\"strategy\":"
-              "null,\"units\":[{\"wl\":8,\"fl\":4},{\"wl\":8,\"fl\":4}],\"events\":[],\"accum\":1}\n");
+    edit_line(
+        path, 4,
+        "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"lr\":0.01,\"loss\":1.2,\"strategy\":"
+        "null,\"units\":[{\"wl\":8,\"fl\":4},{\"wl\":8,\"fl\":4}],\"events\":[],\"accum\":1}\n");
     ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
     snprintf(msg, sizeof msg, "%s:4: step 2: step numbers", path);
     ck_assert_msg_has(msg);

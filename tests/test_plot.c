@@ -91,7 +91,8 @@ static void synth_write(const char *path, const char *model, int epochs, int fp3
             for (int u = 0; u < nu && !fp32; u++) {
                 lb[u] = fmin(100, fmax(25, lb[u] + (adapt_rng_uniform(&r) - 0.45) * 4));
                 us[u].lb = lb[u];
-                us[u].r = (int)fmin(150, fmax(50, us[u].r + (adapt_rng_uniform(&r) < 0.5 ? -1 : 1)));
+                us[u].r =
+                    (int)fmin(150, fmax(50, us[u].r + (adapt_rng_uniform(&r) < 0.5 ? -1 : 1)));
                 us[u].sparsity = 0.3 * (1 - exp(-(double)step / 150.0)) * (0.5 + 0.5 * u / nu) +
                                  0.01 * adapt_rng_uniform(&r);
                 if (++since[u] >= (int)lb[u]) {
@@ -369,9 +370,11 @@ START_TEST(test_programs_agree_on_bad_traces)
     snprintf(bad, sizeof bad, "%s/back.jsonl", tmpdir);
     synth_write(tr, "lenet5", 1, 1);
     /* the third step record gets the first one's step number */
-    snprintf(cmd, sizeof cmd,
-             "awk '/\"type\":\"step\"/ { n++; if (n == 3) sub(/\"step\":[0-9]+/, \"\\\"step\\\":1\") } "
-             "{ print }' %s > %s", tr, bad);
+    snprintf(
+        cmd, sizeof cmd,
+        "awk '/\"type\":\"step\"/ { n++; if (n == 3) sub(/\"step\":[0-9]+/, \"\\\"step\\\":1\") } "
+        "{ print }' %s > %s",
+        tr, bad);
     ck_assert_int_eq(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "./adapt-heatmap %s -o %s/ok.png > /dev/null 2>&1", tr, tmpdir);
     ck_assert_int_eq(system(cmd), 0);
@@ -399,7 +402,8 @@ START_TEST(test_colormap)
             ck_assert(lab[2] < 0 && lab[1] > 0);
         } else {
             ck_assert(lab[0] > prev[0]);
-            double d = sqrt(pow(lab[0] - prev[0], 2) + pow(lab[1] - prev[1], 2) + pow(lab[2] - prev[2], 2));
+            double d = sqrt(pow(lab[0] - prev[0], 2) + pow(lab[1] - prev[1], 2) +
+                            pow(lab[2] - prev[2], 2));
             dmin = fmin(dmin, d);
             dmax = fmax(dmax, d);
         }

@@ -45,7 +45,8 @@ static void expect_fail(const char *what, int rc, const char *needle1, const cha
 static const char *small_cfg =
     "[run]\nseed = 7\n[data]\ndataset = fashion-mnist\npath = " FMNIST "\n"
     "val_size = 500\ntrain_limit = 3000\ntest_limit = 1000\n"
-    "[model]\nname = lenet5\n[train]\nepochs = 3\nbatch = 100\n[optim]\nlr = 0.05\nmomentum = 0.9\n";
+    "[model]\nname = lenet5\n[train]\nepochs = 3\nbatch = 100\n[optim]\nlr = 0.05\nmomentum = "
+    "0.9\n";
 
 static int have_fmnist(void) { return tu_have_data(FMNIST "/train-images-idx3-ubyte.gz"); }
 
@@ -259,9 +260,10 @@ START_TEST(test_policies_determinism_resume)
         snprintf(t, sizeof t, "%s/%s_c/trace.jsonl", tmpdir, pol);
         tu_strip_times(t, c);
         ck_assert_msg(run("cmp %s %s", a, b) == 0, "%s: same seed, different traces", pol);
-        ck_assert_msg(run("tail -n +2 %s > %s.body && tail -n +2 %s > %s.body && cmp %s.body %s.body",
-                          a, a, c, c, a, c) == 0,
-                      "%s: resumed trace differs: %s", pol, out_buf);
+        ck_assert_msg(
+            run("tail -n +2 %s > %s.body && tail -n +2 %s > %s.body && cmp %s.body %s.body", a, a,
+                c, c, a, c) == 0,
+            "%s: resumed trace differs: %s", pol, out_buf);
     }
     /* the quantized policies did quantize: AdaPT logged push-downs */
     ck_assert_int_eq(run("grep -q '\"kind\":\"pd\"' %s/adapt_a/trace.jsonl", tmpdir), 0);

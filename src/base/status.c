@@ -53,6 +53,7 @@ void adapt_error_clear(void)
 
 void adapt_assert_fail(const char *expr, const char *file, int line)
 {
-    fprintf(stderr, "adapt-sim: internal error: assertion '%s' failed at %s:%d\n", expr, file, line);
+    fprintf(stderr, "adapt-sim: internal error: assertion '%s' failed at %s:%d\n", expr, file,
+            line);
     abort();
 }

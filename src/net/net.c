@@ -267,7 +267,8 @@ void adapt_net_backward(struct adapt_net *net, const float *dlogits, int n)
         /* straight-through: the gradient of a rounded input goes to the
          * activation unchanged, but the layer sees what it computed with */
         if (net->in_hook) net->in_hook(net->hook_ctx, i, xs, n, 1, 1);
-        if (net->dout_hook) net->dout_hook(net->hook_ctx, i, net->act[nd->out], net->dact[nd->out], n);
+        if (net->dout_hook)
+            net->dout_hook(net->hook_ctx, i, net->act[nd->out], net->dact[nd->out], n);
         l->ops->backward(l, &ex, xs, net->act[nd->out], net->dact[nd->out], dxs, acc);
         if (net->grad_hook) net->grad_hook(net->hook_ctx, i, dxs, n);
     }

@@ -19,33 +19,35 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: adapt-perf TRACE... [options]\n"
-            "       adapt-perf --schedule WL:EPOCHS,... --model NAME [options]\n"
-            "       adapt-perf --gemm-shapes --model NAME [--batch B]\n"
-            "Prices training runs with the performance model (one row per run):\n"
-            "SU1, SU2, training memory (with the policy's state), model size, inference\n"
-            "speed-up, overhead, sparsity; runs named by their configuration file.\n"
-            "  --baseline TRACE     float32 run for SU2 (default: the first TRACE of policy fp32)\n"
-            "  --target ACC         SU2 target validation accuracy (default: baseline best - tol)\n"
-            "  --target-tol T       tolerance below the baseline's best (default 0.005)\n"
-            "  --paper-compat       SU = 2 C32 / (Cq + C32), the AdaPT paper's convention, and\n"
-            "                       SU2 ref (SU1 paper over the fraction of the run before the\n"
-            "                       target; needs --baseline or --target) and SU3 (on MuPPET's\n"
-            "                       float32 baseline) as the AdaPT reference analysis computes them\n"
-            "  --format F           text (default), csv, json or markdown\n"
-            "  --per-unit           add per-unit costs and formats\n"
-            "  --hw TABLE           also price with a measured timing table (adapt-bench gemm)\n"
-            "  --hw-map MAP         word length to hardware type, e.g. 8:int8,16:fp16,32:fp32\n"
-            "  --partial            accept a trace whose last line is incomplete (a live run)\n"
-            "  -o, --output FILE    write the report to FILE (default: standard output)\n"
-            "  --schedule S         price a global schedule WL:EPOCHS,... instead of traces\n"
-            "  --model NAME         lenet5, alexnet_cifar, alexnet_mnist or resnet20\n"
-            "  --classes C          output classes (default 10)\n"
-            "  --batch B            batch size (schedule default 128; gemm-shapes default 128)\n"
-            "  --samples N          training samples per epoch (default 45000 for CIFAR models,\n"
-            "                       55000 for MNIST-family models: 5000 held out)\n"
-            "  --gemm-shapes        print the model's GEMM shapes MxNxK,... (adapt-bench gemm --shapes)\n");
+    fprintf(
+        f,
+        "usage: adapt-perf TRACE... [options]\n"
+        "       adapt-perf --schedule WL:EPOCHS,... --model NAME [options]\n"
+        "       adapt-perf --gemm-shapes --model NAME [--batch B]\n"
+        "Prices training runs with the performance model (one row per run):\n"
+        "SU1, SU2, training memory (with the policy's state), model size, inference\n"
+        "speed-up, overhead, sparsity; runs named by their configuration file.\n"
+        "  --baseline TRACE     float32 run for SU2 (default: the first TRACE of policy fp32)\n"
+        "  --target ACC         SU2 target validation accuracy (default: baseline best - tol)\n"
+        "  --target-tol T       tolerance below the baseline's best (default 0.005)\n"
+        "  --paper-compat       SU = 2 C32 / (Cq + C32), the AdaPT paper's convention, and\n"
+        "                       SU2 ref (SU1 paper over the fraction of the run before the\n"
+        "                       target; needs --baseline or --target) and SU3 (on MuPPET's\n"
+        "                       float32 baseline) as the AdaPT reference analysis computes them\n"
+        "  --format F           text (default), csv, json or markdown\n"
+        "  --per-unit           add per-unit costs and formats\n"
+        "  --hw TABLE           also price with a measured timing table (adapt-bench gemm)\n"
+        "  --hw-map MAP         word length to hardware type, e.g. 8:int8,16:fp16,32:fp32\n"
+        "  --partial            accept a trace whose last line is incomplete (a live run)\n"
+        "  -o, --output FILE    write the report to FILE (default: standard output)\n"
+        "  --schedule S         price a global schedule WL:EPOCHS,... instead of traces\n"
+        "  --model NAME         lenet5, alexnet_cifar, alexnet_mnist or resnet20\n"
+        "  --classes C          output classes (default 10)\n"
+        "  --batch B            batch size (schedule default 128; gemm-shapes default 128)\n"
+        "  --samples N          training samples per epoch (default 45000 for CIFAR models,\n"
+        "                       55000 for MNIST-family models: 5000 held out)\n"
+        "  --gemm-shapes        print the model's GEMM shapes MxNxK,... (adapt-bench gemm "
+        "--shapes)\n");
 }
 
 /* Runs that share a name (the same configuration file, seed and variant)
@@ -285,7 +287,8 @@ int main(int argc, char **argv)
         }
         if (base) {
             for (int i = 0; i < nruns; i++) {
-                if (strcmp(runs[i]->model, base->model) || strcmp(runs[i]->dataset, base->dataset)) {
+                if (strcmp(runs[i]->model, base->model) ||
+                    strcmp(runs[i]->dataset, base->dataset)) {
                     fprintf(stderr,
                             "adapt-perf: %s: model/data set %s/%s differ from the baseline's "
                             "%s/%s: no SU2\n",

@@ -93,13 +93,15 @@ int perf_model_unit_gemms(const struct perf_model *m, int u, int64_t batch, stru
 
 struct perf_params {
     int paper_compat;    /* report SU = 2 C32 / (Cq + C32) (the AdaPT paper's convention) */
-    double target_acc;   /* SU2 target validation accuracy in [0,1]; NaN: baseline best - target_tol */
+    double
+        target_acc; /* SU2 target validation accuracy in [0,1]; NaN: baseline best - target_tol */
     double target_tol;   /* default 0.005 */
     /* FP32 element operations, per element: */
     double update_ops;   /* weight update per trainable parameter and optimizer step (default 4:
                             gradient norm and scale, momentum, update) */
     double accum_ops;    /* per parameter and micro-batch gradient accumulation (default 1) */
-    double quantize_ops; /* push-down: quantizing one sampled weight (default 2: scale-round, clamp) */
+    double
+        quantize_ops; /* push-down: quantizing one sampled weight (default 2: scale-round, clamp) */
     double bin_ops;      /* push-down: binning one sampled weight (default 1) */
     double kl_ops;       /* push-down: one KL term per histogram bin (default 1) */
     double gacc_ops;     /* AdaPT: per weight and optimizer step (default 2: G += g, ||G||^2) */

@@ -315,7 +315,8 @@ static void write_csv(FILE *f, struct perf_run *const *runs, int n, const struct
     for (int i = 0; i < n; i++) {
         for (int c = 0, first = 1; c < NCOLS; c++) {
             if (!col_shown(&cols[c], hw, p)) continue;
-            if (cols[c].kind == COL_STR) snprintf(buf, sizeof buf, "%s", col_str(&cols[c], runs[i]));
+            if (cols[c].kind == COL_STR)
+                snprintf(buf, sizeof buf, "%s", col_str(&cols[c], runs[i]));
             else {
                 double v = col_num(&cols[c], runs[i], p);
                 if (isnan(v)) buf[0] = 0;

@@ -16,8 +16,8 @@ static struct quant_key key_of(const struct adapt_precision *p, enum what w, int
 {
     struct quant_key k;
     k.seed = p->seed;
-    k.stream = (uint64_t)ADAPT_STREAM_QUANT | ((uint64_t)w << 8) | ((uint64_t)(tensor & 0xffff) << 16) |
-               ((uint64_t)(uint32_t)counter << 32);
+    k.stream = (uint64_t)ADAPT_STREAM_QUANT | ((uint64_t)w << 8) |
+               ((uint64_t)(tensor & 0xffff) << 16) | ((uint64_t)(uint32_t)counter << 32);
     k.index = 0;
     return k;
 }
@@ -352,8 +352,9 @@ void adapt_precision_quantize_grads(struct adapt_precision *p, long step)
         struct adapt_layer *l = u->layer;
         for (int q = 0; q < l->nparam && q < 2; q++) {
             struct adapt_param *pp = &l->param[q];
-            enum adapt_status s = quant_array(&u->spec, pp->grad.data, pp->grad.data, pp->grad.numel,
-                                              key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), NULL, NULL);
+            enum adapt_status s =
+                quant_array(&u->spec, pp->grad.data, pp->grad.data, pp->grad.numel,
+                            key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), NULL, NULL);
             ADAPT_ASSERT(s == ADAPT_OK);
         }
     }

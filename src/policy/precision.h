@@ -59,7 +59,7 @@ struct adapt_unit_prec {
     int active;              /* 0: the unit computes in float32 */
     float *wq;               /* (weight numel) quantized weight copy */
     float *bq;               /* (bias numel) quantized bias copy, NULL without bias */
-    float *qin;              /* (n_max, input numel) rounded input; NULL unless inputs are rounded */
+    float *qin; /* (n_max, input numel) rounded input; NULL unless inputs are rounded */
     int qin_first_only;      /* MuPPET: only the network input image is rounded */
     /* last weight rounding */
     double sparsity;         /* fraction of exact zeros in wq */
