@@ -44,6 +44,10 @@ CLEANFILES += tests/bench_layers
 # The same layers timed in PyTorch, for comparison (not built, not run).
 EXTRA_DIST += tests/bench_layers_torch.py
 
+# every #include across folders follows the layering (HACKING.md)
+TESTS += tests/layering.test
+EXTRA_DIST += tests/layering.test
+
 # every shipped configuration loads (adapt-train --dry-run)
 TESTS += tests/configs_dry_run.sh
 EXTRA_DIST += tests/configs_dry_run.sh
