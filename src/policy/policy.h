@@ -1,5 +1,5 @@
-/* src/policy/policy.h: precision policies as descriptors (architecture habit
- * 8, like GSL's gsl_rng_type): a table of struct adapt_policy_type with
+/* src/policy/policy.h: precision policies as descriptors (like GSL's
+ * gsl_rng_type): a table of struct adapt_policy_type with
  * initialise / observe / decide / epoch_end / free, driven explicitly by the
  * trainer. The decision rules themselves are pure functions in
  * src/policy/policy_core.h; the mechanics of quantized training (copies,
