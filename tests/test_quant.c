@@ -57,10 +57,12 @@ static void fill_inputs(float *x, size_t n, const struct quant_spec *s, uint64_t
             int j = s->format == QUANT_FORMAT_FIXED ? s->fl : (int)(w >> 8) % 40 - 8;
             int32_t k = (int32_t)(u >> (u & 7)) >> 1;
             v = ldexpf((float)k + 0.5f, -j);
-        } else if (kind < 8) { /* float ties: m mantissa bits then the half bit */
+        } else if (kind < 8 && s->man_bits < 23) { /* float ties: m mantissa bits, the half bit */
             int m = s->man_bits;
             uint32_t b = u & ~((1u << (23 - m)) - 1u);
             v = quant_u2f(b | (1u << (22 - m)));
+        } else if (kind < 8) { /* 23 mantissa bits: float32 values are on the grid, no ties */
+            v = quant_u2f(u);
         } else { /* moderate values around the ranges used in training */
             v = (float)((int32_t)u) * 0x1p-29f;
         }
