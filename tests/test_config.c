@@ -391,7 +391,7 @@ START_TEST(test_file_access_errors)
     char path[256];
     adapt_config_init(&c);
 
-    snprintf(path, sizeof path, "%s/missing.ini", tmpdir);
+    tu_path(path, sizeof path, tmpdir, "missing.ini");
     ck_assert_int_eq(adapt_config_load(&c, path), ADAPT_ENOENT);
     ck_assert_msg_has("missing.ini");
     ck_assert_msg_has("No such file");

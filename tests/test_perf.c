@@ -201,7 +201,7 @@ static struct perf_run *analyze_file(const char *path, const struct perf_params 
 START_TEST(test_synthetic_costs)
 {
     char path[128];
-    snprintf(path, sizeof path, "%s/adapt.jsonl", tmpdir);
+    tu_path(path, sizeof path, tmpdir, "adapt.jsonl");
     struct syn_opts o = syn_default();
     syn_write(path, &o);
     struct perf_params p;
@@ -301,7 +301,7 @@ END_TEST
 START_TEST(test_log_every_and_tail)
 {
     char path[128];
-    snprintf(path, sizeof path, "%s/sparse.jsonl", tmpdir);
+    tu_path(path, sizeof path, tmpdir, "sparse.jsonl");
     struct syn_opts o = syn_default();
     o.log_every = 2;
     o.last_step = 4;
@@ -370,7 +370,7 @@ END_TEST
 START_TEST(test_sparsity_weight_gradient)
 {
     char path[128];
-    snprintf(path, sizeof path, "%s/sparse1.jsonl", tmpdir);
+    tu_path(path, sizeof path, tmpdir, "sparse1.jsonl");
     struct syn_opts o = syn_default();
     o.last_step = 1; /* every step priced at step 1's state, then overridden below */
     syn_write(path, &o);
@@ -420,7 +420,7 @@ START_TEST(test_su3_su2_reference)
     ck_assert(isnan(perf_su2_reference(1.49, -1, 15)));
     /* through a run: target 0.81 met in epoch 0 of 2; E 2, accum 1, batch 4, not CIFAR */
     char path[128];
-    snprintf(path, sizeof path, "%s/adapt.jsonl", tmpdir);
+    tu_path(path, sizeof path, tmpdir, "adapt.jsonl");
     struct syn_opts o = syn_default();
     syn_write(path, &o);
     struct perf_params p;
@@ -460,7 +460,7 @@ END_TEST
 START_TEST(test_report_names)
 {
     char path[128];
-    snprintf(path, sizeof path, "%s/trace.jsonl", tmpdir);
+    tu_path(path, sizeof path, tmpdir, "trace.jsonl");
     struct syn_opts o = syn_default();
     o.config_file = "experiments/configs/reference/lenet_msgd_fp_fmnist.ini";
     o.compat = "reference";
@@ -653,7 +653,7 @@ static const char *const hw_table =
 START_TEST(test_hw_calibrated)
 {
     char path[128];
-    snprintf(path, sizeof path, "%s/hw.json", tmpdir);
+    tu_path(path, sizeof path, tmpdir, "hw.json");
     tu_write_text(path, hw_table);
     struct perf_hw *hw;
     ck_assert_int_eq(perf_hw_load(&hw, path), ADAPT_OK);
@@ -758,7 +758,7 @@ static enum adapt_status try_analyze(const char *path)
 START_TEST(test_bad_traces)
 {
     char path[128], msg[256];
-    snprintf(path, sizeof path, "%s/bad.jsonl", tmpdir);
+    tu_path(path, sizeof path, tmpdir, "bad.jsonl");
     struct syn_opts o = syn_default();
     /* truncated: the end record lost its newline (line 11: header, 6 steps,
      * 2 epochs, test, end) */
@@ -810,7 +810,7 @@ START_TEST(test_bad_traces)
     ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
     ck_assert_msg_has("no step records");
     /* missing file */
-    snprintf(path, sizeof path, "%s/none.jsonl", tmpdir);
+    tu_path(path, sizeof path, tmpdir, "none.jsonl");
     ck_assert_int_eq(try_analyze(path), ADAPT_ENOENT);
     ck_assert_msg_has(path);
 }
@@ -821,7 +821,7 @@ END_TEST
 START_TEST(test_report_formats)
 {
     char path[128];
-    snprintf(path, sizeof path, "%s/adapt.jsonl", tmpdir);
+    tu_path(path, sizeof path, tmpdir, "adapt.jsonl");
     struct syn_opts o = syn_default();
     syn_write(path, &o);
     struct perf_params p;
