@@ -26,5 +26,9 @@ extern const char *const adapt_trace_end_names[2];
 ssize_t adapt_trace_read_line(FILE *f, char **buf, size_t *cap);
 /* The error of an adapt_trace_read_line result below 0 at line `line`. */
 enum adapt_status adapt_trace_line_error(const char *path, int64_t line, ssize_t n);
+/* json_loadb of one line, telling an allocation failure (*oom = 1: jansson reports some of them
+ * as syntax errors) from a malformed line. */
+json_t *adapt_trace_parse_json(const char *line, size_t n, size_t flags, json_error_t *err,
+                               int *oom);
 
 #endif

@@ -63,6 +63,36 @@ enum adapt_status adapt_trace_line_error(const char *path, int64_t line, ssize_t
     return ADAPT_ERROR(ADAPT_EIO, "%s: cannot read the trace: %s", path, strerror(errno));
 }
 
+/* jansson's allocations during one adapt_trace_parse_json, through the allocator that was set
+ * (the C library's unless a program set its own), with a failure recorded. */
+static json_malloc_t parse_malloc;
+static _Thread_local int parse_oom;
+
+static void *parse_counting_malloc(size_t n)
+{
+    void *p = parse_malloc(n);
+    if (!p) parse_oom = 1;
+    return p;
+}
+
+json_t *adapt_trace_parse_json(const char *line, size_t n, size_t flags, json_error_t *err,
+                               int *oom)
+{
+    json_free_t free_fn;
+    json_get_alloc_funcs(&parse_malloc, &free_fn);
+    json_set_alloc_funcs(parse_counting_malloc, free_fn);
+    parse_oom = 0;
+    json_t *o = json_loadb(line, n, flags, err);
+    json_set_alloc_funcs(parse_malloc, free_fn);
+    /* a failure to set up jansson's lexer returns NULL with the error text left empty */
+    *oom = parse_oom || (!o && (json_error_code(err) == json_error_out_of_memory || !err->text[0]));
+    if (*oom) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
 /* ----------------------------------------------------------------- reader */
 
 /* Where the reader is, for messages; the first problem is kept. */
@@ -521,7 +551,9 @@ static enum adapt_status parse_line(struct loader *ld, const char *line, ssize_t
     if (ld->t->has_end)
         return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: record after the end record", path, ln);
     json_error_t err;
-    json_t *o = json_loadb(line, (size_t)n, JSON_REJECT_DUPLICATES, &err);
+    int oom;
+    json_t *o = adapt_trace_parse_json(line, (size_t)n, JSON_REJECT_DUPLICATES, &err, &oom);
+    if (oom) return ADAPT_ERROR(ADAPT_ENOMEM, "%s:%lld: out of memory reading the trace", path, ln);
     if (!o)
         return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: malformed JSON at column %d: %s", path, ln,
                            err.column, err.text);

@@ -409,7 +409,13 @@ enum adapt_status adapt_trace_truncate_after_epoch(const char *path, int epoch)
         offset += n;
         if (line[n - 1] != '\n') break; /* incomplete last line: never kept */
         json_error_t err;
-        json_t *rec = json_loadb(line, (size_t)n, 0, &err);
+        int oom;
+        json_t *rec = adapt_trace_parse_json(line, (size_t)n, 0, &err, &oom);
+        if (oom) {
+            st = ADAPT_ERROR(ADAPT_ENOMEM, "%s:%lld: out of memory reading the trace", path,
+                             (long long)lineno);
+            goto free_line;
+        }
         const char *type = json_string_value(json_object_get(rec, "type"));
         if (!rec || !type) {
             st = ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: %s", path, (long long)lineno,
