@@ -68,12 +68,13 @@ static void setup(void)
 {
     tu_tmpdir_make(tmpdir, sizeof tmpdir, "ckpt");
     ck_assert_int_eq(run("mkdir -p %s/data", tmpdir), 0);
-    write_idx("train", 240, 11);
-    write_idx("t10k", 60, 12);
+    /* 100 training images after the 20 kept for validation: 4 steps an epoch */
+    write_idx("train", 120, 11);
+    write_idx("t10k", 30, 12);
     char p[512], ini[1024];
     snprintf(ini, sizeof ini,
              "[run]\nseed = 5\nthreads = 1\n[data]\ndataset = fashion-mnist\npath = %s/data\n"
-             "val_size = 40\n[model]\nname = lenet5\n[train]\nepochs = 2\nbatch = 50\n"
+             "val_size = 20\n[model]\nname = lenet5\n[train]\nepochs = 2\nbatch = 25\n"
              "[optim]\nlr = 0.05\nmomentum = 0.9\n[policy]\nname = adapt\n"
              "[quantization]\nlb_lwr = 2\nlb_upr = 4\n",
              tmpdir);

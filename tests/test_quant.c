@@ -396,7 +396,8 @@ START_TEST(test_fp16_ieee)
 {
     struct quant_spec s = spec_of("fp16", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
     const char *full = getenv("QUANT_TEST_FP16_FULL");
-    const uint64_t stride = full && *full == '1' ? 1 : 23;
+    /* every 23rd bit pattern; every 391st (17 x 23) in quick mode */
+    const uint64_t stride = full && *full == '1' ? 1 : tu_quick() ? 391 : 23;
     const size_t blk = 1 << 20;
     float *x = malloc(blk * sizeof *x), *y = malloc(blk * sizeof *y), *e = malloc(blk * sizeof *e);
     ck_assert(x && y && e);
@@ -439,7 +440,7 @@ START_TEST(test_fp16_ieee)
 END_TEST
 
 /* bf16 nearest equals the usual bfloat16 RNE bit recipe u + 0x7fff + ((u >> 16) & 1), then
- * truncation (NaN kept), on every bit pattern i * 29. */
+ * truncation (NaN kept), on every bit pattern i * 29 (i * 493 in quick mode). */
 START_TEST(test_bf16_rne)
 {
     struct quant_spec s = spec_of("bf16", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
@@ -447,9 +448,10 @@ START_TEST(test_bf16_rne)
     float *x = malloc(blk * sizeof *x), *y = malloc(blk * sizeof *y);
     ck_assert(x && y);
     struct quant_key key = {0, 0, 0};
+    const uint64_t stride = tu_quick() ? 493 : 29; /* 17 x 29 in quick mode */
     for (uint64_t u = 0; u < (1ull << 32);) {
         size_t nb = 0;
-        for (; nb < blk && u < (1ull << 32); nb++, u += 29) x[nb] = quant_u2f((uint32_t)u);
+        for (; nb < blk && u < (1ull << 32); nb++, u += stride) x[nb] = quant_u2f((uint32_t)u);
         ck_assert_int_eq(quant_array(&s, x, y, nb, key, NULL, NULL), ADAPT_OK);
         for (size_t i = 0; i < nb; i++) {
             uint32_t b = quant_f2u(x[i]);

@@ -122,6 +122,12 @@ int tu_have_program(const char *path)
 
 /* ---- data sets ---- */
 
+int tu_quick(void)
+{
+    const char *q = getenv("ADAPT_TEST_QUICK");
+    return q && q[0] && strcmp(q, "0") != 0;
+}
+
 int tu_have_data(const char *path)
 {
     if (access(path, R_OK) == 0) return 1;

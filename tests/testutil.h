@@ -63,6 +63,14 @@ void tu_strip_times(const char *in, const char *out);
  * program then exits with 99, a hard error for the test harness). */
 int tu_have_program(const char *path);
 
+/* ---- quick mode ---- */
+
+/* 1 when the environment variable ADAPT_TEST_QUICK is set to something other than "" or "0".
+ * The slowest tests then do less of the same work (fewer images, fewer sampled points, a
+ * sparser sweep of bit patterns) with the same code paths and the same checks: CI's sanitizer
+ * build, where everything runs several times slower, uses it (HACKING.md, "Tests"). */
+int tu_quick(void);
+
 /* ---- data sets ---- */
 
 /* 1 when the file can be read. Otherwise prints on stderr that the running test skips the
