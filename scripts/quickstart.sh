@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-run}
+case "$what" in
+  run|check) ;;
+  *) echo "quickstart.sh: expected 'run' or 'check', got '$what'" >&2; exit 2 ;;
+esac
 ./scripts/setup-deps.sh
 if [ ! -x configure ] || [ configure.ac -nt configure ]; then ./autogen.sh; fi
 if [ ! -f Makefile ] || [ configure -nt Makefile ]; then ./configure; fi
@@ -17,6 +21,4 @@ case "$what" in
     ./adapt-train --config experiments/configs/quickstart.ini --out "$out" --force ;;
   check)
     make -j"$jobs" check ;;
-  *)
-    echo "quickstart.sh: expected 'run' or 'check', got '$what'" >&2; exit 2 ;;
 esac

@@ -50,6 +50,10 @@ EXTRA_DIST += tests/bench_layers_torch.py
 TESTS += tests/layering.test
 EXTRA_DIST += tests/layering.test
 
+# the small promises of the command-line programs (--version, argument checks)
+TESTS += tests/cli_small.test
+EXTRA_DIST += tests/cli_small.test
+
 # every shipped configuration loads (adapt-train --dry-run)
 TESTS += tests/configs_dry_run.sh
 EXTRA_DIST += tests/configs_dry_run.sh

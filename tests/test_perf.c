@@ -828,7 +828,8 @@ START_TEST(test_report_formats)
     perf_params_init(&p);
     struct perf_run *r = analyze_file(path, &p, NULL);
     struct perf_run *rows[1] = {r};
-    static const char *const want[4] = {"SU1", "su1,su2", "\"su1\": 1.7334", "| SU1 |"};
+    /* with per-unit tables; CSV then holds only the table of one row per run and unit */
+    static const char *const want[4] = {"SU1", "run,unit,macs,", "\"su1\": 1.7334", "| SU1 |"};
     for (int fi = 0; fi < 4; fi++) {
         char *txt = NULL;
         size_t len = 0;
@@ -837,6 +838,16 @@ START_TEST(test_report_formats)
         fclose(f);
         ck_assert_msg(strstr(txt, want[fi]) != NULL, "format %d lacks %s:\n%s", fi, want[fi], txt);
         ck_assert_msg(strstr(txt, "c1") != NULL, "format %d lacks the unit table", fi);
+        if (fi == PERF_FORMAT_CSV) {
+            ck_assert_msg(!strncmp(txt, "run,unit,", 9) && !strstr(txt, "su1"),
+                          "csv --per-unit is not one unit table:\n%s", txt);
+            free(txt);
+            f = open_memstream(&txt, &len);
+            ck_assert_int_eq(perf_report_write(f, PERF_FORMAT_CSV, rows, 1, &p, 0), ADAPT_OK);
+            fclose(f);
+            ck_assert_msg(strstr(txt, "su1,su2") && !strstr(txt, "run,unit,"),
+                          "csv without per-unit:\n%s", txt);
+        }
         if (fi == PERF_FORMAT_JSON) {
             json_error_t err;
             json_t *j = json_loads(txt, 0, &err);

@@ -25,6 +25,7 @@
     !defined(ADAPT_NATIVE)
 #define ADAPT_HOT_CLONES \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define ADAPT_HAVE_HOT_CLONES 1
 #else
 #define ADAPT_HOT_CLONES
 #endif

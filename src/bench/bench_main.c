@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <config.h>
+#include "src/base/version.h"
 #include "src/bench/bench.h"
 
 double adapt_bench_now(void)
@@ -34,7 +35,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("adapt-bench (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+        adapt_version_print(stdout, "adapt-bench");
         return 0;
     }
     if (!strcmp(argv[1], "train")) return adapt_bench_train(argc - 1, argv + 1);

@@ -8,6 +8,7 @@
  * same threads; each figure is the best of several timed batches. Bandwidth counts 8 bytes per
  * element (one float read, one written); ratio = format GB/s / copy GB/s.
  */
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,14 +229,22 @@ int adapt_bench_quant(int argc, char **argv)
                 char name[32];
                 quant_spec_str(&s, name, sizeof name);
                 const char *rname = rm ? "stochastic" : "nearest";
-                if (json)
-                    printf("{\"bench\":\"quant\",\"elements\":%zu,\"format\":\"%s\",\"rounding\":"
-                           "\"%s\","
-                           "\"threads\":%d,\"isa\":\"%s\",\"counters\":%s,\"mask\":%s,\"elements_"
-                           "per_s\":%.4g,"
-                           "\"gb_per_s\":%.4g,\"copy_gb_per_s\":%.4g,\"ratio\":%.4f}\n",
-                           n, name, rname, nth, isa, stats ? "true" : "false",
-                           want_mask ? "true" : "false", (double)n / tq, gbq, gbc, gbq / gbc);
+                if (json) {
+                    json_t *o = json_pack(
+                        "{s:s,s:I,s:s,s:s,s:i,s:s,s:b,s:b,s:f,s:f,s:f,s:f}", "bench", "quant",
+                        "elements", (json_int_t)n, "format", name, "rounding", rname, "threads",
+                        nth, "isa", isa, "counters", stats, "mask", want_mask, "elements_per_s",
+                        (double)n / tq, "gb_per_s", gbq, "copy_gb_per_s", gbc, "ratio", gbq / gbc);
+                    char *line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+                    json_decref(o);
+                    if (!line) {
+                        fprintf(stderr, "adapt-bench quant: out of memory\n");
+                        failed = 1;
+                        continue;
+                    }
+                    printf("%s\n", line);
+                    free(line);
+                }
                 else
                     printf("%9zu  %-13s %-10s %10.1f %8.2f %10.2f %6.2f\n", n, name, rname,
                            (double)n / tq / 1e6, gbq, gbc, gbq / gbc);

@@ -8,6 +8,7 @@
  * median, minimum and maximum images/s over --repeats samples.
  */
 #include <getopt.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,15 +230,52 @@ int adapt_bench_train(int argc, char **argv)
     threads = omp_get_max_threads();
 #endif
     char *plist = strdup(policies), *pol[16];
-    int npol = 0;
-    for (char *save = NULL, *q = strtok_r(plist, ",", &save); q && npol < 16;
-         q = strtok_r(NULL, ",", &save))
+    char *list = strdup(models);
+    int npol = 0, rc = 0;
+    if (!plist || !list) {
+        fprintf(stderr, "adapt-bench train: out of memory\n");
+        rc = 2;
+        goto done;
+    }
+    /* every name is checked before anything is printed or timed */
+    for (char *save = NULL, *q = strtok_r(plist, ",", &save); q; q = strtok_r(NULL, ",", &save)) {
+        struct adapt_config cfg;
+        char set[96];
+        adapt_config_init(&cfg);
+        if (npol == 16) {
+            fprintf(stderr, "adapt-bench train: --policy: at most 16 policies\n");
+            rc = 2;
+            goto done;
+        }
+        if (snprintf(set, sizeof set, "policy.name=%s", q) >= (int)sizeof set ||
+            adapt_config_set(&cfg, set) != ADAPT_OK) {
+            fprintf(stderr, "adapt-bench train: --policy: %s\n", adapt_error_message());
+            rc = 2;
+            goto done;
+        }
         pol[npol++] = q;
+    }
+    for (const char *m = list; *m;) {
+        size_t n = strcspn(m, ",");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), m);
+        if (n >= sizeof name || adapt_model_in_channels(name) == 0) {
+            fprintf(stderr, "adapt-bench train: --model: unknown model '%.*s' (expected lenet5, "
+                            "alexnet_cifar, alexnet_mnist or resnet20)\n",
+                    (int)n, m);
+            rc = 2;
+            goto done;
+        }
+        m += n + (m[n] == ',');
+    }
+    if (npol == 0 || !list[0]) {
+        fprintf(stderr, "adapt-bench train: --model and --policy need at least one name\n");
+        rc = 2;
+        goto done;
+    }
     if (!json)
         printf("%-14s %-7s %6s %8s %12s %12s %12s %10s\n", "model", "policy", "batch", "threads",
                "img/s median", "img/s min", "img/s max", "step cost");
-    char *list = strdup(models);
-    int rc = 0;
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
         struct bench_result res[16];
         if (bench_model(m, pol, npol, batch, classes, repeats, warmup, min_s, res) != 0) {
@@ -247,19 +285,32 @@ int adapt_bench_train(int argc, char **argv)
         for (int q = 0; q < npol; q++) {
             /* step time relative to the first policy's, medians of the same run */
             double cost = res[0].median / res[q].median;
-            if (json)
-                printf("{\"bench\":\"train\",\"model\":\"%s\",\"policy\":\"%s\",\"batch\":%d,"
-                       "\"threads\":%d,\"img_per_s_median\":%.1f,\"img_per_s_min\":%.1f,"
-                       "\"img_per_s_max\":%.1f,\"step_cost_vs_%s\":%.3f,\"steps_per_sample\":%d,"
-                       "\"repeats\":%d}\n",
-                       m, pol[q], batch, threads, res[q].median, res[q].min, res[q].max, pol[0],
-                       cost, res[q].steps_per_sample, repeats);
+            if (json) {
+                char key[64];
+                snprintf(key, sizeof key, "step_cost_vs_%s", pol[0]);
+                json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:i,s:f,s:f,s:f,s:f,s:i,s:i}", "bench",
+                                      "train", "model", m, "policy", pol[q], "batch", batch,
+                                      "threads", threads, "img_per_s_median", res[q].median,
+                                      "img_per_s_min", res[q].min, "img_per_s_max", res[q].max,
+                                      key, cost, "steps_per_sample", res[q].steps_per_sample,
+                                      "repeats", repeats);
+                char *line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+                json_decref(o);
+                if (!line) {
+                    fprintf(stderr, "adapt-bench train: out of memory\n");
+                    rc = 1;
+                    goto done;
+                }
+                printf("%s\n", line);
+                free(line);
+            }
             else
                 printf("%-14s %-7s %6d %8d %12.1f %12.1f %12.1f %9.3fx\n", m, pol[q], batch,
                        threads, res[q].median, res[q].min, res[q].max, cost);
         }
         fflush(stdout);
     }
+done:
     free(plist);
     free(list);
     return rc;

@@ -14,8 +14,9 @@
 #include <unistd.h>
 
 #include <config.h>
-#include "src/perfmodel/perf.h"
 #include "src/base/fileio.h"
+#include "src/base/version.h"
+#include "src/perfmodel/perf.h"
 
 static void usage(FILE *f)
 {
@@ -27,6 +28,7 @@ static void usage(FILE *f)
         "Prices training runs with the performance model (one row per run):\n"
         "SU1, SU2, training memory (with the policy's state), model size, inference\n"
         "speed-up, overhead, sparsity; runs named by their configuration file.\n"
+        "A TRACE may also be a run directory of adapt-train (its trace.jsonl).\n"
         "  --baseline TRACE     float32 run for SU2 (default: the first TRACE of policy fp32)\n"
         "  --target ACC         SU2 target validation accuracy (default: baseline best - tol)\n"
         "  --target-tol T       tolerance below the baseline's best (default 0.005)\n"
@@ -35,7 +37,8 @@ static void usage(FILE *f)
         "                       target; needs --baseline or --target) and SU3 (on MuPPET's\n"
         "                       float32 baseline) as the AdaPT reference analysis computes them\n"
         "  --format F           text (default), csv, json or markdown\n"
-        "  --per-unit           add per-unit costs and formats\n"
+        "  --per-unit           add per-unit costs and formats (with --format csv: the\n"
+        "                       table of one row per run and unit, instead of the runs')\n"
         "  --hw TABLE           also price with a measured timing table (adapt-bench gemm)\n"
         "  --hw-map MAP         word length to hardware type, e.g. 8:int8,16:fp16,32:fp32\n"
         "  --partial            accept a trace whose last line is incomplete (a live run)\n"
@@ -202,7 +205,7 @@ int main(int argc, char **argv)
             break;
         case 'g': shapes = 1; break;
         case 'h': usage(stdout); return 0;
-        case 'V': printf("adapt-perf (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
+        case 'V': adapt_version_print(stdout, "adapt-perf"); return 0;
         default: usage(stderr); return 2;
         }
     }

@@ -1,5 +1,10 @@
 /* src/perfmodel/load.c: the one validating trace reader of adapt-perf and
  * adapt-heatmap (see perf.h, perf_trace_load). */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/base/fileio.h"
 #include "src/perfmodel/perf.h"
 
 enum adapt_status perf_trace_load(const char *path, unsigned flags, const struct perf_params *p,
@@ -8,7 +13,23 @@ enum adapt_status perf_trace_load(const char *path, unsigned flags, const struct
 {
     struct adapt_trace *t = NULL;
     struct perf_run *r = NULL;
-    enum adapt_status st = adapt_trace_load(&t, path, flags);
+    struct stat sb;
+    enum adapt_status st;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        /* a run directory of adapt-train: its trace */
+        char *file = adapt_path_join(path, "trace.jsonl");
+        if (!file) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
+        if (access(file, F_OK) != 0) {
+            st = ADAPT_ERROR(ADAPT_ENOENT, "%s: a directory without trace.jsonl: give a trace "
+                             "file or the run directory adapt-train wrote (--out)", path);
+            free(file);
+            return st;
+        }
+        st = adapt_trace_load(&t, file, flags);
+        free(file);
+    } else {
+        st = adapt_trace_load(&t, path, flags);
+    }
     if (st != ADAPT_OK) return st;
     if ((st = perf_run_analyze(&r, t, p, hw)) != ADAPT_OK) {
         adapt_trace_free(t);

@@ -218,8 +218,8 @@ enum adapt_status perf_schedule_price(struct perf_run **out, const char *schedul
                                       int64_t samples_per_epoch, const struct perf_params *p,
                                       const struct perf_hw *hw);
 void perf_run_free(struct perf_run *r);
-/* The trace reader of adapt-perf and adapt-heatmap: loads path
- * (adapt_trace_load flags) and prices it, so that a trace either program
+/* The trace reader of adapt-perf and adapt-heatmap: loads path (a trace, or a run directory
+ * holding trace.jsonl; adapt_trace_load flags) and prices it, so that a trace either program
  * accepts passes every consistency check of perf_run_analyze. *trace and
  * *run are set on success when not NULL (free them); hw may be NULL. */
 enum adapt_status perf_trace_load(const char *path, unsigned flags, const struct perf_params *p,
@@ -250,7 +250,8 @@ enum perf_format { PERF_FORMAT_TEXT = 0, PERF_FORMAT_CSV, PERF_FORMAT_JSON, PERF
 /* "text", "csv", "json" or "markdown". */
 enum adapt_status perf_format_parse(const char *s, enum perf_format *out);
 /* One row per run, side by side; per_unit adds a table per run (text,
- * markdown) or the unit arrays (json, csv: one row per unit after the runs).
+ * markdown) or the unit arrays (json); csv with per_unit is one table of one row per run
+ * and unit instead (a CSV file holds one table: the run table is the output without it).
  * p selects the SU convention and states the SU2 target rule. */
 enum adapt_status perf_report_write(FILE *f, enum perf_format fmt, struct perf_run *const *runs,
                                     int n, const struct perf_params *p, int per_unit);

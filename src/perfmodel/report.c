@@ -306,6 +306,7 @@ static void write_csv(FILE *f, struct perf_run *const *runs, int n, const struct
 {
     int hw = any_hw(runs, n);
     char buf[256];
+    if (per_unit) goto units; /* one table per output: the units' (see perf_report_write) */
     for (int c = 0, first = 1; c < NCOLS; c++) {
         if (!col_shown(&cols[c], hw, p)) continue;
         fprintf(f, "%s%s", first ? "" : ",", cols[c].key);
@@ -328,8 +329,9 @@ static void write_csv(FILE *f, struct perf_run *const *runs, int n, const struct
         }
         fprintf(f, "\n");
     }
-    if (!per_unit) return;
-    fprintf(f, "\nrun");
+    return;
+units:
+    fprintf(f, "run");
     for (int c = 0; c < UCOLS; c++) fprintf(f, ",%s", ucol_key[c]);
     fprintf(f, "\n");
     for (int i = 0; i < n; i++)

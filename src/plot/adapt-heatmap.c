@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <config.h>
+#include "src/base/version.h"
 #include "src/perfmodel/perf.h"
 #include "src/plot/plot.h"
 
@@ -22,7 +23,7 @@ static void usage(FILE *f)
             "[--height PX]\n"
             "Draws a heatmap of one run's per-unit state (units in network order against\n"
             "optimizer steps), or the training cost of runs relative to float32 over epochs.\n"
-            "FILE ends in .png or .svg.\n"
+            "FILE ends in .png or .svg. A TRACE may also be a run directory (its trace.jsonl).\n"
             "  --metric M    wl (default), fl, lb (lookback), r (histogram resolution), sparsity\n"
             "  --partial     accept traces whose last line is incomplete (a live run)\n");
 }
@@ -67,12 +68,20 @@ int main(int argc, char **argv)
         case 'c': curve = 1; break;
         case 'p': partial = 1; break;
         case 'h': usage(stdout); return 0;
-        case 'V': printf("adapt-heatmap (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
+        case 'V': adapt_version_print(stdout, "adapt-heatmap"); return 0;
         default: usage(stderr); return 2;
         }
     }
     int n = argc - optind;
-    if (!output || n < 1 || (!curve && n != 1)) {
+    if (!curve && n > 1) {
+        fprintf(stderr, "adapt-heatmap: a heatmap shows one run, and %d traces were given: draw "
+                        "one file per trace, or compare runs with --cost-curve\n",
+                n);
+        return 2;
+    }
+    if (!output || n < 1) {
+        fprintf(stderr, "adapt-heatmap: %s\n",
+                n < 1 ? "no trace given" : "no output file given (-o FILE)");
         usage(stderr);
         return 2;
     }

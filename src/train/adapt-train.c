@@ -8,8 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <config.h>
+#include "src/base/fileio.h"
+#include "src/base/version.h"
 #include "src/config/config.h"
 #include "src/cuda/device.h"
 #include "src/net/net.h"
@@ -26,7 +29,8 @@ static void usage(FILE *f)
             "  --resume               continue the run in the output directory\n"
             "  --force                replace the run files in an existing output directory\n"
             "  --dry-run              print the resolved configuration and the model, then stop\n"
-            "  --init-from FILE       start from the weights in a safetensors file\n"
+            "  --init-from FILE       start from the weights in a safetensors file (or a run\n"
+            "                         directory: its model.safetensors)\n"
             "  --eval-only            score --init-from FILE on the test set (at the formats\n"
             "                         stored with it) and stop\n"
             "  --eval-json FILE       with --eval-only: also write the result as JSON\n"
@@ -83,7 +87,7 @@ int main(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         case 'V':
-            printf("adapt-train (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+            adapt_version_print(stdout, "adapt-train");
             return 0;
         default: usage(stderr); return 2;
         }
@@ -103,6 +107,15 @@ int main(int argc, char **argv)
     if (eval_json && !eval_only) return fail("--eval-json FILE needs --eval-only");
     if (resume && init_from) return fail("--resume continues from the run's own checkpoint; "
                                          "--init-from cannot be combined with it");
+
+    /* --init-from a run directory: its weights */
+    char *init_file = NULL;
+    struct stat sb;
+    if (init_from && stat(init_from, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (!(init_file = adapt_path_join(init_from, "model.safetensors")))
+            return fail("out of memory");
+        init_from = init_file;
+    }
 
     static struct adapt_config cfg;
     adapt_config_init(&cfg);
@@ -141,6 +154,7 @@ int main(int argc, char **argv)
 
     struct adapt_train_opts o = {out_dir, resume, force, init_from, eval_only, eval_json, quiet};
     enum adapt_status st = adapt_train_run(&cfg, &o);
+    free(init_file);
     if (st != ADAPT_OK) {
         fprintf(stderr, "adapt-train: %s\n", adapt_error_message());
         return st == ADAPT_EINTERRUPTED ? 130 : 1;

@@ -156,9 +156,27 @@ static enum adapt_status load_weights_from(struct adapt_net *net,
 
 enum adapt_status adapt_ckpt_load_weights(struct adapt_net *net, const char *path)
 {
+    /* the usual mistakes, named: a trace or other JSON file, a run's optimizer state */
+    FILE *fp = fopen(path, "rb");
+    if (fp) {
+        int c = getc(fp);
+        fclose(fp);
+        if (c == '{')
+            return ADAPT_ERROR(ADAPT_EFORMAT,
+                               "%s: a JSON file (a run's trace?), not a weights file: give the "
+                               "run's model.safetensors (or its run directory)",
+                               path);
+    }
     struct adapt_safetensors *f = NULL;
     enum adapt_status st = adapt_safetensors_load(&f, path);
     if (st) return st;
+    if (adapt_safetensors_meta_get(f, "sgd_steps")) {
+        adapt_safetensors_free(f);
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "%s: a run's optimizer state (optim.safetensors), not its weights: "
+                           "give model.safetensors from the same directory",
+                           path);
+    }
     st = load_weights_from(net, f);
     adapt_safetensors_free(f);
     return st;

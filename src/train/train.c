@@ -58,6 +58,7 @@ struct run {
     struct adapt_run_dir dir;
     int tty;
     int epochs_done;
+    int ckpt_epoch; /* the epoch of the newest checkpoint (0: none yet) */
 };
 
 static void run_free(struct run *r)
@@ -269,10 +270,12 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         int last = epoch + 1 == epochs || policy_stop;
         int every = cfg->run.checkpoint_every;
         r->epochs_done = epoch + 1;
-        if (last || (every > 0 && (epoch + 1) % every == 0))
+        if (last || (every > 0 && (epoch + 1) % every == 0)) {
             if ((st = adapt_ckpt_write(&r->dir, r->net, &r->opt, &r->sched, r->pol, epoch + 1,
-                                              step)))
+                                       step)))
                 return st;
+            r->ckpt_epoch = epoch + 1;
+        }
     }
     return ADAPT_OK;
 }
@@ -402,6 +405,9 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     /* the quantized copies the uninterrupted run had after its last step */
     if (r.pol->prec && start_step > 0) adapt_precision_refresh_weights(r.pol->prec, start_step);
     r.epochs_done = start_epoch;
+    r.ckpt_epoch = start_epoch;
+    /* from here (before the start line) Ctrl-C stops at the end of the current step */
+    void (*old)(int) = signal(SIGINT, on_sigint);
     if (!opts->quiet) {
         printf("adapt-sim %s: %s on %s (%d train, %d val, %d test), policy %s, %d epochs, "
                "batch %d, seed %lld\n",
@@ -412,14 +418,21 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
             printf("resuming after epoch %d (step %ld)\n", start_epoch, start_step);
         fflush(stdout);
     }
-    void (*old)(int) = signal(SIGINT, on_sigint);
     st = train_loop(&r, start_epoch, start_step);
     signal(SIGINT, old);
     if (st) goto free_run;
     if (stop_requested) {
         adapt_run_dir_end(&r.dir, "stopped", now_s() - t_start);
-        st = ADAPT_ERROR(ADAPT_EINTERRUPTED, "interrupted: the run can continue from the last "
-                                       "checkpoint with --resume");
+        if (r.ckpt_epoch == 0)
+            st = ADAPT_ERROR(ADAPT_EINTERRUPTED,
+                             "interrupted in epoch %d, before the first checkpoint: there is "
+                             "nothing to resume; start the run again with --force",
+                             r.epochs_done + 1);
+        else
+            st = ADAPT_ERROR(ADAPT_EINTERRUPTED,
+                             "interrupted in epoch %d: the run can continue from the checkpoint "
+                             "of epoch %d with --resume",
+                             r.epochs_done + 1, r.ckpt_epoch);
         goto free_run;
     }
     double test_loss, test_acc;
