@@ -88,9 +88,13 @@ def read_runlist(path):
 
 def program(args, name):
     p = os.path.join(args.bin, name)
-    if not os.access(p, os.X_OK):
-        die("%s not found or not executable (build first, or pass --bin DIR)" % p)
-    return p
+    if os.access(p, os.X_OK):
+        return p
+    found = shutil.which(name)  # an installed adapt-sim
+    if found:
+        return found
+    die("%s not found or not executable, nor %s on PATH (build first, or pass --bin DIR)"
+        % (p, name))
 
 
 def write_commands(args, runs):

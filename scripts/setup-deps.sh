@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential autoconf automake libtool pkg-config
  libgsl-dev check libsubunit-dev libinih-dev libjansson-dev zlib1g-dev
  libopenblas-openmp-dev libarchive-dev libcairo2-dev parallel
- clang libclang-rt-14-dev libomp-dev git
+ clang libclang-rt-14-dev libomp-dev git help2man
  dataset-fashion-mnist
  python3 python3-numpy python3-jsonschema python3-matplotlib python3-setuptools python3-pip
  jupyter-nbconvert python3-nbformat python3-ipykernel"

@@ -48,6 +48,69 @@ char *adapt_path_join(const char *dir, const char *name)
     return p;
 }
 
+/* Where adapt_find_file looks after ADAPT_DATA_PATH: the source tree and the installed data
+ * folder, set by the build (Makefile.am); empty when a build did not say. */
+#ifndef ADAPT_ABS_SRCDIR
+#define ADAPT_ABS_SRCDIR ""
+#endif
+#ifndef ADAPT_PKGDATADIR
+#define ADAPT_PKGDATADIR ""
+#endif
+
+/* Appends s to the list of places looked (kept short: the message buffer is bounded). */
+static void tried_add(char *tried, size_t cap, const char *s)
+{
+    size_t n = strlen(tried);
+    if (n + 2 >= cap) return;
+    snprintf(tried + n, cap - n, "%s%s", n ? ", " : "", s);
+}
+
+enum adapt_status adapt_find_file(const char *name, const char *what, const char *const *subs,
+                                  char **out)
+{
+    *out = NULL;
+    struct stat sb;
+    int explicit = name[0] == '/' || !strncmp(name, "./", 2) || !strncmp(name, "../", 3);
+    if (explicit || stat(name, &sb) == 0) {
+        if (!(*out = adapt_strdup(name)))
+            return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", name);
+        return ADAPT_OK;
+    }
+    char tried[768] = "";
+    tried_add(tried, sizeof tried, "the current directory");
+    const char *env = getenv("ADAPT_DATA_PATH");
+    char *list = adapt_strdup(env ? env : "");
+    if (!list) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", name);
+    const char *fixed[2] = {ADAPT_ABS_SRCDIR, ADAPT_PKGDATADIR};
+    char *save = NULL, *base = strtok_r(list, ":", &save);
+    for (int k = 0; base || k < 2; base = base ? strtok_r(NULL, ":", &save) : NULL) {
+        const char *b = base;
+        if (!b) b = fixed[k++];
+        if (!b[0]) continue;
+        for (const char *const *sub = subs; *sub; sub++) {
+            char *dir = (*sub)[0] ? adapt_path_join(b, *sub) : adapt_strdup(b);
+            char *p = dir ? adapt_path_join(dir, name) : NULL;
+            if (!p) {
+                free(dir);
+                free(list);
+                return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", name);
+            }
+            if (stat(p, &sb) == 0) {
+                free(dir);
+                free(list);
+                *out = p;
+                return ADAPT_OK;
+            }
+            tried_add(tried, sizeof tried, dir);
+            free(dir);
+            free(p);
+        }
+    }
+    free(list);
+    return ADAPT_ERROR(ADAPT_ENOENT, "%s: no such %s (looked in %s; ADAPT_DATA_PATH adds folders)",
+                       name, what, tried);
+}
+
 /* "<path>.tmp.<pid>" */
 static char *tmp_name(const char *path)
 {

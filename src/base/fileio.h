@@ -64,6 +64,16 @@ char *adapt_path_join(const char *dir, const char *name);
 /* strdup that is in C11; NULL when out of memory. */
 char *adapt_strdup(const char *s);
 
+/* The shipped file a user names (a configuration, a timing table): `name` itself when it
+ * exists, is absolute, or starts with "./" or "../"; otherwise the first existing BASE/SUB/name
+ * for BASE in the directories of the environment variable ADAPT_DATA_PATH (colon-separated),
+ * the source tree the program was built from and the installed data folder
+ * (PREFIX/share/adapt-sim), and SUB in `subs` (NULL-terminated, "" for BASE/name). Sets *out
+ * to a new allocation (free it). When nothing exists: ADAPT_ENOENT with a message that names
+ * `what` and every place looked. */
+enum adapt_status adapt_find_file(const char *name, const char *what, const char *const *subs,
+                                  char **out);
+
 /* The steps of a write, in order, as the hook sees them. */
 enum adapt_fileio_step {
     ADAPT_FILEIO_CREATED,    /* temporary created, empty */

@@ -10,6 +10,9 @@ libadaptbase_a_SOURCES = \
 	src/base/hd.h src/base/rng.h \
 	src/base/version.c src/base/version.h
 nodist_libadaptbase_a_SOURCES = src/base/buildinfo.h
+# where adapt_find_file looks for shipped files: this source tree, then the installed data
+libadaptbase_a_CPPFLAGS = $(AM_CPPFLAGS) -DADAPT_ABS_SRCDIR='"$(abs_top_srcdir)"' \
+	-DADAPT_PKGDATADIR='"$(pkgdatadir)"'
 
 # src/base/buildinfo.h: the commit (git describe in a git checkout, the file .commit that
 # `make dist` writes in a release tarball, else "unknown") and the compiler and options, for

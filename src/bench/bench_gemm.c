@@ -48,7 +48,7 @@ static const char *const default_shapes =
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: adapt-bench gemm [--shapes MxNxK,...] [--device cpu|cuda] [--types T,...]\n"
+            "Usage: adapt-bench gemm [--shapes MxNxK,...] [--device cpu|cuda] [--types T,...]\n"
             "                        [--isa best|all|scalar,avx2,avx512vnni] [--repeats R]\n"
             "                        [--min-sample-s S] [-o FILE] [--json]\n"
             "  --shapes   GEMM shapes (default %s);\n"

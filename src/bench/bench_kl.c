@@ -33,7 +33,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: adapt-bench kl --model NAME [--weights FILE] [--seed S] [--bins LIST]\n"
+    fprintf(f, "Usage: adapt-bench kl --model NAME [--weights FILE] [--seed S] [--bins LIST]\n"
                "                      [--samples LIST] [--noise C]\n"
                "  --model    lenet5, alexnet_mnist, alexnet_cifar, resnet20\n"
                "  --weights  safetensors checkpoint (default: the initialisation)\n"

@@ -16,7 +16,7 @@ double adapt_bench_now(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: adapt-bench SUBCOMMAND [options]\n"
+    fprintf(f, "Usage: adapt-bench SUBCOMMAND [options]\n"
                "  train   training throughput (images/s) of a model\n"
                "  quant   rounding-kernel throughput against a plain copy\n"
                "  gemm    GEMM and element-wise timing table per number type\n"

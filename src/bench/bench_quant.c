@@ -31,7 +31,7 @@ static const char *default_formats =
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: adapt-bench quant [--json] [--sizes LIST] [--formats LIST] [--threads N]\n"
+            "Usage: adapt-bench quant [--json] [--sizes LIST] [--formats LIST] [--threads N]\n"
             "                         [--time SECONDS] [--mask] [--no-stats]\n"
             "  --sizes    element counts, K/M suffixes (default %s)\n"
             "  --formats  formats as in configs, ';' or ',' between them (default %s)\n"

@@ -35,7 +35,7 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: adapt-bench train [--model M[,M...]] [--policy P[,P...]] [--batch B]\n"
+        "Usage: adapt-bench train [--model M[,M...]] [--policy P[,P...]] [--batch B]\n"
         "                         [--classes C] [--repeats R] [--warmup W] [--min-sample-s S] "
         "[--json]\n"
         "  --model   lenet5, alexnet_cifar, alexnet_mnist, resnet20 (default: "

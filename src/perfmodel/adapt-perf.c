@@ -22,9 +22,9 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: adapt-perf TRACE... [options]\n"
-        "       adapt-perf --schedule WL:EPOCHS,... --model NAME [options]\n"
-        "       adapt-perf --gemm-shapes --model NAME [--batch B]\n"
+        "Usage: adapt-perf TRACE... [options]\n"
+        "   or: adapt-perf --schedule WL:EPOCHS,... --model NAME [options]\n"
+        "   or: adapt-perf --gemm-shapes --model NAME [--batch B]\n"
         "Prices training runs with the performance model (one row per run):\n"
         "SU1, SU2, training memory (with the policy's state), model size, inference\n"
         "speed-up, overhead, sparsity; runs named by their configuration file.\n"
@@ -39,7 +39,8 @@ static void usage(FILE *f)
         "  --format F           text (default), csv, json or markdown\n"
         "  --per-unit           add per-unit costs and formats (with --format csv: the\n"
         "                       table of one row per run and unit, instead of the runs')\n"
-        "  --hw TABLE           also price with a measured timing table (adapt-bench gemm)\n"
+        "  --hw TABLE           also price with a measured timing table (adapt-bench gemm):\n"
+        "                       a path, or the name of a shipped one (src/perfmodel/hw)\n"
         "  --hw-map MAP         word length to hardware type, e.g. 8:int8,16:fp16,32:fp32\n"
         "  --partial            accept a trace whose last line is incomplete (a live run)\n"
         "  -o, --output FILE    write the report to FILE (default: standard output)\n"
@@ -235,11 +236,17 @@ int main(int argc, char **argv)
     struct perf_model *m = NULL;
     if (!runs) return fail("out of memory");
     if (hw_path) {
-        if (perf_hw_load(&hw, hw_path) != ADAPT_OK ||
+        /* a path, or the name of a shipped table (src/perfmodel/hw, installed as hw/) */
+        static const char *const hw_dirs[] = {"", "hw", "src/perfmodel/hw", NULL};
+        char *file = NULL;
+        if (adapt_find_file(hw_path, "timing table", hw_dirs, &file) != ADAPT_OK ||
+            perf_hw_load(&hw, file) != ADAPT_OK ||
             (hw_map && perf_hw_set_map(hw, hw_map) != ADAPT_OK)) {
+            free(file);
             fail(adapt_error_message());
             goto free_runs;
         }
+        free(file);
     } else if (hw_map) {
         fprintf(stderr, "adapt-perf: --hw-map needs --hw TABLE\n");
         rc = 2;

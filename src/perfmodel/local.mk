@@ -12,4 +12,6 @@ bin_PROGRAMS += adapt-perf
 adapt_perf_SOURCES = src/perfmodel/adapt-perf.c
 adapt_perf_LDADD = $(PERF_LIBS) $(PERF_EXT_LIBS)
 
-dist_noinst_DATA += $(wildcard $(srcdir)/src/perfmodel/hw/*.json) src/perfmodel/hw/README.md
+# the measured timing tables, installed as $(pkgdatadir)/hw (adapt-perf --hw NAME finds them)
+hwdir = $(pkgdatadir)/hw
+dist_hw_DATA = $(wildcard $(srcdir)/src/perfmodel/hw/*.json) src/perfmodel/hw/README.md

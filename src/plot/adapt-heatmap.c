@@ -17,9 +17,9 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--title T] "
+            "Usage: adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--title T] "
             "[--width PX]\n"
-            "       adapt-heatmap --cost-curve TRACE... -o FILE [--title T] [--width PX] "
+            "   or: adapt-heatmap --cost-curve TRACE... -o FILE [--title T] [--width PX] "
             "[--height PX]\n"
             "Draws a heatmap of one run's per-unit state (units in network order against\n"
             "optimizer steps), or the training cost of runs relative to float32 over epochs.\n"

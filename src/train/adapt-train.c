@@ -21,9 +21,12 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: adapt-train --config FILE [options]\n"
+            "Usage: adapt-train --config FILE [options]\n"
             "Trains a CNN with a precision policy and writes a trace and checkpoints.\n\n"
-            "  --config FILE          INI configuration (experiments/configs/*.ini)\n"
+            "  --config FILE          INI configuration: a path, or the name of a shipped one\n"
+            "                         (c100_alexnet.ini, reference/lenet_msgd_fp_mnist.ini),\n"
+            "                         looked up in $ADAPT_DATA_PATH, the source tree's\n"
+            "                         experiments/configs and the installed configurations\n"
             "  --set SECTION.KEY=VAL  override one configuration value (repeatable)\n"
             "  --out DIR              output directory (default: run.out, or runs/<config stem>)\n"
             "  --resume               continue the run in the output directory\n"
@@ -117,6 +120,15 @@ int main(int argc, char **argv)
         init_from = init_file;
     }
 
+    /* --config NAME: a path, or the name of a shipped configuration (adapt_find_file) */
+    char *config_file = NULL;
+    static const char *const config_dirs[] = {"", "experiments/configs", NULL};
+    if (config) {
+        if (adapt_find_file(config, "configuration file", config_dirs, &config_file))
+            return fail(adapt_error_message());
+        config = config_file;
+    }
+
     static struct adapt_config cfg;
     adapt_config_init(&cfg);
     if (config && adapt_config_load(&cfg, config)) return fail(adapt_error_message());
@@ -155,6 +167,7 @@ int main(int argc, char **argv)
     struct adapt_train_opts o = {out_dir, resume, force, init_from, eval_only, eval_json, quiet};
     enum adapt_status st = adapt_train_run(&cfg, &o);
     free(init_file);
+    free(config_file);
     if (st != ADAPT_OK) {
         fprintf(stderr, "adapt-train: %s\n", adapt_error_message());
         return st == ADAPT_EINTERRUPTED ? 130 : 1;
