@@ -4,8 +4,9 @@ report folder (comparison table, heatmaps, cost curve, README.md).
 
 Subcommands (python3 standard library only; the programs do the work):
 
-  run    RUNLIST --out DIR [--jobs N] [--threads T]
-         trains every run of RUNLIST with adapt-train into DIR/runs/NAME.
+  run    RUNLIST --out DIR [--jobs N] [--threads T] [--set SECTION.KEY=VALUE ...]
+         trains every run of RUNLIST with adapt-train into DIR/runs/NAME
+         (--set: added to every run, e.g. train.epochs=2 for a trial).
          The shell commands are written to DIR/commands.txt; with more than one
          run and GNU parallel installed they run under
            parallel --jobs N --joblog DIR/joblog --resume-failed < DIR/commands.txt
@@ -107,6 +108,8 @@ def write_commands(args, runs):
         cmd = [train, "--config", cfg, "--out", rd, "--quiet"] + extra
         if getattr(args, "threads", 0):
             cmd += ["--set", "run.threads=%d" % args.threads]
+        for kv in getattr(args, "set", None) or []:
+            cmd += ["--set", kv]
         q = " ".join(shlex.quote(c) for c in cmd)
         # continue from a checkpoint; replace a run that died before its first one
         lines.append("d=%s; f=; if [ -f \"$d/model.safetensors\" ]; then f=--resume; "
@@ -354,11 +357,17 @@ def main():
         p.add_argument("--hw", help="timing table for hardware-calibrated columns")
         p.add_argument("--title", help="report title")
 
+    def set_opt(p):
+        p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                       help="added to every run's command after the run list's own --set "
+                            "(e.g. train.epochs=2 for a trial of the whole list); repeatable")
+
     p = sub.add_parser("run")
     p.add_argument("runlist")
     p.add_argument("--out", required=True)
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="run.threads of each run (0: default)")
+    set_opt(p)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("build")
     p.add_argument("traces", nargs="+")
@@ -370,6 +379,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--threads", type=int, default=0)
+    set_opt(p)
     build_opts(p)
     p.set_defaults(fn=cmd_all)
     p = sub.add_parser("slurm")
@@ -379,8 +389,12 @@ def main():
     p.add_argument("--time", default="04:00:00")
     p.add_argument("--cpus", type=int, default=4)
     p.add_argument("--max-parallel", type=int, default=0)
+    set_opt(p)
     p.set_defaults(fn=cmd_slurm)
     args = ap.parse_args()
+    for kv in getattr(args, "set", None) or []:
+        if "=" not in kv or "." not in kv.split("=", 1)[0]:
+            die("--set expects SECTION.KEY=VALUE, got '%s'" % kv)
     if getattr(args, "jobs", 1) < 1:
         die("--jobs must be at least 1")
     args.bin = os.path.abspath(args.bin)

@@ -54,6 +54,10 @@ EXTRA_DIST += tests/layering.test
 TESTS += tests/cli_small.test
 EXTRA_DIST += tests/cli_small.test
 
+# every command the README shows runs (shortened)
+TESTS += tests/readme_commands.test
+EXTRA_DIST += tests/readme_commands.test
+
 # every shipped configuration loads (adapt-train --dry-run)
 TESTS += tests/configs_dry_run.sh
 EXTRA_DIST += tests/configs_dry_run.sh

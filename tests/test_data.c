@@ -604,6 +604,26 @@ START_TEST(test_cifar10_archive)
 }
 END_TEST
 
+/* The default data.path of CIFAR is "data": the archive the README says to put under data/ is
+ * found there, as is the extracted folder. */
+START_TEST(test_cifar_default_path)
+{
+    struct adapt_dataset tr;
+    char a[512], cwd[4096];
+    ck_assert_str_eq(adapt_dataset_default_path("cifar10"), "data");
+    ck_assert_str_eq(adapt_dataset_default_path("cifar100"), "data");
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+    ck_assert_int_eq(mkdir(in_tmp(a, sizeof a, "data"), 0755), 0);
+    write_cifar10_targz(in_tmp(a, sizeof a, "data/cifar-10-binary.tar.gz"), -1);
+    ck_assert_int_eq(chdir(tmp), 0);
+    enum adapt_status st = adapt_dataset_load(&tr, "cifar10", NULL, ADAPT_DATA_TRAIN);
+    ck_assert_int_eq(chdir(cwd), 0);
+    ck_assert_msg(st == ADAPT_OK, "%s", adapt_error_message());
+    check_cifar(&tr, 10, 10);
+    adapt_dataset_free(&tr);
+}
+END_TEST
+
 START_TEST(test_cifar_errors)
 {
     struct adapt_dataset ds;
@@ -1043,6 +1063,7 @@ int main(void)
     tcase_add_test(tc, test_cifar10_folder);
     tcase_add_test(tc, test_cifar100_folder);
     tcase_add_test(tc, test_cifar10_archive);
+    tcase_add_test(tc, test_cifar_default_path);
     tcase_add_test(tc, test_cifar_member_cap);
     tcase_add_test(tc, test_cifar_errors);
     tcase_add_test(tc, test_cifar_normalisation);

@@ -79,8 +79,9 @@ static const struct adapt_schema_key keys[] = {
 
     K_ENUM("data", "dataset", data.dataset, "fashion-mnist", dataset_enum, "dataset"),
     K_STR("data", "path", data.path, "",
-          "dataset directory; empty = /usr/share/datasets/fashion-mnist for fashion-mnist, "
-          "data/<dataset> otherwise"),
+          "dataset directory (or a CIFAR .tar.gz); empty = the data set's own: "
+          "/usr/share/datasets/fashion-mnist, data/mnist, data/emnist, or data for cifar10 and "
+          "cifar100 (holding the extracted folder or the .tar.gz)"),
     K_INT("data", "val_size", data.val_size, "5000", "[0, 1000000]",
           "training samples held out for validation"),
     K_ENUM("data", "augment", data.augment, "auto", augment_enum,

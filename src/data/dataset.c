@@ -40,9 +40,10 @@ static const struct dataset_desc datasets[] = {
      {0.1307f, 0, 0}, {0.3081f, 1, 1},
      "get gzip.zip from https://www.nist.gov/itl/products-and-services/emnist-dataset, unpack "
      "its emnist-balanced-* files into data/emnist or the folder given by data.path"},
-    {"cifar10", SOURCE_CIFAR10, "data/cifar-10-batches-bin", NULL, {NULL, NULL}, 10, 0, 1,
+    /* CIFAR: "data" holds the extracted folder or the .tar.gz (cifar.c looks for both) */
+    {"cifar10", SOURCE_CIFAR10, "data", NULL, {NULL, NULL}, 10, 0, 1,
      {0.4914f, 0.4822f, 0.4465f}, {0.2023f, 0.1994f, 0.2010f}, NULL},
-    {"cifar100", SOURCE_CIFAR100, "data/cifar-100-binary", NULL, {NULL, NULL}, 100, 0, 1,
+    {"cifar100", SOURCE_CIFAR100, "data", NULL, {NULL, NULL}, 100, 0, 1,
      {0.4914f, 0.4822f, 0.4465f}, {0.2023f, 0.1994f, 0.2010f}, NULL},
 };
 

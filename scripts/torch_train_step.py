@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""Training throughput of one model in PyTorch, measured as adapt-bench train measures it.
+
+The same networks as adapt-sim's (the definitions of experiments/tools/torch_interop.py, whose
+state_dict names match our checkpoints), float32, one training step = forward, softmax
+cross-entropy, backward, SGD with momentum 0.9, on a pool of four synthetic batches of the
+model's input shape (approximately standard normal inputs, uniform labels). After WARMUP steps,
+one step is timed to choose the steps per sample (at least MIN_SAMPLE_S seconds a sample),
+then REPEATS samples are taken; the output is one JSON line with the median, lowest and highest
+images per second, in adapt-bench train's keys.
+
+  scripts/torch_train_step.py --model lenet5|alexnet_mnist|alexnet_cifar|resnet20
+                              [--batch 128] [--classes 10] [--repeats 7] [--warmup 3]
+                              [--min-sample-s 0.5] [--threads N]
+
+Threads: --threads, else OMP_NUM_THREADS, else every CPU (torch.set_num_threads). Needs
+PyTorch (Debian: python3-torch). scripts/bench_vs_torch.py runs it beside adapt-bench train.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+top = os.path.dirname(here)
+
+
+def models():
+    """The model builders of experiments/tools/torch_interop.py, by adapt-sim model name."""
+    path = os.path.join(top, "experiments", "tools", "torch_interop.py")
+    spec = importlib.util.spec_from_file_location("torch_interop", path)
+    ti = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ti)
+    return {"lenet5": (lambda c: ti.lenet5(c), 1),
+            "alexnet_mnist": (lambda c: ti.alexnet(1, c), 1),
+            "alexnet_cifar": (lambda c: ti.alexnet(3, c), 3),
+            "resnet20": (lambda c: ti.ResNet20(c), 3)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--min-sample-s", type=float, default=0.5)
+    ap.add_argument("--threads", type=int, default=0)
+    a = ap.parse_args()
+    if a.batch < 1 or a.classes < 2 or not 1 <= a.repeats <= 64 or a.warmup < 0 \
+            or not a.min_sample_s > 0:
+        sys.exit("torch_train_step: need --batch >= 1, --classes >= 2, --repeats 1..64, "
+                 "--warmup >= 0, --min-sample-s > 0")
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        sys.exit("torch_train_step: needs PyTorch (Debian: apt-get install python3-torch)")
+    table = models()
+    if a.model not in table:
+        sys.exit("torch_train_step: unknown model '%s' (expected %s)"
+                 % (a.model, ", ".join(sorted(table))))
+    threads = a.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or os.cpu_count()
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    build, cin = table[a.model]
+    net = build(a.classes)
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    g = torch.Generator().manual_seed(7)
+    # approximately standard normal, as adapt-bench train: a sum of 4 uniforms, scaled
+    pool = [((torch.rand(4, a.batch, cin, 32, 32, generator=g).sum(0) - 2.0) * 3.0 ** 0.5,
+             torch.randint(0, a.classes, (a.batch,), generator=g)) for _ in range(4)]
+    it = [0]
+
+    def step():
+        x, y = pool[it[0] & 3]
+        it[0] += 1
+        opt.zero_grad(set_to_none=False)
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+
+    for _ in range(a.warmup):
+        step()
+    t0 = time.perf_counter()
+    step()
+    one = time.perf_counter() - t0
+    steps = max(1, int(-(-a.min_sample_s // max(one, 1e-6))))
+    ips = []
+    for _ in range(a.repeats):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        ips.append(a.batch * steps / (time.perf_counter() - t0))
+    print(json.dumps({"bench": "torch_train", "model": a.model, "batch": a.batch,
+                      "threads": threads, "torch": torch.__version__,
+                      "img_per_s_median": round(statistics.median(ips), 1),
+                      "img_per_s_min": round(min(ips), 1), "img_per_s_max": round(max(ips), 1),
+                      "steps_per_sample": steps, "repeats": a.repeats}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
