@@ -10,7 +10,10 @@ bin=./adapt-train
 fail=0 n=0
 for f in "$src"/experiments/configs/*.ini "$src"/experiments/configs/reference/*.ini; do
     n=$((n + 1))
-    if ! out=$("$bin" --config "$f" --dry-run 2>&1); then
+    # exit status 1 with "data:   not available" is a data set this machine lacks (CIFAR,
+    # MNIST, EMNIST): the configuration, the model and the policy passed
+    if ! out=$("$bin" --config "$f" --dry-run 2>&1) &&
+       ! echo "$out" | grep -q "^data:   not available: "; then
         echo "FAIL: $f"
         echo "$out" | tail -5
         fail=1

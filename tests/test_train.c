@@ -32,14 +32,22 @@ static void write_file(const char *name, const char *text)
     tu_write_text(tu_path(path, sizeof path, tmpdir, name), text);
 }
 
+/* The last 3,000 bytes of out_buf, for failure messages (Check limits their length; a dry
+ * run's output is longer). */
+static const char *out_tail(void)
+{
+    size_t n = strlen(out_buf);
+    return n > 3000 ? out_buf + n - 3000 : out_buf;
+}
+
 static void expect_fail(const char *what, int rc, const char *needle1, const char *needle2)
 {
     if (rc == 0 || rc >= 128)
         ck_abort_msg("%s: exit status %d (expected a clean failure); output:\n%s", what, rc,
-                     out_buf);
+                     out_tail());
     if (!strstr(out_buf, needle1) || (needle2 && !strstr(out_buf, needle2)))
         ck_abort_msg("%s: message lacks '%s'%s%s; output:\n%s", what, needle1,
-                     needle2 ? " / " : "", needle2 ? needle2 : "", out_buf);
+                     needle2 ? " / " : "", needle2 ? needle2 : "", out_tail());
 }
 
 /* 3,000 training images in batches of 100 (30 steps an epoch); in quick mode (tu_quick) 1,000
@@ -126,12 +134,42 @@ START_TEST(test_dry_run)
     int rc = run("./adapt-train --config %s/ok.ini --dry-run --set model.name=resnet20 "
                  "--set data.dataset=cifar10",
                  tmpdir);
-    ck_assert_msg(rc == 0, "dry run failed: %s", out_buf);
-    /* the resolved config and the model summary with the models' totals (doc/models.md) */
+    /* the resolved config and the model summary with the models' totals (doc/models.md),
+     * then the data check: no CIFAR-10 under the test's data.path, so exit status 1 */
+    ck_assert_msg(rc == 1, "dry run without CIFAR-10: exit status %d: %s", rc, out_tail());
     ck_assert_ptr_nonnull(strstr(out_buf, "name = resnet20"));
     ck_assert_ptr_nonnull(strstr(out_buf, "layer1.0.conv1"));
     ck_assert_ptr_nonnull(strstr(out_buf, "272474 trainable parameters"));
     ck_assert_ptr_nonnull(strstr(out_buf, "40813184 MACs"));
+    ck_assert_msg(strstr(out_buf, "data:   not available: ") &&
+                      strstr(out_buf, "CIFAR-10 data not found") &&
+                      strstr(out_buf, "dry run: the data set is missing"),
+                  "%s", out_tail());
+    /* a per-unit list that does not match the model */
+    rc = run("./adapt-train --config %s/ok.ini --dry-run --set policy.name=fixed "
+             "--set policy.per_unit=8:4,8:4",
+             tmpdir);
+    expect_fail("per_unit of 2 formats for lenet5", rc,
+                "policy.per_unit lists 2 formats, but lenet5 has 5 precision units", NULL);
+    if (!have_fmnist()) return;
+    /* with the data: its line, the policy's, and with --estimate the time of the run */
+    rc = run("./adapt-train --config %s/ok.ini --dry-run --estimate=2 --set policy.name=adapt",
+             tmpdir);
+    ck_assert_msg(rc == 0, "dry run with --estimate: %s", out_tail());
+    const int n_train = tu_quick() ? 1000 : 3000, n_val = tu_quick() ? 200 : 500;
+    char want[160];
+    snprintf(want, sizeof want, "data:   fashion-mnist from " FMNIST ": %d training images "
+             "(%d train, %d validation), %d test, 10 classes, 1 x 32 x 32 input",
+             n_train, n_train - n_val, n_val, tu_quick() ? 300 : 1000);
+    ck_assert_msg(strstr(out_buf, want), "expected '%s' in: %s", want, out_tail());
+    ck_assert_ptr_nonnull(strstr(out_buf, "policy: adapt, 5 precision units"));
+    ck_assert_msg(strstr(out_buf, "estimate: ") && strstr(out_buf, "2 timed after 2 warm-up") &&
+                      strstr(out_buf, "3 epochs: training "),
+                  "%s", out_tail());
+    /* nothing written: no run directory */
+    ck_assert_int_ne(run("test -e runs/ok"), 0);
+    rc = run("./adapt-train --config %s/ok.ini --estimate=0", tmpdir);
+    expect_fail("--estimate=0", rc, "--estimate=N expects a number of steps in 1..1000", NULL);
 }
 END_TEST
 

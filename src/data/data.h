@@ -97,7 +97,7 @@ struct adapt_dataset {
 };
 
 /* The built-in default location of a data set ("/usr/share/datasets/fashion-mnist",
- * "data/cifar-10-batches-bin", ...), or NULL for an unknown name. */
+ * "data/mnist", "data" for CIFAR, ...), or NULL for an unknown name. */
 const char *adapt_dataset_default_path(const char *name);
 
 /* Loads the train or test part of data set `name` from `path` (NULL: the default path).

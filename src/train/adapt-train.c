@@ -16,6 +16,7 @@
 #include "src/config/config.h"
 #include "src/cuda/device.h"
 #include "src/net/net.h"
+#include "src/policy/policy.h"
 #include "src/train/train.h"
 
 static void usage(FILE *f)
@@ -31,7 +32,11 @@ static void usage(FILE *f)
             "  --out DIR              output directory (default: run.out, or runs/<config stem>)\n"
             "  --resume               continue the run in the output directory\n"
             "  --force                replace the run files in an existing output directory\n"
-            "  --dry-run              print the resolved configuration and the model, then stop\n"
+            "  --dry-run              print the resolved configuration and the model, check the\n"
+            "                         policy against the model and the data set (files, sizes),\n"
+            "                         then stop; exit status 1 when something is missing\n"
+            "  --estimate[=N]         with the dry run, time N optimizer steps (default 5) and\n"
+            "                         one evaluation batch and estimate the whole run's time\n"
             "  --init-from FILE       start from the weights in a safetensors file (or a run\n"
             "                         directory: its model.safetensors)\n"
             "  --eval-only            score --init-from FILE on the test set (at the formats\n"
@@ -47,6 +52,16 @@ static int dataset_classes(const char *name)
     if (!strcmp(name, "emnist-balanced")) return 47;
     if (!strcmp(name, "cifar100")) return 100;
     return 10;
+}
+
+/* The resolved --config and --init-from paths (allocated), freed at exit on every path out of
+ * main. */
+static char *config_file, *init_file;
+
+static void free_paths(void)
+{
+    free(config_file);
+    free(init_file);
 }
 
 static int fail(const char *what)
@@ -69,10 +84,11 @@ int main(int argc, char **argv)
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
+                                         {"estimate", optional_argument, 0, 'E'},
                                          {0, 0, 0, 0}};
     const char *config = NULL, *out = NULL, *init_from = NULL, *eval_json = NULL;
     const char *sets[64];
-    int nsets = 0, resume = 0, force = 0, dry = 0, eval_only = 0, quiet = 0, c;
+    int nsets = 0, resume = 0, force = 0, dry = 0, eval_only = 0, quiet = 0, estimate = 0, c;
     while ((c = getopt_long(argc, argv, "c:s:o:i:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': config = optarg; break;
@@ -85,6 +101,14 @@ int main(int argc, char **argv)
         case 'f': force = 1; break;
         case 'n': dry = 1; break;
         case 'i': init_from = optarg; break;
+        case 'E': {
+            char *end = NULL;
+            estimate = optarg ? (int)strtol(optarg, &end, 10) : 5;
+            if (optarg && (*end || end == optarg || estimate < 1 || estimate > 1000))
+                return fail("--estimate=N expects a number of steps in 1..1000");
+            dry = 1;
+            break;
+        }
         case 'e': eval_only = 1; break;
         case 'j': eval_json = optarg; break;
         case 'q': quiet = 1; break;
@@ -112,7 +136,7 @@ int main(int argc, char **argv)
                                          "--init-from cannot be combined with it");
 
     /* --init-from a run directory: its weights */
-    char *init_file = NULL;
+    atexit(free_paths);
     struct stat sb;
     if (init_from && stat(init_from, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         if (!(init_file = adapt_path_join(init_from, "model.safetensors")))
@@ -121,7 +145,6 @@ int main(int argc, char **argv)
     }
 
     /* --config NAME: a path, or the name of a shipped configuration (adapt_find_file) */
-    char *config_file = NULL;
     static const char *const config_dirs[] = {"", "experiments/configs", NULL};
     if (config) {
         if (adapt_find_file(config, "configuration file", config_dirs, &config_file))
@@ -157,17 +180,30 @@ int main(int argc, char **argv)
         if (!net) return fail(adapt_error_message());
         printf("\n");
         adapt_net_print_summary(net, stdout);
+        /* the policy against the model (a per-unit list must name every unit) */
+        struct adapt_policy *pol = NULL;
+        enum adapt_status pst = adapt_net_finalize(net, cfg.train.batch);
+        if (pst == ADAPT_OK) pst = adapt_policy_alloc(&pol, &cfg, net, (uint64_t)cfg.run.seed);
+        adapt_policy_free(pol);
         adapt_net_free(net);
+        if (pst != ADAPT_OK) return fail(adapt_error_message());
         char dev[256];
         int ngpu = adapt_cuda_device_count(dev, sizeof dev);
         printf("\noutput directory: %s\nCUDA: %d device(s): %s\n", out_dir, ngpu, dev);
+        /* the data set and the training set-up, and the time estimate */
+        struct adapt_train_opts o = {.out_dir = out_dir, .init_from = init_from, .quiet = 1};
+        enum adapt_status st = adapt_train_check(&cfg, &o, estimate);
+        if (st == ADAPT_ENOENT) {
+            printf("data:   not available: %s\n", adapt_error_message());
+            fprintf(stderr, "adapt-train: dry run: the data set is missing (see 'data:' above)\n");
+            return 1;
+        }
+        if (st != ADAPT_OK) return fail(adapt_error_message());
         return 0;
     }
 
     struct adapt_train_opts o = {out_dir, resume, force, init_from, eval_only, eval_json, quiet};
     enum adapt_status st = adapt_train_run(&cfg, &o);
-    free(init_file);
-    free(config_file);
     if (st != ADAPT_OK) {
         fprintf(stderr, "adapt-train: %s\n", adapt_error_message());
         return st == ADAPT_EINTERRUPTED ? 130 : 1;

@@ -172,11 +172,25 @@ static void format_eta(double s, char *buf, size_t n)
         snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* Forward, loss (scaled by the policy's loss scale for the backward pass) and backward of the
+ * nb samples in r->x, r->y; the mean loss, *correct the right answers. */
+static double micro_batch(struct run *r, int nb, int *correct)
+{
+    const int classes = r->net->classes;
+    const float *lg = adapt_net_forward(r->net, r->x, nb, 1);
+    double loss = adapt_softmax_xent(lg, r->y, nb, classes, r->dlogits, correct);
+    if (r->pol->loss_scale != 1.0) {
+        const float sc = (float)r->pol->loss_scale;
+        for (size_t i = 0; i < (size_t)nb * classes; i++) r->dlogits[i] *= sc;
+    }
+    adapt_net_backward(r->net, r->dlogits, nb);
+    return loss;
+}
+
 static enum adapt_status train_loop(struct run *r, int start_epoch, long start_step)
 {
     const struct adapt_config *cfg = r->cfg;
     const int epochs = cfg->train.epochs, accum = cfg->train.accumulation_steps;
-    const int classes = r->net->classes;
     const int nbatches = adapt_loader_batches(&r->tl);
     long step = start_step;
     int accum_since_log = 0, policy_stop = 0;
@@ -193,13 +207,7 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         while ((nb = adapt_loader_next(&r->tl, r->x, r->y)) > 0) {
             int c = 0;
             if (r->pol->prec) r->pol->prec->iter = (long)epoch * nbatches + batch_i;
-            const float *lg = adapt_net_forward(r->net, r->x, nb, 1);
-            double loss = adapt_softmax_xent(lg, r->y, nb, classes, r->dlogits, &c);
-            if (r->pol->loss_scale != 1.0) {
-                const float sc = (float)r->pol->loss_scale;
-                for (size_t i = 0; i < (size_t)nb * classes; i++) r->dlogits[i] *= sc;
-            }
-            adapt_net_backward(r->net, r->dlogits, nb);
+            double loss = micro_batch(r, nb, &c);
             loss_sum += loss * nb;
             correct += c;
             seen += nb;
@@ -315,6 +323,171 @@ static enum adapt_status write_eval_json(struct run *r, const struct adapt_train
     return ADAPT_OK;
 }
 
+/* Data, model, weights (initialised or --init-from), policy and the test loader; with
+ * eval_only, the checkpoint's per-unit formats. *eval_step: the step keying the weight copies. */
+static enum adapt_status setup_model(struct run *r, long *eval_step)
+{
+    const struct adapt_config *cfg = r->cfg;
+    const struct adapt_train_opts *opts = r->opts;
+    const uint64_t seed = (uint64_t)cfg->run.seed;
+    enum adapt_status st;
+    if ((st = load_data(r, !opts->eval_only))) return st;
+    int classes = cfg->model.classes ? cfg->model.classes : r->test.classes;
+    if (classes < r->test.classes)
+        return ADAPT_ERROR(ADAPT_EINVAL, "model.classes = %d, but %s has %d classes", classes,
+                           dataset_name(cfg), r->test.classes);
+    if ((st = build_model(r, classes))) return st;
+    adapt_net_init_params(r->net, seed, cfg->model.init_gain);
+    if (opts->init_from && (st = adapt_ckpt_load_weights(r->net, opts->init_from))) return st;
+    if ((st = adapt_policy_alloc(&r->pol, cfg, r->net, seed))) return st;
+    *eval_step = 0;
+    if (opts->eval_only &&
+        (st = adapt_ckpt_load_formats(r->pol, opts->init_from, eval_step, stdout)))
+        return st;
+    /* evaluation: the weight copies of the checkpoint's last step */
+    if (r->pol->prec) adapt_precision_refresh_weights(r->pol->prec, *eval_step);
+    if ((st = adapt_loader_alloc(&r->sl, &r->test, NULL, r->test.n, cfg->train.eval_batch, 0,
+                                 seed)))
+        return st;
+    r->have_sl = 1;
+    return ADAPT_OK;
+}
+
+/* The validation split, the training and validation loaders, the optimizer and the learning
+ * rate schedule. */
+static enum adapt_status setup_training(struct run *r)
+{
+    const struct adapt_config *cfg = r->cfg;
+    const uint64_t seed = (uint64_t)cfg->run.seed;
+    enum adapt_status st;
+    int val = cfg->data.val_size;
+    if (val >= r->train.n)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "data.val_size = %d leaves no training samples (%s has %d)", val,
+                           dataset_name(cfg), r->train.n);
+    if ((st = adapt_holdout_alloc(&r->ho, r->train.n, val, seed))) return st;
+    r->have_ho = 1;
+    unsigned flags = ADAPT_LOADER_SHUFFLE |
+                     (adapt_config_augment_enabled(cfg) ? ADAPT_LOADER_AUGMENT : 0);
+    if ((st = adapt_loader_alloc(&r->tl, &r->train, r->ho.train, r->ho.n_train, cfg->train.batch,
+                                 flags, seed)))
+        return st;
+    r->have_tl = 1;
+    if (r->ho.n_val > 0) {
+        if ((st = adapt_loader_alloc(&r->vl, &r->train, r->ho.val, r->ho.n_val,
+                                     cfg->train.eval_batch, 0, seed)))
+            return st;
+        r->have_vl = 1;
+    }
+    if ((st = adapt_sgd_init(&r->opt, r->net, cfg->optim.lr, cfg->optim.momentum,
+                             cfg->optim.l2_decay, cfg->optim.l1_decay, cfg->optim.nesterov)))
+        return st;
+    r->have_opt = 1;
+    adapt_sched_init(&r->sched, (enum adapt_sched_kind)cfg->schedule.name, cfg->optim.lr);
+    r->sched.gamma = cfg->schedule.gamma;
+    r->sched.nmilestones = cfg->schedule.milestones.n < 32 ? cfg->schedule.milestones.n : 32;
+    for (int i = 0; i < r->sched.nmilestones; i++)
+        r->sched.milestones[i] = cfg->schedule.milestones.v[i];
+    r->sched.factor = cfg->schedule.factor;
+    r->sched.patience = cfg->schedule.patience;
+    r->sched.threshold = cfg->schedule.threshold;
+    r->sched.min_lr = cfg->schedule.min_lr;
+    r->sched.cooldown = cfg->schedule.cooldown;
+    return ADAPT_OK;
+}
+
+/* Times `steps` optimizer steps (after `warmup` untimed ones) and one evaluation batch, and
+ * prints the estimated time of the whole run. Trains the in-memory model; writes nothing. */
+static enum adapt_status estimate(struct run *r, int warmup, int steps)
+{
+    const struct adapt_config *cfg = r->cfg;
+    const int accum = cfg->train.accumulation_steps;
+    const int nbatches = adapt_loader_batches(&r->tl);
+    enum adapt_status st;
+    double t0 = 0.0;
+    int nb, c, micro = 0;
+    long step = 0;
+    adapt_loader_start(&r->tl, 0);
+    r->pol->epoch = 0;
+    for (int batch_i = 0; step < warmup + steps; batch_i++) {
+        if (batch_i == nbatches) { /* a short epoch: start it again */
+            adapt_loader_start(&r->tl, 0);
+            batch_i = 0;
+        }
+        if ((nb = adapt_loader_next(&r->tl, r->x, r->y)) <= 0) break;
+        if (step == warmup && micro == 0) t0 = now_s();
+        if (r->pol->prec) r->pol->prec->iter = batch_i;
+        double loss = micro_batch(r, nb, &c);
+        if (++micro == accum) {
+            step++;
+            r->pol->micro_loss = loss / accum;
+            if ((st = adapt_policy_step(r->pol, &r->opt, step, loss, micro, 0, NULL))) return st;
+            adapt_policy_clear_events(r->pol);
+            micro = 0;
+        }
+    }
+    double per_step = (now_s() - t0) / steps;
+    /* evaluation: one batch (timed the second time), scaled to the validation and test sets */
+    double loss, acc;
+    struct adapt_loader one;
+    int n_eval = r->test.n < cfg->train.eval_batch ? r->test.n : cfg->train.eval_batch;
+    int *first = malloc(sizeof(int) * (size_t)n_eval);
+    if (!first) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the estimate's indices");
+    for (int i = 0; i < n_eval; i++) first[i] = i;
+    st = adapt_loader_alloc(&one, &r->test, first, n_eval, cfg->train.eval_batch, 0, 1);
+    free(first);
+    if (st) return st;
+    evaluate(r, &one, &loss, &acc);
+    double t1 = now_s();
+    evaluate(r, &one, &loss, &acc);
+    double per_image = (now_s() - t1) / n_eval;
+    adapt_loader_free(&one);
+    long steps_per_epoch = (nbatches + accum - 1) / accum;
+    double train_s = per_step * steps_per_epoch * cfg->train.epochs;
+    double eval_s = per_image * ((double)r->ho.n_val * cfg->train.epochs + r->test.n);
+    char a[32], b[32], t[32];
+    format_eta(train_s, a, sizeof a);
+    format_eta(eval_s, b, sizeof b);
+    format_eta(train_s + eval_s, t, sizeof t);
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    printf("estimate: %.3f s per optimizer step (%d timed after %d warm-up, batch %d x %d, %d "
+           "thread%s) and %.2f ms per evaluated image: %ld steps per epoch, %d epochs: training "
+           "%s + evaluation %s = %s (h:mm:ss)\n",
+           per_step, steps, warmup, cfg->train.batch, accum, threads, threads == 1 ? "" : "s",
+           1e3 * per_image, steps_per_epoch, cfg->train.epochs, a, b, t);
+    return ADAPT_OK;
+}
+
+enum adapt_status adapt_train_check(const struct adapt_config *cfg,
+                                    const struct adapt_train_opts *opts, int estimate_steps)
+{
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.cfg = cfg;
+    r.opts = opts;
+    enum adapt_status st;
+    long eval_step;
+#ifdef _OPENMP
+    if (cfg->run.threads > 0) omp_set_num_threads(cfg->run.threads);
+#endif
+    if ((st = setup_model(&r, &eval_step)) || (st = setup_training(&r))) goto free_run;
+    const char *path = cfg->data.path[0] ? cfg->data.path
+                                         : adapt_dataset_default_path(dataset_name(cfg));
+    printf("data:   %s from %s: %d training images (%d train, %d validation), %d test, %d "
+           "classes, %d x %d x %d input\n",
+           dataset_name(cfg), path, r.train.n, r.ho.n_train, r.ho.n_val, r.test.n,
+           r.test.classes, r.test.c, r.test.h, r.test.w);
+    printf("policy: %s, %d precision units: checked against the model\n",
+           adapt_config_enum_str(cfg, "policy", "name"), r.pol->prec ? r.pol->prec->nunits : 0);
+    if (estimate_steps > 0) st = estimate(&r, 2, estimate_steps);
+free_run:
+    run_free(&r);
+    return st;
+}
+
 enum adapt_status adapt_train_run(const struct adapt_config *cfg,
                                   const struct adapt_train_opts *opts)
 {
@@ -327,29 +500,9 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
 #ifdef _OPENMP
     if (cfg->run.threads > 0) omp_set_num_threads(cfg->run.threads);
 #endif
-    const uint64_t seed = (uint64_t)cfg->run.seed;
     double t_start = now_s();
-
-    if ((st = load_data(&r, !opts->eval_only))) goto free_run;
-    int classes = cfg->model.classes ? cfg->model.classes : r.test.classes;
-    if (classes < r.test.classes) {
-        st = ADAPT_ERROR(ADAPT_EINVAL, "model.classes = %d, but %s has %d classes", classes,
-                         dataset_name(cfg), r.test.classes);
-        goto free_run;
-    }
-    if ((st = build_model(&r, classes))) goto free_run;
-    adapt_net_init_params(r.net, seed, cfg->model.init_gain);
-    if (opts->init_from && (st = adapt_ckpt_load_weights(r.net, opts->init_from))) goto free_run;
-    if ((st = adapt_policy_alloc(&r.pol, cfg, r.net, seed))) goto free_run;
     long eval_step = 0;
-    if (opts->eval_only &&
-        (st = adapt_ckpt_load_formats(r.pol, opts->init_from, &eval_step, stdout)))
-        goto free_run;
-    /* evaluation: the weight copies of the checkpoint's last step */
-    if (r.pol->prec) adapt_precision_refresh_weights(r.pol->prec, eval_step);
-    if ((st = adapt_loader_alloc(&r.sl, &r.test, NULL, r.test.n, cfg->train.eval_batch, 0, seed)))
-        goto free_run;
-    r.have_sl = 1;
+    if ((st = setup_model(&r, &eval_step))) goto free_run;
 
     if (opts->eval_only) {
         double loss, acc;
@@ -359,41 +512,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
         if (opts->eval_json) st = write_eval_json(&r, opts, eval_step, loss, acc);
         goto free_run;
     }
-
-    int val = cfg->data.val_size;
-    if (val >= r.train.n) {
-        st = ADAPT_ERROR(ADAPT_EINVAL, "data.val_size = %d leaves no training samples (%s has %d)",
-                         val, dataset_name(cfg), r.train.n);
-        goto free_run;
-    }
-    if ((st = adapt_holdout_alloc(&r.ho, r.train.n, val, seed))) goto free_run;
-    r.have_ho = 1;
-    unsigned flags = ADAPT_LOADER_SHUFFLE |
-                     (adapt_config_augment_enabled(cfg) ? ADAPT_LOADER_AUGMENT : 0);
-    if ((st = adapt_loader_alloc(&r.tl, &r.train, r.ho.train, r.ho.n_train, cfg->train.batch, flags,
-                                 seed)))
-        goto free_run;
-    r.have_tl = 1;
-    if (r.ho.n_val > 0) {
-        if ((st = adapt_loader_alloc(&r.vl, &r.train, r.ho.val, r.ho.n_val, cfg->train.eval_batch,
-                                     0, seed)))
-            goto free_run;
-        r.have_vl = 1;
-    }
-    if ((st = adapt_sgd_init(&r.opt, r.net, cfg->optim.lr, cfg->optim.momentum,
-                             cfg->optim.l2_decay, cfg->optim.l1_decay, cfg->optim.nesterov)))
-        goto free_run;
-    r.have_opt = 1;
-    adapt_sched_init(&r.sched, (enum adapt_sched_kind)cfg->schedule.name, cfg->optim.lr);
-    r.sched.gamma = cfg->schedule.gamma;
-    r.sched.nmilestones = cfg->schedule.milestones.n < 32 ? cfg->schedule.milestones.n : 32;
-    for (int i = 0; i < r.sched.nmilestones; i++)
-        r.sched.milestones[i] = cfg->schedule.milestones.v[i];
-    r.sched.factor = cfg->schedule.factor;
-    r.sched.patience = cfg->schedule.patience;
-    r.sched.threshold = cfg->schedule.threshold;
-    r.sched.min_lr = cfg->schedule.min_lr;
-    r.sched.cooldown = cfg->schedule.cooldown;
+    if ((st = setup_training(&r))) goto free_run;
 
     int start_epoch = 0;
     long start_step = 0;

@@ -40,6 +40,14 @@ struct adapt_train_opts {
     int quiet;             /* no progress output */
 };
 
+/* What --dry-run checks beyond the configuration: loads the data set (files present, sizes
+ * right), builds the model and the policy (a per-unit list must match the model), the loaders
+ * and the optimizer, and prints a line each for the data and the policy. With
+ * estimate_steps > 0 it also times that many optimizer steps (after 2 warm-up steps) and one
+ * evaluation batch and prints the estimated time of the whole run. Writes no file. */
+enum adapt_status adapt_train_check(const struct adapt_config *cfg,
+                                    const struct adapt_train_opts *opts, int estimate_steps);
+
 /* Runs the configured training (or evaluation). Returns ADAPT_OK or a status
  * with the message recorded. */
 enum adapt_status adapt_train_run(const struct adapt_config *cfg,
