@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cairo.h>
+
 #include "src/perfmodel/perf.h"
 #include "src/plot/plot.h"
 #include "src/base/rng.h"
@@ -240,6 +242,71 @@ static void check_svg(const char *path, int w, int h)
     free(b);
 }
 
+/* A PDF file: the header first, the end-of-file marker last. */
+static void check_pdf(const char *path)
+{
+    size_t n;
+    char *b = (char *)tu_read_file(path, &n);
+    ck_assert_uint_ge(n, 64);
+    ck_assert_msg(!memcmp(b, "%PDF-", 5), "%s does not start with %%PDF-", path);
+    ck_assert_msg(strstr(b + n - 16, "%%EOF") != NULL, "%s lacks the final %%%%EOF", path);
+    free(b);
+}
+
+/* A PNG as an opaque image surface. */
+static cairo_surface_t *png_load(const char *path)
+{
+    cairo_surface_t *s = cairo_image_surface_create_from_png(path);
+    ck_assert_int_eq(cairo_surface_status(s), CAIRO_STATUS_SUCCESS);
+    ck_assert_int_eq(cairo_image_surface_get_format(s), CAIRO_FORMAT_RGB24);
+    return s;
+}
+
+/* The 8-bit sRGB colour of pixel (x, y). */
+static void surface_pixel(cairo_surface_t *s, int x, int y, int rgb[3])
+{
+    const unsigned char *d = cairo_image_surface_get_data(s);
+    uint32_t px;
+    memcpy(&px, d + (size_t)y * cairo_image_surface_get_stride(s) + 4 * (size_t)x, 4);
+    rgb[0] = px >> 16 & 255, rgb[1] = px >> 8 & 255, rgb[2] = px & 255;
+}
+
+static void png_pixel(const char *path, int x, int y, int rgb[3])
+{
+    cairo_surface_t *s = png_load(path);
+    surface_pixel(s, x, y, rgb);
+    cairo_surface_destroy(s);
+}
+
+/* Pixel (x, y) has the colour map's colour at level k of PLOT_CMAP_N = 256 (within one
+ * 8-bit step: cairo rounds the components). */
+static void check_level(const char *path, int x, int y, int k)
+{
+    int got[3];
+    double want[3];
+    png_pixel(path, x, y, got);
+    perf_colormap(k / 255.0, want);
+    for (int c = 0; c < 3; c++)
+        ck_assert_msg(abs(got[c] - (int)lround(want[c] * 255)) <= 1,
+                      "%s (%d,%d): component %d is %d, level %d of the map is %.1f", path, x, y,
+                      c, got[c], k, want[c] * 255);
+}
+
+/* Whether any pixel of the rectangle [x0,x1) x [y0,y1) is not white. */
+static int png_inked(const char *path, int x0, int y0, int x1, int y1)
+{
+    cairo_surface_t *s = png_load(path);
+    int inked = 0;
+    for (int y = y0; y < y1 && !inked; y++)
+        for (int x = x0; x < x1 && !inked; x++) {
+            int p[3];
+            surface_pixel(s, x, y, p);
+            inked = p[0] < 250 || p[1] < 250 || p[2] < 250;
+        }
+    cairo_surface_destroy(s);
+    return inked;
+}
+
 static struct adapt_trace *load(const char *path)
 {
     struct adapt_trace *t;
@@ -286,6 +353,146 @@ START_TEST(test_heatmaps)
 }
 END_TEST
 
+/* A fixed colour scale: the float32 run (WL 32 everywhere) drawn on [0, 64] is the map's
+ * middle (level round(0.5 * 255) = 128) in every cell, on [8, 32] its top, and on [4, 16]
+ * clamped to the top; vmin >= vmax is refused naming the trace, and nothing is written.
+ * The pixel (600, 106) lies in the first row (86 + 40/2) of LeNet-5's plot area (x from
+ * about 130 to 990 at width 1100). */
+START_TEST(test_heatmap_scale)
+{
+    char tr[300], png[300];
+    snprintf(tr, sizeof tr, "%s/fp32.jsonl", tmpdir);
+    synth_write(tr, "lenet5", 2, 1);
+    struct adapt_trace *t = load(tr);
+    struct perf_heatmap_opts o;
+    perf_heatmap_opts_init(&o);
+    ck_assert(isnan(o.vmin) && isnan(o.vmax) && o.subtitle == NULL);
+    static const struct {
+        double lo, hi;
+        int level;
+    } cases[] = {{0, 64, 128}, {8, 32, 255}, {4, 16, 255}, {32, 40, 0}, {40, 64, 0}};
+    for (int i = 0; i < 5; i++) {
+        o.vmin = cases[i].lo;
+        o.vmax = cases[i].hi;
+        snprintf(png, sizeof png, "%s/scale%d.png", tmpdir, i);
+        ck_assert_msg(perf_heatmap_write(t, &o, png) == ADAPT_OK, "%s", adapt_error_message());
+        check_png(png, 1100, 348);
+        check_level(png, 600, 106, cases[i].level);
+        check_level(png, 600, 86 + 4 * 40 + 20, cases[i].level); /* the last row */
+    }
+    /* only one end given: the other is the run's value (32) */
+    o.vmin = 0;
+    o.vmax = NAN;
+    snprintf(png, sizeof png, "%s/scale_lo.png", tmpdir);
+    ck_assert_int_eq(perf_heatmap_write(t, &o, png), ADAPT_OK);
+    check_level(png, 600, 106, 255);
+    o.vmin = 32;
+    snprintf(png, sizeof png, "%s/scale_bad.png", tmpdir);
+    ck_assert_int_eq(perf_heatmap_write(t, &o, png), ADAPT_EINVAL);
+    ck_assert_msg_has(tr);
+    ck_assert_msg_has("vmin 32 must be below vmax 32 (the run's greatest value)");
+    o.vmax = 16;
+    ck_assert_int_eq(perf_heatmap_write(t, &o, png), ADAPT_EINVAL);
+    ck_assert_msg_has("vmin 32 must be below vmax 16");
+    ck_assert_int_eq(access(png, F_OK), -1);
+    adapt_trace_free(t);
+}
+END_TEST
+
+/* Subtitles: the default one and a given one put ink where the subtitle goes (the band
+ * of baseline 50); "" leaves it white and moves the heatmap up by 20 px (348 - 20 high) and
+ * the cost curve's plot area up (same picture size). PDF: both figures. */
+START_TEST(test_subtitles_and_pdf)
+{
+    char tr[300], png[300], pdf[300];
+    snprintf(tr, sizeof tr, "%s/adapt.jsonl", tmpdir);
+    synth_write(tr, "lenet5", 2, 0);
+    struct adapt_trace *t = load(tr);
+    struct perf_heatmap_opts o;
+    perf_heatmap_opts_init(&o);
+    snprintf(png, sizeof png, "%s/sub_default.png", tmpdir);
+    ck_assert_int_eq(perf_heatmap_write(t, &o, png), ADAPT_OK);
+    check_png(png, 1100, 348);
+    ck_assert(png_inked(png, 16, 40, 200, 53));
+    o.subtitle = "8-bit start, 2 epochs";
+    snprintf(png, sizeof png, "%s/sub_given.png", tmpdir);
+    ck_assert_int_eq(perf_heatmap_write(t, &o, png), ADAPT_OK);
+    check_png(png, 1100, 348);
+    ck_assert(png_inked(png, 16, 40, 200, 53));
+    ck_assert(!png_inked(png, 200, 40, 400, 53)); /* shorter than the default */
+    o.subtitle = "";
+    snprintf(png, sizeof png, "%s/sub_none.png", tmpdir);
+    ck_assert_int_eq(perf_heatmap_write(t, &o, png), ADAPT_OK);
+    check_png(png, 1100, 328);
+    ck_assert(!png_inked(png, 16, 38, 1100, 46));
+    snprintf(pdf, sizeof pdf, "%s/heatmap.PDF", tmpdir);
+    ck_assert_msg(perf_heatmap_write(t, &o, pdf) == ADAPT_OK, "%s", adapt_error_message());
+    check_pdf(pdf);
+
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *run;
+    ck_assert_int_eq(perf_run_analyze(&run, t, &p, NULL), ADAPT_OK);
+    struct perf_curve_opts co;
+    perf_curve_opts_init(&co);
+    ck_assert_ptr_null(co.subtitle);
+    snprintf(png, sizeof png, "%s/cost_sub.png", tmpdir);
+    ck_assert_int_eq(perf_costcurve_write(&run, 1, &co, png), ADAPT_OK);
+    ck_assert(png_inked(png, 16, 40, 200, 53));
+    co.subtitle = "";
+    snprintf(png, sizeof png, "%s/cost_nosub.png", tmpdir);
+    ck_assert_int_eq(perf_costcurve_write(&run, 1, &co, png), ADAPT_OK);
+    check_png(png, 1000, 560);
+    ck_assert(!png_inked(png, 16, 38, 1000, 48));
+    snprintf(pdf, sizeof pdf, "%s/cost.pdf", tmpdir);
+    ck_assert_int_eq(perf_costcurve_write(&run, 1, &co, pdf), ADAPT_OK);
+    check_pdf(pdf);
+    perf_run_free(run);
+    adapt_trace_free(t);
+}
+END_TEST
+
+/* adapt-heatmap's new options: a bad or empty colour scale and contradictory subtitle
+ * options exit with status 2 naming the options, and write nothing; good ones draw. */
+START_TEST(test_program_options)
+{
+    if (access("./adapt-heatmap", X_OK) != 0) return;
+    char tr[300], out[4096];
+    snprintf(tr, sizeof tr, "%s/fp32.jsonl", tmpdir);
+    synth_write(tr, "lenet5", 1, 1);
+    static const struct {
+        const char *args, *msg;
+    } bad[] = {
+        {"--vmin 16 --vmax 8", "--vmin 16 must be below --vmax 8"},
+        {"--vmin 8 --vmax 8", "--vmin 8 must be below --vmax 8"},
+        {"--vmin eight", "--vmin expects a number, got 'eight'"},
+        {"--vmax inf", "--vmax expects a number, got 'inf'"},
+        {"--subtitle x --no-subtitle", "--subtitle and --no-subtitle exclude each other"},
+        {"--cost-curve --vmin 0", "--cost-curve has none"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = tu_run(out, sizeof out, "./adapt-heatmap %s %s -o %s/bad.png", bad[i].args, tr,
+                        tmpdir);
+        ck_assert_msg(rc == 2, "%s: exit status %d, expected 2: %s", bad[i].args, rc, out);
+        ck_assert_msg(strstr(out, bad[i].msg), "%s: \"%s\" lacks \"%s\"", bad[i].args, out,
+                      bad[i].msg);
+    }
+    char path[400];
+    snprintf(path, sizeof path, "%s/bad.png", tmpdir);
+    ck_assert_int_eq(access(path, F_OK), -1);
+    int rc = tu_run(out, sizeof out,
+                    "./adapt-heatmap %s --vmin 0 --vmax 64 --no-subtitle -o %s/ok.png && "
+                    "./adapt-heatmap --cost-curve %s --subtitle 'two runs' -o %s/ok.pdf",
+                    tr, tmpdir, tr, tmpdir);
+    ck_assert_msg(rc == 0, "%s", out);
+    snprintf(path, sizeof path, "%s/ok.png", tmpdir);
+    check_png(path, 1100, 328);
+    check_level(path, 600, 86, 128);
+    snprintf(path, sizeof path, "%s/ok.pdf", tmpdir);
+    check_pdf(path);
+}
+END_TEST
+
 START_TEST(test_cost_curve)
 {
     char a[300], b[300], png[300], svg[300];
@@ -312,7 +519,7 @@ START_TEST(test_cost_curve)
     ck_assert_int_eq(perf_costcurve_write(runs, 0, NULL, png), ADAPT_EINVAL);
     snprintf(png, sizeof png, "%s/cost.jpg", tmpdir);
     ck_assert_int_eq(perf_costcurve_write(runs, 2, NULL, png), ADAPT_EINVAL);
-    ck_assert_msg_has(".png or .svg");
+    ck_assert_msg_has(".png, .svg or .pdf");
     ck_assert_int_eq(access(png, F_OK), -1); /* nothing written */
     perf_run_free(runs[0]);
     perf_run_free(runs[1]);
@@ -420,6 +627,9 @@ int main(void)
     TCase *tc = tcase_create("plot");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_heatmaps);
+    tcase_add_test(tc, test_heatmap_scale);
+    tcase_add_test(tc, test_subtitles_and_pdf);
+    tcase_add_test(tc, test_program_options);
     tcase_add_test(tc, test_cost_curve);
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_programs_agree_on_bad_traces);

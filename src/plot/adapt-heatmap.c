@@ -1,10 +1,13 @@
-/* src/plot/adapt-heatmap.c: pictures of training runs (PNG or SVG, by the
+/* src/plot/adapt-heatmap.c: pictures of training runs (PNG, SVG or PDF, by the
  * output name's extension).
  *
- *   adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--title T] [--width PX]
- *   adapt-heatmap --cost-curve TRACE... -o FILE [--title T] [--width PX] [--height PX]
+ *   adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--vmin V] [--vmax V]
+ *                 [--title T] [--subtitle T | --no-subtitle] [--width PX]
+ *   adapt-heatmap --cost-curve TRACE... -o FILE [--title T] [--subtitle T | --no-subtitle]
+ *                 [--width PX] [--height PX]
  */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,15 +20,35 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--title T] "
-            "[--width PX]\n"
-            "   or: adapt-heatmap --cost-curve TRACE... -o FILE [--title T] [--width PX] "
-            "[--height PX]\n"
+            "Usage: adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--vmin V] "
+            "[--vmax V]\n"
+            "                     [--title T] [--subtitle T | --no-subtitle] [--width PX]\n"
+            "   or: adapt-heatmap --cost-curve TRACE... -o FILE [--title T]\n"
+            "                     [--subtitle T | --no-subtitle] [--width PX] [--height PX]\n"
             "Draws a heatmap of one run's per-unit state (units in network order against\n"
             "optimizer steps), or the training cost of runs relative to float32 over epochs.\n"
-            "FILE ends in .png or .svg. A TRACE may also be a run directory (its trace.jsonl).\n"
-            "  --metric M    wl (default), fl, lb (lookback), r (histogram resolution), sparsity\n"
-            "  --partial     accept traces whose last line is incomplete (a live run)\n");
+            "FILE ends in .png, .svg or .pdf. A TRACE may also be a run directory (its\n"
+            "trace.jsonl).\n"
+            "  --metric M       wl (default), fl, lb (lookback), r (histogram resolution),\n"
+            "                   sparsity\n"
+            "  --vmin V, --vmax V  a fixed colour scale (default: the run's range); values\n"
+            "                   outside it take the colour of the nearer end\n"
+            "  --title T        the title (default: metric, configuration, model, policy)\n"
+            "  --subtitle T     the line under the title (default: the trace, its step\n"
+            "                   records and epochs; for cost curves, what the lines show)\n"
+            "  --no-subtitle    no line under the title\n"
+            "  --width PX, --height PX  the picture's size (heatmaps: width only)\n"
+            "  --partial        accept traces whose last line is incomplete (a live run)\n");
+}
+
+/* A finite number for --vmin or --vmax. */
+static int parse_double(const char *s, double *v)
+{
+    char *end;
+    double x = strtod(s, &end);
+    if (end == s || *end || !isfinite(x)) return 0;
+    *v = x;
+    return 1;
 }
 
 static int parse_int(const char *s, int *v)
@@ -39,11 +62,16 @@ static int parse_int(const char *s, int *v)
 
 int main(int argc, char **argv)
 {
-    const char *output = NULL, *title = NULL, *metric = "wl";
-    int curve = 0, partial = 0, width = 0, height = 0;
+    const char *output = NULL, *title = NULL, *subtitle = NULL, *metric = "wl";
+    int curve = 0, partial = 0, width = 0, height = 0, no_subtitle = 0;
+    double vmin = NAN, vmax = NAN;
     static const struct option opts[] = {{"output", required_argument, 0, 'o'},
                                          {"metric", required_argument, 0, 'm'},
                                          {"title", required_argument, 0, 't'},
+                                         {"subtitle", required_argument, 0, 's'},
+                                         {"no-subtitle", no_argument, 0, 'S'},
+                                         {"vmin", required_argument, 0, 'a'},
+                                         {"vmax", required_argument, 0, 'b'},
                                          {"width", required_argument, 0, 'w'},
                                          {"height", required_argument, 0, 'H'},
                                          {"cost-curve", no_argument, 0, 'c'},
@@ -57,6 +85,16 @@ int main(int argc, char **argv)
         case 'o': output = optarg; break;
         case 'm': metric = optarg; break;
         case 't': title = optarg; break;
+        case 's': subtitle = optarg; break;
+        case 'S': no_subtitle = 1; break;
+        case 'a':
+        case 'b':
+            if (!parse_double(optarg, c == 'a' ? &vmin : &vmax)) {
+                fprintf(stderr, "adapt-heatmap: --%s expects a number, got '%s'\n",
+                        c == 'a' ? "vmin" : "vmax", optarg);
+                return 2;
+            }
+            break;
         case 'w':
         case 'H':
             if (!parse_int(optarg, c == 'w' ? &width : &height)) {
@@ -73,6 +111,20 @@ int main(int argc, char **argv)
         }
     }
     int n = argc - optind;
+    if (!isnan(vmin) && !isnan(vmax) && !(vmin < vmax)) {
+        fprintf(stderr, "adapt-heatmap: --vmin %g must be below --vmax %g\n", vmin, vmax);
+        return 2;
+    }
+    if (curve && (!isnan(vmin) || !isnan(vmax))) {
+        fprintf(stderr, "adapt-heatmap: --vmin and --vmax set a heatmap's colour scale; "
+                        "--cost-curve has none\n");
+        return 2;
+    }
+    if (subtitle && no_subtitle) {
+        fprintf(stderr, "adapt-heatmap: --subtitle and --no-subtitle exclude each other\n");
+        return 2;
+    }
+    if (no_subtitle) subtitle = "";
     if (!curve && n > 1) {
         fprintf(stderr, "adapt-heatmap: a heatmap shows one run, and %d traces were given: draw "
                         "one file per trace, or compare runs with --cost-curve\n",
@@ -95,6 +147,9 @@ int main(int argc, char **argv)
         }
         if (width) o.width = width;
         o.title = title;
+        o.subtitle = subtitle;
+        o.vmin = vmin;
+        o.vmax = vmax;
         struct adapt_trace *t;
         struct perf_params pp;
         perf_params_init(&pp);
@@ -128,6 +183,7 @@ int main(int argc, char **argv)
     if (width) o.width = width;
     if (height) o.height = height;
     o.title = title;
+    o.subtitle = subtitle;
     if (perf_costcurve_write(runs, nr, &o, output) != ADAPT_OK) {
         fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
         goto free_runs;

@@ -2,8 +2,8 @@
  * (see src/plot/internal.h).
  *
  * Layout is computed first on a scratch surface (text extents), then the
- * figure is drawn on a PNG image surface or an SVG surface of the computed
- * size, written atomically (src/base/fileio.h). Font metrics are not hinted,
+ * figure is drawn on a PNG image surface or an SVG or PDF surface of the
+ * computed size (1 px = 1 pt), written atomically (src/base/fileio.h). Font metrics are not hinted,
  * so the layout does not depend on the surface.
  */
 #include <math.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include <cairo-pdf.h>
 #include <cairo-svg.h>
 #include <cairo.h>
 
@@ -22,9 +23,10 @@ enum adapt_status plot_image_kind(const char *path, enum plot_image *k)
     const char *dot = strrchr(path, '.');
     if (dot && !strcasecmp(dot, ".png")) *k = PLOT_PNG;
     else if (dot && !strcasecmp(dot, ".svg")) *k = PLOT_SVG;
+    else if (dot && !strcasecmp(dot, ".pdf")) *k = PLOT_PDF;
     else
-        return ADAPT_ERROR(ADAPT_EINVAL, "%s: unknown picture type (expected a .png or .svg name)",
-                           path);
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: unknown picture type (expected a .png, .svg or .pdf name)", path);
     return ADAPT_OK;
 }
 
@@ -97,9 +99,15 @@ void plot_titles(cairo_t *cr, const char *title, const char *subtitle)
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     plot_set_font(cr, 17, 1);
     plot_text_at(cr, 16, 30, title, 0, 1);
+    if (!subtitle || !*subtitle) return;
     plot_set_font(cr, 12, 0);
     cairo_set_source_rgb(cr, 0.35, 0.35, 0.35);
     plot_text_at(cr, 16, 50, subtitle, 0, 1);
+}
+
+double plot_top(const char *subtitle)
+{
+    return subtitle && *subtitle ? 86 : 66;
 }
 
 cairo_t *plot_scratch_context(cairo_surface_t **s)
@@ -124,9 +132,10 @@ enum adapt_status plot_render(const char *path, enum plot_image kind, int w, int
     struct adapt_atomic a;
     enum adapt_status st = adapt_atomic_open(&a, path);
     if (st) return st;
-    cairo_surface_t *s = kind == PLOT_SVG
-                             ? cairo_svg_surface_create_for_stream(to_stream, a.f, w, h)
-                             : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h);
+    cairo_surface_t *s;
+    if (kind == PLOT_SVG) s = cairo_svg_surface_create_for_stream(to_stream, a.f, w, h);
+    else if (kind == PLOT_PDF) s = cairo_pdf_surface_create_for_stream(to_stream, a.f, w, h);
+    else s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h);
     cairo_t *cr = cairo_create(s);
     cairo_font_options_t *fo = cairo_font_options_create();
     cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);

@@ -16,6 +16,7 @@ void perf_curve_opts_init(struct perf_curve_opts *o)
     o->width = 1000;
     o->height = 560;
     o->title = NULL;
+    o->subtitle = NULL;
 }
 
 /* Okabe-Ito palette without black and yellow (too light on white). */
@@ -27,7 +28,7 @@ struct curve {
     struct perf_run *const *runs;
     int n;
     int W, H;
-    const char *title;
+    const char *title, *subtitle;
     double x0, x1, y0, y1;
     double xmax, ymax;
     int max_pts;
@@ -191,9 +192,7 @@ static void draw_legend(cairo_t *cr, const struct curve *c)
 static void curve_draw(cairo_t *cr, void *ctx)
 {
     struct curve *c = ctx;
-    plot_titles(cr, c->title ? c->title : "Training cost relative to float32",
-                "solid: each logged interval (Cq / C32 of the same steps); dashed: cumulative "
-                "since the start of training");
+    plot_titles(cr, c->title ? c->title : "Training cost relative to float32", c->subtitle);
     draw_axes(cr, c);
     draw_curves(cr, c);
     draw_legend(cr, c);
@@ -221,9 +220,12 @@ enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
     c.W = o->width;
     c.H = o->height;
     c.title = o->title;
+    c.subtitle = o->subtitle ? o->subtitle
+                             : "solid: each logged interval (Cq / C32 of the same steps); dashed: "
+                               "cumulative since the start of training";
     c.x0 = 70;
     c.x1 = c.W - 24;
-    c.y0 = 70;
+    c.y0 = plot_top(c.subtitle) - 16;
     c.y1 = c.H - 58;
     c.max_pts = (int)(c.x1 - c.x0) * 2;
     c.xmax = 0;

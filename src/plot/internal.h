@@ -2,7 +2,7 @@
  * the colour map (colour.c) and the text and axis toolkit of the figures (axes.c).
  *
  * A figure computes its layout on a scratch context (text extents), then
- * plot_render creates a PNG image or SVG surface of that size, calls the
+ * plot_render creates a PNG image, SVG or PDF surface of that size, calls the
  * figure's draw function on it and writes the picture atomically.
  *
  *   enum plot_image kind;
@@ -27,9 +27,9 @@
 /* Colours the map is sampled at (perf_colormap interpolates between them). */
 #define PLOT_CMAP_N 256
 
-enum plot_image { PLOT_PNG, PLOT_SVG };
+enum plot_image { PLOT_PNG, PLOT_SVG, PLOT_PDF };
 
-/* The picture type from path's extension (.png, .svg, any case). */
+/* The picture type from path's extension (.png, .svg, .pdf, any case). */
 enum adapt_status plot_image_kind(const char *path, enum plot_image *kind);
 
 /* "Nice" tick values (1, 2, 2.5, 5 x 10^k) covering [lo, hi]; integer steps
@@ -45,8 +45,12 @@ double plot_text_width(cairo_t *cr, const char *s);
 void plot_text_at(cairo_t *cr, double x, double y, const char *s, double ax, double ay);
 /* Text rotated by -90 degrees, centred on (x, y). */
 void plot_text_vertical(cairo_t *cr, double x, double y, const char *s);
-/* The title (bold, 17) and the subtitle (12, grey) of a figure at its top left. */
+/* The title (bold, 17) and the subtitle (12, grey; none when NULL or "") of a figure at
+ * its top left. */
 void plot_titles(cairo_t *cr, const char *title, const char *subtitle);
+/* How far below the top the plot area of a figure may start: 86 with a subtitle, 66
+ * without (NULL or ""). */
+double plot_top(const char *subtitle);
 
 /* A context on a small image surface (*s) for measuring text, with the
  * font options of plot_render. */

@@ -1,4 +1,4 @@
-/* src/plot/plot.h: pictures of runs with cairo (PNG and SVG).
+/* src/plot/plot.h: pictures of runs with cairo (PNG, SVG and PDF).
  *
  *   heatmap     units (rows, network order, labelled) against training steps
  *               (columns), colour = WL, FL, lookback, resolution or sparsity,
@@ -54,21 +54,30 @@ struct perf_heatmap_opts {
     enum perf_metric metric;
     int width;         /* image width in pixels (default 1100; 500..4000) */
     const char *title; /* NULL: "<metric> per unit: <model> on <data set>, policy <policy>" */
+    /* NULL: "<trace>: <n> step records up to step <s>, <e> epochs"; "": no subtitle (the
+     * plot moves up) */
+    const char *subtitle;
+    /* The colour scale: NAN (the default) takes the metric's least or greatest value in
+     * the run. Values outside [vmin, vmax] get the colour of the nearer end, and the colour
+     * bar shows an arrow at that end. vmin < vmax. */
+    double vmin, vmax;
 };
 void perf_heatmap_opts_init(struct perf_heatmap_opts *o);
 
-/* Writes path (.png or .svg). Refuses a trace without step records, a
- * metric that no step records, an unknown extension. */
+/* Writes path (.png, .svg or .pdf). Refuses a trace without step records, a
+ * metric that no step records, vmin >= vmax, an unknown extension. */
 enum adapt_status perf_heatmap_write(const struct adapt_trace *t, const struct perf_heatmap_opts *o,
                                      const char *path);
 
 struct perf_curve_opts {
     int width, height; /* default 1000 x 560 */
-    const char *title; /* NULL: "Training cost relative to float32" */
+    const char *title;    /* NULL: "Training cost relative to float32" */
+    const char *subtitle; /* NULL: what the lines show; "": no subtitle (the plot moves up) */
 };
 void perf_curve_opts_init(struct perf_curve_opts *o);
 
-/* One curve per run (runs from perf_run_analyze, in legend order). */
+/* One curve per run (runs from perf_run_analyze, in legend order); path ends in .png, .svg
+ * or .pdf. */
 enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
                                        const struct perf_curve_opts *o, const char *path);
 
