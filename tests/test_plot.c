@@ -14,6 +14,7 @@
 #include <cairo.h>
 
 #include "src/perfmodel/perf.h"
+#include "src/plot/internal.h"
 #include "src/plot/plot.h"
 #include "src/base/rng.h"
 #include "src/trace/trace.h"
@@ -469,6 +470,10 @@ START_TEST(test_program_options)
         {"--vmax inf", "--vmax expects a number, got 'inf'"},
         {"--subtitle x --no-subtitle", "--subtitle and --no-subtitle exclude each other"},
         {"--cost-curve --vmin 0", "--cost-curve has none"},
+        {"--smooth 3", "--smooth applies to --cost-curve, not to heatmaps"},
+        {"--cumulative-only", "--cumulative-only applies to --cost-curve"},
+        {"--cost-curve --smooth 0", "--smooth expects a positive integer, got '0'"},
+        {"--cost-curve --cumulative-only --smooth 3", "which --cumulative-only leaves out"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = tu_run(out, sizeof out, "./adapt-heatmap %s %s -o %s/bad.png", bad[i].args, tr,
@@ -482,14 +487,189 @@ START_TEST(test_program_options)
     ck_assert_int_eq(access(path, F_OK), -1);
     int rc = tu_run(out, sizeof out,
                     "./adapt-heatmap %s --vmin 0 --vmax 64 --no-subtitle -o %s/ok.png && "
-                    "./adapt-heatmap --cost-curve %s --subtitle 'two runs' -o %s/ok.pdf",
-                    tr, tmpdir, tr, tmpdir);
+                    "./adapt-heatmap --cost-curve %s --subtitle 'two runs' -o %s/ok.pdf && "
+                    "./adapt-heatmap --cost-curve %s %s --smooth 9 -o %s/s.png && "
+                    "./adapt-heatmap --cost-curve %s --cumulative-only -o %s/c.svg",
+                    tr, tmpdir, tr, tmpdir, tr, tr, tmpdir, tr, tmpdir);
     ck_assert_msg(rc == 0, "%s", out);
     snprintf(path, sizeof path, "%s/ok.png", tmpdir);
     check_png(path, 1100, 328);
     check_level(path, 600, 86, 128);
     snprintf(path, sizeof path, "%s/ok.pdf", tmpdir);
     check_pdf(path);
+}
+END_TEST
+
+/* Run styles: the first 28 runs (7 colours x 4 dash patterns) have distinct (colour, dash)
+ * pairs, so 12 runs certainly do; the colours are the Okabe-Ito palette's (M. Okabe, K. Ito,
+ * "Color Universal Design", 2008: #E69F00 #56B4E9 #009E73 #0072B2 #D55E00 #CC79A7 #000000)
+ * without its yellow #F0E442, which is too light on white; the first 7 runs are solid. */
+START_TEST(test_curve_styles)
+{
+    static const int okabe_ito[7] = {0xE69F00, 0x56B4E9, 0x009E73, 0x0072B2,
+                                     0xD55E00, 0xCC79A7, 0x000000};
+    int n = PLOT_CURVE_COLOURS * PLOT_CURVE_DASHES;
+    ck_assert_int_ge(n, 12);
+    int colour[64];
+    const double *dash[64];
+    int nd[64];
+    for (int r = 0; r < n; r++) {
+        double rgb[3];
+        plot_curve_style(r, rgb, &dash[r], &nd[r]);
+        int hex = (int)lround(rgb[0] * 255) << 16 | (int)lround(rgb[1] * 255) << 8 |
+                  (int)lround(rgb[2] * 255);
+        int found = 0;
+        for (int k = 0; k < 7; k++) found |= hex == okabe_ito[k];
+        ck_assert_msg(found, "run %d: colour #%06X is not one of Okabe-Ito's", r, hex);
+        colour[r] = hex;
+        if (r < 7) ck_assert_int_eq(nd[r], 0);
+        for (int q = 0; q < r; q++) {
+            int same_dash = nd[q] == nd[r] && !memcmp(dash[q], dash[r], sizeof(double) * nd[r]);
+            ck_assert_msg(colour[q] != colour[r] || !same_dash, "runs %d and %d look alike", q, r);
+        }
+    }
+}
+END_TEST
+
+/* Smoothing, on a hand-made run of 9 intervals with C32 = i + 1 and Cq = 0.5 (i = 0..8):
+ * each interval's ratio is 0.5 / (i + 1); the centred moving average over 3 is
+ * sum Cq / sum C32 over intervals i-1..i+1 (two at the ends), e.g. 1.5 / 15 = 0.1 at i = 4 and
+ * 1 / 3 at i = 0; over 2, intervals i..i+1 (0.5 + 0.5) / (1 + 2) at i = 0, and the last
+ * alone; the cumulative ratio is never smoothed: 0.5 (i + 1) / ((i + 1)(i + 2) / 2). */
+START_TEST(test_curve_smoothing)
+{
+    struct perf_point pts[9];
+    memset(pts, 0, sizeof pts);
+    for (int i = 0; i < 9; i++) {
+        pts[i].step = i + 1;
+        pts[i].epoch_x = (i + 1) / 9.0;
+        pts[i].c32 = i + 1;
+        pts[i].cq = 0.5;
+    }
+    struct perf_run run;
+    memset(&run, 0, sizeof run);
+    run.n_points = 9;
+    run.points = pts;
+    double x[9], y[9], cum[9];
+    ck_assert_int_eq(plot_curve_points(&run, 1.0, 100, 1, x, y, cum), 9);
+    for (int i = 0; i < 9; i++) {
+        ck_assert_double_eq_tol(x[i], (i + 1) / 9.0, 1e-15);
+        ck_assert_double_eq_tol(y[i], 0.5 / (i + 1), 1e-15);
+        ck_assert_double_eq_tol(cum[i], 0.5 * (i + 1) / ((i + 1) * (i + 2) / 2.0), 1e-15);
+    }
+    ck_assert_int_eq(plot_curve_points(&run, 1.0, 100, 3, x, y, cum), 9);
+    ck_assert_double_eq_tol(y[0], 1.0 / 3.0, 1e-15);
+    ck_assert_double_eq_tol(y[4], 0.1, 1e-15);
+    ck_assert_double_eq_tol(y[8], 1.0 / 17.0, 1e-15); /* (0.5 + 0.5) / (8 + 9) */
+    for (int i = 0; i < 9; i++)
+        ck_assert_double_eq_tol(cum[i], 0.5 * (i + 1) / ((i + 1) * (i + 2) / 2.0), 1e-15);
+    ck_assert_int_eq(plot_curve_points(&run, 1.0, 100, 2, x, y, cum), 9);
+    ck_assert_double_eq_tol(y[0], 1.0 / 3.0, 1e-15);
+    ck_assert_double_eq_tol(y[4], 1.0 / 11.0, 1e-15); /* intervals 4 and 5: 1 / (5 + 6) */
+    ck_assert_double_eq_tol(y[8], 0.5 / 9.0, 1e-15);
+    /* a window wider than the run: every interval's value is the whole run's ratio */
+    ck_assert_int_eq(plot_curve_points(&run, 1.0, 100, 50, x, y, cum), 9);
+    for (int i = 0; i < 9; i++) ck_assert_double_eq_tol(y[i], 4.5 / 45.0, 1e-15);
+}
+END_TEST
+
+/* The column of the cost curve's frame: the one x where rows 100, 300 and 480 (inside the
+ * plot area at the default height) all have the frame's grey (0.25 -> 64), searched from the
+ * right; -1 if none. */
+static int frame_right(cairo_surface_t *s, int w)
+{
+    for (int x = w - 1; x >= 0; x--) {
+        int ok = 1;
+        for (int k = 0; k < 3 && ok; k++) {
+            int p[3];
+            surface_pixel(s, x, (int[]){100, 300, 480}[k], p);
+            ok = abs(p[0] - 64) <= 2 && abs(p[1] - 64) <= 2 && abs(p[2] - 64) <= 2;
+        }
+        if (ok) return x;
+    }
+    return -1;
+}
+
+/* Pixels of a saturated colour (a curve, not text or grid) left of column x1. */
+static int coloured_pixels(cairo_surface_t *s, int x1, int y0, int y1)
+{
+    int n = 0;
+    for (int y = y0; y < y1; y++)
+        for (int x = 72; x < x1 - 2; x++) {
+            int p[3];
+            surface_pixel(s, x, y, p);
+            int mx = p[0] > p[1] ? p[0] : p[1], mn = p[0] < p[1] ? p[0] : p[1];
+            mx = mx > p[2] ? mx : p[2];
+            mn = mn < p[2] ? mn : p[2];
+            n += mx - mn > 40;
+        }
+    return n;
+}
+
+/* The legend of 12 runs lies right of the plot area (its frame well inside the picture, ink
+ * beyond it in every legend row); --cumulative-only draws fewer coloured pixels than both
+ * kinds of line; smoothing outside 1..10000 is refused. */
+START_TEST(test_curve_legend_and_lines)
+{
+    char tr[300], png[300];
+    snprintf(tr, sizeof tr, "%s/adapt.jsonl", tmpdir);
+    synth_write(tr, "lenet5", 3, 0);
+    struct adapt_trace *t = load(tr);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *run, *runs[12];
+    ck_assert_int_eq(perf_run_analyze(&run, t, &p, NULL), ADAPT_OK);
+    adapt_trace_free(t);
+    for (int i = 0; i < 12; i++) runs[i] = run;
+    struct perf_curve_opts o;
+    perf_curve_opts_init(&o);
+    ck_assert_int_eq(o.smooth, 1);
+    ck_assert_int_eq(o.cumulative_only, 0);
+    snprintf(png, sizeof png, "%s/cost12.png", tmpdir);
+    ck_assert_msg(perf_costcurve_write(runs, 12, &o, png) == ADAPT_OK, "%s",
+                  adapt_error_message());
+    check_png(png, 1000, 560);
+    cairo_surface_t *s = png_load(png);
+    int fx = frame_right(s, 1000);
+    ck_assert_msg(fx > 500 && fx < 1000 - 150, "frame's right edge at %d", fx);
+    for (int r = 0; r < 12; r++) { /* row r's centre: y0 + 8 + 20 r, y0 = 70 */
+        int inked = 0;
+        for (int y = 70 + 8 + 20 * r - 6; y <= 70 + 8 + 20 * r + 6 && !inked; y++)
+            for (int x = fx + 10; x < 1000 && !inked; x++) {
+                int px[3];
+                surface_pixel(s, x, y, px);
+                inked = px[0] < 200 || px[1] < 200 || px[2] < 200;
+            }
+        ck_assert_msg(inked, "no legend row %d right of the plot", r);
+    }
+    cairo_surface_destroy(s);
+
+    snprintf(png, sizeof png, "%s/cost_both.png", tmpdir);
+    ck_assert_int_eq(perf_costcurve_write(&run, 1, &o, png), ADAPT_OK);
+    s = png_load(png);
+    fx = frame_right(s, 1000);
+    int both = coloured_pixels(s, fx, 70, 502);
+    cairo_surface_destroy(s);
+    o.cumulative_only = 1;
+    snprintf(png, sizeof png, "%s/cost_cum.png", tmpdir);
+    ck_assert_int_eq(perf_costcurve_write(&run, 1, &o, png), ADAPT_OK);
+    s = png_load(png);
+    ck_assert_int_eq(frame_right(s, 1000), fx); /* same layout */
+    int cum = coloured_pixels(s, fx, 70, 502);
+    cairo_surface_destroy(s);
+    ck_assert_msg(cum > 0 && cum < both, "coloured pixels: %d cumulative only, %d both", cum,
+                  both);
+    o.cumulative_only = 0;
+    o.smooth = 5;
+    snprintf(png, sizeof png, "%s/cost_smooth.png", tmpdir);
+    ck_assert_int_eq(perf_costcurve_write(&run, 1, &o, png), ADAPT_OK);
+    o.smooth = 0;
+    snprintf(png, sizeof png, "%s/cost_bad.png", tmpdir);
+    ck_assert_int_eq(perf_costcurve_write(&run, 1, &o, png), ADAPT_EINVAL);
+    ck_assert_msg_has("smoothing over 0 logged intervals (expected 1..10000)");
+    ck_assert_msg_has(png);
+    ck_assert_int_eq(access(png, F_OK), -1);
+    perf_run_free(run);
 }
 END_TEST
 
@@ -630,6 +810,9 @@ int main(void)
     tcase_add_test(tc, test_heatmap_scale);
     tcase_add_test(tc, test_subtitles_and_pdf);
     tcase_add_test(tc, test_program_options);
+    tcase_add_test(tc, test_curve_styles);
+    tcase_add_test(tc, test_curve_smoothing);
+    tcase_add_test(tc, test_curve_legend_and_lines);
     tcase_add_test(tc, test_cost_curve);
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_programs_agree_on_bad_traces);

@@ -3,8 +3,8 @@
  *
  *   adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--vmin V] [--vmax V]
  *                 [--title T] [--subtitle T | --no-subtitle] [--width PX]
- *   adapt-heatmap --cost-curve TRACE... -o FILE [--title T] [--subtitle T | --no-subtitle]
- *                 [--width PX] [--height PX]
+ *   adapt-heatmap --cost-curve TRACE... -o FILE [--cumulative-only] [--smooth N] [--title T]
+ *                 [--subtitle T | --no-subtitle] [--width PX] [--height PX]
  */
 #include <getopt.h>
 #include <math.h>
@@ -23,8 +23,9 @@ static void usage(FILE *f)
             "Usage: adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--vmin V] "
             "[--vmax V]\n"
             "                     [--title T] [--subtitle T | --no-subtitle] [--width PX]\n"
-            "   or: adapt-heatmap --cost-curve TRACE... -o FILE [--title T]\n"
-            "                     [--subtitle T | --no-subtitle] [--width PX] [--height PX]\n"
+            "   or: adapt-heatmap --cost-curve TRACE... -o FILE [--cumulative-only] [--smooth N]\n"
+            "                     [--title T] [--subtitle T | --no-subtitle] [--width PX] "
+            "[--height PX]\n"
             "Draws a heatmap of one run's per-unit state (units in network order against\n"
             "optimizer steps), or the training cost of runs relative to float32 over epochs.\n"
             "FILE ends in .png, .svg or .pdf. A TRACE may also be a run directory (its\n"
@@ -37,6 +38,9 @@ static void usage(FILE *f)
             "  --subtitle T     the line under the title (default: the trace, its step\n"
             "                   records and epochs; for cost curves, what the lines show)\n"
             "  --no-subtitle    no line under the title\n"
+            "  --cumulative-only  cost curves: only the cumulative lines, not each interval's\n"
+            "  --smooth N       cost curves: each interval's line is the centred moving\n"
+            "                   average over N logged intervals (the subtitle says so)\n"
             "  --width PX, --height PX  the picture's size (heatmaps: width only)\n"
             "  --partial        accept traces whose last line is incomplete (a live run)\n");
 }
@@ -63,7 +67,7 @@ static int parse_int(const char *s, int *v)
 int main(int argc, char **argv)
 {
     const char *output = NULL, *title = NULL, *subtitle = NULL, *metric = "wl";
-    int curve = 0, partial = 0, width = 0, height = 0, no_subtitle = 0;
+    int curve = 0, partial = 0, width = 0, height = 0, no_subtitle = 0, cum_only = 0, smooth = 0;
     double vmin = NAN, vmax = NAN;
     static const struct option opts[] = {{"output", required_argument, 0, 'o'},
                                          {"metric", required_argument, 0, 'm'},
@@ -75,6 +79,8 @@ int main(int argc, char **argv)
                                          {"width", required_argument, 0, 'w'},
                                          {"height", required_argument, 0, 'H'},
                                          {"cost-curve", no_argument, 0, 'c'},
+                                         {"cumulative-only", no_argument, 0, 'C'},
+                                         {"smooth", required_argument, 0, 'n'},
                                          {"partial", no_argument, 0, 'p'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
@@ -97,12 +103,14 @@ int main(int argc, char **argv)
             break;
         case 'w':
         case 'H':
-            if (!parse_int(optarg, c == 'w' ? &width : &height)) {
+        case 'n':
+            if (!parse_int(optarg, c == 'w' ? &width : c == 'H' ? &height : &smooth)) {
                 fprintf(stderr, "adapt-heatmap: --%s expects a positive integer, got '%s'\n",
-                        c == 'w' ? "width" : "height", optarg);
+                        c == 'w' ? "width" : c == 'H' ? "height" : "smooth", optarg);
                 return 2;
             }
             break;
+        case 'C': cum_only = 1; break;
         case 'c': curve = 1; break;
         case 'p': partial = 1; break;
         case 'h': usage(stdout); return 0;
@@ -118,6 +126,16 @@ int main(int argc, char **argv)
     if (curve && (!isnan(vmin) || !isnan(vmax))) {
         fprintf(stderr, "adapt-heatmap: --vmin and --vmax set a heatmap's colour scale; "
                         "--cost-curve has none\n");
+        return 2;
+    }
+    if (!curve && (cum_only || smooth)) {
+        fprintf(stderr, "adapt-heatmap: --%s applies to --cost-curve, not to heatmaps\n",
+                cum_only ? "cumulative-only" : "smooth");
+        return 2;
+    }
+    if (cum_only && smooth) {
+        fprintf(stderr, "adapt-heatmap: --smooth smooths each interval's line, which "
+                        "--cumulative-only leaves out\n");
         return 2;
     }
     if (subtitle && no_subtitle) {
@@ -184,6 +202,8 @@ int main(int argc, char **argv)
     if (height) o.height = height;
     o.title = title;
     o.subtitle = subtitle;
+    o.cumulative_only = cum_only;
+    if (smooth) o.smooth = smooth;
     if (perf_costcurve_write(runs, nr, &o, output) != ADAPT_OK) {
         fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
         goto free_runs;

@@ -56,6 +56,22 @@ double plot_top(const char *subtitle);
  * font options of plot_render. */
 cairo_t *plot_scratch_context(cairo_surface_t **s);
 
+/* Cost curves (costcurve.c): run r's colour (one of PLOT_CURVE_COLOURS) and dash pattern
+ * (one of PLOT_CURVE_DASHES, n_dash 0 solid); runs 0 .. COLOURS * DASHES - 1 differ. */
+#define PLOT_CURVE_COLOURS 7
+#define PLOT_CURVE_DASHES 4
+void plot_curve_style(int r, double rgb[3], const double **dash, int *n_dash);
+
+struct perf_run;
+/* Run r's points: the per-interval ratios sum Cq / sum C32 in at most max_pts bins of equal
+ * epoch width (each point one bin when n_points <= max_pts) at the bin's last epoch_x (x),
+ * and the cumulative ratio there (cum). smooth > 1 first replaces each interval's costs by
+ * their mean over the `smooth` logged intervals centred on it (i - (smooth-1)/2 to
+ * i + smooth/2, cut at the ends); the cumulative ratio is never smoothed. x, y, cum hold
+ * max_pts values; returns the count, -1 out of memory. */
+int plot_curve_points(const struct perf_run *r, double xmax, int max_pts, int smooth, double *x,
+                      double *y, double *cum);
+
 typedef void (*plot_draw_fn)(cairo_t *cr, void *ctx);
 /* Creates a w x h surface of that kind on a white background, draws with
  * draw(cr, ctx) and writes the picture to path atomically. */

@@ -4,9 +4,10 @@
  *               (columns), colour = WL, FL, lookback, resolution or sparsity,
  *               with a colour bar, axis labels, epoch marks and a title (the
  *               AdaPT paper's figures 4 and 5)
- *   cost curve  per run, the cost of each logged interval relative to the
- *               same interval at float32 (solid) and the cumulative ratio
- *               (dashed) over training epochs (the paper's figure 6)
+ *   cost curve  per run, the cumulative cost relative to float32 (thick) and
+ *               the ratio of each logged interval (thin, optionally smoothed)
+ *               over training epochs (the paper's figure 6); runs differ by
+ *               colour, then dash pattern; the legend is right of the plot
  *
  * The colour map is perceptually uniform and viridis-like (dark blue-purple
  * through teal and green to yellow, lightness rising linearly): it is built
@@ -73,6 +74,9 @@ struct perf_curve_opts {
     int width, height; /* default 1000 x 560 */
     const char *title;    /* NULL: "Training cost relative to float32" */
     const char *subtitle; /* NULL: what the lines show; "": no subtitle (the plot moves up) */
+    int cumulative_only;  /* only the cumulative lines (default 0: also each interval's) */
+    int smooth;           /* per-interval lines: centred moving average over this many logged
+                             intervals (default 1: none; 1..10000) */
 };
 void perf_curve_opts_init(struct perf_curve_opts *o);
 
