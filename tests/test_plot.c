@@ -474,6 +474,9 @@ START_TEST(test_program_options)
         {"--cumulative-only", "--cumulative-only applies to --cost-curve"},
         {"--cost-curve --smooth 0", "--smooth expects a positive integer, got '0'"},
         {"--cost-curve --cumulative-only --smooth 3", "which --cumulative-only leaves out"},
+        {"--accuracy --wl-dist", "--cost-curve, --accuracy and --wl-dist exclude each other"},
+        {"--accuracy --vmax 3", "--accuracy has none"},
+        {"--wl-dist --smooth 3", "--smooth applies to --cost-curve, not to --wl-dist"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = tu_run(out, sizeof out, "./adapt-heatmap %s %s -o %s/bad.png", bad[i].args, tr,
@@ -489,9 +492,15 @@ START_TEST(test_program_options)
                     "./adapt-heatmap %s --vmin 0 --vmax 64 --no-subtitle -o %s/ok.png && "
                     "./adapt-heatmap --cost-curve %s --subtitle 'two runs' -o %s/ok.pdf && "
                     "./adapt-heatmap --cost-curve %s %s --smooth 9 -o %s/s.png && "
-                    "./adapt-heatmap --cost-curve %s --cumulative-only -o %s/c.svg",
-                    tr, tmpdir, tr, tmpdir, tr, tr, tmpdir, tr, tmpdir);
+                    "./adapt-heatmap --cost-curve %s --cumulative-only -o %s/c.svg && "
+                    "./adapt-heatmap --accuracy %s %s -o %s/acc.png && "
+                    "./adapt-heatmap --wl-dist %s --vmin 4 -o %s/wl.svg",
+                    tr, tmpdir, tr, tmpdir, tr, tr, tmpdir, tr, tmpdir, tr, tr, tmpdir, tr,
+                    tmpdir);
     ck_assert_msg(rc == 0, "%s", out);
+    rc = tu_run(out, sizeof out, "./adapt-heatmap --wl-dist %s %s -o %s/two.png", tr, tr, tmpdir);
+    ck_assert_msg(rc == 2 && strstr(out, "--wl-dist shows one run, and 2 traces were given"),
+                  "--wl-dist with two traces: exit status %d: %s", rc, out);
     snprintf(path, sizeof path, "%s/ok.png", tmpdir);
     check_png(path, 1100, 328);
     check_level(path, 600, 86, 128);
@@ -673,6 +682,96 @@ START_TEST(test_curve_legend_and_lines)
 }
 END_TEST
 
+/* Word-length shares: the float32 synthetic run (120 records of WL 32) renumbered so that
+ * records 0..29 stand for 3 steps each (steps 1..90) and records 30..119 for one each
+ * (91..180), with unit 0 at WL 8 in the first 30 records and 16 after: 90/180 at each; the
+ * other units: all 180 steps at 32. Drawn with the scale 8..16 (the run's range without
+ * --vmin/--vmax would be 8..32), the left of unit 0's bar has the map's bottom colour and
+ * its right the top; vmin >= vmax and a trace without step records are refused. */
+START_TEST(test_wl_dist)
+{
+    char tr[300], png[300];
+    snprintf(tr, sizeof tr, "%s/fp32.jsonl", tmpdir);
+    synth_write(tr, "lenet5", 1, 1);
+    struct adapt_trace *t = load(tr);
+    ck_assert_int_eq(t->n_steps, 120);
+    for (int i = 0; i < 120; i++) {
+        t->steps[i].step = i < 30 ? 3 * (i + 1) : 90 + (i - 29);
+        t->steps[i].units[0].wl = i < 30 ? 8 : 16;
+    }
+    double frac[PLOT_WL_MAX + 1];
+    ck_assert_int_eq(plot_wl_fractions(t, 0, frac), 180);
+    for (int w = 0; w <= PLOT_WL_MAX; w++)
+        ck_assert_double_eq_tol(frac[w], w == 8 || w == 16 ? 0.5 : 0, 1e-15);
+    ck_assert_int_eq(plot_wl_fractions(t, 1, frac), 180);
+    ck_assert_double_eq(frac[32], 1);
+    struct perf_heatmap_opts o;
+    perf_heatmap_opts_init(&o);
+    o.vmin = 8;
+    o.vmax = 16;
+    snprintf(png, sizeof png, "%s/wldist.png", tmpdir);
+    ck_assert_msg(perf_wldist_write(t, &o, png) == ADAPT_OK, "%s", adapt_error_message());
+    check_png(png, 1100, 348); /* the heatmap's layout */
+    check_level(png, 200, 106, 0);
+    check_level(png, 900, 106, 255);
+    check_level(png, 900, 86 + 40 + 20, 255); /* unit 1: WL 32, clamped to the top */
+    snprintf(png, sizeof png, "%s/wldist.pdf", tmpdir);
+    ck_assert_int_eq(perf_wldist_write(t, &o, png), ADAPT_OK);
+    check_pdf(png);
+    o.vmin = 16;
+    snprintf(png, sizeof png, "%s/wldist_bad.png", tmpdir);
+    ck_assert_int_eq(perf_wldist_write(t, &o, png), ADAPT_EINVAL);
+    ck_assert_msg_has("vmin 16 must be below vmax 16");
+    ck_assert_msg_has(tr);
+    o.vmin = NAN;
+    o.vmax = NAN;
+    t->n_steps = 0;
+    ck_assert_int_eq(perf_wldist_write(t, &o, png), ADAPT_EINVAL);
+    ck_assert_msg_has("no step records");
+    ck_assert_int_eq(access(png, F_OK), -1);
+    t->n_steps = 120;
+    adapt_trace_free(t);
+}
+END_TEST
+
+/* Accuracy curves of two runs: default size, the legend right of the right panel (whose
+ * frame is found at rows 100, 300, 480 as the cost curve's), PDF; a trace without epoch
+ * records is refused naming it. */
+START_TEST(test_accuracy)
+{
+    char a[300], b[300], png[300];
+    snprintf(a, sizeof a, "%s/fp32.jsonl", tmpdir);
+    snprintf(b, sizeof b, "%s/adapt.jsonl", tmpdir);
+    synth_write(a, "lenet5", 4, 1);
+    synth_write(b, "lenet5", 4, 0);
+    struct adapt_trace *t[2] = {load(a), load(b)};
+    const char *names[2] = {"float32", "AdaPT"};
+    snprintf(png, sizeof png, "%s/acc.png", tmpdir);
+    ck_assert_msg(perf_accuracy_write((const struct adapt_trace *const *)t, names, 2, NULL, png) ==
+                      ADAPT_OK,
+                  "%s", adapt_error_message());
+    check_png(png, 1000, 560);
+    cairo_surface_t *s = png_load(png);
+    int fx = frame_right(s, 1000);
+    ck_assert_msg(fx > 600 && fx < 1000 - 100, "right panel's frame at %d", fx);
+    ck_assert(png_inked(png, fx + 10, 90, 1000, 130)); /* the legend's first rows */
+    cairo_surface_destroy(s);
+    snprintf(png, sizeof png, "%s/acc.pdf", tmpdir);
+    ck_assert_int_eq(perf_accuracy_write((const struct adapt_trace *const *)t, names, 2, NULL, png),
+                     ADAPT_OK);
+    check_pdf(png);
+    t[1]->n_epochs = 0;
+    snprintf(png, sizeof png, "%s/acc_bad.png", tmpdir);
+    ck_assert_int_eq(perf_accuracy_write((const struct adapt_trace *const *)t, names, 2, NULL, png),
+                     ADAPT_EINVAL);
+    ck_assert_msg_has(b);
+    ck_assert_msg_has("no epoch records");
+    ck_assert_int_eq(access(png, F_OK), -1);
+    adapt_trace_free(t[0]);
+    adapt_trace_free(t[1]);
+}
+END_TEST
+
 START_TEST(test_cost_curve)
 {
     char a[300], b[300], png[300], svg[300];
@@ -813,6 +912,8 @@ int main(void)
     tcase_add_test(tc, test_curve_styles);
     tcase_add_test(tc, test_curve_smoothing);
     tcase_add_test(tc, test_curve_legend_and_lines);
+    tcase_add_test(tc, test_wl_dist);
+    tcase_add_test(tc, test_accuracy);
     tcase_add_test(tc, test_cost_curve);
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_programs_agree_on_bad_traces);

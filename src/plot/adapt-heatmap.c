@@ -5,6 +5,10 @@
  *                 [--title T] [--subtitle T | --no-subtitle] [--width PX]
  *   adapt-heatmap --cost-curve TRACE... -o FILE [--cumulative-only] [--smooth N] [--title T]
  *                 [--subtitle T | --no-subtitle] [--width PX] [--height PX]
+ *   adapt-heatmap --accuracy TRACE... -o FILE [--title T] [--subtitle T | --no-subtitle]
+ *                 [--width PX] [--height PX]
+ *   adapt-heatmap --wl-dist TRACE -o FILE [--vmin V] [--vmax V] [--title T]
+ *                 [--subtitle T | --no-subtitle] [--width PX]
  */
 #include <getopt.h>
 #include <math.h>
@@ -26,13 +30,22 @@ static void usage(FILE *f)
             "   or: adapt-heatmap --cost-curve TRACE... -o FILE [--cumulative-only] [--smooth N]\n"
             "                     [--title T] [--subtitle T | --no-subtitle] [--width PX] "
             "[--height PX]\n"
+            "   or: adapt-heatmap --accuracy TRACE... -o FILE [--title T] [--subtitle T | "
+            "--no-subtitle]\n"
+            "                     [--width PX] [--height PX]\n"
+            "   or: adapt-heatmap --wl-dist TRACE -o FILE [--vmin V] [--vmax V] [--title T]\n"
+            "                     [--subtitle T | --no-subtitle] [--width PX]\n"
             "Draws a heatmap of one run's per-unit state (units in network order against\n"
-            "optimizer steps), or the training cost of runs relative to float32 over epochs.\n"
+            "optimizer steps), the training cost of runs relative to float32 over epochs\n"
+            "(--cost-curve), their training and validation loss and accuracy per epoch\n"
+            "(--accuracy), or per unit the share of a run's training steps at each word\n"
+            "length (--wl-dist).\n"
             "FILE ends in .png, .svg or .pdf. A TRACE may also be a run directory (its\n"
             "trace.jsonl).\n"
             "  --metric M       wl (default), fl, lb (lookback), r (histogram resolution),\n"
             "                   sparsity\n"
-            "  --vmin V, --vmax V  a fixed colour scale (default: the run's range); values\n"
+            "  --vmin V, --vmax V  a fixed colour scale of a heatmap or --wl-dist (default:\n"
+            "                   the run's range); values\n"
             "                   outside it take the colour of the nearer end\n"
             "  --title T        the title (default: metric, configuration, model, policy)\n"
             "  --subtitle T     the line under the title (default: the trace, its step\n"
@@ -67,6 +80,9 @@ static int parse_int(const char *s, int *v)
 int main(int argc, char **argv)
 {
     const char *output = NULL, *title = NULL, *subtitle = NULL, *metric = "wl";
+    enum { HEATMAP, COST, ACCURACY, WLDIST } mode = HEATMAP;
+    static const char *const mode_name[] = {"heatmaps", "--cost-curve", "--accuracy",
+                                            "--wl-dist"};
     int curve = 0, partial = 0, width = 0, height = 0, no_subtitle = 0, cum_only = 0, smooth = 0;
     double vmin = NAN, vmax = NAN;
     static const struct option opts[] = {{"output", required_argument, 0, 'o'},
@@ -79,6 +95,8 @@ int main(int argc, char **argv)
                                          {"width", required_argument, 0, 'w'},
                                          {"height", required_argument, 0, 'H'},
                                          {"cost-curve", no_argument, 0, 'c'},
+                                         {"accuracy", no_argument, 0, 'A'},
+                                         {"wl-dist", no_argument, 0, 'D'},
                                          {"cumulative-only", no_argument, 0, 'C'},
                                          {"smooth", required_argument, 0, 'n'},
                                          {"partial", no_argument, 0, 'p'},
@@ -111,7 +129,17 @@ int main(int argc, char **argv)
             }
             break;
         case 'C': cum_only = 1; break;
-        case 'c': curve = 1; break;
+        case 'c':
+        case 'A':
+        case 'D':
+            if (mode != HEATMAP && mode != (c == 'c' ? COST : c == 'A' ? ACCURACY : WLDIST)) {
+                fprintf(stderr, "adapt-heatmap: --cost-curve, --accuracy and --wl-dist "
+                                "exclude each other\n");
+                return 2;
+            }
+            mode = c == 'c' ? COST : c == 'A' ? ACCURACY : WLDIST;
+            curve = mode == COST || mode == ACCURACY;
+            break;
         case 'p': partial = 1; break;
         case 'h': usage(stdout); return 0;
         case 'V': adapt_version_print(stdout, "adapt-heatmap"); return 0;
@@ -124,13 +152,14 @@ int main(int argc, char **argv)
         return 2;
     }
     if (curve && (!isnan(vmin) || !isnan(vmax))) {
-        fprintf(stderr, "adapt-heatmap: --vmin and --vmax set a heatmap's colour scale; "
-                        "--cost-curve has none\n");
+        fprintf(stderr, "adapt-heatmap: --vmin and --vmax set the colour scale of a heatmap or "
+                        "--wl-dist; %s has none\n",
+                mode_name[mode]);
         return 2;
     }
-    if (!curve && (cum_only || smooth)) {
-        fprintf(stderr, "adapt-heatmap: --%s applies to --cost-curve, not to heatmaps\n",
-                cum_only ? "cumulative-only" : "smooth");
+    if (mode != COST && (cum_only || smooth)) {
+        fprintf(stderr, "adapt-heatmap: --%s applies to --cost-curve, not to %s\n",
+                cum_only ? "cumulative-only" : "smooth", mode_name[mode]);
         return 2;
     }
     if (cum_only && smooth) {
@@ -144,9 +173,9 @@ int main(int argc, char **argv)
     }
     if (no_subtitle) subtitle = "";
     if (!curve && n > 1) {
-        fprintf(stderr, "adapt-heatmap: a heatmap shows one run, and %d traces were given: draw "
-                        "one file per trace, or compare runs with --cost-curve\n",
-                n);
+        fprintf(stderr, "adapt-heatmap: %s shows one run, and %d traces were given: draw "
+                        "one file per trace, or compare runs with --cost-curve or --accuracy\n",
+                mode == WLDIST ? "--wl-dist" : "a heatmap", n);
         return 2;
     }
     if (!output || n < 1) {
@@ -175,7 +204,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
             return 1;
         }
-        enum adapt_status st = perf_heatmap_write(t, &o, output);
+        enum adapt_status st = mode == WLDIST ? perf_wldist_write(t, &o, output)
+                                              : perf_heatmap_write(t, &o, output);
         adapt_trace_free(t);
         if (st != ADAPT_OK) {
             fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
@@ -186,14 +216,18 @@ int main(int argc, char **argv)
     struct perf_params p;
     perf_params_init(&p);
     struct perf_run **runs = calloc((size_t)n, sizeof *runs);
+    struct adapt_trace **traces = calloc((size_t)n, sizeof *traces);
+    const char **names = calloc((size_t)n, sizeof *names);
     int rc = 1, nr = 0;
-    if (!runs) return 1;
+    if (!runs || !traces || !names) goto free_runs;
     for (int i = 0; i < n; i++) {
-        enum adapt_status st = perf_trace_load(argv[optind + i], flags, &p, NULL, NULL, &runs[nr]);
+        struct adapt_trace **tp = mode == ACCURACY ? &traces[nr] : NULL;
+        enum adapt_status st = perf_trace_load(argv[optind + i], flags, &p, NULL, tp, &runs[nr]);
         if (st != ADAPT_OK) {
             fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
             goto free_runs;
         }
+        names[nr] = runs[nr]->name;
         nr++;
     }
     struct perf_curve_opts o;
@@ -204,13 +238,22 @@ int main(int argc, char **argv)
     o.subtitle = subtitle;
     o.cumulative_only = cum_only;
     if (smooth) o.smooth = smooth;
-    if (perf_costcurve_write(runs, nr, &o, output) != ADAPT_OK) {
+    enum adapt_status st =
+        mode == ACCURACY
+            ? perf_accuracy_write((const struct adapt_trace *const *)traces, names, nr, &o, output)
+            : perf_costcurve_write(runs, nr, &o, output);
+    if (st != ADAPT_OK) {
         fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
         goto free_runs;
     }
     rc = 0;
 free_runs:
-    for (int i = 0; i < nr; i++) perf_run_free(runs[i]);
+    for (int i = 0; i < nr; i++) {
+        perf_run_free(runs[i]);
+        if (traces) adapt_trace_free(traces[i]);
+    }
     free(runs);
+    free(traces);
+    free(names);
     return rc;
 }

@@ -213,56 +213,9 @@ static void draw_epochs(cairo_t *cr, const struct heatmap *h)
 /* The colour bar with its ticks and label, and the "not recorded" swatch. */
 static void draw_colour_bar(cairo_t *cr, const struct heatmap *h)
 {
-    char buf[64];
-    double ticks[64];
-    double cb_w = 18, cy0 = h->y0, cy1 = h->y1;
-    cairo_save(cr);
-    cairo_set_antialias(cr, CAIRO_ANTIALIAS_NONE);
-    for (int i = 0; i < 256; i++) {
-        double rgb[3];
-        perf_colormap(i / 255.0, rgb);
-        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
-        double ya = cy1 - (cy1 - cy0) * (i + 1) / 256.0, yb = cy1 - (cy1 - cy0) * i / 256.0;
-        cairo_rectangle(cr, h->cb_x, floor(ya), cb_w, ceil(yb) - floor(ya));
-        cairo_fill(cr);
-    }
-    cairo_restore(cr);
-    cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
-    cairo_rectangle(cr, h->cb_x - 0.5, cy0 - 0.5, cb_w + 1, cy1 - cy0 + 1);
-    cairo_stroke(cr);
-    /* an arrow in the end's colour where values beyond the scale were clamped */
-    for (int end = 0; end < 2; end++) {
-        if (end ? !(h->dmax > h->vmax) : !(h->dmin < h->vmin)) continue;
-        double rgb[3], yb = end ? cy0 - 0.5 : cy1 + 0.5, tip = end ? yb - 12 : yb + 12;
-        perf_colormap(end, rgb);
-        cairo_move_to(cr, h->cb_x - 0.5, yb);
-        cairo_line_to(cr, h->cb_x + cb_w + 0.5, yb);
-        cairo_line_to(cr, h->cb_x + 0.5 * cb_w, tip);
-        cairo_close_path(cr);
-        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
-        cairo_fill_preserve(cr);
-        cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
-        cairo_stroke(cr);
-    }
-    plot_set_font(cr, 12, 0);
-    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    int maxt = (int)((cy1 - cy0) / 28) + 1;
-    int nt = plot_nice_ticks(h->vmin, h->vmax, maxt < 2 ? 2 : maxt, metric_integer(h->metric),
-                             ticks);
-    double tick_w = 0;
-    for (int i = 0; i < nt; i++) {
-        double y = cy1 - (cy1 - cy0) * (ticks[i] - h->vmin) / (h->vmax - h->vmin);
-        y = floor(y) + 0.5;
-        cairo_move_to(cr, h->cb_x + cb_w, y);
-        cairo_line_to(cr, h->cb_x + cb_w + 5, y);
-        cairo_stroke(cr);
-        plot_format_tick(buf, sizeof buf, ticks[i]);
-        plot_text_at(cr, h->cb_x + cb_w + 8, y, buf, 0, 0.5);
-        if (plot_text_width(cr, buf) > tick_w) tick_w = plot_text_width(cr, buf);
-    }
-    plot_set_font(cr, 13, 0);
-    plot_text_vertical(cr, h->cb_x + cb_w + 8 + tick_w + 16, 0.5 * (cy0 + cy1),
-                       metric_axis(h->metric));
+    double cb_w = 18, cy1 = h->y1;
+    plot_colour_bar(cr, h->cb_x, h->y0, h->y1, h->vmin, h->vmax, metric_integer(h->metric),
+                    metric_axis(h->metric), h->dmin < h->vmin, h->dmax > h->vmax);
     if (h->any_nan) {
         cairo_set_source_rgb(cr, 0.86, 0.86, 0.86);
         cairo_rectangle(cr, h->cb_x, cy1 + 30, cb_w, 12);

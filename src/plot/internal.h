@@ -19,6 +19,7 @@
 #define PLOT_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cairo.h>
 
@@ -52,6 +53,12 @@ void plot_titles(cairo_t *cr, const char *title, const char *subtitle);
  * without (NULL or ""). */
 double plot_top(const char *subtitle);
 
+/* A vertical colour bar 18 px wide at x from cy0 (vmax) down to cy1 (vmin), with ticks
+ * (integers when integer), the label beside them, and an arrow beyond an end whose values
+ * were clamped (arrow_lo, arrow_hi). Needs about 26 + tick width + 24 px to its right. */
+void plot_colour_bar(cairo_t *cr, double x, double cy0, double cy1, double vmin, double vmax,
+                     int integer, const char *label, int arrow_lo, int arrow_hi);
+
 /* A context on a small image surface (*s) for measuring text, with the
  * font options of plot_render. */
 cairo_t *plot_scratch_context(cairo_surface_t **s);
@@ -71,6 +78,14 @@ struct perf_run;
  * max_pts values; returns the count, -1 out of memory. */
 int plot_curve_points(const struct perf_run *r, double xmax, int max_pts, int smooth, double *x,
                       double *y, double *cum);
+
+/* Word lengths plot_wl_fractions counts (0..PLOT_WL_MAX, the trace's range). */
+#define PLOT_WL_MAX 64
+struct adapt_trace;
+/* Unit u's share of the optimizer steps at each word length (frac[wl], summing to 1): step
+ * record i stands for the steps after the record before it (from step 0) up to its own.
+ * Returns the steps counted (0: frac all 0). */
+int64_t plot_wl_fractions(const struct adapt_trace *t, int u, double frac[PLOT_WL_MAX + 1]);
 
 typedef void (*plot_draw_fn)(cairo_t *cr, void *ctx);
 /* Creates a w x h surface of that kind on a white background, draws with

@@ -18,7 +18,11 @@
  * Curves use the Okabe-Ito colour-blind-safe palette (M. Okabe, K. Ito,
  * "Color Universal Design", 2008).
  *
- * Non-goals: no general plotting library; layouts are fixed for these two
+ *   accuracy    loss and accuracy per epoch of several runs (training thin,
+ *               validation thick), the cost curve's run styles
+ *   WL shares   per unit, the share of training steps at each word length
+ *
+ * Non-goals: no general plotting library; layouts are fixed for these
  * figures. Outputs are written only on success (temporary file, rename).
  *
  *   struct perf_heatmap_opts o;
@@ -84,6 +88,20 @@ void perf_curve_opts_init(struct perf_curve_opts *o);
  * or .pdf. */
 enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
                                        const struct perf_curve_opts *o, const char *path);
+
+/* Loss (left panel) and accuracy in percent (right) per epoch of n runs, validation thick
+ * with dots and training thin, one style per run as in cost curves, names[i] in the legend.
+ * o (NULL: defaults): size, title, subtitle; cumulative_only and smooth are ignored.
+ * Refuses a trace without epoch records. */
+enum adapt_status perf_accuracy_write(const struct adapt_trace *const *traces,
+                                      const char *const *names, int n,
+                                      const struct perf_curve_opts *o, const char *path);
+
+/* Per unit (rows, network order), the share of the run's optimizer steps at each word
+ * length, a bar split by word length and coloured as a WL heatmap. o: width, title,
+ * subtitle, vmin and vmax (the metric is ignored). */
+enum adapt_status perf_wldist_write(const struct adapt_trace *t, const struct perf_heatmap_opts *o,
+                                    const char *path);
 
 /* The colour map at t in [0, 1] (clamped), sRGB components in [0, 1]. */
 void perf_colormap(double t, double rgb[3]);
