@@ -17,8 +17,12 @@ Subcommands (python3 standard library only; the programs do the work):
          writes DIR/README.md with the comparison table of adapt-perf (markdown;
          the ratio and the AdaPT paper's convention), per-unit tables, one
          heatmap per run and recorded metric, and the cost curve of all runs;
-         DIR/table.{md,csv,json}; pictures in DIR/pictures (PNG and SVG).
-         A DIR argument means DIR/trace.jsonl, or DIR/runs/*/trace.jsonl.
+         DIR/table.{md,csv,json}; pictures in DIR/pictures (PNG, SVG and PDF).
+         All heatmaps of one metric share one colour scale (the metric's range
+         over the runs drawn), so that runs compare by colour; a run whose
+         per-unit formats never change (fp32, fixed, amp) gets one line
+         instead of heatmaps. A DIR argument means DIR/trace.jsonl, or
+         DIR/runs/*/trace.jsonl.
   all    RUNLIST --out DIR ...: run, then build from DIR/runs.
   slurm  RUNLIST --out DIR [--partition P] [--time HH:MM:SS] [--cpus C]
          [--max-parallel K]: writes DIR/commands.txt and prints a Slurm job-array
@@ -170,10 +174,16 @@ def find_traces(items):
 
 def trace_info(path):
     """Header fields and the metrics worth a heatmap: WL always, FL when it
-    changes, lookback, resolution and sparsity when recorded."""
+    changes, lookback, resolution and sparsity when recorded; each metric's
+    least and greatest value; each unit's (WL, FL) when it never changes
+    (formats: None when one changes, as a dictionary of all of it)."""
     policy, model, dataset, metrics = "?", "?", "?", {"wl"}
     label, compat = run_name(path), ""
+    header = {}
     fl_seen = None
+    ranges = {}
+    formats = None
+    constant = True
     with open(path) as f:
         for no, line in enumerate(f, 1):
             if not line.endswith("\n"):
@@ -183,20 +193,83 @@ def trace_info(path):
             except ValueError:
                 die("%s:%d: malformed JSON" % (path, no))
             if rec.get("type") == "header":
+                header = rec
                 policy = rec.get("policy", "?")
                 model = rec.get("model", {}).get("name", "?")
                 dataset = rec.get("dataset", {}).get("name", "?")
                 label, compat = run_label(rec, path)
             elif rec.get("type") == "step":
-                for u in rec.get("units", []):
+                units = rec.get("units", [])
+                state = [(u.get("wl"), u.get("fl")) for u in units]
+                if formats is None:
+                    formats = state
+                elif state != formats:
+                    constant = False
+                for u in units:
                     metrics.update(k for k in ("lb", "r", "sparsity") if k in u)
                     if fl_seen is None:
                         fl_seen = u.get("fl")
                     elif u.get("fl") != fl_seen:
                         metrics.add("fl")
-                if len(metrics) == 5:
-                    break
-    return policy, model, dataset, [m for m in METRICS if m in metrics], label, compat
+                    for k in METRICS:
+                        v = u.get(k)
+                        if isinstance(v, (int, float)) and not (k == "r" and v < 0):
+                            lo, hi = ranges.get(k, (v, v))
+                            ranges[k] = (min(lo, v), max(hi, v))
+    return {"policy": policy, "model": model, "dataset": dataset,
+            "metrics": [m for m in METRICS if m in metrics], "label": label, "compat": compat,
+            "ranges": ranges, "formats": formats if constant else None, "header": header}
+
+
+def format_name(info, wl, fl):
+    """A unit's number format in words: float32 for fp32, the half type for amp, MuPPET's
+    word length (its quantizer scales each tensor), <WL,FL> for fixed point."""
+    cfg = (info["header"].get("config") or {}).get("policy", {})
+    if info["policy"] == "fp32":
+        return "float32"
+    if info["policy"] == "amp":
+        return cfg.get("amp_type", "fp16")
+    if info["policy"] == "muppet":
+        return "float32" if wl >= 32 else "%d-bit MuPPET fixed point (a scale per tensor)" % wl
+    fmt = cfg.get("format", "fixed")
+    return "`<%d,%d>`" % (wl, fl) if fmt == "fixed" else "%s (WL %d)" % (fmt, wl)
+
+
+def constant_line(info):
+    """The README's line for a run whose formats never change, None for any other run:
+    "fixed16: every unit <16,8> for the whole run", or the format of each unit."""
+    if not info["formats"]:
+        return None
+    names = [format_name(info, wl, fl) for wl, fl in info["formats"]]
+    if len(set(names)) == 1:
+        what = "every unit %s" % names[0]
+    else:
+        units = [u.get("name", str(i)) for i, u in enumerate(info["header"].get("units", []))]
+        units += [str(i) for i in range(len(units), len(names))]
+        what = ", ".join("unit %s %s" % (u, n) for u, n in zip(units, names))
+    return "%s: %s for the whole run" % (info["label"], what)
+
+
+def shared_scales(infos):
+    """Per metric, the (least, greatest) value over the runs that get heatmaps of it: the
+    colour scale all their heatmaps share."""
+    scales = {}
+    for info in infos:
+        if constant_line(info):
+            continue
+        for m in info["metrics"]:
+            if m in info["ranges"]:
+                lo, hi = info["ranges"][m]
+                a, b = scales.get(m, (lo, hi))
+                scales[m] = (min(a, lo), max(b, hi))
+    return scales
+
+
+def scale_args(scales, m):
+    """adapt-heatmap's --vmin/--vmax for metric m (none for a single value: the program
+    draws a band around it, the same for every run)."""
+    lo, hi = scales.get(m, (0, 0))
+    return ["--vmin", "%r" % lo, "--vmax", "%r" % hi] if hi > lo else []
 
 
 def run_name(path):
@@ -259,20 +332,25 @@ def cmd_build(args):
     for fmt, ext in (("markdown", "md"), ("csv", "csv"), ("json", "json")):
         check([perf, "--format", fmt, "-o", os.path.join(out, "table." + ext)] + base + hw + traces,
               "adapt-perf --format " + fmt)
+    infos = [trace_info(t) for t in traces]
+    labels = [info["label"] for info in infos]
+    for info, name in zip(infos, names):
+        if labels.count(info["label"]) > 1:
+            info["label"] += " (" + name + ")"
+    scales = shared_scales(infos)
     sections = []
-    for t, name in zip(traces, names):
-        policy, model, dataset, metrics, label, compat = trace_info(t)
+    for t, name, info in zip(traces, names, infos):
         pictures = []
-        for m in metrics:
-            for ext in ("png", "svg"):
+        fixed = constant_line(info)
+        for m in [] if fixed else info["metrics"]:
+            for ext in ("png", "svg", "pdf"):
                 f = os.path.join(pics, "%s_%s.%s" % (name, m, ext))
-                check([heat, t, "--metric", m, "-o", f], "adapt-heatmap")
+                check([heat, t, "--metric", m] + scale_args(scales, m) + ["-o", f],
+                      "adapt-heatmap")
             pictures.append(m)
-        sections.append((name, t, policy, model, dataset, pictures, label, compat))
-    labels = [sec[6] for sec in sections]
-    sections = [sec[:6] + ((sec[6] + " (" + sec[0] + ")") if labels.count(sec[6]) > 1 else sec[6],
-                           sec[7]) for sec in sections]
-    for ext in ("png", "svg"):
+        sections.append((name, t, info["policy"], info["model"], info["dataset"], pictures,
+                         info["label"], info["compat"], fixed))
+    for ext in ("png", "svg", "pdf"):
         check([heat, "--cost-curve"] + traces + ["-o", os.path.join(pics, "cost_curve." + ext)],
               "adapt-heatmap --cost-curve")
 
@@ -281,25 +359,40 @@ def cmd_build(args):
     md = ["# %s" % (args.title or "adapt-sim report"), "",
           "Generated %s by" % when, "", "    " + cmdline, "",
           "from the traces below; the same command regenerates it (pictures in `pictures/`,",
-          "PNG and SVG; the table also as `table.csv` and `table.json`).", "",
+          "PNG, SVG and PDF; the table also as `table.csv` and `table.json`).", "",
           "Runs are named by their configuration file ([reference]: AdaPT's reference",
           "variant; the seed when it is not 1; the folder in parentheses when two runs",
           "would share a name).", "",
           "| run | policy | compat | model | data set | trace |", "|---|---|---|---|---|---|"]
-    for name, t, policy, model, dataset, _, label, compat in sections:
+    for name, t, policy, model, dataset, _, label, compat, _ in sections:
         md.append("| %s | %s | %s | %s | %s | `%s` |"
                   % (label, policy, compat or "-", model, dataset, os.path.relpath(t, out)))
     md += ["", "## Comparison", "", table.rstrip(), "",
            "### In the AdaPT paper's convention (SU = 2 C32 / (Cq + C32)), with the reference",
            "analysis' SU2 ref and SU3", "", paper.rstrip(), "",
            "## Training cost relative to float32", "",
-           "![cost curve](pictures/cost_curve.png)", "", "([SVG](pictures/cost_curve.svg))", ""]
+           "![cost curve](pictures/cost_curve.png)", "",
+           "([SVG](pictures/cost_curve.svg), [PDF](pictures/cost_curve.pdf))", ""]
     md += ["## Per-unit formats", ""]
-    for name, t, policy, model, dataset, pictures, label, compat in sections:
+    fixed = [sec[8] for sec in sections if sec[8]]
+    if fixed:
+        md += ["Runs whose per-unit formats never change (no heatmaps):", ""]
+        md += ["- " + line for line in fixed] + [""]
+    drawn = [m for m in METRICS if any(m in sec[5] for sec in sections)]
+    if drawn:
+        md += ["The heatmaps of one metric share one colour scale, its range over the runs "
+               "drawn: " + "; ".join(("%s %g to %g" % ((m,) + scales[m]))
+                                     if scales[m][1] > scales[m][0] else
+                                     "%s %g in every run" % (m, scales[m][0])
+                                     for m in drawn if m in scales) + ".", ""]
+    for name, t, policy, model, dataset, pictures, label, compat, line in sections:
+        if line:
+            continue
         md += ["### %s (%s%s)" % (label, policy, ", " + compat if compat else ""), ""]
         for m in pictures:
             md += ["![%s %s](pictures/%s_%s.png)" % (name, m, name, m), "",
-                   "([SVG](pictures/%s_%s.svg))" % (name, m), ""]
+                   "([SVG](pictures/%s_%s.svg), [PDF](pictures/%s_%s.pdf))"
+                   % (name, m, name, m), ""]
     md += ["## Per-unit costs", "", units.rstrip(), ""]
     final = os.path.join(out, "pictures")
     shutil.rmtree(final, ignore_errors=True)

@@ -71,4 +71,5 @@ EXTRA_DIST += tests/python.test tests/notebook.test tests/python-env.sh \
 	python/adaptsim/torch_io.py python/tests/common.py python/tests/validate_trace.py \
 	python/tests/run_notebook.py python/tests/test_trace.py python/tests/test_safetensors.py \
 	python/tests/test_schema.py python/tests/test_torch.py python/tests/test_install.py \
+	python/tests/test_report.py \
 	experiments/notebooks/reading_traces.ipynb

@@ -2,8 +2,8 @@
  * (see src/plot/internal.h).
  *
  * Layout is computed first on a scratch surface (text extents), then the
- * figure is drawn on a PNG image surface or an SVG surface of the computed
- * size, written atomically (src/base/fileio.h). Font metrics are not hinted,
+ * figure is drawn on a PNG image surface or an SVG or PDF surface of the
+ * computed size (1 px = 1 pt), written atomically (src/base/fileio.h). Font metrics are not hinted,
  * so the layout does not depend on the surface.
  */
 #include <math.h>
@@ -11,20 +11,23 @@
 #include <string.h>
 #include <strings.h>
 
+#include <cairo-pdf.h>
 #include <cairo-svg.h>
 #include <cairo.h>
 
 #include "src/base/fileio.h"
 #include "src/plot/internal.h"
+#include "src/plot/plot.h"
 
 enum adapt_status plot_image_kind(const char *path, enum plot_image *k)
 {
     const char *dot = strrchr(path, '.');
     if (dot && !strcasecmp(dot, ".png")) *k = PLOT_PNG;
     else if (dot && !strcasecmp(dot, ".svg")) *k = PLOT_SVG;
+    else if (dot && !strcasecmp(dot, ".pdf")) *k = PLOT_PDF;
     else
-        return ADAPT_ERROR(ADAPT_EINVAL, "%s: unknown picture type (expected a .png or .svg name)",
-                           path);
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: unknown picture type (expected a .png, .svg or .pdf name)", path);
     return ADAPT_OK;
 }
 
@@ -97,9 +100,15 @@ void plot_titles(cairo_t *cr, const char *title, const char *subtitle)
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     plot_set_font(cr, 17, 1);
     plot_text_at(cr, 16, 30, title, 0, 1);
+    if (!subtitle || !*subtitle) return;
     plot_set_font(cr, 12, 0);
     cairo_set_source_rgb(cr, 0.35, 0.35, 0.35);
     plot_text_at(cr, 16, 50, subtitle, 0, 1);
+}
+
+double plot_top(const char *subtitle)
+{
+    return subtitle && *subtitle ? 86 : 66;
 }
 
 cairo_t *plot_scratch_context(cairo_surface_t **s)
@@ -124,9 +133,10 @@ enum adapt_status plot_render(const char *path, enum plot_image kind, int w, int
     struct adapt_atomic a;
     enum adapt_status st = adapt_atomic_open(&a, path);
     if (st) return st;
-    cairo_surface_t *s = kind == PLOT_SVG
-                             ? cairo_svg_surface_create_for_stream(to_stream, a.f, w, h)
-                             : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h);
+    cairo_surface_t *s;
+    if (kind == PLOT_SVG) s = cairo_svg_surface_create_for_stream(to_stream, a.f, w, h);
+    else if (kind == PLOT_PDF) s = cairo_pdf_surface_create_for_stream(to_stream, a.f, w, h);
+    else s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h);
     cairo_t *cr = cairo_create(s);
     cairo_font_options_t *fo = cairo_font_options_create();
     cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
@@ -148,4 +158,58 @@ enum adapt_status plot_render(const char *path, enum plot_image kind, int w, int
                            cairo_status_to_string(cs));
     }
     return adapt_atomic_commit(&a);
+}
+
+void plot_colour_bar(cairo_t *cr, double x, double cy0, double cy1, double vmin, double vmax,
+                     int integer, const char *label, int arrow_lo, int arrow_hi)
+{
+    char buf[64];
+    double ticks[64];
+    double cb_w = 18;
+    cairo_save(cr);
+    cairo_set_antialias(cr, CAIRO_ANTIALIAS_NONE);
+    for (int i = 0; i < 256; i++) {
+        double rgb[3];
+        perf_colormap(i / 255.0, rgb);
+        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+        double ya = cy1 - (cy1 - cy0) * (i + 1) / 256.0, yb = cy1 - (cy1 - cy0) * i / 256.0;
+        cairo_rectangle(cr, x, floor(ya), cb_w, ceil(yb) - floor(ya));
+        cairo_fill(cr);
+    }
+    cairo_restore(cr);
+    cairo_set_line_width(cr, 1);
+    cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
+    cairo_rectangle(cr, x - 0.5, cy0 - 0.5, cb_w + 1, cy1 - cy0 + 1);
+    cairo_stroke(cr);
+    /* an arrow in the end's colour where values beyond the scale were clamped */
+    for (int end = 0; end < 2; end++) {
+        if (!(end ? arrow_hi : arrow_lo)) continue;
+        double rgb[3], yb = end ? cy0 - 0.5 : cy1 + 0.5, tip = end ? yb - 12 : yb + 12;
+        perf_colormap(end, rgb);
+        cairo_move_to(cr, x - 0.5, yb);
+        cairo_line_to(cr, x + cb_w + 0.5, yb);
+        cairo_line_to(cr, x + 0.5 * cb_w, tip);
+        cairo_close_path(cr);
+        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+        cairo_fill_preserve(cr);
+        cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
+        cairo_stroke(cr);
+    }
+    plot_set_font(cr, 12, 0);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    int maxt = (int)((cy1 - cy0) / 28) + 1;
+    int nt = plot_nice_ticks(vmin, vmax, maxt < 2 ? 2 : maxt, integer, ticks);
+    double tick_w = 0;
+    for (int i = 0; i < nt; i++) {
+        double y = cy1 - (cy1 - cy0) * (ticks[i] - vmin) / (vmax - vmin);
+        y = floor(y) + 0.5;
+        cairo_move_to(cr, x + cb_w, y);
+        cairo_line_to(cr, x + cb_w + 5, y);
+        cairo_stroke(cr);
+        plot_format_tick(buf, sizeof buf, ticks[i]);
+        plot_text_at(cr, x + cb_w + 8, y, buf, 0, 0.5);
+        if (plot_text_width(cr, buf) > tick_w) tick_w = plot_text_width(cr, buf);
+    }
+    plot_set_font(cr, 13, 0);
+    plot_text_vertical(cr, x + cb_w + 8 + tick_w + 16, 0.5 * (cy0 + cy1), label);
 }

@@ -1,6 +1,8 @@
 /* src/plot/costcurve.c: the training cost of runs relative to float32 over epochs (see
- * plot.h): per run, each logged interval's Cq / C32 (solid) and the cumulative ratio
- * (dashed), binned to at most two points per pixel. */
+ * plot.h): per run, the cumulative ratio Cq / C32 (thick) and each logged interval's
+ * ratio (thin, lighter; optionally a centred moving average), binned to at most two points
+ * per pixel. Runs differ by colour (seven of the Okabe-Ito palette) and then by dash
+ * pattern; the legend sits right of the plot area. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,19 +18,49 @@ void perf_curve_opts_init(struct perf_curve_opts *o)
     o->width = 1000;
     o->height = 560;
     o->title = NULL;
+    o->subtitle = NULL;
+    o->cumulative_only = 0;
+    o->smooth = 1;
 }
 
-/* Okabe-Ito palette without black and yellow (too light on white). */
-static const double palette[6][3] = {{0.902, 0.624, 0.000}, {0.337, 0.706, 0.914},
-                                     {0.000, 0.620, 0.451}, {0.000, 0.447, 0.698},
-                                     {0.835, 0.369, 0.000}, {0.800, 0.475, 0.655}};
+/* The Okabe-Ito palette without its yellow (too light on white), black last. */
+static const double palette[PLOT_CURVE_COLOURS][3] = {
+    {0.902, 0.624, 0.000}, {0.337, 0.706, 0.914}, {0.000, 0.620, 0.451}, {0.000, 0.447, 0.698},
+    {0.835, 0.369, 0.000}, {0.800, 0.475, 0.655}, {0.000, 0.000, 0.000}};
+/* Solid, dashed, dotted, dash-dot (in units of the line width 1; scaled when drawn). */
+static const double dashes[PLOT_CURVE_DASHES][4] = {{0}, {6, 3}, {1, 2.5}, {6, 2.5, 1, 2.5}};
+static const int n_dashes[PLOT_CURVE_DASHES] = {0, 2, 2, 4};
+
+void plot_curve_style(int r, double rgb[3], const double **dash, int *n_dash)
+{
+    int c = r % PLOT_CURVE_COLOURS, d = r / PLOT_CURVE_COLOURS % PLOT_CURVE_DASHES;
+    memcpy(rgb, palette[c], sizeof palette[c]);
+    *dash = dashes[d];
+    *n_dash = n_dashes[d];
+}
+
+/* Run r's colour and dash pattern at line width lw (dots stay round). */
+static void set_style(cairo_t *cr, int r, double lw, double alpha)
+{
+    double rgb[3], d[4];
+    const double *dash;
+    int nd;
+    plot_curve_style(r, rgb, &dash, &nd);
+    for (int i = 0; i < nd; i++) d[i] = dash[i] * (dash[i] < 2 ? 1 : fmax(1, lw * 0.7));
+    cairo_set_source_rgba(cr, rgb[0], rgb[1], rgb[2], alpha);
+    cairo_set_line_width(cr, lw);
+    cairo_set_dash(cr, nd ? d : NULL, nd, 0);
+    cairo_set_line_cap(cr, nd ? CAIRO_LINE_CAP_ROUND : CAIRO_LINE_CAP_BUTT);
+}
 
 struct curve {
     struct perf_run *const *runs;
     int n;
     int W, H;
-    const char *title;
+    const char *title, *subtitle;
+    int cumulative_only, smooth;
     double x0, x1, y0, y1;
+    double leg_x; /* the legend's left edge, right of the plot */
     double xmax, ymax;
     int max_pts;
 };
@@ -43,30 +75,48 @@ static double cv_y(const struct curve *c, double v)
     return c->y1 - (c->y1 - c->y0) * v / c->ymax;
 }
 
-/* Per-interval ratios averaged into at most max_pts bins of equal epoch width
- * (weights: float32 cost), and the cumulative ratio at each bin's end. */
-static int curve_points(const struct perf_run *r, double xmax, int max_pts, double *x, double *y,
-                        double *cum)
+int plot_curve_points(const struct perf_run *r, double xmax, int max_pts, int smooth, double *x,
+                      double *y, double *cum)
 {
     int n = 0;
+    int64_t np = r->n_points;
     double s32 = 0, sq = 0, b32 = 0, bq = 0;
     int bin = -1;
     double bx = 0;
-    for (int64_t i = 0; i < r->n_points; i++) {
+    /* prefix sums of the costs for the moving average */
+    double *pre = smooth > 1 ? malloc(sizeof(double) * 2 * (size_t)(np + 1)) : NULL;
+    if (smooth > 1 && !pre) return -1;
+    if (pre) {
+        pre[0] = pre[np + 1] = 0;
+        for (int64_t i = 0; i < np; i++) {
+            pre[i + 1] = pre[i] + r->points[i].c32;
+            pre[np + 2 + i] = pre[np + 1 + i] + r->points[i].cq;
+        }
+    }
+    for (int64_t i = 0; i < np; i++) {
         const struct perf_point *p = &r->points[i];
-        int b = r->n_points <= max_pts ? (int)i : (int)(p->epoch_x / xmax * (max_pts - 1));
+        int b = np <= max_pts ? (int)i : (int)(p->epoch_x / xmax * (max_pts - 1));
         if (b != bin && bin >= 0 && b32 > 0) {
             x[n] = bx, y[n] = bq / b32, cum[n] = sq / s32, n++;
             b32 = bq = 0;
         }
         bin = b;
         bx = p->epoch_x;
-        b32 += p->c32;
-        bq += p->cq;
+        double c32 = p->c32, cq = p->cq;
+        if (pre) {
+            int64_t lo = i - (smooth - 1) / 2, hi = i + smooth / 2 + 1; /* [lo, hi) */
+            if (lo < 0) lo = 0;
+            if (hi > np) hi = np;
+            c32 = (pre[hi] - pre[lo]) / (double)(hi - lo);
+            cq = (pre[np + 1 + hi] - pre[np + 1 + lo]) / (double)(hi - lo);
+        }
+        b32 += c32;
+        bq += cq;
         s32 += p->c32;
         sq += p->cq;
     }
     if (b32 > 0) x[n] = bx, y[n] = bq / b32, cum[n] = sq / s32, n++;
+    free(pre);
     return n;
 }
 
@@ -127,7 +177,13 @@ static void polyline(cairo_t *cr, const struct curve *c, const double *x, const 
     }
 }
 
-/* The curves, clipped to the plot area. */
+/* Line widths of the cumulative and the per-interval lines, and the latter's opacity. */
+#define CUM_LW 2.6
+#define INT_LW 1.2
+#define INT_ALPHA 0.55
+
+/* The curves, clipped to the plot area: first every run's per-interval line, then the
+ * cumulative lines on top. */
 static void draw_curves(cairo_t *cr, const struct curve *c)
 {
     double *x = malloc(sizeof(double) * 3 * (size_t)c->max_pts);
@@ -137,66 +193,103 @@ static void draw_curves(cairo_t *cr, const struct curve *c)
     cairo_rectangle(cr, c->x0, c->y0, c->x1 - c->x0, c->y1 - c->y0);
     cairo_clip(cr);
     cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
-    for (int r = 0; r < c->n; r++) {
-        const double *col = palette[r % 6];
-        int n = curve_points(c->runs[r], c->xmax, c->max_pts, x, y, cum);
-        cairo_set_source_rgb(cr, col[0], col[1], col[2]);
-        cairo_set_line_width(cr, 1.8);
-        polyline(cr, c, x, y, n);
-        if (n == 1) cairo_line_to(cr, cv_x(c, 0), cv_y(c, y[0]));
-        cairo_stroke(cr);
-        double d[2] = {7, 4};
-        cairo_set_dash(cr, d, 2, 0);
-        cairo_set_line_width(cr, 1.4);
-        polyline(cr, c, x, cum, n);
-        cairo_stroke(cr);
-        cairo_set_dash(cr, NULL, 0, 0);
-    }
+    for (int pass = c->cumulative_only; pass < 2; pass++)
+        for (int r = 0; r < c->n; r++) {
+            int n = plot_curve_points(c->runs[r], c->xmax, c->max_pts, c->smooth, x, y, cum);
+            if (n < 1) continue;
+            if (pass == 0) set_style(cr, r, INT_LW, INT_ALPHA);
+            else set_style(cr, r, CUM_LW, 1);
+            polyline(cr, c, x, pass ? cum : y, n);
+            if (n == 1) cairo_line_to(cr, cv_x(c, 0), cv_y(c, pass ? cum[0] : y[0]));
+            cairo_stroke(cr);
+        }
     cairo_restore(cr);
     free(x);
 }
 
-/* The legend, top right inside the plot. */
+/* A legend entry's text. */
+static void legend_text(const struct perf_run *r, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s (%s): SU1 %.2f", r->name, r->policy, r->su1);
+}
+
+#define LEG_ROW 20.0    /* legend row height */
+#define LEG_SAMPLE 34.0 /* line sample length */
+
+/* The legend right of the plot: one row per run (its cumulative line's style), then, with
+ * per-interval lines, a key to the two line weights. */
 static void draw_legend(cairo_t *cr, const struct curve *c)
 {
     char buf[256];
+    double x = c->leg_x, y = c->y0 + 8;
     plot_set_font(cr, 12, 0);
-    double lw = 0;
-    for (int r = 0; r < c->n; r++) {
-        snprintf(buf, sizeof buf, "%s (%s): SU1 %.2f", c->runs[r]->name, c->runs[r]->policy,
-                 c->runs[r]->su1);
-        lw = fmax(lw, plot_text_width(cr, buf));
+    for (int r = 0; r < c->n; r++, y += LEG_ROW) {
+        set_style(cr, r, CUM_LW, 1);
+        cairo_move_to(cr, x, y);
+        cairo_line_to(cr, x + LEG_SAMPLE, y);
+        cairo_stroke(cr);
+        cairo_set_dash(cr, NULL, 0, 0);
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        legend_text(c->runs[r], buf, sizeof buf);
+        plot_text_at(cr, x + LEG_SAMPLE + 8, y, buf, 0, 0.5);
     }
-    double bw = lw + 46, bh = 20.0 * c->n + 10, bx = c->x1 - bw - 10, by = c->y0 + 10;
-    cairo_set_source_rgba(cr, 1, 1, 1, 0.9);
-    cairo_rectangle(cr, bx, by, bw, bh);
-    cairo_fill_preserve(cr);
-    cairo_set_source_rgb(cr, 0.7, 0.7, 0.7);
-    cairo_stroke(cr);
-    for (int r = 0; r < c->n; r++) {
-        const double *col = palette[r % 6];
-        double yy = by + 15 + 20.0 * r;
-        cairo_set_source_rgb(cr, col[0], col[1], col[2]);
-        cairo_set_line_width(cr, 2.5);
-        cairo_move_to(cr, bx + 8, yy);
-        cairo_line_to(cr, bx + 32, yy);
+    if (c->cumulative_only) return;
+    y += 0.5 * LEG_ROW;
+    cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
+    for (int k = 0; k < 2; k++, y += LEG_ROW) {
+        cairo_set_source_rgba(cr, 0.3, 0.3, 0.3, k ? INT_ALPHA : 1);
+        cairo_set_line_width(cr, k ? INT_LW : CUM_LW);
+        cairo_move_to(cr, x, y);
+        cairo_line_to(cr, x + LEG_SAMPLE, y);
         cairo_stroke(cr);
         cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        snprintf(buf, sizeof buf, "%s (%s): SU1 %.2f", c->runs[r]->name, c->runs[r]->policy,
-                 c->runs[r]->su1);
-        plot_text_at(cr, bx + 38, yy, buf, 0, 0.5);
+        if (k && c->smooth > 1)
+            snprintf(buf, sizeof buf, "each interval, mean of %d", c->smooth);
+        plot_text_at(cr, x + LEG_SAMPLE + 8, y,
+                     k ? (c->smooth > 1 ? buf : "each logged interval") : "cumulative", 0, 0.5);
     }
+}
+
+/* The legend's width (samples and the widest text). */
+static double legend_width(const struct curve *c)
+{
+    char buf[256];
+    cairo_surface_t *ss;
+    cairo_t *cr = plot_scratch_context(&ss);
+    plot_set_font(cr, 12, 0);
+    double w = plot_text_width(cr, "each interval, mean of 10000");
+    for (int r = 0; r < c->n; r++) {
+        legend_text(c->runs[r], buf, sizeof buf);
+        w = fmax(w, plot_text_width(cr, buf));
+    }
+    cairo_destroy(cr);
+    cairo_surface_destroy(ss);
+    return LEG_SAMPLE + 8 + w;
 }
 
 static void curve_draw(cairo_t *cr, void *ctx)
 {
     struct curve *c = ctx;
-    plot_titles(cr, c->title ? c->title : "Training cost relative to float32",
-                "solid: each logged interval (Cq / C32 of the same steps); dashed: cumulative "
-                "since the start of training");
+    plot_titles(cr, c->title ? c->title : "Training cost relative to float32", c->subtitle);
     draw_axes(cr, c);
     draw_curves(cr, c);
     draw_legend(cr, c);
+}
+
+/* The default subtitle: what the lines show. */
+static void curve_subtitle(const struct perf_curve_opts *o, char *buf, size_t n)
+{
+    if (o->cumulative_only)
+        snprintf(buf, n, "cumulative Cq / C32 since the start of training");
+    else if (o->smooth > 1)
+        snprintf(buf, n,
+                 "thick: cumulative Cq / C32 since the start of training; thin: each logged "
+                 "interval, centred moving average over %d intervals",
+                 o->smooth);
+    else
+        snprintf(buf, n,
+                 "thick: cumulative Cq / C32 since the start of training; thin: each logged "
+                 "interval (Cq / C32 of the same steps)");
 }
 
 enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
@@ -214,6 +307,12 @@ enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
     if (o->width < 500 || o->width > 4000 || o->height < 300 || o->height > 4000)
         return ADAPT_ERROR(ADAPT_EINVAL, "picture size %dx%d outside 500..4000 x 300..4000",
                            o->width, o->height);
+    if (o->smooth < 1 || o->smooth > 10000)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: smoothing over %d logged intervals (expected 1..10000)", path,
+                           o->smooth);
+    char subtitle[256];
+    curve_subtitle(o, subtitle, sizeof subtitle);
     struct curve c;
     memset(&c, 0, sizeof c);
     c.runs = runs;
@@ -221,10 +320,23 @@ enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
     c.W = o->width;
     c.H = o->height;
     c.title = o->title;
+    c.subtitle = o->subtitle ? o->subtitle : subtitle;
+    c.cumulative_only = o->cumulative_only;
+    c.smooth = o->smooth;
     c.x0 = 70;
-    c.x1 = c.W - 24;
-    c.y0 = 70;
+    c.x1 = floor(c.W - 24 - legend_width(&c)); /* whole pixels: a sharp frame */
+    c.leg_x = c.x1 + 20;
+    c.y0 = plot_top(c.subtitle) - 16;
     c.y1 = c.H - 58;
+    if (c.x1 - c.x0 < 200)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: picture width %d leaves no room for the plot beside the legend",
+                           path, c.W);
+    double leg_h = LEG_ROW * (c.n + (c.cumulative_only ? 0 : 2.5));
+    if (leg_h > c.y1 - c.y0 + 40)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: picture height %d leaves no room for the legend of %d runs",
+                           path, c.H, c.n);
     c.max_pts = (int)(c.x1 - c.x0) * 2;
     c.xmax = 0;
     double ymax = 1.0;
@@ -238,9 +350,14 @@ enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
     double *x = malloc(sizeof(double) * 3 * (size_t)c.max_pts);
     if (!x) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
     for (int r = 0; r < n; r++) {
-        int np = curve_points(runs[r], c.xmax, c.max_pts, x, x + c.max_pts, x + 2 * c.max_pts);
+        int np = plot_curve_points(runs[r], c.xmax, c.max_pts, c.smooth, x, x + c.max_pts,
+                                   x + 2 * c.max_pts);
+        if (np < 0) {
+            free(x);
+            return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
+        }
         for (int i = 0; i < np; i++) {
-            ymax = fmax(ymax, x[c.max_pts + i]);
+            if (!c.cumulative_only) ymax = fmax(ymax, x[c.max_pts + i]);
             ymax = fmax(ymax, x[2 * c.max_pts + i]);
         }
     }

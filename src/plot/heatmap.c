@@ -3,7 +3,9 @@
  * Units are rows in network order, optimizer steps are columns (at most one
  * per pixel: a column shows the mean of the step records in its step span,
  * or the next record's value); colours come from the colour map, quantized
- * to its PLOT_CMAP_N levels, grey where the metric was not recorded.
+ * to its PLOT_CMAP_N levels, grey where the metric was not recorded. A fixed
+ * colour scale (vmin, vmax) clamps the values outside it to its ends, and the
+ * colour bar gets an arrow at each end that clamps.
  */
 #include <math.h>
 #include <stdio.h>
@@ -85,19 +87,23 @@ void perf_heatmap_opts_init(struct perf_heatmap_opts *o)
     o->metric = PERF_METRIC_WL;
     o->width = 1100;
     o->title = NULL;
+    o->subtitle = NULL;
+    o->vmin = NAN;
+    o->vmax = NAN;
 }
 
 struct heatmap {
     const struct adapt_trace *t;
     enum perf_metric metric;
     int W, H;
-    char title[512], subtitle[512];
+    char title[512], subtitle[512]; /* subtitle "": none */
     double label_font;
     double x0, x1, y0, y1, row_h; /* plot area */
     double cb_x;                  /* colour bar left edge */
     int rows, cols;
     double *val;                  /* (rows, cols), NaN = not recorded */
-    double vmin, vmax;
+    double vmin, vmax;            /* the colour scale */
+    double dmin, dmax;            /* the metric's range in the run */
     int any_nan;
     double s_hi;                  /* last step */
 };
@@ -107,10 +113,12 @@ static double hm_x(const struct heatmap *h, double step)
     return h->x0 + (h->x1 - h->x0) * step / h->s_hi;
 }
 
-/* The colour level of value v, -1 for NaN. */
+/* The colour level of value v, clamped to the scale; -1 for NaN. */
 static int cell_level(const struct heatmap *h, double v)
 {
-    return isnan(v) ? -1 : (int)lround((v - h->vmin) / (h->vmax - h->vmin) * (PLOT_CMAP_N - 1));
+    if (isnan(v)) return -1;
+    double t = (v - h->vmin) / (h->vmax - h->vmin);
+    return (int)lround(fmin(1, fmax(0, t)) * (PLOT_CMAP_N - 1));
 }
 
 /* The cells, one run of equal colour at a time. */
@@ -205,42 +213,9 @@ static void draw_epochs(cairo_t *cr, const struct heatmap *h)
 /* The colour bar with its ticks and label, and the "not recorded" swatch. */
 static void draw_colour_bar(cairo_t *cr, const struct heatmap *h)
 {
-    char buf[64];
-    double ticks[64];
-    double cb_w = 18, cy0 = h->y0, cy1 = h->y1;
-    cairo_save(cr);
-    cairo_set_antialias(cr, CAIRO_ANTIALIAS_NONE);
-    for (int i = 0; i < 256; i++) {
-        double rgb[3];
-        perf_colormap(i / 255.0, rgb);
-        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
-        double ya = cy1 - (cy1 - cy0) * (i + 1) / 256.0, yb = cy1 - (cy1 - cy0) * i / 256.0;
-        cairo_rectangle(cr, h->cb_x, floor(ya), cb_w, ceil(yb) - floor(ya));
-        cairo_fill(cr);
-    }
-    cairo_restore(cr);
-    cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
-    cairo_rectangle(cr, h->cb_x - 0.5, cy0 - 0.5, cb_w + 1, cy1 - cy0 + 1);
-    cairo_stroke(cr);
-    plot_set_font(cr, 12, 0);
-    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    int maxt = (int)((cy1 - cy0) / 28) + 1;
-    int nt = plot_nice_ticks(h->vmin, h->vmax, maxt < 2 ? 2 : maxt, metric_integer(h->metric),
-                             ticks);
-    double tick_w = 0;
-    for (int i = 0; i < nt; i++) {
-        double y = cy1 - (cy1 - cy0) * (ticks[i] - h->vmin) / (h->vmax - h->vmin);
-        y = floor(y) + 0.5;
-        cairo_move_to(cr, h->cb_x + cb_w, y);
-        cairo_line_to(cr, h->cb_x + cb_w + 5, y);
-        cairo_stroke(cr);
-        plot_format_tick(buf, sizeof buf, ticks[i]);
-        plot_text_at(cr, h->cb_x + cb_w + 8, y, buf, 0, 0.5);
-        if (plot_text_width(cr, buf) > tick_w) tick_w = plot_text_width(cr, buf);
-    }
-    plot_set_font(cr, 13, 0);
-    plot_text_vertical(cr, h->cb_x + cb_w + 8 + tick_w + 16, 0.5 * (cy0 + cy1),
-                       metric_axis(h->metric));
+    double cb_w = 18, cy1 = h->y1;
+    plot_colour_bar(cr, h->cb_x, h->y0, h->y1, h->vmin, h->vmax, metric_integer(h->metric),
+                    metric_axis(h->metric), h->dmin < h->vmin, h->dmax > h->vmax);
     if (h->any_nan) {
         cairo_set_source_rgb(cr, 0.86, 0.86, 0.86);
         cairo_rectangle(cr, h->cb_x, cy1 + 30, cb_w, 12);
@@ -263,8 +238,9 @@ static void heatmap_draw(cairo_t *cr, void *ctx)
 
 /* ----------------------------------------------------------------- layout */
 
-/* The range of the metric over the step records (a band around a single value). */
-static enum adapt_status heatmap_range(struct heatmap *h)
+/* The range of the metric over the step records (a band around a single value), or the
+ * options' fixed scale. */
+static enum adapt_status heatmap_range(struct heatmap *h, const struct perf_heatmap_opts *o)
 {
     const struct adapt_trace *t = h->t;
     h->vmin = INFINITY;
@@ -280,13 +256,23 @@ static enum adapt_status heatmap_range(struct heatmap *h)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "%s: metric '%s' is not recorded in any step record (policy %s)",
                            t->path, perf_metric_name(h->metric), t->header.policy);
-    if (h->vmax - h->vmin < 1e-12) {
+    h->dmin = h->vmin;
+    h->dmax = h->vmax;
+    if (h->vmax - h->vmin < 1e-12 && isnan(o->vmin) && isnan(o->vmax)) {
         /* one value: a band around it, so the colour bar shows one tick */
         double pad = metric_integer(h->metric) ? 0.5
                                                : (fabs(h->vmin) > 0 ? 0.05 * fabs(h->vmin) : 0.05);
         h->vmin -= pad;
         h->vmax += pad;
     }
+    if (!isnan(o->vmin)) h->vmin = o->vmin;
+    if (!isnan(o->vmax)) h->vmax = o->vmax;
+    if (!isfinite(h->vmin) || !isfinite(h->vmax) || !(h->vmin < h->vmax))
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: colour scale of '%s': vmin %g%s must be below vmax %g%s",
+                           t->path, perf_metric_name(h->metric), h->vmin,
+                           isnan(o->vmin) ? " (the run's least value)" : "", h->vmax,
+                           isnan(o->vmax) ? " (the run's greatest value)" : "");
     return ADAPT_OK;
 }
 
@@ -310,8 +296,11 @@ static void heatmap_titles(struct heatmap *h, const struct perf_heatmap_opts *o)
                  t->header.model.name, t->header.dataset.name,
                  t->header.policy, compat ? " (" : "", compat ? compat : "", compat ? ")" : "");
     }
-    snprintf(h->subtitle, sizeof h->subtitle, "%s: %lld step records up to step %.0f, %d epochs",
-             t->path, (long long)t->n_steps, h->s_hi, t->n_epochs);
+    if (o->subtitle) snprintf(h->subtitle, sizeof h->subtitle, "%s", o->subtitle);
+    else
+        snprintf(h->subtitle, sizeof h->subtitle,
+                 "%s: %lld step records up to step %.0f, %d epochs", t->path,
+                 (long long)t->n_steps, h->s_hi, t->n_epochs);
 }
 
 /* The plot area, the colour bar and the picture height, from the label widths. */
@@ -339,7 +328,7 @@ static enum adapt_status heatmap_layout(struct heatmap *h, int width)
     h->x0 = 44 + lw + 10;
     h->x1 = h->W - (16 + 26 + tw + 8 + 18 + 24);
     h->cb_x = h->x1 + 24;
-    h->y0 = 86;
+    h->y0 = plot_top(h->subtitle);
     double ph = h->rows * h->row_h;
     if (ph < 180) {
         ph = 180;
@@ -423,7 +412,7 @@ enum adapt_status perf_heatmap_write(const struct adapt_trace *t, const struct p
     h.s_hi = (double)t->steps[t->n_steps - 1].step;
     if (!(h.s_hi > 0))
         return ADAPT_ERROR(ADAPT_EINVAL, "%s: the last step record has step %.0f", t->path, h.s_hi);
-    if ((st = heatmap_range(&h)) != ADAPT_OK) return st;
+    if ((st = heatmap_range(&h, o)) != ADAPT_OK) return st;
     heatmap_titles(&h, o);
     if ((st = heatmap_layout(&h, o->width)) != ADAPT_OK) return st;
     if ((st = heatmap_columns(&h, path)) == ADAPT_OK) {

@@ -2,7 +2,7 @@
  * the colour map (colour.c) and the text and axis toolkit of the figures (axes.c).
  *
  * A figure computes its layout on a scratch context (text extents), then
- * plot_render creates a PNG image or SVG surface of that size, calls the
+ * plot_render creates a PNG image, SVG or PDF surface of that size, calls the
  * figure's draw function on it and writes the picture atomically.
  *
  *   enum plot_image kind;
@@ -19,6 +19,7 @@
 #define PLOT_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cairo.h>
 
@@ -27,9 +28,9 @@
 /* Colours the map is sampled at (perf_colormap interpolates between them). */
 #define PLOT_CMAP_N 256
 
-enum plot_image { PLOT_PNG, PLOT_SVG };
+enum plot_image { PLOT_PNG, PLOT_SVG, PLOT_PDF };
 
-/* The picture type from path's extension (.png, .svg, any case). */
+/* The picture type from path's extension (.png, .svg, .pdf, any case). */
 enum adapt_status plot_image_kind(const char *path, enum plot_image *kind);
 
 /* "Nice" tick values (1, 2, 2.5, 5 x 10^k) covering [lo, hi]; integer steps
@@ -45,12 +46,46 @@ double plot_text_width(cairo_t *cr, const char *s);
 void plot_text_at(cairo_t *cr, double x, double y, const char *s, double ax, double ay);
 /* Text rotated by -90 degrees, centred on (x, y). */
 void plot_text_vertical(cairo_t *cr, double x, double y, const char *s);
-/* The title (bold, 17) and the subtitle (12, grey) of a figure at its top left. */
+/* The title (bold, 17) and the subtitle (12, grey; none when NULL or "") of a figure at
+ * its top left. */
 void plot_titles(cairo_t *cr, const char *title, const char *subtitle);
+/* How far below the top the plot area of a figure may start: 86 with a subtitle, 66
+ * without (NULL or ""). */
+double plot_top(const char *subtitle);
+
+/* A vertical colour bar 18 px wide at x from cy0 (vmax) down to cy1 (vmin), with ticks
+ * (integers when integer), the label beside them, and an arrow beyond an end whose values
+ * were clamped (arrow_lo, arrow_hi). Needs about 26 + tick width + 24 px to its right. */
+void plot_colour_bar(cairo_t *cr, double x, double cy0, double cy1, double vmin, double vmax,
+                     int integer, const char *label, int arrow_lo, int arrow_hi);
 
 /* A context on a small image surface (*s) for measuring text, with the
  * font options of plot_render. */
 cairo_t *plot_scratch_context(cairo_surface_t **s);
+
+/* Cost curves (costcurve.c): run r's colour (one of PLOT_CURVE_COLOURS) and dash pattern
+ * (one of PLOT_CURVE_DASHES, n_dash 0 solid); runs 0 .. COLOURS * DASHES - 1 differ. */
+#define PLOT_CURVE_COLOURS 7
+#define PLOT_CURVE_DASHES 4
+void plot_curve_style(int r, double rgb[3], const double **dash, int *n_dash);
+
+struct perf_run;
+/* Run r's points: the per-interval ratios sum Cq / sum C32 in at most max_pts bins of equal
+ * epoch width (each point one bin when n_points <= max_pts) at the bin's last epoch_x (x),
+ * and the cumulative ratio there (cum). smooth > 1 first replaces each interval's costs by
+ * their mean over the `smooth` logged intervals centred on it (i - (smooth-1)/2 to
+ * i + smooth/2, cut at the ends); the cumulative ratio is never smoothed. x, y, cum hold
+ * max_pts values; returns the count, -1 out of memory. */
+int plot_curve_points(const struct perf_run *r, double xmax, int max_pts, int smooth, double *x,
+                      double *y, double *cum);
+
+/* Word lengths plot_wl_fractions counts (0..PLOT_WL_MAX, the trace's range). */
+#define PLOT_WL_MAX 64
+struct adapt_trace;
+/* Unit u's share of the optimizer steps at each word length (frac[wl], summing to 1): step
+ * record i stands for the steps after the record before it (from step 0) up to its own.
+ * Returns the steps counted (0: frac all 0). */
+int64_t plot_wl_fractions(const struct adapt_trace *t, int u, double frac[PLOT_WL_MAX + 1]);
 
 typedef void (*plot_draw_fn)(cairo_t *cr, void *ctx);
 /* Creates a w x h surface of that kind on a white background, draws with

@@ -1,0 +1,269 @@
+/* src/plot/accuracy.c: training and validation loss and accuracy per epoch of several runs
+ * (see plot.h): two panels side by side, loss on the left and accuracy (percent) on the
+ * right, epochs 1..E on both; per run, validation thick with a dot at each epoch and
+ * training thin and lighter, in the run's colour and dash pattern (costcurve.c's styles);
+ * the legend sits right of the panels. Epoch values the trace lacks (NaN) leave a gap. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cairo.h>
+
+#include "src/plot/internal.h"
+#include "src/plot/plot.h"
+
+#define VAL_LW 2.4
+#define TRAIN_LW 1.3
+#define TRAIN_ALPHA 0.6
+#define LEG_ROW 20.0
+#define LEG_SAMPLE 34.0
+
+struct panel {
+    double x0, x1, y0, y1;
+    double ylo, yhi;
+};
+
+struct acc_fig {
+    const struct adapt_trace *const *t;
+    const char *const *names;
+    int n;
+    int W, H;
+    const char *title, *subtitle;
+    double xmax; /* epochs */
+    struct panel p[2]; /* loss, accuracy */
+    double leg_x;
+};
+
+static double px_x(const struct acc_fig *f, const struct panel *p, double e)
+{
+    return p->x0 + (p->x1 - p->x0) * (e - 1) / (f->xmax > 1 ? f->xmax - 1 : 1);
+}
+
+static double px_y(const struct panel *p, double v)
+{
+    return p->y1 - (p->y1 - p->y0) * (v - p->ylo) / (p->yhi - p->ylo);
+}
+
+/* Value k of epoch record e: 0 train loss, 1 validation loss, 2 train accuracy and 3
+ * validation accuracy in percent. */
+static double epoch_value(const struct adapt_trace_epoch *e, int k)
+{
+    switch (k) {
+    case 0: return e->train_loss;
+    case 1: return e->val_loss;
+    case 2: return 100 * e->train_acc;
+    default: return 100 * e->val_acc;
+    }
+}
+
+/* Run r's style at line width lw (costcurve.c's dash patterns scale the same way). */
+static void set_style(cairo_t *cr, int r, double lw, double alpha)
+{
+    double rgb[3], d[4];
+    const double *dash;
+    int nd;
+    plot_curve_style(r, rgb, &dash, &nd);
+    for (int i = 0; i < nd; i++) d[i] = dash[i] * (dash[i] < 2 ? 1 : fmax(1, lw * 0.7));
+    cairo_set_source_rgba(cr, rgb[0], rgb[1], rgb[2], alpha);
+    cairo_set_line_width(cr, lw);
+    cairo_set_dash(cr, nd ? d : NULL, nd, 0);
+    cairo_set_line_cap(cr, nd ? CAIRO_LINE_CAP_ROUND : CAIRO_LINE_CAP_BUTT);
+}
+
+static void draw_panel_axes(cairo_t *cr, const struct acc_fig *f, const struct panel *p,
+                            const char *ylabel, const char *name)
+{
+    char buf[64];
+    double ticks[64];
+    cairo_set_line_width(cr, 1);
+    plot_set_font(cr, 12, 0);
+    int nt = plot_nice_ticks(p->ylo, p->yhi, 7, 0, ticks);
+    for (int i = 0; i < nt; i++) {
+        double y = floor(px_y(p, ticks[i])) + 0.5;
+        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+        cairo_move_to(cr, p->x0, y);
+        cairo_line_to(cr, p->x1, y);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        plot_format_tick(buf, sizeof buf, ticks[i]);
+        plot_text_at(cr, p->x0 - 8, y, buf, 1, 0.5);
+    }
+    nt = plot_nice_ticks(1, f->xmax, (int)((p->x1 - p->x0) / 60), 1, ticks);
+    for (int i = 0; i < nt; i++) {
+        double x = floor(px_x(f, p, ticks[i])) + 0.5;
+        cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
+        cairo_move_to(cr, x, p->y1);
+        cairo_line_to(cr, x, p->y1 + 6);
+        cairo_stroke(cr);
+        plot_format_tick(buf, sizeof buf, ticks[i]);
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        plot_text_at(cr, x, p->y1 + 20, buf, 0.5, 1);
+    }
+    cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
+    cairo_rectangle(cr, p->x0 - 0.5, p->y0 - 0.5, p->x1 - p->x0 + 1, p->y1 - p->y0 + 1);
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    plot_set_font(cr, 13, 0);
+    plot_text_at(cr, 0.5 * (p->x0 + p->x1), p->y1 + 42, "epoch", 0.5, 1);
+    plot_text_vertical(cr, p->x0 - 52, 0.5 * (p->y0 + p->y1), ylabel);
+    plot_set_font(cr, 13, 1);
+    plot_text_at(cr, p->x0, p->y0 - 8, name, 0, 1);
+}
+
+/* Value k of run r as a polyline (gaps at NaN), dots at validation points. */
+static void draw_series(cairo_t *cr, const struct acc_fig *f, const struct panel *p, int r, int k)
+{
+    const struct adapt_trace *t = f->t[r];
+    int val = k & 1, open = 0;
+    set_style(cr, r, val ? VAL_LW : TRAIN_LW, val ? 1 : TRAIN_ALPHA);
+    for (int e = 0; e < t->n_epochs; e++) {
+        double v = epoch_value(&t->epochs[e], k);
+        if (isnan(v)) {
+            open = 0;
+            continue;
+        }
+        double x = px_x(f, p, t->epochs[e].epoch + 1), y = px_y(p, v);
+        if (open) cairo_line_to(cr, x, y);
+        else cairo_move_to(cr, x, y);
+        open = 1;
+    }
+    cairo_stroke(cr);
+    if (!val) return;
+    cairo_set_dash(cr, NULL, 0, 0);
+    for (int e = 0; e < t->n_epochs; e++) {
+        double v = epoch_value(&t->epochs[e], k);
+        if (isnan(v)) continue;
+        cairo_new_sub_path(cr);
+        cairo_arc(cr, px_x(f, p, t->epochs[e].epoch + 1), px_y(p, v), 2.8, 0, 2 * M_PI);
+    }
+    cairo_fill(cr);
+}
+
+static void draw_legend(cairo_t *cr, const struct acc_fig *f)
+{
+    double x = f->leg_x, y = f->p[0].y0 + 8;
+    plot_set_font(cr, 12, 0);
+    for (int r = 0; r < f->n; r++, y += LEG_ROW) {
+        set_style(cr, r, VAL_LW, 1);
+        cairo_move_to(cr, x, y);
+        cairo_line_to(cr, x + LEG_SAMPLE, y);
+        cairo_stroke(cr);
+        cairo_set_dash(cr, NULL, 0, 0);
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        plot_text_at(cr, x + LEG_SAMPLE + 8, y, f->names[r], 0, 0.5);
+    }
+    y += 0.5 * LEG_ROW;
+    cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
+    for (int k = 0; k < 2; k++, y += LEG_ROW) {
+        cairo_set_source_rgba(cr, 0.3, 0.3, 0.3, k ? TRAIN_ALPHA : 1);
+        cairo_set_line_width(cr, k ? TRAIN_LW : VAL_LW);
+        cairo_move_to(cr, x, y);
+        cairo_line_to(cr, x + LEG_SAMPLE, y);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        plot_text_at(cr, x + LEG_SAMPLE + 8, y, k ? "training" : "validation", 0, 0.5);
+    }
+}
+
+static void acc_draw(cairo_t *cr, void *ctx)
+{
+    struct acc_fig *f = ctx;
+    plot_titles(cr, f->title, f->subtitle);
+    draw_panel_axes(cr, f, &f->p[0], "loss", "Loss");
+    draw_panel_axes(cr, f, &f->p[1], "accuracy (%)", "Accuracy");
+    for (int i = 0; i < 2; i++) {
+        const struct panel *p = &f->p[i];
+        cairo_save(cr);
+        cairo_rectangle(cr, p->x0 - 4, p->y0 - 4, p->x1 - p->x0 + 8, p->y1 - p->y0 + 8);
+        cairo_clip(cr);
+        cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
+        for (int pass = 0; pass < 2; pass++) /* training lines first, validation on top */
+            for (int r = 0; r < f->n; r++) draw_series(cr, f, p, r, 2 * i + pass);
+        cairo_restore(cr);
+    }
+    draw_legend(cr, f);
+}
+
+/* A panel's value range over the runs: loss from 0, accuracy padded and within 0..100. */
+static void panel_range(struct acc_fig *f, int i)
+{
+    double lo = INFINITY, hi = -INFINITY, ticks[64];
+    for (int r = 0; r < f->n; r++)
+        for (int e = 0; e < f->t[r]->n_epochs; e++)
+            for (int k = 2 * i; k < 2 * i + 2; k++) {
+                double v = epoch_value(&f->t[r]->epochs[e], k);
+                if (isnan(v)) continue;
+                lo = fmin(lo, v);
+                hi = fmax(hi, v);
+            }
+    if (!(lo <= hi)) lo = 0, hi = i ? 100 : 1;
+    if (i == 0) lo = 0;
+    double pad = fmax(0.05 * (hi - lo), i ? 1 : 0.05);
+    lo = i ? fmax(0, lo - pad) : 0;
+    hi = i ? fmin(100, hi + pad) : hi + pad;
+    int nt = plot_nice_ticks(lo, hi, 7, 0, ticks);
+    double step = nt > 1 ? ticks[1] - ticks[0] : 1;
+    f->p[i].ylo = floor(lo / step + 1e-9) * step;
+    f->p[i].yhi = ceil(hi / step - 1e-9) * step;
+}
+
+enum adapt_status perf_accuracy_write(const struct adapt_trace *const *traces,
+                                      const char *const *names, int n,
+                                      const struct perf_curve_opts *o, const char *path)
+{
+    enum plot_image kind = PLOT_PNG;
+    enum adapt_status st;
+    struct perf_curve_opts def;
+    if (!o) {
+        perf_curve_opts_init(&def);
+        o = &def;
+    }
+    if ((st = plot_image_kind(path, &kind)) != ADAPT_OK) return st;
+    if (n < 1) return ADAPT_ERROR(ADAPT_EINVAL, "%s: no runs to draw", path);
+    if (o->width < 500 || o->width > 4000 || o->height < 300 || o->height > 4000)
+        return ADAPT_ERROR(ADAPT_EINVAL, "picture size %dx%d outside 500..4000 x 300..4000",
+                           o->width, o->height);
+    struct acc_fig f;
+    memset(&f, 0, sizeof f);
+    f.t = traces;
+    f.names = names;
+    f.n = n;
+    f.W = o->width;
+    f.H = o->height;
+    f.title = o->title ? o->title : "Loss and accuracy per epoch";
+    f.subtitle = o->subtitle ? o->subtitle
+                             : "thick with dots: validation split; thin: training (mean over "
+                               "the epoch's batches)";
+    for (int r = 0; r < n; r++) {
+        if (traces[r]->n_epochs < 1)
+            return ADAPT_ERROR(ADAPT_EINVAL, "%s: no epoch records: nothing to draw",
+                               traces[r]->path);
+        f.xmax = fmax(f.xmax, traces[r]->epochs[traces[r]->n_epochs - 1].epoch + 1);
+    }
+    if (f.xmax < 2) f.xmax = 2;
+    cairo_surface_t *ss;
+    cairo_t *cr = plot_scratch_context(&ss);
+    plot_set_font(cr, 12, 0);
+    double lw = plot_text_width(cr, "validation");
+    for (int r = 0; r < n; r++) lw = fmax(lw, plot_text_width(cr, names[r]));
+    cairo_destroy(cr);
+    cairo_surface_destroy(ss);
+    double right = floor(f.W - 24 - (LEG_SAMPLE + 8 + lw)), gap = 84;
+    double y0 = plot_top(f.subtitle) + 4, y1 = f.H - 58;
+    double pw = floor((right - 76 - gap) / 2);
+    if (pw < 150)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: picture width %d leaves no room for the panels beside the legend",
+                           path, f.W);
+    if (LEG_ROW * (n + 2.5) > y1 - y0 + 40)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: picture height %d leaves no room for the legend of %d runs",
+                           path, f.H, n);
+    f.p[0] = (struct panel){76, 76 + pw, y0, y1, 0, 0};
+    f.p[1] = (struct panel){76 + pw + gap, 76 + 2 * pw + gap, y0, y1, 0, 0};
+    f.leg_x = f.p[1].x1 + 20;
+    panel_range(&f, 0);
+    panel_range(&f, 1);
+    return plot_render(path, kind, f.W, f.H, acc_draw, &f);
+}
