@@ -219,11 +219,8 @@ enum adapt_status perf_accuracy_write(const struct adapt_trace *const *traces,
         perf_curve_opts_init(&def);
         o = &def;
     }
-    if ((st = plot_image_kind(path, &kind)) != ADAPT_OK) return st;
-    if (n < 1) return ADAPT_ERROR(ADAPT_EINVAL, "%s: no runs to draw", path);
-    if (o->width < 500 || o->width > 4000 || o->height < 300 || o->height > 4000)
-        return ADAPT_ERROR(ADAPT_EINVAL, "picture size %dx%d outside 500..4000 x 300..4000",
-                           o->width, o->height);
+    if ((st = plot_check_runs_picture(n, o->width, o->height, path, &kind)) != ADAPT_OK)
+        return st;
     struct acc_fig f;
     memset(&f, 0, sizeof f);
     f.t = traces;

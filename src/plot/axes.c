@@ -31,6 +31,32 @@ enum adapt_status plot_image_kind(const char *path, enum plot_image *k)
     return ADAPT_OK;
 }
 
+enum adapt_status plot_check_trace_picture(const struct adapt_trace *t, int width,
+                                           const char *path, enum plot_image *kind)
+{
+    enum adapt_status st;
+    if ((st = plot_image_kind(path, kind)) != ADAPT_OK) return st;
+    if (t->n_steps < 1)
+        return ADAPT_ERROR(ADAPT_EINVAL, "%s: no step records: nothing to draw", t->path);
+    if (t->header.n_units < 1)
+        return ADAPT_ERROR(ADAPT_EINVAL, "%s: the header lists no precision units", t->path);
+    if (width < 500 || width > 4000)
+        return ADAPT_ERROR(ADAPT_EINVAL, "picture width %d outside 500..4000", width);
+    return ADAPT_OK;
+}
+
+enum adapt_status plot_check_runs_picture(int n, int width, int height, const char *path,
+                                          enum plot_image *kind)
+{
+    enum adapt_status st;
+    if ((st = plot_image_kind(path, kind)) != ADAPT_OK) return st;
+    if (n < 1) return ADAPT_ERROR(ADAPT_EINVAL, "%s: no runs to draw", path);
+    if (width < 500 || width > 4000 || height < 300 || height > 4000)
+        return ADAPT_ERROR(ADAPT_EINVAL, "picture size %dx%d outside 500..4000 x 300..4000",
+                           width, height);
+    return ADAPT_OK;
+}
+
 int plot_nice_ticks(double lo, double hi, int max, int integer, double *out)
 {
     if (max < 2) max = 2;

@@ -24,6 +24,7 @@
 #include <cairo.h>
 
 #include "src/base/status.h"
+#include "src/trace/trace.h"
 
 /* Colours the map is sampled at (perf_colormap interpolates between them). */
 #define PLOT_CMAP_N 256
@@ -32,6 +33,14 @@ enum plot_image { PLOT_PNG, PLOT_SVG, PLOT_PDF };
 
 /* The picture type from path's extension (.png, .svg, .pdf, any case). */
 enum adapt_status plot_image_kind(const char *path, enum plot_image *kind);
+/* The checks every per-run picture (heatmap, word-length shares) makes first: the picture
+ * type of path, step records and precision units in t, a width in 500..4000. */
+enum adapt_status plot_check_trace_picture(const struct adapt_trace *t, int width,
+                                           const char *path, enum plot_image *kind);
+/* The same for a picture of n runs (cost curve, accuracy): the type of path, n >= 1, and a
+ * size in 500..4000 x 300..4000. */
+enum adapt_status plot_check_runs_picture(int n, int width, int height, const char *path,
+                                          enum plot_image *kind);
 
 /* "Nice" tick values (1, 2, 2.5, 5 x 10^k) covering [lo, hi]; integer steps
  * when integer. Writes at most 64 to out; returns the count (<= max). */

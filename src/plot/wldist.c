@@ -115,13 +115,7 @@ enum adapt_status perf_wldist_write(const struct adapt_trace *t, const struct pe
 {
     enum plot_image kind = PLOT_PNG;
     enum adapt_status st;
-    if ((st = plot_image_kind(path, &kind)) != ADAPT_OK) return st;
-    if (t->n_steps < 1)
-        return ADAPT_ERROR(ADAPT_EINVAL, "%s: no step records: nothing to draw", t->path);
-    if (t->header.n_units < 1)
-        return ADAPT_ERROR(ADAPT_EINVAL, "%s: the header lists no precision units", t->path);
-    if (o->width < 500 || o->width > 4000)
-        return ADAPT_ERROR(ADAPT_EINVAL, "picture width %d outside 500..4000", o->width);
+    if ((st = plot_check_trace_picture(t, o->width, path, &kind)) != ADAPT_OK) return st;
     struct wldist d;
     memset(&d, 0, sizeof d);
     d.t = t;
