@@ -74,35 +74,8 @@ static void set_style(cairo_t *cr, int r, double lw, double alpha)
 static void draw_panel_axes(cairo_t *cr, const struct acc_fig *f, const struct panel *p,
                             const char *ylabel, const char *name)
 {
-    char buf[64];
-    double ticks[64];
-    cairo_set_line_width(cr, 1);
-    plot_set_font(cr, 12, 0);
-    int nt = plot_nice_ticks(p->ylo, p->yhi, 7, 0, ticks);
-    for (int i = 0; i < nt; i++) {
-        double y = floor(px_y(p, ticks[i])) + 0.5;
-        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
-        cairo_move_to(cr, p->x0, y);
-        cairo_line_to(cr, p->x1, y);
-        cairo_stroke(cr);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        plot_format_tick(buf, sizeof buf, ticks[i]);
-        plot_text_at(cr, p->x0 - 8, y, buf, 1, 0.5);
-    }
-    nt = plot_nice_ticks(1, f->xmax, (int)((p->x1 - p->x0) / 60), 1, ticks);
-    for (int i = 0; i < nt; i++) {
-        double x = floor(px_x(f, p, ticks[i])) + 0.5;
-        cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
-        cairo_move_to(cr, x, p->y1);
-        cairo_line_to(cr, x, p->y1 + 6);
-        cairo_stroke(cr);
-        plot_format_tick(buf, sizeof buf, ticks[i]);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        plot_text_at(cr, x, p->y1 + 20, buf, 0.5, 1);
-    }
-    cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
-    cairo_rectangle(cr, p->x0 - 0.5, p->y0 - 0.5, p->x1 - p->x0 + 1, p->y1 - p->y0 + 1);
-    cairo_stroke(cr);
+    struct plot_box b = {p->x0, p->y0, p->x1, p->y1, 1, f->xmax > 1 ? f->xmax : 2, p->ylo, p->yhi};
+    plot_box_axes(cr, &b, 60, 1);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     plot_set_font(cr, 13, 0);
     plot_text_at(cr, 0.5 * (p->x0 + p->x1), p->y1 + 42, "epoch", 0.5, 1);

@@ -57,6 +57,49 @@ enum adapt_status plot_check_runs_picture(int n, int width, int height, const ch
     return ADAPT_OK;
 }
 
+double plot_box_x(const struct plot_box *b, double x)
+{
+    return b->x0 + (b->x1 - b->x0) * (x - b->xlo) / (b->xhi - b->xlo);
+}
+
+double plot_box_y(const struct plot_box *b, double y)
+{
+    return b->y1 - (b->y1 - b->y0) * (y - b->ylo) / (b->yhi - b->ylo);
+}
+
+void plot_box_axes(cairo_t *cr, const struct plot_box *b, int x_px, int x_integer)
+{
+    char buf[64];
+    double ticks[64];
+    plot_set_font(cr, 12, 0);
+    cairo_set_line_width(cr, 1);
+    int nt = plot_nice_ticks(b->ylo, b->yhi, 7, 0, ticks);
+    for (int i = 0; i < nt; i++) {
+        double y = floor(plot_box_y(b, ticks[i])) + 0.5;
+        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+        cairo_move_to(cr, b->x0, y);
+        cairo_line_to(cr, b->x1, y);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        plot_format_tick(buf, sizeof buf, ticks[i]);
+        plot_text_at(cr, b->x0 - 8, y, buf, 1, 0.5);
+    }
+    nt = plot_nice_ticks(b->xlo, b->xhi, (int)((b->x1 - b->x0) / x_px), x_integer, ticks);
+    for (int i = 0; i < nt; i++) {
+        double x = floor(plot_box_x(b, ticks[i])) + 0.5;
+        cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
+        cairo_move_to(cr, x, b->y1);
+        cairo_line_to(cr, x, b->y1 + 6);
+        cairo_stroke(cr);
+        plot_format_tick(buf, sizeof buf, ticks[i]);
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        plot_text_at(cr, x, b->y1 + 20, buf, 0.5, 1);
+    }
+    cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
+    cairo_rectangle(cr, b->x0 - 0.5, b->y0 - 0.5, b->x1 - b->x0 + 1, b->y1 - b->y0 + 1);
+    cairo_stroke(cr);
+}
+
 int plot_nice_ticks(double lo, double hi, int max, int integer, double *out)
 {
     if (max < 2) max = 2;

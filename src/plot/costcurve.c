@@ -123,35 +123,8 @@ int plot_curve_points(const struct perf_run *r, double xmax, int max_pts, int sm
 /* Grid, ticks, frame and axis labels, and the dotted float32 reference at 1. */
 static void draw_axes(cairo_t *cr, const struct curve *c)
 {
-    char buf[64];
-    double ticks[64];
-    plot_set_font(cr, 12, 0);
-    cairo_set_line_width(cr, 1);
-    int nt = plot_nice_ticks(0, c->ymax, 7, 0, ticks);
-    for (int i = 0; i < nt; i++) {
-        double y = floor(cv_y(c, ticks[i])) + 0.5;
-        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
-        cairo_move_to(cr, c->x0, y);
-        cairo_line_to(cr, c->x1, y);
-        cairo_stroke(cr);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        plot_format_tick(buf, sizeof buf, ticks[i]);
-        plot_text_at(cr, c->x0 - 8, y, buf, 1, 0.5);
-    }
-    nt = plot_nice_ticks(0, c->xmax, (int)((c->x1 - c->x0) / 80), 0, ticks);
-    for (int i = 0; i < nt; i++) {
-        double x = floor(cv_x(c, ticks[i])) + 0.5;
-        cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
-        cairo_move_to(cr, x, c->y1);
-        cairo_line_to(cr, x, c->y1 + 6);
-        cairo_stroke(cr);
-        plot_format_tick(buf, sizeof buf, ticks[i]);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        plot_text_at(cr, x, c->y1 + 20, buf, 0.5, 1);
-    }
-    cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
-    cairo_rectangle(cr, c->x0 - 0.5, c->y0 - 0.5, c->x1 - c->x0 + 1, c->y1 - c->y0 + 1);
-    cairo_stroke(cr);
+    struct plot_box b = {c->x0, c->y0, c->x1, c->y1, 0, c->xmax, 0, c->ymax};
+    plot_box_axes(cr, &b, 80, 0);
     plot_set_font(cr, 13, 0);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     plot_text_at(cr, 0.5 * (c->x0 + c->x1), c->y1 + 42, "training progress (epochs)", 0.5, 1);

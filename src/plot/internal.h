@@ -42,6 +42,17 @@ enum adapt_status plot_check_trace_picture(const struct adapt_trace *t, int widt
 enum adapt_status plot_check_runs_picture(int n, int width, int height, const char *path,
                                           enum plot_image *kind);
 
+/* A plot box: pixels (x0, y0)-(x1, y1) showing x in [xlo, xhi] and y in [ylo, yhi]. */
+struct plot_box {
+    double x0, y0, x1, y1;
+    double xlo, xhi, ylo, yhi;
+};
+double plot_box_x(const struct plot_box *b, double x);
+double plot_box_y(const struct plot_box *b, double y);
+/* Horizontal grid lines labelled at nice y ticks (at most 7), x ticks labelled under the box
+ * (at most one per x_px pixels; whole numbers only when x_integer), and the frame. */
+void plot_box_axes(cairo_t *cr, const struct plot_box *b, int x_px, int x_integer);
+
 /* "Nice" tick values (1, 2, 2.5, 5 x 10^k) covering [lo, hi]; integer steps
  * when integer. Writes at most 64 to out; returns the count (<= max). */
 int plot_nice_ticks(double lo, double hi, int max, int integer, double *out);
