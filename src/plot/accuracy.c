@@ -57,20 +57,6 @@ static double epoch_value(const struct adapt_trace_epoch *e, int k)
     }
 }
 
-/* Run r's style at line width lw (costcurve.c's dash patterns scale the same way). */
-static void set_style(cairo_t *cr, int r, double lw, double alpha)
-{
-    double rgb[3], d[4];
-    const double *dash;
-    int nd;
-    plot_curve_style(r, rgb, &dash, &nd);
-    for (int i = 0; i < nd; i++) d[i] = dash[i] * (dash[i] < 2 ? 1 : fmax(1, lw * 0.7));
-    cairo_set_source_rgba(cr, rgb[0], rgb[1], rgb[2], alpha);
-    cairo_set_line_width(cr, lw);
-    cairo_set_dash(cr, nd ? d : NULL, nd, 0);
-    cairo_set_line_cap(cr, nd ? CAIRO_LINE_CAP_ROUND : CAIRO_LINE_CAP_BUTT);
-}
-
 static void draw_panel_axes(cairo_t *cr, const struct acc_fig *f, const struct panel *p,
                             const char *ylabel, const char *name)
 {
@@ -89,7 +75,7 @@ static void draw_series(cairo_t *cr, const struct acc_fig *f, const struct panel
 {
     const struct adapt_trace *t = f->t[r];
     int val = k & 1, open = 0;
-    set_style(cr, r, val ? VAL_LW : TRAIN_LW, val ? 1 : TRAIN_ALPHA);
+    plot_set_curve_style(cr, r, val ? VAL_LW : TRAIN_LW, val ? 1 : TRAIN_ALPHA);
     for (int e = 0; e < t->n_epochs; e++) {
         double v = epoch_value(&t->epochs[e], k);
         if (isnan(v)) {
@@ -118,7 +104,7 @@ static void draw_legend(cairo_t *cr, const struct acc_fig *f)
     double x = f->leg_x, y = f->p[0].y0 + 8;
     plot_set_font(cr, 12, 0);
     for (int r = 0; r < f->n; r++, y += LEG_ROW) {
-        set_style(cr, r, VAL_LW, 1);
+        plot_set_curve_style(cr, r, VAL_LW, 1);
         cairo_move_to(cr, x, y);
         cairo_line_to(cr, x + LEG_SAMPLE, y);
         cairo_stroke(cr);

@@ -39,8 +39,7 @@ void plot_curve_style(int r, double rgb[3], const double **dash, int *n_dash)
     *n_dash = n_dashes[d];
 }
 
-/* Run r's colour and dash pattern at line width lw (dots stay round). */
-static void set_style(cairo_t *cr, int r, double lw, double alpha)
+void plot_set_curve_style(cairo_t *cr, int r, double lw, double alpha)
 {
     double rgb[3], d[4];
     const double *dash;
@@ -170,8 +169,8 @@ static void draw_curves(cairo_t *cr, const struct curve *c)
         for (int r = 0; r < c->n; r++) {
             int n = plot_curve_points(c->runs[r], c->xmax, c->max_pts, c->smooth, x, y, cum);
             if (n < 1) continue;
-            if (pass == 0) set_style(cr, r, INT_LW, INT_ALPHA);
-            else set_style(cr, r, CUM_LW, 1);
+            if (pass == 0) plot_set_curve_style(cr, r, INT_LW, INT_ALPHA);
+            else plot_set_curve_style(cr, r, CUM_LW, 1);
             polyline(cr, c, x, pass ? cum : y, n);
             if (n == 1) cairo_line_to(cr, cv_x(c, 0), cv_y(c, pass ? cum[0] : y[0]));
             cairo_stroke(cr);
@@ -197,7 +196,7 @@ static void draw_legend(cairo_t *cr, const struct curve *c)
     double x = c->leg_x, y = c->y0 + 8;
     plot_set_font(cr, 12, 0);
     for (int r = 0; r < c->n; r++, y += LEG_ROW) {
-        set_style(cr, r, CUM_LW, 1);
+        plot_set_curve_style(cr, r, CUM_LW, 1);
         cairo_move_to(cr, x, y);
         cairo_line_to(cr, x + LEG_SAMPLE, y);
         cairo_stroke(cr);

@@ -88,6 +88,9 @@ cairo_t *plot_scratch_context(cairo_surface_t **s);
 #define PLOT_CURVE_COLOURS 7
 #define PLOT_CURVE_DASHES 4
 void plot_curve_style(int r, double rgb[3], const double **dash, int *n_dash);
+/* Sets run r's colour (at alpha), dash pattern and line width lw on cr (dash lengths scale
+ * with lw; dots stay round). */
+void plot_set_curve_style(cairo_t *cr, int r, double lw, double alpha);
 
 struct perf_run;
 /* Run r's points: the per-interval ratios sum Cq / sum C32 in at most max_pts bins of equal
