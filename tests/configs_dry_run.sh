@@ -8,19 +8,38 @@ src=${ADAPT_SRCDIR:-${srcdir:-.}}
 bin=./adapt-train
 [ -x "$bin" ] || { echo "configs_dry_run: $bin not built"; exit 99; }
 fail=0 n=0
+# the data sets are not loaded here (test_train checks the dry run's data check): a data.path
+# that does not exist makes every dry run stop at its "data:   not available" line
+nodata="--set data.path=/nonexistent/adapt-sim-test-data"
 for f in "$src"/experiments/configs/*.ini "$src"/experiments/configs/reference/*.ini; do
     n=$((n + 1))
     # exit status 1 with "data:   not available" is a data set this machine lacks (CIFAR,
     # MNIST, EMNIST): the configuration, the model and the policy passed
-    if ! out=$("$bin" --config "$f" --dry-run 2>&1) &&
+    if ! out=$("$bin" --config "$f" --dry-run $nodata 2>&1) &&
        ! echo "$out" | grep -q "^data:   not available: "; then
         echo "FAIL: $f"
         echo "$out" | tail -5
         fail=1
     fi
 done
-# at least the 16 experiment files and the 21 reference files
-[ "$n" -ge 37 ] ||
+# every run of the shipped run lists (experiments/runlists/*.txt: NAME CONFIG [--set ...])
+for rl in "$src"/experiments/runlists/*.txt; do
+    while read -r name cfg rest; do
+        case $name in ''|'#'*) continue ;; esac
+        rest=${rest%%#*}
+        # shellcheck disable=SC2086 # the overrides are --set words
+        if ! out=$(cd "$src" && "$OLDPWD/$bin" --config "$cfg" $rest --dry-run $nodata 2>&1) &&
+           ! echo "$out" | grep -q "^data:   not available: "; then
+            echo "FAIL: $rl: run $name"
+            echo "$out" | tail -5
+            fail=1
+        fi
+        n=$((n + 1))
+    done < "$rl"
+done
+
+# at least the 16 experiment files, the 21 reference files and 18 run-list lines
+[ "$n" -ge 55 ] ||
   { echo "FAIL: only $n configurations found under $src/experiments/configs"; fail=1; }
 
 # The resolved values of some reference files (the file and README state why).

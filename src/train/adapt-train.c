@@ -182,7 +182,7 @@ int main(int argc, char **argv)
         adapt_net_print_summary(net, stdout);
         /* the policy against the model (a per-unit list must name every unit) */
         struct adapt_policy *pol = NULL;
-        enum adapt_status pst = adapt_net_finalize(net, cfg.train.batch);
+        enum adapt_status pst = adapt_net_finalize(net, 1); /* buffers for one sample */
         if (pst == ADAPT_OK) pst = adapt_policy_alloc(&pol, &cfg, net, (uint64_t)cfg.run.seed);
         adapt_policy_free(pol);
         adapt_net_free(net);
