@@ -184,6 +184,7 @@ def trace_info(path):
     ranges = {}
     formats = None
     constant = True
+    epochs = 0
     with open(path) as f:
         for no, line in enumerate(f, 1):
             if not line.endswith("\n"):
@@ -198,6 +199,8 @@ def trace_info(path):
                 model = rec.get("model", {}).get("name", "?")
                 dataset = rec.get("dataset", {}).get("name", "?")
                 label, compat = run_label(rec, path)
+            elif rec.get("type") == "epoch":
+                epochs += 1
             elif rec.get("type") == "step":
                 units = rec.get("units", [])
                 state = [(u.get("wl"), u.get("fl")) for u in units]
@@ -218,7 +221,8 @@ def trace_info(path):
                             ranges[k] = (min(lo, v), max(hi, v))
     return {"policy": policy, "model": model, "dataset": dataset,
             "metrics": [m for m in METRICS if m in metrics], "label": label, "compat": compat,
-            "ranges": ranges, "formats": formats if constant else None, "header": header}
+            "ranges": ranges, "formats": formats if constant else None, "header": header,
+            "epochs": epochs}
 
 
 def format_name(info, wl, fl):
@@ -342,6 +346,12 @@ def cmd_build(args):
     for t, name, info in zip(traces, names, infos):
         pictures = []
         fixed = constant_line(info)
+        if not fixed and "wl" in info["metrics"]:
+            # the share of training steps at each word length, per unit
+            for ext in ("png", "svg", "pdf"):
+                f = os.path.join(pics, "%s_wldist.%s" % (name, ext))
+                check([heat, "--wl-dist", t, "-o", f], "adapt-heatmap --wl-dist")
+            pictures.append("wldist")
         for m in [] if fixed else info["metrics"]:
             for ext in ("png", "svg", "pdf"):
                 f = os.path.join(pics, "%s_%s.%s" % (name, m, ext))
@@ -353,6 +363,12 @@ def cmd_build(args):
     for ext in ("png", "svg", "pdf"):
         check([heat, "--cost-curve"] + traces + ["-o", os.path.join(pics, "cost_curve." + ext)],
               "adapt-heatmap --cost-curve")
+    # loss and accuracy per epoch of the runs that have epoch records
+    with_epochs = [t for t, info in zip(traces, infos) if info["epochs"] > 0]
+    if with_epochs:
+        for ext in ("png", "svg", "pdf"):
+            check([heat, "--accuracy"] + with_epochs +
+                  ["-o", os.path.join(pics, "accuracy." + ext)], "adapt-heatmap --accuracy")
 
     cmdline = " ".join(shlex.quote(a) for a in ["experiments/report.py"] + sys.argv[1:])
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -373,6 +389,10 @@ def cmd_build(args):
            "## Training cost relative to float32", "",
            "![cost curve](pictures/cost_curve.png)", "",
            "([SVG](pictures/cost_curve.svg), [PDF](pictures/cost_curve.pdf))", ""]
+    if with_epochs:
+        md += ["## Loss and accuracy per epoch", "",
+               "![loss and accuracy](pictures/accuracy.png)", "",
+               "([SVG](pictures/accuracy.svg), [PDF](pictures/accuracy.pdf))", ""]
     md += ["## Per-unit formats", ""]
     fixed = [sec[8] for sec in sections if sec[8]]
     if fixed:
@@ -390,6 +410,8 @@ def cmd_build(args):
             continue
         md += ["### %s (%s%s)" % (label, policy, ", " + compat if compat else ""), ""]
         for m in pictures:
+            if m == "wldist":
+                md += ["Share of the training steps at each word length, per unit:", ""]
             md += ["![%s %s](pictures/%s_%s.png)" % (name, m, name, m), "",
                    "([SVG](pictures/%s_%s.svg), [PDF](pictures/%s_%s.pdf))"
                    % (name, m, name, m), ""]

@@ -87,7 +87,8 @@ class TestScalesAndConstantRuns(unittest.TestCase):
 @needs_programs
 class TestBuild(unittest.TestCase):
     """The committed Fashion-MNIST traces: fixed16 and fp32 get one line each and no
-    pictures; the two AdaPT runs get heatmaps in PNG, SVG and PDF on one scale per metric."""
+    pictures; the two AdaPT runs get heatmaps in PNG, SVG and PDF on one scale per metric and
+    word-length shares; one loss and accuracy picture shows all runs."""
 
     def test_build(self):
         out = tempfile.mkdtemp(prefix="adapt-report-")
@@ -112,6 +113,12 @@ class TestBuild(unittest.TestCase):
         with open(os.path.join(out, "pictures", "adapt_wl.pdf"), "rb") as f:
             self.assertEqual(f.read(5), b"%PDF-")
         self.assertIn("cost_curve.pdf", pics)
+        # loss and accuracy of all runs; word-length shares of the runs whose formats change
+        for f in ("accuracy.png", "accuracy.svg", "accuracy.pdf", "adapt_wldist.png",
+                  "adapt_ref_wldist.pdf"):
+            self.assertIn(f, pics)
+        self.assertIn("## Loss and accuracy per epoch", md)
+        self.assertIn("![adapt_ref wldist](pictures/adapt_ref_wldist.png)", md)
 
 
 if __name__ == "__main__":
