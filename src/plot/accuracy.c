@@ -16,13 +16,6 @@
 #define VAL_LW 2.4
 #define TRAIN_LW 1.3
 #define TRAIN_ALPHA 0.6
-#define LEG_ROW 20.0
-#define LEG_SAMPLE 34.0
-
-struct panel {
-    double x0, x1, y0, y1;
-    double ylo, yhi;
-};
 
 struct acc_fig {
     const struct adapt_trace *const *t;
@@ -30,20 +23,10 @@ struct acc_fig {
     int n;
     int W, H;
     const char *title, *subtitle;
-    double xmax; /* epochs */
-    struct panel p[2]; /* loss, accuracy */
+    double xmax;          /* epochs */
+    struct plot_box p[2]; /* loss, accuracy: x from epoch 1 to xmax */
     double leg_x;
 };
-
-static double px_x(const struct acc_fig *f, const struct panel *p, double e)
-{
-    return p->x0 + (p->x1 - p->x0) * (e - 1) / (f->xmax > 1 ? f->xmax - 1 : 1);
-}
-
-static double px_y(const struct panel *p, double v)
-{
-    return p->y1 - (p->y1 - p->y0) * (v - p->ylo) / (p->yhi - p->ylo);
-}
 
 /* Value k of epoch record e: 0 train loss, 1 validation loss, 2 train accuracy and 3
  * validation accuracy in percent. */
@@ -57,11 +40,10 @@ static double epoch_value(const struct adapt_trace_epoch *e, int k)
     }
 }
 
-static void draw_panel_axes(cairo_t *cr, const struct acc_fig *f, const struct panel *p,
-                            const char *ylabel, const char *name)
+static void draw_panel_axes(cairo_t *cr, const struct plot_box *p, const char *ylabel,
+                            const char *name)
 {
-    struct plot_box b = {p->x0, p->y0, p->x1, p->y1, 1, f->xmax > 1 ? f->xmax : 2, p->ylo, p->yhi};
-    plot_box_axes(cr, &b, 60, 1);
+    plot_box_axes(cr, p, 60, 1);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     plot_set_font(cr, 13, 0);
     plot_text_at(cr, 0.5 * (p->x0 + p->x1), p->y1 + 42, "epoch", 0.5, 1);
@@ -71,7 +53,8 @@ static void draw_panel_axes(cairo_t *cr, const struct acc_fig *f, const struct p
 }
 
 /* Value k of run r as a polyline (gaps at NaN), dots at validation points. */
-static void draw_series(cairo_t *cr, const struct acc_fig *f, const struct panel *p, int r, int k)
+static void draw_series(cairo_t *cr, const struct acc_fig *f, const struct plot_box *p, int r,
+                        int k)
 {
     const struct adapt_trace *t = f->t[r];
     int val = k & 1, open = 0;
@@ -82,7 +65,7 @@ static void draw_series(cairo_t *cr, const struct acc_fig *f, const struct panel
             open = 0;
             continue;
         }
-        double x = px_x(f, p, t->epochs[e].epoch + 1), y = px_y(p, v);
+        double x = plot_box_x(p, t->epochs[e].epoch + 1), y = plot_box_y(p, v);
         if (open) cairo_line_to(cr, x, y);
         else cairo_move_to(cr, x, y);
         open = 1;
@@ -94,45 +77,33 @@ static void draw_series(cairo_t *cr, const struct acc_fig *f, const struct panel
         double v = epoch_value(&t->epochs[e], k);
         if (isnan(v)) continue;
         cairo_new_sub_path(cr);
-        cairo_arc(cr, px_x(f, p, t->epochs[e].epoch + 1), px_y(p, v), 2.8, 0, 2 * M_PI);
+        cairo_arc(cr, plot_box_x(p, t->epochs[e].epoch + 1), plot_box_y(p, v), 2.8, 0, 2 * M_PI);
     }
     cairo_fill(cr);
 }
 
+static const char *run_name(const void *ctx, int r, char *buf, size_t n)
+{
+    (void)buf, (void)n;
+    return ((const struct acc_fig *)ctx)->names[r];
+}
+
 static void draw_legend(cairo_t *cr, const struct acc_fig *f)
 {
-    double x = f->leg_x, y = f->p[0].y0 + 8;
-    plot_set_font(cr, 12, 0);
-    for (int r = 0; r < f->n; r++, y += LEG_ROW) {
-        plot_set_curve_style(cr, r, VAL_LW, 1);
-        cairo_move_to(cr, x, y);
-        cairo_line_to(cr, x + LEG_SAMPLE, y);
-        cairo_stroke(cr);
-        cairo_set_dash(cr, NULL, 0, 0);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        plot_text_at(cr, x + LEG_SAMPLE + 8, y, f->names[r], 0, 0.5);
-    }
-    y += 0.5 * LEG_ROW;
-    cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
-    for (int k = 0; k < 2; k++, y += LEG_ROW) {
-        cairo_set_source_rgba(cr, 0.3, 0.3, 0.3, k ? TRAIN_ALPHA : 1);
-        cairo_set_line_width(cr, k ? TRAIN_LW : VAL_LW);
-        cairo_move_to(cr, x, y);
-        cairo_line_to(cr, x + LEG_SAMPLE, y);
-        cairo_stroke(cr);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        plot_text_at(cr, x + LEG_SAMPLE + 8, y, k ? "training" : "validation", 0, 0.5);
-    }
+    static const char *const key[2] = {"validation", "training"};
+    static const double key_lw[2] = {VAL_LW, TRAIN_LW};
+    plot_run_legend(cr, f->leg_x, f->p[0].y0 + 8, f->n, VAL_LW, run_name, f, key, key_lw,
+                    TRAIN_ALPHA);
 }
 
 static void acc_draw(cairo_t *cr, void *ctx)
 {
     struct acc_fig *f = ctx;
     plot_titles(cr, f->title, f->subtitle);
-    draw_panel_axes(cr, f, &f->p[0], "loss", "Loss");
-    draw_panel_axes(cr, f, &f->p[1], "accuracy (%)", "Accuracy");
+    draw_panel_axes(cr, &f->p[0], "loss", "Loss");
+    draw_panel_axes(cr, &f->p[1], "accuracy (%)", "Accuracy");
     for (int i = 0; i < 2; i++) {
-        const struct panel *p = &f->p[i];
+        const struct plot_box *p = &f->p[i];
         cairo_save(cr);
         cairo_rectangle(cr, p->x0 - 4, p->y0 - 4, p->x1 - p->x0 + 8, p->y1 - p->y0 + 8);
         cairo_clip(cr);
@@ -205,19 +176,19 @@ enum adapt_status perf_accuracy_write(const struct adapt_trace *const *traces,
     for (int r = 0; r < n; r++) lw = fmax(lw, plot_text_width(cr, names[r]));
     cairo_destroy(cr);
     cairo_surface_destroy(ss);
-    double right = floor(f.W - 24 - (LEG_SAMPLE + 8 + lw)), gap = 84;
+    double right = floor(f.W - 24 - (PLOT_LEG_SAMPLE + 8 + lw)), gap = 84;
     double y0 = plot_top(f.subtitle) + 4, y1 = f.H - 58;
     double pw = floor((right - 76 - gap) / 2);
     if (pw < 150)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "%s: picture width %d leaves no room for the panels beside the legend",
                            path, f.W);
-    if (LEG_ROW * (n + 2.5) > y1 - y0 + 40)
+    if (PLOT_LEG_ROW * (n + 2.5) > y1 - y0 + 40)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "%s: picture height %d leaves no room for the legend of %d runs",
                            path, f.H, n);
-    f.p[0] = (struct panel){76, 76 + pw, y0, y1, 0, 0};
-    f.p[1] = (struct panel){76 + pw + gap, 76 + 2 * pw + gap, y0, y1, 0, 0};
+    f.p[0] = (struct plot_box){76, y0, 76 + pw, y1, 1, f.xmax, 0, 0};
+    f.p[1] = (struct plot_box){76 + pw + gap, y0, 76 + 2 * pw + gap, y1, 1, f.xmax, 0, 0};
     f.leg_x = f.p[1].x1 + 20;
     panel_range(&f, 0);
     panel_range(&f, 1);

@@ -67,6 +67,24 @@ double plot_box_y(const struct plot_box *b, double y)
     return b->y1 - (b->y1 - b->y0) * (y - b->ylo) / (b->yhi - b->ylo);
 }
 
+void plot_x_ticks(cairo_t *cr, const struct plot_box *b, int max_ticks, int integer,
+                  double y_top)
+{
+    char buf[64];
+    double ticks[64];
+    int nt = plot_nice_ticks(b->xlo, b->xhi, max_ticks, integer, ticks);
+    for (int i = 0; i < nt; i++) {
+        double x = floor(plot_box_x(b, ticks[i])) + 0.5;
+        cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
+        cairo_move_to(cr, x, y_top);
+        cairo_line_to(cr, x, b->y1 + 6);
+        cairo_stroke(cr);
+        plot_format_tick(buf, sizeof buf, ticks[i]);
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        plot_text_at(cr, x, b->y1 + 20, buf, 0.5, 1);
+    }
+}
+
 void plot_box_axes(cairo_t *cr, const struct plot_box *b, int x_px, int x_integer)
 {
     char buf[64];
@@ -84,17 +102,7 @@ void plot_box_axes(cairo_t *cr, const struct plot_box *b, int x_px, int x_intege
         plot_format_tick(buf, sizeof buf, ticks[i]);
         plot_text_at(cr, b->x0 - 8, y, buf, 1, 0.5);
     }
-    nt = plot_nice_ticks(b->xlo, b->xhi, (int)((b->x1 - b->x0) / x_px), x_integer, ticks);
-    for (int i = 0; i < nt; i++) {
-        double x = floor(plot_box_x(b, ticks[i])) + 0.5;
-        cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
-        cairo_move_to(cr, x, b->y1);
-        cairo_line_to(cr, x, b->y1 + 6);
-        cairo_stroke(cr);
-        plot_format_tick(buf, sizeof buf, ticks[i]);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        plot_text_at(cr, x, b->y1 + 20, buf, 0.5, 1);
-    }
+    plot_x_ticks(cr, b, (int)((b->x1 - b->x0) / x_px), x_integer, b->y1);
     cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
     cairo_rectangle(cr, b->x0 - 0.5, b->y0 - 0.5, b->x1 - b->x0 + 1, b->y1 - b->y0 + 1);
     cairo_stroke(cr);

@@ -58,21 +58,10 @@ struct curve {
     int W, H;
     const char *title, *subtitle;
     int cumulative_only, smooth;
-    double x0, x1, y0, y1;
-    double leg_x; /* the legend's left edge, right of the plot */
-    double xmax, ymax;
+    struct plot_box b; /* the plot: epochs 0..xhi against cost 0..yhi */
+    double leg_x;      /* the legend's left edge, right of the plot */
     int max_pts;
 };
-
-static double cv_x(const struct curve *c, double e)
-{
-    return c->x0 + (c->x1 - c->x0) * e / c->xmax;
-}
-
-static double cv_y(const struct curve *c, double v)
-{
-    return c->y1 - (c->y1 - c->y0) * v / c->ymax;
-}
 
 int plot_curve_points(const struct perf_run *r, double xmax, int max_pts, int smooth, double *x,
                       double *y, double *cum)
@@ -122,30 +111,31 @@ int plot_curve_points(const struct perf_run *r, double xmax, int max_pts, int sm
 /* Grid, ticks, frame and axis labels, and the dotted float32 reference at 1. */
 static void draw_axes(cairo_t *cr, const struct curve *c)
 {
-    struct plot_box b = {c->x0, c->y0, c->x1, c->y1, 0, c->xmax, 0, c->ymax};
-    plot_box_axes(cr, &b, 80, 0);
+    const struct plot_box *b = &c->b;
+    plot_box_axes(cr, b, 80, 0);
     plot_set_font(cr, 13, 0);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    plot_text_at(cr, 0.5 * (c->x0 + c->x1), c->y1 + 42, "training progress (epochs)", 0.5, 1);
-    plot_text_vertical(cr, 22, 0.5 * (c->y0 + c->y1), "cost relative to float32");
-    double y1 = floor(cv_y(c, 1.0)) + 0.5;
+    plot_text_at(cr, 0.5 * (b->x0 + b->x1), b->y1 + 42, "training progress (epochs)", 0.5, 1);
+    plot_text_vertical(cr, 22, 0.5 * (b->y0 + b->y1), "cost relative to float32");
+    double y1 = floor(plot_box_y(b, 1.0)) + 0.5;
     cairo_set_source_rgb(cr, 0.35, 0.35, 0.35);
     double dash[2] = {2, 3};
     cairo_set_dash(cr, dash, 2, 0);
-    cairo_move_to(cr, c->x0, y1);
-    cairo_line_to(cr, c->x1, y1);
+    cairo_move_to(cr, b->x0, y1);
+    cairo_line_to(cr, b->x1, y1);
     cairo_stroke(cr);
     cairo_set_dash(cr, NULL, 0, 0);
     plot_set_font(cr, 11, 0);
-    plot_text_at(cr, c->x0 + 6, y1 - 5, "float32 = 1", 0, 1);
+    plot_text_at(cr, b->x0 + 6, y1 - 5, "float32 = 1", 0, 1);
 }
 
 /* One polyline through (x[i], v[i]). */
-static void polyline(cairo_t *cr, const struct curve *c, const double *x, const double *v, int n)
+static void polyline(cairo_t *cr, const struct plot_box *b, const double *x, const double *v,
+                     int n)
 {
     for (int i = 0; i < n; i++) {
-        if (i == 0) cairo_move_to(cr, cv_x(c, x[i]), cv_y(c, v[i]));
-        else cairo_line_to(cr, cv_x(c, x[i]), cv_y(c, v[i]));
+        if (i == 0) cairo_move_to(cr, plot_box_x(b, x[i]), plot_box_y(b, v[i]));
+        else cairo_line_to(cr, plot_box_x(b, x[i]), plot_box_y(b, v[i]));
     }
 }
 
@@ -161,18 +151,19 @@ static void draw_curves(cairo_t *cr, const struct curve *c)
     double *x = malloc(sizeof(double) * 3 * (size_t)c->max_pts);
     if (!x) return;
     double *y = x + c->max_pts, *cum = y + c->max_pts;
+    const struct plot_box *b = &c->b;
     cairo_save(cr);
-    cairo_rectangle(cr, c->x0, c->y0, c->x1 - c->x0, c->y1 - c->y0);
+    cairo_rectangle(cr, b->x0, b->y0, b->x1 - b->x0, b->y1 - b->y0);
     cairo_clip(cr);
     cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
     for (int pass = c->cumulative_only; pass < 2; pass++)
         for (int r = 0; r < c->n; r++) {
-            int n = plot_curve_points(c->runs[r], c->xmax, c->max_pts, c->smooth, x, y, cum);
+            int n = plot_curve_points(c->runs[r], b->xhi, c->max_pts, c->smooth, x, y, cum);
             if (n < 1) continue;
             if (pass == 0) plot_set_curve_style(cr, r, INT_LW, INT_ALPHA);
             else plot_set_curve_style(cr, r, CUM_LW, 1);
-            polyline(cr, c, x, pass ? cum : y, n);
-            if (n == 1) cairo_line_to(cr, cv_x(c, 0), cv_y(c, pass ? cum[0] : y[0]));
+            polyline(cr, b, x, pass ? cum : y, n);
+            if (n == 1) cairo_line_to(cr, plot_box_x(b, 0), plot_box_y(b, pass ? cum[0] : y[0]));
             cairo_stroke(cr);
         }
     cairo_restore(cr);
@@ -180,46 +171,53 @@ static void draw_curves(cairo_t *cr, const struct curve *c)
 }
 
 /* A legend entry's text. */
-static void legend_text(const struct perf_run *r, char *buf, size_t n)
+static const char *legend_text(const void *ctx, int r, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s (%s): SU1 %.2f", r->name, r->policy, r->su1);
+    const struct perf_run *run = ((const struct curve *)ctx)->runs[r];
+    snprintf(buf, n, "%s (%s): SU1 %.2f", run->name, run->policy, run->su1);
+    return buf;
 }
 
-#define LEG_ROW 20.0    /* legend row height */
-#define LEG_SAMPLE 34.0 /* line sample length */
+void plot_run_legend(cairo_t *cr, double x, double y, int n, double lw,
+                     const char *(*label)(const void *ctx, int r, char *buf, size_t cap),
+                     const void *ctx, const char *const *key, const double *key_lw,
+                     double key_alpha)
+{
+    char buf[256];
+    plot_set_font(cr, 12, 0);
+    for (int r = 0; r < n; r++, y += PLOT_LEG_ROW) {
+        plot_set_curve_style(cr, r, lw, 1);
+        cairo_move_to(cr, x, y);
+        cairo_line_to(cr, x + PLOT_LEG_SAMPLE, y);
+        cairo_stroke(cr);
+        cairo_set_dash(cr, NULL, 0, 0);
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        plot_text_at(cr, x + PLOT_LEG_SAMPLE + 8, y, label(ctx, r, buf, sizeof buf), 0, 0.5);
+    }
+    if (!key) return;
+    y += 0.5 * PLOT_LEG_ROW;
+    cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
+    for (int k = 0; k < 2; k++, y += PLOT_LEG_ROW) {
+        cairo_set_source_rgba(cr, 0.3, 0.3, 0.3, k ? key_alpha : 1);
+        cairo_set_line_width(cr, key_lw[k]);
+        cairo_move_to(cr, x, y);
+        cairo_line_to(cr, x + PLOT_LEG_SAMPLE, y);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        plot_text_at(cr, x + PLOT_LEG_SAMPLE + 8, y, key[k], 0, 0.5);
+    }
+}
 
 /* The legend right of the plot: one row per run (its cumulative line's style), then, with
  * per-interval lines, a key to the two line weights. */
 static void draw_legend(cairo_t *cr, const struct curve *c)
 {
-    char buf[256];
-    double x = c->leg_x, y = c->y0 + 8;
-    plot_set_font(cr, 12, 0);
-    for (int r = 0; r < c->n; r++, y += LEG_ROW) {
-        plot_set_curve_style(cr, r, CUM_LW, 1);
-        cairo_move_to(cr, x, y);
-        cairo_line_to(cr, x + LEG_SAMPLE, y);
-        cairo_stroke(cr);
-        cairo_set_dash(cr, NULL, 0, 0);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        legend_text(c->runs[r], buf, sizeof buf);
-        plot_text_at(cr, x + LEG_SAMPLE + 8, y, buf, 0, 0.5);
-    }
-    if (c->cumulative_only) return;
-    y += 0.5 * LEG_ROW;
-    cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
-    for (int k = 0; k < 2; k++, y += LEG_ROW) {
-        cairo_set_source_rgba(cr, 0.3, 0.3, 0.3, k ? INT_ALPHA : 1);
-        cairo_set_line_width(cr, k ? INT_LW : CUM_LW);
-        cairo_move_to(cr, x, y);
-        cairo_line_to(cr, x + LEG_SAMPLE, y);
-        cairo_stroke(cr);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        if (k && c->smooth > 1)
-            snprintf(buf, sizeof buf, "each interval, mean of %d", c->smooth);
-        plot_text_at(cr, x + LEG_SAMPLE + 8, y,
-                     k ? (c->smooth > 1 ? buf : "each logged interval") : "cumulative", 0, 0.5);
-    }
+    char buf[64];
+    static const double key_lw[2] = {CUM_LW, INT_LW};
+    snprintf(buf, sizeof buf, "each interval, mean of %d", c->smooth);
+    const char *key[2] = {"cumulative", c->smooth > 1 ? buf : "each logged interval"};
+    plot_run_legend(cr, c->leg_x, c->b.y0 + 8, c->n, CUM_LW, legend_text, c,
+                    c->cumulative_only ? NULL : key, key_lw, INT_ALPHA);
 }
 
 /* The legend's width (samples and the widest text). */
@@ -231,12 +229,11 @@ static double legend_width(const struct curve *c)
     plot_set_font(cr, 12, 0);
     double w = plot_text_width(cr, "each interval, mean of 10000");
     for (int r = 0; r < c->n; r++) {
-        legend_text(c->runs[r], buf, sizeof buf);
-        w = fmax(w, plot_text_width(cr, buf));
+        w = fmax(w, plot_text_width(cr, legend_text(c, r, buf, sizeof buf)));
     }
     cairo_destroy(cr);
     cairo_surface_destroy(ss);
-    return LEG_SAMPLE + 8 + w;
+    return PLOT_LEG_SAMPLE + 8 + w;
 }
 
 static void curve_draw(cairo_t *cr, void *ctx)
@@ -292,34 +289,34 @@ enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
     c.subtitle = o->subtitle ? o->subtitle : subtitle;
     c.cumulative_only = o->cumulative_only;
     c.smooth = o->smooth;
-    c.x0 = 70;
-    c.x1 = floor(c.W - 24 - legend_width(&c)); /* whole pixels: a sharp frame */
-    c.leg_x = c.x1 + 20;
-    c.y0 = plot_top(c.subtitle) - 16;
-    c.y1 = c.H - 58;
-    if (c.x1 - c.x0 < 200)
+    c.b.x0 = 70;
+    c.b.x1 = floor(c.W - 24 - legend_width(&c)); /* whole pixels: a sharp frame */
+    c.leg_x = c.b.x1 + 20;
+    c.b.y0 = plot_top(c.subtitle) - 16;
+    c.b.y1 = c.H - 58;
+    if (c.b.x1 - c.b.x0 < 200)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "%s: picture width %d leaves no room for the plot beside the legend",
                            path, c.W);
-    double leg_h = LEG_ROW * (c.n + (c.cumulative_only ? 0 : 2.5));
-    if (leg_h > c.y1 - c.y0 + 40)
+    double leg_h = PLOT_LEG_ROW * (c.n + (c.cumulative_only ? 0 : 2.5));
+    if (leg_h > c.b.y1 - c.b.y0 + 40)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "%s: picture height %d leaves no room for the legend of %d runs",
                            path, c.H, c.n);
-    c.max_pts = (int)(c.x1 - c.x0) * 2;
-    c.xmax = 0;
+    c.max_pts = (int)(c.b.x1 - c.b.x0) * 2;
+    c.b.xhi = 0;
     double ymax = 1.0;
     for (int r = 0; r < n; r++) {
         if (runs[r]->n_points < 1)
             return ADAPT_ERROR(ADAPT_EINVAL, "%s: run %s has no cost points", path, runs[r]->name);
         double last = runs[r]->points[runs[r]->n_points - 1].epoch_x;
-        if (last > c.xmax) c.xmax = last;
+        if (last > c.b.xhi) c.b.xhi = last;
     }
-    if (!(c.xmax > 0)) c.xmax = 1;
+    if (!(c.b.xhi > 0)) c.b.xhi = 1;
     double *x = malloc(sizeof(double) * 3 * (size_t)c.max_pts);
     if (!x) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
     for (int r = 0; r < n; r++) {
-        int np = plot_curve_points(runs[r], c.xmax, c.max_pts, c.smooth, x, x + c.max_pts,
+        int np = plot_curve_points(runs[r], c.b.xhi, c.max_pts, c.smooth, x, x + c.max_pts,
                                    x + 2 * c.max_pts);
         if (np < 0) {
             free(x);
@@ -333,6 +330,6 @@ enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
     free(x);
     double t[64];
     int nt = plot_nice_ticks(0, ymax * 1.12, 7, 0, t);
-    c.ymax = t[nt - 1] >= ymax * 1.12 ? t[nt - 1] : ymax * 1.12;
+    c.b.yhi = t[nt - 1] >= ymax * 1.12 ? t[nt - 1] : ymax * 1.12;
     return plot_render(path, kind, c.W, c.H, curve_draw, &c);
 }

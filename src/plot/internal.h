@@ -49,6 +49,10 @@ struct plot_box {
 };
 double plot_box_x(const struct plot_box *b, double x);
 double plot_box_y(const struct plot_box *b, double y);
+/* Ticks labelled under the box at nice x values (at most max_ticks; whole numbers only when
+ * integer), each drawn from y_top down to 6 px below the box. */
+void plot_x_ticks(cairo_t *cr, const struct plot_box *b, int max_ticks, int integer,
+                  double y_top);
 /* Horizontal grid lines labelled at nice y ticks (at most 7), x ticks labelled under the box
  * (at most one per x_px pixels; whole numbers only when x_integer), and the frame. */
 void plot_box_axes(cairo_t *cr, const struct plot_box *b, int x_px, int x_integer);
@@ -91,6 +95,18 @@ void plot_curve_style(int r, double rgb[3], const double **dash, int *n_dash);
 /* Sets run r's colour (at alpha), dash pattern and line width lw on cr (dash lengths scale
  * with lw; dots stay round). */
 void plot_set_curve_style(cairo_t *cr, int r, double lw, double alpha);
+
+#define PLOT_LEG_ROW 20.0    /* legend row height */
+#define PLOT_LEG_SAMPLE 34.0 /* legend line sample length (the text starts 8 px after it) */
+/* The legend of a picture of runs, from (x, y) down: one row per run, a line sample in the
+ * run's style at width lw and the text label(ctx, r, buf, cap) returns (buf, or a string of
+ * its own); then, when key is not NULL, after half
+ * a row, two grey samples keying the thick line (width key_lw[0], key[0]) and the thin,
+ * lighter one (key_lw[1] at key_alpha, key[1]). */
+void plot_run_legend(cairo_t *cr, double x, double y, int n, double lw,
+                     const char *(*label)(const void *ctx, int r, char *buf, size_t cap),
+                     const void *ctx, const char *const *key, const double *key_lw,
+                     double key_alpha);
 
 struct perf_run;
 /* Run r's points: the per-interval ratios sum Cq / sum C32 in at most max_pts bins of equal

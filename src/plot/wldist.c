@@ -52,7 +52,6 @@ static void wd_draw(cairo_t *cr, void *ctx)
 {
     struct wldist *d = ctx;
     char buf[160];
-    double ticks[64];
     plot_titles(cr, d->title, d->subtitle);
     for (int u = 0; u < d->rows; u++) {
         const double *fr = d->frac + (size_t)u * (PLOT_WL_MAX + 1);
@@ -87,17 +86,8 @@ static void wd_draw(cairo_t *cr, void *ctx)
     }
     cairo_set_line_width(cr, 1);
     plot_set_font(cr, 12, 0);
-    int nt = plot_nice_ticks(0, 100, 6, 1, ticks);
-    for (int i = 0; i < nt; i++) {
-        double x = floor(d->x0 + (d->x1 - d->x0) * ticks[i] / 100) + 0.5;
-        cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
-        cairo_move_to(cr, x, d->y1 + 0.5);
-        cairo_line_to(cr, x, d->y1 + 6);
-        cairo_stroke(cr);
-        plot_format_tick(buf, sizeof buf, ticks[i]);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        plot_text_at(cr, x, d->y1 + 20, buf, 0.5, 1);
-    }
+    const struct plot_box share = {d->x0, d->y0, d->x1, d->y1, 0, 100, 0, 1}; /* percent */
+    plot_x_ticks(cr, &share, 6, 1, d->y1 + 0.5);
     cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
     cairo_move_to(cr, d->x0, d->y1 + 0.5);
     cairo_line_to(cr, d->x1, d->y1 + 0.5);
