@@ -1,15 +1,15 @@
 #!/usr/bin/python3
 """Training throughput of one model in PyTorch, measured as adapt-bench train measures it.
 
-The same networks as adapt-sim's (the definitions of experiments/tools/torch_interop.py, whose
-state_dict names match our checkpoints), float32, one training step = forward, softmax
+The same networks as adapt-sim's (built from the same model description, models/NAME.model,
+by python/adaptsim/model.py; state_dict names match our checkpoints), float32, one training step = forward, softmax
 cross-entropy, backward, SGD with momentum 0.9, on a pool of four synthetic batches of the
 model's input shape (approximately standard normal inputs, uniform labels). After WARMUP steps,
 one step is timed to choose the steps per sample (at least MIN_SAMPLE_S seconds a sample),
 then REPEATS samples are taken; the output is one JSON line with the median, lowest and highest
 images per second, in adapt-bench train's keys.
 
-  scripts/torch_train_step.py --model lenet5|alexnet_mnist|alexnet_cifar|resnet20
+  scripts/torch_train_step.py --model NAME|FILE.model   (lenet5, resnet20, vgg11, mobilenetv2, ...)
                               [--batch 128] [--classes 10] [--repeats 7] [--warmup 3]
                               [--min-sample-s 0.5] [--threads N]
 
@@ -17,7 +17,6 @@ Threads: --threads, else OMP_NUM_THREADS, else every CPU (torch.set_num_threads)
 PyTorch (Debian: python3-torch). scripts/bench_vs_torch.py runs it beside adapt-bench train.
 """
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -28,16 +27,13 @@ here = os.path.dirname(os.path.abspath(__file__))
 top = os.path.dirname(here)
 
 
-def models():
-    """The model builders of experiments/tools/torch_interop.py, by adapt-sim model name."""
-    path = os.path.join(top, "experiments", "tools", "torch_interop.py")
-    spec = importlib.util.spec_from_file_location("torch_interop", path)
-    ti = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ti)
-    return {"lenet5": (lambda c: ti.lenet5(c), 1),
-            "alexnet_mnist": (lambda c: ti.alexnet(1, c), 1),
-            "alexnet_cifar": (lambda c: ti.alexnet(3, c), 3),
-            "resnet20": (lambda c: ti.ResNet20(c), 3)}
+def build(name, classes):
+    """The PyTorch module of an adapt-sim model (a built-in name or a .model file) and its
+    input shape, from the same model description the simulator trains (python/adaptsim)."""
+    sys.path.insert(0, os.path.join(top, "python"))
+    from adaptsim.model import build_torch, load
+    g = load(name, classes, models_dir=os.path.join(top, "models"))
+    return build_torch(g), g.input
 
 
 def main():
@@ -59,20 +55,18 @@ def main():
         import torch.nn.functional as F
     except ImportError:
         sys.exit("torch_train_step: needs PyTorch (Debian: apt-get install python3-torch)")
-    table = models()
-    if a.model not in table:
-        sys.exit("torch_train_step: unknown model '%s' (expected %s)"
-                 % (a.model, ", ".join(sorted(table))))
     threads = a.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or os.cpu_count()
     torch.set_num_threads(threads)
     torch.manual_seed(1)
-    build, cin = table[a.model]
-    net = build(a.classes)
+    try:
+        net, shape = build(a.model, a.classes)
+    except (ValueError, OSError) as e:
+        sys.exit("torch_train_step: %s" % e)
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator().manual_seed(7)
     # approximately standard normal, as adapt-bench train: a sum of 4 uniforms, scaled
-    pool = [((torch.rand(4, a.batch, cin, 32, 32, generator=g).sum(0) - 2.0) * 3.0 ** 0.5,
+    pool = [((torch.rand(4, a.batch, *shape, generator=g).sum(0) - 2.0) * 3.0 ** 0.5,
              torch.randint(0, a.classes, (a.batch,), generator=g)) for _ in range(4)]
     it = [0]
 

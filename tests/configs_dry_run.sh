@@ -60,7 +60,7 @@ expect lenet_msgd_fp_mnist.ini quantization gamma 0.9
 expect lenet_msgd_fp_mnist.ini data val_size 6000
 expect alexnet_msgd_fp_fmnist.ini quantization lb_lwr 100
 expect alexnet_msgd_fp_fmnist.ini quantization lb_upr 100
-expect alexnet_msgd_fp_fmnist.ini model name alexnet_mnist
+expect alexnet_msgd_fp_fmnist.ini model name '"alexnet_mnist"'
 expect alexnet_msgd_fp_cifar100.ini optim lr 0.1
 expect alexnet_sgd_fl32_mnist.ini model classes 47
 expect lenet_sgd_fl32_fmnist.ini optim l1_decay 1e-08

@@ -16,7 +16,7 @@ TEST_LIBS = tests/libtestutil.a $(BASE_LIBS) $(CHECK_LIBS) $(ADAPT_EXT_LIBS)
 check_PROGRAMS += tests/test_base tests/test_quant tests/test_quant_cuda tests/test_config \
 	tests/test_data tests/test_layers tests/test_models tests/test_optim tests/test_gemm_int \
 	tests/test_policy tests/test_train tests/test_checkpoint tests/test_io tests/test_perf \
-	tests/test_plot
+	tests/test_plot tests/test_graph
 tests_test_base_LDADD = $(NET_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_cuda_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
@@ -31,6 +31,7 @@ tests_test_policy_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_train_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)
 tests_test_checkpoint_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)
 tests_test_io_LDADD = $(TRACE_LIBS) $(TEST_LIBS)
+tests_test_graph_LDADD = $(GRAPH_LIBS) $(TEST_LIBS)
 # test_io fails chosen allocations of the trace reader (test_trace_out_of_memory)
 tests_test_io_LDFLAGS = -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc
 # test_perf compares the performance model's built-in model table with the engine's models,
@@ -68,7 +69,8 @@ TESTS += tests/python.test tests/notebook.test
 EXTRA_DIST += tests/python.test tests/notebook.test tests/python-env.sh \
 	doc/trace.schema.json python/pyproject.toml python/README.md \
 	python/adaptsim/__init__.py python/adaptsim/trace.py python/adaptsim/safetensors.py \
-	python/adaptsim/torch_io.py python/tests/common.py python/tests/validate_trace.py \
+	python/adaptsim/torch_io.py python/adaptsim/model.py python/tests/common.py \
+	python/tests/validate_trace.py python/tests/test_model.py \
 	python/tests/run_notebook.py python/tests/test_trace.py python/tests/test_safetensors.py \
 	python/tests/test_schema.py python/tests/test_torch.py python/tests/test_install.py \
 	python/tests/test_report.py \

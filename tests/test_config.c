@@ -53,7 +53,7 @@ START_TEST(test_defaults)
     ck_assert(c.data.normalize);
     ck_assert_int_eq(c.data.train_limit, 0);
     ck_assert_int_eq(c.data.test_limit, 0);
-    ck_assert_int_eq(c.model.name, ADAPT_CONFIG_MODEL_LENET5);
+    ck_assert_str_eq(c.model.name, "lenet5");
     ck_assert_int_eq(c.model.classes, 0);
     ck_assert(c.model.init_gain == 0.5);
     ck_assert_int_eq(c.train.epochs, 15);
@@ -227,7 +227,7 @@ START_TEST(test_full_file)
     ck_assert(!c.data.normalize);
     ck_assert_int_eq(c.data.train_limit, 12345);
     ck_assert_int_eq(c.data.test_limit, 987);
-    ck_assert_int_eq(c.model.name, ADAPT_CONFIG_MODEL_RESNET20);
+    ck_assert_str_eq(c.model.name, "resnet20");
     ck_assert_int_eq(c.model.classes, 10);
     ck_assert(c.model.init_gain == 0.2385);
     ck_assert_int_eq(c.train.epochs, 23);
@@ -341,7 +341,8 @@ static const struct bad_case bad_cases[] = {
     {"[optim]\nnesterov = maybe\n", ADAPT_EINVAL, ":2:", "optim.nesterov", "true or false"},
     {"[data]\ndataset = imagenet\n", ADAPT_EINVAL, ":2:", "data.dataset",
      "one of mnist, fashion-mnist, emnist-balanced, cifar10, cifar100"},
-    {"[model]\nname = LeNet5\n", ADAPT_EINVAL, ":2:", "model.name", "value not allowed"},
+    {"[model]\nname = a123456789b123456789c123456789d123456789e123456789f123456789g1234\n",
+     ADAPT_EINVAL, ":2:", "model.name", "at most 63 characters"},
     {"[schedule]\nmilestones = 5,5,9\n", ADAPT_EINVAL, ":2:", "schedule.milestones",
      "not increasing"},
     {"[schedule]\nmilestones = 5,,9\n", ADAPT_EINVAL, ":2:", "schedule.milestones",

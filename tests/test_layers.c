@@ -360,6 +360,152 @@ START_TEST(test_conv_ref_and_grads)
 }
 END_TEST
 
+/* Grouped convolution (weight (cout, cin/groups, k, k)) in double. */
+struct gconv_arg {
+    int cin, h, w, cout, k, s, p, groups, bias;
+};
+
+static void ref_gconv(const struct tu_layer *t, const void *arg, double *y)
+{
+    const struct gconv_arg *a = arg;
+    const float *W = t->l->param[0].value.data, *b = a->bias ? t->l->param[1].value.data : NULL;
+    const int ho = (a->h + 2 * a->p - a->k) / a->s + 1, wo = (a->w + 2 * a->p - a->k) / a->s + 1;
+    const int cig = a->cin / a->groups, cog = a->cout / a->groups;
+    for (int n = 0; n < t->n; n++)
+        for (int o = 0; o < a->cout; o++)
+            for (int oy = 0; oy < ho; oy++)
+                for (int ox = 0; ox < wo; ox++) {
+                    double s = b ? b[o] : 0.0;
+                    for (int ic = 0; ic < cig; ic++)
+                        for (int ky = 0; ky < a->k; ky++)
+                            for (int kx = 0; kx < a->k; kx++) {
+                                int iy = oy * a->s - a->p + ky, ix = ox * a->s - a->p + kx;
+                                int c = (o / cog) * cig + ic;
+                                if (iy < 0 || iy >= a->h || ix < 0 || ix >= a->w) continue;
+                                s += (double)W[((o * cig + ic) * a->k + ky) * a->k + kx] *
+                                     t->x[0][((size_t)(n * a->cin + c) * a->h + iy) * a->w + ix];
+                            }
+                    y[(((size_t)n * a->cout + o) * ho + oy) * wo + ox] = s;
+                }
+}
+
+/* PyTorch 1.13: F.conv2d(x (1,2,3,3), w (2,1,2,2), b, stride=1, padding=1, groups=2) and its
+ * backward for dy = arange(32)/8 - 1 (x, w, b as in test_conv_hand). */
+START_TEST(test_gconv_hand)
+{
+    static const float x[18] = {2.385f, -1.25f, 0.5f,   3.0f,   -0.75f,  1.125f,
+                                -2.0f,  0.25f,  1.5f,   -0.375f, 2.75f, -1.625f,
+                                0.875f, -3.125f, 1.0f,  2.25f,  -0.5f,  -1.875f};
+    static const float w[8] = {0.5f, -1.5f, 2.0f, 0.25f, -0.75f, 1.25f, 0.125f, -2.5f};
+    static const float b[2] = {0.3f, -0.7f};
+    static const float want[32] = {
+        0.89625001f, 4.75750017f, -2.07500005f, 1.29999995f,  -2.52749991f, 9.18000031f,
+        -2.29375005f, 2.79999995f, -4.69999981f, -1.01250005f, -0.88750005f, 3.86249995f,
+        3.29999995f, -1.07500005f, -1.82500005f, 1.04999995f,  0.23750001f, -7.62187481f,
+        3.70624995f, -0.90312499f, -3.35625005f, 10.94062519f, -7.68437481f, 0.64375001f,
+        -5.23124981f, -3.73124981f, 7.51875019f, -1.68437505f, 2.11249995f, -3.01250005f,
+        -2.66875005f, 0.70625001f};
+    static const float want_dx[18] = {-1.4375f,    -1.28125f, -1.125f,    -0.8125f,  -0.65625f,
+                                      -0.5f,       -0.1875f,  -0.03125f,  0.125f,    -1.703125f,
+                                      -1.9375f,    -2.171875f, -2.640625f, -2.875f,  -3.109375f,
+                                      -3.578125f,  -3.8125f,  -4.046875f};
+    static const float want_dw[8] = {0.21500003f, -0.38f,     -2.16499996f, -2.75999999f,
+                                     -2.5f,       -2.421875f, -2.1875f,     -2.109375f};
+    int chw[3] = {2, 3, 3};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_gconv2d_create("g", chw, 2, 2, 1, 1, 2, 1), 1, 1);
+    ck_assert_str_eq(t.l->ops->kind, "conv2d");
+    ck_assert_int_eq(t.l->param[0].value.dim[1], 1);
+    ck_assert_int_eq(t.l->param[0].fan_in, 4);
+    ck_assert_int_eq(t.l->macs, 16 * 2 * 4);
+    memcpy(t.x[0], x, sizeof x);
+    memcpy(t.l->param[0].value.data, w, sizeof w);
+    memcpy(t.l->param[1].value.data, b, sizeof b);
+    for (int i = 0; i < 32; i++) t.dy[i] = (float)i / 8 - 1;
+    tu_layer_zero_grads(&t);
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    for (int i = 0; i < 32; i++) ck_assert_float_eq_tol(t.y[i], want[i], 16 * 16 * U);
+    for (int i = 0; i < 18; i++) ck_assert_float_eq_tol(t.dx[0][i], want_dx[i], 8 * 8 * U);
+    for (int i = 0; i < 8; i++)
+        ck_assert_float_eq_tol(t.l->param[0].grad.data[i], want_dw[i], 64 * 8 * U);
+    ck_assert_float_eq_tol(t.l->param[1].grad.data[0], -1.0f, 16 * U);
+    ck_assert_float_eq_tol(t.l->param[1].grad.data[1], 31.0f, 64 * U);
+    tu_layer_release(&t);
+}
+END_TEST
+
+static const struct gconv_arg gconv_cases[] = {
+    {4, 7, 7, 4, 3, 1, 1, 4, 0},   /* depthwise 3x3 (MobileNet) */
+    {6, 9, 9, 6, 3, 2, 1, 6, 0},   /* depthwise, stride 2 */
+    {6, 8, 8, 12, 3, 1, 1, 6, 1},  /* channel multiplier 2, bias */
+    {4, 6, 5, 6, 3, 1, 0, 2, 1},   /* two groups of 2 -> 3, non-square, no padding */
+    {8, 5, 5, 4, 1, 1, 0, 4, 0},   /* grouped 1x1 */
+    {3, 17, 17, 3, 5, 2, 2, 3, 1}, /* depthwise k5 s2 p2, odd plane */
+};
+
+START_TEST(test_gconv_ref_and_grads)
+{
+    const struct gconv_arg *a = &gconv_cases[_i];
+    int chw[3] = {a->cin, a->h, a->w};
+    const int n = 2;
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_gconv2d_create("gc", chw, a->cout, a->k, a->s, a->p, a->groups,
+                                           a->bias),
+                  n, 1);
+    size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
+    tu_fill_uniform(t.x[0], nx, 31 + _i, -2.385f, 2.385f);
+    tu_fill_uniform(t.l->param[0].value.data, t.l->param[0].value.numel, 32 + _i, -0.9f, 0.9f);
+    if (a->bias) tu_fill_uniform(t.l->param[1].value.data, a->cout, 33 + _i, -0.5f, 0.5f);
+    tu_fill_uniform(t.dy, ny, 34 + _i, -1.0f, 1.0f);
+    double *y = malloc(ny * sizeof(double));
+    tu_layer_forward(&t);
+    ref_gconv(&t, a, y);
+    const double m = (double)a->cin / a->groups * a->k * a->k + 1;
+    for (size_t i = 0; i < ny; i++)
+        ck_assert_msg(fabs(t.y[i] - y[i]) <= sum_tol(m, 2.385 * 0.9) + 2 * U * fabs(y[i]),
+                      "y[%zu] = %.9g, reference %.9g", i, t.y[i], y[i]);
+    free(y);
+    const int ho = t.l->out_dim[1], wo = t.l->out_dim[2];
+    double ax[2] = {sum_tol((double)a->cout / a->groups * a->k * a->k, 0.9), -1};
+    double ap[4] = {sum_tol((double)n * ho * wo, 2.385), sum_tol((double)n * ho * wo, 1.0), -1, -1};
+    check_grads(&t, ref_gconv, a, 0x1p-10f, ax, ap, 48);
+    /* backward with acc adds into dx: twice the gradient after a second accumulating pass
+     * (up to the rounding of adding each term to the first pass's value) */
+    float *first = malloc(nx * sizeof(float));
+    memcpy(first, t.dx[0], nx * sizeof(float));
+    tu_layer_backward(&t, 1);
+    for (size_t i = 0; i < nx; i++)
+        ck_assert_msg(fabs(t.dx[0][i] - 2 * first[i]) <= 2 * ax[0] + 4 * U * fabs(first[i]),
+                      "dx[%zu] = %.9g after accumulating, first pass %.9g", i, t.dx[0][i],
+                      first[i]);
+    free(first);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* PyTorch 1.13: F.relu6 and its backward (ones) on -1.5, 0, 0.5, 5.999, 6, 7.25, NaN:
+ * 0, 0, 0.5, 5.999, 6, 6, NaN and gradients 0, 0, 1, 1, 0, 0, 1 (NaN passes it). */
+START_TEST(test_relu6_hand)
+{
+    static const float x[7] = {-1.5f, 0.0f, 0.5f, 5.999f, 6.0f, 7.25f, NAN};
+    static const float want[6] = {0.0f, 0.0f, 0.5f, 5.999f, 6.0f, 6.0f};
+    static const float want_dx[7] = {0, 0, 1, 1, 0, 0, 1};
+    int chw[3] = {7, 1, 1};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_relu6_create("r6", chw), 1, 1);
+    memcpy(t.x[0], x, sizeof x);
+    for (int i = 0; i < 7; i++) t.dy[i] = 1.0f;
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    for (int i = 0; i < 6; i++) ck_assert(t.y[i] == want[i]);
+    ck_assert(isnan(t.y[6]));
+    for (int i = 0; i < 7; i++) ck_assert(t.dx[0][i] == want_dx[i]);
+    ck_assert_str_eq(t.l->ops->kind, "relu6");
+    tu_layer_release(&t);
+}
+END_TEST
+
 /* With dyadic data every result is exact, so results must not depend on how
  * samples are spread over threads nor on the order of accumulation: a batch
  * of 8 gives the same bits as 8 single-sample calls; backward with acc adds
@@ -1218,6 +1364,10 @@ static Suite *layers_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_gemm_bcast);
     tcase_add_test(tc, test_conv_hand);
+    tcase_add_test(tc, test_gconv_hand);
+    tcase_add_loop_test(tc, test_gconv_ref_and_grads, 0,
+                        (int)(sizeof gconv_cases / sizeof gconv_cases[0]));
+    tcase_add_test(tc, test_relu6_hand);
     tcase_add_loop_test(tc, test_conv_ref_and_grads, 0,
                         (int)(sizeof conv_cases / sizeof conv_cases[0]));
     tcase_add_test(tc, test_conv_chunks_and_accumulate);

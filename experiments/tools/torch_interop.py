@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Checks that adapt-sim checkpoints are PyTorch state_dicts of the same model.
 
-Builds the model in PyTorch (nn.Sequential for LeNet-5 / AlexNet, the CIFAR
-ResNet-20 module names for ResNet-20), loads an adapt-sim model.safetensors
+Builds the model in PyTorch from the model description in the run's trace
+(python/adaptsim/model.py reads it; any described network), loads an adapt-sim model.safetensors
 into it with load_state_dict(strict=True) (the file is parsed here with the
 standard library, so the safetensors package is not needed), scores the
 test set in PyTorch and compares with the test accuracy in the run's trace.
@@ -31,8 +31,6 @@ import sys
 
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 DT = {"F32": (torch.float32, 4), "I64": (torch.int64, 8)}
 DT_NAME = {torch.float32: "F32", torch.int64: "I64"}
@@ -69,58 +67,18 @@ def save_safetensors(path, sd):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def lenet5(c):
-    return nn.Sequential(nn.Conv2d(1, 6, 5), nn.Tanh(), nn.AvgPool2d(2),
-                         nn.Conv2d(6, 16, 5), nn.Tanh(), nn.AvgPool2d(2),
-                         nn.Conv2d(16, 120, 5), nn.Tanh(), nn.Flatten(),
-                         nn.Linear(120, 84), nn.Tanh(), nn.Linear(84, c))
-
-
-def alexnet(cin, c):
-    return nn.Sequential(nn.Conv2d(cin, 64, 11, 4, 5), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
-                         nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(),
-                         nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(),
-                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(256, c))
-
-
-class Block(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.shortcut = nn.Sequential()
-        if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                          nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = F.relu(self.bn1(self.conv1(x)))
-        return F.relu(self.bn2(self.conv2(y)) + self.shortcut(x))
-
-
-class ResNet20(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(16)
-        cin, layers = 16, []
-        for i, w in enumerate((16, 32, 64)):
-            blocks = []
-            for b in range(3):
-                blocks.append(Block(cin, w, 2 if (i > 0 and b == 0) else 1))
-                cin = w
-            layers.append(nn.Sequential(*blocks))
-        self.layer1, self.layer2, self.layer3 = layers
-        self.linear = nn.Linear(64, c)
-
-    def forward(self, x):
-        x = F.relu(self.bn1(self.conv1(x)))
-        x = self.layer3(self.layer2(self.layer1(x)))
-        return self.linear(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+def build_model(hdr):
+    """The nn.Module of a trace header: from the model description it carries, else (traces
+    of older versions) from the built-in description of its model name (models/NAME.model);
+    both read by python/adaptsim/model.py, the language of doc/model-format.md."""
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.join(top, "python"))
+    from adaptsim.model import build_torch, load, parse
+    m = hdr["model"]
+    d = m.get("description")
+    if d:
+        return build_torch(parse(d["text"], m["classes"], d["args"], d["file"]))
+    return build_torch(load(m["name"], m["classes"], models_dir=os.path.join(top, "models")))
 
 
 def read_idx(path):
@@ -148,10 +106,8 @@ def main():
                  os.path.join(a.run, "model.safetensors")), file=sys.stderr)
         sys.exit(2)
     test = [r for r in recs if r["type"] == "test"][-1]
-    name, classes = hdr["model"]["name"], hdr["model"]["classes"]
-    model = {"lenet5": lambda: lenet5(classes), "alexnet_mnist": lambda: alexnet(1, classes),
-             "alexnet_cifar": lambda: alexnet(3, classes),
-             "resnet20": lambda: ResNet20(classes)}[name]()
+    name = hdr["model"]["name"]
+    model = build_model(hdr)
     sd, meta = load_safetensors(os.path.join(a.run, "model.safetensors"))
     model.load_state_dict(sd, strict=True)
     model.eval()

@@ -7,11 +7,12 @@
     >>> ck.weights["0.weight"], ck.epoch, ck.policy_state
     >>> model = adaptsim.torch_io.load_model("runs/quickstart")   # needs torch
 
-Modules: adaptsim.trace, adaptsim.safetensors, adaptsim.torch_io (imports
-torch only when used).
+Modules: adaptsim.trace, adaptsim.safetensors, adaptsim.model (model
+descriptions, doc/model-format.md), adaptsim.torch_io (imports torch only
+when used).
 """
 
-from . import safetensors, trace, torch_io
+from . import model, safetensors, trace, torch_io
 from .safetensors import (Checkpoint, SafeTensors, SafetensorsError, read_checkpoint,
                           read_safetensors)
 from .trace import Event, Table, Trace, TraceError, iter_records, read_trace
@@ -20,4 +21,4 @@ __version__ = "0.1.0"
 
 __all__ = ["Checkpoint", "Event", "SafeTensors", "SafetensorsError", "Table", "Trace",
            "TraceError", "iter_records", "read_checkpoint", "read_safetensors", "read_trace",
-           "safetensors", "trace", "torch_io", "__version__"]
+           "model", "safetensors", "trace", "torch_io", "__version__"]

@@ -2,10 +2,12 @@
 
 Checkpoints already use PyTorch ``state_dict`` names, so the weights load
 with ``load_state_dict(strict=True)`` into the matching ``nn.Module``.
-:func:`build_model` makes that module from a trace header (the layer list
-with shapes, kernel sizes, strides and paddings): an ``nn.Sequential`` for
-LeNet-5 and AlexNet, a CIFAR ResNet (basic blocks, named ``conv1``,
-``layer1.0.conv1``, ``layer2.0.shortcut.0``...) for ResNet-20.
+:func:`build_model` makes that module from a trace header: from the model
+description the header carries (:mod:`adaptsim.model`, any described
+network), or, for traces written before headers carried it, from the layer
+list: an ``nn.Sequential`` for LeNet-5 and AlexNet, a CIFAR ResNet (basic
+blocks, named ``conv1``, ``layer1.0.conv1``, ``layer2.0.shortcut.0``...) for
+ResNet-20.
 
     >>> model = load_model("runs/quickstart")       # header from trace.jsonl
     >>> model.eval(); logits = model(x)             # x: (N, C, H, W), normalised as in training
@@ -84,6 +86,11 @@ def build_model(header):
         header = read_trace(header, partial=True).header
     elif hasattr(header, "header"):
         header = header.header
+    desc = header["model"].get("description")
+    if desc:
+        from .model import build_torch, parse
+        return build_torch(parse(desc["text"], header["model"]["classes"], desc["args"],
+                                 desc["file"]))
     layers = header["model"]["layers"]
     if all(ly["name"].isdigit() for ly in layers):
         if [int(ly["name"]) for ly in layers] != list(range(len(layers))):

@@ -83,8 +83,11 @@ class TestRuns(unittest.TestCase):
         self.assertAlmostEqual(loss, t.test.test_loss, delta=1e-4 * t.test.test_loss)
         self.assertAlmostEqual(acc, t.test.test_acc, delta=1.01 / n)
 
-    def test_resnet20_synthetic_cifar10(self):
-        """ResNet-20 (batch norm in eval mode, shortcuts) on random CIFAR-10-format records."""
+    def test_described_models_synthetic_cifar10(self):
+        """ResNet-20, VGG-11 and MobileNet-v2 (batch norm in eval mode, shortcuts, depthwise
+        convolutions, ReLU6) on random CIFAR-10-format records: the module built from the
+        trace's model description loads the checkpoint strictly and PyTorch's test loss
+        equals the trace's."""
         rng = np.random.default_rng(7)
         with tempfile.TemporaryDirectory() as d:
             data = os.path.join(d, "cifar-10-batches-bin")
@@ -97,19 +100,23 @@ class TestRuns(unittest.TestCase):
                 recs[name] = (labels, pix)
                 with open(os.path.join(data, name), "wb") as f:
                     f.write(np.concatenate([labels[:, None], pix], 1).tobytes())
-            run = train(os.path.join(d, "run"), "experiments/configs/c10_resnet20.ini",
-                        "data.path=" + d, "data.val_size=0", "data.augment=off",
-                        "data.train_limit=8", "train.epochs=1", "train.batch=8",
-                        "train.eval_batch=16", "policy.name=fp32", "run.checkpoint_every=0")
-            t = read_trace(run)
-            self.assertEqual(t.header["model"]["name"], "resnet20")
-            model = torch_io.load_model(run)  # strict: every name and shape matches
             labels, pix = recs["test_batch.bin"]
             x = pix.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0
             x = ((x - CIFAR_MEAN[:, None, None]) / CIFAR_STD[:, None, None]).astype(np.float32)
-            loss, acc = torch_test_loss(model, x, labels)
-            self.assertAlmostEqual(loss, t.test.test_loss, delta=1e-4 * t.test.test_loss)
-            self.assertAlmostEqual(acc, t.test.test_acc, delta=1.01 / len(labels))
+            for model in ("resnet20", "vgg11", "mobilenetv2"):
+                with self.subTest(model=model):
+                    run = train(os.path.join(d, model), "experiments/configs/c10_resnet20.ini",
+                                "model.name=" + model, "data.path=" + d, "data.val_size=0",
+                                "data.augment=off", "data.train_limit=8", "train.epochs=1",
+                                "train.batch=8", "train.eval_batch=16", "policy.name=fp32",
+                                "run.checkpoint_every=0")
+                    t = read_trace(run)
+                    self.assertEqual(t.header["model"]["name"], model)
+                    self.assertIn("description", t.header["model"])
+                    model_t = torch_io.load_model(run)  # strict: every name and shape matches
+                    loss, acc = torch_test_loss(model_t, x, labels)
+                    self.assertAlmostEqual(loss, t.test.test_loss, delta=1e-4 * t.test.test_loss)
+                    self.assertAlmostEqual(acc, t.test.test_acc, delta=1.01 / len(labels))
 
 
 if __name__ == "__main__":

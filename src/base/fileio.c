@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,6 +36,47 @@ char *adapt_strdup(const char *s)
     char *d = malloc(n);
     if (d) memcpy(d, s, n);
     return d;
+}
+
+enum adapt_status adapt_read_text(const char *path, size_t max_bytes, char **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ADAPT_ERROR(errno == ENOENT ? ADAPT_ENOENT : ADAPT_EIO, "%s: cannot open: %s",
+                           path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    enum adapt_status st = buf ? ADAPT_OK : ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
+    while (!st) {
+        if (n + 1 == cap) {
+            char *b = cap > max_bytes ? NULL : realloc(buf, 2 * cap);
+            if (!b) {
+                st = cap > max_bytes
+                         ? ADAPT_ERROR(ADAPT_EFORMAT, "%s: larger than %zu bytes", path, max_bytes)
+                         : ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
+                break;
+            }
+            buf = b;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (!st && ferror(f)) st = ADAPT_ERROR(ADAPT_EIO, "%s: read error", path);
+    if (!st && n > max_bytes)
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: larger than %zu bytes", path, max_bytes);
+    if (!st && memchr(buf, 0, n))
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: contains a NUL byte (a text file expected)", path);
+    fclose(f);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    buf[n] = 0;
+    *out = buf;
+    return ADAPT_OK;
 }
 
 char *adapt_path_join(const char *dir, const char *name)

@@ -63,6 +63,10 @@ enum adapt_status adapt_fileio_remove_dir(const char *dir);
 char *adapt_path_join(const char *dir, const char *name);
 /* strdup that is in C11; NULL when out of memory. */
 char *adapt_strdup(const char *s);
+/* The whole of a text file of at most max_bytes, NUL-terminated, in a new allocation (free
+ * it). Errors name the file: ADAPT_ENOENT / ADAPT_EIO when it cannot be read, ADAPT_EFORMAT
+ * when it is larger than max_bytes or holds a NUL byte. */
+enum adapt_status adapt_read_text(const char *path, size_t max_bytes, char **out);
 
 /* The shipped file a user names (a configuration, a timing table): `name` itself when it
  * exists, is absolute, or starts with "./" or "../"; otherwise the first existing BASE/SUB/name

@@ -259,13 +259,14 @@ int adapt_bench_train(int argc, char **argv)
         size_t n = strcspn(m, ",");
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), m);
-        if (n >= sizeof name || adapt_model_in_channels(name) == 0) {
-            fprintf(stderr, "adapt-bench train: --model: unknown model '%.*s' (expected lenet5, "
-                            "alexnet_cifar, alexnet_mnist or resnet20)\n",
-                    (int)n, m);
+        struct adapt_graph *g = NULL;
+        if (n >= sizeof name || adapt_graph_load(&g, name, 10, NULL) != ADAPT_OK) {
+            fprintf(stderr, "adapt-bench train: --model: %s\n",
+                    n >= sizeof name ? "model name too long" : adapt_error_message());
             rc = 2;
             goto done;
         }
+        adapt_graph_free(g);
         m += n + (m[n] == ',');
     }
     if (npol == 0 || !list[0]) {

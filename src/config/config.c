@@ -17,8 +17,6 @@
 static const char *const dataset_names[] = {"mnist", "fashion-mnist", "emnist-balanced",
                                             "cifar10", "cifar100"};
 static const char *const augment_names[] = {"auto", "on", "off"};
-static const char *const model_names[] = {"lenet5", "alexnet_cifar", "alexnet_mnist",
-                                          "resnet20"};
 static const char *const schedule_names[] = {"constant", "multistep", "plateau"};
 static const char *const policy_names[] = {"fp32", "fixed", "adapt", "muppet", "amp"};
 static const char *const amp_names[] = {"fp16", "bf16"};
@@ -36,7 +34,6 @@ static const char *const wl_epochs_labels[] = {"WL", "EPOCHS"};
 #define NAMES(a) {a, (int)(sizeof a / sizeof a[0]), NULL}
 static const struct adapt_schema_enum dataset_enum = NAMES(dataset_names);
 static const struct adapt_schema_enum augment_enum = NAMES(augment_names);
-static const struct adapt_schema_enum model_enum = NAMES(model_names);
 static const struct adapt_schema_enum schedule_enum = NAMES(schedule_names);
 static const struct adapt_schema_enum policy_enum = NAMES(policy_names);
 static const struct adapt_schema_enum amp_enum = NAMES(amp_names);
@@ -93,7 +90,13 @@ static const struct adapt_schema_key keys[] = {
     K_INT("data", "test_limit", data.test_limit, "0", "[0, 1000000000]",
           "use only the first N test samples; 0 = all"),
 
-    K_ENUM("model", "name", model.name, "lenet5", model_enum, "network"),
+    K_STR("model", "name", model.name, "lenet5",
+          "built-in network, models/NAME.model (doc/models.md): lenet5, alexnet_mnist, "
+          "alexnet_cifar, resnet20, resnet32, resnet56, ...; a trailing number sets the depth"),
+    K_STR("model", "file", model.file, "",
+          "a model description file (doc/model-format.md); when set it replaces model.name"),
+    K_STR("model", "args", model.args, "",
+          "values of the description's parameters, name=value[,name=value...]"),
     K_INT("model", "classes", model.classes, "0", "[0, 10000]",
           "output classes; 0 = from the dataset"),
     K_DBL("model", "init_gain", model.init_gain, "0.5", "(0, 100]",
@@ -318,6 +321,11 @@ int adapt_config_equal(const struct adapt_config *a, const struct adapt_config *
                        size_t diff_size)
 {
     return adapt_schema_equal(&schema, a, b, diff, diff_size);
+}
+
+const char *adapt_config_model(const struct adapt_config *cfg)
+{
+    return cfg->model.file[0] ? cfg->model.file : cfg->model.name;
 }
 
 const char *adapt_config_enum_str(const struct adapt_config *cfg, const char *section,

@@ -84,12 +84,6 @@ enum adapt_config_augment {
     ADAPT_CONFIG_AUGMENT_ON,
     ADAPT_CONFIG_AUGMENT_OFF
 };
-enum adapt_config_model {
-    ADAPT_CONFIG_MODEL_LENET5,        /* "lenet5" */
-    ADAPT_CONFIG_MODEL_ALEXNET_CIFAR, /* "alexnet_cifar" */
-    ADAPT_CONFIG_MODEL_ALEXNET_MNIST, /* "alexnet_mnist" */
-    ADAPT_CONFIG_MODEL_RESNET20       /* "resnet20" */
-};
 enum adapt_config_schedule {
     ADAPT_CONFIG_SCHEDULE_CONSTANT,
     ADAPT_CONFIG_SCHEDULE_MULTISTEP,
@@ -146,7 +140,9 @@ struct adapt_config {
         int test_limit;                 /* 0 = all */
     } data;
     struct {
-        enum adapt_config_model name;
+        char name[64];                  /* built-in model: models/NAME.model (src/graph) */
+        char file[ADAPT_CONFIG_PATH_MAX]; /* a model description; "" = model.name */
+        char args[256];                 /* the description's parameters: "depth=56,..." */
         int classes;                    /* 0 = from the dataset */
         double init_gain;
     } model;
@@ -250,6 +246,8 @@ int adapt_config_equal(const struct adapt_config *a, const struct adapt_config *
 
 /* The name of an enum key's current value ("fashion-mnist"), NULL when
  * section.key is not an enum key. */
+/* The model to build: model.file when set, else model.name (for adapt_graph_load). */
+const char *adapt_config_model(const struct adapt_config *cfg);
 const char *adapt_config_enum_str(const struct adapt_config *cfg, const char *section,
                                   const char *key);
 

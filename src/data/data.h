@@ -100,6 +100,10 @@ struct adapt_dataset {
  * "data/mnist", "data" for CIFAR, ...), or NULL for an unknown name. */
 const char *adapt_dataset_default_path(const char *name);
 
+/* The number of classes of a data set by name (10, 47 for emnist-balanced, 100 for cifar100),
+ * known before its files are read; 0 for an unknown name. */
+int adapt_dataset_classes_of(const char *name);
+
 /* Loads the train or test part of data set `name` from `path` (NULL: the default path).
  * On error nothing is allocated and the message names the file and what was expected. */
 enum adapt_status adapt_dataset_load(struct adapt_dataset *ds, const char *name, const char *path,

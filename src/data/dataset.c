@@ -161,6 +161,18 @@ free_pixels:
     return st;
 }
 
+int adapt_dataset_classes_of(const char *name)
+{
+    static const struct {
+        const char *name;
+        int classes;
+    } known[] = {{"mnist", 10},    {"fashion-mnist", 10}, {"emnist-balanced", 47},
+                 {"cifar10", 10}, {"cifar100", 100}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(known[i].name, name)) return known[i].classes;
+    return 0;
+}
+
 enum adapt_status adapt_dataset_load(struct adapt_dataset *ds, const char *name, const char *path,
                                      enum adapt_data_part part)
 {

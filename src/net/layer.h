@@ -96,7 +96,12 @@ struct adapt_layer *adapt_conv2d_create(const char *name, const int in_chw[3], i
                                         int stride, int pad, int bias);
 struct adapt_layer *adapt_linear_create(const char *name, const int in_chw[3], int out, int bias);
 struct adapt_layer *adapt_relu_create(const char *name, const int in_chw[3]);
+struct adapt_layer *adapt_relu6_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_tanh_create(const char *name, const int in_chw[3]);
+/* Grouped convolution (groups > 1 divides cin and cout; depthwise when groups = cin):
+ * weight (cout, cin/groups, k, k); kind "conv2d", a precision unit. */
+struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], int cout, int k,
+                                         int stride, int pad, int groups, int bias);
 struct adapt_layer *adapt_maxpool2d_create(const char *name, const int in_chw[3], int k,
                                            int stride);
 /* k == 0: global average pool (output C x 1 x 1). */

@@ -33,6 +33,9 @@ struct adapt_net *adapt_net_alloc(const char *name, const int in_chw[3], int cla
 void adapt_net_free(struct adapt_net *net)
 {
     if (!net) return;
+    free(net->desc_file);
+    free(net->desc_args);
+    free(net->desc_text);
     for (int i = 0; i < net->nnodes; i++) adapt_layer_free(net->nodes[i].layer);
     free(net->nodes);
     free(net->act_numel);

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "src/graph/graph.h"
 #include "src/net/layer.h"
 
 struct adapt_node {
@@ -38,7 +39,9 @@ struct adapt_node {
 };
 
 struct adapt_net {
-    char name[32];
+    char name[ADAPT_GRAPH_NAME_MAX];
+    /* the model description it was built from (owned; NULL for networks built by hand) */
+    char *desc_file, *desc_args, *desc_text;
     int in_chw[3];
     int classes;
     int n_max; /* batch capacity, set by finalize */
@@ -114,11 +117,14 @@ void adapt_net_zero_grad(struct adapt_net *net);
  * MACs per sample) and totals. */
 void adapt_net_print_summary(const struct adapt_net *net, FILE *f);
 
-/* Models (doc/models.md): "lenet5", "alexnet_cifar", "alexnet_mnist",
- * "resnet20". Input shape follows the model (1x32x32 or 3x32x32). Returns
- * NULL with ADAPT_ERROR set for an unknown name. Not finalized. */
+/* The network of a resolved model description (src/graph/graph.h), layer for
+ * layer in the graph's order. NULL with ADAPT_ERROR set on failure. Not
+ * finalized. */
+struct adapt_net *adapt_net_from_graph(const struct adapt_graph *g);
+/* adapt_graph_load(name, classes) and adapt_net_from_graph: a built-in model
+ * ("lenet5", "alexnet_cifar", "alexnet_mnist", "resnet20", ...; doc/models.md)
+ * or a description file. NULL with ADAPT_ERROR set for an unknown name or a
+ * bad description. Not finalized. */
 struct adapt_net *adapt_model_build(const char *name, int classes);
-/* Input channels a model expects (1 or 3), or 0 for an unknown name. */
-int adapt_model_in_channels(const char *name);
 
 #endif

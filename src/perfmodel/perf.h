@@ -47,6 +47,7 @@
 #include <stdio.h>
 
 #include "src/base/status.h"
+#include "src/graph/graph.h"
 #include "src/trace/trace.h"
 
 #ifdef __cplusplus
@@ -68,10 +69,12 @@ struct perf_model {
     void *storage;                        /* owned storage; NULL for a view */
 };
 
-/* The built-in description of "lenet5", "alexnet_cifar", "alexnet_mnist" or
- * "resnet20" with `classes` outputs: the same layers, names, shapes, MACs,
- * element-wise counts and geometry the engine writes into a trace header. */
+/* The model `name` (a built-in name or a description file, as adapt_graph_load)
+ * with `classes` outputs: the same layers, names, shapes, MACs, element-wise
+ * counts and geometry the engine writes into a trace header. */
 enum adapt_status perf_model_alloc(struct perf_model **out, const char *name, int classes);
+/* The model of a resolved description (src/graph/graph.h); owns copies of what it needs. */
+enum adapt_status perf_model_from_graph(struct perf_model **out, const struct adapt_graph *g);
 /* A view of a trace header's model, checked for consistency (every unit a
  * conv2d/linear layer pointing back at it, MACs and weights that agree with
  * the layer shapes); errors name `path`. */

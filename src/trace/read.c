@@ -243,6 +243,9 @@ static void header_free(struct adapt_trace_header *h)
     free((void *)h->overrides);
     free((char *)h->dataset.name);
     free((char *)h->model.name);
+    free((char *)h->model.description_file);
+    free((char *)h->model.description_args);
+    free((char *)h->model.description_text);
     for (int i = 0; i < h->model.n_layers; i++) {
         free((char *)h->model.layers[i].name);
         free((char *)h->model.layers[i].kind);
@@ -350,6 +353,12 @@ static void read_model(struct rd *r, json_t *o, struct adapt_trace_header *h)
     h->model.classes = (int)rd_int(r, m, "classes", 0, 0, 0, 2147483647);
     h->model.params = rd_int(r, m, "params", 0, 0, 0, INT64_MAX);
     h->model.macs = rd_int(r, m, "macs", 0, 0, 0, INT64_MAX);
+    json_t *d = rd_typed(r, m, "description", 1, JSON_OBJECT);
+    if (d) {
+        h->model.description_file = rd_str(r, d, "file", 0);
+        h->model.description_args = rd_str(r, d, "args", 0);
+        h->model.description_text = rd_str(r, d, "text", 0);
+    }
     json_t *layers = rd_typed(r, m, "layers", 0, JSON_ARRAY);
     size_t n = json_array_size(layers);
     if (!n) return;

@@ -114,6 +114,9 @@ struct adapt_trace_header {
         int64_t params, macs;
         int n_layers;
         const struct adapt_trace_layer *layers; /* (n_layers) */
+        /* The model description it was built from (doc/model-format.md): its path, the
+         * parameter settings and the text; NULL when absent (traces of older versions). */
+        const char *description_file, *description_args, *description_text;
     } model;
     int n_units;
     const struct adapt_trace_unit *units; /* (n_units) */

@@ -238,6 +238,13 @@ enum adapt_status adapt_trace_write_header(struct adapt_trace_writer *w,
     for (int i = 0; layers && i < h->model.n_layers; i++)
         if (json_array_append_new(layers, layer_json(&h->model.layers[i]))) bad = 1;
     put(m, "layers", layers, &bad);
+    if (h->model.description_text)
+        put(m, "description",
+            json_pack("{s:s,s:s,s:s}", "file",
+                      h->model.description_file ? h->model.description_file : "", "args",
+                      h->model.description_args ? h->model.description_args : "", "text",
+                      h->model.description_text),
+            &bad);
     put(o, "model", m, &bad);
 
     json_t *units = json_array();

@@ -15,6 +15,7 @@
 #include "src/base/version.h"
 #include "src/config/config.h"
 #include "src/cuda/device.h"
+#include "src/data/data.h"
 #include "src/net/net.h"
 #include "src/policy/policy.h"
 #include "src/train/train.h"
@@ -45,13 +46,6 @@ static void usage(FILE *f)
             "  --quiet                no progress output\n"
             "  --help, --version\n\n"
             "Configuration keys, their defaults and ranges: adapt-train --dry-run.\n");
-}
-
-static int dataset_classes(const char *name)
-{
-    if (!strcmp(name, "emnist-balanced")) return 47;
-    if (!strcmp(name, "cifar100")) return 100;
-    return 10;
 }
 
 /* The resolved --config and --init-from paths (allocated), freed at exit on every path out of
@@ -173,13 +167,16 @@ int main(int argc, char **argv)
                config ? " of " : "", config ? config : "");
         if (adapt_config_print(&cfg, stdout, ADAPT_CONFIG_PRINT_HELP))
             return fail(adapt_error_message());
-        const char *model = adapt_config_enum_str(&cfg, "model", "name");
         const char *ds = adapt_config_enum_str(&cfg, "data", "dataset");
-        int classes = cfg.model.classes ? cfg.model.classes : dataset_classes(ds);
-        struct adapt_net *net = adapt_model_build(model, classes);
-        if (!net) return fail(adapt_error_message());
+        int classes = cfg.model.classes ? cfg.model.classes : adapt_dataset_classes_of(ds);
+        struct adapt_graph *g;
+        if (adapt_graph_load(&g, adapt_config_model(&cfg), classes, cfg.model.args))
+            return fail(adapt_error_message());
         printf("\n");
-        adapt_net_print_summary(net, stdout);
+        adapt_graph_print(g, stdout);
+        struct adapt_net *net = adapt_net_from_graph(g);
+        adapt_graph_free(g);
+        if (!net) return fail(adapt_error_message());
         /* the policy against the model (a per-unit list must name every unit) */
         struct adapt_policy *pol = NULL;
         enum adapt_status pst = adapt_net_finalize(net, 1); /* buffers for one sample */

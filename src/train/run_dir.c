@@ -184,6 +184,9 @@ static enum adapt_status write_header(struct adapt_run_dir *d, const struct adap
     h.model.macs = net->macs;
     h.model.n_layers = net->nnodes;
     h.model.layers = layers;
+    h.model.description_file = net->desc_file;
+    h.model.description_args = net->desc_args;
+    h.model.description_text = net->desc_text;
     h.n_units = net->nunits;
     h.units = units;
     st = adapt_trace_write_header(d->tw, &h);

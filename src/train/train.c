@@ -78,10 +78,7 @@ static void run_free(struct run *r)
     if (r->have_train) adapt_dataset_free(&r->train);
 }
 
-static const char *model_name(const struct adapt_config *cfg)
-{
-    return adapt_config_enum_str(cfg, "model", "name");
-}
+static const char *model_name(const struct adapt_config *cfg) { return adapt_config_model(cfg); }
 
 static const char *dataset_name(const struct adapt_config *cfg)
 {
@@ -119,18 +116,23 @@ static enum adapt_status build_model(struct run *r, int classes)
 {
     const struct adapt_config *cfg = r->cfg;
     const struct adapt_dataset *ds = &r->test;
-    int want_c = adapt_model_in_channels(model_name(cfg));
-    if (want_c != ds->c)
-        return ADAPT_ERROR(ADAPT_EINVAL,
-                           "model.name = %s expects %d input channel%s, but data.dataset = %s "
-                           "has %d (use %s)",
-                           model_name(cfg), want_c, want_c == 1 ? "" : "s", dataset_name(cfg),
-                           ds->c,
-                           ds->c == 1 ? "lenet5 or alexnet_mnist" : "alexnet_cifar or resnet20");
-    r->net = adapt_model_build(model_name(cfg), classes);
+    struct adapt_graph *g;
+    enum adapt_status st = adapt_graph_load(&g, model_name(cfg), classes, cfg->model.args);
+    if (st) return st;
+    if (g->in_chw[0] != ds->c || g->in_chw[1] != ds->h || g->in_chw[2] != ds->w) {
+        st = ADAPT_ERROR(ADAPT_EINVAL,
+                         "model %s (%s) reads %dx%dx%d inputs, but data.dataset = %s gives "
+                         "%dx%dx%d images",
+                         g->name, g->file, g->in_chw[0], g->in_chw[1], g->in_chw[2],
+                         dataset_name(cfg), ds->c, ds->h, ds->w);
+        adapt_graph_free(g);
+        return st;
+    }
+    r->net = adapt_net_from_graph(g);
+    adapt_graph_free(g);
     if (!r->net) return ADAPT_EINVAL;
     int n_max = cfg->train.batch > cfg->train.eval_batch ? cfg->train.batch : cfg->train.eval_batch;
-    enum adapt_status st = adapt_net_finalize(r->net, n_max);
+    st = adapt_net_finalize(r->net, n_max);
     if (st) return st;
     size_t in = r->net->act_numel[0] * (size_t)n_max;
     r->x = adapt_aligned_alloc(in * sizeof(float));
@@ -331,6 +333,12 @@ static enum adapt_status setup_model(struct run *r, long *eval_step)
     const struct adapt_train_opts *opts = r->opts;
     const uint64_t seed = (uint64_t)cfg->run.seed;
     enum adapt_status st;
+    /* the model description first: its errors before any data is read */
+    struct adapt_graph *g;
+    int nominal = cfg->model.classes ? cfg->model.classes
+                                     : adapt_dataset_classes_of(dataset_name(cfg));
+    if ((st = adapt_graph_load(&g, model_name(cfg), nominal, cfg->model.args))) return st;
+    adapt_graph_free(g);
     if ((st = load_data(r, !opts->eval_only))) return st;
     int classes = cfg->model.classes ? cfg->model.classes : r->test.classes;
     if (classes < r->test.classes)

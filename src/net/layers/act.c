@@ -1,7 +1,8 @@
-/* src/net/layers/act.c: element-wise activations, mirroring torch.nn.ReLU and
- * torch.nn.Tanh. Both differentiate from their output y (as PyTorch's
- * threshold_backward and tanh_backward do): relu dx = (y > 0) dy (NaN in y
- * passes dy through, like threshold_backward), tanh dx = (1 - y^2) dy.
+/* src/net/layers/act.c: element-wise activations, mirroring torch.nn.ReLU,
+ * torch.nn.ReLU6 and torch.nn.Tanh. All differentiate from their output y (as
+ * PyTorch's threshold_backward, hardtanh_backward and tanh_backward do): relu
+ * dx = (y > 0) dy (NaN in y passes dy through, like threshold_backward), relu6
+ * dx = 0 where y <= 0 or y >= 6, else dy (NaN passes too), tanh dx = (1 - y^2) dy.
  *
  * tanh is computed without libm (glibc's tanhf is scalar and slow): with
  * t = 2|x| clamped to 20 (tanh(10) rounds to 1 in float), k = round(t/ln 2)
@@ -89,6 +90,21 @@ ADAPT_HOT_CLONES static void relu_span(const float *x, float *y, size_t n)
     for (size_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
+ADAPT_HOT_CLONES static void relu6_span(const float *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i] > 6.0f ? 6.0f : x[i];
+}
+
+/* PyTorch's hardtanh_backward: 0 where y <= 0 or y >= 6, else dy (NaN passes dy through) */
+ADAPT_HOT_CLONES static void relu6_back_span(const float *y, const float *dy, float *dx, size_t n,
+                                             int acc)
+{
+    if (acc)
+        for (size_t i = 0; i < n; i++) dx[i] += y[i] <= 0.0f || y[i] >= 6.0f ? 0.0f : dy[i];
+    else
+        for (size_t i = 0; i < n; i++) dx[i] = y[i] <= 0.0f || y[i] >= 6.0f ? 0.0f : dy[i];
+}
+
 ADAPT_HOT_CLONES static void relu_back_span(const float *y, const float *dy, float *dx, size_t n,
                                             int acc)
 {
@@ -98,18 +114,26 @@ ADAPT_HOT_CLONES static void relu_back_span(const float *y, const float *dy, flo
         for (size_t i = 0; i < n; i++) dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
 }
 
+/* 0 relu, 1 tanh, 2 relu6 */
+static int act_kind(const struct adapt_layer *l)
+{
+    return l->ops->kind[0] == 't' ? 1 : l->ops->kind[4] == '6' ? 2 : 0;
+}
+
 static void act_forward(struct adapt_layer *l, const struct adapt_exec *ex, const float *const *x,
                         float *y)
 {
     size_t total = (size_t)ex->n * adapt_layer_out_numel(l);
     size_t nchunk = (total + ACT_CHUNK - 1) / ACT_CHUNK;
-    int is_tanh = l->ops->kind[0] == 't';
+    int kind = act_kind(l);
     const float *xs = x[0];
 #pragma omp parallel for if (total >= ADAPT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
         size_t o = c * ACT_CHUNK, m = total - o < ACT_CHUNK ? total - o : ACT_CHUNK;
-        if (is_tanh)
+        if (kind == 1)
             tanh_span(xs + o, y + o, m);
+        else if (kind == 2)
+            relu6_span(xs + o, y + o, m);
         else
             relu_span(xs + o, y + o, m);
     }
@@ -122,12 +146,14 @@ static void act_backward(struct adapt_layer *l, const struct adapt_exec *ex, con
     if (!d) return;
     size_t total = (size_t)ex->n * adapt_layer_out_numel(l);
     size_t nchunk = (total + ACT_CHUNK - 1) / ACT_CHUNK;
-    int is_tanh = l->ops->kind[0] == 't', a = acc & 1u;
+    int kind = act_kind(l), a = acc & 1u;
 #pragma omp parallel for if (total >= ADAPT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
         size_t o = c * ACT_CHUNK, m = total - o < ACT_CHUNK ? total - o : ACT_CHUNK;
-        if (is_tanh)
+        if (kind == 1)
             tanh_back_span(y + o, dy + o, d + o, m, a);
+        else if (kind == 2)
+            relu6_back_span(y + o, dy + o, d + o, m, a);
         else
             relu_back_span(y + o, dy + o, d + o, m, a);
     }
@@ -135,6 +161,9 @@ static void act_backward(struct adapt_layer *l, const struct adapt_exec *ex, con
 
 static const struct adapt_layer_ops relu_ops = {
     "relu", act_forward, act_backward, NULL, NULL, NULL,
+};
+static const struct adapt_layer_ops relu6_ops = {
+    "relu6", act_forward, act_backward, NULL, NULL, NULL,
 };
 static const struct adapt_layer_ops tanh_ops = {
     "tanh", act_forward, act_backward, NULL, NULL, NULL,
@@ -159,6 +188,11 @@ static struct adapt_layer *act_create(const struct adapt_layer_ops *ops, const c
 struct adapt_layer *adapt_relu_create(const char *name, const int in_chw[3])
 {
     return act_create(&relu_ops, name, in_chw);
+}
+
+struct adapt_layer *adapt_relu6_create(const char *name, const int in_chw[3])
+{
+    return act_create(&relu6_ops, name, in_chw);
 }
 
 struct adapt_layer *adapt_tanh_create(const char *name, const int in_chw[3])

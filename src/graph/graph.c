@@ -1,0 +1,658 @@
+/* src/graph/graph.c: reading a model description (doc/model-format.md) into a resolved graph.
+ *
+ * Two passes over the lines: the first strips comments and pairs every
+ * `repeat` and `if` with its `else` and `end`; the second runs the lines,
+ * repeating and skipping blocks, and appends one node per layer line with
+ * its shapes and costs resolved from its inputs (src/graph/shape.c). Any
+ * error stops the run with the file, the line and what was expected.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/fileio.h"
+#include "src/graph/internal.h"
+#include "src/graph/shape.h"
+
+/* A bound on the layers one description may make (repeat counts come from expressions). */
+#define GRAPH_MAX_NODES 10000
+
+struct line {
+    int no;      /* 1-based line number */
+    char *text;  /* comment and surrounding blanks stripped; "" for a blank line */
+    int els;     /* if: index of its else, or -1 */
+    int end;     /* repeat / if / else: index of the matching end */
+    int block;   /* 1: a repeat or if line */
+};
+
+struct label {
+    char name[ADAPT_GRAPH_NAME_MAX];
+    int node;
+};
+
+struct ctx {
+    const char *file;
+    struct line *lines;
+    int n_lines;
+    struct graph_vars vars;
+    struct adapt_graph *g;
+    int cap_nodes;
+    struct label *labels;
+    int n_labels, cap_labels;
+    int cur;          /* the node the next layer reads by default; -1: the network input */
+    int have_input, have_loss, n_layers_seen;
+    int line;         /* the line being run, for messages */
+    /* parameter settings given by the caller */
+    int n_args;
+    char arg_name[GRAPH_MAX_VARS][ADAPT_GRAPH_NAME_MAX];
+    int64_t arg_value[GRAPH_MAX_VARS];
+    int arg_used[GRAPH_MAX_VARS];
+};
+
+int graph_vars_get(const struct graph_vars *vars, const char *name, int64_t *v)
+{
+    for (int i = vars->n - 1; i >= 0; i--)
+        if (!strcmp(vars->name[i], name)) {
+            *v = vars->value[i];
+            return 1;
+        }
+    return 0;
+}
+
+static enum adapt_status err_at(struct ctx *c, const char *fmt, const char *a, const char *b)
+{
+    char msg[400];
+    snprintf(msg, sizeof msg, fmt, a ? a : "", b ? b : "");
+    return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%d: %s", c->file, c->line, msg);
+}
+
+static enum adapt_status vars_set(struct ctx *c, const char *name, int64_t v)
+{
+    struct graph_vars *vs = &c->vars;
+    for (int i = 0; i < vs->n; i++)
+        if (!strcmp(vs->name[i], name)) {
+            vs->value[i] = v;
+            return ADAPT_OK;
+        }
+    if (vs->n == GRAPH_MAX_VARS) return err_at(c, "more than 64 names defined", NULL, NULL);
+    snprintf(vs->name[vs->n], sizeof vs->name[0], "%s", name);
+    vs->value[vs->n++] = v;
+    return ADAPT_OK;
+}
+
+static int is_ident(const char *s)
+{
+    if (!(isalpha((unsigned char)*s) || *s == '_')) return 0;
+    for (s++; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_')) return 0;
+    return 1;
+}
+
+static enum adapt_status eval(struct ctx *c, const char *s, int64_t *v)
+{
+    char err[300];
+    if (!graph_eval(s, &c->vars, v, err, sizeof err)) return err_at(c, "%s", err, NULL);
+    return ADAPT_OK;
+}
+
+/* Copies src into dst (cap bytes) with every {expr} replaced by its value. */
+static enum adapt_status interpolate(struct ctx *c, const char *src, char *dst, size_t cap,
+                                     const char *what)
+{
+    size_t n = 0;
+    for (const char *p = src; *p;) {
+        char piece[32];
+        const char *add = piece;
+        size_t len;
+        if (*p == '{') {
+            const char *q = strchr(p, '}');
+            if (!q) return err_at(c, "%s '%s': '{' without its '}'", what, src);
+            char expr[128];
+            if ((size_t)(q - p - 1) >= sizeof expr)
+                return err_at(c, "%s '%s': expression in {} too long", what, src);
+            memcpy(expr, p + 1, (size_t)(q - p - 1));
+            expr[q - p - 1] = 0;
+            int64_t v;
+            enum adapt_status st = eval(c, expr, &v);
+            if (st) return st;
+            snprintf(piece, sizeof piece, "%lld", (long long)v);
+            len = strlen(piece);
+            p = q + 1;
+        } else if (*p == '}') {
+            return err_at(c, "%s '%s': '}' without its '{'", what, src);
+        } else {
+            add = p;
+            len = 1;
+            p++;
+        }
+        if (n + len >= cap) return err_at(c, "%s '%s' is too long (at most 63 characters)", what, src);
+        memcpy(dst + n, add, len);
+        n += len;
+    }
+    dst[n] = 0;
+    if (!n) return err_at(c, "%s is empty", what, NULL);
+    return ADAPT_OK;
+}
+
+/* -1 for "input", else the node or label of that name; -2 when unknown. */
+static int lookup(const struct ctx *c, const char *name)
+{
+    if (!strcmp(name, "input")) return -1;
+    for (int i = c->n_labels - 1; i >= 0; i--)
+        if (!strcmp(c->labels[i].name, name)) return c->labels[i].node;
+    for (int i = c->g->n_nodes - 1; i >= 0; i--)
+        if (!strcmp(c->g->nodes[i].name, name)) return i;
+    return -2;
+}
+
+static enum adapt_status add_label(struct ctx *c, const char *name, int node)
+{
+    for (int i = 0; i < c->n_labels; i++)
+        if (!strcmp(c->labels[i].name, name)) {
+            c->labels[i].node = node;
+            return ADAPT_OK;
+        }
+    if (c->n_labels == c->cap_labels) {
+        int nc = c->cap_labels ? 2 * c->cap_labels : 16;
+        struct label *l = realloc(c->labels, (size_t)nc * sizeof *l);
+        if (!l) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
+        c->labels = l;
+        c->cap_labels = nc;
+    }
+    snprintf(c->labels[c->n_labels].name, ADAPT_GRAPH_NAME_MAX, "%s", name);
+    c->labels[c->n_labels++].node = node;
+    return ADAPT_OK;
+}
+
+/* Splits s at blanks outside {} in place; returns the number of words (at most cap). */
+static int split(char *s, char **w, int cap)
+{
+    int n = 0;
+    for (char *p = s; *p;) {
+        while (*p == ' ' || *p == '\t') *p++ = 0;
+        if (!*p) break;
+        if (n == cap) return cap + 1;
+        w[n++] = p;
+        for (int depth = 0; *p && (depth || (*p != ' ' && *p != '\t')); p++)
+            depth += *p == '{' ? 1 : *p == '}' && depth ? -1 : 0;
+    }
+    return n;
+}
+
+/* "NAME = EXPR" after a keyword: the name and the expression text. */
+static enum adapt_status name_eq_expr(struct ctx *c, const char *rest, const char *kw,
+                                      char *name, const char **expr)
+{
+    const char *eq = strchr(rest, '=');
+    size_t n = eq ? (size_t)(eq - rest) : 0;
+    while (n && (rest[n - 1] == ' ' || rest[n - 1] == '\t')) n--;
+    if (!eq || !n || n >= ADAPT_GRAPH_NAME_MAX)
+        return err_at(c, "expected '%s NAME = EXPRESSION'", kw, NULL);
+    memcpy(name, rest, n);
+    name[n] = 0;
+    if (!is_ident(name))
+        return err_at(c, "'%s' is not a name (letters, digits and '_', not first a digit)", name,
+                      NULL);
+    if (!strcmp(name, "classes") || !strcmp(name, "input"))
+        return err_at(c, "'%s' is predefined and cannot be set", name, NULL);
+    *expr = eq + 1;
+    return ADAPT_OK;
+}
+
+static enum adapt_status run_block(struct ctx *c, int from, int to);
+
+static enum adapt_status run_repeat(struct ctx *c, int i, const char *rest)
+{
+    char var[ADAPT_GRAPH_NAME_MAX];
+    const char *range;
+    enum adapt_status st = name_eq_expr(c, rest, "repeat", var, &range);
+    if (st) return st;
+    const char *dots = strstr(range, "..");
+    if (!dots) return err_at(c, "expected 'repeat %s = FIRST..LAST'", var, NULL);
+    char a[128];
+    if ((size_t)(dots - range) >= sizeof a) return err_at(c, "range too long", NULL, NULL);
+    memcpy(a, range, (size_t)(dots - range));
+    a[dots - range] = 0;
+    int64_t lo, hi;
+    if ((st = eval(c, a, &lo)) || (st = eval(c, dots + 2, &hi))) return st;
+    for (int64_t v = lo; v <= hi; v++) {
+        c->line = c->lines[i].no;
+        if ((st = vars_set(c, var, v))) return st;
+        if ((st = run_block(c, i + 1, c->lines[i].end))) return st;
+    }
+    return ADAPT_OK;
+}
+
+static enum adapt_status run_if(struct ctx *c, int i, const char *rest)
+{
+    int64_t v;
+    enum adapt_status st = eval(c, rest, &v);
+    if (st) return st;
+    const struct line *l = &c->lines[i];
+    if (v) return run_block(c, i + 1, l->els >= 0 ? l->els : l->end);
+    if (l->els >= 0) return run_block(c, l->els + 1, l->end);
+    return ADAPT_OK;
+}
+
+static enum adapt_status run_require(struct ctx *c, const char *rest)
+{
+    const char *q = strchr(rest, '"');
+    size_t len = strlen(rest);
+    if (!q || len < 2 || rest[len - 1] != '"' || q == rest + len - 1)
+        return err_at(c, "expected 'require EXPRESSION \"message\"'", NULL, NULL);
+    char expr[256], msg[200];
+    if ((size_t)(q - rest) >= sizeof expr || (size_t)(rest + len - 1 - q) >= sizeof msg)
+        return err_at(c, "require line too long", NULL, NULL);
+    memcpy(expr, rest, (size_t)(q - rest));
+    expr[q - rest] = 0;
+    memcpy(msg, q + 1, (size_t)(rest + len - 2 - q));
+    msg[rest + len - 2 - q] = 0;
+    int64_t v;
+    enum adapt_status st = eval(c, expr, &v);
+    if (st) return st;
+    if (!v) return err_at(c, "requirement failed: %s", msg, NULL);
+    return ADAPT_OK;
+}
+
+static enum adapt_status run_param(struct ctx *c, const char *rest)
+{
+    char name[ADAPT_GRAPH_NAME_MAX];
+    const char *expr;
+    enum adapt_status st = name_eq_expr(c, rest, "param", name, &expr);
+    if (st) return st;
+    int64_t v;
+    if (graph_vars_get(&c->vars, name, &v))
+        return err_at(c, "'%s' is already defined", name, NULL);
+    if ((st = eval(c, expr, &v))) return st;
+    for (int a = 0; a < c->n_args; a++)
+        if (!strcmp(c->arg_name[a], name)) {
+            v = c->arg_value[a];
+            c->arg_used[a] = 1;
+        }
+    return vars_set(c, name, v);
+}
+
+static enum adapt_status run_input(struct ctx *c, char *rest)
+{
+    char *w[4];
+    if (c->have_input) return err_at(c, "a second 'input' line", NULL, NULL);
+    if (c->n_layers_seen) return err_at(c, "'input' must come before the first layer", NULL, NULL);
+    if (split(rest, w, 4) != 3) return err_at(c, "expected 'input CHANNELS HEIGHT WIDTH'", NULL, NULL);
+    for (int d = 0; d < 3; d++) {
+        int64_t v;
+        enum adapt_status st = eval(c, w[d], &v);
+        if (st) return st;
+        if (v < 1 || v > 65536)
+            return err_at(c, "input size '%s' must be between 1 and 65536", w[d], NULL);
+        c->g->in_chw[d] = (int)v;
+    }
+    c->have_input = 1;
+    return ADAPT_OK;
+}
+
+static enum adapt_status new_node(struct ctx *c, struct adapt_graph_node **out)
+{
+    struct adapt_graph *g = c->g;
+    if (g->n_nodes == GRAPH_MAX_NODES) return err_at(c, "more than 10000 layers", NULL, NULL);
+    if (g->n_nodes == c->cap_nodes) {
+        int nc = c->cap_nodes ? 2 * c->cap_nodes : 32;
+        struct adapt_graph_node *n = realloc(g->nodes, (size_t)nc * sizeof *n);
+        if (!n) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
+        g->nodes = n;
+        c->cap_nodes = nc;
+    }
+    *out = &g->nodes[g->n_nodes];
+    memset(*out, 0, sizeof **out);
+    return ADAPT_OK;
+}
+
+/* KIND NAME key=value ... */
+static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, char **w, int nw)
+{
+    enum adapt_status st;
+    if (!c->have_input) return err_at(c, "the 'input' line must come before the first layer", NULL, NULL);
+    if (nw < 2) return err_at(c, "expected '%s NAME [key=value ...]'", w[0], NULL);
+    c->n_layers_seen++;
+    struct adapt_graph_node *n = NULL;
+    if ((st = new_node(c, &n))) return st;
+    n->line = c->line;
+    n->kind = kind;
+    n->unit = -1;
+    if ((st = interpolate(c, w[1], n->name, sizeof n->name, "layer name"))) return st;
+    if (!strcmp(n->name, "input")) return err_at(c, "'input' is the network input's name", NULL, NULL);
+    int prev = lookup(c, n->name);
+    if (prev >= 0 && !strcmp(c->g->nodes[prev].name, n->name)) {
+        char first[32];
+        snprintf(first, sizeof first, "%d", c->g->nodes[prev].line);
+        return err_at(c, "layer name '%s' is already used (line %s)", n->name, first);
+    }
+    struct graph_layer_args la;
+    graph_layer_args_init(&la);
+    la.default_in = c->cur;
+    for (int i = 2; i < nw; i++) {
+        char *eq = strchr(w[i], '=');
+        if (!eq || eq == w[i] || !eq[1])
+            return err_at(c, "expected key=value, got '%s'", w[i], NULL);
+        *eq = 0;
+        const char *key = w[i], *val = eq + 1;
+        if (!strcmp(key, "in")) {
+            if (la.n_in) return err_at(c, "key 'in' given twice", NULL, NULL);
+            char list[256];
+            snprintf(list, sizeof list, "%s", val);
+            for (char *save = NULL, *t = strtok_r(list, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
+                char name[ADAPT_GRAPH_NAME_MAX];
+                if ((st = interpolate(c, t, name, sizeof name, "input name"))) return st;
+                int id = lookup(c, name);
+                if (id == -2)
+                    return err_at(c, "in=%s: no earlier layer or label is called '%s'", val, name);
+                if (la.n_in == ADAPT_GRAPH_MAX_IN)
+                    return err_at(c, "in=%s: at most 2 inputs", val, NULL);
+                la.in[la.n_in++] = id;
+            }
+            if (!la.n_in) return err_at(c, "in= names no layer", NULL, NULL);
+            continue;
+        }
+        int k = graph_layer_key(key);
+        if (k < 0) return err_at(c, "unknown key '%s' (see doc/model-format.md)", key, NULL);
+        if (la.set[k]) return err_at(c, "key '%s' given twice", key, NULL);
+        if (graph_key_is_real(k)) {
+            char *end;
+            errno = 0;
+            double d = strtod(val, &end);
+            if (*end || errno || !(d == d)) return err_at(c, "%s=%s: expected a number", key, val);
+            la.real[k] = d;
+        } else {
+            if ((st = eval(c, val, &la.val[k]))) return st;
+        }
+        la.set[k] = 1;
+    }
+    if ((st = graph_resolve_node(c->g, n, &la, c->file))) return st;
+    c->g->n_nodes++;
+    c->cur = c->g->n_nodes - 1;
+    return ADAPT_OK;
+}
+
+static enum adapt_status run_line(struct ctx *c, int i)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", c->lines[i].text);
+    char *rest = buf;
+    while (*rest && *rest != ' ' && *rest != '\t') rest++;
+    if (*rest) *rest++ = 0;
+    while (*rest == ' ' || *rest == '\t') rest++;
+    const char *kw = buf;
+    if (c->have_loss) return err_at(c, "nothing may follow the 'loss' line", NULL, NULL);
+    if (!strcmp(kw, "param")) {
+        if (c->n_layers_seen) return err_at(c, "'param' must come before the first layer", NULL, NULL);
+        return run_param(c, rest);
+    }
+    if (!strcmp(kw, "let")) {
+        char name[ADAPT_GRAPH_NAME_MAX];
+        const char *expr;
+        int64_t v;
+        enum adapt_status st = name_eq_expr(c, rest, "let", name, &expr);
+        if (!st) st = eval(c, expr, &v);
+        return st ? st : vars_set(c, name, v);
+    }
+    if (!strcmp(kw, "model")) {
+        if (!is_ident(rest) || strlen(rest) >= sizeof c->g->name)
+            return err_at(c, "expected 'model NAME' (letters, digits, '_')", NULL, NULL);
+        snprintf(c->g->name, sizeof c->g->name, "%s", rest);
+        return ADAPT_OK;
+    }
+    if (!strcmp(kw, "input")) return run_input(c, rest);
+    if (!strcmp(kw, "require")) return run_require(c, rest);
+    if (!strcmp(kw, "label")) {
+        char name[ADAPT_GRAPH_NAME_MAX];
+        enum adapt_status st = interpolate(c, rest, name, sizeof name, "label");
+        if (st) return st;
+        if (strchr(name, ' ') || !strcmp(name, "input"))
+            return err_at(c, "expected 'label NAME'", NULL, NULL);
+        return add_label(c, name, c->cur);
+    }
+    if (!strcmp(kw, "loss")) {
+        if (strcmp(rest, "softmax_xent"))
+            return err_at(c, "expected 'loss softmax_xent' (the only loss), got '%.80s'", rest, NULL);
+        c->have_loss = 1;
+        return ADAPT_OK;
+    }
+    if (!strcmp(kw, "repeat")) return run_repeat(c, i, rest);
+    if (!strcmp(kw, "if")) return run_if(c, i, rest);
+    for (int k = 0; k < ADAPT_GRAPH_N_KINDS; k++)
+        if (!strcmp(kw, adapt_graph_kind_name((enum adapt_graph_kind)k))) {
+            char *w[40];
+            snprintf(buf, sizeof buf, "%s", c->lines[i].text);
+            int nw = split(buf, w, 40);
+            if (nw > 40) return err_at(c, "too many words", NULL, NULL);
+            return run_layer(c, (enum adapt_graph_kind)k, w, nw);
+        }
+    return err_at(c, "unknown line '%.80s' (expected a layer kind or a keyword; see "
+                     "doc/model-format.md)", kw, NULL);
+}
+
+static enum adapt_status run_block(struct ctx *c, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        if (!c->lines[i].text[0]) continue;
+        c->line = c->lines[i].no;
+        enum adapt_status st = run_line(c, i);
+        if (st) return st;
+        if (c->lines[i].block) i = c->lines[i].end;
+    }
+    return ADAPT_OK;
+}
+
+/* Strips comments and blanks, pairs repeat/if/else with end. */
+static enum adapt_status scan(struct ctx *c, char *text)
+{
+    int cap = 64, stack[64], depth = 0;
+    c->lines = malloc((size_t)cap * sizeof *c->lines);
+    if (!c->lines) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
+    int no = 0;
+    for (char *p = text; *p || no == 0;) {
+        char *nl = strchr(p, '\n');
+        if (nl) *nl = 0;
+        no++;
+        char *hash = strchr(p, '#');
+        if (hash) *hash = 0;
+        size_t n = strlen(p);
+        while (n && isspace((unsigned char)p[n - 1])) p[--n] = 0;
+        while (*p == ' ' || *p == '\t') p++;
+        for (char *q = p; *q; q++)
+            if ((unsigned char)*q < 0x20 && *q != '\t') {
+                c->line = no;
+                return err_at(c, "control character in the line (a text file expected)", NULL, NULL);
+            }
+        if (strlen(p) > 1000) {
+            c->line = no;
+            return err_at(c, "line longer than 1000 characters", NULL, NULL);
+        }
+        if (c->n_lines == cap) {
+            cap *= 2;
+            struct line *l = realloc(c->lines, (size_t)cap * sizeof *l);
+            if (!l) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
+            c->lines = l;
+        }
+        struct line *l = &c->lines[c->n_lines];
+        l->no = no;
+        l->text = p;
+        l->els = l->end = -1;
+        l->block = 0;
+        c->line = no;
+        char kw[8] = "";
+        sscanf(p, "%7s", kw);
+        if (!strcmp(kw, "repeat") || !strcmp(kw, "if")) {
+            if (depth == 64) return err_at(c, "blocks nested deeper than 64", NULL, NULL);
+            stack[depth++] = c->n_lines;
+            l->block = 1;
+        } else if (!strcmp(kw, "else")) {
+            if (strcmp(p, "else")) return err_at(c, "nothing may follow 'else' on its line", NULL, NULL);
+            if (!depth || strncmp(c->lines[stack[depth - 1]].text, "if", 2) ||
+                c->lines[stack[depth - 1]].els >= 0)
+                return err_at(c, "'else' without an open 'if'", NULL, NULL);
+            c->lines[stack[depth - 1]].els = c->n_lines;
+        } else if (!strcmp(kw, "end")) {
+            if (strcmp(p, "end")) return err_at(c, "nothing may follow 'end' on its line", NULL, NULL);
+            if (!depth) return err_at(c, "'end' without an open 'repeat' or 'if'", NULL, NULL);
+            struct line *open = &c->lines[stack[--depth]];
+            open->end = c->n_lines;
+            if (open->els >= 0) c->lines[open->els].end = c->n_lines;
+            l->text = ""; /* run_block skips it */
+        }
+        c->n_lines++;
+        if (!nl) break;
+        p = nl + 1;
+    }
+    if (depth) {
+        c->line = c->lines[stack[depth - 1]].no;
+        return err_at(c, "this block has no 'end'", NULL, NULL);
+    }
+    /* else lines end the if-branch: run_block stops at them through els */
+    for (int i = 0; i < c->n_lines; i++)
+        if (!strcmp(c->lines[i].text, "else")) c->lines[i].text = "";
+    return ADAPT_OK;
+}
+
+static enum adapt_status parse_args(struct ctx *c, const char *args)
+{
+    if (!args || !args[0]) return ADAPT_OK;
+    char buf[512];
+    if (strlen(args) >= sizeof buf)
+        return ADAPT_ERROR(ADAPT_EINVAL, "%s: model arguments too long", c->file);
+    snprintf(buf, sizeof buf, "%s", args);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        while (*t == ' ') t++;
+        if (!eq || eq == t || c->n_args == GRAPH_MAX_VARS)
+            return ADAPT_ERROR(ADAPT_EINVAL, "%s: model arguments '%s': expected name=value[,...]",
+                               c->file, args);
+        *eq = 0;
+        size_t n = strlen(t);
+        while (n && t[n - 1] == ' ') t[--n] = 0;
+        if (!is_ident(t) || n >= ADAPT_GRAPH_NAME_MAX)
+            return ADAPT_ERROR(ADAPT_EINVAL, "%s: model arguments '%s': '%s' is not a name",
+                               c->file, args, t);
+        char err[300];
+        struct graph_vars none = {0};
+        if (!graph_eval(eq + 1, &none, &c->arg_value[c->n_args], err, sizeof err))
+            return ADAPT_ERROR(ADAPT_EINVAL, "%s: model argument %s: %s", c->file, t, err);
+        snprintf(c->arg_name[c->n_args], ADAPT_GRAPH_NAME_MAX, "%s", t);
+        c->arg_used[c->n_args++] = 0;
+    }
+    return ADAPT_OK;
+}
+
+void adapt_graph_free(struct adapt_graph *g)
+{
+    if (!g) return;
+    free(g->nodes);
+    free(g->file);
+    free(g->text);
+    free(g->args);
+    free(g);
+}
+
+enum adapt_status adapt_graph_parse(struct adapt_graph **out, const char *text, const char *file,
+                                    int classes, const char *args)
+{
+    *out = NULL;
+    if (classes < 2)
+        return ADAPT_ERROR(ADAPT_EINVAL, "%s: need at least 2 classes, got %d", file, classes);
+    struct ctx c = {.file = file, .cur = -1};
+    struct adapt_graph *g = c.g = calloc(1, sizeof *g);
+    char *work = adapt_strdup(text);
+    enum adapt_status st = ADAPT_OK;
+    if (!g || !work || !(g->file = adapt_strdup(file)) || !(g->text = adapt_strdup(text)) ||
+        !(g->args = adapt_strdup(args ? args : ""))) {
+        st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", file);
+        goto done;
+    }
+    g->classes = classes;
+    if ((st = parse_args(&c, args))) goto done;
+    if ((st = vars_set(&c, "classes", classes))) goto done;
+    if ((st = scan(&c, work))) goto done;
+    if ((st = run_block(&c, 0, c.n_lines))) goto done;
+    c.line = c.n_lines ? c.lines[c.n_lines - 1].no : 1;
+    for (int a = 0; a < c.n_args; a++)
+        if (!c.arg_used[a]) {
+            st = ADAPT_ERROR(ADAPT_EINVAL, "%s: model argument '%s' is not a parameter of the "
+                                           "description (declare it with 'param %s = ...')",
+                             file, c.arg_name[a], c.arg_name[a]);
+            goto done;
+        }
+    if (!c.have_input) {
+        st = err_at(&c, "no 'input CHANNELS HEIGHT WIDTH' line", NULL, NULL);
+        goto done;
+    }
+    if ((st = graph_check_output(g, file))) goto done;
+    if (!g->name[0]) {
+        const char *b = strrchr(file, '/');
+        b = b ? b + 1 : file;
+        size_t n = strcspn(b, ".");
+        if (n >= sizeof g->name) n = sizeof g->name - 1;
+        memcpy(g->name, b, n);
+        g->name[n] = 0;
+    }
+done:
+    free(c.lines);
+    free(c.labels);
+    free(work);
+    if (st) {
+        adapt_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return ADAPT_OK;
+}
+
+enum adapt_status adapt_graph_load(struct adapt_graph **out, const char *name, int classes,
+                                   const char *args)
+{
+    *out = NULL;
+    size_t len = strlen(name);
+    int is_path = strchr(name, '/') || (len > 6 && !strcmp(name + len - 6, ".model"));
+    char *path = NULL, *text = NULL, depth_arg[96] = "";
+    enum adapt_status st;
+    static const char *const subs[] = {"models", NULL};
+    if (is_path) {
+        if (!(path = adapt_strdup(name))) return ADAPT_ERROR(ADAPT_ENOMEM, "out of memory");
+    } else {
+        if (!len || len > 48 || !is_ident(name))
+            return ADAPT_ERROR(ADAPT_EINVAL, "unknown model '%s' (expected a built-in name "
+                                             "such as lenet5 or resnet56, or a .model file)",
+                               name);
+        char file[64];
+        snprintf(file, sizeof file, "%s.model", name);
+        st = adapt_find_file(file, "model description", subs, &path);
+        size_t d = len;
+        while (d && isdigit((unsigned char)name[d - 1])) d--;
+        if (st == ADAPT_ENOENT && d < len && d > 0) {
+            /* "resnet56": resnet.model with depth=56 */
+            char base[64];
+            snprintf(base, sizeof base, "%.*s.model", (int)d, name);
+            if (adapt_find_file(base, "model description", subs, &path) == ADAPT_OK) {
+                snprintf(depth_arg, sizeof depth_arg, "depth=%s", name + d);
+                st = ADAPT_OK;
+            }
+        }
+        if (st)
+            return ADAPT_ERROR(st, "unknown model '%s': %s", name, adapt_error_message());
+    }
+    st = adapt_read_text(path, 1 << 20, &text);
+    if (st) {
+        free(path);
+        return st;
+    }
+    {
+        char all[600];
+        snprintf(all, sizeof all, "%s%s%s", depth_arg, depth_arg[0] && args && args[0] ? "," : "",
+                 args ? args : "");
+        st = adapt_graph_parse(out, text, path, classes, all);
+        if (!st && !is_path) snprintf((*out)->name, sizeof (*out)->name, "%s", name);
+    }
+    free(text);
+    free(path);
+    return st;
+}

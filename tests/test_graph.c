@@ -1,0 +1,271 @@
+/* tests/test_graph.c: model descriptions (src/graph, doc/model-format.md): expressions,
+ * repetition, labels, shapes and costs of the built-in files, and the refusal of bad
+ * descriptions with the file, the line and what was expected. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/graph/graph.h"
+#include "src/graph/internal.h"
+#include "tests/testutil.h"
+
+static int64_t ev(const char *s)
+{
+    struct graph_vars v = {0};
+    snprintf(v.name[0], sizeof v.name[0], "depth");
+    v.value[0] = 56;
+    v.n = 1;
+    int64_t x = 0;
+    char err[200];
+    ck_assert_msg(graph_eval(s, &v, &x, err, sizeof err), "%s: %s", s, err);
+    return x;
+}
+
+static void ev_fails(const char *s, const char *want)
+{
+    struct graph_vars v = {0};
+    int64_t x;
+    char err[200] = "";
+    ck_assert_msg(!graph_eval(s, &v, &x, err, sizeof err), "%s evaluated", s);
+    ck_assert_msg(strstr(err, want), "%s: message '%s' lacks '%s'", s, err, want);
+}
+
+/* C's precedence and integer semantics (values worked out by hand, as C computes them). */
+START_TEST(test_expressions)
+{
+    ck_assert_int_eq(ev("1 + 2 * 3"), 7);
+    ck_assert_int_eq(ev("(1 + 2) * 3"), 9);
+    ck_assert_int_eq(ev("(depth - 2) / 6"), 9);
+    ck_assert_int_eq(ev("(depth - 2) % 6 == 0"), 1);
+    ck_assert_int_eq(ev("16 << 2 - 1"), 32); /* + binds tighter than << */
+    ck_assert_int_eq(ev("-7 / 2"), -3);     /* C truncates toward zero */
+    ck_assert_int_eq(ev("-7 % 2"), -1);
+    ck_assert_int_eq(ev("1 < 2 && 2 <= 2 || 0"), 1);
+    ck_assert_int_eq(ev("3 > 1 ? 10 : 20"), 10);
+    ck_assert_int_eq(ev("0 ? 1 : 0 ? 2 : 3"), 3);
+    ck_assert_int_eq(ev("!0 + !5"), 1);
+    ck_assert_int_eq(ev("256 >> 4 != 16"), 0);
+    ev_fails("1 / 0", "division by zero");
+    ev_fails("5 % (2 - 2)", "division by zero");
+    ev_fails("width * 2", "unknown name 'width'");
+    ev_fails("(1 + 2", "expected ')'");
+    ev_fails("1 +", "ends too early");
+    ev_fails("1 2", "unexpected text");
+    ev_fails("4611686018427387904 * 2", "overflow");
+    ev_fails("1 << 63", "shift count");
+    ev_fails("1.5", "no fractions");
+}
+END_TEST
+
+static struct adapt_graph *parse_ok(const char *text, int classes, const char *args)
+{
+    struct adapt_graph *g = NULL;
+    enum adapt_status st = adapt_graph_parse(&g, text, "t.model", classes, args);
+    ck_assert_msg(st == ADAPT_OK, "%s", adapt_error_message());
+    return g;
+}
+
+/* repeat, if/else, label, {} names, in=, and the shapes and costs of each kind. */
+START_TEST(test_repeat_labels_shapes)
+{
+    const char *text = "# two residual blocks\n"
+                       "param blocks = 1\n"
+                       "input 3 8 8\n"
+                       "conv2d stem out=4 k=3 pad=1 bias=0\n"
+                       "repeat b = 0..blocks\n"
+                       "  label x\n"
+                       "  let s = b == 1 ? 2 : 1\n"
+                       "  conv2d blk{b}.c out=4<<b k=3 stride=s pad=1 bias=0\n"
+                       "  batchnorm2d blk{b}.bn eps=1e-3\n"
+                       "  if s != 1\n"
+                       "    conv2d blk{b}.sc in=x out=8 k=1 stride=2 bias=0\n"
+                       "    add blk{b}.add in=blk{b}.bn,blk{b}.sc\n"
+                       "  else\n"
+                       "    add blk{b}.add in=blk{b}.bn,x\n"
+                       "  end\n"
+                       "  relu blk{b}.relu\n"
+                       "end\n"
+                       "maxpool2d pool k=2\n"
+                       "avgpool2d gap global=1\n"
+                       "flatten f\n"
+                       "linear fc out=classes\n"
+                       "loss softmax_xent\n";
+    struct adapt_graph *g = parse_ok(text, 5, NULL);
+    static const char *const names[] = {"stem",     "blk0.c",  "blk0.bn", "blk0.add",
+                                        "blk0.relu", "blk1.c",  "blk1.bn", "blk1.sc",
+                                        "blk1.add", "blk1.relu", "pool",   "gap",
+                                        "f",        "fc"};
+    ck_assert_int_eq(g->n_nodes, 14);
+    for (int i = 0; i < 14; i++) ck_assert_str_eq(g->nodes[i].name, names[i]);
+    /* blk0.add reads blk0.bn (node 2) and the label x = stem (node 0) */
+    ck_assert_int_eq(g->nodes[3].in[0], 2);
+    ck_assert_int_eq(g->nodes[3].in[1], 0);
+    /* blk1.sc reads x = blk0.relu (node 4), 4x8x8 -> 8x4x4 */
+    ck_assert_int_eq(g->nodes[7].in[0], 4);
+    ck_assert_int_eq(g->nodes[7].out_dim[0], 8);
+    ck_assert_int_eq(g->nodes[7].out_dim[1], 4);
+    ck_assert(g->nodes[2].eps == 1e-3 && g->nodes[2].momentum == 0.1);
+    /* costs: stem 3*3*3*4 = 108 weights, 64 positions; pool 8x4x4 -> 8x2x2 reads 32*4 */
+    ck_assert_int_eq(g->nodes[0].weights, 108);
+    ck_assert_int_eq(g->nodes[0].macs, 108 * 64);
+    ck_assert_int_eq(g->nodes[10].elementwise, 8 * 2 * 2 * 4);
+    ck_assert_int_eq(g->nodes[11].k, 0);
+    ck_assert_int_eq(g->nodes[11].elementwise, 8 * 2 * 2);
+    ck_assert_int_eq(g->nodes[13].params, 8 * 5 + 5);
+    ck_assert_int_eq(g->n_units, 5); /* stem, blk0.c, blk1.c, blk1.sc, fc */
+    ck_assert_int_eq(g->nodes[7].unit, 3);
+    adapt_graph_free(g);
+    /* blocks = 0: the repeat runs once (b = 0) */
+    g = parse_ok(text, 5, "blocks=0");
+    ck_assert_int_eq(g->n_nodes, 5 + 4);
+    ck_assert_str_eq(g->args, "blocks=0");
+    adapt_graph_free(g);
+}
+END_TEST
+
+/* The built-in files: the totals of doc/models.md (those of the engine's layers, asserted
+ * layer by layer in test_models and test_perf), and ResNet's depth parameter. ResNet-32,
+ * -56 and -110: the counts of the option-A CIFAR ResNets (464,154, 853,018 and 1,727,962 in
+ * the widely used PyTorch CIFAR ResNet implementations) plus the two projection shortcuts
+ * of option B, 16*32 + 2*32 + 32*64 + 2*64 = 2,752 parameters. */
+START_TEST(test_builtin_files)
+{
+    static const struct {
+        const char *name;
+        int64_t params, macs;
+        int units, c;
+    } want[] = {{"lenet5", 61706, 416520, 5, 1},
+                {"alexnet_cifar", 2472266, 14957056, 6, 3},
+                {"alexnet_mnist", 2456778, 13965824, 6, 1},
+                {"resnet20", 272474, 40813184, 22, 3},
+                {"resnet32", 464154 + 2752, -1, 34, 3},
+                {"resnet56", 853018 + 2752, -1, 58, 3},
+                {"resnet110", 1727962 + 2752, -1, 112, 3},
+                /* the usual PyTorch CIFAR VGG with batch norm (python/tests/test_model.py
+                 * builds it in PyTorch and compares) */
+                {"vgg11", 9231114, -1, 9, 3},
+                {"vgg16", 14728266, -1, 14, 3},
+                /* the usual PyTorch CIFAR MobileNet-v2 (python/tests/test_model.py) */
+                {"mobilenetv2", 2296922, 91154944, 58, 3},
+                /* 1024*512 + 512 + 512*512 + 512 + 512*10 + 10 */
+                {"mlp", 792586, 791552, 3, 1}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        struct adapt_graph *g = NULL;
+        ck_assert_msg(adapt_graph_load(&g, want[i].name, 10, NULL) == ADAPT_OK, "%s: %s",
+                      want[i].name, adapt_error_message());
+        ck_assert_str_eq(g->name, want[i].name);
+        ck_assert_int_eq(g->params, want[i].params);
+        if (want[i].macs > 0) ck_assert_int_eq(g->macs, want[i].macs);
+        ck_assert_int_eq(g->n_units, want[i].units);
+        ck_assert_int_eq(g->in_chw[0], want[i].c);
+        adapt_graph_free(g);
+    }
+    struct adapt_graph *g = NULL;
+    /* resnet with depth=32 through model args equals resnet32 */
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet", 100, "depth=32"), ADAPT_OK);
+    ck_assert_int_eq(g->params, 464154 + 2752 + 90 * 65);
+    adapt_graph_free(g);
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet21", 10, NULL), ADAPT_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "depth must be 6n + 2"));
+    ck_assert_int_eq(adapt_graph_load(&g, "nosuchnet", 10, NULL), ADAPT_ENOENT);
+    ck_assert_int_eq(adapt_graph_load(&g, "lenet5", 10, "depth=3"), ADAPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "'depth' is not a parameter"));
+}
+END_TEST
+
+/* Bad descriptions: each refused with t.model:LINE and what was wrong. */
+START_TEST(test_bad_descriptions)
+{
+    static const struct {
+        const char *text;
+        const char *where, *want;
+    } bad[] = {
+        {"input 1 8 8\nconv3d c out=4 k=3\n", ":2:", "unknown line 'conv3d'"},
+        {"input 1 8 8\nconv2d c out=4\n", ":2:", "key 'k' is required"},
+        {"input 1 8 8\nconv2d c out=4 k=3 size=2\n", ":2:", "unknown key 'size'"},
+        {"input 1 8 8\nconv2d c out=4 k=3\nrelu r k=3\n", ":3:", "'k' does not apply to relu"},
+        {"input 1 8 8\nconv2d c out=w k=3\n", ":2:", "unknown name 'w'"},
+        {"input 1 8 8\nconv2d c out=0 k=3\n", ":2:", "out=0, expected 1.."},
+        {"input 1 8 8\nconv2d c out=2 k=3\nconv2d c out=2 k=3\n", ":3:",
+         "'c' is already used (line 2)"},
+        {"input 1 8 8\nconv2d c out=2 k=3\nadd a in=c,d\n", ":3:",
+         "no earlier layer or label is called 'd'"},
+        {"input 1 8 8\nconv2d c out=2 k=3\nlinear fc out=classes\n", ":3:",
+         "put a flatten before it"},
+        {"input 1 8 8\nflatten f\nlinear fc out=classes in_features=60\n", ":3:",
+         "expects 60 input features, but f (line 2) gives 64"},
+        {"input 1 8 8\nconv2d a out=2 k=3\nconv2d b in=input out=2 k=1\nadd s in=a,b\n", ":4:",
+         "a (line 2) gives 2x6x6 but b (line 3) gives 2x8x8"},
+        {"input 1 4 4\nconv2d c out=2 k=5 pad=0\n", ":2:",
+         "kernel 5 is larger than its padded input (1x4x4 from the network input"},
+        {"input 1 8 8\nrepeat i = 0..2\nrelu r{i}\n", ":2:", "this block has no 'end'"},
+        {"input 1 8 8\nend\n", ":2:", "'end' without an open"},
+        {"input 1 8 8\nelse\n", ":2:", "'else' without an open 'if'"},
+        {"input 1 8 8\nflatten f\nlinear fc out=7\n", ":3:", "must end in 10 class scores"},
+        {"conv2d c out=2 k=3\n", ":1:", "'input' line must come before the first layer"},
+        {"param d = 3\nrequire d % 2 == 0 \"d must be even\"\ninput 1 8 8\n", ":2:",
+         "requirement failed: d must be even"},
+        {"input 1 8 8\nlet z = 4 / (2 - 2)\n", ":2:", "division by zero"},
+        {"input 1 8 8\nflatten f\nlinear fc out=classes\nloss softmax_xent\nrelu r\n", ":5:",
+         "nothing may follow the 'loss' line"},
+        {"input 1 8 8\nflatten f\nlinear fc out=classes\nloss mse\n", ":4:",
+         "'loss softmax_xent' (the only loss)"},
+        {"input 1 8 8\nconv2d c out=2 k=3 in_channels=3\n", ":2:",
+         "expects 3 input channels, but the network input gives 1"},
+        {"input 1 8 8\nrepeat i = 0..20000\nrelu r{i}\nend\n", ":3:", "more than 10000 layers"},
+        {"input 1 8\n", ":1:", "expected 'input CHANNELS HEIGHT WIDTH'"},
+        {"input 1 8 8\nflatten f\nlinear fc out=classes bias=2\n", ":3:", "bias=2, expected 0..1"},
+        {"input 1 8 8\nbatchnorm2d bn eps=small\n", ":2:", "eps=small: expected a number"},
+        {"input 1 8 8\nrelu r{1\n", ":2:", "'{' without its '}'"},
+        {"input 1 8 8\nrelu r\x01\n", ":2:", "control character"},
+        {"input 1 8 8\nflatten f\nparam p = 1\n", ":3:", "'param' must come before the first layer"},
+        {"input 1 8 8\nrelu relu\nadd a\n", ":3:", "add a reads 2 inputs, in= names 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct adapt_graph *g = (struct adapt_graph *)1;
+        enum adapt_status st = adapt_graph_parse(&g, bad[i].text, "t.model", 10, NULL);
+        const char *msg = adapt_error_message();
+        ck_assert_msg(st != ADAPT_OK && g == NULL, "case %zu was accepted", i);
+        ck_assert_msg(!strncmp(msg, "t.model", 7) && strstr(msg, bad[i].where),
+                      "case %zu: message '%s' lacks t.model%s", i, msg, bad[i].where);
+        ck_assert_msg(strstr(msg, bad[i].want), "case %zu: message '%s' lacks '%s'", i, msg,
+                      bad[i].want);
+    }
+}
+END_TEST
+
+/* A file: found by path; a NUL byte and a missing file are refused with the path. */
+START_TEST(test_files)
+{
+    char dir[256], path[300];
+    tu_tmpdir_make(dir, sizeof dir, "graph");
+    snprintf(path, sizeof path, "%s/mlp.model", dir);
+    tu_write_text(path, "input 1 4 4\nflatten f\nlinear h out=8\nrelu r\nlinear o out=classes\n");
+    struct adapt_graph *g = NULL;
+    ck_assert_int_eq(adapt_graph_load(&g, path, 3, NULL), ADAPT_OK);
+    ck_assert_str_eq(g->name, "mlp");
+    ck_assert_int_eq(g->params, 16 * 8 + 8 + 8 * 3 + 3);
+    ck_assert_ptr_nonnull(strstr(g->text, "linear h out=8"));
+    adapt_graph_free(g);
+    tu_write_file(path, "input 1 4 4\n\0", 13);
+    ck_assert_int_eq(adapt_graph_load(&g, path, 3, NULL), ADAPT_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "NUL byte"));
+    snprintf(path, sizeof path, "%s/none.model", dir);
+    ck_assert_int_eq(adapt_graph_load(&g, path, 3, NULL), ADAPT_ENOENT);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "none.model"));
+    tu_tmpdir_remove(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("graph");
+    TCase *tc = tcase_create("graph");
+    tcase_add_test(tc, test_expressions);
+    tcase_add_test(tc, test_repeat_labels_shapes);
+    tcase_add_test(tc, test_builtin_files);
+    tcase_add_test(tc, test_bad_descriptions);
+    tcase_add_test(tc, test_files);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s, CK_FORK);
+}
