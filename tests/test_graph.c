@@ -220,6 +220,11 @@ START_TEST(test_bad_descriptions)
         {"input 1 8 8\nrelu r\x01\n", ":2:", "control character"},
         {"input 1 8 8\nflatten f\nparam p = 1\n", ":3:", "'param' must come before the first layer"},
         {"input 1 8 8\nrelu relu\nadd a\n", ":3:", "add a reads 2 inputs, in= names 1"},
+        {"input 1 8 8\nconv2d a out=2 k=3\nconcat c in=a,input\n", ":3:",
+         "a (line 2) gives 2x6x6 but the network input gives 1x8x8 (the planes must be equal)"},
+        {"input 1 8 8\ndropout d p=1\n", ":2:", "p=1, expected 0 <= p < 1"},
+        {"input 4 8 8\nconv2d g out=6 k=3 groups=4\n", ":2:",
+         "groups=4 must divide its 4 input and 6 output channels"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct adapt_graph *g = (struct adapt_graph *)1;
@@ -231,6 +236,33 @@ START_TEST(test_bad_descriptions)
         ck_assert_msg(strstr(msg, bad[i].want), "case %zu: message '%s' lacks '%s'", i, msg,
                       bad[i].want);
     }
+}
+END_TEST
+
+/* The other kinds: sigmoid, hardswish, relu6, dropout, concat, grouped conv. */
+START_TEST(test_more_kinds)
+{
+    const char *text = "input 4 8 8\n"
+                       "conv2d dw out=8 k=3 pad=1 groups=4 bias=0\n"
+                       "hardswish h\n"
+                       "conv2d pw in=input out=3 k=1\n"
+                       "sigmoid s\n"
+                       "concat cat in=h,s\n"
+                       "relu6 r\n"
+                       "dropout drop p=0.2\n"
+                       "avgpool2d gap global=1\n"
+                       "flatten f\n"
+                       "linear fc out=classes\n";
+    struct adapt_graph *g = parse_ok(text, 10, NULL);
+    ck_assert_int_eq(g->nodes[0].weights, 8 * 1 * 9); /* (cout, cin/groups, k, k) */
+    ck_assert_int_eq(g->nodes[0].macs, 64 * 8 * 9);
+    ck_assert_int_eq(g->nodes[4].out_dim[0], 11); /* concat of h (node 1) and s (node 3) */
+    ck_assert_int_eq(g->nodes[4].in[0], 1);
+    ck_assert_int_eq(g->nodes[4].in[1], 3);
+    ck_assert(g->nodes[6].p == 0.2);
+    ck_assert_int_eq(g->nodes[6].elementwise, 11 * 64);
+    ck_assert_int_eq(g->n_units, 3);
+    adapt_graph_free(g);
 }
 END_TEST
 
@@ -265,6 +297,7 @@ int main(void)
     tcase_add_test(tc, test_repeat_labels_shapes);
     tcase_add_test(tc, test_builtin_files);
     tcase_add_test(tc, test_bad_descriptions);
+    tcase_add_test(tc, test_more_kinds);
     tcase_add_test(tc, test_files);
     suite_add_tcase(s, tc);
     return tu_run_suite(s, CK_FORK);

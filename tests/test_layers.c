@@ -506,6 +506,147 @@ START_TEST(test_relu6_hand)
 }
 END_TEST
 
+/* PyTorch 1.13: torch.sigmoid and F.hardswish on the values below, and their gradients for
+ * dy = 1 (sigmoid_backward from y; hardswish_backward from x: -0.5 at x = -3, 1.5 at 3). */
+START_TEST(test_sigmoid_hardswish_hand)
+{
+    static const float x[9] = {-20.0f, -3.5f, -3.0f, -1.25f, 0.0f, 0.75f, 3.0f, 4.5f, 20.0f};
+    static const float sig[9] = {2.06115369e-09f, 0.0293122306f, 0.0474258736f,
+                                 0.222700134f,    0.5f,          0.679178715f,
+                                 0.952574134f,    0.989013076f,  1.0f};
+    static const float dsig[9] = {2.06115369e-09f, 0.0284530222f, 0.0451766588f,
+                                  0.173104793f,    0.25f,         0.217894986f,
+                                  0.0451766551f,   0.0108662117f, 0.0f};
+    static const float hs[9] = {-0.0f, -0.0f, -0.0f, -0.364583343f, 0.0f, 0.46875f, 3.0f, 4.5f,
+                                20.0f};
+    static const float dhs[9] = {0.0f, 0.0f, -0.5f, 0.0833333433f, 0.5f, 0.75f, 1.5f, 1.0f, 1.0f};
+    int chw[3] = {9, 1, 1};
+    for (int k = 0; k < 2; k++) {
+        struct tu_layer t;
+        tu_layer_bind(&t, k ? adapt_hardswish_create("h", chw) : adapt_sigmoid_create("s", chw),
+                      1, 1);
+        memcpy(t.x[0], x, sizeof x);
+        for (int i = 0; i < 9; i++) t.dy[i] = 1.0f;
+        tu_layer_forward(&t);
+        tu_layer_backward(&t, 0);
+        const float *wy = k ? hs : sig, *wd = k ? dhs : dsig;
+        /* a few ulps relative (sigmoid's tails keep their relative accuracy) */
+        for (int i = 0; i < 9; i++) {
+            ck_assert_msg(fabsf(t.y[i] - wy[i]) <= 4 * U * fabsf(wy[i]) + 1e-30f,
+                          "%s(%g) = %.9g, PyTorch %.9g", t.l->ops->kind, x[i], t.y[i], wy[i]);
+            ck_assert_msg(fabsf(t.dx[0][i] - wd[i]) <= 8 * U * fabsf(wd[i]) + 1e-30f,
+                          "%s'(%g) = %.9g, PyTorch %.9g", t.l->ops->kind, x[i], t.dx[0][i], wd[i]);
+        }
+        tu_layer_release(&t);
+    }
+}
+END_TEST
+
+static void ref_sigmoid(const struct tu_layer *t, const void *arg, double *y)
+{
+    for (size_t i = 0; i < tu_layer_out_len(t); i++) y[i] = 1.0 / (1.0 + exp(-(double)t->x[0][i]));
+}
+
+static void ref_hardswish(const struct tu_layer *t, const void *arg, double *y)
+{
+    for (size_t i = 0; i < tu_layer_out_len(t); i++) {
+        double v = t->x[0][i], r = v + 3 < 0 ? 0 : v + 3 > 6 ? 6 : v + 3;
+        y[i] = v * r / 6;
+    }
+}
+
+START_TEST(test_sigmoid_hardswish_grads)
+{
+    int chw[3] = {3, 5, 7};
+    for (int k = 0; k < 2; k++) {
+        struct tu_layer t;
+        tu_layer_bind(&t, k ? adapt_hardswish_create("h", chw) : adapt_sigmoid_create("s", chw),
+                      2, 1);
+        size_t nx = tu_layer_in_len(&t, 0);
+        /* away from hardswish's kinks at -3 and 3 by more than the step */
+        tu_fill_away_from_zero(t.x[0], nx, 51 + k, 0.01f, 5.0f);
+        for (size_t i = 0; i < nx; i++)
+            if (fabsf(fabsf(t.x[0][i]) - 3.0f) < 0.01f) t.x[0][i] = 2.5f;
+        tu_fill_uniform(t.dy, nx, 53 + k, -1.0f, 1.0f);
+        double ax[2] = {8 * U, -1}, ap[4] = {-1, -1, -1, -1};
+        check_grads(&t, k ? ref_hardswish : ref_sigmoid, NULL, 0x1p-12f, ax, ap, 64);
+        tu_layer_release(&t);
+    }
+}
+END_TEST
+
+/* Dropout: evaluation passes x through; training keeps a fraction near 1 - p scaled by
+ * 1/(1 - p), the same mask for the same (seed, layer, micro-batch) and another for the next
+ * micro-batch; backward multiplies dy by the same mask. p = 0 is the identity. */
+START_TEST(test_dropout)
+{
+    int chw[3] = {4, 16, 16};
+    const int n = 8;
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_dropout_create("d", chw, 0.25f), n, 1);
+    size_t m = tu_layer_in_len(&t, 0);
+    for (size_t i = 0; i < m; i++) t.x[0][i] = 1.0f + (float)(i % 7);
+    t.ex.rng_seed = 9;
+    t.ex.rng_iter = 3;
+    tu_layer_forward(&t);
+    size_t kept = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (t.y[i] != 0.0f) {
+            kept++;
+            ck_assert_float_eq(t.y[i], t.x[0][i] * (1.0f / 0.75f)); /* x scale, as PyTorch */
+        }
+    }
+    /* 8192 draws of p = 0.75: within 5 standard deviations (sqrt(8192 * 0.1875) = 39) */
+    ck_assert_msg(labs((long)kept - 6144) <= 5 * 39, "kept %zu of %zu", kept, m);
+    float *first = malloc(m * sizeof(float));
+    memcpy(first, t.y, m * sizeof(float));
+    for (size_t i = 0; i < m; i++) t.dy[i] = 2.0f;
+    tu_layer_backward(&t, 0);
+    for (size_t i = 0; i < m; i++)
+        ck_assert_float_eq(t.dx[0][i], first[i] != 0.0f ? 2.0f * (1.0f / 0.75f) : 0.0f);
+    tu_layer_forward(&t); /* same key: same mask */
+    ck_assert_int_eq(memcmp(first, t.y, m * sizeof(float)), 0);
+    t.ex.rng_iter = 4;    /* the next micro-batch: another mask */
+    tu_layer_forward(&t);
+    ck_assert_int_ne(memcmp(first, t.y, m * sizeof(float)), 0);
+    t.ex.training = 0;    /* evaluation */
+    tu_layer_forward(&t);
+    ck_assert_int_eq(memcmp(t.x[0], t.y, m * sizeof(float)), 0);
+    free(first);
+    tu_layer_release(&t);
+    ck_assert_ptr_null(adapt_dropout_create("d", chw, 1.0f));
+}
+END_TEST
+
+/* Concat: the channels of x0 then x1; backward hands each its slice, adding under acc. */
+START_TEST(test_concat)
+{
+    int a[3] = {2, 3, 3}, b[3] = {3, 3, 3};
+    struct adapt_layer *l = adapt_concat_create("c", a, b);
+    ck_assert_ptr_nonnull(l);
+    ck_assert_int_eq(l->out_dim[0], 5);
+    struct tu_layer t;
+    tu_layer_bind(&t, l, 2, 1);
+    for (int i = 0; i < 36; i++) t.x[0][i] = (float)i;
+    for (int i = 0; i < 54; i++) t.x[1][i] = 100.0f + i;
+    tu_layer_forward(&t);
+    /* sample 1: its 18 values of x0, then its 27 of x1 */
+    ck_assert_float_eq(t.y[45 + 0], 18.0f);
+    ck_assert_float_eq(t.y[45 + 17], 35.0f);
+    ck_assert_float_eq(t.y[45 + 18], 127.0f);
+    for (int i = 0; i < 90; i++) t.dy[i] = (float)i;
+    tu_layer_backward(&t, 0);
+    ck_assert_float_eq(t.dx[0][18], 45.0f);
+    ck_assert_float_eq(t.dx[1][27], 63.0f);
+    tu_layer_backward(&t, 2); /* add into dx[1] only */
+    ck_assert_float_eq(t.dx[0][18], 45.0f);
+    ck_assert_float_eq(t.dx[1][27], 126.0f);
+    tu_layer_release(&t);
+    int c[3] = {3, 4, 4};
+    ck_assert_ptr_null(adapt_concat_create("c", a, c));
+}
+END_TEST
+
 /* With dyadic data every result is exact, so results must not depend on how
  * samples are spread over threads nor on the order of accumulation: a batch
  * of 8 gives the same bits as 8 single-sample calls; backward with acc adds
@@ -1368,6 +1509,10 @@ static Suite *layers_suite(void)
     tcase_add_loop_test(tc, test_gconv_ref_and_grads, 0,
                         (int)(sizeof gconv_cases / sizeof gconv_cases[0]));
     tcase_add_test(tc, test_relu6_hand);
+    tcase_add_test(tc, test_sigmoid_hardswish_hand);
+    tcase_add_test(tc, test_sigmoid_hardswish_grads);
+    tcase_add_test(tc, test_dropout);
+    tcase_add_test(tc, test_concat);
     tcase_add_loop_test(tc, test_conv_ref_and_grads, 0,
                         (int)(sizeof conv_cases / sizeof conv_cases[0]));
     tcase_add_test(tc, test_conv_chunks_and_accumulate);

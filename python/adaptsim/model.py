@@ -19,6 +19,10 @@ _KINDS = {
     "linear": ({"out", "bias", "in_features"}, 1),
     "relu": (set(), 1),
     "relu6": (set(), 1),
+    "sigmoid": (set(), 1),
+    "hardswish": (set(), 1),
+    "dropout": ({"p"}, 1),
+    "concat": (set(), 2),
     "tanh": (set(), 1),
     "maxpool2d": ({"k", "stride"}, 1),
     "avgpool2d": ({"k", "stride", "global"}, 1),
@@ -26,7 +30,7 @@ _KINDS = {
     "flatten": (set(), 1),
     "add": (set(), 2),
 }
-_REAL_KEYS = {"eps", "momentum"}
+_REAL_KEYS = {"eps", "momentum", "p"}
 MAX_LAYERS = 10000
 
 
@@ -342,8 +346,14 @@ def parse(text, classes, args="", file="<model>"):
             if ly.in_dims[0] != ly.in_dims[1]:
                 fail(no, "add %s: the shapes must be equal" % ly.name)
             out = ly.in_dims[0]
+        elif kind == "concat":
+            if ly.in_dims[0][1:] != ly.in_dims[1][1:]:
+                fail(no, "concat %s: the planes must be equal" % ly.name)
+            out = (ly.in_dims[0][0] + ly.in_dims[1][0], h, w)
         else:
             out = (c, h, w)
+        if kind == "dropout":
+            keys.setdefault("p", 0.5)
         if kind == "batchnorm2d":
             keys.setdefault("eps", 1e-5)
             keys.setdefault("momentum", 0.1)
@@ -403,6 +413,12 @@ def _module(nn, ly):
         return nn.ReLU()
     if ly.kind == "relu6":
         return nn.ReLU6()
+    if ly.kind == "sigmoid":
+        return nn.Sigmoid()
+    if ly.kind == "hardswish":
+        return nn.Hardswish()
+    if ly.kind == "dropout":
+        return nn.Dropout(ly.keys["p"])
     if ly.kind == "tanh":
         return nn.Tanh()
     if ly.kind == "flatten":
@@ -411,12 +427,13 @@ def _module(nn, ly):
         return nn.MaxPool2d(k["k"], k["stride"])
     if ly.kind == "avgpool2d":
         return nn.AdaptiveAvgPool2d(1) if k["k"] == 0 else nn.AvgPool2d(k["k"], k["stride"])
-    return None  # add: computed in forward
+    return None  # add, concat: computed in forward
 
 
 def build_torch(g):
     """The ``nn.Module`` of a resolved :class:`Graph`: submodules at the layers' dotted names
     (so ``state_dict()`` keys are the checkpoint's), forward in the description's order."""
+    import torch
     import torch.nn as nn
 
     class Described(nn.Module):
@@ -441,7 +458,12 @@ def build_torch(g):
             outs = []
             for ly, m in self._order:
                 ins = [x if j < 0 else outs[j] for j in ly.inputs]
-                outs.append(ins[0] + ins[1] if m is None else m(ins[0]))
+                if m is not None:
+                    outs.append(m(ins[0]))
+                elif ly.kind == "concat":
+                    outs.append(torch.cat(ins, 1))
+                else:
+                    outs.append(ins[0] + ins[1])
             return outs[-1]
 
     return Described()

@@ -103,15 +103,26 @@ class TestRuns(unittest.TestCase):
             labels, pix = recs["test_batch.bin"]
             x = pix.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0
             x = ((x - CIFAR_MEAN[:, None, None]) / CIFAR_STD[:, None, None]).astype(np.float32)
-            for model in ("resnet20", "vgg11", "mobilenetv2"):
+            # a description of one's own with the other layer kinds (dropout passes through
+            # in evaluation, as nn.Dropout in eval mode)
+            own = os.path.join(d, "own.model")
+            with open(own, "w") as f:
+                f.write("input 3 32 32\nconv2d c1 out=8 k=3 stride=2 pad=1\nhardswish h1\n"
+                        "conv2d dw out=16 k=3 pad=1 groups=8 bias=0\nsigmoid s1\n"
+                        "conv2d side in=h1 out=4 k=1\nconcat cat in=s1,side\nrelu6 r\n"
+                        "dropout drop p=0.3\nmaxpool2d p k=2\nflatten f\n"
+                        "linear fc out=classes\n")
+            for model in ("resnet20", "vgg11", "mobilenetv2", own):
                 with self.subTest(model=model):
-                    run = train(os.path.join(d, model), "experiments/configs/c10_resnet20.ini",
-                                "model.name=" + model, "data.path=" + d, "data.val_size=0",
+                    key = "model.file=" if model == own else "model.name="
+                    run = train(os.path.join(d, "own" if model == own else model),
+                                "experiments/configs/c10_resnet20.ini", key + model, "data.path=" + d, "data.val_size=0",
                                 "data.augment=off", "data.train_limit=8", "train.epochs=1",
                                 "train.batch=8", "train.eval_batch=16", "policy.name=fp32",
                                 "run.checkpoint_every=0")
                     t = read_trace(run)
-                    self.assertEqual(t.header["model"]["name"], model)
+                    self.assertEqual(t.header["model"]["name"],
+                                     "own" if model == own else model)
                     self.assertIn("description", t.header["model"])
                     model_t = torch_io.load_model(run)  # strict: every name and shape matches
                     loss, acc = torch_test_loss(model_t, x, labels)

@@ -36,6 +36,7 @@ enum adapt_stream_id {
     ADAPT_STREAM_SHUFFLE = 2,   /* data order, one draw sequence per epoch */
     ADAPT_STREAM_AUGMENT = 3,   /* crop offsets and flips */
     ADAPT_STREAM_SPLIT = 4,     /* train/validation split */
+    ADAPT_STREAM_DROPOUT = 5,   /* dropout masks; higher bits select layer and micro-batch */
     ADAPT_STREAM_QUANT = 16     /* stochastic rounding; higher bits select tensor and step */
 };
 

@@ -39,6 +39,10 @@ enum adapt_graph_kind {
     ADAPT_GRAPH_FLATTEN,
     ADAPT_GRAPH_ADD,
     ADAPT_GRAPH_RELU6,
+    ADAPT_GRAPH_SIGMOID,
+    ADAPT_GRAPH_HARDSWISH,
+    ADAPT_GRAPH_DROPOUT,
+    ADAPT_GRAPH_CONCAT,
     ADAPT_GRAPH_N_KINDS
 };
 
@@ -59,6 +63,7 @@ struct adapt_graph_node {
     int groups;                      /* conv2d: 1, or > 1 for a grouped (depthwise) conv */
     int bias;                        /* conv2d / linear */
     double eps, momentum;            /* batchnorm2d */
+    double p;                        /* dropout */
     /* costs, per sample */
     int64_t params;                  /* trainable parameters */
     int64_t weights;                 /* elements of the weight tensor (units only) */

@@ -17,6 +17,8 @@ static const char *const kind_names[ADAPT_GRAPH_N_KINDS] = {
     [ADAPT_GRAPH_MAXPOOL2D] = "maxpool2d", [ADAPT_GRAPH_AVGPOOL2D] = "avgpool2d",
     [ADAPT_GRAPH_BATCHNORM2D] = "batchnorm2d", [ADAPT_GRAPH_FLATTEN] = "flatten",
     [ADAPT_GRAPH_ADD] = "add",             [ADAPT_GRAPH_RELU6] = "relu6",
+    [ADAPT_GRAPH_SIGMOID] = "sigmoid",     [ADAPT_GRAPH_HARDSWISH] = "hardswish",
+    [ADAPT_GRAPH_DROPOUT] = "dropout",     [ADAPT_GRAPH_CONCAT] = "concat",
 };
 
 static const char *const key_names[GK_N] = {
@@ -24,6 +26,7 @@ static const char *const key_names[GK_N] = {
     [GK_PAD] = "pad",       [GK_BIAS] = "bias",     [GK_GLOBAL] = "global",
     [GK_IN_CHANNELS] = "in_channels", [GK_IN_FEATURES] = "in_features",
     [GK_EPS] = "eps",       [GK_MOMENTUM] = "momentum", [GK_GROUPS] = "groups",
+    [GK_P] = "p",
 };
 
 /* The keys each kind accepts (bit per key) and the inputs it reads. */
@@ -43,6 +46,10 @@ static const struct {
     [ADAPT_GRAPH_FLATTEN] = {0, 1},
     [ADAPT_GRAPH_ADD] = {0, 2},
     [ADAPT_GRAPH_RELU6] = {0, 1},
+    [ADAPT_GRAPH_SIGMOID] = {0, 1},
+    [ADAPT_GRAPH_HARDSWISH] = {0, 1},
+    [ADAPT_GRAPH_DROPOUT] = {B(GK_P), 1},
+    [ADAPT_GRAPH_CONCAT] = {0, 2},
 };
 
 const char *adapt_graph_kind_name(enum adapt_graph_kind kind)
@@ -59,7 +66,7 @@ int graph_layer_key(const char *name)
     return -1;
 }
 
-int graph_key_is_real(int key) { return key == GK_EPS || key == GK_MOMENTUM; }
+int graph_key_is_real(int key) { return key == GK_EPS || key == GK_MOMENTUM || key == GK_P; }
 
 static int64_t numel(const int d[3]) { return (int64_t)d[0] * d[1] * d[2]; }
 
@@ -196,6 +203,8 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
     }
     case ADAPT_GRAPH_RELU:
     case ADAPT_GRAPH_RELU6:
+    case ADAPT_GRAPH_SIGMOID:
+    case ADAPT_GRAPH_HARDSWISH:
     case ADAPT_GRAPH_TANH:
         n->elementwise = numel(n->out_dim);
         break;
@@ -229,6 +238,26 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
                         file, n->line, n->name);
         n->params = 2 * (int64_t)x[0];
         n->elementwise = numel(x);
+        break;
+    case ADAPT_GRAPH_DROPOUT:
+        n->p = a->set[GK_P] ? a->real[GK_P] : 0.5;
+        if (!(n->p >= 0 && n->p < 1))
+            return FAIL("%s:%d: dropout %s: p=%g, expected 0 <= p < 1", file, n->line, n->name,
+                        n->p);
+        n->elementwise = numel(x);
+        break;
+    case ADAPT_GRAPH_CONCAT:
+        if (n->in_dim[0][1] != n->in_dim[1][1] || n->in_dim[0][2] != n->in_dim[1][2]) {
+            char w2[96];
+            who(g, n->in[0], w, sizeof w);
+            who(g, n->in[1], w2, sizeof w2);
+            dims(d, sizeof d, n->in_dim[0]);
+            dims(e, sizeof e, n->in_dim[1]);
+            return FAIL("%s:%d: concat %s: %s gives %s but %s gives %s (the planes must be "
+                        "equal)",
+                        file, n->line, n->name, w, d, w2, e);
+        }
+        n->out_dim[0] = n->in_dim[0][0] + n->in_dim[1][0];
         break;
     case ADAPT_GRAPH_FLATTEN:
         n->out_dim[0] = (int)numel(x);

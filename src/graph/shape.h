@@ -16,6 +16,7 @@ enum graph_key {
     GK_EPS,
     GK_MOMENTUM,
     GK_GROUPS,
+    GK_P,
     GK_N
 };
 

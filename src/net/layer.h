@@ -59,6 +59,8 @@ struct adapt_exec {
     int n;        /* samples in this call (<= the network's batch capacity) */
     int training; /* 1: batch-norm uses batch statistics and saves for backward */
     float *ws;    /* scratch of ops->workspace(l, n) floats, 64-byte aligned */
+    uint64_t rng_seed; /* random layers (dropout): the run's seed ... */
+    int64_t rng_iter;  /* ... and the micro-batch (the same in forward and backward) */
 };
 
 struct adapt_layer;
@@ -88,6 +90,7 @@ struct adapt_layer {
     int k, stride, pad;             /* conv / pool window geometry; 0 for other kinds */
     float *saved;                   /* bound by the network: ops->saved(l, n_max) floats */
     int64_t *counter;               /* batch-norm num_batches_tracked; NULL otherwise */
+    int node;                       /* index in its network (set by adapt_net_add) */
 };
 
 /* Constructors. in_chw is the per-sample input shape. Return NULL on bad
@@ -98,6 +101,12 @@ struct adapt_layer *adapt_linear_create(const char *name, const int in_chw[3], i
 struct adapt_layer *adapt_relu_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_relu6_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_tanh_create(const char *name, const int in_chw[3]);
+struct adapt_layer *adapt_sigmoid_create(const char *name, const int in_chw[3]);
+struct adapt_layer *adapt_hardswish_create(const char *name, const int in_chw[3]);
+/* torch.nn.Dropout(p), 0 <= p < 1; masks from (run seed, layer, micro-batch). */
+struct adapt_layer *adapt_dropout_create(const char *name, const int in_chw[3], float p);
+/* torch.cat((x0, x1), dim=1): inputs with the same plane. */
+struct adapt_layer *adapt_concat_create(const char *name, const int in0[3], const int in1[3]);
 /* Grouped convolution (groups > 1 divides cin and cout; depthwise when groups = cin):
  * weight (cout, cin/groups, k, k); kind "conv2d", a precision unit. */
 struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], int cout, int k,

@@ -91,6 +91,7 @@ int adapt_net_add(struct adapt_net *net, struct adapt_layer *layer, int in0, int
         }
         net->cap_nodes = cap;
     }
+    layer->node = net->nnodes;
     struct adapt_node *nd = &net->nodes[net->nnodes++];
     nd->layer = layer;
     nd->in[0] = in0;
@@ -214,6 +215,7 @@ static void init_uniform(float *w, size_t n, double bound, uint64_t seed, uint64
 void adapt_net_init_params(struct adapt_net *net, uint64_t seed, double gain)
 {
     ADAPT_ASSERT(net->finalized);
+    net->rng_seed = seed;
     for (int p = 0; p < net->nparam; p++) {
         struct adapt_param *pp = net->param[p];
         /* Stream per parameter: adding a layer never shifts another's bits. */
@@ -233,7 +235,7 @@ const float *adapt_net_forward(struct adapt_net *net, const float *x, int n, int
 {
     ADAPT_ASSERT(net->finalized && n > 0 && n <= net->n_max);
     if (x != net->act[0]) memcpy(net->act[0], x, sizeof(float) * net->act_numel[0] * (size_t)n);
-    struct adapt_exec ex = {n, training, net->ws};
+    struct adapt_exec ex = {n, training, net->ws, net->rng_seed, net->rng_iter};
     for (int i = 0; i < net->nnodes; i++) {
         struct adapt_node *nd = &net->nodes[i];
         const float *xs[ADAPT_LAYER_MAX_IN] = {net->act[nd->in[0]],
@@ -252,7 +254,7 @@ void adapt_net_backward(struct adapt_net *net, const float *dlogits, int n)
     memcpy(net->dact[last], dlogits, sizeof(float) * net->act_numel[last] * (size_t)n);
     memset(net->dact_written, 0, (size_t)net->nact);
     net->dact_written[last] = 1;
-    struct adapt_exec ex = {n, 1, net->ws};
+    struct adapt_exec ex = {n, 1, net->ws, net->rng_seed, net->rng_iter};
     for (int i = net->nnodes - 1; i >= 0; i--) {
         struct adapt_node *nd = &net->nodes[i];
         struct adapt_layer *l = nd->layer;

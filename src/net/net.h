@@ -45,6 +45,10 @@ struct adapt_net {
     int in_chw[3];
     int classes;
     int n_max; /* batch capacity, set by finalize */
+    /* random layers (dropout): the seed (adapt_net_init_params sets it) and the micro-batch
+     * counter the training loop sets before each forward */
+    uint64_t rng_seed;
+    int64_t rng_iter;
 
     int nnodes, cap_nodes;
     struct adapt_node *nodes;

@@ -209,6 +209,7 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         while ((nb = adapt_loader_next(&r->tl, r->x, r->y)) > 0) {
             int c = 0;
             if (r->pol->prec) r->pol->prec->iter = (long)epoch * nbatches + batch_i;
+            r->net->rng_iter = (int64_t)epoch * nbatches + batch_i;
             double loss = micro_batch(r, nb, &c);
             loss_sum += loss * nb;
             correct += c;
@@ -425,6 +426,7 @@ static enum adapt_status estimate(struct run *r, int warmup, int steps)
         if ((nb = adapt_loader_next(&r->tl, r->x, r->y)) <= 0) break;
         if (step == warmup && micro == 0) t0 = now_s();
         if (r->pol->prec) r->pol->prec->iter = batch_i;
+        r->net->rng_iter = batch_i;
         double loss = micro_batch(r, nb, &c);
         if (++micro == accum) {
             step++;

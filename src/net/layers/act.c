@@ -1,8 +1,11 @@
 /* src/net/layers/act.c: element-wise activations, mirroring torch.nn.ReLU,
- * torch.nn.ReLU6 and torch.nn.Tanh. All differentiate from their output y (as
- * PyTorch's threshold_backward, hardtanh_backward and tanh_backward do): relu
- * dx = (y > 0) dy (NaN in y passes dy through, like threshold_backward), relu6
- * dx = 0 where y <= 0 or y >= 6, else dy (NaN passes too), tanh dx = (1 - y^2) dy.
+ * ReLU6, Tanh, Sigmoid and Hardswish. All but hardswish differentiate from
+ * their output y (as PyTorch's threshold_backward, hardtanh_backward,
+ * tanh_backward and sigmoid_backward do): relu dx = (y > 0) dy (NaN in y
+ * passes dy through, like threshold_backward), relu6 dx = 0 where y <= 0 or
+ * y >= 6, else dy (NaN passes too), tanh dx = (1 - y^2) dy, sigmoid
+ * dx = y (1 - y) dy; hardswish, like hardswish_backward, from its input x:
+ * 0 below -3, (x/3 + 1/2) dy up to 3, dy above.
  *
  * tanh is computed without libm (glibc's tanhf is scalar and slow): with
  * t = 2|x| clamped to 20 (tanh(10) rounds to 1 in float), k = round(t/ln 2)
@@ -21,7 +24,8 @@
  * Every loop is branch-free and vectorises (AVX-512 / AVX2 clones).
  *
  * elementwise = one operation per output element. The layers may run in
- * place (y == x, dx == dy): every element is read before it is written. */
+ * place (y == x, dx == dy): every element is read before it is written
+ * (hardswish's backward needs x, so not that one's forward). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -114,10 +118,49 @@ ADAPT_HOT_CLONES static void relu_back_span(const float *y, const float *dy, flo
         for (size_t i = 0; i < n; i++) dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
 }
 
-/* 0 relu, 1 tanh, 2 relu6 */
+/* sigmoid: 1 / (1 + e^-x), through e^-|x| so that neither tail cancels (libm expf) */
+ADAPT_HOT_CLONES static void sigmoid_span(const float *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float e = expf(-fabsf(x[i]));
+        float s = 1.0f / (1.0f + e);
+        y[i] = x[i] >= 0.0f ? s : e * s;
+    }
+}
+
+ADAPT_HOT_CLONES static void sigmoid_back_span(const float *y, const float *dy, float *dx,
+                                               size_t n, int acc)
+{
+    if (acc)
+        for (size_t i = 0; i < n; i++) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+    else
+        for (size_t i = 0; i < n; i++) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+}
+
+/* hardswish: x relu6(x + 3) / 6; its gradient (PyTorch's hardswish_backward) reads x */
+ADAPT_HOT_CLONES static void hardswish_span(const float *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float t = x[i] + 3.0f;
+        t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
+        y[i] = x[i] * t / 6.0f;
+    }
+}
+
+ADAPT_HOT_CLONES static void hardswish_back_span(const float *x, const float *dy, float *dx,
+                                                 size_t n, int acc)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = x[i] < -3.0f ? 0.0f : x[i] <= 3.0f ? dy[i] * (x[i] / 3.0f + 0.5f) : dy[i];
+        dx[i] = acc ? dx[i] + g : g;
+    }
+}
+
+/* 0 relu, 1 tanh, 2 relu6, 3 sigmoid, 4 hardswish */
 static int act_kind(const struct adapt_layer *l)
 {
-    return l->ops->kind[0] == 't' ? 1 : l->ops->kind[4] == '6' ? 2 : 0;
+    const char *k = l->ops->kind;
+    return k[0] == 't' ? 1 : k[0] == 's' ? 3 : k[0] == 'h' ? 4 : k[4] == '6' ? 2 : 0;
 }
 
 static void act_forward(struct adapt_layer *l, const struct adapt_exec *ex, const float *const *x,
@@ -132,6 +175,10 @@ static void act_forward(struct adapt_layer *l, const struct adapt_exec *ex, cons
         size_t o = c * ACT_CHUNK, m = total - o < ACT_CHUNK ? total - o : ACT_CHUNK;
         if (kind == 1)
             tanh_span(xs + o, y + o, m);
+        else if (kind == 3)
+            sigmoid_span(xs + o, y + o, m);
+        else if (kind == 4)
+            hardswish_span(xs + o, y + o, m);
         else if (kind == 2)
             relu6_span(xs + o, y + o, m);
         else
@@ -152,6 +199,10 @@ static void act_backward(struct adapt_layer *l, const struct adapt_exec *ex, con
         size_t o = c * ACT_CHUNK, m = total - o < ACT_CHUNK ? total - o : ACT_CHUNK;
         if (kind == 1)
             tanh_back_span(y + o, dy + o, d + o, m, a);
+        else if (kind == 3)
+            sigmoid_back_span(y + o, dy + o, d + o, m, a);
+        else if (kind == 4)
+            hardswish_back_span(x[0] + o, dy + o, d + o, m, a);
         else if (kind == 2)
             relu6_back_span(y + o, dy + o, d + o, m, a);
         else
@@ -164,6 +215,12 @@ static const struct adapt_layer_ops relu_ops = {
 };
 static const struct adapt_layer_ops relu6_ops = {
     "relu6", act_forward, act_backward, NULL, NULL, NULL,
+};
+static const struct adapt_layer_ops sigmoid_ops = {
+    "sigmoid", act_forward, act_backward, NULL, NULL, NULL,
+};
+static const struct adapt_layer_ops hardswish_ops = {
+    "hardswish", act_forward, act_backward, NULL, NULL, NULL,
 };
 static const struct adapt_layer_ops tanh_ops = {
     "tanh", act_forward, act_backward, NULL, NULL, NULL,
@@ -193,6 +250,16 @@ struct adapt_layer *adapt_relu_create(const char *name, const int in_chw[3])
 struct adapt_layer *adapt_relu6_create(const char *name, const int in_chw[3])
 {
     return act_create(&relu6_ops, name, in_chw);
+}
+
+struct adapt_layer *adapt_sigmoid_create(const char *name, const int in_chw[3])
+{
+    return act_create(&sigmoid_ops, name, in_chw);
+}
+
+struct adapt_layer *adapt_hardswish_create(const char *name, const int in_chw[3])
+{
+    return act_create(&hardswish_ops, name, in_chw);
 }
 
 struct adapt_layer *adapt_tanh_create(const char *name, const int in_chw[3])
