@@ -21,7 +21,7 @@
 #include "src/net/layer.h"
 #include "tests/testutil_net.h"
 
-enum kind { CONV, LIN, RELU, TANH, MAXP, AVGP, BN, ADD };
+enum kind { CONV, LIN, RELU, TANH, MAXP, AVGP, BN, ADD, DWCONV };
 
 struct spec {
     const char *label;
@@ -84,6 +84,21 @@ static const struct spec resnet[] = {
     {"add 64x8x8", ADD, 64, 8, 8, 0, 0, 0, 0, 0, 0, 3},
     {"gap 64x8x8", AVGP, 64, 8, 8, 0, 0, 0, 0, 0, 0, 1},
     {"fc 64->10", LIN, 64, 1, 1, 10, 0, 0, 0, 1, 0, 1},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+};
+
+/* MobileNet-v2 (CIFAR): its depthwise 3x3 convolutions (groups = channels, no bias) */
+static const struct spec mobilenet[] = {
+    {"dw 32x32x32 k3 p1", DWCONV, 32, 32, 32, 32, 3, 1, 1, 0, 0, 1},
+    {"dw 96x32x32 k3 p1", DWCONV, 96, 32, 32, 96, 3, 1, 1, 0, 0, 1},
+    {"dw 144x32x32 k3 p1", DWCONV, 144, 32, 32, 144, 3, 1, 1, 0, 0, 1},
+    {"dw 144x32x32 k3 s2 p1", DWCONV, 144, 32, 32, 144, 3, 2, 1, 0, 0, 1},
+    {"dw 192x16x16 k3 p1", DWCONV, 192, 16, 16, 192, 3, 1, 1, 0, 0, 2},
+    {"dw 192x16x16 k3 s2 p1", DWCONV, 192, 16, 16, 192, 3, 2, 1, 0, 0, 1},
+    {"dw 384x8x8 k3 p1", DWCONV, 384, 8, 8, 384, 3, 1, 1, 0, 0, 4},
+    {"dw 576x8x8 k3 p1", DWCONV, 576, 8, 8, 576, 3, 1, 1, 0, 0, 2},
+    {"dw 576x8x8 k3 s2 p1", DWCONV, 576, 8, 8, 576, 3, 2, 1, 0, 0, 1},
+    {"dw 960x4x4 k3 p1", DWCONV, 960, 4, 4, 960, 3, 1, 1, 0, 0, 3},
     {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
@@ -173,6 +188,7 @@ static struct adapt_layer *make(const struct spec *s)
     int chw[3] = {s->c, s->h, s->w};
     switch (s->kind) {
     case CONV: return adapt_conv2d_create("conv", chw, s->out, s->k, s->s, s->p, s->bias);
+    case DWCONV: return adapt_gconv2d_create("dw", chw, s->c, s->k, s->s, s->p, s->c, s->bias);
     case LIN: return adapt_linear_create("fc", chw, s->out, s->bias);
     case RELU: return adapt_relu_create("relu", chw);
     case TANH: return adapt_tanh_create("tanh", chw);
@@ -237,6 +253,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "lenet")) run("lenet5", lenet, n, sec);
         else if (!strcmp(argv[i], "alexnet")) run("alexnet_cifar", alexnet, n, sec);
         else if (!strcmp(argv[i], "resnet")) run("resnet20", resnet, n, sec);
+        else if (!strcmp(argv[i], "mobilenet")) run("mobilenetv2 (depthwise)", mobilenet, n, sec);
         else {
             fprintf(stderr, "bench_layers: unknown model '%s'\n", argv[i]);
             return 2;

@@ -37,6 +37,8 @@ def conv(cin, h, cout, k, s=1, p=0, bias=True, dx=True):
     m = nn.Conv2d(cin, cout, k, stride=s, padding=p, bias=bias)
     return m, (cin, h, h), dx
 def mod(m, shape, dx=True): return m, shape, dx
+def dwconv(c, h, s):
+    return nn.Conv2d(c, c, 3, stride=s, padding=1, groups=c, bias=False), (c, h, h), True
 L = {
  'lenet': [
   ('conv1 1x32x32->6 k5', *conv(1, 32, 6, 5, dx=False)),
@@ -84,6 +86,18 @@ L = {
   ('relu 64x8x8 (x6)', *mod(nn.ReLU(), (64, 8, 8))),
   ('gap 64x8x8', *mod(nn.AdaptiveAvgPool2d(1), (64, 8, 8))),
   ('fc 64->10', *mod(nn.Linear(64, 10), (64,))),
+ ],
+ 'mobilenet': [
+  ('dw 32x32x32 k3 p1', *dwconv(32, 32, 1)),
+  ('dw 96x32x32 k3 p1', *dwconv(96, 32, 1)),
+  ('dw 144x32x32 k3 p1', *dwconv(144, 32, 1)),
+  ('dw 144x32x32 k3 s2 p1', *dwconv(144, 32, 2)),
+  ('dw 192x16x16 k3 p1 (x2)', *dwconv(192, 16, 1)),
+  ('dw 192x16x16 k3 s2 p1', *dwconv(192, 16, 2)),
+  ('dw 384x8x8 k3 p1 (x4)', *dwconv(384, 8, 1)),
+  ('dw 576x8x8 k3 p1 (x2)', *dwconv(576, 8, 1)),
+  ('dw 576x8x8 k3 s2 p1', *dwconv(576, 8, 2)),
+  ('dw 960x4x4 k3 p1 (x3)', *dwconv(960, 4, 1)),
  ],
 }
 HZ = os.sysconf("SC_CLK_TCK")
