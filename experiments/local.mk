@@ -28,6 +28,8 @@ installcheck-local:
 	test -f "$(DESTDIR)$(pkgdatadir)/experiments/configs/reference/lenet_msgd_fp_mnist.ini"
 	test -x "$(DESTDIR)$(pkgdatadir)/experiments/report.py"
 	test -f "$(DESTDIR)$(hwdir)/cpu-epyc-avx512vnni-1thread.json"
+	test -f "$(DESTDIR)$(pkgdatadir)/models/resnet.model"
+	test -f "$(DESTDIR)$(pkgdatadir)/models/mobilenetv2.model"
 	cd /tmp && o=adapt-installcheck.$$$$.out; \
 	  { "$(DESTDIR)$(bindir)/adapt-train" --config c100_alexnet.ini --dry-run > $$o 2>&1 || \
 	    grep -q '^data:   not available: ' $$o; }; rc=$$?; rm -f $$o; exit $$rc
