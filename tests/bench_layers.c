@@ -188,7 +188,7 @@ static struct adapt_layer *make(const struct spec *s)
     int chw[3] = {s->c, s->h, s->w};
     switch (s->kind) {
     case CONV: return adapt_conv2d_create("conv", chw, s->out, s->k, s->s, s->p, s->bias);
-    case DWCONV: return adapt_gconv2d_create("dw", chw, s->c, s->k, s->s, s->p, s->c, s->bias);
+    case DWCONV: return adapt_gconv2d_create("dw", chw, s->c, s->k, s->s, s->p, s->c, 1, s->bias);
     case LIN: return adapt_linear_create("fc", chw, s->out, s->bias);
     case RELU: return adapt_relu_create("relu", chw);
     case TANH: return adapt_tanh_create("tanh", chw);

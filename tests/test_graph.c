@@ -197,7 +197,7 @@ START_TEST(test_bad_descriptions)
         {"input 1 8 8\nconv2d a out=2 k=3\nconv2d b in=input out=2 k=1\nadd s in=a,b\n", ":4:",
          "a (line 2) gives 2x6x6 but b (line 3) gives 2x8x8"},
         {"input 1 4 4\nconv2d c out=2 k=5 pad=0\n", ":2:",
-         "kernel 5 is larger than its padded input (1x4x4 from the network input"},
+         "kernel 5 (spanning 5) is larger than its padded input (1x4x4 from the network input"},
         {"input 1 8 8\nrepeat i = 0..2\nrelu r{i}\n", ":2:", "this block has no 'end'"},
         {"input 1 8 8\nend\n", ":2:", "'end' without an open"},
         {"input 1 8 8\nelse\n", ":2:", "'else' without an open 'if'"},
@@ -223,6 +223,8 @@ START_TEST(test_bad_descriptions)
         {"input 1 8 8\nconv2d a out=2 k=3\nconcat c in=a,input\n", ":3:",
          "a (line 2) gives 2x6x6 but the network input gives 1x8x8 (the planes must be equal)"},
         {"input 1 8 8\ndropout d p=1\n", ":2:", "p=1, expected 0 <= p < 1"},
+        {"input 1 8 8\nconv2d c out=2 k=3 dilation=4\n", ":2:",
+         "kernel 3 (spanning 9) is larger than its padded input"},
         {"input 4 8 8\nconv2d g out=6 k=3 groups=4\n", ":2:",
          "groups=4 must divide its 4 input and 6 output channels"},
     };

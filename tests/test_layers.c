@@ -362,14 +362,15 @@ END_TEST
 
 /* Grouped convolution (weight (cout, cin/groups, k, k)) in double. */
 struct gconv_arg {
-    int cin, h, w, cout, k, s, p, groups, bias;
+    int cin, h, w, cout, k, s, p, groups, bias, d;
 };
 
 static void ref_gconv(const struct tu_layer *t, const void *arg, double *y)
 {
     const struct gconv_arg *a = arg;
     const float *W = t->l->param[0].value.data, *b = a->bias ? t->l->param[1].value.data : NULL;
-    const int ho = (a->h + 2 * a->p - a->k) / a->s + 1, wo = (a->w + 2 * a->p - a->k) / a->s + 1;
+    const int d = a->d ? a->d : 1, span = (a->k - 1) * d + 1;
+    const int ho = (a->h + 2 * a->p - span) / a->s + 1, wo = (a->w + 2 * a->p - span) / a->s + 1;
     const int cig = a->cin / a->groups, cog = a->cout / a->groups;
     for (int n = 0; n < t->n; n++)
         for (int o = 0; o < a->cout; o++)
@@ -379,7 +380,7 @@ static void ref_gconv(const struct tu_layer *t, const void *arg, double *y)
                     for (int ic = 0; ic < cig; ic++)
                         for (int ky = 0; ky < a->k; ky++)
                             for (int kx = 0; kx < a->k; kx++) {
-                                int iy = oy * a->s - a->p + ky, ix = ox * a->s - a->p + kx;
+                                int iy = oy * a->s - a->p + ky * d, ix = ox * a->s - a->p + kx * d;
                                 int c = (o / cog) * cig + ic;
                                 if (iy < 0 || iy >= a->h || ix < 0 || ix >= a->w) continue;
                                 s += (double)W[((o * cig + ic) * a->k + ky) * a->k + kx] *
@@ -413,7 +414,7 @@ START_TEST(test_gconv_hand)
                                      -2.5f,       -2.421875f, -2.1875f,     -2.109375f};
     int chw[3] = {2, 3, 3};
     struct tu_layer t;
-    tu_layer_bind(&t, adapt_gconv2d_create("g", chw, 2, 2, 1, 1, 2, 1), 1, 1);
+    tu_layer_bind(&t, adapt_gconv2d_create("g", chw, 2, 2, 1, 1, 2, 1, 1), 1, 1);
     ck_assert_str_eq(t.l->ops->kind, "conv2d");
     ck_assert_int_eq(t.l->param[0].value.dim[1], 1);
     ck_assert_int_eq(t.l->param[0].fan_in, 4);
@@ -442,6 +443,8 @@ static const struct gconv_arg gconv_cases[] = {
     {4, 6, 5, 6, 3, 1, 0, 2, 1},   /* two groups of 2 -> 3, non-square, no padding */
     {8, 5, 5, 4, 1, 1, 0, 4, 0},   /* grouped 1x1 */
     {3, 17, 17, 3, 5, 2, 2, 3, 1}, /* depthwise k5 s2 p2, odd plane */
+    {3, 9, 9, 4, 3, 1, 2, 1, 1, 2}, /* dilation 2, groups 1 (the direct path) */
+    {4, 11, 10, 4, 3, 2, 1, 4, 0, 3}, /* depthwise, dilation 3, stride 2 */
 };
 
 START_TEST(test_gconv_ref_and_grads)
@@ -451,7 +454,7 @@ START_TEST(test_gconv_ref_and_grads)
     const int n = 2;
     struct tu_layer t;
     tu_layer_bind(&t, adapt_gconv2d_create("gc", chw, a->cout, a->k, a->s, a->p, a->groups,
-                                           a->bias),
+                                           a->d ? a->d : 1, a->bias),
                   n, 1);
     size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
     tu_fill_uniform(t.x[0], nx, 31 + _i, -2.385f, 2.385f);

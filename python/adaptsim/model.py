@@ -15,7 +15,7 @@ Errors raise ``ValueError("FILE:LINE: ...")``.
 import re
 
 _KINDS = {
-    "conv2d": ({"out", "k", "stride", "pad", "bias", "in_channels", "groups"}, 1),
+    "conv2d": ({"out", "k", "stride", "pad", "bias", "in_channels", "groups", "dilation"}, 1),
     "linear": ({"out", "bias", "in_features"}, 1),
     "relu": (set(), 1),
     "relu6": (set(), 1),
@@ -332,10 +332,11 @@ def parse(text, classes, args="", file="<model>"):
                 keys.setdefault("stride", 1 if kind == "conv2d" else keys["k"])
                 keys.setdefault("pad", 0)
                 k, s, p = keys["k"], keys["stride"], keys["pad"]
-                if k > h + 2 * p or k > w + 2 * p:
+                span = (k - 1) * keys.get("dilation", 1) + 1
+                if span > h + 2 * p or span > w + 2 * p:
                     fail(no, "%s %s: kernel %d is larger than its padded input" % (kind, ly.name, k))
                 out = (keys["out"] if kind == "conv2d" else c,
-                       (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1)
+                       (h + 2 * p - span) // s + 1, (w + 2 * p - span) // s + 1)
         elif kind == "linear":
             if h != 1 or w != 1:
                 fail(no, "linear %s reads features (put a flatten before it)" % ly.name)
@@ -404,7 +405,7 @@ def _module(nn, ly):
     cin = ly.in_dims[0][0]
     if ly.kind == "conv2d":
         return nn.Conv2d(cin, k["out"], k["k"], k["stride"], k["pad"], bias=bool(k["bias"]),
-                         groups=k.get("groups", 1))
+                         groups=k.get("groups", 1), dilation=k.get("dilation", 1))
     if ly.kind == "linear":
         return nn.Linear(cin, k["out"], bias=bool(k["bias"]))
     if ly.kind == "batchnorm2d":

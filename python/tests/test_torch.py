@@ -109,7 +109,8 @@ class TestRuns(unittest.TestCase):
             with open(own, "w") as f:
                 f.write("input 3 32 32\nconv2d c1 out=8 k=3 stride=2 pad=1\nhardswish h1\n"
                         "conv2d dw out=16 k=3 pad=1 groups=8 bias=0\nsigmoid s1\n"
-                        "conv2d side in=h1 out=4 k=1\nconcat cat in=s1,side\nrelu6 r\n"
+                        "conv2d side in=h1 out=4 k=3 pad=2 dilation=2\n"
+                        "concat cat in=s1,side\nrelu6 r\n"
                         "dropout drop p=0.3\nmaxpool2d p k=2\nflatten f\n"
                         "linear fc out=classes\n")
             for model in ("resnet20", "vgg11", "mobilenetv2", own):

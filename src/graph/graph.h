@@ -61,6 +61,7 @@ struct adapt_graph_node {
     int out;                         /* conv2d / linear: output channels or features */
     int k, stride, pad;              /* conv2d / pools; avgpool2d k = 0: global */
     int groups;                      /* conv2d: 1, or > 1 for a grouped (depthwise) conv */
+    int dilation;                    /* conv2d: distance of the kernel taps (1: dense) */
     int bias;                        /* conv2d / linear */
     double eps, momentum;            /* batchnorm2d */
     double p;                        /* dropout */

@@ -26,7 +26,7 @@ static const char *const key_names[GK_N] = {
     [GK_PAD] = "pad",       [GK_BIAS] = "bias",     [GK_GLOBAL] = "global",
     [GK_IN_CHANNELS] = "in_channels", [GK_IN_FEATURES] = "in_features",
     [GK_EPS] = "eps",       [GK_MOMENTUM] = "momentum", [GK_GROUPS] = "groups",
-    [GK_P] = "p",
+    [GK_P] = "p",           [GK_DILATION] = "dilation",
 };
 
 /* The keys each kind accepts (bit per key) and the inputs it reads. */
@@ -36,7 +36,7 @@ static const struct {
     int n_in;
 } kind_spec[ADAPT_GRAPH_N_KINDS] = {
     [ADAPT_GRAPH_CONV2D] = {B(GK_OUT) | B(GK_K) | B(GK_STRIDE) | B(GK_PAD) | B(GK_BIAS) |
-                                B(GK_IN_CHANNELS) | B(GK_GROUPS), 1},
+                                B(GK_IN_CHANNELS) | B(GK_GROUPS) | B(GK_DILATION), 1},
     [ADAPT_GRAPH_LINEAR] = {B(GK_OUT) | B(GK_BIAS) | B(GK_IN_FEATURES), 1},
     [ADAPT_GRAPH_RELU] = {0, 1},
     [ADAPT_GRAPH_TANH] = {0, 1},
@@ -110,16 +110,17 @@ static enum adapt_status window(const struct adapt_graph *g, struct adapt_graph_
 {
     const int *x = n->in_dim[0];
     int ph = x[1] + 2 * n->pad, pw = x[2] + 2 * n->pad;
-    if (n->k > ph || n->k > pw) {
+    int span = (n->k - 1) * (n->dilation > 1 ? n->dilation : 1) + 1;
+    if (span > ph || span > pw) {
         char w[96], d[32];
         who(g, in_id, w, sizeof w);
         dims(d, sizeof d, x);
-        return FAIL("%s:%d: %s %s: kernel %d is larger than its padded input (%s from %s, "
-                    "padding %d)",
-                    file, n->line, kind_names[n->kind], n->name, n->k, d, w, n->pad);
+        return FAIL("%s:%d: %s %s: kernel %d (spanning %d) is larger than its padded input "
+                    "(%s from %s, padding %d)",
+                    file, n->line, kind_names[n->kind], n->name, n->k, span, d, w, n->pad);
     }
-    n->out_dim[1] = (ph - n->k) / n->stride + 1;
-    n->out_dim[2] = (pw - n->k) / n->stride + 1;
+    n->out_dim[1] = (ph - span) / n->stride + 1;
+    n->out_dim[2] = (pw - span) / n->stride + 1;
     return ADAPT_OK;
 }
 
@@ -155,7 +156,8 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
             (st = int_key(n, a, GK_PAD, 0, 1024, 0, &n->pad, file)) ||
             (st = int_key(n, a, GK_BIAS, 0, 1, 1, &n->bias, file)) ||
             (st = int_key(n, a, GK_IN_CHANNELS, 1, 1 << 20, in_c, &in_c, file)) ||
-            (st = int_key(n, a, GK_GROUPS, 1, 1 << 20, 1, &n->groups, file)))
+            (st = int_key(n, a, GK_GROUPS, 1, 1 << 20, 1, &n->groups, file)) ||
+            (st = int_key(n, a, GK_DILATION, 1, 1024, 1, &n->dilation, file)))
             return st;
         if (in_c != x[0]) {
             who(g, n->in[0], w, sizeof w);

@@ -17,6 +17,7 @@ enum graph_key {
     GK_MOMENTUM,
     GK_GROUPS,
     GK_P,
+    GK_DILATION,
     GK_N
 };
 

@@ -107,10 +107,10 @@ struct adapt_layer *adapt_hardswish_create(const char *name, const int in_chw[3]
 struct adapt_layer *adapt_dropout_create(const char *name, const int in_chw[3], float p);
 /* torch.cat((x0, x1), dim=1): inputs with the same plane. */
 struct adapt_layer *adapt_concat_create(const char *name, const int in0[3], const int in1[3]);
-/* Grouped convolution (groups > 1 divides cin and cout; depthwise when groups = cin):
- * weight (cout, cin/groups, k, k); kind "conv2d", a precision unit. */
+/* Grouped (groups > 1 divides cin and cout; depthwise when groups = cin) or dilated
+ * convolution: weight (cout, cin/groups, k, k); kind "conv2d", a precision unit. */
 struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], int cout, int k,
-                                         int stride, int pad, int groups, int bias);
+                                         int stride, int pad, int groups, int dilation, int bias);
 struct adapt_layer *adapt_maxpool2d_create(const char *name, const int in_chw[3], int k,
                                            int stride);
 /* k == 0: global average pool (output C x 1 x 1). */

@@ -15,9 +15,9 @@ static struct adapt_layer *make_layer(const struct adapt_graph_node *n)
     const int *x = n->in_dim[0];
     switch (n->kind) {
     case ADAPT_GRAPH_CONV2D:
-        if (n->groups > 1)
+        if (n->groups > 1 || n->dilation > 1)
             return adapt_gconv2d_create(n->name, x, n->out, n->k, n->stride, n->pad, n->groups,
-                                        n->bias);
+                                        n->dilation, n->bias);
         return adapt_conv2d_create(n->name, x, n->out, n->k, n->stride, n->pad, n->bias);
     case ADAPT_GRAPH_LINEAR: return adapt_linear_create(n->name, x, n->out, n->bias);
     case ADAPT_GRAPH_RELU: return adapt_relu_create(n->name, x);

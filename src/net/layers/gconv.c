@@ -1,14 +1,15 @@
-/* src/net/layers/gconv.c: grouped 2-D convolution, mirroring torch.nn.Conv2d with groups > 1
- * (depthwise when groups = Cin): square kernel k, stride s, zero padding p, dilation 1,
+/* src/net/layers/gconv.c: grouped and dilated 2-D convolution, mirroring torch.nn.Conv2d with
+ * groups > 1 (depthwise when groups = Cin) or dilation d > 1: square kernel k, stride s, zero
+ * padding p, taps d apart,
  * weight (Cout, Cin/groups, k, k), optional bias (Cout). Output channel o reads the input
  * channels of its group g = o / (Cout/groups):
  *   y[n, o, oy, ox] = b[o] + sum_{ic, ky, kx} W[o, ic, ky, kx] x[n, g Cin/groups + ic,
- *                                                              oy s - p + ky, ox s - p + kx].
+ *                                                              oy s - p + ky d, ox s - p + kx d].
  *
  * Grouped layers are thin (MobileNet's depthwise 3x3 has one input channel per output), so
  * they are computed directly rather than lowered to GEMMs, on a zero-padded copy of each
  * input plane (Hp = H + 2p, Wp = W + 2p): with stride 1 output element oy*Wp + ox of the
- * padded width reads xp[(oy*Wp + ox) + ky*Wp + kx], so each tap is one contiguous,
+ * padded width reads xp[(oy*Wp + ox) + (ky*Wp + kx) d], so each tap is one contiguous,
  * vectorised loop over Hout*Wp elements even for 4x4 planes (the Wp - Wout extra columns
  * are discarded); other strides go row by row. dx is formed the same way in a padded plane,
  * dW as dot products of dy (on the padded width, zero in the extra columns) with the shifted
@@ -26,6 +27,8 @@
 struct adapt_gconv {
     struct adapt_layer base;
     int cin, h, w, cout, k, stride, pad, groups, ho, wo, cig, cog, bias;
+    int dil;     /* dilation: taps d apart */
+    int tail;    /* floats read past a padded plane: (k - 1) d + 1 */
     int hp, wp;  /* padded plane */
     int threads; /* threads the workspace is sized for */
 };
@@ -42,7 +45,7 @@ struct gconv_ws {
 
 static size_t gconv_slice(const struct adapt_gconv *c, struct gconv_ws *w, float *base)
 {
-    size_t plane = r16((size_t)c->hp * c->wp + c->k), wide = r16((size_t)c->ho * c->wp);
+    size_t plane = r16((size_t)c->hp * c->wp + c->tail), wide = r16((size_t)c->ho * c->wp);
     size_t sums = r16(2 * (size_t)c->cig * c->k * c->k);
     if (w) {
         w->xp = base;
@@ -63,7 +66,7 @@ static size_t gconv_workspace(const struct adapt_layer *l, int n)
 static void pad_plane(const struct adapt_gconv *c, const float *x, float *xp)
 {
     const int wp = c->wp, p = c->pad;
-    memset(xp, 0, ((size_t)c->hp * wp + c->k) * sizeof *xp);
+    memset(xp, 0, ((size_t)c->hp * wp + c->tail) * sizeof *xp);
     for (int y = 0; y < c->h; y++) memcpy(xp + (size_t)(y + p) * wp + p, x + (size_t)y * c->w,
                                           (size_t)c->w * sizeof *xp);
 }
@@ -88,20 +91,21 @@ ADAPT_HOT_CLONES static double tap_dot(const float *restrict a, const float *res
 static void taps_forward(const struct adapt_gconv *c, const float *xp, const float *wk,
                          float *wide)
 {
-    const int k = c->k, s = c->stride, wp = c->wp;
+    const int k = c->k, s = c->stride, wp = c->wp, d = c->dil;
     if (s == 1) {
         const size_t m = (size_t)c->ho * wp;
         for (int ky = 0; ky < k; ky++)
-            for (int kx = 0; kx < k; kx++) tap_axpy(wide, xp + ky * wp + kx, wk[ky * k + kx], m);
+            for (int kx = 0; kx < k; kx++)
+                tap_axpy(wide, xp + (size_t)(ky * wp + kx) * d, wk[ky * k + kx], m);
         return;
     }
     for (int oy = 0; oy < c->ho; oy++)
         for (int ky = 0; ky < k; ky++) {
-            const float *row = xp + (size_t)(oy * s + ky) * wp;
+            const float *row = xp + (size_t)(oy * s + ky * d) * wp;
             float *yr = wide + (size_t)oy * wp;
             for (int kx = 0; kx < k; kx++) {
                 const float wv = wk[ky * k + kx];
-                for (int ox = 0; ox < c->wo; ox++) yr[ox] += wv * row[ox * s + kx];
+                for (int ox = 0; ox < c->wo; ox++) yr[ox] += wv * row[ox * s + kx * d];
             }
         }
 }
@@ -160,7 +164,7 @@ static void gconv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
     float *db = c->bias ? l->param[1].grad.data : NULL;
     const float *x = xs[0];
     float *dx = dxs[0];
-    const int n = ex->n, cout = c->cout, k = c->k, s = c->stride, wp = c->wp;
+    const int n = ex->n, cout = c->cout, k = c->k, s = c->stride, wp = c->wp, d = c->dil;
     const size_t HW = (size_t)c->h * c->w, P = (size_t)c->ho * c->wo;
     const size_t slice = gconv_slice(c, NULL, NULL), m = (size_t)c->ho * wp;
     const int kk = k * k;
@@ -189,12 +193,13 @@ static void gconv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
                     for (int ky = 0; ky < k; ky++)
                         for (int kx = 0; kx < k; kx++) {
                             if (s == 1) {
-                                sum[ky * k + kx] += tap_dot(ws.wide, ws.xp + ky * wp + kx, m);
+                                sum[ky * k + kx] +=
+                                    tap_dot(ws.wide, ws.xp + (size_t)(ky * wp + kx) * d, m);
                                 continue;
                             }
                             float t = 0.0f;
                             for (int oy = 0; oy < c->ho; oy++) {
-                                const float *row = ws.xp + (size_t)(oy * s + ky) * wp + kx;
+                                const float *row = ws.xp + (size_t)(oy * s + ky * d) * wp + kx * d;
                                 const float *d = ws.wide + (size_t)oy * wp;
                                 for (int ox = 0; ox < c->wo; ox++) t += d[ox] * row[ox * s];
                             }
@@ -212,7 +217,7 @@ static void gconv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
             for (int j = 0; j < n; j++)
                 for (int ci = 0; ci < c->cin; ci++) {
                     int g = ci / c->cig, ic = ci % c->cig;
-                    memset(ws.dxp, 0, ((size_t)c->hp * wp + k) * sizeof(float));
+                    memset(ws.dxp, 0, ((size_t)c->hp * wp + c->tail) * sizeof(float));
                     for (int oo = 0; oo < c->cog; oo++) {
                         int o = g * c->cog + oo;
                         const float *wk = w + ((size_t)o * c->cig + ic) * kk;
@@ -221,11 +226,11 @@ static void gconv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
                             for (int kx = 0; kx < k; kx++) {
                                 const float wv = wk[ky * k + kx];
                                 if (s == 1) {
-                                    tap_axpy(ws.dxp + ky * wp + kx, ws.wide, wv, m);
+                                    tap_axpy(ws.dxp + (size_t)(ky * wp + kx) * d, ws.wide, wv, m);
                                     continue;
                                 }
                                 for (int oy = 0; oy < c->ho; oy++) {
-                                    float *row = ws.dxp + (size_t)(oy * s + ky) * wp + kx;
+                                    float *row = ws.dxp + (size_t)(oy * s + ky * d) * wp + kx * d;
                                     const float *d = ws.wide + (size_t)oy * wp;
                                     for (int ox = 0; ox < c->wo; ox++) row[ox * s] += wv * d[ox];
                                 }
@@ -251,15 +256,17 @@ static const struct adapt_layer_ops gconv_ops = {
 };
 
 struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], int cout, int k,
-                                         int stride, int pad, int groups, int bias)
+                                         int stride, int pad, int groups, int dilation, int bias)
 {
+    int span = dilation >= 1 && k >= 1 ? (k - 1) * dilation + 1 : 0;
     if (groups < 1 || cout < 1 || in_chw[0] % groups || cout % groups || k < 1 || stride < 1 ||
-        pad < 0 || in_chw[1] + 2 * pad < k || in_chw[2] + 2 * pad < k) {
+        pad < 0 || dilation < 1 || in_chw[1] + 2 * pad < span || in_chw[2] + 2 * pad < span) {
         ADAPT_ERROR(ADAPT_EINVAL,
                     "%s: bad grouped conv2d (in %dx%dx%d, out %d, k %d, stride %d, pad %d, "
-                    "groups %d: groups must divide both channel counts)",
+                    "groups %d, dilation %d: groups must divide both channel counts, the "
+                    "dilated kernel fit the padded input)",
                     name ? name : "?", in_chw[0], in_chw[1], in_chw[2], cout, k, stride, pad,
-                    groups);
+                    groups, dilation);
         return NULL;
     }
     struct adapt_gconv *c = calloc(1, sizeof *c);
@@ -280,8 +287,10 @@ struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], 
     c->stride = stride;
     c->pad = pad;
     c->groups = groups;
-    c->ho = (c->h + 2 * pad - k) / stride + 1;
-    c->wo = (c->w + 2 * pad - k) / stride + 1;
+    c->dil = dilation;
+    c->tail = span;
+    c->ho = (c->h + 2 * pad - span) / stride + 1;
+    c->wo = (c->w + 2 * pad - span) / stride + 1;
     c->cig = c->cin / groups;
     c->cog = cout / groups;
     c->bias = bias != 0;
