@@ -558,21 +558,34 @@ static void ref_hardswish(const struct tu_layer *t, const void *arg, double *y)
     }
 }
 
+static void ref_relu6(const struct tu_layer *t, const void *arg, double *y)
+{
+    for (size_t i = 0; i < tu_layer_out_len(t); i++) {
+        double v = t->x[0][i];
+        y[i] = v < 0 ? 0 : v > 6 ? 6 : v;
+    }
+}
+
+/* sigmoid, hardswish and relu6 (inputs in [-7, 7], away from the kinks at 0, +-3 and 6) */
 START_TEST(test_sigmoid_hardswish_grads)
 {
     int chw[3] = {3, 5, 7};
-    for (int k = 0; k < 2; k++) {
+    static ref_fn const refs[3] = {ref_sigmoid, ref_hardswish, ref_relu6};
+    for (int k = 0; k < 3; k++) {
         struct tu_layer t;
-        tu_layer_bind(&t, k ? adapt_hardswish_create("h", chw) : adapt_sigmoid_create("s", chw),
+        tu_layer_bind(&t, k == 2   ? adapt_relu6_create("r6", chw)
+                          : k == 1 ? adapt_hardswish_create("h", chw)
+                                   : adapt_sigmoid_create("s", chw),
                       2, 1);
         size_t nx = tu_layer_in_len(&t, 0);
         /* away from hardswish's kinks at -3 and 3 by more than the step */
-        tu_fill_away_from_zero(t.x[0], nx, 51 + k, 0.01f, 5.0f);
+        tu_fill_away_from_zero(t.x[0], nx, 51 + k, 0.01f, 7.0f);
         for (size_t i = 0; i < nx; i++)
-            if (fabsf(fabsf(t.x[0][i]) - 3.0f) < 0.01f) t.x[0][i] = 2.5f;
+            if (fabsf(fabsf(t.x[0][i]) - 3.0f) < 0.01f || fabsf(t.x[0][i] - 6.0f) < 0.01f)
+                t.x[0][i] = 2.5f;
         tu_fill_uniform(t.dy, nx, 53 + k, -1.0f, 1.0f);
         double ax[2] = {8 * U, -1}, ap[4] = {-1, -1, -1, -1};
-        check_grads(&t, k ? ref_hardswish : ref_sigmoid, NULL, 0x1p-12f, ax, ap, 64);
+        check_grads(&t, refs[k], NULL, 0x1p-12f, ax, ap, 64);
         tu_layer_release(&t);
     }
 }
