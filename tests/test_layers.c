@@ -369,7 +369,7 @@ static void ref_gconv(const struct tu_layer *t, const void *arg, double *y)
 {
     const struct gconv_arg *a = arg;
     const float *W = t->l->param[0].value.data, *b = a->bias ? t->l->param[1].value.data : NULL;
-    const int d = a->d ? a->d : 1, span = (a->k - 1) * d + 1;
+    const int d = a->d, span = (a->k - 1) * d + 1;
     const int ho = (a->h + 2 * a->p - span) / a->s + 1, wo = (a->w + 2 * a->p - span) / a->s + 1;
     const int cig = a->cin / a->groups, cog = a->cout / a->groups;
     for (int n = 0; n < t->n; n++)
@@ -437,12 +437,12 @@ START_TEST(test_gconv_hand)
 END_TEST
 
 static const struct gconv_arg gconv_cases[] = {
-    {4, 7, 7, 4, 3, 1, 1, 4, 0},   /* depthwise 3x3 (MobileNet) */
-    {6, 9, 9, 6, 3, 2, 1, 6, 0},   /* depthwise, stride 2 */
-    {6, 8, 8, 12, 3, 1, 1, 6, 1},  /* channel multiplier 2, bias */
-    {4, 6, 5, 6, 3, 1, 0, 2, 1},   /* two groups of 2 -> 3, non-square, no padding */
-    {8, 5, 5, 4, 1, 1, 0, 4, 0},   /* grouped 1x1 */
-    {3, 17, 17, 3, 5, 2, 2, 3, 1}, /* depthwise k5 s2 p2, odd plane */
+    {4, 7, 7, 4, 3, 1, 1, 4, 0, 1},   /* depthwise 3x3 (MobileNet) */
+    {6, 9, 9, 6, 3, 2, 1, 6, 0, 1},   /* depthwise, stride 2 */
+    {6, 8, 8, 12, 3, 1, 1, 6, 1, 1},  /* channel multiplier 2, bias */
+    {4, 6, 5, 6, 3, 1, 0, 2, 1, 1},   /* two groups of 2 -> 3, non-square, no padding */
+    {8, 5, 5, 4, 1, 1, 0, 4, 0, 1},   /* grouped 1x1 */
+    {3, 17, 17, 3, 5, 2, 2, 3, 1, 1}, /* depthwise k5 s2 p2, odd plane */
     {3, 9, 9, 4, 3, 1, 2, 1, 1, 2}, /* dilation 2, groups 1 (the direct path) */
     {4, 11, 10, 4, 3, 2, 1, 4, 0, 3}, /* depthwise, dilation 3, stride 2 */
 };
@@ -454,7 +454,7 @@ START_TEST(test_gconv_ref_and_grads)
     const int n = 2;
     struct tu_layer t;
     tu_layer_bind(&t, adapt_gconv2d_create("gc", chw, a->cout, a->k, a->s, a->p, a->groups,
-                                           a->d ? a->d : 1, a->bias),
+                                           a->d, a->bias),
                   n, 1);
     size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
     tu_fill_uniform(t.x[0], nx, 31 + _i, -2.385f, 2.385f);
@@ -699,7 +699,7 @@ START_TEST(test_conv_chunks_and_accumulate)
 
     /* one sample at a time, accumulating parameter gradients: same bits */
     tu_layer_zero_grads(&t);
-    struct adapt_exec ex1 = {1, 1, t.ws};
+    struct adapt_exec ex1 = {1, 1, t.ws, 0, 0};
     for (int j = 0; j < n; j++) {
         const float *xs[2] = {t.x[0] + j * sx, NULL};
         float *dxs[2] = {t.dx[0] + j * sx, NULL};
