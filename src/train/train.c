@@ -133,6 +133,12 @@ static enum adapt_status build_model(struct run *r, int classes)
     if (!r->net) return ADAPT_EINVAL;
     int n_max = cfg->train.batch > cfg->train.eval_batch ? cfg->train.batch : cfg->train.eval_batch;
     st = adapt_net_finalize(r->net, n_max);
+    if (st == ADAPT_ENOMEM)
+        return ADAPT_ERROR(ADAPT_ENOMEM,
+                           "model %s for batches of %d samples (the larger of train.batch = %d "
+                           "and train.eval_batch = %d): %s; lower them",
+                           r->net->name, n_max, cfg->train.batch, cfg->train.eval_batch,
+                           adapt_error_message());
     if (st) return st;
     size_t in = r->net->act_numel[0] * (size_t)n_max;
     r->x = adapt_aligned_alloc(in * sizeof(float));
