@@ -188,6 +188,9 @@ START_TEST(test_bad_descriptions)
         {"input 1 8 8\nconv2d c out=0 k=3\n", ":2:", "out=0, expected 1.."},
         {"input 1 8 8\nconv2d c out=2 k=3\nconv2d c out=2 k=3\n", ":3:",
          "'c' is already used (line 2)"},
+        /* a label of the same name does not hide the earlier layer */
+        {"input 1 8 8\nrelu x\nrelu y\nlabel x\nrelu x\n", ":5:",
+         "'x' is already used (line 2)"},
         {"input 1 8 8\nconv2d c out=2 k=3\nadd a in=c,d\n", ":3:",
          "no earlier layer or label is called 'd'"},
         {"input 1 8 8\nconv2d c out=2 k=3\nlinear fc out=classes\n", ":3:",

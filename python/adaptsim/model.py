@@ -302,8 +302,9 @@ def parse(text, classes, args="", file="<model>"):
         if len(g.layers) >= MAX_LAYERS:
             fail(no, "more than %d layers" % MAX_LAYERS)
         ly = Layer(interp(no, words[1]), kind, no)
-        if lookup(ly.name) is not None and ly.name != "input" and \
-                any(x.name == ly.name for x in g.layers):
+        if ly.name == "input":
+            fail(no, "'input' is the network input's name")
+        if any(x.name == ly.name for x in g.layers):
             fail(no, "layer name '%s' is already used" % ly.name)
         keys = {}
         for w in words[2:]:

@@ -76,6 +76,8 @@ class TestShippedFiles(unittest.TestCase):
     def test_errors_name_file_and_line(self):
         with self.assertRaisesRegex(ValueError, r"^t.model:3: .*put a flatten before it"):
             parse("input 1 8 8\nconv2d c out=2 k=3\nlinear fc out=classes\n", 10, "", "t.model")
+        with self.assertRaisesRegex(ValueError, r"^t.model:5: layer name 'x' is already used"):
+            parse("input 1 8 8\nrelu x\nrelu y\nlabel x\nrelu x\n", 10, "", "t.model")
         with self.assertRaisesRegex(ValueError, r"^t.model:2: this block has no 'end'"):
             parse("input 1 8 8\nrepeat i = 0..1\n", 10, "", "t.model")
 

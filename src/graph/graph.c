@@ -136,14 +136,21 @@ static enum adapt_status interpolate(struct ctx *c, const char *src, char *dst, 
 }
 
 /* -1 for "input", else the node or label of that name; -2 when unknown. */
+/* The layer called name, or -1 (layer names are unique). */
+static int find_node(const struct ctx *c, const char *name)
+{
+    for (int i = c->g->n_nodes - 1; i >= 0; i--)
+        if (!strcmp(c->g->nodes[i].name, name)) return i;
+    return -1;
+}
+
 static int lookup(const struct ctx *c, const char *name)
 {
     if (!strcmp(name, "input")) return -1;
     for (int i = c->n_labels - 1; i >= 0; i--)
         if (!strcmp(c->labels[i].name, name)) return c->labels[i].node;
-    for (int i = c->g->n_nodes - 1; i >= 0; i--)
-        if (!strcmp(c->g->nodes[i].name, name)) return i;
-    return -2;
+    int i = find_node(c, name);
+    return i >= 0 ? i : -2;
 }
 
 static enum adapt_status add_label(struct ctx *c, const char *name, int node)
@@ -321,8 +328,8 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
     n->unit = -1;
     if ((st = interpolate(c, w[1], n->name, sizeof n->name, "layer name"))) return st;
     if (!strcmp(n->name, "input")) return err_at(c, "'input' is the network input's name", NULL, NULL);
-    int prev = lookup(c, n->name);
-    if (prev >= 0 && !strcmp(c->g->nodes[prev].name, n->name)) {
+    int prev = find_node(c, n->name);
+    if (prev >= 0) {
         char first[32];
         snprintf(first, sizeof first, "%d", c->g->nodes[prev].line);
         return err_at(c, "layer name '%s' is already used (line %s)", n->name, first);
