@@ -112,24 +112,19 @@ static enum adapt_status load_data(struct run *r, int need_train)
     return ADAPT_OK;
 }
 
-static enum adapt_status build_model(struct run *r, int classes)
+/* The network of the resolved description g (for `classes` outputs) on the loaded data. */
+static enum adapt_status build_model(struct run *r, const struct adapt_graph *g, int classes)
 {
     const struct adapt_config *cfg = r->cfg;
     const struct adapt_dataset *ds = &r->test;
-    struct adapt_graph *g;
-    enum adapt_status st = adapt_graph_load(&g, model_name(cfg), classes, cfg->model.args);
-    if (st) return st;
-    if (g->in_chw[0] != ds->c || g->in_chw[1] != ds->h || g->in_chw[2] != ds->w) {
-        st = ADAPT_ERROR(ADAPT_EINVAL,
-                         "model %s (%s) reads %dx%dx%d inputs, but data.dataset = %s gives "
-                         "%dx%dx%d images",
-                         g->name, g->file, g->in_chw[0], g->in_chw[1], g->in_chw[2],
-                         dataset_name(cfg), ds->c, ds->h, ds->w);
-        adapt_graph_free(g);
-        return st;
-    }
+    enum adapt_status st;
+    if (g->in_chw[0] != ds->c || g->in_chw[1] != ds->h || g->in_chw[2] != ds->w)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "model %s (%s) reads %dx%dx%d inputs, but data.dataset = %s gives "
+                           "%dx%dx%d images",
+                           g->name, g->file, g->in_chw[0], g->in_chw[1], g->in_chw[2],
+                           dataset_name(cfg), ds->c, ds->h, ds->w);
     r->net = adapt_net_from_graph(g);
-    adapt_graph_free(g);
     if (!r->net) return ADAPT_EINVAL;
     int n_max = cfg->train.batch > cfg->train.eval_batch ? cfg->train.batch : cfg->train.eval_batch;
     st = adapt_net_finalize(r->net, n_max);
@@ -340,18 +335,28 @@ static enum adapt_status setup_model(struct run *r, long *eval_step)
     const struct adapt_train_opts *opts = r->opts;
     const uint64_t seed = (uint64_t)cfg->run.seed;
     enum adapt_status st;
-    /* the model description first: its errors before any data is read */
+    /* the model description first: its errors before any data is read; resolved again
+     * only if the data's class count is not the one its name promised */
     struct adapt_graph *g;
     int nominal = cfg->model.classes ? cfg->model.classes
                                      : adapt_dataset_classes_of(dataset_name(cfg));
     if ((st = adapt_graph_load(&g, model_name(cfg), nominal, cfg->model.args))) return st;
+    int classes = 0;
+    if ((st = load_data(r, !opts->eval_only))) goto done;
+    classes = cfg->model.classes ? cfg->model.classes : r->test.classes;
+    if (classes < r->test.classes) {
+        st = ADAPT_ERROR(ADAPT_EINVAL, "model.classes = %d, but %s has %d classes", classes,
+                         dataset_name(cfg), r->test.classes);
+        goto done;
+    }
+    if (classes != g->classes) {
+        adapt_graph_free(g);
+        if ((st = adapt_graph_load(&g, model_name(cfg), classes, cfg->model.args))) return st;
+    }
+    st = build_model(r, g, classes);
+done:
     adapt_graph_free(g);
-    if ((st = load_data(r, !opts->eval_only))) return st;
-    int classes = cfg->model.classes ? cfg->model.classes : r->test.classes;
-    if (classes < r->test.classes)
-        return ADAPT_ERROR(ADAPT_EINVAL, "model.classes = %d, but %s has %d classes", classes,
-                           dataset_name(cfg), r->test.classes);
-    if ((st = build_model(r, classes))) return st;
+    if (st) return st;
     adapt_net_init_params(r->net, seed, cfg->model.init_gain);
     if (opts->init_from && (st = adapt_ckpt_load_weights(r->net, opts->init_from))) return st;
     if ((st = adapt_policy_alloc(&r->pol, cfg, r->net, seed))) return st;
