@@ -156,11 +156,17 @@ ADAPT_HOT_CLONES static void hardswish_back_span(const float *x, const float *dy
     }
 }
 
+/* The kinds' tables (below); a layer's table says which it is. */
+static const struct adapt_layer_ops relu_ops, relu6_ops, sigmoid_ops, hardswish_ops, tanh_ops;
+
 /* 0 relu, 1 tanh, 2 relu6, 3 sigmoid, 4 hardswish */
 static int act_kind(const struct adapt_layer *l)
 {
-    const char *k = l->ops->kind;
-    return k[0] == 't' ? 1 : k[0] == 's' ? 3 : k[0] == 'h' ? 4 : k[4] == '6' ? 2 : 0;
+    return l->ops == &tanh_ops        ? 1
+           : l->ops == &relu6_ops     ? 2
+           : l->ops == &sigmoid_ops   ? 3
+           : l->ops == &hardswish_ops ? 4
+                                      : 0;
 }
 
 static void act_forward(struct adapt_layer *l, const struct adapt_exec *ex, const float *const *x,
