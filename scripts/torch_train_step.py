@@ -11,10 +11,14 @@ images per second, in adapt-bench train's keys.
 
   scripts/torch_train_step.py --model NAME|FILE.model   (lenet5, resnet20, vgg11, mobilenetv2, ...)
                               [--batch 128] [--classes 10] [--repeats 7] [--warmup 3]
-                              [--min-sample-s 0.5] [--threads N]
+                              [--min-sample-s 0.5] [--threads N] [--device cpu|cuda]
 
 Threads: --threads, else OMP_NUM_THREADS, else every CPU (torch.set_num_threads). Needs
 PyTorch (Debian: python3-torch). scripts/bench_vs_torch.py runs it beside adapt-bench train.
+
+--device cuda: the model, the batches and the optimizer live on GPU 0; float32 means float32
+(TF32 off for cuBLAS and cuDNN), cuDNN picks its fastest algorithms (cudnn.benchmark), and each
+sample ends with torch.cuda.synchronize() so it times the GPU's work, not the launches.
 """
 import argparse
 import json
@@ -45,6 +49,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--min-sample-s", type=float, default=0.5)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = ap.parse_args()
     if a.batch < 1 or a.classes < 2 or not 1 <= a.repeats <= 64 or a.warmup < 0 \
             or not a.min_sample_s > 0:
@@ -62,12 +67,23 @@ def main():
         net, shape = build(a.model, a.classes)
     except (ValueError, OSError) as e:
         sys.exit("torch_train_step: %s" % e)
+    cuda = a.device == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            sys.exit("torch_train_step: --device cuda: PyTorch sees no CUDA device")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+    dev = torch.device(a.device)
+    net = net.to(dev)
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator().manual_seed(7)
     # approximately standard normal, as adapt-bench train: a sum of 4 uniforms, scaled
     pool = [((torch.rand(4, a.batch, *shape, generator=g).sum(0) - 2.0) * 3.0 ** 0.5,
              torch.randint(0, a.classes, (a.batch,), generator=g)) for _ in range(4)]
+    pool = [(x.to(dev), y.to(dev)) for x, y in pool]
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     it = [0]
 
     def step():
@@ -79,8 +95,10 @@ def main():
 
     for _ in range(a.warmup):
         step()
+    sync()
     t0 = time.perf_counter()
     step()
+    sync()
     one = time.perf_counter() - t0
     steps = max(1, int(-(-a.min_sample_s // max(one, 1e-6))))
     ips = []
@@ -88,9 +106,11 @@ def main():
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
+        sync()
         ips.append(a.batch * steps / (time.perf_counter() - t0))
     print(json.dumps({"bench": "torch_train", "model": a.model, "batch": a.batch,
-                      "threads": threads, "torch": torch.__version__,
+                      "threads": threads, "torch": torch.__version__, "device": a.device,
+                      "gpu": torch.cuda.get_device_name(0) if cuda else None,
                       "img_per_s_median": round(statistics.median(ips), 1),
                       "img_per_s_min": round(min(ips), 1), "img_per_s_max": round(max(ips), 1),
                       "steps_per_sample": steps, "repeats": a.repeats}), flush=True)

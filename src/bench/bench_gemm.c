@@ -8,7 +8,7 @@
  *         int8, int16  the kernels of src/bench/gemm_int.h (packing included),
  *               each result checked against exact dot products at 64 sampled
  *               entries before it is timed
- *   cuda  fp32, tf32, fp16, int8 (src/bench/gemm_cuda.h); without a GPU the
+ *   cuda  fp32, tf32, fp16, bf16, int8 (src/bench/gemm_cuda.h); without a GPU the
  *         benchmark says "no GPU" and skips
  * and element-wise throughput per type: y = max(a x + b, 0) over 2^24
  * elements (integers: (a x + b) >> 8 clamped at 0 and the type's maximum).

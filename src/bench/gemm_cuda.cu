@@ -4,6 +4,7 @@
  *   fp32  cublasGemmEx, CUBLAS_COMPUTE_32F (no TF32)
  *   tf32  cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores)
  *   fp16  cublasGemmEx, fp16 A, B, C with fp32 accumulation (tensor cores)
+ *   bf16  cublasGemmEx, bf16 A, B, C with fp32 accumulation (tensor cores)
  *   int8  cublasLtMatmul, int8 A, B, int32 C, CUBLAS_COMPUTE_32I, A transposed
  *         (the "TN" form int8 kernels require); m, n, k padded up to multiples
  *         of 16 for the int8 alignment rules (the padded problem is timed)
@@ -15,6 +16,7 @@
  */
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -51,6 +53,13 @@ __global__ void fill_f16(__half *p, size_t n, uint32_t seed)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         p[i] = __float2half((float)((int)(mix((uint32_t)i ^ seed) % 2001u) - 1000) * 1e-3f);
+}
+
+__global__ void fill_bf16(__nv_bfloat16 *p, size_t n, uint32_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = __float2bfloat16((float)((int)(mix((uint32_t)i ^ seed) % 2001u) - 1000) * 1e-3f);
 }
 
 __global__ void fill_i8(int8_t *p, size_t n, uint32_t seed)
@@ -168,6 +177,7 @@ bool gemm_ex(bench &B, const char *type, int64_t m, int64_t n, int64_t k, double
     size_t es = 4;
     if (!strcmp(type, "tf32")) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
     if (!strcmp(type, "fp16")) dt = CUDA_R_16F, es = 2;
+    if (!strcmp(type, "bf16")) dt = CUDA_R_16BF, es = 2;
     if (!B.reserve(&B.a, &B.cap_a, (size_t)(m * k) * 4) ||
         !B.reserve(&B.b, &B.cap_b, (size_t)(k * n) * 4) ||
         !B.reserve(&B.c, &B.cap_c, (size_t)(m * n) * 4))
@@ -175,9 +185,12 @@ bool gemm_ex(bench &B, const char *type, int64_t m, int64_t n, int64_t k, double
     if (es == 4) {
         fill_f32<<<B.blocks, 256>>>((float *)B.a, (size_t)(m * k), 1u);
         fill_f32<<<B.blocks, 256>>>((float *)B.b, (size_t)(k * n), 2u);
-    } else {
+    } else if (dt == CUDA_R_16F) {
         fill_f16<<<B.blocks, 256>>>((__half *)B.a, (size_t)(m * k), 1u);
         fill_f16<<<B.blocks, 256>>>((__half *)B.b, (size_t)(k * n), 2u);
+    } else {
+        fill_bf16<<<B.blocks, 256>>>((__nv_bfloat16 *)B.a, (size_t)(m * k), 1u);
+        fill_bf16<<<B.blocks, 256>>>((__nv_bfloat16 *)B.b, (size_t)(k * n), 2u);
     }
     if (!B.cuda_ok(cudaGetLastError(), "fill")) return false;
     const float alpha = 1.0f, beta = 0.0f;
@@ -311,13 +324,13 @@ extern "C" int adapt_bench_gemm_cuda(const int64_t *shapes, int n_shapes, double
               B.cuda_ok(cudaEventCreate(&B.e0), "cudaEventCreate") &&
               B.cuda_ok(cudaEventCreate(&B.e1), "cudaEventCreate") &&
               B.cuda_ok(cudaMalloc(&B.ws, B.ws_bytes), "cudaMalloc");
-    static const char *const types[3] = {"fp32", "tf32", "fp16"};
-    static const char *const impls[3] = {"cublas-gemmex-32f", "cublas-gemmex-tf32",
-                                         "cublas-gemmex-16f"};
+    static const char *const types[4] = {"fp32", "tf32", "fp16", "bf16"};
+    static const char *const impls[4] = {"cublas-gemmex-32f", "cublas-gemmex-tf32",
+                                         "cublas-gemmex-16f", "cublas-gemmex-16bf"};
     for (int i = 0; ok && i < n_shapes; i++) {
         int64_t m = shapes[3 * i], nn = shapes[3 * i + 1], k = shapes[3 * i + 2];
         double s;
-        for (int t = 0; ok && t < 3 && n < cap; t++)
+        for (int t = 0; ok && t < 4 && n < cap; t++)
             if ((ok = gemm_ex(B, types[t], m, nn, k, &s)))
                 put(&out[n++], types[t], impls[t], m, nn, k, 0, s);
         if (ok && n < cap && (ok = gemm_int8(B, m, nn, k, &s)))

@@ -23,7 +23,7 @@ extern "C" {
 
 /* One measurement: a GEMM (m, n, k > 0) or an element-wise pass (elements > 0). */
 struct adapt_bench_timing {
-    char type[8];   /* "fp32", "tf32", "fp16", "int8", "int16" */
+    char type[8];   /* "fp32", "tf32", "fp16", "bf16", "int8", "int16" */
     char impl[48];  /* "cublas-sgemm", "cublaslt-int8", ... */
     int64_t m, n, k;
     int64_t elements;

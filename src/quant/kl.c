@@ -173,7 +173,7 @@ static enum adapt_status kl_hists(const char *who, const struct quant_spec *s, c
 enum adapt_status quant_kl(const struct quant_spec *s, const float *w, size_t n, size_t sample,
                            int bins, struct quant_key key, double *kl)
 {
-    uint64_t *hq, *hp;
+    uint64_t *hq = NULL, *hp = NULL; /* set when kl_hists succeeds (gcc 13 cannot tell) */
     enum adapt_status st =
         kl_hists("quant_kl", s, w, n, sample, bins, key, QUANT_HIST_CLAMP, &hq, &hp);
     if (st != ADAPT_OK) return st;
@@ -185,7 +185,7 @@ enum adapt_status quant_kl(const struct quant_spec *s, const float *w, size_t n,
 enum adapt_status quant_kl_reference(const struct quant_spec *s, const float *w, size_t n,
                                      size_t sample, int bins, struct quant_key key, double *div)
 {
-    uint64_t *hq, *hp;
+    uint64_t *hq = NULL, *hp = NULL; /* set when kl_hists succeeds (gcc 13 cannot tell) */
     enum adapt_status st =
         kl_hists("quant_kl_reference", s, w, n, sample, bins, key, QUANT_HIST_DROP, &hq, &hp);
     if (st != ADAPT_OK) return st;
