@@ -5,12 +5,20 @@
 # Checks that nvcc compiles and links a kernel and that cuRAND links with the
 # host compiler. Defines ADAPT_HAVE_CUDA, substitutes NVCC, NVCCFLAGS,
 # CUDA_CFLAGS, CUDA_LIBS and sets AM_CONDITIONAL HAVE_CUDA.
+# --with-cudnn[=DIR]  cuDNN's include/ and lib/ (or lib64/) in DIR (default: the
+#                     toolkit's); when it is absent (or --without-cudnn) the
+#                     GPU convolutions use im2col and cuBLAS. Defines
+#                     ADAPT_HAVE_CUDNN and adds cuDNN to CUDA_CFLAGS/CUDA_LIBS.
 # NVCC_GENCODE overrides the target architectures.
 AC_DEFUN([ADAPT_CHECK_CUDA], [
   AC_ARG_WITH([cuda],
     [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@],
        [build the CUDA kernels with the toolkit in DIR (default: /usr/local/cuda if present)])],
     [], [with_cuda=check])
+  AC_ARG_WITH([cudnn],
+    [AS_HELP_STRING([--with-cudnn@<:@=DIR@:>@],
+       [cuDNN for the GPU convolutions, from DIR (default: the CUDA toolkit's, if present)])],
+    [], [with_cudnn=check])
   AC_ARG_VAR([NVCC_GENCODE],
      [nvcc -gencode flags (default: sm_80 and sm_90 code plus compute_90 PTX)])
   adapt_have_cuda=no
@@ -66,6 +74,34 @@ _ACEOF
             [AC_MSG_ERROR(
                [the CUDA toolkit in $cuda_dir cannot build the kernels (see config.log)])])
     ])
+  ])
+  adapt_have_cudnn=no
+  AS_IF([test "x$adapt_have_cuda" = xyes && test "x$with_cudnn" != xno], [
+    cudnn_dir=$cuda_dir
+    AS_CASE([$with_cudnn], [yes|check], [], [cudnn_dir=$with_cudnn])
+    cudnn_libdir=$cudnn_dir/lib64
+    test -d "$cudnn_libdir" || cudnn_libdir=$cudnn_dir/lib
+    AC_MSG_CHECKING([for cuDNN in $cudnn_dir])
+    save_LIBS=$LIBS
+    save_CFLAGS=$CFLAGS
+    CFLAGS="$CFLAGS $CUDA_CFLAGS -I$cudnn_dir/include"
+    # a pip-installed cuDNN ships libcudnn.so.9 without the libcudnn.so link
+    for cudnn_l in -lcudnn -l:libcudnn.so.9; do
+      LIBS="-L$cudnn_libdir -Wl,-rpath,$cudnn_libdir $cudnn_l $CUDA_LIBS $save_LIBS"
+      AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <cudnn.h>]],
+          [[cudnnHandle_t h; return (int)cudnnCreate(&h) + (int)cudnnGetVersion();]])],
+        [adapt_have_cudnn=yes; break])
+    done
+    LIBS=$save_LIBS
+    CFLAGS=$save_CFLAGS
+    AC_MSG_RESULT([$adapt_have_cudnn])
+    AS_IF([test "x$adapt_have_cudnn" = xyes], [
+      CUDA_CFLAGS="$CUDA_CFLAGS -I$cudnn_dir/include"
+      CUDA_LIBS="-L$cudnn_libdir -Wl,-rpath,$cudnn_libdir $cudnn_l $CUDA_LIBS"
+      AC_DEFINE([ADAPT_HAVE_CUDNN], [1],
+                [Define to 1 when the GPU convolutions, pooling and batch-norm may use cuDNN])
+    ], [AS_IF([test "x$with_cudnn" != xcheck],
+                [AC_MSG_ERROR([cuDNN not usable in $cudnn_dir (see config.log)])])])
   ])
   AS_IF([test "x$adapt_have_cuda" = xyes],
         [AC_DEFINE([ADAPT_HAVE_CUDA], [1], [Define to 1 when the CUDA kernels are built])],

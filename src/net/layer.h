@@ -91,6 +91,11 @@ struct adapt_layer {
     float *saved;                   /* bound by the network: ops->saved(l, n_max) floats */
     int64_t *counter;               /* batch-norm num_batches_tracked; NULL otherwise */
     int node;                       /* index in its network (set by adapt_net_add) */
+    /* what another implementation of the kind (the GPU engine, src/net/cuda) needs beyond the
+     * shapes, set by the constructors (0 elsewhere): conv groups and dilation (1 for a plain
+     * conv2d), global = 1 for a global average pool, batch-norm eps and momentum, dropout p */
+    int groups, dilation, global;
+    float eps, momentum, p;
 };
 
 /* Constructors. in_chw is the per-sample input shape. Return NULL on bad

@@ -11,3 +11,13 @@ libnet_a_SOURCES = \
 	src/net/layers/xent.c \
 	src/net/net.c src/net/net.h src/net/models.c \
 	src/net/optim.c src/net/optim.h
+
+# the GPU engine (src/net/net_cuda.h): cuDNN/cuBLAS and the engine's own kernels; a stub
+# without CUDA
+libnet_a_SOURCES += src/net/net_cuda.h src/net/cuda/kernels.h
+if HAVE_CUDA
+libnet_a_SOURCES += src/net/cuda/net_cuda.cu src/net/cuda/kernels.cu
+else
+libnet_a_SOURCES += src/net/net_cuda_none.c
+endif
+EXTRA_DIST += src/net/cuda/net_cuda.cu src/net/cuda/kernels.cu src/net/net_cuda_none.c

@@ -239,8 +239,8 @@ struct adapt_layer *adapt_batchnorm2d_create(const char *name, const int in_chw[
                     (double)eps, (double)momentum);
         goto free_layer;
     }
-    bn->eps = eps;
-    bn->momentum = momentum;
+    bn->eps = l->eps = eps;
+    bn->momentum = l->momentum = momentum;
     int c = in_chw[0];
     adapt_layer_param_add(l, "weight", ADAPT_PARAM_WEIGHT, 1, &c, 0);
     adapt_layer_param_add(l, "bias", ADAPT_PARAM_BIAS, 1, &c, 0);

@@ -496,6 +496,7 @@ struct adapt_layer *adapt_conv2d_create(const char *name, const int in_chw[3], i
     g->k = k;
     g->stride = stride;
     g->pad = pad;
+    l->groups = l->dilation = 1;
     g->ho = (g->h + 2 * pad - k) / stride + 1;
     g->wo = (g->w + 2 * pad - k) / stride + 1;
     c->cout = cout;

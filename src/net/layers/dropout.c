@@ -97,7 +97,7 @@ struct adapt_layer *adapt_dropout_create(const char *name, const int in_chw[3], 
         free(d);
         return NULL;
     }
-    d->p = p;
+    d->p = d->base.p = p;
     d->base.elementwise = (int64_t)adapt_layer_out_numel(&d->base);
     return &d->base;
 }

@@ -286,8 +286,8 @@ struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], 
     c->k = k;
     c->stride = stride;
     c->pad = pad;
-    c->groups = groups;
-    c->dil = dilation;
+    c->groups = l->groups = groups;
+    c->dil = l->dilation = dilation;
     c->tail = span;
     c->ho = (c->h + 2 * pad - span) / stride + 1;
     c->wo = (c->w + 2 * pad - span) / stride + 1;

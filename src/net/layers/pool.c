@@ -259,6 +259,7 @@ static struct adapt_layer *pool_create(const struct adapt_layer_ops *ops, const 
     if (k == 0 && ops == &avgpool_ops) {
         p->k = 0;
         p->s = 0;
+        l->global = 1;
         l->out_dim[1] = l->out_dim[2] = 1;
         l->k = in_chw[1]; /* the window is the whole plane */
         l->stride = 1;

@@ -1,0 +1,1222 @@
+/* src/net/cuda/kernels.cu: CUDA kernels and extern "C" launchers of src/net/cuda/kernels.h.
+ *
+ * Each kernel is the device twin of a CPU layer and follows its arithmetic: activations
+ * (src/net/layers/act.c, tanh by the same expm1 reduction, not libm), copies and sums (add.c,
+ * flatten.c), pooling (pool.c), batch norm (batchnorm.c), bias of conv2d.c / linear.c (fc.c),
+ * dropout and concat (dropout.c), softmax cross-entropy (xent.c), one SGD step (src/net/optim.c)
+ * and the convolution lowering (im2col.c). Where the CPU rounds a product before adding it
+ * (batch-norm coefficients and running statistics, the SGD update, dropout's scaling, the
+ * cross-entropy gradient, the average-pool gradient) the kernels round it too (__fmul_rn and
+ * friends: no contraction into FMA); the vectorised CPU loops may contract, and so may these.
+ *
+ * Element-wise kernels walk the data grid-stride, four floats at a time (float4) when every
+ * pointer is 16-byte aligned and a scalar tail after. Reductions accumulate in double: batch
+ * norm and the bias gradient run one block per channel (summation order fixed by the block
+ * size, so repeated runs agree bit for bit), cross-entropy one block for the batch, the sum of
+ * squares one block per slice of the tensor, combined by atomicAdd on doubles (the order of
+ * that last addition varies from run to run, in the last bits of a double).
+ * Dropout draws its bits with adapt_rng_block of src/base/rng.h, the function the CPU calls,
+ * one thread per Philox block of four elements, so masks agree bit for bit.
+ *
+ * Max pooling keeps no indices: its backward finds, for every input element, the outputs whose
+ * windows chose it by rescanning x with pool.c's rule, and adds their gradients in output
+ * order, the order of the CPU's scatter. Average-pool backward and col2im gather the same way,
+ * so no kernel here needs atomics on floats.
+ */
+#include <cuda_runtime.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "src/base/rng.h"
+#include "src/net/cuda/kernels.h"
+
+namespace {
+
+/* Threads of the element-wise kernels, and their most blocks (the loops are grid-stride). */
+constexpr int kThreads = 256;
+constexpr size_t kMaxBlocks = 8192;
+/* Threads of the one-block-per-channel reductions. */
+constexpr int kChanThreads = 512;
+/* Threads of the one-block cross-entropy. */
+constexpr int kXentThreads = 1024;
+/* Most blocks of the sum of squares (each adds one pair of doubles atomically). */
+constexpr size_t kSumsqBlocks = 1024;
+
+unsigned blocks_for(size_t work, int threads = kThreads)
+{
+    size_t b = (work + (size_t)threads - 1) / (size_t)threads;
+    return (unsigned)(b < kMaxBlocks ? (b ? b : 1) : kMaxBlocks);
+}
+
+bool aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+/* Indices fit 32 bits (with room for one grid stride past the end): cheaper division. */
+bool small_index(size_t total)
+{
+    return total <= (size_t)INT_MAX;
+}
+
+/* ---------------------------------------------------------------- vector access */
+
+/* V consecutive floats, V = 1 or 4 (float4: the address is 16-byte aligned). */
+template <int V> struct fvec {
+    float v[V];
+};
+
+template <int V> __device__ __forceinline__ fvec<V> ld(const float *p);
+template <> __device__ __forceinline__ fvec<1> ld<1>(const float *p)
+{
+    fvec<1> r;
+    r.v[0] = *p;
+    return r;
+}
+template <> __device__ __forceinline__ fvec<4> ld<4>(const float *p)
+{
+    const float4 t = *reinterpret_cast<const float4 *>(p);
+    fvec<4> r;
+    r.v[0] = t.x;
+    r.v[1] = t.y;
+    r.v[2] = t.z;
+    r.v[3] = t.w;
+    return r;
+}
+
+template <int V> __device__ __forceinline__ void st(float *p, const fvec<V> &a);
+template <> __device__ __forceinline__ void st<1>(float *p, const fvec<1> &a)
+{
+    *p = a.v[0];
+}
+template <> __device__ __forceinline__ void st<4>(float *p, const fvec<4> &a)
+{
+    *reinterpret_cast<float4 *>(p) = make_float4(a.v[0], a.v[1], a.v[2], a.v[3]);
+}
+
+/* Applies op.run<4>(i) to the groups of four of [0, n) when vec, op.run<1>(i) to the rest. Op
+ * reads and writes only elements i .. i+V-1, so in-place use (y == x) is safe. */
+template <class Op> __global__ void map_kernel(Op op, size_t n, bool vec)
+{
+    const size_t t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t step = (size_t)gridDim.x * blockDim.x;
+    const size_t nv = vec ? n / 4 : 0;
+    for (size_t q = t0; q < nv; q += step) op.template run<4>(4 * q);
+    for (size_t i = 4 * nv + t0; i < n; i += step) op.template run<1>(i);
+}
+
+template <class Op> void launch_map(const Op &op, size_t n, bool vec, cudaStream_t s)
+{
+    if (n == 0) return;
+    map_kernel<Op><<<blocks_for(vec ? (n + 3) / 4 : n), kThreads, 0, s>>>(op, n, vec);
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+__device__ __forceinline__ double warp_sum(double v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v; /* the same in every lane: each butterfly step adds the same pair both ways */
+}
+
+/* Sums a and b over the block (NT threads, a multiple of 32); the sums are valid in thread 0.
+ * Called at most once per kernel (its shared memory is not reused). */
+template <int NT> __device__ __forceinline__ void block_sum2(double &a, double &b)
+{
+    __shared__ double sh[2][NT / 32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    a = warp_sum(a);
+    b = warp_sum(b);
+    if (lane == 0) {
+        sh[0][wid] = a;
+        sh[1][wid] = b;
+    }
+    __syncthreads();
+    if (wid == 0) {
+        a = lane < NT / 32 ? sh[0][lane] : 0.0;
+        b = lane < NT / 32 ? sh[1][lane] : 0.0;
+        a = warp_sum(a);
+        b = warp_sum(b);
+    }
+}
+
+/* Calls f(offset) for the V-float groups start, start + step, ... of one channel of an
+ * (n, C, hw) tensor: offset = j cs + base + V p for group j (hw / V) + p, where cs = C hw is
+ * the sample stride and base = channel hw. V divides hw. */
+template <int V, class F>
+__device__ __forceinline__ void channel_walk(int n, int hw, size_t cs, size_t base, unsigned start,
+                                             unsigned step, F f)
+{
+    const unsigned g = (unsigned)hw / V;
+    const unsigned dj = step / g, dp = step % g;
+    unsigned j = start / g, p = start % g;
+    while (j < (unsigned)n) {
+        f((size_t)j * cs + base + (size_t)p * V);
+        j += dj;
+        p += dp;
+        if (p >= g) {
+            p -= g;
+            j++;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- activations (act.c) */
+
+__device__ __forceinline__ float relu_f(float x)
+{
+    return x < 0.0f ? 0.0f : x;
+}
+
+__device__ __forceinline__ float relu6_f(float x)
+{
+    return x < 0.0f ? 0.0f : x > 6.0f ? 6.0f : x;
+}
+
+/* act.c's tanh_span: tanh|x| = (e^t - 1) / (e^t - 1 + 2), t = 2|x| clamped to 20, e^t - 1 =
+ * 2^k expm1(r) + (2^k - 1) with a Cody-Waite reduction and a degree-7 expm1 polynomial. */
+__device__ __forceinline__ float tanh_f(float xi)
+{
+    const float log2e = 1.44269504088896341f;
+    const float ln2_hi = 0.693145751953125f;
+    const float ln2_lo = 1.42860682030941723e-6f;
+    const float shifter = 12582912.0f;
+    const float a = fabsf(xi);
+    float t = a + a;
+    t = t > 20.0f ? 20.0f : t;
+    const float v = t * log2e + shifter;
+    const float kf = v - shifter;
+    const uint32_t k = __float_as_uint(v) - __float_as_uint(shifter);
+    float r = t - kf * ln2_hi;
+    r = r - kf * ln2_lo;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    const float em1r = (r * r) * p + r;
+    const float s = __uint_as_float((k + 127u) << 23);
+    const float em1 = s * em1r + (s - 1.0f);
+    const float th = em1 / (em1 + 2.0f);
+    return copysignf(th, xi);
+}
+
+/* 1 / (1 + e^-x) through e^-|x| so that neither tail cancels */
+__device__ __forceinline__ float sigmoid_f(float x)
+{
+    const float e = expf(-fabsf(x));
+    const float s = 1.0f / (1.0f + e);
+    return x >= 0.0f ? s : e * s;
+}
+
+__device__ __forceinline__ float hardswish_f(float x)
+{
+    float t = x + 3.0f;
+    t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
+    return x * t / 6.0f;
+}
+
+template <int KIND> __device__ __forceinline__ float act_f(float x)
+{
+    if (KIND == ACU_RELU) return relu_f(x);
+    if (KIND == ACU_RELU6) return relu6_f(x);
+    if (KIND == ACU_TANH) return tanh_f(x);
+    if (KIND == ACU_SIGMOID) return sigmoid_f(x);
+    return hardswish_f(x);
+}
+
+/* The gradient given r = y (x for hardswish) and dy, as act.c's *_back_span: relu and relu6
+ * compare y with the kinks (0 at y <= 0 and at y >= 6; a NaN y passes dy), hardswish is 0 below
+ * x = -3, dy (x/3 + 1/2) up to 3 inclusive, dy above (and for a NaN x). */
+template <int KIND> __device__ __forceinline__ float act_grad(float r, float dy)
+{
+    if (KIND == ACU_RELU) return r <= 0.0f ? 0.0f : dy;
+    if (KIND == ACU_RELU6) return r <= 0.0f || r >= 6.0f ? 0.0f : dy;
+    if (KIND == ACU_TANH) return (1.0f - r * r) * dy;
+    if (KIND == ACU_SIGMOID) return dy * r * (1.0f - r);
+    return r < -3.0f ? 0.0f : r <= 3.0f ? dy * (r / 3.0f + 0.5f) : dy;
+}
+
+template <int KIND> struct act_fwd_op {
+    const float *x;
+    float *y;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        fvec<V> a = ld<V>(x + i);
+#pragma unroll
+        for (int l = 0; l < V; l++) a.v[l] = act_f<KIND>(a.v[l]);
+        st<V>(y + i, a);
+    }
+};
+
+template <int KIND> struct act_bwd_op {
+    const float *r; /* y, or x for hardswish */
+    const float *dy;
+    float *dx;
+    int acc;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        const fvec<V> a = ld<V>(r + i);
+        const fvec<V> g = ld<V>(dy + i);
+        fvec<V> o;
+#pragma unroll
+        for (int l = 0; l < V; l++) o.v[l] = act_grad<KIND>(a.v[l], g.v[l]);
+        if (acc) {
+            const fvec<V> d = ld<V>(dx + i);
+#pragma unroll
+            for (int l = 0; l < V; l++) o.v[l] = d.v[l] + o.v[l];
+        }
+        st<V>(dx + i, o);
+    }
+};
+
+template <int KIND> void act_forward_as(const float *x, float *y, size_t n, cudaStream_t s)
+{
+    act_fwd_op<KIND> op = {x, y};
+    launch_map(op, n, aligned16(x) && aligned16(y), s);
+}
+
+template <int KIND>
+void act_backward_as(const float *r, const float *dy, float *dx, size_t n, int acc, cudaStream_t s)
+{
+    act_bwd_op<KIND> op = {r, dy, dx, acc};
+    launch_map(op, n, aligned16(r) && aligned16(dy) && aligned16(dx), s);
+}
+
+/* ---------------------------------------------------------------- copy, add (add.c, flatten.c) */
+
+struct acc_op { /* dst += src */
+    const float *src;
+    float *dst;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        const fvec<V> a = ld<V>(src + i);
+        fvec<V> d = ld<V>(dst + i);
+#pragma unroll
+        for (int l = 0; l < V; l++) d.v[l] += a.v[l];
+        st<V>(dst + i, d);
+    }
+};
+
+struct add_op { /* y = a + b */
+    const float *a, *b;
+    float *y;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        fvec<V> u = ld<V>(a + i);
+        const fvec<V> w = ld<V>(b + i);
+#pragma unroll
+        for (int l = 0; l < V; l++) u.v[l] += w.v[l];
+        st<V>(y + i, u);
+    }
+};
+
+/* ---------------------------------------------------------------- pooling (pool.c) */
+
+/* pool.c's max rule: the window is scanned row by row and an element replaces the maximum when
+ * it is greater or NaN (first maximum; last NaN). Returns the index within the plane. */
+__device__ __forceinline__ int max_arg(const float *xp, int w, int i0, int k, float *best_out)
+{
+    float best = -INFINITY;
+    int bi = i0;
+    for (int ky = 0; ky < k; ky++)
+        for (int kx = 0; kx < k; kx++) {
+            const int idx = i0 + ky * w + kx;
+            const float v = xp[idx];
+            if (v > best || v != v) {
+                best = v;
+                bi = idx;
+            }
+        }
+    *best_out = best;
+    return bi;
+}
+
+/* one thread per output element */
+template <typename I>
+__global__ void maxpool_fwd_kernel(const float *x, float *y, I total, int h, int w, int ho, int wo,
+                                   int k, int s)
+{
+    const I op = (I)ho * (I)wo;
+    for (I o = (I)blockIdx.x * blockDim.x + threadIdx.x; o < total;
+         o += (I)gridDim.x * blockDim.x) {
+        const I q = o / op;
+        const int r = (int)(o - q * op), oy = r / wo, ox = r - oy * wo;
+        float best;
+        (void)max_arg(x + (size_t)q * h * w, w, oy * s * w + ox * s, k, &best);
+        y[o] = best;
+    }
+}
+
+/* First and last output index (along one axis) whose window [o s, o s + k) holds i. */
+__device__ __forceinline__ void windows_of(int i, int k, int s, int no, int *o0, int *o1)
+{
+    *o0 = i < k ? 0 : (i - k) / s + 1;
+    const int last = i / s;
+    *o1 = last < no - 1 ? last : no - 1;
+}
+
+/* one thread per input element: the outputs whose window chose it, in output order (the order
+ * of the CPU's scatter dp[arg[o]] += dy[o]) */
+template <typename I>
+__global__ void maxpool_bwd_kernel(const float *x, const float *dy, float *dx, I total, int h,
+                                   int w, int ho, int wo, int k, int s, int acc)
+{
+    const I ip = (I)h * (I)w;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (I)gridDim.x * blockDim.x) {
+        const I q = e / ip;
+        const int r = (int)(e - q * ip), iy = r / w, ix = r - iy * w;
+        const float *xp = x + (size_t)q * ip;
+        const float *gp = dy + (size_t)q * ho * wo;
+        int oy0, oy1, ox0, ox1;
+        windows_of(iy, k, s, ho, &oy0, &oy1);
+        windows_of(ix, k, s, wo, &ox0, &ox1);
+        float sum = acc ? dx[e] : 0.0f;
+        for (int oy = oy0; oy <= oy1; oy++)
+            for (int ox = ox0; ox <= ox1; ox++) {
+                float best;
+                if (max_arg(xp, w, oy * s * w + ox * s, k, &best) == r) sum += gp[oy * wo + ox];
+            }
+        dx[e] = sum;
+    }
+}
+
+template <typename I>
+__global__ void avgpool_fwd_kernel(const float *x, float *y, I total, int h, int w, int ho, int wo,
+                                   int k, int s)
+{
+    const I op = (I)ho * (I)wo;
+    const float inv = 1.0f / (float)(k * k);
+    for (I o = (I)blockIdx.x * blockDim.x + threadIdx.x; o < total;
+         o += (I)gridDim.x * blockDim.x) {
+        const I q = o / op;
+        const int r = (int)(o - q * op), oy = r / wo, ox = r - oy * wo;
+        const float *xw = x + (size_t)q * h * w + (size_t)oy * s * w + ox * s;
+        float a;
+        if (k == 2 && s == 2) { /* pool.c's 2x2 sum order */
+            a = (xw[0] + xw[1]) + (xw[w] + xw[w + 1]);
+        } else {
+            a = 0.0f;
+            for (int ky = 0; ky < k; ky++)
+                for (int kx = 0; kx < k; kx++) a += xw[ky * w + kx];
+        }
+        y[o] = a * inv;
+    }
+}
+
+/* one thread per input element; the CPU adds dy * inv window by window in output order */
+template <typename I>
+__global__ void avgpool_bwd_kernel(const float *dy, float *dx, I total, int h, int w, int ho,
+                                   int wo, int k, int s, int acc)
+{
+    const I ip = (I)h * (I)w;
+    const float inv = 1.0f / (float)(k * k);
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (I)gridDim.x * blockDim.x) {
+        const I q = e / ip;
+        const int r = (int)(e - q * ip), iy = r / w, ix = r - iy * w;
+        const float *gp = dy + (size_t)q * ho * wo;
+        int oy0, oy1, ox0, ox1;
+        windows_of(iy, k, s, ho, &oy0, &oy1);
+        windows_of(ix, k, s, wo, &ox0, &ox1);
+        float sum = acc ? dx[e] : 0.0f;
+        for (int oy = oy0; oy <= oy1; oy++)
+            for (int ox = ox0; ox <= ox1; ox++)
+                sum = __fadd_rn(sum, __fmul_rn(gp[oy * wo + ox], inv)); /* no FMA: g = dy inv */
+        dx[e] = sum;
+    }
+}
+
+/* global average: one warp per plane, the sum in double times 1 / hw in double (as
+ * adapt_sum_f32(plane) * inv in pool.c) */
+__global__ void gap_fwd_kernel(const float *x, float *y, size_t planes, int hw)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t w0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const size_t nw = ((size_t)gridDim.x * blockDim.x) >> 5;
+    const double inv = 1.0 / (double)hw;
+    for (size_t q = w0; q < planes; q += nw) {
+        const float *xp = x + q * hw;
+        double a = 0.0;
+        for (int i = lane; i < hw; i += 32) a += xp[i];
+        a = warp_sum(a);
+        if (lane == 0) y[q] = (float)(a * inv);
+    }
+}
+
+struct gap_bwd_op { /* dx[q, :] (=|+=) dy[q] / hw, inv in float as pool.c */
+    const float *dy;
+    float *dx;
+    int hw, acc;
+    float inv;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        /* V divides hw when V > 1: a group lies in one plane */
+        const float g = __fmul_rn(dy[i / (size_t)hw], inv);
+        fvec<V> o;
+        if (acc) o = ld<V>(dx + i);
+#pragma unroll
+        for (int l = 0; l < V; l++) o.v[l] = acc ? o.v[l] + g : g;
+        st<V>(dx + i, o);
+    }
+};
+
+/* ---------------------------------------------------------------- batch norm (batchnorm.c) */
+
+/* One block per channel: shifted moments (shift = the channel's first element, as the CPU) in
+ * double, then thread 0 forms mean, invstd, the running statistics and the affine coefficients
+ * as batchnorm.c does, then the block normalises the channel (still in L2). */
+template <int V>
+__global__ void __launch_bounds__(kChanThreads)
+    bn_fwd_train_kernel(const float *x, float *y, const float *gamma, const float *beta,
+                        float *rmean, float *rvar, float *saved, int n, int c, int hw, float eps,
+                        float mom)
+{
+    const int ch = blockIdx.x;
+    const size_t cs = (size_t)c * hw, base = (size_t)ch * hw;
+    const double shift = x[base];
+    double s1 = 0.0, s2 = 0.0;
+    channel_walk<V>(n, hw, cs, base, threadIdx.x, kChanThreads, [&](size_t o) {
+        const fvec<V> a = ld<V>(x + o);
+#pragma unroll
+        for (int l = 0; l < V; l++) {
+            const double d = (double)a.v[l] - shift;
+            s1 += d;
+            s2 += d * d;
+        }
+    });
+    block_sum2<kChanThreads>(s1, s2);
+    __shared__ float coef[2];
+    if (threadIdx.x == 0) {
+        const double M = (double)n * (double)hw;
+        const double d = s1 / M;
+        double var = __dsub_rn(s2 / M, __dmul_rn(d, d));
+        if (var < 0.0) var = 0.0;
+        const double mu = shift + d;
+        const double is = 1.0 / sqrt(var + (double)eps);
+        saved[ch] = (float)mu;
+        saved[c + ch] = (float)is;
+        const float keep = 1.0f - mom;
+        rmean[ch] = __fadd_rn(__fmul_rn(keep, rmean[ch]), __fmul_rn(mom, (float)mu));
+        rvar[ch] = __fadd_rn(__fmul_rn(keep, rvar[ch]),
+                             __fmul_rn(mom, (float)(__dmul_rn(var, M) / (M - 1.0))));
+        const float a = __fmul_rn(gamma[ch], (float)is);
+        coef[0] = a;
+        coef[1] = __fsub_rn(beta[ch], __fmul_rn((float)mu, a));
+    }
+    __syncthreads();
+    const float a = coef[0], b = coef[1];
+    channel_walk<V>(n, hw, cs, base, threadIdx.x, kChanThreads, [&](size_t o) {
+        fvec<V> v = ld<V>(x + o);
+#pragma unroll
+        for (int l = 0; l < V; l++) v.v[l] = v.v[l] * a + b;
+        st<V>(y + o, v);
+    });
+}
+
+/* grid (slices, channels): each block forms its channel's a = gamma / sqrtf(var + eps),
+ * b = beta - mean a in float as batchnorm.c, then y = x a + b over its slice */
+template <int V>
+__global__ void bn_fwd_eval_kernel(const float *x, float *y, const float *gamma, const float *beta,
+                                   const float *rmean, const float *rvar, int n, int c, int hw,
+                                   float eps)
+{
+    const size_t cs = (size_t)c * hw;
+    for (int ch = blockIdx.y; ch < c; ch += gridDim.y) {
+        const float a = __fdiv_rn(gamma[ch], __fsqrt_rn(__fadd_rn(rvar[ch], eps)));
+        const float b = __fsub_rn(beta[ch], __fmul_rn(rmean[ch], a));
+        channel_walk<V>(n, hw, cs, (size_t)ch * hw, blockIdx.x * blockDim.x + threadIdx.x,
+                        gridDim.x * blockDim.x, [&](size_t o) {
+                            fvec<V> v = ld<V>(x + o);
+#pragma unroll
+                            for (int l = 0; l < V; l++) v.v[l] = v.v[l] * a + b;
+                            st<V>(y + o, v);
+                        });
+    }
+}
+
+/* One block per channel: s1 = sum dy, s2 = sum dy (x - mean) in double; thread 0 adds the
+ * parameter gradients and forms batchnorm.c's A = gamma invstd, B = -A invstd^2 s2 / M,
+ * K = -A s1 / M - B mean (double, rounded to float); then dx (=|+=) dy A + (x B + K). */
+template <int V>
+__global__ void __launch_bounds__(kChanThreads)
+    bn_bwd_kernel(const float *x, const float *dy, const float *gamma, const float *saved,
+                  float *dx, float *dgamma, float *dbeta, int n, int c, int hw, int acc)
+{
+    const int ch = blockIdx.x;
+    const size_t cs = (size_t)c * hw, base = (size_t)ch * hw;
+    const float m = saved[ch];
+    const double is = (double)saved[c + ch];
+    double s1 = 0.0, s2 = 0.0;
+    channel_walk<V>(n, hw, cs, base, threadIdx.x, kChanThreads, [&](size_t o) {
+        const fvec<V> g = ld<V>(dy + o);
+        const fvec<V> a = ld<V>(x + o);
+#pragma unroll
+        for (int l = 0; l < V; l++) {
+            s1 += g.v[l];
+            s2 += (double)g.v[l] * ((double)a.v[l] - (double)m);
+        }
+    });
+    block_sum2<kChanThreads>(s1, s2);
+    __shared__ float coef[3];
+    if (threadIdx.x == 0) {
+        if (dbeta) dbeta[ch] += (float)s1;
+        if (dgamma) dgamma[ch] += (float)__dmul_rn(s2, is);
+        const double M = (double)n * (double)hw;
+        const double A = __dmul_rn((double)gamma[ch], is);
+        const double B = __dmul_rn(__dmul_rn(__dmul_rn(-A, is), is), s2) / M;
+        const double K = __dsub_rn(__dmul_rn(-A, s1) / M, __dmul_rn(B, (double)m));
+        coef[0] = (float)A;
+        coef[1] = (float)B;
+        coef[2] = (float)K;
+    }
+    if (!dx) return; /* uniform over the block */
+    __syncthreads();
+    const float A = coef[0], B = coef[1], K = coef[2];
+    channel_walk<V>(n, hw, cs, base, threadIdx.x, kChanThreads, [&](size_t o) {
+        const fvec<V> g = ld<V>(dy + o);
+        const fvec<V> a = ld<V>(x + o);
+        fvec<V> r;
+        if (acc) r = ld<V>(dx + o);
+#pragma unroll
+        for (int l = 0; l < V; l++) {
+            const float v = g.v[l] * A + (a.v[l] * B + K);
+            r.v[l] = acc ? r.v[l] + v : v;
+        }
+        st<V>(dx + o, r);
+    });
+}
+
+/* ---------------------------------------------------------------- bias (conv2d.c, fc.c) */
+
+/* hw == 1 ((n, c) rows, the linear layer): channel = index mod c */
+template <typename I> __global__ void bias_rows_kernel(float *y, const float *b, I total, int c)
+{
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x)
+        y[e] += b[e % (I)c];
+}
+
+/* grid (slices, channels), as bn_fwd_eval_kernel */
+template <int V> __global__ void bias_planes_kernel(float *y, const float *b, int n, int c, int hw)
+{
+    const size_t cs = (size_t)c * hw;
+    for (int ch = blockIdx.y; ch < c; ch += gridDim.y) {
+        const float bc = b[ch];
+        channel_walk<V>(n, hw, cs, (size_t)ch * hw, blockIdx.x * blockDim.x + threadIdx.x,
+                        gridDim.x * blockDim.x, [&](size_t o) {
+                            fvec<V> v = ld<V>(y + o);
+#pragma unroll
+                            for (int l = 0; l < V; l++) v.v[l] += bc;
+                            st<V>(y + o, v);
+                        });
+    }
+}
+
+/* hw == 1: one thread per channel sums its column in row order in double (fc.c's loop) */
+__global__ void bias_grad_rows_kernel(const float *dy, float *db, int n, int c)
+{
+    for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
+        double sum = 0.0;
+        for (int i = 0; i < n; i++) sum += dy[(size_t)i * c + ch];
+        db[ch] += (float)sum;
+    }
+}
+
+/* one block per channel, the sum in double */
+template <int V>
+__global__ void __launch_bounds__(kChanThreads)
+    bias_grad_planes_kernel(const float *dy, float *db, int n, int c, int hw)
+{
+    const int ch = blockIdx.x;
+    double s1 = 0.0, s2 = 0.0; /* s2 stays 0: block_sum2 reduces pairs */
+    channel_walk<V>(n, hw, (size_t)c * hw, (size_t)ch * hw, threadIdx.x, kChanThreads,
+                    [&](size_t o) {
+                        const fvec<V> g = ld<V>(dy + o);
+#pragma unroll
+                        for (int l = 0; l < V; l++) s1 += g.v[l];
+                    });
+    block_sum2<kChanThreads>(s1, s2);
+    if (threadIdx.x == 0) db[ch] += (float)s1;
+}
+
+/* ---------------------------------------------------------------- dropout, concat (dropout.c) */
+
+/* One thread per Philox block q (elements 4q .. 4q+3): the keep bit of element i is
+ * adapt_u32_to_unit_float(bits) >= p, out = in * scale or 0, added to out under acc. */
+__global__ void dropout_kernel(const float *in, float *out, size_t n, float p, float scale,
+                               uint64_t seed, uint64_t stream, int acc, bool vec)
+{
+    const size_t nq = (n + 3) / 4;
+    for (size_t q = (size_t)blockIdx.x * blockDim.x + threadIdx.x; q < nq;
+         q += (size_t)gridDim.x * blockDim.x) {
+        const adapt_u32x4 r = adapt_rng_block(seed, stream, q);
+        const size_t i0 = 4 * q;
+        if (vec && i0 + 4 <= n) {
+            const fvec<4> a = ld<4>(in + i0);
+            fvec<4> o;
+            if (acc) o = ld<4>(out + i0);
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const float v =
+                    adapt_u32_to_unit_float(r.v[l]) >= p ? __fmul_rn(a.v[l], scale) : 0.0f;
+                o.v[l] = acc ? o.v[l] + v : v;
+            }
+            st<4>(out + i0, o);
+        } else {
+            for (int l = 0; l < 4 && i0 + l < n; l++) {
+                const size_t i = i0 + l;
+                const float v =
+                    adapt_u32_to_unit_float(r.v[l]) >= p ? __fmul_rn(in[i], scale) : 0.0f;
+                out[i] = acc ? out[i] + v : v;
+            }
+        }
+    }
+}
+
+void dropout_launch(const float *in, float *out, size_t n, float p, uint64_t seed, uint64_t stream,
+                    int acc, cudaStream_t s)
+{
+    if (n == 0) return;
+    const float scale = 1.0f / (1.0f - p); /* as dropout.c, in float */
+    dropout_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, s>>>(
+        in, out, n, p, scale, seed, stream, acc, aligned16(in) && aligned16(out));
+}
+
+/* dst[r, 0..width) (=|+=) src[r, 0..width) for rows r < rows, rows spitch / dpitch floats
+ * apart; grid (column slices, rows) */
+template <int V>
+__global__ void rows_copy_kernel(const float *src, size_t spitch, float *dst, size_t dpitch,
+                                 int rows, size_t width, int acc)
+{
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float *sr = src + (size_t)r * spitch;
+        float *dr = dst + (size_t)r * dpitch;
+        for (size_t j = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V; j < width;
+             j += (size_t)gridDim.x * blockDim.x * V) {
+            fvec<V> v = ld<V>(sr + j);
+            if (acc) {
+                const fvec<V> d = ld<V>(dr + j);
+#pragma unroll
+                for (int l = 0; l < V; l++) v.v[l] = d.v[l] + v.v[l];
+            }
+            st<V>(dr + j, v);
+        }
+    }
+}
+
+void rows_copy(const float *src, size_t spitch, float *dst, size_t dpitch, int rows, size_t width,
+               int acc, cudaStream_t s)
+{
+    if (rows <= 0 || width == 0) return;
+    const bool vec =
+        width % 4 == 0 && spitch % 4 == 0 && dpitch % 4 == 0 && aligned16(src) && aligned16(dst);
+    const size_t units = vec ? width / 4 : width;
+    const unsigned gy = (unsigned)(rows < 65535 ? rows : 65535);
+    size_t gx = (units + kThreads - 1) / kThreads;
+    const size_t gx_max = kMaxBlocks / gy ? kMaxBlocks / gy : 1;
+    if (gx > gx_max) gx = gx_max;
+    const dim3 grid((unsigned)gx, gy);
+    if (vec)
+        rows_copy_kernel<4><<<grid, kThreads, 0, s>>>(src, spitch, dst, dpitch, rows, width, acc);
+    else
+        rows_copy_kernel<1><<<grid, kThreads, 0, s>>>(src, spitch, dst, dpitch, rows, width, acc);
+}
+
+/* ---------------------------------------------------------------- cross-entropy (xent.c) */
+
+/* One block; one warp per row. The arg-max is xent.c's scan (z[j] > m from m = z[0]): the
+ * first maximum of the values, or 0 when z[0] is NaN (a NaN never replaces it nor is taken
+ * after it). Lanes take the first maximum of their own columns, then the warp keeps the larger
+ * value, the smaller column on ties. */
+__global__ void __launch_bounds__(kXentThreads)
+    xent_kernel(const float *logits, const int *labels, int n, int c, float *dl, double *out)
+{
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const float inv_n = 1.0f / (float)n;
+    double loss = 0.0, ok = 0.0; /* lane 0 of each warp */
+    for (int i = wid; i < n; i += nw) {
+        const float *z = logits + (size_t)i * c;
+        float m = -INFINITY;
+        int am = INT_MAX; /* none yet */
+        for (int j = lane; j < c; j += 32) {
+            const float v = z[j];
+            if (v > m || (am == INT_MAX && v == v)) {
+                m = v;
+                am = j;
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+            const int a2 = __shfl_xor_sync(0xffffffffu, am, o);
+            if (a2 != INT_MAX && (am == INT_MAX || m2 > m || (m2 == m && a2 < am))) {
+                m = m2;
+                am = a2;
+            }
+        }
+        const float z0 = z[0];
+        if (z0 != z0) {
+            m = z0;
+            am = 0;
+        }
+        const int y = labels[i];
+        const bool yok = y >= 0 && y < c;
+        float *d = dl ? dl + (size_t)i * c : nullptr;
+        double se = 0.0;
+        for (int j = lane; j < c; j += 32) {
+            const float e = expf(z[j] - m);
+            if (d) d[j] = e;
+            se += e;
+        }
+        se = warp_sum(se);
+        if (d) {
+            const float inv = (float)(1.0 / se);
+            for (int j = lane; j < c; j += 32) {
+                float v = __fmul_rn(d[j] * inv, inv_n); /* stored, then -1/n: no FMA */
+                if (j == y) v -= inv_n;
+                d[j] = v;
+            }
+        }
+        if (lane == 0) {
+            loss += ((double)m + log(se)) - (yok ? (double)z[y] : (double)NAN);
+            ok += am == y ? 1.0 : 0.0;
+        }
+    }
+    block_sum2<kXentThreads>(loss, ok);
+    if (threadIdx.x == 0) {
+        out[0] = loss;
+        out[1] = ok;
+    }
+}
+
+/* ---------------------------------------------------------------- SGD (optim.c) */
+
+/* adapt_sgd_prepare then adapt_sgd_update for one element group, each operation rounded as
+ * optim.c's scalar loops (no FMA). */
+struct sgd_op {
+    float *w, *g, *b;
+    const float *l1src, *l2src;
+    float lr, mom, l2, l1, scale;
+    int nesterov, first;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        fvec<V> gw = ld<V>(g + i);
+        fvec<V> ww = ld<V>(w + i);
+        const fvec<V> dw = l2src == w ? ww : ld<V>(l2src + i);
+        fvec<V> bw;
+        const bool read_b = mom != 0.0f && !first;
+        if (read_b) bw = ld<V>(b + i);
+        fvec<V> sw;
+        if (l1 != 0.0f) sw = l1src == w ? ww : ld<V>(l1src + i);
+#pragma unroll
+        for (int l = 0; l < V; l++) {
+            float gv = gw.v[l];
+            if (scale != 1.0f) gv = __fmul_rn(gv, scale);
+            if (l1 != 0.0f) {
+                const float v = sw.v[l];
+                gv = __fadd_rn(gv, __fmul_rn(l1, (float)((v > 0.0f) - (v < 0.0f))));
+            }
+            const float d = __fadd_rn(gv, __fmul_rn(l2, dw.v[l]));
+            const float bi = read_b ? __fadd_rn(__fmul_rn(mom, bw.v[l]), d) : d;
+            bw.v[l] = bi;
+            const float u = (nesterov && mom != 0.0f) ? __fadd_rn(d, __fmul_rn(mom, bi)) : bi;
+            ww.v[l] = __fsub_rn(ww.v[l], __fmul_rn(lr, u));
+            gw.v[l] = 0.0f;
+        }
+        st<V>(b + i, bw);
+        st<V>(w + i, ww);
+        st<V>(g + i, gw);
+    }
+};
+
+/* ---------------------------------------------------------------- im2col (im2col.c) */
+
+/* one thread per col element (row r = (ci k + ky) k + kx, column oy wo + ox) */
+template <typename I>
+__global__ void im2col_kernel(const float *x, float *col, I total, int h, int w, int k, int stride,
+                              int pad, int dil, int wo, I ncol)
+{
+    const int kk = k * k;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (I)gridDim.x * blockDim.x) {
+        const I r = e / ncol;
+        const int pc = (int)(e - r * ncol);
+        const int ci = (int)(r / (I)kk), kr = (int)(r - (I)ci * kk);
+        const int ky = kr / k, kx = kr - ky * k;
+        const int oy = pc / wo, ox = pc - oy * wo;
+        const int iy = oy * stride - pad + ky * dil, ix = ox * stride - pad + kx * dil;
+        col[e] =
+            (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[((size_t)ci * h + iy) * w + ix] : 0.0f;
+    }
+}
+
+/* One thread per input element: the col entries that read it, in (ky, kx) order. im2col.c adds
+ * them onto x itself when pad == 0 and stride == 1, else into a zeroed scratch plane that is
+ * then added to x; the sums are grouped the same way here. */
+template <typename I>
+__global__ void col2im_kernel(const float *col, float *x, I total, int h, int w, int k, int stride,
+                              int pad, int dil, int ho, int wo)
+{
+    const I plane = (I)h * (I)w;
+    const size_t ncol = (size_t)ho * wo, kk = (size_t)k * k;
+    const bool direct = pad == 0 && stride == 1;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (I)gridDim.x * blockDim.x) {
+        const I ci = e / plane;
+        const int r = (int)(e - ci * plane), iy = r / w, ix = r - iy * w;
+        const float *cc = col + (size_t)ci * kk * ncol;
+        float sum = direct ? x[e] : 0.0f;
+        for (int ky = 0; ky < k; ky++) {
+            const int ty = iy + pad - ky * dil;
+            if (ty < 0) break; /* ty falls as ky grows */
+            if (ty % stride) continue;
+            const int oy = ty / stride;
+            if (oy >= ho) continue;
+            for (int kx = 0; kx < k; kx++) {
+                const int tx = ix + pad - kx * dil;
+                if (tx < 0) break;
+                if (tx % stride) continue;
+                const int ox = tx / stride;
+                if (ox >= wo) continue;
+                sum += cc[(size_t)(ky * k + kx) * ncol + (size_t)oy * wo + ox];
+            }
+        }
+        x[e] = direct ? sum : x[e] + sum;
+    }
+}
+
+/* ---------------------------------------------------------------- sum of squares */
+
+template <int V>
+__global__ void __launch_bounds__(kThreads) sumsq_kernel(const float *x, size_t n, double *out)
+{
+    const size_t t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t step = (size_t)gridDim.x * blockDim.x;
+    double sq = 0.0, ab = 0.0;
+    const size_t nv = n / V;
+    for (size_t q = t0; q < nv; q += step) {
+        const fvec<V> a = ld<V>(x + V * q);
+#pragma unroll
+        for (int l = 0; l < V; l++) {
+            const double v = a.v[l];
+            sq += v * v;
+            ab += fabs(v);
+        }
+    }
+    for (size_t i = V * nv + t0; i < n; i += step) {
+        const double v = x[i];
+        sq += v * v;
+        ab += fabs(v);
+    }
+    block_sum2<kThreads>(sq, ab);
+    if (threadIdx.x == 0) {
+        atomicAdd(&out[0], sq);
+        atomicAdd(&out[1], ab);
+    }
+}
+
+/* ---------------------------------------------------------------- launch helpers */
+
+/* Blocks per channel for the (slices, channels) grids: about kMaxBlocks in all. */
+dim3 channel_grid(int n, int c, int hw, int v)
+{
+    const unsigned gy = (unsigned)(c < 65535 ? c : 65535);
+    const size_t units = (size_t)n * (size_t)(hw / v);
+    size_t gx = (units + kThreads - 1) / kThreads;
+    const size_t gx_max = kMaxBlocks / gy ? kMaxBlocks / gy : 1;
+    if (gx > gx_max) gx = gx_max;
+    return dim3((unsigned)gx, gy);
+}
+
+} // namespace
+
+/* ---------------------------------------------------------------- launchers */
+
+extern "C" void acu_act_forward(int kind, const float *x, float *y, size_t count, cudaStream_t s)
+{
+    switch (kind) {
+    case ACU_RELU: act_forward_as<ACU_RELU>(x, y, count, s); break;
+    case ACU_RELU6: act_forward_as<ACU_RELU6>(x, y, count, s); break;
+    case ACU_TANH: act_forward_as<ACU_TANH>(x, y, count, s); break;
+    case ACU_SIGMOID: act_forward_as<ACU_SIGMOID>(x, y, count, s); break;
+    case ACU_HARDSWISH: act_forward_as<ACU_HARDSWISH>(x, y, count, s); break;
+    default: break;
+    }
+}
+
+extern "C" void acu_act_backward(int kind, const float *x, const float *y, const float *dy,
+                                 float *dx, size_t count, int acc, cudaStream_t s)
+{
+    switch (kind) {
+    case ACU_RELU: act_backward_as<ACU_RELU>(y, dy, dx, count, acc, s); break;
+    case ACU_RELU6: act_backward_as<ACU_RELU6>(y, dy, dx, count, acc, s); break;
+    case ACU_TANH: act_backward_as<ACU_TANH>(y, dy, dx, count, acc, s); break;
+    case ACU_SIGMOID: act_backward_as<ACU_SIGMOID>(y, dy, dx, count, acc, s); break;
+    case ACU_HARDSWISH: act_backward_as<ACU_HARDSWISH>(x, dy, dx, count, acc, s); break;
+    default: break;
+    }
+}
+
+extern "C" void acu_copy(const float *src, float *dst, size_t count, int acc, cudaStream_t s)
+{
+    if (count == 0) return;
+    if (acc) {
+        acc_op op = {src, dst};
+        launch_map(op, count, aligned16(src) && aligned16(dst), s);
+    } else if (src != dst) {
+        cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, s);
+    }
+}
+
+extern "C" void acu_add(const float *a, const float *b, float *y, size_t count, cudaStream_t s)
+{
+    add_op op = {a, b, y};
+    launch_map(op, count, aligned16(a) && aligned16(b) && aligned16(y), s);
+}
+
+extern "C" void acu_zero(float *x, size_t count, cudaStream_t s)
+{
+    if (count) cudaMemsetAsync(x, 0, count * sizeof(float), s);
+}
+
+extern "C" void acu_maxpool_forward(const float *x, float *y, int n, int c, int h, int w, int k,
+                                    int stride, cudaStream_t s)
+{
+    if (n <= 0 || c <= 0 || k <= 0 || stride <= 0 || k > h || k > w) return;
+    const int ho = (h - k) / stride + 1, wo = (w - k) / stride + 1;
+    const size_t total = (size_t)n * c * ho * wo;
+    if (small_index(total))
+        maxpool_fwd_kernel<uint32_t>
+            <<<blocks_for(total), kThreads, 0, s>>>(x, y, (uint32_t)total, h, w, ho, wo, k, stride);
+    else
+        maxpool_fwd_kernel<size_t>
+            <<<blocks_for(total), kThreads, 0, s>>>(x, y, total, h, w, ho, wo, k, stride);
+}
+
+extern "C" void acu_maxpool_backward(const float *x, const float *y, const float *dy, float *dx,
+                                     int n, int c, int h, int w, int k, int stride, int acc,
+                                     cudaStream_t s)
+{
+    (void)y; /* the choice is rescanned from x: y may have been overwritten in place */
+    if (n <= 0 || c <= 0 || k <= 0 || stride <= 0 || k > h || k > w) return;
+    const int ho = (h - k) / stride + 1, wo = (w - k) / stride + 1;
+    const size_t total = (size_t)n * c * h * w;
+    if (small_index(total))
+        maxpool_bwd_kernel<uint32_t><<<blocks_for(total), kThreads, 0, s>>>(
+            x, dy, dx, (uint32_t)total, h, w, ho, wo, k, stride, acc);
+    else
+        maxpool_bwd_kernel<size_t>
+            <<<blocks_for(total), kThreads, 0, s>>>(x, dy, dx, total, h, w, ho, wo, k, stride, acc);
+}
+
+extern "C" void acu_avgpool_forward(const float *x, float *y, int n, int c, int h, int w, int k,
+                                    int stride, cudaStream_t s)
+{
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0) return;
+    if (k == 0) {
+        const size_t planes = (size_t)n * c;
+        gap_fwd_kernel<<<blocks_for(planes * 32), kThreads, 0, s>>>(x, y, planes, h * w);
+        return;
+    }
+    if (k < 0 || stride <= 0 || k > h || k > w) return;
+    const int ho = (h - k) / stride + 1, wo = (w - k) / stride + 1;
+    const size_t total = (size_t)n * c * ho * wo;
+    if (small_index(total))
+        avgpool_fwd_kernel<uint32_t>
+            <<<blocks_for(total), kThreads, 0, s>>>(x, y, (uint32_t)total, h, w, ho, wo, k, stride);
+    else
+        avgpool_fwd_kernel<size_t>
+            <<<blocks_for(total), kThreads, 0, s>>>(x, y, total, h, w, ho, wo, k, stride);
+}
+
+extern "C" void acu_avgpool_backward(const float *dy, float *dx, int n, int c, int h, int w, int k,
+                                     int stride, int acc, cudaStream_t s)
+{
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0) return;
+    const size_t total = (size_t)n * c * h * w;
+    if (k == 0) {
+        const int hw = h * w;
+        gap_bwd_op op = {dy, dx, hw, acc, 1.0f / (float)hw};
+        launch_map(op, total, hw % 4 == 0 && aligned16(dx), s);
+        return;
+    }
+    if (k < 0 || stride <= 0 || k > h || k > w) return;
+    const int ho = (h - k) / stride + 1, wo = (w - k) / stride + 1;
+    if (small_index(total))
+        avgpool_bwd_kernel<uint32_t><<<blocks_for(total), kThreads, 0, s>>>(
+            dy, dx, (uint32_t)total, h, w, ho, wo, k, stride, acc);
+    else
+        avgpool_bwd_kernel<size_t>
+            <<<blocks_for(total), kThreads, 0, s>>>(dy, dx, total, h, w, ho, wo, k, stride, acc);
+}
+
+extern "C" void acu_bn_forward_train(const float *x, float *y, const float *gamma,
+                                     const float *beta, float *running_mean, float *running_var,
+                                     float *saved, int n, int c, int hw, float eps, float momentum,
+                                     cudaStream_t s)
+{
+    if (n <= 0 || c <= 0 || hw <= 0) return;
+    if (hw % 4 == 0 && aligned16(x) && aligned16(y))
+        bn_fwd_train_kernel<4><<<c, kChanThreads, 0, s>>>(
+            x, y, gamma, beta, running_mean, running_var, saved, n, c, hw, eps, momentum);
+    else
+        bn_fwd_train_kernel<1><<<c, kChanThreads, 0, s>>>(
+            x, y, gamma, beta, running_mean, running_var, saved, n, c, hw, eps, momentum);
+}
+
+extern "C" void acu_bn_forward_eval(const float *x, float *y, const float *gamma, const float *beta,
+                                    const float *running_mean, const float *running_var, int n,
+                                    int c, int hw, float eps, cudaStream_t s)
+{
+    if (n <= 0 || c <= 0 || hw <= 0) return;
+    const bool vec = hw % 4 == 0 && aligned16(x) && aligned16(y);
+    const dim3 grid = channel_grid(n, c, hw, vec ? 4 : 1);
+    if (vec)
+        bn_fwd_eval_kernel<4>
+            <<<grid, kThreads, 0, s>>>(x, y, gamma, beta, running_mean, running_var, n, c, hw, eps);
+    else
+        bn_fwd_eval_kernel<1>
+            <<<grid, kThreads, 0, s>>>(x, y, gamma, beta, running_mean, running_var, n, c, hw, eps);
+}
+
+extern "C" void acu_bn_backward(const float *x, const float *dy, const float *gamma,
+                                const float *saved, float *dx, float *dgamma, float *dbeta, int n,
+                                int c, int hw, int acc, cudaStream_t s)
+{
+    if (n <= 0 || c <= 0 || hw <= 0) return;
+    if (hw % 4 == 0 && aligned16(x) && aligned16(dy) && aligned16(dx))
+        bn_bwd_kernel<4>
+            <<<c, kChanThreads, 0, s>>>(x, dy, gamma, saved, dx, dgamma, dbeta, n, c, hw, acc);
+    else
+        bn_bwd_kernel<1>
+            <<<c, kChanThreads, 0, s>>>(x, dy, gamma, saved, dx, dgamma, dbeta, n, c, hw, acc);
+}
+
+extern "C" void acu_bias_add(float *y, const float *b, int n, int c, int hw, cudaStream_t s)
+{
+    if (n <= 0 || c <= 0 || hw <= 0) return;
+    if (hw == 1) {
+        const size_t total = (size_t)n * c;
+        if (small_index(total))
+            bias_rows_kernel<uint32_t>
+                <<<blocks_for(total), kThreads, 0, s>>>(y, b, (uint32_t)total, c);
+        else
+            bias_rows_kernel<size_t><<<blocks_for(total), kThreads, 0, s>>>(y, b, total, c);
+        return;
+    }
+    const bool vec = hw % 4 == 0 && aligned16(y);
+    const dim3 grid = channel_grid(n, c, hw, vec ? 4 : 1);
+    if (vec)
+        bias_planes_kernel<4><<<grid, kThreads, 0, s>>>(y, b, n, c, hw);
+    else
+        bias_planes_kernel<1><<<grid, kThreads, 0, s>>>(y, b, n, c, hw);
+}
+
+extern "C" void acu_bias_grad(const float *dy, float *db, int n, int c, int hw, cudaStream_t s)
+{
+    if (n <= 0 || c <= 0 || hw <= 0) return;
+    if (hw == 1) {
+        bias_grad_rows_kernel<<<blocks_for((size_t)c), kThreads, 0, s>>>(dy, db, n, c);
+        return;
+    }
+    if (hw % 4 == 0 && aligned16(dy))
+        bias_grad_planes_kernel<4><<<c, kChanThreads, 0, s>>>(dy, db, n, c, hw);
+    else
+        bias_grad_planes_kernel<1><<<c, kChanThreads, 0, s>>>(dy, db, n, c, hw);
+}
+
+extern "C" void acu_dropout_forward(const float *x, float *y, size_t count, float p, uint64_t seed,
+                                    uint64_t stream, cudaStream_t s)
+{
+    dropout_launch(x, y, count, p, seed, stream, 0, s);
+}
+
+extern "C" void acu_dropout_backward(const float *dy, float *dx, size_t count, float p,
+                                     uint64_t seed, uint64_t stream, int acc, cudaStream_t s)
+{
+    dropout_launch(dy, dx, count, p, seed, stream, acc, s);
+}
+
+extern "C" void acu_concat_forward(const float *x0, const float *x1, float *y, int n, int c0,
+                                   int c1, int hw, cudaStream_t s)
+{
+    if (n <= 0 || hw <= 0) return;
+    const size_t n0 = (size_t)c0 * hw, n1 = (size_t)c1 * hw;
+    rows_copy(x0, n0, y, n0 + n1, n, n0, 0, s);
+    rows_copy(x1, n1, y + n0, n0 + n1, n, n1, 0, s);
+}
+
+extern "C" void acu_concat_backward(const float *dy, float *dx0, float *dx1, int n, int c0, int c1,
+                                    int hw, int acc0, int acc1, cudaStream_t s)
+{
+    if (n <= 0 || hw <= 0) return;
+    const size_t n0 = (size_t)c0 * hw, n1 = (size_t)c1 * hw;
+    if (dx0) rows_copy(dy, n0 + n1, dx0, n0, n, n0, acc0, s);
+    if (dx1) rows_copy(dy + n0, n0 + n1, dx1, n1, n, n1, acc1, s);
+}
+
+extern "C" void acu_softmax_xent(const float *logits, const int *labels, int n, int c,
+                                 float *dlogits, double *out, cudaStream_t s)
+{
+    if (n <= 0 || c <= 0) { /* no rows: loss 0, none correct */
+        cudaMemsetAsync(out, 0, 2 * sizeof(double), s);
+        return;
+    }
+    xent_kernel<<<1, kXentThreads, 0, s>>>(logits, labels, n, c, dlogits, out);
+}
+
+extern "C" void acu_sgd_update(float *w, float *g, float *b, const float *l1_src,
+                               const float *l2_src, size_t count, float lr, float momentum,
+                               float l2, float l1_coef, float grad_scale, int nesterov, int first,
+                               cudaStream_t s)
+{
+    if (count == 0) return;
+    const float *l2s = l2_src ? l2_src : w;
+    const float *l1s = l1_src ? l1_src : w;
+    sgd_op op = {w, g, b, l1s, l2s, lr, momentum, l2, l1_coef, grad_scale, nesterov, first};
+    const bool vec = aligned16(w) && aligned16(g) && aligned16(b) && aligned16(l2s) &&
+                     (l1_coef == 0.0f || aligned16(l1s));
+    launch_map(op, count, vec, s);
+}
+
+extern "C" void acu_im2col(const float *x, float *col, int c, int h, int w, int k, int stride,
+                           int pad, int dil, int ho, int wo, cudaStream_t s)
+{
+    if (c <= 0 || k <= 0 || ho <= 0 || wo <= 0) return;
+    const size_t ncol = (size_t)ho * wo, total = (size_t)c * k * k * ncol;
+    if (small_index(total))
+        im2col_kernel<uint32_t><<<blocks_for(total), kThreads, 0, s>>>(
+            x, col, (uint32_t)total, h, w, k, stride, pad, dil, wo, (uint32_t)ncol);
+    else
+        im2col_kernel<size_t><<<blocks_for(total), kThreads, 0, s>>>(x, col, total, h, w, k, stride,
+                                                                     pad, dil, wo, ncol);
+}
+
+extern "C" void acu_col2im(const float *col, float *x, int c, int h, int w, int k, int stride,
+                           int pad, int dil, int ho, int wo, cudaStream_t s)
+{
+    if (c <= 0 || h <= 0 || w <= 0 || k <= 0 || ho <= 0 || wo <= 0) return;
+    const size_t total = (size_t)c * h * w;
+    if (small_index(total))
+        col2im_kernel<uint32_t><<<blocks_for(total), kThreads, 0, s>>>(
+            col, x, (uint32_t)total, h, w, k, stride, pad, dil, ho, wo);
+    else
+        col2im_kernel<size_t><<<blocks_for(total), kThreads, 0, s>>>(col, x, total, h, w, k, stride,
+                                                                     pad, dil, ho, wo);
+}
+
+extern "C" void acu_sumsq(const float *x, size_t count, double *out, cudaStream_t s)
+{
+    cudaMemsetAsync(out, 0, 2 * sizeof(double), s);
+    if (count == 0) return;
+    const bool vec = aligned16(x);
+    size_t b = ((vec ? count / 4 : count) + kThreads - 1) / kThreads;
+    if (b < 1) b = 1;
+    if (b > kSumsqBlocks) b = kSumsqBlocks;
+    if (vec)
+        sumsq_kernel<4><<<(unsigned)b, kThreads, 0, s>>>(x, count, out);
+    else
+        sumsq_kernel<1><<<(unsigned)b, kThreads, 0, s>>>(x, count, out);
+}

@@ -1,0 +1,113 @@
+/* src/net/cuda/kernels.h: the training engine's own CUDA kernels (everything cuBLAS and cuDNN
+ * do not do), with C-linkage launchers. CUDA builds only (included from .cu files).
+ *
+ * Every pointer is device memory; every launcher enqueues on `s` and returns at once (no
+ * synchronisation, no allocation). Layouts and semantics are those of the CPU layers in
+ * src/net/layers/ (NCHW float32, per-sample shapes (C, H, W)), so that a GPU step and a CPU
+ * step agree to rounding: see each CPU file named below. `acc` = 1 means "add into dx" (an
+ * activation read by two layers), 0 means "overwrite dx", as the CPU ops' acc bits.
+ * Launch configuration is the launcher's business (grid-stride loops; results never depend on
+ * it except through floating-point summation order in the reductions).
+ */
+#ifndef ADAPT_NET_CUDA_KERNELS_H
+#define ADAPT_NET_CUDA_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Activations (src/net/layers/act.c): kinds in the order of enum acu_act. The backward takes
+ * both x and y; each kind reads the one its CPU backward reads. */
+enum acu_act { ACU_RELU = 0, ACU_RELU6, ACU_TANH, ACU_SIGMOID, ACU_HARDSWISH };
+void acu_act_forward(int kind, const float *x, float *y, size_t count, cudaStream_t s);
+void acu_act_backward(int kind, const float *x, const float *y, const float *dy, float *dx,
+                      size_t count, int acc, cudaStream_t s);
+
+/* dst = src (acc 0) or dst += src (acc 1), count floats (flatten, the add layer's backward). */
+void acu_copy(const float *src, float *dst, size_t count, int acc, cudaStream_t s);
+/* y = a + b (the add layer's forward). */
+void acu_add(const float *a, const float *b, float *y, size_t count, cudaStream_t s);
+/* x = 0. */
+void acu_zero(float *x, size_t count, cudaStream_t s);
+
+/* Pooling (src/net/layers/pool.c), no padding, output Ho = (H - k) / stride + 1 (floor).
+ * Max: the backward sends each output's gradient to the input element the CPU picks (same
+ * tie rule), added where windows overlap; it may recompute the choice from x and y. */
+void acu_maxpool_forward(const float *x, float *y, int n, int c, int h, int w, int k, int stride,
+                         cudaStream_t s);
+void acu_maxpool_backward(const float *x, const float *y, const float *dy, float *dx, int n,
+                          int c, int h, int w, int k, int stride, int acc, cudaStream_t s);
+/* Average; k == 0: global average pool (output C x 1 x 1). */
+void acu_avgpool_forward(const float *x, float *y, int n, int c, int h, int w, int k, int stride,
+                         cudaStream_t s);
+void acu_avgpool_backward(const float *dy, float *dx, int n, int c, int h, int w, int k,
+                          int stride, int acc, cudaStream_t s);
+
+/* Batch norm (src/net/layers/batchnorm.c, PyTorch BatchNorm2d): training forward uses the
+ * batch mean and biased variance, writes saved[0..c) = mean, saved[c..2c) = 1/sqrt(var + eps)
+ * and updates running_mean/running_var with momentum (running var from the unbiased batch
+ * variance, n*h*w / (n*h*w - 1)), exactly as the CPU layer; eval forward uses the running
+ * statistics. Backward (training statistics) adds into dgamma and dbeta and writes or adds dx. */
+void acu_bn_forward_train(const float *x, float *y, const float *gamma, const float *beta,
+                          float *running_mean, float *running_var, float *saved, int n, int c,
+                          int hw, float eps, float momentum, cudaStream_t s);
+void acu_bn_forward_eval(const float *x, float *y, const float *gamma, const float *beta,
+                         const float *running_mean, const float *running_var, int n, int c,
+                         int hw, float eps, cudaStream_t s);
+void acu_bn_backward(const float *x, const float *dy, const float *gamma, const float *saved,
+                     float *dx, float *dgamma, float *dbeta, int n, int c, int hw, int acc,
+                     cudaStream_t s);
+
+/* Bias of conv2d / linear: y[i, ch, p] += b[ch] over (n, c, hw); db[ch] += sum of dy[i, ch, p]. */
+void acu_bias_add(float *y, const float *b, int n, int c, int hw, cudaStream_t s);
+void acu_bias_grad(const float *dy, float *db, int n, int c, int hw, cudaStream_t s);
+
+/* Dropout (src/net/layers/dropout.c): the same keep/drop decision for every element as the
+ * CPU layer given (seed, stream, element index), kept values scaled by 1 / (1 - p). */
+void acu_dropout_forward(const float *x, float *y, size_t count, float p, uint64_t seed,
+                         uint64_t stream, cudaStream_t s);
+void acu_dropout_backward(const float *dy, float *dx, size_t count, float p, uint64_t seed,
+                          uint64_t stream, int acc, cudaStream_t s);
+
+/* Concat of two inputs along channels (the concat layer in src/net/layers/dropout.c): per sample
+ * y = [x0 (c0 x hw); x1 (c1 x hw)]; backward splits dy into dx0, dx1 (either may be NULL). */
+void acu_concat_forward(const float *x0, const float *x1, float *y, int n, int c0, int c1,
+                        int hw, cudaStream_t s);
+void acu_concat_backward(const float *dy, float *dx0, float *dx1, int n, int c0, int c1, int hw,
+                         int acc0, int acc1, cudaStream_t s);
+
+/* Softmax cross-entropy (src/net/layers/xent.c): rows of c logits, labels[n] (device ints).
+ * out[0] = sum over rows of the row loss (double, so the host divides by n), out[1] = rows
+ * whose arg-max (first maximum, as the CPU) equals the label; out is overwritten. dlogits may be
+ * NULL; else dlogits = (softmax - onehot) / n. */
+void acu_softmax_xent(const float *logits, const int *labels, int n, int c, float *dlogits,
+                      double *out, cudaStream_t s);
+
+/* One SGD step on one parameter (src/net/optim.c, adapt_sgd_prepare + adapt_sgd_update):
+ * g *= grad_scale; g += l1_coef * sign(l1_src) when l1_coef != 0 (l1_src: the master or the
+ * copy in use, as the CPU's l1_quantized); d = g + l2 * l2_src; first step: b = d, else
+ * b = momentum * b + d (b = d when momentum is 0, as the CPU); w -= lr * (nesterov and
+ * momentum != 0 ? d + momentum * b : b); then g = 0. */
+void acu_sgd_update(float *w, float *g, float *b, const float *l1_src, const float *l2_src,
+                    size_t count, float lr, float momentum, float l2, float l1_coef,
+                    float grad_scale, int nesterov, int first, cudaStream_t s);
+
+/* Lowering for convolutions without cuDNN (src/net/layers/im2col.c layout): col is
+ * (C*k*k) x (Ho*Wo) for one sample, row index (ci*k + ky)*k + kx, zero padding pad, stride,
+ * dilation. col2im adds col back into x (x must be zeroed or hold what to add to). */
+void acu_im2col(const float *x, float *col, int c, int h, int w, int k, int stride, int pad,
+                int dil, int ho, int wo, cudaStream_t s);
+void acu_col2im(const float *col, float *x, int c, int h, int w, int k, int stride, int pad,
+                int dil, int ho, int wo, cudaStream_t s);
+
+/* Reductions for the policies' statistics: out[0] = sum of x^2 (double), out[1] = sum |x|. */
+void acu_sumsq(const float *x, size_t count, double *out, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

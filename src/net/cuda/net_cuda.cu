@@ -1,0 +1,909 @@
+/* src/net/cuda/net_cuda.cu: the training step on a CUDA GPU (src/net/net_cuda.h).
+ *
+ * Memory: one device block each for parameter values (net->param order, buffers included),
+ * gradients, momentum buffers and quantized copies (made on first use), plus the activations,
+ * their gradients, per-layer saved state and one workspace sized for the largest layer at the
+ * batch capacity. Nothing is allocated per step.
+ *
+ * Streams: every kernel runs on `s`; batches go up on `up` from pinned staging buffers (two,
+ * used in turn), and the step waits for its batch's event, so the next upload overlaps the
+ * current step.
+ *
+ * Convolutions: cuDNN (legacy API) with CUDNN_FMA_MATH, i.e. float32 multiply-adds and no
+ * TF32, the algorithms chosen once at the batch capacity by cudnnFind* (as PyTorch's
+ * cudnn.benchmark); the workspace is the largest any chosen algorithm asks for. Without cuDNN:
+ * per sample im2col (src/net/cuda/kernels.cu) and a cuBLAS SGEMM per group, col2im for the
+ * input gradient, as the CPU lowering in src/net/layers/conv2d.c. Linear layers: cuBLAS SGEMM
+ * in CUBLAS_DEFAULT_MATH (float32). Everything else: src/net/cuda/kernels.h.
+ */
+#include "config.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#if ADAPT_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/rng.h"
+#include "src/cuda/device.h"
+#include "src/net/cuda/kernels.h"
+#include "src/net/net_cuda.h"
+#include "src/net/optim.h"
+
+namespace
+{
+
+enum dkind {
+    K_CONV = 0,
+    K_LINEAR,
+    K_ACT,
+    K_MAXPOOL,
+    K_AVGPOOL,
+    K_BN,
+    K_ADD,
+    K_FLATTEN,
+    K_DROPOUT,
+    K_CONCAT
+};
+
+struct dlayer {
+    int kind, act;
+    struct adapt_layer *l;
+    int pidx[ADAPT_LAYER_MAX_PARAMS]; /* net->param index of each of the layer's parameters */
+    float *saved;                     /* batch-norm: mean, invstd */
+#if ADAPT_HAVE_CUDNN
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    int desc_n; /* batch size the tensor descriptors describe */
+#endif
+};
+
+} // namespace
+
+struct adapt_cuda_net {
+    struct adapt_net *net;
+    int gpu, n_max;
+    char device[256];
+    cudaStream_t s, up;
+    cudaEvent_t ready[2], consumed[2];
+    cublasHandle_t blas;
+#if ADAPT_HAVE_CUDNN
+    cudnnHandle_t dnn;
+#endif
+    float *vals, *grads, *bufs, *quants;
+    size_t nvals, ngrads;
+    float **pval, **pgrad, **pbuf, **puse;
+    float **act, **dact;
+    unsigned char *written;
+    float *ws;
+    size_t ws_bytes;
+    float *dx_tmp; /* cuDNN: an input gradient to add into one already written */
+    float *xin[2];
+    int *yin[2];
+    float *h_x[2];
+    int *h_y[2];
+    int slot, n, has_labels, pending_slot;
+    double *d_stats, *h_stats;
+    struct dlayer *L;
+    long steps;
+};
+
+namespace
+{
+
+enum adapt_status cu_fail(cudaError_t e, const char *what, const char *file, int line)
+{
+    enum adapt_status st = e == cudaErrorMemoryAllocation ? ADAPT_ENOMEM
+                           : (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+                               ? ADAPT_EUNSUPPORTED
+                               : ADAPT_EIO;
+    cudaGetLastError();
+    return adapt_error_at(file, line, st, "cuda: %s: %s", what, cudaGetErrorString(e));
+}
+#define CU(call, what)                                                                             \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) return cu_fail(e_, what, __FILE__, __LINE__);                       \
+    } while (0)
+#define BLAS(call, what)                                                                           \
+    do {                                                                                           \
+        cublasStatus_t b_ = (call);                                                                \
+        if (b_ != CUBLAS_STATUS_SUCCESS)                                                           \
+            return adapt_error_at(__FILE__, __LINE__, ADAPT_EIO, "cublas: %s: status %d", what,    \
+                                  (int)b_);                                                        \
+    } while (0)
+#if ADAPT_HAVE_CUDNN
+#define DNN(call, what)                                                                            \
+    do {                                                                                           \
+        cudnnStatus_t d_ = (call);                                                                 \
+        if (d_ != CUDNN_STATUS_SUCCESS)                                                            \
+            return adapt_error_at(__FILE__, __LINE__, ADAPT_EIO, "cudnn: %s: %s", what,            \
+                                  cudnnGetErrorString(d_));                                        \
+    } while (0)
+#endif
+
+int kind_of(const struct adapt_layer *l, int *act)
+{
+    const char *k = l->ops->kind;
+    *act = -1;
+    if (!strcmp(k, "conv2d")) return K_CONV;
+    if (!strcmp(k, "linear")) return K_LINEAR;
+    if (!strcmp(k, "relu")) return *act = ACU_RELU, K_ACT;
+    if (!strcmp(k, "relu6")) return *act = ACU_RELU6, K_ACT;
+    if (!strcmp(k, "tanh")) return *act = ACU_TANH, K_ACT;
+    if (!strcmp(k, "sigmoid")) return *act = ACU_SIGMOID, K_ACT;
+    if (!strcmp(k, "hardswish")) return *act = ACU_HARDSWISH, K_ACT;
+    if (!strcmp(k, "maxpool2d")) return K_MAXPOOL;
+    if (!strcmp(k, "avgpool2d")) return K_AVGPOOL;
+    if (!strcmp(k, "batchnorm2d")) return K_BN;
+    if (!strcmp(k, "add")) return K_ADD;
+    if (!strcmp(k, "flatten")) return K_FLATTEN;
+    if (!strcmp(k, "dropout")) return K_DROPOUT;
+    if (!strcmp(k, "concat")) return K_CONCAT;
+    return -1;
+}
+
+int conv_groups(const struct adapt_layer *l)
+{
+    return l->groups > 0 ? l->groups : 1;
+}
+int conv_dil(const struct adapt_layer *l)
+{
+    return l->dilation > 0 ? l->dilation : 1;
+}
+int has_bias(const struct adapt_layer *l)
+{
+    return l->nparam > 1;
+}
+
+/* floats of scratch the im2col lowering needs for one sample: the column matrix */
+size_t im2col_floats(const struct adapt_layer *l)
+{
+    int g = conv_groups(l);
+    return (size_t)(l->in_dim[0][0] / g) * g * l->k * l->k * l->out_dim[1] * l->out_dim[2];
+}
+
+#if ADAPT_HAVE_CUDNN
+enum adapt_status conv_describe(struct adapt_cuda_net *d, struct dlayer *dl, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    if (dl->desc_n == n) return ADAPT_OK;
+    DNN(cudnnSetTensor4dDescriptor(dl->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, l->in_dim[0][0],
+                                   l->in_dim[0][1], l->in_dim[0][2]),
+        "input descriptor");
+    DNN(cudnnSetTensor4dDescriptor(dl->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, l->out_dim[0],
+                                   l->out_dim[1], l->out_dim[2]),
+        "output descriptor");
+    dl->desc_n = n;
+    (void)d;
+    return ADAPT_OK;
+}
+
+enum adapt_status conv_setup(struct adapt_cuda_net *d, struct dlayer *dl, size_t *ws_bytes)
+{
+    const struct adapt_layer *l = dl->l;
+    int g = conv_groups(l), dil = conv_dil(l);
+    DNN(cudnnCreateTensorDescriptor(&dl->xd), "descriptor");
+    DNN(cudnnCreateTensorDescriptor(&dl->yd), "descriptor");
+    DNN(cudnnCreateFilterDescriptor(&dl->wd), "descriptor");
+    DNN(cudnnCreateConvolutionDescriptor(&dl->cd), "descriptor");
+    dl->desc_n = 0;
+    DNN(cudnnSetFilter4dDescriptor(dl->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, l->out_dim[0],
+                                   l->in_dim[0][0] / g, l->k, l->k),
+        "filter descriptor");
+    DNN(cudnnSetConvolution2dDescriptor(dl->cd, l->pad, l->pad, l->stride, l->stride, dil, dil,
+                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+        "convolution descriptor");
+    DNN(cudnnSetConvolutionGroupCount(dl->cd, g), "group count");
+    DNN(cudnnSetConvolutionMathType(dl->cd, CUDNN_FMA_MATH), "math type");
+    enum adapt_status st = conv_describe(d, dl, d->n_max);
+    if (st != ADAPT_OK) return st;
+    /* the fastest algorithm of each direction that has float32 math, timed at n_max on
+     * scratch the size of the activations (cudnnFind* allocates its own workspace) */
+    int got = 0;
+    cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    DNN(cudnnFindConvolutionForwardAlgorithm(d->dnn, dl->xd, dl->wd, dl->cd, dl->yd,
+                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp),
+        "find forward algorithm");
+    int i = 0;
+    while (i < got && (fp[i].status != CUDNN_STATUS_SUCCESS || fp[i].mathType != CUDNN_FMA_MATH))
+        i++;
+    if (i == got)
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: cuDNN has no float32 forward algorithm",
+                           l->name);
+    dl->fwd = fp[i].algo;
+    if (fp[i].memory > *ws_bytes) *ws_bytes = fp[i].memory;
+    cudnnConvolutionBwdDataAlgoPerf_t bp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    DNN(cudnnFindConvolutionBackwardDataAlgorithm(d->dnn, dl->wd, dl->yd, dl->cd, dl->xd,
+                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, bp),
+        "find backward-data algorithm");
+    for (i = 0;
+         i < got && (bp[i].status != CUDNN_STATUS_SUCCESS || bp[i].mathType != CUDNN_FMA_MATH);
+         i++) {
+    }
+    if (i == got)
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: cuDNN has no float32 backward-data algorithm",
+                           l->name);
+    dl->bwd_data = bp[i].algo;
+    if (bp[i].memory > *ws_bytes) *ws_bytes = bp[i].memory;
+    cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    DNN(cudnnFindConvolutionBackwardFilterAlgorithm(d->dnn, dl->xd, dl->yd, dl->cd, dl->wd,
+                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
+                                                    wp),
+        "find backward-filter algorithm");
+    for (i = 0;
+         i < got && (wp[i].status != CUDNN_STATUS_SUCCESS || wp[i].mathType != CUDNN_FMA_MATH);
+         i++) {
+    }
+    if (i == got)
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: cuDNN has no float32 backward-filter algorithm",
+                           l->name);
+    dl->bwd_filter = wp[i].algo;
+    if (wp[i].memory > *ws_bytes) *ws_bytes = wp[i].memory;
+    return ADAPT_OK;
+}
+#endif
+
+/* ---- forward and backward of one node ---- */
+
+enum adapt_status conv_forward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
+                               float *y, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    const float *w = d->puse[dl->pidx[0]];
+#if ADAPT_HAVE_CUDNN
+    enum adapt_status st = conv_describe(d, dl, n);
+    if (st != ADAPT_OK) return st;
+    const float one = 1.0f, zero = 0.0f;
+    DNN(cudnnConvolutionForward(d->dnn, &one, dl->xd, x, dl->wd, w, dl->cd, dl->fwd, d->ws,
+                                d->ws_bytes, &zero, dl->yd, y),
+        "convolution forward");
+#else
+    int g = conv_groups(l), cin = l->in_dim[0][0], cout = l->out_dim[0];
+    int cig = cin / g, cog = cout / g, kk = l->k * l->k, P = l->out_dim[1] * l->out_dim[2];
+    size_t xs = adapt_layer_in_numel(l, 0), ys = adapt_layer_out_numel(l);
+    const float one = 1.0f, zero = 0.0f;
+    for (int i = 0; i < n; i++) {
+        acu_im2col(x + (size_t)i * xs, d->ws, cin, l->in_dim[0][1], l->in_dim[0][2], l->k,
+                   l->stride, l->pad, conv_dil(l), l->out_dim[1], l->out_dim[2], d->s);
+        /* y_g (cog x P, row-major) = W_g (cog x cig*kk) col_g (cig*kk x P): column-major
+         * y_g^T (P x cog) = col_g^T (P x cig*kk) W_g^T */
+        for (int gi = 0; gi < g; gi++)
+            BLAS(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, P, cog, cig * kk, &one,
+                             d->ws + (size_t)gi * cig * kk * P, P, w + (size_t)gi * cog * cig * kk,
+                             cig * kk, &zero, y + (size_t)i * ys + (size_t)gi * cog * P, P),
+                 "conv forward sgemm");
+    }
+#endif
+    if (has_bias(l))
+        acu_bias_add(y, d->puse[dl->pidx[1]], n, l->out_dim[0], l->out_dim[1] * l->out_dim[2],
+                     d->s);
+    return ADAPT_OK;
+}
+
+enum adapt_status conv_backward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
+                                const float *dy, float *dx, int acc, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    const float *w = d->puse[dl->pidx[0]];
+    float *dw = d->pgrad[dl->pidx[0]];
+    const float one = 1.0f, zero = 0.0f;
+#if ADAPT_HAVE_CUDNN
+    enum adapt_status st = conv_describe(d, dl, n);
+    if (st != ADAPT_OK) return st;
+    DNN(cudnnConvolutionBackwardFilter(d->dnn, &one, dl->xd, x, dl->yd, dy, dl->cd, dl->bwd_filter,
+                                       d->ws, d->ws_bytes, &one, dl->wd, dw),
+        "convolution backward filter");
+    /* an input gradient that adds to another goes through scratch and one add: not every
+     * cuDNN algorithm honours beta = 1 */
+    if (dx) {
+        DNN(cudnnConvolutionBackwardData(d->dnn, &one, dl->wd, w, dl->yd, dy, dl->cd, dl->bwd_data,
+                                         d->ws, d->ws_bytes, &zero, dl->xd, acc ? d->dx_tmp : dx),
+            "convolution backward data");
+        if (acc) acu_copy(d->dx_tmp, dx, adapt_layer_in_numel(l, 0) * (size_t)n, 1, d->s);
+    }
+#else
+    int g = conv_groups(l), cin = l->in_dim[0][0], cout = l->out_dim[0];
+    int cig = cin / g, cog = cout / g, kk = l->k * l->k, P = l->out_dim[1] * l->out_dim[2];
+    size_t xs = adapt_layer_in_numel(l, 0), ys = adapt_layer_out_numel(l);
+    if (dx && !acc) acu_zero(dx, xs * (size_t)n, d->s);
+    for (int i = 0; i < n; i++) {
+        acu_im2col(x + (size_t)i * xs, d->ws, cin, l->in_dim[0][1], l->in_dim[0][2], l->k,
+                   l->stride, l->pad, conv_dil(l), l->out_dim[1], l->out_dim[2], d->s);
+        for (int gi = 0; gi < g; gi++) {
+            const float *dyg = dy + (size_t)i * ys + (size_t)gi * cog * P;
+            /* dW_g (cog x cig*kk) += dy_g (cog x P) col_g^T: column-major
+             * dW_g^T (cig*kk x cog) += col_g^T^T ... = col_g (as P x cig*kk col-major)^T dy_g^T */
+            BLAS(cublasSgemm(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, cig * kk, cog, P, &one,
+                             d->ws + (size_t)gi * cig * kk * P, P, dyg, P, &one,
+                             dw + (size_t)gi * cog * cig * kk, cig * kk),
+                 "conv weight-gradient sgemm");
+        }
+        if (dx) {
+            /* dcol_g (cig*kk x P) = W_g^T dy_g: column-major dcol_g^T (P x cig*kk) =
+             * dy_g^T (P x cog) W_g (cog x cig*kk) */
+            for (int gi = 0; gi < g; gi++)
+                BLAS(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_T, P, cig * kk, cog, &one,
+                                 dy + (size_t)i * ys + (size_t)gi * cog * P, P,
+                                 w + (size_t)gi * cog * cig * kk, cig * kk, &zero,
+                                 d->ws + (size_t)gi * cig * kk * P, P),
+                     "conv data-gradient sgemm");
+            acu_col2im(d->ws, dx + (size_t)i * xs, cin, l->in_dim[0][1], l->in_dim[0][2], l->k,
+                       l->stride, l->pad, conv_dil(l), l->out_dim[1], l->out_dim[2], d->s);
+        }
+    }
+#endif
+    if (has_bias(l))
+        acu_bias_grad(dy, d->pgrad[dl->pidx[1]], n, l->out_dim[0], l->out_dim[1] * l->out_dim[2],
+                      d->s);
+    return ADAPT_OK;
+}
+
+enum adapt_status linear_forward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
+                                 float *y, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    int in = (int)adapt_layer_in_numel(l, 0), out = l->out_dim[0];
+    const float one = 1.0f, zero = 0.0f;
+    /* y (n x out, row-major) = x (n x in) W^T: column-major y^T (out x n) = W (in x out)^T x^T */
+    BLAS(cublasSgemm(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, d->puse[dl->pidx[0]], in,
+                     x, in, &zero, y, out),
+         "linear forward sgemm");
+    if (has_bias(l)) acu_bias_add(y, d->puse[dl->pidx[1]], n, out, 1, d->s);
+    return ADAPT_OK;
+}
+
+enum adapt_status linear_backward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
+                                  const float *dy, float *dx, int acc, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    int in = (int)adapt_layer_in_numel(l, 0), out = l->out_dim[0];
+    const float one = 1.0f, zero = 0.0f;
+    /* dW (out x in) += dy^T x: column-major dW^T (in x out) += x^T (in x n) dy (n x out) */
+    BLAS(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &one,
+                     d->pgrad[dl->pidx[0]], in),
+         "linear weight-gradient sgemm");
+    if (dx) /* dx (n x in) = dy W: column-major dx^T (in x n) = W^T-as-(in x out) dy^T (out x n) */
+        BLAS(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, d->puse[dl->pidx[0]],
+                         in, dy, out, acc ? &one : &zero, dx, in),
+             "linear data-gradient sgemm");
+    if (has_bias(l)) acu_bias_grad(dy, d->pgrad[dl->pidx[1]], n, out, 1, d->s);
+    return ADAPT_OK;
+}
+
+uint64_t dropout_stream(const struct adapt_layer *l, int64_t iter)
+{
+    return (uint64_t)ADAPT_STREAM_DROPOUT + ((uint64_t)(l->node & 0xffff) << 8) +
+           ((uint64_t)iter << 24);
+}
+
+enum adapt_status node_forward(struct adapt_cuda_net *d, int i, int n, int training)
+{
+    struct adapt_net *net = d->net;
+    struct adapt_node *nd = &net->nodes[i];
+    struct dlayer *dl = &d->L[i];
+    const struct adapt_layer *l = dl->l;
+    const float *x = d->act[nd->in[0]];
+    float *y = d->act[nd->out];
+    size_t cnt = adapt_layer_out_numel(l) * (size_t)n;
+    int c = l->in_dim[0][0], h = l->in_dim[0][1], w = l->in_dim[0][2];
+    switch (dl->kind) {
+    case K_CONV: return conv_forward(d, dl, x, y, n);
+    case K_LINEAR: return linear_forward(d, dl, x, y, n);
+    case K_ACT: acu_act_forward(dl->act, x, y, cnt, d->s); break;
+    case K_MAXPOOL: acu_maxpool_forward(x, y, n, c, h, w, l->k, l->stride, d->s); break;
+    case K_AVGPOOL:
+        acu_avgpool_forward(x, y, n, c, h, w, l->global ? 0 : l->k, l->stride, d->s);
+        break;
+    case K_BN:
+        if (training) {
+            acu_bn_forward_train(x, y, d->puse[dl->pidx[0]], d->puse[dl->pidx[1]],
+                                 d->pval[dl->pidx[2]], d->pval[dl->pidx[3]], dl->saved, n, c, h * w,
+                                 l->eps, l->momentum, d->s);
+            if (l->counter) (*l->counter)++;
+        } else {
+            acu_bn_forward_eval(x, y, d->puse[dl->pidx[0]], d->puse[dl->pidx[1]],
+                                d->pval[dl->pidx[2]], d->pval[dl->pidx[3]], n, c, h * w, l->eps,
+                                d->s);
+        }
+        break;
+    case K_ADD: acu_add(x, d->act[nd->in[1]], y, cnt, d->s); break;
+    case K_FLATTEN: acu_copy(x, y, cnt, 0, d->s); break;
+    case K_DROPOUT:
+        if (training && l->p > 0.0f)
+            acu_dropout_forward(x, y, cnt, l->p, net->rng_seed, dropout_stream(l, net->rng_iter),
+                                d->s);
+        else
+            acu_copy(x, y, cnt, 0, d->s);
+        break;
+    case K_CONCAT:
+        acu_concat_forward(x, d->act[nd->in[1]], y, n, c, l->in_dim[1][0], h * w, d->s);
+        break;
+    default: break;
+    }
+    return ADAPT_OK;
+}
+
+enum adapt_status node_backward(struct adapt_cuda_net *d, int i, int n)
+{
+    struct adapt_net *net = d->net;
+    struct adapt_node *nd = &net->nodes[i];
+    struct dlayer *dl = &d->L[i];
+    const struct adapt_layer *l = dl->l;
+    float *dxs[ADAPT_LAYER_MAX_IN] = {NULL, NULL};
+    int acc[ADAPT_LAYER_MAX_IN] = {0, 0};
+    for (int k = 0; k < l->nin; k++) {
+        int a = nd->in[k];
+        if (a == 0) continue; /* the input needs no gradient */
+        dxs[k] = d->dact[a];
+        acc[k] = d->written[a];
+        d->written[a] = 1;
+    }
+    const float *x = d->act[nd->in[0]], *y = d->act[nd->out], *dy = d->dact[nd->out];
+    size_t cnt = adapt_layer_out_numel(l) * (size_t)n;
+    int c = l->in_dim[0][0], h = l->in_dim[0][1], w = l->in_dim[0][2];
+    switch (dl->kind) {
+    case K_CONV: return conv_backward(d, dl, x, dy, dxs[0], acc[0], n);
+    case K_LINEAR: return linear_backward(d, dl, x, dy, dxs[0], acc[0], n);
+    default: break;
+    }
+    if (!dxs[0] && !dxs[1] && dl->kind != K_BN) return ADAPT_OK;
+    switch (dl->kind) {
+    case K_ACT: acu_act_backward(dl->act, x, y, dy, dxs[0], cnt, acc[0], d->s); break;
+    case K_MAXPOOL:
+        acu_maxpool_backward(x, y, dy, dxs[0], n, c, h, w, l->k, l->stride, acc[0], d->s);
+        break;
+    case K_AVGPOOL:
+        acu_avgpool_backward(dy, dxs[0], n, c, h, w, l->global ? 0 : l->k, l->stride, acc[0], d->s);
+        break;
+    case K_BN:
+        acu_bn_backward(x, dy, d->puse[dl->pidx[0]], dl->saved, dxs[0], d->pgrad[dl->pidx[0]],
+                        d->pgrad[dl->pidx[1]], n, c, h * w, acc[0], d->s);
+        break;
+    case K_ADD:
+        if (dxs[0]) acu_copy(dy, dxs[0], cnt, acc[0], d->s);
+        if (dxs[1]) acu_copy(dy, dxs[1], cnt, acc[1], d->s);
+        break;
+    case K_FLATTEN: acu_copy(dy, dxs[0], cnt, acc[0], d->s); break;
+    case K_DROPOUT:
+        if (l->p > 0.0f)
+            acu_dropout_backward(dy, dxs[0], cnt, l->p, net->rng_seed,
+                                 dropout_stream(l, net->rng_iter), acc[0], d->s);
+        else
+            acu_copy(dy, dxs[0], cnt, acc[0], d->s);
+        break;
+    case K_CONCAT:
+        acu_concat_backward(dy, dxs[0], dxs[1], n, c, l->in_dim[1][0], h * w, acc[0], acc[1], d->s);
+        break;
+    default: break;
+    }
+    return ADAPT_OK;
+}
+
+size_t param_numel(const struct adapt_param *p)
+{
+    return p->value.numel;
+}
+
+} // namespace
+
+extern "C" int adapt_cuda_net_built(void)
+{
+#if ADAPT_HAVE_CUDNN
+    return 2;
+#else
+    return 1;
+#endif
+}
+
+extern "C" const char *adapt_cuda_net_device(const struct adapt_cuda_net *d)
+{
+    return d ? d->device : "";
+}
+
+extern "C" void adapt_cuda_net_free(struct adapt_cuda_net *d)
+{
+    if (!d) return;
+    if (d->s) cudaStreamSynchronize(d->s);
+    if (d->up) cudaStreamSynchronize(d->up);
+    if (d->L) {
+        for (int i = 0; i < d->net->nnodes; i++) {
+            struct dlayer *dl = &d->L[i];
+            (void)dl;
+#if ADAPT_HAVE_CUDNN
+            if (dl->kind == K_CONV) {
+                if (dl->xd) cudnnDestroyTensorDescriptor(dl->xd);
+                if (dl->yd) cudnnDestroyTensorDescriptor(dl->yd);
+                if (dl->wd) cudnnDestroyFilterDescriptor(dl->wd);
+                if (dl->cd) cudnnDestroyConvolutionDescriptor(dl->cd);
+            }
+#endif
+            if (dl->saved) cudaFree(dl->saved);
+        }
+        free(d->L);
+    }
+    if (d->act) {
+        for (int a = 0; a < d->net->nact; a++) {
+            if (a > 0 && d->act[a]) cudaFree(d->act[a]);
+            if (d->dact[a]) cudaFree(d->dact[a]);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        if (d->xin[k]) cudaFree(d->xin[k]);
+        if (d->yin[k]) cudaFree(d->yin[k]);
+        if (d->h_x[k]) cudaFreeHost(d->h_x[k]);
+        if (d->h_y[k]) cudaFreeHost(d->h_y[k]);
+        if (d->ready[k]) cudaEventDestroy(d->ready[k]);
+        if (d->consumed[k]) cudaEventDestroy(d->consumed[k]);
+    }
+    free(d->act);
+    free(d->dact);
+    free(d->written);
+    if (d->vals) cudaFree(d->vals);
+    if (d->grads) cudaFree(d->grads);
+    if (d->bufs) cudaFree(d->bufs);
+    if (d->quants) cudaFree(d->quants);
+    if (d->ws) cudaFree(d->ws);
+    if (d->dx_tmp) cudaFree(d->dx_tmp);
+    if (d->d_stats) cudaFree(d->d_stats);
+    if (d->h_stats) cudaFreeHost(d->h_stats);
+    free(d->pval);
+    free(d->pgrad);
+    free(d->pbuf);
+    free(d->puse);
+    if (d->blas) cublasDestroy(d->blas);
+#if ADAPT_HAVE_CUDNN
+    if (d->dnn) cudnnDestroy(d->dnn);
+#endif
+    if (d->s) cudaStreamDestroy(d->s);
+    if (d->up) cudaStreamDestroy(d->up);
+    free(d);
+}
+
+namespace
+{
+
+enum adapt_status create(struct adapt_net *net, int gpu, struct adapt_cuda_net *d)
+{
+    d->net = net;
+    d->gpu = gpu;
+    d->n_max = net->n_max;
+    int ndev = adapt_cuda_device_count(d->device, sizeof d->device);
+    if (ndev <= 0) return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s", d->device);
+    if (gpu < 0 || gpu >= ndev)
+        return ADAPT_ERROR(ADAPT_EINVAL, "run.gpu = %d, but this machine has %d CUDA device%s", gpu,
+                           ndev, ndev == 1 ? "" : "s");
+    CU(cudaSetDevice(gpu), "cudaSetDevice");
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, gpu) == cudaSuccess)
+        snprintf(d->device, sizeof d->device, "%.200s (GPU %d, sm_%d%d)", prop.name, gpu,
+                 prop.major, prop.minor);
+    CU(cudaStreamCreateWithFlags(&d->s, cudaStreamNonBlocking), "stream");
+    CU(cudaStreamCreateWithFlags(&d->up, cudaStreamNonBlocking), "stream");
+    for (int k = 0; k < 2; k++) {
+        CU(cudaEventCreateWithFlags(&d->ready[k], cudaEventDisableTiming), "event");
+        CU(cudaEventCreateWithFlags(&d->consumed[k], cudaEventDisableTiming), "event");
+    }
+    BLAS(cublasCreate(&d->blas), "cublasCreate");
+    BLAS(cublasSetStream(d->blas, d->s), "cublasSetStream");
+    BLAS(cublasSetMathMode(d->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+#if ADAPT_HAVE_CUDNN
+    DNN(cudnnCreate(&d->dnn), "cudnnCreate");
+    DNN(cudnnSetStream(d->dnn, d->s), "cudnnSetStream");
+#endif
+    /* parameters */
+    int np = net->nparam;
+    d->pval = (float **)calloc((size_t)np + 1, sizeof(float *));
+    d->pgrad = (float **)calloc((size_t)np + 1, sizeof(float *));
+    d->pbuf = (float **)calloc((size_t)np + 1, sizeof(float *));
+    d->puse = (float **)calloc((size_t)np + 1, sizeof(float *));
+    if (!d->pval || !d->pgrad || !d->pbuf || !d->puse)
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the device parameter table");
+    for (int p = 0; p < np; p++) {
+        d->nvals += param_numel(net->param[p]);
+        if (net->param[p]->role != ADAPT_PARAM_BUFFER) d->ngrads += param_numel(net->param[p]);
+    }
+    CU(cudaMalloc(&d->vals, (d->nvals + 1) * sizeof(float)), "parameters");
+    CU(cudaMalloc(&d->grads, (d->ngrads + 1) * sizeof(float)), "gradients");
+    CU(cudaMalloc(&d->bufs, (d->ngrads + 1) * sizeof(float)), "momentum buffers");
+    CU(cudaMemsetAsync(d->grads, 0, (d->ngrads + 1) * sizeof(float), d->s), "memset");
+    CU(cudaMemsetAsync(d->bufs, 0, (d->ngrads + 1) * sizeof(float), d->s), "memset");
+    size_t ov = 0, og = 0;
+    for (int p = 0; p < np; p++) {
+        d->pval[p] = d->puse[p] = d->vals + ov;
+        ov += param_numel(net->param[p]);
+        if (net->param[p]->role != ADAPT_PARAM_BUFFER) {
+            d->pgrad[p] = d->grads + og;
+            d->pbuf[p] = d->bufs + og;
+            og += param_numel(net->param[p]);
+        }
+    }
+    /* activations */
+    d->act = (float **)calloc((size_t)net->nact, sizeof(float *));
+    d->dact = (float **)calloc((size_t)net->nact, sizeof(float *));
+    d->written = (unsigned char *)calloc((size_t)net->nact, 1);
+    d->L = (struct dlayer *)calloc((size_t)net->nnodes, sizeof(struct dlayer));
+    if (!d->act || !d->dact || !d->written || !d->L)
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the device network's tables");
+    for (int a = 1; a < net->nact; a++) {
+        size_t bytes = net->act_numel[a] * (size_t)d->n_max * sizeof(float);
+        CU(cudaMalloc(&d->act[a], bytes), "activations");
+        CU(cudaMalloc(&d->dact[a], bytes), "activation gradients");
+    }
+#if ADAPT_HAVE_CUDNN
+    size_t most = 0;
+    for (int a = 1; a < net->nact; a++)
+        if (net->act_numel[a] > most) most = net->act_numel[a];
+    CU(cudaMalloc(&d->dx_tmp, most * (size_t)d->n_max * sizeof(float)), "gradient scratch");
+#endif
+    size_t in_bytes = net->act_numel[0] * (size_t)d->n_max * sizeof(float);
+    for (int k = 0; k < 2; k++) {
+        CU(cudaMalloc(&d->xin[k], in_bytes), "input batch");
+        CU(cudaMalloc(&d->yin[k], (size_t)d->n_max * sizeof(int)), "labels");
+        CU(cudaHostAlloc(&d->h_x[k], in_bytes, cudaHostAllocDefault), "pinned input");
+        CU(cudaHostAlloc(&d->h_y[k], (size_t)d->n_max * sizeof(int), cudaHostAllocDefault),
+           "pinned labels");
+    }
+    d->act[0] = d->xin[0];
+    CU(cudaMalloc(&d->d_stats, 2 * sizeof(double)), "loss");
+    CU(cudaHostAlloc(&d->h_stats, 2 * sizeof(double), cudaHostAllocDefault), "pinned loss");
+    /* layers */
+    size_t ws_bytes = 0;
+    for (int i = 0; i < net->nnodes; i++) {
+        struct dlayer *dl = &d->L[i];
+        struct adapt_layer *l = net->nodes[i].layer;
+        dl->l = l;
+        dl->kind = kind_of(l, &dl->act);
+        if (dl->kind < 0)
+            return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: layer kind %s has no GPU version", l->name,
+                               l->ops->kind);
+        for (int k = 0; k < l->nparam; k++) {
+            dl->pidx[k] = -1;
+            for (int p = 0; p < np; p++)
+                if (net->param[p] == &l->param[k]) dl->pidx[k] = p;
+            if (dl->pidx[k] < 0)
+                return ADAPT_ERROR(ADAPT_EINVAL, "%s: parameter %s not bound to the network",
+                                   l->name, l->param[k].name);
+        }
+        if (dl->kind == K_BN)
+            CU(cudaMalloc(&dl->saved, 2 * (size_t)l->in_dim[0][0] * sizeof(float)),
+               "batch-norm state");
+        if (dl->kind == K_CONV) {
+#if ADAPT_HAVE_CUDNN
+            (void)im2col_floats;
+#else
+            size_t b = im2col_floats(l) * sizeof(float);
+            if (b > ws_bytes) ws_bytes = b;
+#endif
+        }
+    }
+#if ADAPT_HAVE_CUDNN
+    /* the algorithm search runs convolutions: give it real buffers (activations) */
+    for (int i = 0; i < net->nnodes; i++) {
+        if (d->L[i].kind != K_CONV) continue;
+        enum adapt_status st = conv_setup(d, &d->L[i], &ws_bytes);
+        if (st != ADAPT_OK) return st;
+    }
+#endif
+    d->ws_bytes = ws_bytes;
+    if (ws_bytes) CU(cudaMalloc(&d->ws, ws_bytes), "workspace");
+    return adapt_cuda_net_push_params(d);
+}
+
+} // namespace
+
+extern "C" enum adapt_status adapt_cuda_net_create(struct adapt_net *net, int gpu,
+                                                   struct adapt_cuda_net **out)
+{
+    *out = NULL;
+    if (!net || !net->finalized)
+        return ADAPT_ERROR(ADAPT_EINVAL, "adapt_cuda_net_create: the network is not finalized");
+    struct adapt_cuda_net *d = (struct adapt_cuda_net *)calloc(1, sizeof *d);
+    if (!d) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate a device network");
+    enum adapt_status st = create(net, gpu, d);
+    if (st != ADAPT_OK) {
+        adapt_cuda_net_free(d);
+        return st;
+    }
+    *out = d;
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_push_params(struct adapt_cuda_net *d)
+{
+    for (int p = 0; p < d->net->nparam; p++)
+        CU(cudaMemcpyAsync(d->pval[p], d->net->param[p]->value.data,
+                           param_numel(d->net->param[p]) * sizeof(float), cudaMemcpyHostToDevice,
+                           d->s),
+           "parameters to the device");
+    CU(cudaStreamSynchronize(d->s), "parameters to the device");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_pull_params(struct adapt_cuda_net *d)
+{
+    for (int p = 0; p < d->net->nparam; p++)
+        CU(cudaMemcpyAsync(d->net->param[p]->value.data, d->pval[p],
+                           param_numel(d->net->param[p]) * sizeof(float), cudaMemcpyDeviceToHost,
+                           d->s),
+           "parameters from the device");
+    CU(cudaStreamSynchronize(d->s), "parameters from the device");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_pull_grads(struct adapt_cuda_net *d)
+{
+    for (int p = 0; p < d->net->nparam; p++)
+        if (d->pgrad[p] && d->net->param[p]->grad.data)
+            CU(cudaMemcpyAsync(d->net->param[p]->grad.data, d->pgrad[p],
+                               param_numel(d->net->param[p]) * sizeof(float),
+                               cudaMemcpyDeviceToHost, d->s),
+               "gradients from the device");
+    CU(cudaStreamSynchronize(d->s), "gradients from the device");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_upload(struct adapt_cuda_net *d, const float *x,
+                                                   const int *labels, int n)
+{
+    if (n < 1 || n > d->n_max)
+        return ADAPT_ERROR(ADAPT_EINVAL, "batch of %d samples; the device network holds 1..%d", n,
+                           d->n_max);
+    int k = d->slot ^ 1;
+    /* the step that last read this slot must be done with it before it is overwritten */
+    CU(cudaEventSynchronize(d->consumed[k]), "waiting for a staging buffer");
+    size_t in = d->net->act_numel[0] * (size_t)n;
+    memcpy(d->h_x[k], x, in * sizeof(float));
+    if (labels) memcpy(d->h_y[k], labels, (size_t)n * sizeof(int));
+    CU(cudaMemcpyAsync(d->xin[k], d->h_x[k], in * sizeof(float), cudaMemcpyHostToDevice, d->up),
+       "batch upload");
+    if (labels)
+        CU(cudaMemcpyAsync(d->yin[k], d->h_y[k], (size_t)n * sizeof(int), cudaMemcpyHostToDevice,
+                           d->up),
+           "label upload");
+    CU(cudaEventRecord(d->ready[k], d->up), "event");
+    d->slot = k;
+    d->n = n;
+    d->has_labels = labels != NULL;
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_step(struct adapt_cuda_net *d, int training,
+                                                 int backward)
+{
+    struct adapt_net *net = d->net;
+    int n = d->n, k = d->slot;
+    if (n < 1) return ADAPT_ERROR(ADAPT_EINVAL, "adapt_cuda_net_step: no batch uploaded");
+    CU(cudaStreamWaitEvent(d->s, d->ready[k], 0), "waiting for the batch");
+    d->act[0] = d->xin[k];
+    for (int i = 0; i < net->nnodes; i++) {
+        enum adapt_status st = node_forward(d, i, n, training);
+        if (st != ADAPT_OK) return st;
+    }
+    int last = net->nact - 1;
+    if (d->has_labels) {
+        acu_softmax_xent(d->act[last], d->yin[k], n, net->classes, backward ? d->dact[last] : NULL,
+                         d->d_stats, d->s);
+        CU(cudaMemcpyAsync(d->h_stats, d->d_stats, 2 * sizeof(double), cudaMemcpyDeviceToHost,
+                           d->s),
+           "loss to the host");
+    } else if (backward) {
+        return ADAPT_ERROR(ADAPT_EINVAL, "adapt_cuda_net_step: backward needs labels");
+    }
+    if (backward) {
+        memset(d->written, 0, (size_t)net->nact);
+        d->written[last] = 1;
+        for (int i = net->nnodes - 1; i >= 0; i--) {
+            enum adapt_status st = node_backward(d, i, n);
+            if (st != ADAPT_OK) return st;
+        }
+    }
+    CU(cudaEventRecord(d->consumed[k], d->s), "event");
+    CU(cudaGetLastError(), "kernel launch");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_result(struct adapt_cuda_net *d, double *loss_sum,
+                                                   int *correct)
+{
+    CU(cudaStreamSynchronize(d->s), "step");
+    if (loss_sum) *loss_sum = d->h_stats[0];
+    if (correct) *correct = (int)d->h_stats[1];
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_sgd(struct adapt_cuda_net *d, double lr,
+                                                double momentum, double l2, int nesterov,
+                                                double grad_scale)
+{
+    struct adapt_net *net = d->net;
+    for (int p = 0; p < net->nparam; p++) {
+        if (!d->pgrad[p]) continue;
+        acu_sgd_update(d->pval[p], d->pgrad[p], d->pbuf[p], d->pval[p], d->pval[p],
+                       param_numel(net->param[p]), (float)lr, (float)momentum, (float)l2, 0.0f,
+                       (float)grad_scale, nesterov, d->steps == 0, d->s);
+    }
+    d->steps++;
+    CU(cudaGetLastError(), "sgd launch");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_quantize(struct adapt_cuda_net *d, int p,
+                                                     const struct quant_spec *spec,
+                                                     struct quant_key key)
+{
+    struct adapt_net *net = d->net;
+    if (p < 0 || p >= net->nparam)
+        return ADAPT_ERROR(ADAPT_EINVAL, "parameter %d of %d", p, net->nparam);
+    if (!spec) {
+        d->puse[p] = d->pval[p];
+        return ADAPT_OK;
+    }
+    if (!d->quants) {
+        CU(cudaMalloc(&d->quants, (d->nvals + 1) * sizeof(float)), "quantized copies");
+    }
+    float *q = d->quants + (d->pval[p] - d->vals);
+    const struct adapt_param *pp = net->param[p];
+    size_t rows = (size_t)pp->value.dim[0], cols = param_numel(pp) / (rows ? rows : 1);
+    /* quant_cuda_rows runs on the default stream: order it after this stream's work */
+    CU(cudaStreamSynchronize(d->s), "step");
+    enum adapt_status st = quant_cuda_rows(spec, d->pval[p], q, rows, cols, key, NULL, NULL);
+    if (st != ADAPT_OK) return st;
+    d->puse[p] = q;
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_read(struct adapt_cuda_net *d, int which, int a, int n,
+                                                 float *host)
+{
+    struct adapt_net *net = d->net;
+    if (a < 0 || a >= net->nact || n < 1 || n > d->n_max || (which && a == 0))
+        return ADAPT_ERROR(ADAPT_EINVAL, "adapt_cuda_net_read: activation %d, %d samples", a, n);
+    const float *src = which ? d->dact[a] : d->act[a];
+    CU(cudaMemcpyAsync(host, src, net->act_numel[a] * (size_t)n * sizeof(float),
+                       cudaMemcpyDeviceToHost, d->s),
+       "activation to the host");
+    CU(cudaStreamSynchronize(d->s), "activation to the host");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_push_sgd(struct adapt_cuda_net *d,
+                                                     const struct adapt_sgd *o)
+{
+    for (int k = 0; k < o->nbuf; k++) {
+        int p = 0;
+        while (p < d->net->nparam && d->net->param[p] != o->par[k]) p++;
+        if (p == d->net->nparam || !d->pbuf[p])
+            return ADAPT_ERROR(ADAPT_EINVAL, "optimizer buffer %d belongs to no parameter", k);
+        CU(cudaMemcpyAsync(d->pbuf[p], o->buf[k], param_numel(o->par[k]) * sizeof(float),
+                           cudaMemcpyHostToDevice, d->s),
+           "momentum to the device");
+    }
+    d->steps = o->steps;
+    CU(cudaStreamSynchronize(d->s), "momentum to the device");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_pull_sgd(struct adapt_cuda_net *d, struct adapt_sgd *o)
+{
+    for (int k = 0; k < o->nbuf; k++) {
+        int p = 0;
+        while (p < d->net->nparam && d->net->param[p] != o->par[k]) p++;
+        if (p == d->net->nparam || !d->pbuf[p])
+            return ADAPT_ERROR(ADAPT_EINVAL, "optimizer buffer %d belongs to no parameter", k);
+        CU(cudaMemcpyAsync(o->buf[k], d->pbuf[p], param_numel(o->par[k]) * sizeof(float),
+                           cudaMemcpyDeviceToHost, d->s),
+           "momentum from the device");
+    }
+    o->steps = d->steps;
+    CU(cudaStreamSynchronize(d->s), "momentum from the device");
+    return ADAPT_OK;
+}
