@@ -20,6 +20,8 @@
 #include "src/quant/quant_cpu.h"
 #include "src/base/status.h"
 #include "src/bench/bench.h"
+#include "src/bench/gemm_cuda.h"
+#include "src/cuda/device.h"
 
 #define BENCH_MAX_SIZES 16
 #define BENCH_MAX_FORMATS 16
@@ -32,10 +34,11 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: adapt-bench quant [--json] [--sizes LIST] [--formats LIST] [--threads N]\n"
-            "                         [--time SECONDS] [--mask] [--no-stats]\n"
+            "                         [--time SECONDS] [--mask] [--no-stats] [--device cpu|cuda]\n"
             "  --sizes    element counts, K/M suffixes (default %s)\n"
             "  --formats  formats as in configs, ';' or ',' between them (default %s)\n"
             "  --threads  OpenMP threads for the kernels and the copy (default: OMP_NUM_THREADS)\n"
+            "  --device   cpu (default) or cuda: the GPU kernels against a device-to-device copy\n"
             "  --time     seconds per timed batch (default 0.02); best of 5 batches\n"
             "  --mask     also write the saturation mask\n"
             "  --no-stats do not count saturated / flushed / zero elements\n",
@@ -125,9 +128,57 @@ static double job_time(struct job *j, double batch)
     return best;
 }
 
+/* --device cuda: the device rounding kernels against a device-to-device copy, one run */
+static int bench_quant_gpu(const struct quant_spec *specs, char **names, int nfmt,
+                           const size_t *sizes, int nsizes, double batch, int json)
+{
+    char dev[256] = "", why[256] = "";
+    double gb[2 * BENCH_MAX_SIZES];
+    if (!quant_cuda_built() || adapt_cuda_device_count(dev, sizeof dev) == 0) {
+        fprintf(stderr, "adapt-bench quant: --device cuda: %s\n",
+                quant_cuda_built() ? dev : "this build has no CUDA");
+        return 1;
+    }
+    if (!json) {
+        printf("adapt-bench quant --device cuda: best of 5 x %.3f s, no mask, no counters\n",
+               batch);
+        printf("%-14s %-10s %12s %10s %12s %7s\n", "format", "rounding", "elements", "GB/s",
+               "copy GB/s", "ratio");
+    }
+    for (int f = 0; f < nfmt; f++)
+        for (int mode = 0; mode < 2; mode++) {
+            struct quant_spec s = specs[f];
+            s.rounding = mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST;
+            if (adapt_bench_quant_cuda(&s, sizes, nsizes, batch, gb, dev, sizeof dev, why,
+                                       sizeof why)) {
+                fprintf(stderr, "adapt-bench quant: --device cuda: %s\n", why);
+                return 1;
+            }
+            for (int i = 0; i < nsizes; i++) {
+                const char *rname = mode ? "stochastic" : "nearest";
+                if (json) {
+                    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:f,s:f,s:f}", "bench", "quant",
+                                          "device", dev, "format", names[f], "rounding", rname,
+                                          "elements", (json_int_t)sizes[i], "gb_per_s", gb[2 * i],
+                                          "copy_gb_per_s", gb[2 * i + 1], "ratio",
+                                          gb[2 * i] / gb[2 * i + 1]);
+                    char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+                    json_decref(o);
+                    if (line) printf("%s\n", line);
+                    free(line);
+                } else {
+                    printf("%-14s %-10s %12zu %10.1f %12.1f %7.3f\n", names[f], rname, sizes[i],
+                           gb[2 * i], gb[2 * i + 1], gb[2 * i] / gb[2 * i + 1]);
+                }
+            }
+        }
+    if (!json) printf("device: %s\n", dev);
+    return 0;
+}
+
 int adapt_bench_quant(int argc, char **argv)
 {
-    int json = 0, want_mask = 0, stats = 1, threads = 0;
+    int json = 0, want_mask = 0, stats = 1, threads = 0, cuda = 0;
     double batch = 0.02;
     char sizes_buf[256], formats_buf[512];
     snprintf(sizes_buf, sizeof sizes_buf, "%s", default_sizes);
@@ -145,6 +196,14 @@ int adapt_bench_quant(int argc, char **argv)
         else if (i + 1 < argc && !strcmp(a, "--formats"))
             snprintf(formats_buf, sizeof formats_buf, "%s", argv[++i]);
         else if (i + 1 < argc && !strcmp(a, "--threads")) threads = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(a, "--device")) {
+            const char *d = argv[++i];
+            if (strcmp(d, "cpu") && strcmp(d, "cuda")) {
+                fprintf(stderr, "adapt-bench quant: --device expects cpu or cuda, got '%s'\n", d);
+                return 2;
+            }
+            cuda = !strcmp(d, "cuda");
+        }
         else if (i + 1 < argc && !strcmp(a, "--time")) batch = atof(argv[++i]);
         else {
             fprintf(stderr, "adapt-bench quant: unknown option '%s'\n", a);
@@ -179,6 +238,8 @@ int adapt_bench_quant(int argc, char **argv)
             fprintf(stderr, "adapt-bench quant: %s\n", adapt_error_message());
             return 2;
         }
+
+    if (cuda) return bench_quant_gpu(specs, fmt_items, nfmt, sizes, nsizes, batch, json);
 
     float *x = aligned_alloc(64, (nmax * sizeof(float) + 63) / 64 * 64);
     float *y = aligned_alloc(64, (nmax * sizeof(float) + 63) / 64 * 64);

@@ -20,7 +20,9 @@
 
 #include "src/base/rng.h"
 #include "src/bench/bench.h"
+#include "src/cuda/device.h"
 #include "src/net/net.h"
+#include "src/net/net_cuda.h"
 #include "src/net/optim.h"
 #include "src/policy/policy.h"
 #include "src/config/config.h"
@@ -38,13 +40,16 @@ static void usage(FILE *f)
         "Usage: adapt-bench train [--model M[,M...]] [--policy P[,P...]] [--batch B]\n"
         "                         [--classes C] [--repeats R] [--warmup W] [--min-sample-s S] "
         "[--json]\n"
+        "                         [--device cpu|cuda]\n"
         "  --model   lenet5, alexnet_cifar, alexnet_mnist, resnet20 (default: "
         "lenet5,alexnet_cifar,resnet20)\n"
         "  --policy  fp32, fixed, adapt, muppet, amp with their default settings (default: fp32);\n"
         "            several are timed alternately and compared with the first\n"
         "  --batch   batch size (default 128)\n"
         "  --classes output classes (default 10)\n"
-        "  --repeats timed samples per policy (default 7, at most 64)\n");
+        "  --repeats timed samples per policy (default 7, at most 64)\n"
+        "  --device  cpu (default) or cuda: the whole step on GPU 0 (policy fp32; the batch\n"
+        "            goes up from pinned memory while the previous step runs)\n");
 }
 
 struct bench_result {
@@ -56,6 +61,7 @@ struct bench_result {
  * batches it cycles through. */
 struct bench_setup {
     struct adapt_net *net;
+    struct adapt_cuda_net *dev; /* --device cuda: the step runs there */
     struct adapt_sgd opt;
     struct adapt_policy *pol;
     struct adapt_config cfg;
@@ -75,12 +81,13 @@ static void setup_free(struct bench_setup *b)
     }
     free(b->dlogits);
     adapt_policy_free(b->pol);
+    adapt_cuda_net_free(b->dev);
     if (b->opt.buf) adapt_sgd_free(&b->opt);
     adapt_net_free(b->net);
 }
 
 static int setup_init(struct bench_setup *b, const char *model, const char *policy, int batch,
-                      int classes)
+                      int classes, int cuda)
 {
     memset(b, 0, sizeof *b);
     b->batch = batch;
@@ -95,6 +102,7 @@ static int setup_init(struct bench_setup *b, const char *model, const char *poli
     adapt_net_init_params(b->net, 1, 0.5);
     if (adapt_policy_alloc(&b->pol, &b->cfg, b->net, 1)) return -1;
     if (b->pol->prec) adapt_precision_refresh_weights(b->pol->prec, 0);
+    if (cuda && adapt_cuda_net_create(b->net, 0, &b->dev) != ADAPT_OK) return -1;
     size_t in = b->net->act_numel[0] * (size_t)batch;
     b->dlogits = malloc(sizeof(float) * (size_t)batch * (size_t)classes);
     struct adapt_rng r;
@@ -118,10 +126,23 @@ static int setup_init(struct bench_setup *b, const char *model, const char *poli
     return 0;
 }
 
-/* The training step of src/train/train.c: forward, loss, backward, policy step. */
+/* The training step of src/train/train.c: forward, loss, backward, policy step. On the GPU:
+ * upload (overlapping the previous step), forward, loss, backward and SGD on the device; the
+ * host waits only at the end of a timed sample (setup_sync). */
 static void setup_step(struct bench_setup *b)
 {
     int k = (int)(b->it & 3);
+    if (b->dev) {
+        enum adapt_status st = adapt_cuda_net_upload(b->dev, b->pool[k], b->labels[k], b->batch);
+        if (st == ADAPT_OK) st = adapt_cuda_net_step(b->dev, 1, 1);
+        if (st == ADAPT_OK) st = adapt_cuda_net_sgd(b->dev, 0.01, 0.9, 0.0, 0, 1.0);
+        if (st != ADAPT_OK) {
+            fprintf(stderr, "adapt-bench train: %s\n", adapt_error_message());
+            exit(1);
+        }
+        b->it++;
+        return;
+    }
     if (b->pol->prec) b->pol->prec->iter = b->it;
     const float *lg = adapt_net_forward(b->net, b->pool[k], b->batch, 1);
     double loss = adapt_softmax_xent(lg, b->labels[k], b->batch, b->classes, b->dlogits, NULL);
@@ -135,6 +156,15 @@ static void setup_step(struct bench_setup *b)
     adapt_policy_clear_events(b->pol);
 }
 
+/* Waits for the device's queued steps (nothing on the CPU). */
+static void setup_sync(struct bench_setup *b)
+{
+    if (b->dev && adapt_cuda_net_result(b->dev, NULL, NULL) != ADAPT_OK) {
+        fprintf(stderr, "adapt-bench train: %s\n", adapt_error_message());
+        exit(1);
+    }
+}
+
 static double median_of(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof(double), cmp_double);
@@ -144,13 +174,13 @@ static double median_of(double *v, int n)
 /* Times every policy on one model, alternating policies sample by sample so
  * they see the same machine conditions. */
 static int bench_model(const char *model, char **policies, int npol, int batch, int classes,
-                       int repeats, int warmup, double min_s, struct bench_result *res)
+                       int repeats, int warmup, double min_s, int cuda, struct bench_result *res)
 {
     struct bench_setup *b = calloc((size_t)npol, sizeof *b);
     int rc = 0, steps = 1;
     if (!b) return -1;
     for (int q = 0; q < npol && rc == 0; q++) {
-        if (setup_init(&b[q], model, policies[q], batch, classes) != 0) {
+        if (setup_init(&b[q], model, policies[q], batch, classes, cuda) != 0) {
             fprintf(stderr, "adapt-bench train: %s\n", adapt_error_message());
             rc = -1;
         }
@@ -159,8 +189,10 @@ static int bench_model(const char *model, char **policies, int npol, int batch, 
         double slowest = 0;
         for (int q = 0; q < npol; q++) {
             for (int w = 0; w < warmup; w++) setup_step(&b[q]);
+            setup_sync(&b[q]);
             double t0 = adapt_bench_now();
             setup_step(&b[q]);
+            setup_sync(&b[q]);
             double one = adapt_bench_now() - t0;
             if (one > slowest) slowest = one;
         }
@@ -170,6 +202,7 @@ static int bench_model(const char *model, char **policies, int npol, int batch, 
             for (int q = 0; q < npol; q++) {
                 double t0 = adapt_bench_now();
                 for (int s = 0; s < steps; s++) setup_step(&b[q]);
+                setup_sync(&b[q]);
                 b[q].ips[rep] = (double)batch * steps / (adapt_bench_now() - t0);
             }
         for (int q = 0; q < npol; q++) {
@@ -186,7 +219,7 @@ static int bench_model(const char *model, char **policies, int npol, int batch, 
 
 int adapt_bench_train(int argc, char **argv)
 {
-    const char *models = "lenet5,alexnet_cifar,resnet20", *policies = "fp32";
+    const char *models = "lenet5,alexnet_cifar,resnet20", *policies = "fp32", *device = "cpu";
     int batch = 128, classes = 10, repeats = 7, warmup = 3, json = 0;
     double min_s = 0.5;
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
@@ -197,11 +230,12 @@ int adapt_bench_train(int argc, char **argv)
                                          {"warmup", required_argument, 0, 'w'},
                                          {"min-sample-s", required_argument, 0, 's'},
                                          {"json", no_argument, 0, 'j'},
+                                         {"device", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:p:b:c:r:w:s:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:p:b:c:r:w:s:d:jh", opts, NULL)) != -1) {
         char *end = NULL;
         switch (c) {
         case 'm': models = optarg; break;
@@ -212,6 +246,7 @@ int adapt_bench_train(int argc, char **argv)
         case 'w': warmup = (int)strtol(optarg, &end, 10); break;
         case 's': min_s = strtod(optarg, &end); break;
         case 'j': json = 1; break;
+        case 'd': device = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -224,6 +259,17 @@ int adapt_bench_train(int argc, char **argv)
         fprintf(stderr, "adapt-bench train: need --batch >= 1, --classes >= 2, --repeats 1..64, "
                         "--warmup >= 0, --min-sample-s > 0\n");
         return 2;
+    }
+    int cuda = !strcmp(device, "cuda");
+    if (!cuda && strcmp(device, "cpu")) {
+        fprintf(stderr, "adapt-bench train: --device expects cpu or cuda, got '%s'\n", device);
+        return 2;
+    }
+    char gpu[256] = "";
+    if (cuda && (!adapt_cuda_net_built() || adapt_cuda_device_count(gpu, sizeof gpu) == 0)) {
+        fprintf(stderr, "adapt-bench train: --device cuda: %s\n",
+                adapt_cuda_net_built() ? gpu : "this build has no CUDA");
+        return 1;
     }
     int threads = 1;
 #ifdef _OPENMP
@@ -253,6 +299,12 @@ int adapt_bench_train(int argc, char **argv)
             rc = 2;
             goto done;
         }
+        if (cuda && strcmp(q, "fp32")) {
+            fprintf(stderr, "adapt-bench train: --device cuda: policy '%s' runs on the CPU "
+                            "engine only (on the GPU: fp32)\n", q);
+            rc = 2;
+            goto done;
+        }
         pol[npol++] = q;
     }
     for (const char *m = list; *m;) {
@@ -274,12 +326,13 @@ int adapt_bench_train(int argc, char **argv)
         rc = 2;
         goto done;
     }
+    if (cuda && !json) printf("device: %s\n", gpu);
     if (!json)
         printf("%-14s %-7s %6s %8s %12s %12s %12s %10s\n", "model", "policy", "batch", "threads",
                "img/s median", "img/s min", "img/s max", "step cost");
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
         struct bench_result res[16];
-        if (bench_model(m, pol, npol, batch, classes, repeats, warmup, min_s, res) != 0) {
+        if (bench_model(m, pol, npol, batch, classes, repeats, warmup, min_s, cuda, res) != 0) {
             rc = 1;
             break;
         }
@@ -289,8 +342,9 @@ int adapt_bench_train(int argc, char **argv)
             if (json) {
                 char key[64];
                 snprintf(key, sizeof key, "step_cost_vs_%s", pol[0]);
-                json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:i,s:f,s:f,s:f,s:f,s:i,s:i}", "bench",
-                                      "train", "model", m, "policy", pol[q], "batch", batch,
+                json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:f,s:f,s:f,s:f,s:i,s:i}",
+                                      "bench", "train", "device", device, "gpu", gpu, "model", m,
+                                      "policy", pol[q], "batch", batch,
                                       "threads", threads, "img_per_s_median", res[q].median,
                                       "img_per_s_min", res[q].min, "img_per_s_max", res[q].max,
                                       key, cost, "steps_per_sample", res[q].steps_per_sample,

@@ -28,6 +28,7 @@
 
 #include "src/bench/gemm_cuda.h"
 #include "src/cuda/device.h"
+#include "src/quant/quant.h"
 
 namespace {
 
@@ -347,4 +348,87 @@ extern "C" int adapt_bench_gemm_cuda(const int64_t *shapes, int n_shapes, double
     }
     B.release();
     return ok ? n : -1;
+}
+
+namespace {
+
+/* seconds per call of f: best of 5 batches, each repeating f for about min_s */
+template <typename F> double best_of(F f, double min_s, cudaEvent_t e0, cudaEvent_t e1, bool *ok)
+{
+    f();
+    cudaDeviceSynchronize();
+    int reps = 1;
+    double best = 1e30;
+    for (int b = 0; b < 6 && *ok; b++) {
+        cudaEventRecord(e0, 0);
+        for (int r = 0; r < reps; r++) *ok = *ok && f();
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        double s = ms * 1e-3 / reps;
+        if (b == 0) { /* the first batch sizes the others */
+            reps = (int)std::min(1e6, std::max(1.0, min_s / std::max(s, 1e-7)));
+            continue;
+        }
+        best = std::min(best, s);
+    }
+    return best;
+}
+
+} // namespace
+
+extern "C" int adapt_bench_quant_cuda(const struct quant_spec *spec, const size_t *sizes,
+                                      int nsizes, double min_s, double *gb, char *device,
+                                      size_t dlen, char *why, size_t wlen)
+{
+    char desc[256];
+    if (adapt_cuda_device_count(desc, sizeof desc) == 0) {
+        snprintf(why, wlen, "%s", desc);
+        return -1;
+    }
+    snprintf(device, dlen, "%s", desc);
+    size_t nmax = 0;
+    for (int i = 0; i < nsizes; i++) nmax = std::max(nmax, sizes[i]);
+    float *x = nullptr, *y = nullptr;
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    bool ok = cudaMalloc(&x, nmax * sizeof(float)) == cudaSuccess &&
+              cudaMalloc(&y, nmax * sizeof(float)) == cudaSuccess &&
+              cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess;
+    if (!ok) snprintf(why, wlen, "cannot allocate 2 x %zu floats on the GPU", nmax);
+    if (ok) {
+        int sms = 0;
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+        /* activations-like data, as the CPU bench: symmetric, a few beyond <8,4> */
+        fill_f32<<<std::max(1, sms) * 16, 256>>>(x, nmax, 5u);
+        ok = cudaDeviceSynchronize() == cudaSuccess;
+    }
+    for (int i = 0; ok && i < nsizes; i++) {
+        size_t n = sizes[i];
+        struct quant_key key = {1, 16, 0};
+        double tq = best_of(
+            [&]() {
+                key.index += n;
+                if (quant_cuda_rows(spec, x, y, 1, n, key, NULL, NULL) == ADAPT_OK) return true;
+                snprintf(why, wlen, "%s", adapt_error_message());
+                return false;
+            },
+            min_s, e0, e1, &ok);
+        double tc = best_of(
+            [&]() {
+                if (cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, 0) ==
+                    cudaSuccess)
+                    return true;
+                snprintf(why, wlen, "cudaMemcpyAsync failed");
+                return false;
+            },
+            min_s, e0, e1, &ok);
+        gb[2 * i] = 8.0 * (double)n / tq * 1e-9;
+        gb[2 * i + 1] = 8.0 * (double)n / tc * 1e-9;
+    }
+    if (x) cudaFree(x);
+    if (y) cudaFree(y);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    return ok ? 0 : -1;
 }

@@ -28,6 +28,8 @@ static const int rounding_order[] = {QUANT_ROUND_STOCHASTIC, QUANT_ROUND_NEAREST
 static const char *const round_layers_names[] = {"units", "all"};
 static const char *const ste_names[] = {"auto", "plain", "saturating"};
 static const char *const auto_bool_names[] = {"auto", "true", "false"};
+static const char *const device_names[] = {[ADAPT_CONFIG_DEVICE_CPU] = "cpu",
+                                           [ADAPT_CONFIG_DEVICE_CUDA] = "cuda"};
 static const char *const wl_fl_labels[] = {"WL", "FL"};
 static const char *const wl_epochs_labels[] = {"WL", "EPOCHS"};
 
@@ -44,6 +46,7 @@ static const struct adapt_schema_enum rounding_enum = {
 static const struct adapt_schema_enum round_layers_enum = NAMES(round_layers_names);
 static const struct adapt_schema_enum ste_enum = NAMES(ste_names);
 static const struct adapt_schema_enum auto_bool_enum = NAMES(auto_bool_names);
+static const struct adapt_schema_enum device_enum = NAMES(device_names);
 
 #define FIELD(f) ADAPT_SCHEMA_FIELD(struct adapt_config, f)
 #define K_INT(s, k, f, def, range, help) \
@@ -73,6 +76,9 @@ static const struct adapt_schema_key keys[] = {
           "optimizer steps between trace step lines"),
     K_INT("run", "checkpoint_every", run.checkpoint_every, "1", "[0, 1000000]",
           "epochs between checkpoints; 0 = only at the end"),
+    K_ENUM("run", "device", run.device, "cpu", device_enum,
+           "where the training step runs: cpu, or cuda (the GPU engine; policy fp32)"),
+    K_INT("run", "gpu", run.gpu, "0", "[0, 63]", "CUDA device number when run.device = cuda"),
 
     K_ENUM("data", "dataset", data.dataset, "fashion-mnist", dataset_enum, "dataset"),
     K_STR("data", "path", data.path, "",

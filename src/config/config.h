@@ -79,6 +79,8 @@ enum adapt_config_dataset {
     ADAPT_CONFIG_DATASET_CIFAR10,         /* "cifar10" */
     ADAPT_CONFIG_DATASET_CIFAR100         /* "cifar100" */
 };
+enum adapt_config_device { ADAPT_CONFIG_DEVICE_CPU = 0, ADAPT_CONFIG_DEVICE_CUDA };
+
 enum adapt_config_augment {
     ADAPT_CONFIG_AUGMENT_AUTO,
     ADAPT_CONFIG_AUGMENT_ON,
@@ -129,6 +131,8 @@ struct adapt_config {
         int threads;                    /* 0 = OpenMP default */
         int log_every;                  /* optimizer steps between trace step lines */
         int checkpoint_every;           /* epochs; 0 = only at the end */
+        enum adapt_config_device device; /* where the training step runs */
+        int gpu;                        /* CUDA device number with device = cuda */
     } run;
     struct {
         enum adapt_config_dataset dataset;

@@ -44,6 +44,8 @@ static void usage(FILE *f)
             "                         stored with it) and stop\n"
             "  --eval-json FILE       with --eval-only: also write the result as JSON\n"
             "  --quiet                no progress output\n"
+            "  --device cpu|cuda      where the training step runs (run.device; run.gpu picks\n"
+            "                         the GPU); cuda needs a CUDA build and a GPU\n"
             "  --help, --version\n\n"
             "Configuration keys, their defaults and ranges: adapt-train --dry-run.\n");
 }
@@ -76,12 +78,14 @@ int main(int argc, char **argv)
                                          {"eval-only", no_argument, 0, 'e'},
                                          {"eval-json", required_argument, 0, 'j'},
                                          {"quiet", no_argument, 0, 'q'},
+                                         {"device", required_argument, 0, 'D'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {"estimate", optional_argument, 0, 'E'},
                                          {0, 0, 0, 0}};
     const char *config = NULL, *out = NULL, *init_from = NULL, *eval_json = NULL;
     const char *sets[64];
+    const char *device = NULL;
     int nsets = 0, resume = 0, force = 0, dry = 0, eval_only = 0, quiet = 0, estimate = 0, c;
     while ((c = getopt_long(argc, argv, "c:s:o:i:h", opts, NULL)) != -1) {
         switch (c) {
@@ -106,6 +110,7 @@ int main(int argc, char **argv)
         case 'e': eval_only = 1; break;
         case 'j': eval_json = optarg; break;
         case 'q': quiet = 1; break;
+        case 'D': device = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V':
             adapt_version_print(stdout, "adapt-train");
@@ -151,6 +156,12 @@ int main(int argc, char **argv)
     if (config && adapt_config_load(&cfg, config)) return fail(adapt_error_message());
     for (int i = 0; i < nsets; i++)
         if (adapt_config_set(&cfg, sets[i])) return fail(adapt_error_message());
+    if (device) { /* --device NAME is --set run.device=NAME */
+        char set[96];
+        if (snprintf(set, sizeof set, "run.device=%s", device) >= (int)sizeof set ||
+            adapt_config_set(&cfg, set))
+            return fail(adapt_error_message());
+    }
     if (adapt_config_check(&cfg)) return fail(adapt_error_message());
 
     /* --out is used as given; the default comes from the configuration */

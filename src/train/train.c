@@ -16,7 +16,9 @@
 
 #include <config.h>
 #include "src/data/data.h"
+#include "src/cuda/device.h"
 #include "src/net/net.h"
+#include "src/net/net_cuda.h"
 #include "src/net/optim.h"
 #include "src/policy/policy.h"
 #include "src/policy/precision.h"
@@ -48,6 +50,8 @@ struct run {
     struct adapt_loader tl, vl, sl;
     int have_tl, have_vl, have_sl;
     struct adapt_net *net;
+    struct adapt_cuda_net *dev; /* run.device = cuda: the step runs there */
+    enum adapt_status dev_st;   /* the first failure of a device step (then everything stops) */
     struct adapt_sgd opt;
     int have_opt;
     struct adapt_sched sched;
@@ -65,6 +69,7 @@ static void run_free(struct run *r)
 {
     adapt_run_dir_close(&r->dir);
     adapt_policy_free(r->pol);
+    adapt_cuda_net_free(r->dev);
     free(r->dlogits);
     free(r->y);
     adapt_aligned_free(r->x);
@@ -153,6 +158,17 @@ static void evaluate(struct run *r, struct adapt_loader *l, double *loss, double
     adapt_loader_start(l, 0);
     while ((nb = adapt_loader_next(l, r->x, r->y)) > 0) {
         int c = 0;
+        if (r->dev) {
+            double s = NAN;
+            if ((r->dev_st = adapt_cuda_net_upload(r->dev, r->x, r->y, nb)) ||
+                (r->dev_st = adapt_cuda_net_step(r->dev, 0, 0)) ||
+                (r->dev_st = adapt_cuda_net_result(r->dev, &s, &c)))
+                break;
+            sum += s;
+            correct += c;
+            count += nb;
+            continue;
+        }
         const float *lg = adapt_net_forward(r->net, r->x, nb, 0);
         sum += adapt_softmax_xent(lg, r->y, nb, r->net->classes, NULL, &c) * nb;
         correct += c;
@@ -180,6 +196,14 @@ static void format_eta(double s, char *buf, size_t n)
 static double micro_batch(struct run *r, int nb, int *correct)
 {
     const int classes = r->net->classes;
+    if (r->dev) { /* fp32 only (device_check): no loss scale */
+        double s = NAN;
+        if ((r->dev_st = adapt_cuda_net_upload(r->dev, r->x, r->y, nb)) ||
+            (r->dev_st = adapt_cuda_net_step(r->dev, 1, 1)) ||
+            (r->dev_st = adapt_cuda_net_result(r->dev, &s, correct)))
+            return NAN;
+        return s / nb;
+    }
     const float *lg = adapt_net_forward(r->net, r->x, nb, 1);
     double loss = adapt_softmax_xent(lg, r->y, nb, classes, r->dlogits, correct);
     if (r->pol->loss_scale != 1.0) {
@@ -212,6 +236,7 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
             if (r->pol->prec) r->pol->prec->iter = (long)epoch * nbatches + batch_i;
             r->net->rng_iter = (int64_t)epoch * nbatches + batch_i;
             double loss = micro_batch(r, nb, &c);
+            if (r->dev_st) return r->dev_st;
             loss_sum += loss * nb;
             correct += c;
             seen += nb;
@@ -226,9 +251,15 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
                 double mean_loss = step_loss / micro + l1;
                 r->pol->micro_loss = (loss + l1) / accum;
                 step++;
-                if ((st = adapt_policy_step(r->pol, &r->opt, step, mean_loss, micro,
-                                            batch_i == nbatches, NULL)))
+                if (r->dev) {
+                    if ((st = adapt_cuda_net_sgd(r->dev, r->opt.lr, r->opt.momentum, r->opt.l2,
+                                                 r->opt.nesterov, 1.0 / micro)))
+                        return st;
+                    r->opt.steps++;
+                } else if ((st = adapt_policy_step(r->pol, &r->opt, step, mean_loss, micro,
+                                                   batch_i == nbatches, NULL))) {
                     return st;
+                }
                 if (step % cfg->run.log_every == 0) {
                     if ((st = adapt_run_dir_step(&r->dir, r->pol, step, epoch, r->opt.lr, mean_loss,
                                                 accum_since_log)))
@@ -258,6 +289,7 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         double wall = now_s() - t0;
         double val_loss = NAN, val_acc = NAN;
         if (r->have_vl) evaluate(r, &r->vl, &val_loss, &val_acc);
+        if (r->dev_st) return r->dev_st;
         double lr_used = r->sched.lr;
         adapt_sched_step(&r->sched, r->have_vl ? val_loss : loss_sum / seen);
         if (r->pol->type->epoch_end) {
@@ -283,6 +315,10 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         int every = cfg->run.checkpoint_every;
         r->epochs_done = epoch + 1;
         if (last || (every > 0 && (epoch + 1) % every == 0)) {
+            /* the device's weights, buffers and momentum into the host's for the checkpoint */
+            if (r->dev && ((st = adapt_cuda_net_pull_params(r->dev)) ||
+                           (st = adapt_cuda_net_pull_sgd(r->dev, &r->opt))))
+                return st;
             if ((st = adapt_ckpt_write(&r->dir, r->net, &r->opt, &r->sched, r->pol, epoch + 1,
                                        step)))
                 return st;
@@ -416,6 +452,34 @@ static enum adapt_status setup_training(struct run *r)
     return ADAPT_OK;
 }
 
+/* run.device = cuda: what the GPU engine can run, and a GPU to run it on; checked before any
+ * data is read. */
+static enum adapt_status device_check(const struct adapt_config *cfg)
+{
+    if (cfg->run.device != ADAPT_CONFIG_DEVICE_CUDA) return ADAPT_OK;
+    const char *pol = adapt_config_enum_str(cfg, "policy", "name");
+    if (strcmp(pol, "fp32"))
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: the GPU engine trains with policy fp32 only; "
+                           "policy.name = %s runs with run.device = cpu",
+                           pol);
+    if (cfg->optim.l1_decay > 0)
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: optim.l1_decay is not on the GPU engine; set it "
+                           "to 0 or use run.device = cpu");
+    char why[256] = "";
+    if (!adapt_cuda_net_built())
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: this build has no CUDA (configure found no CUDA "
+                           "toolkit, or --without-cuda)");
+    int n = adapt_cuda_device_count(why, sizeof why);
+    if (n == 0) return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "run.device = cuda: %s", why);
+    if (cfg->run.gpu >= n)
+        return ADAPT_ERROR(ADAPT_EINVAL, "run.gpu = %d, but this machine has %d CUDA device%s",
+                           cfg->run.gpu, n, n == 1 ? "" : "s");
+    return ADAPT_OK;
+}
+
 /* Times `steps` optimizer steps (after `warmup` untimed ones) and one evaluation batch, and
  * prints the estimated time of the whole run. Trains the in-memory model; writes nothing. */
 static enum adapt_status estimate(struct run *r, int warmup, int steps)
@@ -494,7 +558,9 @@ enum adapt_status adapt_train_check(const struct adapt_config *cfg,
 #ifdef _OPENMP
     if (cfg->run.threads > 0) omp_set_num_threads(cfg->run.threads);
 #endif
-    if ((st = setup_model(&r, &eval_step)) || (st = setup_training(&r))) goto free_run;
+    if ((st = device_check(cfg)) || (st = setup_model(&r, &eval_step)) ||
+        (st = setup_training(&r)))
+        goto free_run;
     const char *path = cfg->data.path[0] ? cfg->data.path
                                          : adapt_dataset_default_path(dataset_name(cfg));
     printf("data:   %s from %s: %d training images (%d train, %d validation), %d test, %d "
@@ -523,6 +589,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
 #endif
     double t_start = now_s();
     long eval_step = 0;
+    if ((st = device_check(cfg))) goto free_run;
     if ((st = setup_model(&r, &eval_step))) goto free_run;
 
     if (opts->eval_only) {
@@ -544,6 +611,11 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
         goto free_run;
     /* the quantized copies the uninterrupted run had after its last step */
     if (r.pol->prec && start_step > 0) adapt_precision_refresh_weights(r.pol->prec, start_step);
+    /* the GPU engine starts from the host's weights and optimizer state (a resumed run's) */
+    if (cfg->run.device == ADAPT_CONFIG_DEVICE_CUDA &&
+        ((st = adapt_cuda_net_create(r.net, cfg->run.gpu, &r.dev)) ||
+         (st = adapt_cuda_net_push_sgd(r.dev, &r.opt))))
+        goto free_run;
     r.epochs_done = start_epoch;
     r.ckpt_epoch = start_epoch;
     /* from here (before the start line) Ctrl-C stops at the end of the current step */
@@ -577,6 +649,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     }
     double test_loss, test_acc;
     evaluate(&r, &r.sl, &test_loss, &test_acc);
+    if ((st = r.dev_st)) goto free_run;
     if ((st = adapt_run_dir_test(&r.dir, r.epochs_done, test_loss, test_acc))) goto free_run;
     if ((st = adapt_run_dir_end(&r.dir, "ok", now_s() - t_start))) goto free_run;
     if (!opts->quiet) {
