@@ -30,6 +30,7 @@
 
 #include "src/base/rng.h"
 #include "src/net/cuda/kernels.h"
+#include "src/net/layers/act_impl.h"
 
 namespace {
 
@@ -174,34 +175,8 @@ __device__ __forceinline__ float relu6_f(float x)
     return x < 0.0f ? 0.0f : x > 6.0f ? 6.0f : x;
 }
 
-/* act.c's tanh_span: tanh|x| = (e^t - 1) / (e^t - 1 + 2), t = 2|x| clamped to 20, e^t - 1 =
- * 2^k expm1(r) + (2^k - 1) with a Cody-Waite reduction and a degree-7 expm1 polynomial. */
-__device__ __forceinline__ float tanh_f(float xi)
-{
-    const float log2e = 1.44269504088896341f;
-    const float ln2_hi = 0.693145751953125f;
-    const float ln2_lo = 1.42860682030941723e-6f;
-    const float shifter = 12582912.0f;
-    const float a = fabsf(xi);
-    float t = a + a;
-    t = t > 20.0f ? 20.0f : t;
-    const float v = t * log2e + shifter;
-    const float kf = v - shifter;
-    const uint32_t k = __float_as_uint(v) - __float_as_uint(shifter);
-    float r = t - kf * ln2_hi;
-    r = r - kf * ln2_lo;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    const float em1r = (r * r) * p + r;
-    const float s = __uint_as_float((k + 127u) << 23);
-    const float em1 = s * em1r + (s - 1.0f);
-    const float th = em1 / (em1 + 2.0f);
-    return copysignf(th, xi);
-}
+/* act.c's tanh: the same source (src/net/layers/act_impl.h) */
+__device__ __forceinline__ float tanh_f(float xi) { return adapt_act_tanh(xi); }
 
 /* 1 / (1 + e^-x) through e^-|x| so that neither tail cancels */
 __device__ __forceinline__ float sigmoid_f(float x)

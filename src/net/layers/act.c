@@ -32,52 +32,15 @@
 #include <string.h>
 
 #include "src/base/hd.h"
+#include "src/net/layers/act_impl.h"
 #include "src/net/layers/layers_impl.h"
 
 /* Floats per task of the element-wise loops (64 KiB). */
 #define ACT_CHUNK 16384
 
-ADAPT_INLINE uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-ADAPT_INLINE float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 ADAPT_HOT_CLONES static void tanh_span(const float *x, float *y, size_t n)
 {
-    const float log2e = 1.44269504088896341f;
-    const float ln2_hi = 0.693145751953125f;      /* 15 significant bits: k ln2_hi exact */
-    const float ln2_lo = 1.42860682030941723e-6f; /* ln 2 - ln2_hi */
-    const float shifter = 12582912.0f; /* 1.5 * 2^23: v + shifter rounds v to an integer */
-    for (size_t i = 0; i < n; i++) {
-        float xi = x[i];
-        float a = fabsf(xi);
-        float t = a + a;
-        t = t > 20.0f ? 20.0f : t; /* NaN stays NaN */
-        float v = t * log2e + shifter;
-        float kf = v - shifter;
-        uint32_t k = f2u(v) - f2u(shifter); /* the integer kf, 0..29 */
-        float r = t - kf * ln2_hi;
-        r = r - kf * ln2_lo;
-        float p = 1.0f / 5040.0f;
-        p = p * r + 1.0f / 720.0f;
-        p = p * r + 1.0f / 120.0f;
-        p = p * r + 1.0f / 24.0f;
-        p = p * r + 1.0f / 6.0f;
-        p = p * r + 0.5f;
-        float em1r = (r * r) * p + r;   /* expm1(r) */
-        float s = u2f((k + 127u) << 23); /* 2^k */
-        float em1 = s * em1r + (s - 1.0f);
-        float th = em1 / (em1 + 2.0f);
-        y[i] = copysignf(th, xi);
-    }
+    for (size_t i = 0; i < n; i++) y[i] = adapt_act_tanh(x[i]);
 }
 
 ADAPT_HOT_CLONES static void tanh_back_span(const float *y, const float *dy, float *dx, size_t n,
