@@ -875,35 +875,40 @@ extern "C" enum adapt_status adapt_cuda_net_read(struct adapt_cuda_net *d, int w
     return ADAPT_OK;
 }
 
-extern "C" enum adapt_status adapt_cuda_net_push_sgd(struct adapt_cuda_net *d,
-                                                     const struct adapt_sgd *o)
+namespace
+{
+
+/* momentum buffers and the step count between the device and an optimizer made for the same
+ * network (to_device: host -> device) */
+enum adapt_status sgd_state(struct adapt_cuda_net *d, struct adapt_sgd *o, bool to_device)
 {
     for (int k = 0; k < o->nbuf; k++) {
         int p = 0;
         while (p < d->net->nparam && d->net->param[p] != o->par[k]) p++;
         if (p == d->net->nparam || !d->pbuf[p])
             return ADAPT_ERROR(ADAPT_EINVAL, "optimizer buffer %d belongs to no parameter", k);
-        CU(cudaMemcpyAsync(d->pbuf[p], o->buf[k], param_numel(o->par[k]) * sizeof(float),
-                           cudaMemcpyHostToDevice, d->s),
-           "momentum to the device");
+        size_t bytes = param_numel(o->par[k]) * sizeof(float);
+        CU(to_device ? cudaMemcpyAsync(d->pbuf[p], o->buf[k], bytes, cudaMemcpyHostToDevice, d->s)
+                     : cudaMemcpyAsync(o->buf[k], d->pbuf[p], bytes, cudaMemcpyDeviceToHost, d->s),
+           "momentum buffers");
     }
-    d->steps = o->steps;
-    CU(cudaStreamSynchronize(d->s), "momentum to the device");
+    if (to_device)
+        d->steps = o->steps;
+    else
+        o->steps = d->steps;
+    CU(cudaStreamSynchronize(d->s), "momentum buffers");
     return ADAPT_OK;
+}
+
+} // namespace
+
+extern "C" enum adapt_status adapt_cuda_net_push_sgd(struct adapt_cuda_net *d,
+                                                     const struct adapt_sgd *o)
+{
+    return sgd_state(d, (struct adapt_sgd *)o, true); /* read only in this direction */
 }
 
 extern "C" enum adapt_status adapt_cuda_net_pull_sgd(struct adapt_cuda_net *d, struct adapt_sgd *o)
 {
-    for (int k = 0; k < o->nbuf; k++) {
-        int p = 0;
-        while (p < d->net->nparam && d->net->param[p] != o->par[k]) p++;
-        if (p == d->net->nparam || !d->pbuf[p])
-            return ADAPT_ERROR(ADAPT_EINVAL, "optimizer buffer %d belongs to no parameter", k);
-        CU(cudaMemcpyAsync(o->buf[k], d->pbuf[p], param_numel(o->par[k]) * sizeof(float),
-                           cudaMemcpyDeviceToHost, d->s),
-           "momentum from the device");
-    }
-    o->steps = d->steps;
-    CU(cudaStreamSynchronize(d->s), "momentum from the device");
-    return ADAPT_OK;
+    return sgd_state(d, o, false);
 }
