@@ -98,10 +98,10 @@ static void *json_malloc_none(size_t n)
 
 /* A small LeNet-like description: conv (unit 0), tanh, pool, linear (unit 1). */
 static const struct adapt_trace_layer layers[4] = {
-    {"features.0", "conv2d", 3, 3, {1, 32, 32, 0}, {6, 28, 28, 0}, 156, 117600, 0, 0, 5, 1, 0},
-    {"features.1", "tanh", 3, 3, {6, 28, 28, 0}, {6, 28, 28, 0}, 0, 0, 4704, -1, 0, 0, 0},
-    {"features.2", "avgpool2d", 3, 3, {6, 28, 28, 0}, {6, 14, 14, 0}, 0, 0, 4704, -1, 2, 2, 0},
-    {"classifier.0", "linear", 1, 1, {1176, 0, 0, 0}, {10, 0, 0, 0}, 11770, 11760, 0, 1, 0, 0, 0},
+    {"features.0", "conv2d", 3, 3, {1, 32, 32, 0}, {6, 28, 28, 0}, 156, 117600, 0, 0, 5, 1, 0, 1, 1},
+    {"features.1", "tanh", 3, 3, {6, 28, 28, 0}, {6, 28, 28, 0}, 0, 0, 4704, -1, 0, 0, 0, 1, 1},
+    {"features.2", "avgpool2d", 3, 3, {6, 28, 28, 0}, {6, 14, 14, 0}, 0, 0, 4704, -1, 2, 2, 0, 1, 1},
+    {"classifier.0", "linear", 1, 1, {1176, 0, 0, 0}, {10, 0, 0, 0}, 11770, 11760, 0, 1, 0, 0, 0, 1, 1},
 };
 static const struct adapt_trace_unit units[2] = {
     {"features.0", 0, 150, 117600},
@@ -435,6 +435,16 @@ END_TEST
     "\"units\":[{\"name\":\"a\",\"layer\":0,\"weights\":8,\"macs\":8},"                            \
     "{\"name\":\"b\",\"layer\":0,\"weights\":8,\"macs\":8}]}\n"
 #define HDR HDR_CONFIG("{}")
+/* the same header with the layer marked grouped: 3 groups cannot split 4 inputs */
+#define HDR_GROUPS3                                                                                \
+    "{\"type\":\"header\",\"schema\":1,\"program\":\"adapt-sim\",\"version\":\"0\","               \
+    "\"created\":\"x\",\"seed\":1,\"threads\":0,\"policy\":\"fp32\",\"config\":{},"               \
+    "\"config_file\":null,\"overrides\":[],\"dataset\":{\"name\":\"d\",\"train\":1,"               \
+    "\"val\":0,\"test\":1,\"classes\":10},\"model\":{\"name\":\"m\",\"input\":[1,32,32],"          \
+    "\"classes\":10,\"params\":1,\"macs\":1,\"layers\":[{\"name\":\"a\",\"kind\":\"linear\","      \
+    "\"in\":[4],\"out\":[2],\"params\":10,\"macs\":8,\"elementwise\":0,\"unit\":0,"                \
+    "\"groups\":3}]},\"units\":[{\"name\":\"a\",\"layer\":0,\"weights\":8,\"macs\":8},"           \
+    "{\"name\":\"b\",\"layer\":0,\"weights\":8,\"macs\":8}]}\n"
 #define STEP "{\"type\":\"step\",\"step\":1,\"epoch\":1,\"lr\":0.1,\"loss\":2.3," \
              "\"strategy\":null," \
              "\"units\":[{\"wl\":32,\"fl\":0},{\"wl\":32,\"fl\":0}],\"events\":[],\"accum\":1," \
@@ -450,6 +460,7 @@ struct bad_trace {
 };
 
 static const struct bad_trace bad_traces[] = {
+    {HDR_GROUPS3 STEP EPOCH, "t.jsonl:1:", "groups 3 does not divide its 4 input and 2 output"},
     {HDR STEP "{\"type\":\"step\",\"step\":2,\n" EPOCH, "t.jsonl:3:", "malformed JSON"},
     {HDR STEP "{\"type\":\"ep", "t.jsonl:3:", "truncated trace: the last line is incomplete"},
     {HDR STEP EPOCH "{\"type\":\"epoch\",\"epoch\":2,\"step\":2,\"lr\":0.1",

@@ -37,10 +37,10 @@ static void teardown(void) { tu_tmpdir_remove(tmpdir); }
  * 24 MACs, unit 1, 3 passes). 47 parameters. Training set of 10 samples in
  * batches of 4: 3 optimizer steps per epoch training 4, 4, 2 samples. */
 static const struct adapt_trace_layer syn_layers[4] = {
-    {"c1", "conv2d", 3, 3, {1, 4, 4, 0}, {2, 2, 2, 0}, 20, 72, 0, 0, 3, 1, 0},
-    {"t1", "tanh", 3, 3, {2, 2, 2, 0}, {2, 2, 2, 0}, 0, 0, 8, -1, 0, 0, 0},
-    {"f", "flatten", 3, 3, {2, 2, 2, 0}, {8, 1, 1, 0}, 0, 0, 0, -1, 0, 0, 0},
-    {"fc", "linear", 3, 3, {8, 1, 1, 0}, {3, 1, 1, 0}, 27, 24, 0, 1, 0, 0, 0},
+    {"c1", "conv2d", 3, 3, {1, 4, 4, 0}, {2, 2, 2, 0}, 20, 72, 0, 0, 3, 1, 0, 1, 1},
+    {"t1", "tanh", 3, 3, {2, 2, 2, 0}, {2, 2, 2, 0}, 0, 0, 8, -1, 0, 0, 0, 1, 1},
+    {"f", "flatten", 3, 3, {2, 2, 2, 0}, {8, 1, 1, 0}, 0, 0, 0, -1, 0, 0, 0, 1, 1},
+    {"fc", "linear", 3, 3, {8, 1, 1, 0}, {3, 1, 1, 0}, 27, 24, 0, 1, 0, 0, 0, 1, 1},
 };
 static const struct adapt_trace_unit syn_units[2] = {{"c1", 0, 18, 72}, {"fc", 3, 24, 24}};
 
@@ -538,6 +538,39 @@ START_TEST(test_lenet5_table)
 }
 END_TEST
 
+/* A grouped conv is priced as one GEMM per group (Cout/G x N x (Cin/G) K K, count G), so
+ * its GEMMs hold exactly its MACs; every unit of MobileNet-v2 and of a dense network obeys
+ * sum count m n k = batch MACs. Expected shape from the description: MobileNet-v2's first
+ * block's depthwise conv (layers.0.conv2, 32 channels, 3x3, 32x32 plane) at batch 8: 32
+ * GEMMs of 1 x 8192 x 9. */
+START_TEST(test_grouped_gemms)
+{
+    static const char *const models[2] = {"mobilenetv2", "resnet20"};
+    for (int mi = 0; mi < 2; mi++) {
+        struct perf_model *m;
+        ck_assert_int_eq(perf_model_alloc(&m, models[mi], 10), ADAPT_OK);
+        int depthwise = 0;
+        for (int u = 0; u < m->n_units; u++) {
+            struct perf_gemm g[3];
+            perf_model_unit_gemms(m, u, 8, g);
+            const struct adapt_trace_layer *l = &m->layers[m->units[u].layer];
+            ck_assert_int_eq(g[0].count, l->groups);
+            ck_assert_int_eq(g[0].count * g[0].m * g[0].n * g[0].k, 8 * m->units[u].macs);
+            ck_assert_int_eq(g[2].count * g[2].m * g[2].n * g[2].k, 8 * m->units[u].macs);
+            if (!strcmp(m->units[u].name, "layers.0.conv2")) {
+                depthwise = 1;
+                ck_assert_int_eq(g[0].count, 32);
+                ck_assert_int_eq(g[0].m, 1);
+                ck_assert_int_eq(g[0].n, 8192);
+                ck_assert_int_eq(g[0].k, 9);
+            }
+        }
+        ck_assert_int_eq(depthwise, mi == 0);
+        perf_model_free(m);
+    }
+}
+END_TEST
+
 /* The built-in table equals what the engine builds, layer by layer. */
 START_TEST(test_table_matches_engine)
 {
@@ -662,7 +695,7 @@ START_TEST(test_hw_calibrated)
     ck_assert_str_eq(perf_hw_type_for(hw, 9), "fp32");
     /* a shape not in the table runs at its nearest entry's throughput;
      * the faster of two int8 entries counts: 2*20*30*40 / 4e9 */
-    struct perf_gemm g = {20, 30, 40};
+    struct perf_gemm g = {20, 30, 40, 1};
     double s;
     ck_assert_int_eq(perf_hw_gemm_seconds(hw, "int8", &g, &s), ADAPT_OK);
     ck_assert_close(s, 2.0 * 20 * 30 * 40 / 4e9);
@@ -889,6 +922,7 @@ int main(void)
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("models");
     tcase_add_test(tm, test_lenet5_table);
+    tcase_add_test(tm, test_grouped_gemms);
     tcase_add_test(tm, test_table_matches_engine);
     tcase_set_timeout(tm, 20);
     suite_add_tcase(s, tm);

@@ -46,8 +46,10 @@ def state_dict(weights):
 
 def _conv(nn, ly):
     cin, cout, k = ly["in"][0], ly["out"][0], ly["k"]
-    bias = ly["params"] != cout * cin * k * k
-    return nn.Conv2d(cin, cout, k, ly["stride"], ly["pad"], bias=bias)
+    groups, dilation = ly.get("groups", 1), ly.get("dilation", 1)
+    bias = ly["params"] != cout * (cin // groups) * k * k
+    return nn.Conv2d(cin, cout, k, ly["stride"], ly["pad"], dilation=dilation, groups=groups,
+                     bias=bias)
 
 
 def _linear(nn, ly):

@@ -267,6 +267,8 @@ def _check_header(r, o):
         r.int(ly, "unit", lo=-1)
         for k in ("k", "stride", "pad"):
             r.int(ly, k, optional=True, absent=0, lo=0)
+        for k in ("groups", "dilation"):  # conv2d, written only when not 1
+            r.int(ly, k, optional=True, absent=1, lo=1)
     units = r.typed(o, "units", list)
     for u in units:
         if not isinstance(u, dict):

@@ -33,7 +33,7 @@ static const char *store_name(struct model_store *s, const char *name)
  * or -1 (out of memory). */
 static int add_layer(struct model_store *s, const char *name, const char *kind, const int in[3],
                      const int out[3], int64_t params, int64_t macs, int64_t ew, int is_unit,
-                     int64_t weights, int k, int stride, int pad)
+                     int64_t weights, int k, int stride, int pad, int groups, int dilation)
 {
     if (s->failed) return -1;
     if (s->n_layers == s->cap) {
@@ -66,6 +66,8 @@ static int add_layer(struct model_store *s, const char *name, const char *kind, 
     l->k = k;
     l->stride = stride;
     l->pad = pad;
+    l->groups = groups > 0 ? groups : 1;
+    l->dilation = dilation > 0 ? dilation : 1;
     if (is_unit) {
         struct adapt_trace_unit *u = &s->units[s->n_units++];
         u->name = l->name;
@@ -113,7 +115,8 @@ enum adapt_status perf_model_from_graph(struct perf_model **out, const struct ad
         int global = n->kind == ADAPT_GRAPH_AVGPOOL2D && n->k == 0;
         add_layer(s, n->name, adapt_graph_kind_name(n->kind), n->in_dim[0], n->out_dim, n->params,
                   n->macs, n->elementwise, n->unit >= 0, n->weights,
-                  global ? n->in_dim[0][1] : n->k, global ? 1 : n->stride, n->pad);
+                  global ? n->in_dim[0][1] : n->k, global ? 1 : n->stride, n->pad, n->groups,
+                  n->dilation);
     }
     if (s->failed) {
         store_free(s);
@@ -205,12 +208,14 @@ int perf_model_unit_gemms(const struct perf_model *m, int u, int64_t batch, stru
     ADAPT_ASSERT(u >= 0 && u < m->n_units);
     const struct adapt_trace_unit *un = &m->units[u];
     const struct adapt_trace_layer *l = &m->layers[un->layer];
-    int64_t cout = l->out[0];
-    int64_t ckk = un->weights / cout;                 /* Cin*K*K, or the linear layer's inputs */
+    int64_t cout = l->out[0], groups = l->groups > 1 ? l->groups : 1;
+    int64_t ckk = un->weights / cout; /* (Cin/G)*K*K, or the linear layer's inputs */
     int64_t p = dims_numel(l->out_ndim, l->out) / cout; /* Hout*Wout (1 for linear) */
-    g[0].m = cout, g[0].n = batch * p, g[0].k = ckk;
-    g[1].m = ckk, g[1].n = batch * p, g[1].k = cout;
-    g[2].m = cout, g[2].n = ckk, g[2].k = batch * p;
+    int64_t cog = cout / groups;                        /* output channels of one group */
+    g[0].m = cog, g[0].n = batch * p, g[0].k = ckk;
+    g[1].m = ckk, g[1].n = batch * p, g[1].k = cog;
+    g[2].m = cog, g[2].n = ckk, g[2].k = batch * p;
+    g[0].count = g[1].count = g[2].count = groups;
     if (un->layer == 0) {
         g[1].m = g[1].n = g[1].k = 0;
         return 2;

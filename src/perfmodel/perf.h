@@ -85,10 +85,12 @@ void perf_model_free(struct perf_model *m);
 /* One GEMM of a training step: C (m x n) += A (m x k) B (k x n). */
 struct perf_gemm {
     int64_t m, n, k;
+    int64_t count; /* GEMMs of this shape: a grouped conv runs one per group */
 };
 /* The three GEMMs of unit u for a micro-batch of `batch` samples: [0]
  * forward, [1] backward-data, [2] weight gradient (conv via im2col: m = Cout,
- * n = batch*Hout*Wout, k = Cin*K*K). Returns 2 when the unit reads the
+ * n = batch*Hout*Wout, k = Cin*K*K; a conv of G groups: G GEMMs each with
+ * Cout/G and Cin/G, count = G). Returns 2 when the unit reads the
  * network input (no backward-data GEMM; g[1] is then zero), else 3. */
 int perf_model_unit_gemms(const struct perf_model *m, int u, int64_t batch, struct perf_gemm g[3]);
 

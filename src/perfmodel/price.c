@@ -132,6 +132,7 @@ static enum adapt_status unit_seconds(struct perf_plan *pl, int u, int wl, doubl
         for (int i = 0; i < 3; i++) {
             if (n == 2 && i == 1) continue;
             if ((st = perf_hw_gemm_seconds(pl->hw, type, &g[i], &t)) != ADAPT_OK) return st;
+            t *= (double)g[i].count; /* a grouped conv: one GEMM per group */
             s += t;
             if (i == 0) *f = t;
         }

@@ -272,6 +272,13 @@ static void read_layer(struct rd *r, json_t *o, struct adapt_trace_layer *l)
     l->k = (int)rd_int(r, o, "k", 1, 0, 0, 2147483647);
     l->stride = (int)rd_int(r, o, "stride", 1, 0, 0, 2147483647);
     l->pad = (int)rd_int(r, o, "pad", 1, 0, 0, 2147483647);
+    l->groups = (int)rd_int(r, o, "groups", 1, 1, 1, 2147483647);
+    l->dilation = (int)rd_int(r, o, "dilation", 1, 1, 1, 2147483647);
+    if (!r->bad && l->groups > 1 &&
+        (l->in_ndim < 1 || l->out_ndim < 1 || l->in[0] % l->groups || l->out[0] % l->groups))
+        rd_fail(r, "model.layers[\"%s\"]: groups %d does not divide its %lld input and %lld "
+                   "output channels", l->name, l->groups, (long long)l->in[0],
+                (long long)l->out[0]);
 }
 
 /* A value of config.SECTION (NULL when absent); a section must be an object. */

@@ -73,6 +73,7 @@ struct adapt_trace_layer {
     int64_t elementwise; /* element operations per sample (pool, activation, batch norm) */
     int unit;            /* index among the precision units, -1 if not a unit */
     int k, stride, pad;  /* conv / pool: kernel size, stride, padding; k = 0: absent */
+    int groups, dilation; /* conv2d: 1 (absent from the record) unless grouped / dilated */
 };
 
 /* A precision unit (conv or linear layer). */

@@ -182,6 +182,9 @@ static json_t *layer_json(const struct adapt_trace_layer *l)
         put(o, "stride", json_integer(l->stride), &bad);
         put(o, "pad", json_integer(l->pad), &bad);
     }
+    /* only where they are not 1: a dense conv's record stays as it was */
+    if (l->groups > 1) put(o, "groups", json_integer(l->groups), &bad);
+    if (l->dilation > 1) put(o, "dilation", json_integer(l->dilation), &bad);
     if (bad) {
         json_decref(o);
         return NULL;

@@ -150,6 +150,8 @@ static enum adapt_status write_header(struct adapt_run_dir *d, const struct adap
         t->k = l->k; /* conv and pool window geometry */
         t->stride = l->stride;
         t->pad = l->pad;
+        t->groups = l->groups > 0 ? l->groups : 1;
+        t->dilation = l->dilation > 0 ? l->dilation : 1;
         if (l->is_unit) {
             units[u].name = l->name;
             units[u].layer = i;
