@@ -464,6 +464,120 @@ START_TEST(test_bf16_rne)
 }
 END_TEST
 
+/* The OCP 8-bit floating-point formats (OCP 8-bit Floating Point Specification (OFP8), v1.0,
+ * 2023), decoded code by code from the specification's tables, independently of the rounding
+ * code: E4M3 (bias 7; exponent 1111 holds normals, S.1111.111 is NaN, no infinities, max 448)
+ * and E5M2 (bias 15, IEEE-like: exponent 11111 is inf / NaN, max 57344). pos[c] is the value
+ * of positive code c, ascending with c; returns the number of finite positive codes. */
+static int ocp_codes(int e4m3, double *pos)
+{
+    int eb = e4m3 ? 4 : 5, mb = 7 - eb, bias = e4m3 ? 7 : 15, n = 0;
+    for (int c = 0; c < 128; c++) {
+        int e = c >> mb, m = c & ((1 << mb) - 1);
+        if (e4m3 && e == 15 && m == 7) break;  /* NaN */
+        if (!e4m3 && e == 31) break;           /* inf, NaN */
+        pos[n++] = e == 0 ? ldexp((double)m, 1 - bias - mb)
+                          : ldexp((double)((1 << mb) + m), e - bias - mb);
+    }
+    return n;
+}
+
+/* Round-to-nearest-even onto the codes, from the table alone: the nearer neighbour, the even
+ * code on a tie. E4M3 saturates (OCP satfinite) or gives NaN; E5M2 overflows to inf when the
+ * rounded value would pass the largest (its virtual next code is even). The sign, also of a
+ * zero, is kept; a NaN input comes back itself. */
+static float ocp_round(float x, int e4m3, int ovf_special, const double *pos, int n)
+{
+    if (x != x) return x;
+    double a = fabs((double)x), maxv = pos[n - 1], y;
+    double next = maxv + (pos[n - 1] - pos[n - 2]); /* the code after the largest, virtually */
+    if (a > maxv) {
+        /* past the largest: the virtual next code n wins above the midpoint, and on it when n
+         * is even (E5M2: 124, so the tie overflows; E4M3: 127, so it stays at 448) */
+        double mid = maxv + (next - maxv) / 2;
+        int up = a > mid || (a == mid && n % 2 == 0);
+        y = up && ovf_special ? (e4m3 ? NAN : INFINITY) : maxv;
+    } else {
+        int lo = 0, hi = n - 1; /* pos[lo] <= a <= pos[hi] */
+        while (hi - lo > 1) {
+            int mid = (lo + hi) / 2;
+            if (pos[mid] <= a) lo = mid;
+            else hi = mid;
+        }
+        double dl = a - pos[lo], dh = pos[hi] - a;
+        y = dl < dh ? pos[lo] : dh < dl ? pos[hi] : (lo % 2 == 0 ? pos[lo] : pos[hi]);
+    }
+    return (float)copysign(y, (double)x);
+}
+
+/* e4m3 and e5m2 nearest equal the code-table reference on every 23rd float bit pattern (every
+ * 391st in quick mode, all with QUANT_TEST_FP8_FULL=1), for both overflow settings; the
+ * specification's landmarks by hand. */
+START_TEST(test_fp8_ocp)
+{
+    const char *full = getenv("QUANT_TEST_FP8_FULL");
+    const uint64_t stride = full && *full == '1' ? 1 : tu_quick() ? 391 : 23;
+    const size_t blk = 1 << 20;
+    float *x = malloc(blk * sizeof *x), *y = malloc(blk * sizeof *y);
+    ck_assert(x && y);
+    struct quant_key key = {0, 0, 0};
+    for (int e4m3 = 0; e4m3 < 2; e4m3++) {
+        double pos[128];
+        int n = ocp_codes(e4m3, pos);
+        ck_assert_int_eq(n, e4m3 ? 127 : 124);
+        ck_assert(pos[n - 1] == (e4m3 ? 448.0 : 57344.0));
+        ck_assert(pos[1] == (e4m3 ? 0x1p-9 : 0x1p-16)); /* the smallest subnormal */
+        for (int special = 0; special < 2; special++) {
+            struct quant_spec s =
+                spec_of(e4m3 ? "e4m3" : "e5m2", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+            s.overflow = special ? QUANT_OVERFLOW_INF : QUANT_OVERFLOW_SATURATE;
+            for (uint64_t u = 0; u < (1ull << 32);) {
+                size_t nb = 0;
+                for (; nb < blk && u < (1ull << 32); nb++, u += stride)
+                    x[nb] = quant_u2f((uint32_t)u);
+                ck_assert_int_eq(quant_array(&s, x, y, nb, key, NULL, NULL), ADAPT_OK);
+                for (size_t i = 0; i < nb; i++) {
+                    float e = ocp_round(x[i], e4m3, special, pos, n);
+                    if (!tu_same_bits(y[i], e) && !(y[i] != y[i] && e != e))
+                        ck_abort_msg("%s overflow %s: %a -> %a, table %a", e4m3 ? "e4m3" : "e5m2",
+                                     special ? "special" : "saturate", x[i], y[i], e);
+                }
+            }
+        }
+    }
+    /* landmarks: {format, overflow special, input, output} */
+    static const struct {
+        const char *f;
+        int special;
+        float in, out;
+    } c[] = {
+        {"e4m3", 0, 448.0f, 448.0f},    {"e4m3", 0, 464.0f, 448.0f}, /* tie with 480: even */
+        {"e4m3", 1, 464.0f, 448.0f},    {"e4m3", 0, 470.0f, 448.0f}, /* satfinite */
+        {"e4m3", 1, 470.0f, NAN},       {"e4m3", 0, INFINITY, 448.0f},
+        {"e4m3", 1, -INFINITY, NAN},    {"e4m3", 0, 0x1p-10f, 0.0f}, /* half the least: even */
+        {"e4m3", 0, 0x1.8p-10f, 0x1p-9f}, {"e4m3", 0, 1.0625f, 1.0f}, /* 1 + 1/16: tie, even */
+        {"e4m3", 0, 1.1875f, 1.25f},    {"e5m2", 1, 57344.0f, 57344.0f},
+        {"e5m2", 1, 61439.0f, 57344.0f}, {"e5m2", 1, 61440.0f, INFINITY}, /* tie: even -> inf */
+        {"e5m2", 0, 61440.0f, 57344.0f}, {"e5m2", 1, 0x1p-17f, 0.0f},
+        {"e5m2", 1, 1.125f, 1.0f},      {"e5m2", 1, 1.375f, 1.5f},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        struct quant_spec s = spec_of(c[i].f, QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+        s.overflow = c[i].special ? QUANT_OVERFLOW_INF : QUANT_OVERFLOW_SATURATE;
+        x[0] = c[i].in;
+        ck_assert_int_eq(quant_array(&s, x, y, 1, key, NULL, NULL), ADAPT_OK);
+        ck_assert_msg(tu_same_bits(y[0], c[i].out) || (y[0] != y[0] && c[i].out != c[i].out),
+                      "%s(%a) = %a, expected %a", c[i].f, c[i].in, y[0], c[i].out);
+    }
+    char buf[32];
+    struct quant_spec s = spec_of("e4m3", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    ck_assert_str_eq(quant_spec_str(&s, buf, sizeof buf), "e4m3");
+    ck_assert_int_eq(quant_spec_bits(&s), 8);
+    ck_assert_int_eq(quant_spec_parse("e5m2(5,2)", &s), ADAPT_EINVAL);
+    free(x), free(y);
+}
+END_TEST
+
 /* float(e,m) against an oracle in double written from the definition: bias 2^(e-1)-1,
  * spacing 2^(max(ex, emin) - m) (2^emin below the normal range without subnormals), ties to
  * even, overflow when the rounded magnitude exceeds (2 - 2^-m) 2^bias. */
@@ -963,6 +1077,7 @@ int main(void)
     tcase_add_test(tc, test_fixed_qpytorch);
     tcase_add_test(tc, test_fp16_ieee);
     tcase_add_test(tc, test_bf16_rne);
+    tcase_add_test(tc, test_fp8_ocp);
     tcase_add_test(tc, test_float_formats);
     tcase_add_test(tc, test_special_values);
     tcase_add_test(tc, test_sr_unbiased);

@@ -35,7 +35,7 @@ static void fill(float *x, size_t n, uint64_t seed)
 }
 
 static const char *formats[] = {"fixed(8,4)", "fixed(32,28)", "fixed(32,31)", "bfp(8)", "muppet(8)",
-                                "fp16", "bf16", "float(4,3)", "float(2,1)"};
+                                "fp16", "bf16", "float(4,3)", "float(2,1)", "e4m3", "e5m2"};
 
 static void compare(const struct quant_spec *s, size_t rows, size_t cols, uint64_t index,
                     int threads, int blocks)

@@ -28,7 +28,7 @@
 
 static const char *default_sizes = "4K,64K,1M,16M,64M";
 static const char *default_formats =
-    "fixed(8,4),fixed(32,28),bfp(8),muppet(8),fp16,bf16,float(4,3)";
+    "fixed(8,4),fixed(32,28),bfp(8),muppet(8),fp16,bf16,e4m3,e5m2,float(4,3)";
 
 static void usage(FILE *f)
 {

@@ -50,8 +50,10 @@ enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant
         break;
     default: /* float formats */
         q.kind = QUANT_KIND_FMT;
-        q.fmt = quant_fmt_make(s->exp_bits, s->man_bits, s->subnormals,
-                               s->overflow == QUANT_OVERFLOW_INF);
+        q.fmt = s->format == QUANT_FORMAT_E4M3
+                    ? quant_fmt_make_e4m3(s->subnormals, s->overflow == QUANT_OVERFLOW_INF)
+                    : quant_fmt_make(s->exp_bits, s->man_bits, s->subnormals,
+                                     s->overflow == QUANT_OVERFLOW_INF);
         break;
     }
     *p = q;

@@ -11,6 +11,10 @@
  *   fp16, bf16    IEEE binary16 and bfloat16 (subnormals; overflow to inf unless saturate)
  *   float(E,M)    E exponent bits (2..8), M mantissa bits (1..23), IEEE-style bias and subnormals,
  *                 overflow saturates by default (QPyTorch float_quantize)
+ *   e4m3, e5m2    the OCP 8-bit floats (OFP8 specification v1.0): E4M3 bias 7, no infinities, the
+ *                 all-ones exponent holds normals up to 448, S.1111.111 is NaN; overflow
+ *                 saturates (satfinite) by default or, set to inf, gives NaN. E5M2 is float(5,2):
+ *                 IEEE-like, max 57344, overflow to inf by default
  * Rounding: nearest (ties to even, or away from zero) or stochastic (E[SR(x)] = x); values are
  * saturated after rounding. Random bits are Philox4x32-10 keyed by (seed, stream, element
  * index), the same as cuRAND's curand_init(seed, stream, index) + curand(), so results do not
@@ -61,6 +65,8 @@ enum quant_format {
     QUANT_FORMAT_FP16,
     QUANT_FORMAT_BF16,
     QUANT_FORMAT_FLOAT,
+    QUANT_FORMAT_E4M3, /* OCP 8-bit float E4M3: bias 7, no infinities, max 448, NaN = S.1111.111 */
+    QUANT_FORMAT_E5M2, /* OCP 8-bit float E5M2: IEEE-like, bias 15, max 57344, infinities */
     QUANT_FORMAT_COUNT
 };
 
@@ -79,7 +85,8 @@ struct quant_spec {
     enum quant_block block;       /* bfp */
     enum quant_rounding rounding; /* default nearest */
     enum quant_tie tie;           /* default even */
-    enum quant_overflow overflow; /* float formats: fp16/bf16 default inf, float(e,m) saturate */
+    enum quant_overflow overflow; /* float formats: fp16/bf16/e5m2 default inf, float(e,m) and
+                                     e4m3 saturate; e4m3 has no infinity: "inf" gives NaN */
     int subnormals;               /* float formats: 1 gradual underflow (default), 0 none */
 };
 
@@ -146,7 +153,8 @@ const struct quant_type *quant_type_find(const char *name);
 /* Defaults: fixed <8,4>, bfp and muppet WL 8 (block tensor), fp16, bf16, float(5,10);
  * nearest, ties to even, subnormals on. */
 void quant_spec_init(struct quant_spec *s, enum quant_format f);
-/* "fixed", "fixed(8,4)", "bfp", "bfp(8)", "muppet(12)", "fp16", "bf16", "float(5,10)";
+/* "fixed", "fixed(8,4)", "bfp", "bfp(8)", "muppet(12)", "fp16", "bf16", "e4m3", "e5m2",
+ * "float(5,10)";
  * surrounding blanks allowed. ADAPT_EINVAL for unknown names or bad syntax, ADAPT_ERANGE for
  * parameters out of range; *s is written only on success. */
 enum adapt_status quant_spec_parse(const char *text, struct quant_spec *s);

@@ -253,6 +253,18 @@ ADAPT_HD ADAPT_INLINE struct quant_fmt quant_fmt_make(int e, int m, int subnorma
     return f;
 }
 
+/* OCP E4M3 (OCP 8-bit Floating Point Specification, v1.0): bias 7 like float(4,3), but the
+ * all-ones exponent holds normal numbers too (mantissa 000..110, up to 1.75 x 2^8 = 448) and
+ * S.1111.111 is the only NaN: no infinities. Overflow (after rounding) saturates to +-448, or
+ * with overflow_nan gives NaN (the specification's non-saturating mode); +-inf inputs likewise. */
+ADAPT_HD ADAPT_INLINE struct quant_fmt quant_fmt_make_e4m3(int subnormals, int overflow_nan)
+{
+    struct quant_fmt f = quant_fmt_make(4, 3, subnormals, 0);
+    f.maxbits = 0x43e00000u; /* 448.0f */
+    f.ovfbits = overflow_nan ? 0x7fc00000u : f.maxbits;
+    return f;
+}
+
 /* Round one value to a float format; wide must be f.wide (a compile-time constant in the
  * kernels). Rounds |v| (sign-magnitude, so SR stays unbiased); same contract as
  * quant_grid_round. Ties to even: between 0 and the smallest positive value (no subnormals),

@@ -18,6 +18,8 @@ static const struct quant_type quant_types[QUANT_FORMAT_COUNT] = {
     {"bf16", QUANT_FORMAT_BF16, "bf16", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
     {"float", QUANT_FORMAT_FLOAT, "float(E,M)", 0, quant_float_row, quant_float_row_ref,
      quant_cuda_rows},
+    {"e4m3", QUANT_FORMAT_E4M3, "e4m3", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
+    {"e5m2", QUANT_FORMAT_E5M2, "e5m2", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
 };
 
 const struct quant_type *quant_type_of(enum quant_format f)
@@ -52,6 +54,16 @@ void quant_spec_init(struct quant_spec *s, enum quant_format f)
     case QUANT_FORMAT_BF16:
         s->exp_bits = 8;
         s->man_bits = 7;
+        s->overflow = QUANT_OVERFLOW_INF;
+        break;
+    case QUANT_FORMAT_E4M3: /* OCP's saturating conversion (satfinite), the usual choice */
+        s->exp_bits = 4;
+        s->man_bits = 3;
+        s->overflow = QUANT_OVERFLOW_SATURATE;
+        break;
+    case QUANT_FORMAT_E5M2:
+        s->exp_bits = 5;
+        s->man_bits = 2;
         s->overflow = QUANT_OVERFLOW_INF;
         break;
     default:
@@ -104,6 +116,15 @@ enum adapt_status quant_spec_check(const struct quant_spec *s)
                                "quant bf16: exponent/mantissa bits must be 8/7, not %d/%d",
                                s->exp_bits, s->man_bits);
         break;
+    case QUANT_FORMAT_E4M3:
+    case QUANT_FORMAT_E5M2: {
+        int e = s->format == QUANT_FORMAT_E4M3 ? 4 : 5;
+        if (s->exp_bits != e || s->man_bits != 7 - e)
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "quant %s: exponent/mantissa bits must be %d/%d, not %d/%d", name, e,
+                               7 - e, s->exp_bits, s->man_bits);
+        break;
+    }
     default:
         if (s->exp_bits < 2 || s->exp_bits > 8)
             return ADAPT_ERROR(ADAPT_ERANGE, "quant float: exponent bits %d out of range 2..8",
@@ -163,7 +184,7 @@ enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
     if (len == 0 || len >= sizeof name)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), "
-                           "muppet(WL), fp16, bf16 or float(E,M))",
+                           "muppet(WL), fp16, bf16, e4m3, e5m2 or float(E,M))",
                            text);
     memcpy(name, p, len);
     name[len] = '\0';
@@ -171,7 +192,7 @@ enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
     if (!t)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), "
-                           "muppet(WL), fp16, bf16 or float(E,M))",
+                           "muppet(WL), fp16, bf16, e4m3, e5m2 or float(E,M))",
                            text);
     struct quant_spec s;
     quant_spec_init(&s, t->format);
@@ -209,6 +230,8 @@ const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len)
     case QUANT_FORMAT_MUPPET: snprintf(buf, len, "muppet(%d)", s->wl); break;
     case QUANT_FORMAT_FP16: snprintf(buf, len, "fp16"); break;
     case QUANT_FORMAT_BF16: snprintf(buf, len, "bf16"); break;
+    case QUANT_FORMAT_E4M3: snprintf(buf, len, "e4m3"); break;
+    case QUANT_FORMAT_E5M2: snprintf(buf, len, "e5m2"); break;
     default: snprintf(buf, len, "float(%d,%d)", s->exp_bits, s->man_bits); break;
     }
     return buf;
