@@ -11,20 +11,7 @@
 #include <string.h>
 
 #include "src/base/hd.h"
-
-ADAPT_HD ADAPT_INLINE uint32_t adapt_act_f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-ADAPT_HD ADAPT_INLINE float adapt_act_u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+#include "src/quant/quant_impl.h" /* quant_f2u, quant_u2f: bit casts on both devices */
 
 /* tanh|x| = (e^t - 1) / (e^t - 1 + 2), t = 2|x| clamped to 20, e^t - 1 = 2^k expm1(r) +
  * (2^k - 1) with k = round(t / ln 2), r = t - k ln 2 (Cody-Waite) and a degree-7 expm1
@@ -40,7 +27,7 @@ ADAPT_HD ADAPT_INLINE float adapt_act_tanh(float xi)
     t = t > 20.0f ? 20.0f : t; /* NaN stays NaN */
     float v = t * log2e + shifter;
     float kf = v - shifter;
-    uint32_t k = adapt_act_f2u(v) - adapt_act_f2u(shifter); /* the integer kf, 0..29 */
+    uint32_t k = quant_f2u(v) - quant_f2u(shifter); /* the integer kf, 0..29 */
     float r = t - kf * ln2_hi;
     r = r - kf * ln2_lo;
     float p = 1.0f / 5040.0f;
@@ -50,7 +37,7 @@ ADAPT_HD ADAPT_INLINE float adapt_act_tanh(float xi)
     p = p * r + 1.0f / 6.0f;
     p = p * r + 0.5f;
     float em1r = (r * r) * p + r;                 /* expm1(r) */
-    float s = adapt_act_u2f((k + 127u) << 23);    /* 2^k */
+    float s = quant_u2f((k + 127u) << 23);    /* 2^k */
     float em1 = s * em1r + (s - 1.0f);
     float th = em1 / (em1 + 2.0f);
     return copysignf(th, xi);
