@@ -149,6 +149,18 @@ static enum adapt_status build_model(struct run *r, const struct adapt_graph *g,
     return ADAPT_OK;
 }
 
+/* The nb samples in r->x, r->y through the GPU engine (training: with the backward): the sum
+ * of the rows' losses, or NAN with r->dev_st set when a device call failed. */
+static double device_batch(struct run *r, int nb, int training, int *correct)
+{
+    double s = NAN;
+    if ((r->dev_st = adapt_cuda_net_upload(r->dev, r->x, r->y, nb)) ||
+        (r->dev_st = adapt_cuda_net_step(r->dev, training, training)) ||
+        (r->dev_st = adapt_cuda_net_result(r->dev, &s, correct)))
+        return NAN;
+    return s;
+}
+
 /* Mean loss and accuracy of the network (evaluation mode) over a loader. */
 static void evaluate(struct run *r, struct adapt_loader *l, double *loss, double *acc)
 {
@@ -159,18 +171,12 @@ static void evaluate(struct run *r, struct adapt_loader *l, double *loss, double
     while ((nb = adapt_loader_next(l, r->x, r->y)) > 0) {
         int c = 0;
         if (r->dev) {
-            double s = NAN;
-            if ((r->dev_st = adapt_cuda_net_upload(r->dev, r->x, r->y, nb)) ||
-                (r->dev_st = adapt_cuda_net_step(r->dev, 0, 0)) ||
-                (r->dev_st = adapt_cuda_net_result(r->dev, &s, &c)))
-                break;
-            sum += s;
-            correct += c;
-            count += nb;
-            continue;
+            sum += device_batch(r, nb, 0, &c);
+            if (r->dev_st) break;
+        } else {
+            const float *lg = adapt_net_forward(r->net, r->x, nb, 0);
+            sum += adapt_softmax_xent(lg, r->y, nb, r->net->classes, NULL, &c) * nb;
         }
-        const float *lg = adapt_net_forward(r->net, r->x, nb, 0);
-        sum += adapt_softmax_xent(lg, r->y, nb, r->net->classes, NULL, &c) * nb;
         correct += c;
         count += nb;
     }
@@ -196,14 +202,7 @@ static void format_eta(double s, char *buf, size_t n)
 static double micro_batch(struct run *r, int nb, int *correct)
 {
     const int classes = r->net->classes;
-    if (r->dev) { /* fp32 only (device_check): no loss scale */
-        double s = NAN;
-        if ((r->dev_st = adapt_cuda_net_upload(r->dev, r->x, r->y, nb)) ||
-            (r->dev_st = adapt_cuda_net_step(r->dev, 1, 1)) ||
-            (r->dev_st = adapt_cuda_net_result(r->dev, &s, correct)))
-            return NAN;
-        return s / nb;
-    }
+    if (r->dev) return device_batch(r, nb, 1, correct) / nb; /* fp32 only: no loss scale */
     const float *lg = adapt_net_forward(r->net, r->x, nb, 1);
     double loss = adapt_softmax_xent(lg, r->y, nb, classes, r->dlogits, correct);
     if (r->pol->loss_scale != 1.0) {
