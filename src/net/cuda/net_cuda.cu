@@ -164,15 +164,17 @@ int has_bias(const struct adapt_layer *l)
     return l->nparam > 1;
 }
 
+#if !ADAPT_HAVE_CUDNN
 /* floats of scratch the im2col lowering needs for one sample: the column matrix */
 size_t im2col_floats(const struct adapt_layer *l)
 {
     int g = conv_groups(l);
     return (size_t)(l->in_dim[0][0] / g) * g * l->k * l->k * l->out_dim[1] * l->out_dim[2];
 }
+#endif
 
 #if ADAPT_HAVE_CUDNN
-enum adapt_status conv_describe(struct adapt_cuda_net *d, struct dlayer *dl, int n)
+enum adapt_status conv_describe(struct dlayer *dl, int n)
 {
     const struct adapt_layer *l = dl->l;
     if (dl->desc_n == n) return ADAPT_OK;
@@ -183,8 +185,23 @@ enum adapt_status conv_describe(struct adapt_cuda_net *d, struct dlayer *dl, int
                                    l->out_dim[1], l->out_dim[2]),
         "output descriptor");
     dl->desc_n = n;
-    (void)d;
     return ADAPT_OK;
+}
+
+/* From cudnnFind*'s results, fastest first: the first that ran with float32 math (no TF32);
+ * the workspace grows to what it needs. */
+template <typename Perf, typename Algo>
+enum adapt_status pick_fma(const Perf *perf, int got, const struct adapt_layer *l,
+                           const char *direction, Algo *algo, size_t *ws_bytes)
+{
+    for (int i = 0; i < got; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].mathType != CUDNN_FMA_MATH) continue;
+        *algo = perf[i].algo;
+        if (perf[i].memory > *ws_bytes) *ws_bytes = perf[i].memory;
+        return ADAPT_OK;
+    }
+    return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: cuDNN has no float32 %s algorithm", l->name,
+                       direction);
 }
 
 enum adapt_status conv_setup(struct adapt_cuda_net *d, struct dlayer *dl, size_t *ws_bytes)
@@ -204,7 +221,7 @@ enum adapt_status conv_setup(struct adapt_cuda_net *d, struct dlayer *dl, size_t
         "convolution descriptor");
     DNN(cudnnSetConvolutionGroupCount(dl->cd, g), "group count");
     DNN(cudnnSetConvolutionMathType(dl->cd, CUDNN_FMA_MATH), "math type");
-    enum adapt_status st = conv_describe(d, dl, d->n_max);
+    enum adapt_status st = conv_describe(dl, d->n_max);
     if (st != ADAPT_OK) return st;
     /* the fastest algorithm of each direction that has float32 math, timed at n_max on
      * scratch the size of the activations (cudnnFind* allocates its own workspace) */
@@ -213,41 +230,18 @@ enum adapt_status conv_setup(struct adapt_cuda_net *d, struct dlayer *dl, size_t
     DNN(cudnnFindConvolutionForwardAlgorithm(d->dnn, dl->xd, dl->wd, dl->cd, dl->yd,
                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp),
         "find forward algorithm");
-    int i = 0;
-    while (i < got && (fp[i].status != CUDNN_STATUS_SUCCESS || fp[i].mathType != CUDNN_FMA_MATH))
-        i++;
-    if (i == got)
-        return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: cuDNN has no float32 forward algorithm",
-                           l->name);
-    dl->fwd = fp[i].algo;
-    if (fp[i].memory > *ws_bytes) *ws_bytes = fp[i].memory;
+    if ((st = pick_fma(fp, got, l, "forward", &dl->fwd, ws_bytes))) return st;
     cudnnConvolutionBwdDataAlgoPerf_t bp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     DNN(cudnnFindConvolutionBackwardDataAlgorithm(d->dnn, dl->wd, dl->yd, dl->cd, dl->xd,
                                                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, bp),
         "find backward-data algorithm");
-    for (i = 0;
-         i < got && (bp[i].status != CUDNN_STATUS_SUCCESS || bp[i].mathType != CUDNN_FMA_MATH);
-         i++) {
-    }
-    if (i == got)
-        return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: cuDNN has no float32 backward-data algorithm",
-                           l->name);
-    dl->bwd_data = bp[i].algo;
-    if (bp[i].memory > *ws_bytes) *ws_bytes = bp[i].memory;
+    if ((st = pick_fma(bp, got, l, "backward-data", &dl->bwd_data, ws_bytes))) return st;
     cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     DNN(cudnnFindConvolutionBackwardFilterAlgorithm(d->dnn, dl->xd, dl->yd, dl->cd, dl->wd,
                                                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
                                                     wp),
         "find backward-filter algorithm");
-    for (i = 0;
-         i < got && (wp[i].status != CUDNN_STATUS_SUCCESS || wp[i].mathType != CUDNN_FMA_MATH);
-         i++) {
-    }
-    if (i == got)
-        return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: cuDNN has no float32 backward-filter algorithm",
-                           l->name);
-    dl->bwd_filter = wp[i].algo;
-    if (wp[i].memory > *ws_bytes) *ws_bytes = wp[i].memory;
+    if ((st = pick_fma(wp, got, l, "backward-filter", &dl->bwd_filter, ws_bytes))) return st;
     return ADAPT_OK;
 }
 #endif
@@ -260,7 +254,7 @@ enum adapt_status conv_forward(struct adapt_cuda_net *d, struct dlayer *dl, cons
     const struct adapt_layer *l = dl->l;
     const float *w = d->puse[dl->pidx[0]];
 #if ADAPT_HAVE_CUDNN
-    enum adapt_status st = conv_describe(d, dl, n);
+    enum adapt_status st = conv_describe(dl, n);
     if (st != ADAPT_OK) return st;
     const float one = 1.0f, zero = 0.0f;
     DNN(cudnnConvolutionForward(d->dnn, &one, dl->xd, x, dl->wd, w, dl->cd, dl->fwd, d->ws,
@@ -297,7 +291,7 @@ enum adapt_status conv_backward(struct adapt_cuda_net *d, struct dlayer *dl, con
     float *dw = d->pgrad[dl->pidx[0]];
     const float one = 1.0f, zero = 0.0f;
 #if ADAPT_HAVE_CUDNN
-    enum adapt_status st = conv_describe(d, dl, n);
+    enum adapt_status st = conv_describe(dl, n);
     if (st != ADAPT_OK) return st;
     DNN(cudnnConvolutionBackwardFilter(d->dnn, &one, dl->xd, x, dl->yd, dy, dl->cd, dl->bwd_filter,
                                        d->ws, d->ws_bytes, &one, dl->wd, dw),
@@ -676,14 +670,10 @@ enum adapt_status create(struct adapt_net *net, int gpu, struct adapt_cuda_net *
         if (dl->kind == K_BN)
             CU(cudaMalloc(&dl->saved, 2 * (size_t)l->in_dim[0][0] * sizeof(float)),
                "batch-norm state");
-        if (dl->kind == K_CONV) {
-#if ADAPT_HAVE_CUDNN
-            (void)im2col_floats;
-#else
-            size_t b = im2col_floats(l) * sizeof(float);
-            if (b > ws_bytes) ws_bytes = b;
+#if !ADAPT_HAVE_CUDNN
+        if (dl->kind == K_CONV && im2col_floats(l) * sizeof(float) > ws_bytes)
+            ws_bytes = im2col_floats(l) * sizeof(float);
 #endif
-        }
     }
 #if ADAPT_HAVE_CUDNN
     /* the algorithm search runs convolutions: give it real buffers (activations) */
