@@ -275,6 +275,24 @@ END_TEST
 
 /* ---- whole models: one optimizer step ---- */
 
+/* The trainable parameters' gradients (values 0) or values (values 1), in network order,
+ * copied into (to_flat 1) or out of a flat array. */
+static void trainable_copy(struct adapt_net *net, float *flat, int values, int to_flat)
+{
+    size_t o = 0;
+    for (int p = 0; p < net->nparam; p++) {
+        struct adapt_param *pp = net->param[p];
+        if (!pp->grad.data) continue;
+        float *t = values ? pp->value.data : pp->grad.data;
+        size_t bytes = pp->value.numel * sizeof(float);
+        if (to_flat)
+            memcpy(flat + o, t, bytes);
+        else
+            memcpy(t, flat + o, bytes);
+        o += pp->value.numel;
+    }
+}
+
 static void model_step(const char *model, int n, const char *fmt, double grad_tol)
 {
     struct adapt_net *net = adapt_model_build(model, 10);
@@ -332,13 +350,7 @@ static void model_step(const char *model, int n, const char *fmt, double grad_to
         if (net->param[p]->grad.data) ng += net->param[p]->value.numel;
     float *cg = malloc(ng * sizeof *cg), *gg = malloc(ng * sizeof *gg);
     ck_assert(cg && gg);
-    size_t o = 0;
-    for (int p = 0; p < net->nparam; p++) {
-        struct adapt_param *pp = net->param[p];
-        if (!pp->grad.data) continue;
-        memcpy(cg + o, pp->grad.data, pp->value.numel * sizeof(float));
-        o += pp->value.numel;
-    }
+    trainable_copy(net, cg, 0, 1);
     /* GPU step */
     ck_assert_int_eq(adapt_cuda_net_upload(d, x, y, n), ADAPT_OK);
     ck_assert_msg(adapt_cuda_net_step(d, 1, 1) == ADAPT_OK, "%s", adapt_error_message());
@@ -347,13 +359,7 @@ static void model_step(const char *model, int n, const char *fmt, double grad_to
     ck_assert_int_eq(adapt_cuda_net_result(d, &g_loss, &g_correct), ADAPT_OK);
     g_loss /= n;
     ck_assert_int_eq(adapt_cuda_net_pull_grads(d), ADAPT_OK);
-    o = 0;
-    for (int p = 0; p < net->nparam; p++) {
-        struct adapt_param *pp = net->param[p];
-        if (!pp->grad.data) continue;
-        memcpy(gg + o, pp->grad.data, pp->value.numel * sizeof(float));
-        o += pp->value.numel;
-    }
+    trainable_copy(net, gg, 0, 1);
     ck_assert_msg(fabs(g_loss - c_loss) <= 1e-5 * fabs(c_loss), "%s %s: loss GPU %.9g CPU %.9g",
                   model, fmt ? fmt : "fp32", g_loss, c_loss);
     ck_assert_int_eq(g_correct, c_correct);
@@ -378,7 +384,7 @@ static void model_step(const char *model, int n, const char *fmt, double grad_to
     }
     double e = rel_norm_diff(gg, cg, ng), pe = 0.0;
     const char *pw = "";
-    o = 0;
+    size_t o = 0;
     for (int p = 0; p < net->nparam; p++) { /* the parameter that differs most, for the message */
         struct adapt_param *pp = net->param[p];
         if (!pp->grad.data) continue;
@@ -394,24 +400,12 @@ static void model_step(const char *model, int n, const char *fmt, double grad_to
      * multiply-add: 1e-6 of the parameter's largest weight allows a few ulps) */
     struct adapt_sgd opt;
     ck_assert_int_eq(adapt_sgd_init(&opt, net, 0.05, 0.9, 5e-4, 0.0, 0), ADAPT_OK);
-    o = 0;
-    for (int p = 0; p < net->nparam; p++) {
-        struct adapt_param *pp = net->param[p];
-        if (!pp->grad.data) continue;
-        memcpy(pp->grad.data, gg + o, pp->value.numel * sizeof(float));
-        o += pp->value.numel;
-    }
+    trainable_copy(net, gg, 0, 0);
     adapt_sgd_step(&opt, 1.0);
     ck_assert_int_eq(adapt_cuda_net_sgd(d, 0.05, 0.9, 5e-4, 0, 1.0), ADAPT_OK);
     float *cw = malloc(ng * sizeof *cw);
     ck_assert(cw);
-    o = 0;
-    for (int p = 0; p < net->nparam; p++) {
-        struct adapt_param *pp = net->param[p];
-        if (!pp->grad.data) continue;
-        memcpy(cw + o, pp->value.data, pp->value.numel * sizeof(float));
-        o += pp->value.numel;
-    }
+    trainable_copy(net, cw, 1, 1);
     ck_assert_int_eq(adapt_cuda_net_pull_params(d), ADAPT_OK);
     o = 0;
     for (int p = 0; p < net->nparam; p++) {
