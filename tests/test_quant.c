@@ -174,7 +174,9 @@ END_TEST
 static const char *all_formats[] = {"fixed(8,4)", "fixed(32,28)", "fixed(32,31)", "fixed(1,0)",
                                     "fixed(5,9)", "fixed(16,0)", "bfp(8)", "bfp(32)", "bfp(2)",
                                     "muppet(8)", "muppet(16)", "fp16", "bf16", "float(4,3)",
-                                    "float(8,23)", "float(2,1)", "float(5,2)", "float(8,1)"};
+                                    "float(8,23)", "float(2,1)", "float(5,2)", "float(8,1)",
+                                    "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2",
+                                    "mxfp4", "mxint8"};
 #define N_FORMATS (sizeof all_formats / sizeof all_formats[0])
 
 static void compare_fast_ref(const struct quant_spec *s, size_t rows, size_t cols, uint64_t index,
@@ -578,6 +580,245 @@ START_TEST(test_fp8_ocp)
 }
 END_TEST
 
+/* The OCP Microscaling formats (OCP Microscaling Formats (MX) Specification v1.0, 2023),
+ * against an oracle written from the specification alone: element codes decoded from its tables
+ * (FP8 E4M3/E5M2 as above; FP6 E2M3 bias 1 and E3M2 bias 3, FP4 E2M1 bias 1, all codes finite;
+ * INT8 k 2^-6 with k in [-127, 127]), the shared scale X = 2^s with
+ * s = floor(log2 max|v|) - emax (emax: the exponent of the largest element), at least -127
+ * (E8M0), every element v / X rounded onto the codes (nearest, even code on a tie; or
+ * stochastic, up iff r + floor(frac 2^32) >= 2^32, on |v| for the float elements and on v for
+ * INT8, as the integer grids of this project round) and clamped at the largest code; a block
+ * with inf or NaN all NaN. In double: v / X, the fraction and q X are exact there. */
+struct mx_table {
+    double pos[128]; /* positive finite codes, ascending */
+    int n, emax, integer;
+};
+
+static void mx_table_make(const char *fmt, struct mx_table *t)
+{
+    static const struct {
+        const char *name;
+        int eb, mb, bias;
+    } f[] = {{"mxfp8_e4m3", 4, 3, 7}, {"mxfp8_e5m2", 5, 2, 15}, {"mxfp6_e2m3", 2, 3, 1},
+             {"mxfp6_e3m2", 3, 2, 3}, {"mxfp4", 2, 1, 1},       {"mxint8", 0, 0, 0}};
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (strcmp(f[i].name, fmt)) continue;
+        if (!f[i].eb) { /* INT8 */
+            for (int k = 0; k < 128; k++) t->pos[k] = ldexp((double)k, -6);
+            t->n = 128;
+            t->integer = 1;
+        } else {
+            int mb = f[i].mb, eb = f[i].eb;
+            for (int c = 0; c < (1 << (eb + mb)); c++) {
+                int e = c >> mb, m = c & ((1 << mb) - 1);
+                if (eb == 4 && e == 15 && m == 7) break; /* E4M3 NaN */
+                if (eb == 5 && e == 31) break;           /* E5M2 inf, NaN */
+                t->pos[t->n++] = e == 0 ? ldexp((double)m, 1 - f[i].bias - mb)
+                                        : ldexp((double)((1 << mb) + m), e - f[i].bias - mb);
+            }
+        }
+        t->emax = ilogb(t->pos[t->n - 1]);
+        return;
+    }
+    ck_abort_msg("no MX table for %s", fmt);
+}
+
+static void mx_oracle(const struct mx_table *t, const float *x, size_t len, int stochastic,
+                      const uint32_t *r, float *y, uint8_t *sat)
+{
+    double amax = 0.0;
+    int finite = 1;
+    for (size_t j = 0; j < len; j++) {
+        if (!isfinite(x[j])) finite = 0;
+        else amax = fmax(amax, fabs((double)x[j]));
+    }
+    for (size_t j = 0; j < len; j++) {
+        if (!finite) {
+            y[j] = x[j] != x[j] ? x[j] : NAN;
+            sat[j] = x[j] == x[j];
+            continue;
+        }
+        int s = amax > 0.0 ? ilogb(amax) - t->emax : -127;
+        if (s < -127) s = -127;
+        if (t->integer && stochastic) { /* the integer grids' floor(v / step + u), signed */
+            double tv = ldexp((double)x[j], 6 - s), f = floor(tv);
+            uint64_t F = (uint64_t)ldexp(tv - f, 32);
+            double k = f + (((uint64_t)r[j] + F) >> 32 ? 1.0 : 0.0);
+            sat[j] = k > 127.0 || k < -127.0;
+            k = k > 127.0 ? 127.0 : k < -127.0 ? -127.0 : k;
+            y[j] = (float)ldexp(k, s - 6) + 0.0f;
+            continue;
+        }
+        double a = ldexp(fabs((double)x[j]), -s), top = t->pos[t->n - 1];
+        double step = top - t->pos[t->n - 2], lo, hi;
+        int lo_even;
+        if (a >= top) { /* virtual codes above the largest continue its spacing */
+            double k = floor((a - top) / step);
+            lo = top + k * step;
+            hi = lo + step;
+            lo_even = ((t->n - 1 + (long)k) % 2) == 0;
+        } else {
+            int i = 0;
+            while (t->pos[i + 1] <= a) i++;
+            lo = t->pos[i];
+            hi = t->pos[i + 1];
+            lo_even = i % 2 == 0;
+        }
+        double q;
+        if (stochastic) {
+            uint64_t F = (uint64_t)ldexp((a - lo) / (hi - lo), 32);
+            q = ((uint64_t)r[j] + F) >> 32 ? hi : lo;
+        } else {
+            double dl = a - lo, dh = hi - a;
+            q = dl < dh ? lo : dh < dl ? hi : lo_even ? lo : hi;
+        }
+        sat[j] = q > top;
+        if (q > top) q = top;
+        double v = ldexp(q, s);
+        y[j] = t->integer && q == 0.0 ? 0.0f : (float)copysign(v, (double)x[j]);
+    }
+}
+
+/* Blocks of several kinds for table t: wide random magnitudes, exact ties of the element grid,
+ * values past the largest element, all zeros, inf or NaN, and scales at the E8M0 floor. */
+static void mx_fill(const struct mx_table *t, float *x, size_t rows, size_t cols, uint64_t seed)
+{
+    struct adapt_rng g;
+    adapt_rng_init(&g, seed, 5);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < cols; b += QUANT_MX_BLOCK) {
+            float *xb = x + r * cols + b;
+            size_t len = cols - b < QUANT_MX_BLOCK ? cols - b : QUANT_MX_BLOCK;
+            uint32_t kind = adapt_rng_u32(&g) % 7;
+            int s = (int)(adapt_rng_u32(&g) % 250) - 125 - t->emax; /* block scale 2^s */
+            if (s + t->emax > 127) s = 127 - t->emax;
+            for (size_t j = 0; j < len; j++) {
+                uint32_t u = adapt_rng_u32(&g), w = adapt_rng_u32(&g);
+                double v;
+                if (kind == 0 || kind == 5) { /* magnitudes over 2^-30 of the block's largest */
+                    v = ldexp(1.0 + (double)(u & 0x7fffff) * 0x1p-23,
+                              s + t->emax - (int)(w % 31));
+                    if (kind == 5) v = ldexp(v, -100); /* near or below the E8M0 floor */
+                } else if (kind == 1) {               /* ties between neighbouring codes */
+                    int i = (int)(w % (uint32_t)(t->n - 1));
+                    v = ldexp((t->pos[i] + t->pos[i + 1]) / 2.0, s);
+                } else if (kind == 2) { /* between the largest code and 2^(emax+1) */
+                    double top = t->pos[t->n - 1], lim = ldexp(1.0, t->emax + 1);
+                    v = ldexp(top + (lim - top) * (double)(u >> 8) * 0x1p-24, s);
+                } else if (kind == 3) {
+                    v = (u & 1) ? 0.0 : -0.0;
+                } else if (kind == 4) {
+                    v = ldexp((double)(u % 1000), s - 5);
+                } else { /* one special in an ordinary block */
+                    v = ldexp((double)(u % 1000) + 1.0, s - 5);
+                    if (j == w % len) v = (w & 1) ? (double)INFINITY : (double)NAN;
+                }
+                float f = (float)v;
+                xb[j] = (u >> 31) ? -f : f;
+            }
+            if (kind == 1) xb[0] = (float)ldexp(t->pos[t->n - 1], s); /* pins the scale */
+        }
+}
+
+START_TEST(test_mx_ocp)
+{
+    static const char *fmts[] = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3",
+                                 "mxfp6_e3m2", "mxfp4",      "mxint8"};
+    static const double top[] = {448.0, 57344.0, 7.5, 28.0, 6.0, 127.0 / 64.0};
+    static const int bits[] = {8, 8, 6, 6, 4, 8};
+    const size_t rows = 9, cols = tu_quick() ? 500 : 4000; /* rows end in a partial block */
+    const size_t n = rows * cols;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
+    float *e = malloc(n * sizeof *e);
+    uint8_t *m = malloc(n), *mr = malloc(n), *me = malloc(n);
+    uint32_t *r = malloc(n * sizeof *r);
+    ck_assert(x && y && z && e && m && mr && me && r);
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+        struct mx_table t;
+        mx_table_make(fmts[f], &t);
+        ck_assert(t.pos[t.n - 1] == top[f]); /* the specification's largest element */
+        for (int stochastic = 0; stochastic < 2; stochastic++) {
+            struct quant_spec s = spec_of(fmts[f], stochastic ? QUANT_ROUND_STOCHASTIC
+                                                              : QUANT_ROUND_NEAREST,
+                                          QUANT_TIE_EVEN);
+            ck_assert_int_eq(quant_spec_bits(&s), bits[f]);
+            mx_fill(&t, x, rows, cols, 300 + f);
+            struct quant_key key = {31, ADAPT_STREAM_QUANT + 9, 77};
+            struct quant_stats a = {0, 0, 0}, b = {0, 0, 0};
+            ck_assert_int_eq(quant_rows(&s, x, y, rows, cols, key, m, &a), ADAPT_OK);
+            ck_assert_int_eq(quant_rows_ref(&s, x, z, rows, cols, key, mr, &b), ADAPT_OK);
+            for (size_t i = 0; i < n; i++) r[i] = adapt_rng_u32_at(31, key.stream, 77 + i);
+            uint64_t sat = 0, zeros = 0;
+            for (size_t row = 0; row < rows; row++)
+                for (size_t c = 0; c < cols; c += QUANT_MX_BLOCK) {
+                    size_t o = row * cols + c;
+                    mx_oracle(&t, x + o, cols - c < QUANT_MX_BLOCK ? cols - c : QUANT_MX_BLOCK,
+                              stochastic, r + o, e + o, me + o);
+                }
+            for (size_t i = 0; i < n; i++) {
+                int same = tu_same_bits(y[i], e[i]) || (y[i] != y[i] && e[i] != e[i]);
+                if (!same || m[i] != me[i] || !tu_same_bits(y[i], z[i]) || m[i] != mr[i])
+                    ck_abort_msg("%s %s x[%zu] = %a: got %a (mask %d), ref %a, oracle %a "
+                                 "(mask %d)",
+                                 fmts[f], stochastic ? "SR" : "RN", i, x[i], y[i], m[i], z[i],
+                                 e[i], me[i]);
+                sat += me[i];
+                zeros += e[i] == 0.0f;
+            }
+            ck_assert_uint_eq(a.saturated, sat);
+            ck_assert_uint_eq(b.saturated, sat);
+            ck_assert_uint_eq(a.zeros, zeros);
+            ck_assert_uint_eq(a.flushed, b.flushed);
+        }
+    }
+    /* by hand: {format, block, expected} */
+    static const struct {
+        const char *f;
+        int n;
+        float in[5], out[5];
+        uint8_t mask[5];
+    } c[] = {
+        /* max 7: s = floor(log2 7) - 2 = 0; 0.25 ties 0 / 0.5 -> 0 (even code), 0.75 ties
+         * 0.5 / 1 -> 1, -5 ties 4 / 6 -> 4, 7 ties 6 / 8 (virtual code 8, even) -> clamped 6 */
+        {"mxfp4", 5, {6.0f, 0.25f, 0.75f, -5.0f, 7.0f}, {6.0f, 0.0f, 1.0f, -4.0f, 6.0f},
+         {0, 0, 0, 0, 1}},
+        /* max 1.99: s = 0, step 2^-6; 2^-7 is half a step -> 0; 3 2^-7 -> 2 2^-6;
+         * -1.99 = -127.36 steps -> -127/64 */
+        {"mxint8", 4, {1.0f, 0x1p-7f, 0x1.8p-6f, -1.99f}, {1.0f, 0.0f, 0x1p-5f, -1.984375f},
+         {0, 0, 0, 0}},
+        /* max 1000: s = 9 - 8 = 1; 500 is nearer 512 than 480 -> past 448: clamped, 896 */
+        {"mxfp8_e4m3", 2, {1000.0f, 1.0f}, {896.0f, 1.0f}, {1, 0}},
+        /* max 2^-140: s = -144 -> -127; 2^-140 / 2^-127 = 2^-13 < 2^-5 (half the least
+         * subnormal 2^-4): flushed */
+        {"mxfp6_e3m2", 2, {0x1p-140f, 0.0f}, {0.0f, 0.0f}, {0, 0}},
+        /* an inf makes the scale NaN: every element NaN */
+        {"mxfp6_e2m3", 3, {1.0f, INFINITY, -2.0f}, {NAN, NAN, NAN}, {1, 1, 1}},
+    };
+    struct quant_key key = {0, 0, 0};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        struct quant_spec s = spec_of(c[i].f, QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+        float out[5];
+        uint8_t mk[5];
+        ck_assert_int_eq(quant_array(&s, c[i].in, out, (size_t)c[i].n, key, mk, NULL), ADAPT_OK);
+        for (int j = 0; j < c[i].n; j++)
+            ck_assert_msg((tu_same_bits(out[j], c[i].out[j]) ||
+                           (out[j] != out[j] && c[i].out[j] != c[i].out[j])) &&
+                              mk[j] == c[i].mask[j],
+                          "%s case %zu element %d: %a -> %a (mask %d), expected %a", c[i].f, i, j,
+                          c[i].in[j], out[j], mk[j], c[i].out[j]);
+    }
+    char buf[32];
+    struct quant_spec s = spec_of("mxfp6_e3m2", QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+    ck_assert_str_eq(quant_spec_str(&s, buf, sizeof buf), "mxfp6_e3m2");
+    ck_assert_int_eq(quant_spec_parse("mxfp4(4)", &s), ADAPT_EINVAL);
+    ck_assert_int_eq(quant_spec_parse("mxfp9", &s), ADAPT_EINVAL);
+    double kl;
+    ck_assert_int_eq(quant_kl(&s, x, 64, 0, 16, key, &kl), ADAPT_EUNSUPPORTED);
+    free(x), free(y), free(z), free(e), free(m), free(mr), free(me), free(r);
+}
+END_TEST
+
 /* float(e,m) against an oracle in double written from the definition: bias 2^(e-1)-1,
  * spacing 2^(max(ex, emin) - m) (2^emin below the normal range without subnormals), ties to
  * even, overflow when the rounded magnitude exceeds (2 - 2^-m) 2^bias. */
@@ -761,8 +1002,10 @@ START_TEST(test_threads_and_chunks)
         ck_assert_uint_eq(a.saturated, b.saturated);
         ck_assert_uint_eq(a.zeros, b.zeros);
         if (s.format == QUANT_FORMAT_BFP || s.format == QUANT_FORMAT_MUPPET) continue;
-        /* three chunks at odd offsets give the same bits */
-        size_t cut[4] = {0, 999, 2 * QUANT_CHUNK + 3, n};
+        /* three chunks at odd offsets give the same bits (MX: at block boundaries, where a
+         * row may start) */
+        int mx = quant_format_is_mx(s.format);
+        size_t cut[4] = {0, mx ? 992 : 999, 2 * QUANT_CHUNK + (mx ? 32 : 3), n};
         for (int k = 0; k < 3; k++) {
             struct quant_key kk = key;
             kk.index += cut[k];
@@ -1078,6 +1321,7 @@ int main(void)
     tcase_add_test(tc, test_fp16_ieee);
     tcase_add_test(tc, test_bf16_rne);
     tcase_add_test(tc, test_fp8_ocp);
+    tcase_add_test(tc, test_mx_ocp);
     tcase_add_test(tc, test_float_formats);
     tcase_add_test(tc, test_special_values);
     tcase_add_test(tc, test_sr_unbiased);

@@ -35,7 +35,9 @@ static void fill(float *x, size_t n, uint64_t seed)
 }
 
 static const char *formats[] = {"fixed(8,4)", "fixed(32,28)", "fixed(32,31)", "bfp(8)", "muppet(8)",
-                                "fp16", "bf16", "float(4,3)", "float(2,1)", "e4m3", "e5m2"};
+                                "fp16", "bf16", "float(4,3)", "float(2,1)", "e4m3", "e5m2",
+                                "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4",
+                                "mxint8"};
 
 static void compare(const struct quant_spec *s, size_t rows, size_t cols, uint64_t index,
                     int threads, int blocks)
@@ -78,7 +80,8 @@ START_TEST(test_cuda_parity)
 }
 END_TEST
 
-/* The launch shape does not change the bits; bfp per dim-0 slice reduces on the device. */
+/* The launch shape does not change the bits; bfp per dim-0 slice reduces on the device, MX
+ * blocks follow the rows. */
 START_TEST(test_cuda_launch_shape)
 {
     struct quant_spec s;
@@ -91,6 +94,13 @@ START_TEST(test_cuda_launch_shape)
     s.rounding = QUANT_ROUND_STOCHASTIC;
     compare(&s, 64, 577, 2, 96, 5);
     compare(&s, 64, 577, 2, 0, 0);
+    /* MX: one warp per 32-element block, blocks restart at every row (577 = 18 x 32 + 1) */
+    ck_assert_int_eq(quant_spec_parse("mxfp6_e3m2", &s), ADAPT_OK);
+    s.rounding = QUANT_ROUND_STOCHASTIC;
+    compare(&s, 64, 577, 2, 96, 5);
+    compare(&s, 64, 577, 2, 0, 0);
+    ck_assert_int_eq(quant_spec_parse("mxint8", &s), ADAPT_OK);
+    compare(&s, 33, 70, 9, 32, 1);
 }
 END_TEST
 

@@ -24,11 +24,12 @@
 #include "src/cuda/device.h"
 
 #define BENCH_MAX_SIZES 16
-#define BENCH_MAX_FORMATS 16
+#define BENCH_MAX_FORMATS 32
 
 static const char *default_sizes = "4K,64K,1M,16M,64M";
 static const char *default_formats =
-    "fixed(8,4),fixed(32,28),bfp(8),muppet(8),fp16,bf16,e4m3,e5m2,float(4,3)";
+    "fixed(8,4),fixed(32,28),bfp(8),muppet(8),fp16,bf16,e4m3,e5m2,float(4,3),mxfp8_e4m3,"
+    "mxfp8_e5m2,mxfp6_e2m3,mxfp6_e3m2,mxfp4,mxint8";
 
 static void usage(FILE *f)
 {

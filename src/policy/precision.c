@@ -48,6 +48,16 @@ static const struct quant_spec *producer_spec(const struct adapt_precision *p, i
     return u->active ? &u->spec : NULL;
 }
 
+/* quant_rows over a batch of n samples of m values: MX blocks restart at every sample (one row
+ * each); for the other formats the split makes no difference. */
+static enum adapt_status round_batch(const struct quant_spec *s, const float *x, float *y,
+                                     size_t m, int n, struct quant_key key,
+                                     struct quant_stats *st)
+{
+    size_t rows = quant_format_is_mx(s->format) ? (size_t)n : 1;
+    return quant_rows(s, x, y, rows, m * (size_t)n / rows, key, NULL, st);
+}
+
 static void in_hook(void *ctx, int node, const float **xs, int n, int training, int backward)
 {
     struct adapt_precision *p = ctx;
@@ -60,11 +70,12 @@ static void in_hook(void *ctx, int node, const float **xs, int n, int training, 
         struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
         size_t m = adapt_layer_in_numel(u->layer, 0);
         struct quant_key k = key_of(p, Q_INPUT, p->node_unit[node], p->iter);
-        if (!p->per_image_input) m *= (size_t)n, n = 1;
+        int per = p->per_image_input ? 1 : n;
+        if (!p->per_image_input) n = 1;
         for (int i = 0; i < n; i++) { /* one scale per image (MuPPET) or per batch */
             k.index = (uint64_t)i * m;
-            enum adapt_status st = quant_array(&s, xs[0] + (size_t)i * m, u->qin + (size_t)i * m,
-                                               m, k, NULL, NULL);
+            enum adapt_status st =
+                round_batch(&s, xs[0] + (size_t)i * m, u->qin + (size_t)i * m, m, per, k, NULL);
             ADAPT_ASSERT(st == ADAPT_OK);
         }
     }
@@ -80,8 +91,8 @@ static void out_hook(void *ctx, int node, float *y, int n, int training)
     struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
     size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
     struct quant_stats qs = {0, 0, 0};
-    enum adapt_status st = quant_array(&s, y, y, m, key_of(p, Q_OUTPUT, node, p->iter), NULL,
-                                       training ? &qs : NULL);
+    enum adapt_status st = round_batch(&s, y, y, m / (size_t)n, n,
+                                       key_of(p, Q_OUTPUT, node, p->iter), training ? &qs : NULL);
     ADAPT_ASSERT(st == ADAPT_OK);
     if (training) {
         u->out_sat += qs.saturated;
@@ -122,9 +133,9 @@ static void grad_hook(void *ctx, int node, float **dxs, int n)
     struct quant_spec s = with_rounding(&p->u[unit].spec, p->rounding);
     for (int k = 0; k < l->nin; k++) {
         if (!dxs[k]) continue;
-        size_t m = adapt_layer_in_numel(l, k) * (size_t)n;
-        enum adapt_status st = quant_array(&s, dxs[k], dxs[k], m,
-                                           key_of(p, Q_GRAD_X, node * 2 + k, p->iter), NULL, NULL);
+        size_t m = adapt_layer_in_numel(l, k);
+        enum adapt_status st = round_batch(&s, dxs[k], dxs[k], m, n,
+                                           key_of(p, Q_GRAD_X, node * 2 + k, p->iter), NULL);
         ADAPT_ASSERT(st == ADAPT_OK);
     }
 }
@@ -352,9 +363,12 @@ void adapt_precision_quantize_grads(struct adapt_precision *p, long step)
         struct adapt_layer *l = u->layer;
         for (int q = 0; q < l->nparam && q < 2; q++) {
             struct adapt_param *pp = &l->param[q];
+            size_t rows = !q && quant_format_is_mx(u->spec.format) /* MX: blocks as in */
+                              ? (size_t)pp->grad.dim[0]                /* the weights */
+                              : 1;
             enum adapt_status s =
-                quant_array(&u->spec, pp->grad.data, pp->grad.data, pp->grad.numel,
-                            key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), NULL, NULL);
+                quant_rows(&u->spec, pp->grad.data, pp->grad.data, rows, pp->grad.numel / rows,
+                           key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), NULL, NULL);
             ADAPT_ASSERT(s == ADAPT_OK);
         }
     }

@@ -1,5 +1,6 @@
-/* src/quant/kernels.c: SIMD kernels of the CPU rounding, for the grid formats (fixed, bfp, muppet)
- * and the float formats (fp16, bf16, float(e,m)), and the range reduction.
+/* src/quant/kernels.c: SIMD kernels of the CPU rounding, for the grid formats (fixed, bfp, muppet),
+ * the float formats (fp16, bf16, float(e,m), e4m3, e5m2) and the MX block formats, and the range
+ * reduction.
  *
  * One plain loop around the pure rounding functions of src/quant/quant_impl.h (quant_grid_round
  * or quant_fmt_round), written once and instantiated per format kind, rounding mode, scale
@@ -123,6 +124,93 @@ ADAPT_HOT_CLONES void quant_fmt_run(const struct quant_plan *p, const float *x, 
                                     size_t n, uint64_t index, uint8_t *mask, uint64_t *counts)
 {
     run(QUANT_KIND_FMT, p, x, y, n, index, mask, counts);
+}
+
+/* ---- MX block formats ---- */
+
+/* One block of n <= QUANT_MX_BLOCK elements: its scale from the largest magnitude, then every
+ * element rounded in the element type; sat[j] = 1 where the element was clamped. */
+static QUANT_ALWAYS_INLINE void mx_block(const struct quant_plan *p, const int mode,
+                                         const int integer, const float *x, float *y,
+                                         const uint32_t *r, size_t n, uint32_t *sat)
+{
+    uint32_t amax = 0u;
+#pragma omp simd reduction(max : amax)
+    for (size_t j = 0; j < n; j++) {
+        uint32_t a = quant_f2u(x[j]) & 0x7fffffffu;
+        amax = a > amax ? a : amax;
+    }
+    if (amax >= 0x7f800000u) { /* inf or NaN: the scale is NaN */
+        for (size_t j = 0; j < n; j++) y[j] = quant_mx_poison(x[j], &sat[j]);
+        return;
+    }
+    const int s = quant_mx_scale(amax, p->mx.emax);
+    if (integer) {
+        const struct quant_grid g = quant_mx_int_grid(s);
+#pragma omp simd
+        for (size_t j = 0; j < n; j++)
+            y[j] = quant_grid_round(g, mode, 1, x[j], mode == QUANT_MODE_STOCHASTIC ? r[j] : 0u,
+                                    &sat[j]);
+    } else {
+        const float up = quant_pow2f(-s), down = quant_pow2f(s);
+        const struct quant_fmt f = p->fmt;
+#pragma omp simd
+        for (size_t j = 0; j < n; j++)
+            y[j] = quant_fmt_round(f, mode, 0, x[j] * up,
+                                   mode == QUANT_MODE_STOCHASTIC ? r[j] : 0u, &sat[j]) *
+                   down;
+    }
+}
+
+/* One row segment that starts at a block boundary, piece by piece (whole blocks per piece). */
+static QUANT_ALWAYS_INLINE void mx_run(const struct quant_plan *p, const int mode,
+                                       const int integer, const float *x, float *y, size_t n,
+                                       uint64_t index, uint8_t *mask, uint64_t *counts)
+{
+    uint32_t buf[QUANT_PIECE_BUF] __attribute__((aligned(64)));
+    uint32_t sat[QUANT_PIECE] __attribute__((aligned(64)));
+    uint32_t nzin[QUANT_PIECE] __attribute__((aligned(64))); /* inputs: x may be y */
+    for (size_t j = 0; j < n; j += QUANT_PIECE) {
+        size_t len = n - j < QUANT_PIECE ? n - j : QUANT_PIECE;
+        if (counts)
+            for (size_t k = 0; k < len; k++) nzin[k] = quant_nonzero(x[j + k]);
+        const uint32_t *r = mode == QUANT_MODE_STOCHASTIC
+                                ? quant_philox_fill(buf, p->seed, p->stream, index + j, len)
+                                : NULL;
+        for (size_t b = 0; b < len; b += QUANT_MX_BLOCK)
+            mx_block(p, mode, integer, x + j + b, y + j + b, r ? r + b : NULL,
+                     len - b < QUANT_MX_BLOCK ? len - b : QUANT_MX_BLOCK, sat + b);
+        if (mask)
+            for (size_t k = 0; k < len; k++) mask[j + k] = (uint8_t)sat[k];
+        if (counts) {
+            uint64_t ns = 0, nf = 0, nzy = 0; /* a NaN block turns zeros into NaN: count */
+            for (size_t k = 0; k < len; k++) {  /* the flushed values one by one */
+                uint32_t nzo = quant_nonzero(y[j + k]);
+                ns += sat[k];
+                nf += nzin[k] & (nzo ^ 1u);
+                nzy += nzo;
+            }
+            counts[0] += ns;
+            counts[1] += nf;
+            counts[2] += len - nzy;
+        }
+    }
+}
+
+ADAPT_HOT_CLONES void quant_mx_run(const struct quant_plan *p, const float *x, float *y, size_t n,
+                                   uint64_t index, uint8_t *mask, uint64_t *counts)
+{
+#define MX_CASE(M)                                                                              \
+    do {                                                                                       \
+        if (p->mx.integer) mx_run(p, M, 1, x, y, n, index, mask, counts);                      \
+        else mx_run(p, M, 0, x, y, n, index, mask, counts);                                    \
+    } while (0)
+    switch (p->mode) {
+    case QUANT_MODE_STOCHASTIC: MX_CASE(QUANT_MODE_STOCHASTIC); break;
+    case QUANT_MODE_NEAREST_AWAY: MX_CASE(QUANT_MODE_NEAREST_AWAY); break;
+    default: MX_CASE(QUANT_MODE_NEAREST_EVEN); break;
+    }
+#undef MX_CASE
 }
 
 ADAPT_HOT_CLONES void quant_range_keys(const float *x, size_t n, uint32_t k[2])

@@ -135,6 +135,9 @@ static enum adapt_status kl_hists(const char *who, const struct quant_spec *s, c
     if (st != ADAPT_OK) return st;
     if (bins < 1) return ADAPT_ERROR(ADAPT_EINVAL, "%s: %d bins (need at least 1)", who, bins);
     if (n == 0 || !w) return ADAPT_ERROR(ADAPT_EINVAL, "%s: no weights", who);
+    if (quant_format_is_mx(s->format)) /* a sampled value has no block to take its scale from */
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: the MX block formats are not supported",
+                           who);
     size_t m = n, stride = 1;
     if (sample && sample < n) {
         m = sample;

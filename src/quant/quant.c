@@ -48,6 +48,21 @@ enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant
         q.kind = QUANT_KIND_GRID;
         q.grid = quant_grid_muppet(s->wl, range->max, range->min);
         break;
+    case QUANT_FORMAT_MXFP8_E4M3:
+    case QUANT_FORMAT_MXFP8_E5M2:
+    case QUANT_FORMAT_MXFP6_E2M3:
+    case QUANT_FORMAT_MXFP6_E3M2:
+    case QUANT_FORMAT_MXFP4:
+    case QUANT_FORMAT_MXINT8:
+        q.kind = QUANT_KIND_MX;
+        q.mx.integer = s->format == QUANT_FORMAT_MXINT8;
+        if (q.mx.integer) {
+            q.mx.emax = 0; /* largest element 127/64 = 1.98... */
+        } else {
+            q.fmt = quant_fmt_make_mx(s->exp_bits, s->man_bits);
+            q.mx.emax = quant_ilog2f(quant_u2f(q.fmt.maxbits));
+        }
+        break;
     default: /* float formats */
         q.kind = QUANT_KIND_FMT;
         q.fmt = s->format == QUANT_FORMAT_E4M3
@@ -60,8 +75,38 @@ enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant
     return ADAPT_OK;
 }
 
+/* One MX block, scalar (the reference twin's arithmetic, written out). */
+static void mx_block_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                         const uint32_t *r, uint32_t *sat)
+{
+    float amax = 0.0f;
+    int finite = 1;
+    for (size_t j = 0; j < n; j++) {
+        if (!isfinite(x[j])) finite = 0;
+        else if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
+    }
+    if (!finite) {
+        for (size_t j = 0; j < n; j++) y[j] = quant_mx_poison(x[j], &sat[j]);
+        return;
+    }
+    int s = quant_mx_scale(quant_f2u(amax), p->mx.emax);
+    for (size_t j = 0; j < n; j++) {
+        if (p->mx.integer) {
+            y[j] = quant_grid_round(quant_mx_int_grid(s), p->mode, 1, x[j], r[j], &sat[j]);
+        } else {
+            float t = x[j] * quant_pow2f(-s);
+            y[j] = quant_fmt_round(p->fmt, p->mode, 0, t, r[j], &sat[j]) * quant_pow2f(s);
+        }
+    }
+}
+
 float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t *sat)
 {
+    if (p->kind == QUANT_KIND_MX) {
+        float y;
+        mx_block_ref(p, &v, &y, 1, &r, sat);
+        return y;
+    }
     if (p->kind == QUANT_KIND_GRID) {
         switch (p->mode) {
         case QUANT_MODE_STOCHASTIC:
@@ -225,6 +270,59 @@ void quant_float_row_ref(const struct quant_plan *p, const float *x, float *y, s
     row_ref(p, x, y, n, index, mask, stats);
 }
 
+/* MX rows: blocks restart at every row; work items are (row, chunk of QUANT_CHUNK elements)
+ * pairs, a multiple of the block length, so the blocks and bits do not depend on threads. */
+static void mx_rows(const struct quant_plan *p, const float *x, float *y, size_t rows,
+                    size_t cols, uint64_t index, uint8_t *mask, struct quant_stats *stats)
+{
+    size_t per_row = (cols + QUANT_CHUNK - 1) / QUANT_CHUNK;
+    long long nitems = (long long)(rows * per_row);
+    uint64_t s0 = 0, s1 = 0, s2 = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s0, s1, s2) if (rows * cols > QUANT_CHUNK)
+    for (long long it = 0; it < nitems; it++) {
+        size_t r = (size_t)it / per_row, c = ((size_t)it % per_row) * QUANT_CHUNK;
+        size_t off = r * cols + c, len = cols - c < QUANT_CHUNK ? cols - c : QUANT_CHUNK;
+        uint64_t cnt[3] = {0, 0, 0};
+        quant_mx_run(p, x + off, y + off, len, index + off, mask ? mask + off : NULL,
+                     stats ? cnt : NULL);
+        s0 += cnt[0];
+        s1 += cnt[1];
+        s2 += cnt[2];
+    }
+    uint64_t c[3] = {s0, s1, s2};
+    stats_add(stats, c);
+}
+
+void quant_mx_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                  uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_MX);
+    if (n) mx_rows(p, x, y, 1, n, index, mask, stats);
+}
+
+void quant_mx_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                      uint64_t index, uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_MX);
+    uint32_t r[QUANT_MX_BLOCK], sat[QUANT_MX_BLOCK];
+    uint64_t c[3] = {0, 0, 0};
+    for (size_t b = 0; b < n; b += QUANT_MX_BLOCK) {
+        size_t len = n - b < QUANT_MX_BLOCK ? n - b : QUANT_MX_BLOCK;
+        for (size_t j = 0; j < len; j++)
+            r[j] = p->mode == QUANT_MODE_STOCHASTIC
+                       ? adapt_rng_u32_at(p->seed, p->stream, index + b + j)
+                       : 0u;
+        mx_block_ref(p, x + b, y + b, len, r, sat);
+        for (size_t j = 0; j < len; j++) {
+            if (mask) mask[b + j] = (uint8_t)sat[j];
+            c[0] += sat[j];
+            c[1] += (y[b + j] == 0.0f && x[b + j] != 0.0f);
+            c[2] += (y[b + j] == 0.0f);
+        }
+    }
+    stats_add(stats, c);
+}
+
 /* ---- entry points ---- */
 
 static enum adapt_status rows_check(const struct quant_spec *s, const float *x, float *y,
@@ -251,6 +349,11 @@ enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *
     if (n == 0) return ADAPT_OK;
     const struct quant_type *t = quant_type_of(s->format);
     struct quant_plan p;
+    if (quant_format_is_mx(s->format)) {
+        if ((st = quant_plan_init(s, NULL, key, &p)) != ADAPT_OK) return st;
+        mx_rows(&p, x, y, rows, cols, key.index, mask, stats);
+        return ADAPT_OK;
+    }
     if (s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0 && rows > 1) {
         /* one exponent per row: rows in parallel, each reduced and rounded serially */
         struct quant_spec s1 = *s;
@@ -295,7 +398,8 @@ enum adapt_status quant_rows_ref(const struct quant_spec *s, const float *x, flo
     size_t n = rows * cols;
     if (n == 0) return ADAPT_OK;
     const struct quant_type *t = quant_type_of(s->format);
-    int per_row = s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0;
+    int per_row = (s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0) ||
+                  quant_format_is_mx(s->format);
     size_t nblocks = per_row ? rows : 1, len = per_row ? cols : n;
     for (size_t b = 0; b < nblocks; b++) {
         struct quant_range rg;

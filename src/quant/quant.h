@@ -15,6 +15,14 @@
  *                 all-ones exponent holds normals up to 448, S.1111.111 is NaN; overflow
  *                 saturates (satfinite) by default or, set to inf, gives NaN. E5M2 is float(5,2):
  *                 IEEE-like, max 57344, overflow to inf by default
+ *   mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8
+ *                 OCP Microscaling (MX v1.0) block formats: every 32 consecutive elements of a
+ *                 row (the last block of a row may be shorter) share a power-of-two scale
+ *                 X = 2^s stored as E8M0, s = floor(log2 max|v|) - emax(element), s >= -127;
+ *                 each element is v / X rounded to the element type (FP8 E4M3/E5M2, FP6
+ *                 E2M3/E3M2, FP4 E2M1: subnormals, no inf/NaN, normals saturate; INT8:
+ *                 k 2^-6, k in [-127, 127]). A block holding inf or NaN becomes all NaN (its
+ *                 scale is NaN). Blocks restart at every row of quant_rows (quant_array: one row)
  * Rounding: nearest (ties to even, or away from zero) or stochastic (E[SR(x)] = x); values are
  * saturated after rounding. Random bits are Philox4x32-10 keyed by (seed, stream, element
  * index), the same as cuRAND's curand_init(seed, stream, index) + curand(), so results do not
@@ -67,6 +75,12 @@ enum quant_format {
     QUANT_FORMAT_FLOAT,
     QUANT_FORMAT_E4M3, /* OCP 8-bit float E4M3: bias 7, no infinities, max 448, NaN = S.1111.111 */
     QUANT_FORMAT_E5M2, /* OCP 8-bit float E5M2: IEEE-like, bias 15, max 57344, infinities */
+    QUANT_FORMAT_MXFP8_E4M3, /* OCP MX: 32-element blocks, E8M0 scale, E4M3 elements (max 448) */
+    QUANT_FORMAT_MXFP8_E5M2, /* ... E5M2 elements (max 57344, saturating) */
+    QUANT_FORMAT_MXFP6_E2M3, /* ... FP6 E2M3 elements (bias 1, max 7.5) */
+    QUANT_FORMAT_MXFP6_E3M2, /* ... FP6 E3M2 elements (bias 3, max 28) */
+    QUANT_FORMAT_MXFP4,      /* ... FP4 E2M1 elements (bias 1, max 6) */
+    QUANT_FORMAT_MXINT8,     /* ... INT8 elements k 2^-6, k in [-127, 127] */
     QUANT_FORMAT_COUNT
 };
 
@@ -81,7 +95,8 @@ struct quant_spec {
     enum quant_format format;
     int wl;                       /* fixed, bfp, muppet: word length including the sign bit */
     int fl;                       /* fixed: fraction length (may exceed WL - 1) */
-    int exp_bits, man_bits;       /* float formats (fp16: 5, 10; bf16: 8, 7) */
+    int exp_bits, man_bits;       /* float formats (fp16: 5, 10; bf16: 8, 7); MX: the element
+                                     type's (mxint8: 0, 7) */
     enum quant_block block;       /* bfp */
     enum quant_rounding rounding; /* default nearest */
     enum quant_tie tie;           /* default even */
@@ -114,13 +129,14 @@ struct quant_range {
 /* Everything a row kernel needs: rounding mode, format parameters of one block (grids and
  * float formats from src/quant/quant_impl.h), seed and stream. */
 struct quant_plan {
-    int32_t kind; /* QUANT_KIND_GRID or QUANT_KIND_FMT */
+    int32_t kind; /* QUANT_KIND_GRID, QUANT_KIND_FMT or QUANT_KIND_MX */
     int32_t mode; /* enum quant_mode */
     uint64_t seed, stream;
     struct quant_grid grid;
-    struct quant_fmt fmt;
+    struct quant_fmt fmt; /* MX: the element type (unused for mxint8) */
+    struct quant_mx mx;   /* MX: element kind and emax */
 };
-enum { QUANT_KIND_GRID = 0, QUANT_KIND_FMT = 1 };
+enum { QUANT_KIND_GRID = 0, QUANT_KIND_FMT = 1, QUANT_KIND_MX = 2 };
 
 /* Row kernel: n elements with one plan; x[i] uses random value number index + i. x == y is
  * allowed (otherwise no overlap); mask (one byte per element: 1 = saturated) and stats may be
@@ -145,6 +161,8 @@ struct quant_type {
 };
 
 const struct quant_type *quant_type_of(enum quant_format f);
+/* 1 for the OCP MX block formats (scale per 32 elements of a row). */
+int quant_format_is_mx(enum quant_format f);
 /* By bare name ("fixed", "float"); NULL when unknown. */
 const struct quant_type *quant_type_find(const char *name);
 
@@ -154,14 +172,15 @@ const struct quant_type *quant_type_find(const char *name);
  * nearest, ties to even, subnormals on. */
 void quant_spec_init(struct quant_spec *s, enum quant_format f);
 /* "fixed", "fixed(8,4)", "bfp", "bfp(8)", "muppet(12)", "fp16", "bf16", "e4m3", "e5m2",
- * "float(5,10)";
+ * "float(5,10)", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxint8";
  * surrounding blanks allowed. ADAPT_EINVAL for unknown names or bad syntax, ADAPT_ERANGE for
  * parameters out of range; *s is written only on success. */
 enum adapt_status quant_spec_parse(const char *text, struct quant_spec *s);
 enum adapt_status quant_spec_check(const struct quant_spec *s);
 /* Canonical text, e.g. "fixed(8,4)"; returns buf. */
 const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len);
-/* Storage bits per element: WL, or 1 + E + M. */
+/* Storage bits per element: WL, or 1 + E + M; MX: the element's bits (8, 6 or 4), without the
+ * shared scale's 8 bits per 32 elements. */
 int quant_spec_bits(const struct quant_spec *s);
 /* "nearest" / "stochastic" and "even" / "away". */
 enum adapt_status quant_rounding_parse(const char *text, enum quant_rounding *r);
@@ -172,8 +191,9 @@ enum adapt_status quant_tie_parse(const char *text, enum quant_tie *t);
 /* Quantize n floats (x == y allowed). bfp and muppet take their scale from these n values. */
 enum adapt_status quant_array(const struct quant_spec *s, const float *x, float *y, size_t n,
                               struct quant_key key, uint8_t *mask, struct quant_stats *stats);
-/* The same for a (rows, cols) row-major array: bfp with block dim0 gets one exponent per row;
- * for every other format this equals quant_array over rows * cols elements. */
+/* The same for a (rows, cols) row-major array: bfp with block dim0 gets one exponent per row,
+ * MX formats start their 32-element blocks at every row; for every other format this equals
+ * quant_array over rows * cols elements. */
 enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *y, size_t rows,
                              size_t cols, struct quant_key key, uint8_t *mask,
                              struct quant_stats *stats);
@@ -189,7 +209,8 @@ void quant_range_compute_ref(const float *x, size_t n, struct quant_range *r);
 /* Prepare the parameters of one block; range is needed (non-NULL) when the type needs_range. */
 enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant_range *range,
                                   struct quant_key key, struct quant_plan *p);
-/* One value with a plan and its random bits (scalar; used by the histograms and tests). */
+/* One value with a plan and its random bits (scalar; used by the histograms and tests). An MX
+ * plan rounds v as the only element of its block. */
 float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t *sat);
 
 /* The row kernels behind the table: grid formats (fixed, bfp, muppet: plans of kind grid) and
@@ -202,6 +223,11 @@ void quant_float_row(const struct quant_plan *p, const float *x, float *y, size_
                      uint8_t *mask, struct quant_stats *stats);
 void quant_float_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
                          uint64_t index, uint8_t *mask, struct quant_stats *stats);
+/* MX formats: x[0..n) is one row, its blocks of QUANT_MX_BLOCK start at x[0]. */
+void quant_mx_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
+                  uint8_t *mask, struct quant_stats *stats);
+void quant_mx_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                      uint64_t index, uint8_t *mask, struct quant_stats *stats);
 
 /* ---- CUDA (src/quant/cuda/quant.cu; src/quant/cuda_none.c without CUDA) ---- */
 

@@ -265,6 +265,61 @@ ADAPT_HD ADAPT_INLINE struct quant_fmt quant_fmt_make_e4m3(int subnormals, int o
     return f;
 }
 
+/* ---- OCP Microscaling (MX) block formats (OCP Microscaling Formats Specification v1.0) ----
+ * QUANT_MX_BLOCK elements share a scale X = 2^s stored as E8M0 (s in [-127, 127]). Conversion
+ * as the specification describes it: s = floor(log2 max|v|) - emax, emax the exponent of the
+ * element type's largest normal, raised to -127 when lower; each element is v / X rounded to
+ * the element type, normal values clamped at its largest magnitude. A block holding inf or NaN
+ * has a NaN scale, so every element reads NaN (as the specification's NaN scale and the
+ * reference library, microxcaling, give). The division is exact: v 2^-s never overflows, and
+ * where it underflows float32 the exact quotient is below 2^-110 of the element type's least
+ * subnormal, which rounds the same (to zero; the stochastic carry is floor(frac 2^32) = 0); the
+ * product back, q 2^s, has at most 4 significant bits above 2^-149, so it is exact too. */
+#define QUANT_MX_BLOCK 32
+
+struct quant_mx {
+    int32_t integer; /* 1: INT8 elements (k 2^-6, k in [-127, 127]) */
+    int32_t emax;    /* exponent of the element type's largest normal */
+};
+
+/* Element float type with e exponent and m mantissa bits as MX uses it: subnormals, normals
+ * clamped. E4M3 (max 448) and E5M2 (max 57344) as in the OCP 8-bit specification; the FP6 and
+ * FP4 types have no inf or NaN, their all-ones exponent holds normals: E2M3 max 7.5, E3M2 max
+ * 28, E2M1 max 6. */
+ADAPT_HD ADAPT_INLINE struct quant_fmt quant_fmt_make_mx(int e, int m)
+{
+    if (e == 4 && m == 3) return quant_fmt_make_e4m3(1, 0);
+    struct quant_fmt f = quant_fmt_make(e, m, 1, 0);
+    if (e < 4) { /* exponent field 2^e - 1 is a normal binade: 2^(2^e - 1 - bias) (2 - 2^-m) */
+        int bias = (1 << (e - 1)) - 1, top = (1 << e) - 1 - bias;
+        f.maxbits = ((uint32_t)(top + 127) << 23) | ((0x7fffffu >> (23 - m)) << (23 - m));
+        f.ovfbits = f.maxbits;
+    }
+    return f;
+}
+
+/* The scale exponent s of a block whose largest magnitude has the bits amax (finite; 0 for an
+ * all-zero block, which any scale keeps at zero: -127). */
+ADAPT_HD ADAPT_INLINE int quant_mx_scale(uint32_t amax, int emax)
+{
+    int s = amax ? quant_ilog2f(quant_u2f(amax)) - emax : -127;
+    return s < -127 ? -127 : s;
+}
+
+/* An element of a block with a NaN scale: NaN (the input NaN itself); *sat = 1 for an input that
+ * was not NaN. */
+ADAPT_HD ADAPT_INLINE float quant_mx_poison(float v, uint32_t *sat)
+{
+    *sat = v == v;
+    return v != v ? v : quant_u2f(0x7fc00000u);
+}
+
+/* The INT8 element grid of a block with scale exponent s: step 2^(s - 6), symmetric range. */
+ADAPT_HD ADAPT_INLINE struct quant_grid quant_mx_int_grid(int s)
+{
+    return quant_grid_make(8, 6 - s, 1);
+}
+
 /* Round one value to a float format; wide must be f.wide (a compile-time constant in the
  * kernels). Rounds |v| (sign-magnitude, so SR stays unbiased); same contract as
  * quant_grid_round. Ties to even: between 0 and the smallest positive value (no subnormals),

@@ -20,7 +20,25 @@ static const struct quant_type quant_types[QUANT_FORMAT_COUNT] = {
      quant_cuda_rows},
     {"e4m3", QUANT_FORMAT_E4M3, "e4m3", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
     {"e5m2", QUANT_FORMAT_E5M2, "e5m2", 0, quant_float_row, quant_float_row_ref, quant_cuda_rows},
+    {"mxfp8_e4m3", QUANT_FORMAT_MXFP8_E4M3, "mxfp8_e4m3", 0, quant_mx_row, quant_mx_row_ref,
+     quant_cuda_rows},
+    {"mxfp8_e5m2", QUANT_FORMAT_MXFP8_E5M2, "mxfp8_e5m2", 0, quant_mx_row, quant_mx_row_ref,
+     quant_cuda_rows},
+    {"mxfp6_e2m3", QUANT_FORMAT_MXFP6_E2M3, "mxfp6_e2m3", 0, quant_mx_row, quant_mx_row_ref,
+     quant_cuda_rows},
+    {"mxfp6_e3m2", QUANT_FORMAT_MXFP6_E3M2, "mxfp6_e3m2", 0, quant_mx_row, quant_mx_row_ref,
+     quant_cuda_rows},
+    {"mxfp4", QUANT_FORMAT_MXFP4, "mxfp4", 0, quant_mx_row, quant_mx_row_ref, quant_cuda_rows},
+    {"mxint8", QUANT_FORMAT_MXINT8, "mxint8", 0, quant_mx_row, quant_mx_row_ref, quant_cuda_rows},
 };
+
+/* Element exponent and mantissa bits of the MX formats, in enum order from MXFP8_E4M3. */
+static const int mx_bits[6][2] = {{4, 3}, {5, 2}, {2, 3}, {3, 2}, {2, 1}, {0, 7}};
+
+int quant_format_is_mx(enum quant_format f)
+{
+    return f >= QUANT_FORMAT_MXFP8_E4M3 && f <= QUANT_FORMAT_MXINT8;
+}
 
 const struct quant_type *quant_type_of(enum quant_format f)
 {
@@ -70,6 +88,10 @@ void quant_spec_init(struct quant_spec *s, enum quant_format f)
         s->exp_bits = 5;
         s->man_bits = 10;
         s->overflow = QUANT_OVERFLOW_SATURATE;
+        if (quant_format_is_mx(f)) { /* the element type's; MX clamps normals */
+            s->exp_bits = mx_bits[f - QUANT_FORMAT_MXFP8_E4M3][0];
+            s->man_bits = mx_bits[f - QUANT_FORMAT_MXFP8_E4M3][1];
+        }
         break;
     }
 }
@@ -125,6 +147,19 @@ enum adapt_status quant_spec_check(const struct quant_spec *s)
                                7 - e, s->exp_bits, s->man_bits);
         break;
     }
+    case QUANT_FORMAT_MXFP8_E4M3:
+    case QUANT_FORMAT_MXFP8_E5M2:
+    case QUANT_FORMAT_MXFP6_E2M3:
+    case QUANT_FORMAT_MXFP6_E3M2:
+    case QUANT_FORMAT_MXFP4:
+    case QUANT_FORMAT_MXINT8: {
+        const int *b = mx_bits[s->format - QUANT_FORMAT_MXFP8_E4M3];
+        if (s->exp_bits != b[0] || s->man_bits != b[1])
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "quant %s: element exponent/mantissa bits must be %d/%d, not %d/%d",
+                               name, b[0], b[1], s->exp_bits, s->man_bits);
+        return ADAPT_OK; /* one scale per block, normals clamped, subnormals: nothing to set */
+    }
     default:
         if (s->exp_bits < 2 || s->exp_bits > 8)
             return ADAPT_ERROR(ADAPT_ERANGE, "quant float: exponent bits %d out of range 2..8",
@@ -179,12 +214,13 @@ enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
     const char *p = text;
     while (isspace((unsigned char)*p)) p++;
     size_t len = 0;
-    while (isalnum((unsigned char)p[len])) len++;
+    while (isalnum((unsigned char)p[len]) || p[len] == '_') len++;
     char name[16];
     if (len == 0 || len >= sizeof name)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), "
-                           "muppet(WL), fp16, bf16, e4m3, e5m2 or float(E,M))",
+                           "muppet(WL), fp16, bf16, e4m3, e5m2, float(E,M), mxfp8_e4m3, "
+                           "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4 or mxint8)",
                            text);
     memcpy(name, p, len);
     name[len] = '\0';
@@ -192,7 +228,8 @@ enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
     if (!t)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), "
-                           "muppet(WL), fp16, bf16, e4m3, e5m2 or float(E,M))",
+                           "muppet(WL), fp16, bf16, e4m3, e5m2, float(E,M), mxfp8_e4m3, "
+                           "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4 or mxint8)",
                            text);
     struct quant_spec s;
     quant_spec_init(&s, t->format);
@@ -232,6 +269,12 @@ const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len)
     case QUANT_FORMAT_BF16: snprintf(buf, len, "bf16"); break;
     case QUANT_FORMAT_E4M3: snprintf(buf, len, "e4m3"); break;
     case QUANT_FORMAT_E5M2: snprintf(buf, len, "e5m2"); break;
+    case QUANT_FORMAT_MXFP8_E4M3:
+    case QUANT_FORMAT_MXFP8_E5M2:
+    case QUANT_FORMAT_MXFP6_E2M3:
+    case QUANT_FORMAT_MXFP6_E3M2:
+    case QUANT_FORMAT_MXFP4:
+    case QUANT_FORMAT_MXINT8: snprintf(buf, len, "%s", quant_types[s->format].name); break;
     default: snprintf(buf, len, "float(%d,%d)", s->exp_bits, s->man_bits); break;
     }
     return buf;
@@ -240,6 +283,7 @@ const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len)
 int quant_spec_bits(const struct quant_spec *s)
 {
     if (s->format <= QUANT_FORMAT_MUPPET) return s->wl;
+    if (s->format == QUANT_FORMAT_MXINT8) return 8;
     return 1 + s->exp_bits + s->man_bits;
 }
 

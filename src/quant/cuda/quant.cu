@@ -6,7 +6,7 @@
  * adapt_rng_block(seed, stream, q) of src/base/rng.h. Threads walk the blocks grid-stride, so
  * the launch shape never changes the bits. bfp and muppet reduce their range on the device
  * (order keys with atomicMax/atomicMin, exact) and build the per-block grid there with the
- * shared quant_grid_bfp / quant_grid_muppet.
+ * shared quant_grid_bfp / quant_grid_muppet. MX block formats: one warp per 32-element block.
  */
 #include <cuda_runtime.h>
 #include <curand_kernel.h>
@@ -186,6 +186,99 @@ void launch_kind(bool want_mask, bool perrow, int blocks, int threads, const flo
     }
 }
 
+/* MX block formats: one warp per block of QUANT_MX_BLOCK elements (blocks restart at every row),
+ * grid-stride over the blocks; the warp reduces the largest magnitude with shuffles, then every
+ * lane rounds its element with the shared routines of src/quant/quant_impl.h. Random bits:
+ * curand_init(seed, stream, element index) + curand, the value adapt_rng_u32_at gives. */
+template <int MODE, bool MASK, bool INT>
+__global__ void mx_kernel(const float *x, float *y, uint8_t *mask, size_t rows, size_t cols,
+                          uint64_t index, struct quant_plan plan, unsigned long long *counts)
+{
+    const size_t nb = (cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK, total = rows * nb;
+    const size_t lane = threadIdx.x & 31;
+    unsigned long long ns = 0, nf = 0, nz = 0;
+    for (size_t w = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < total;
+         w += ((size_t)gridDim.x * blockDim.x) >> 5) {
+        const size_t row = w / nb, c = (w % nb) * QUANT_MX_BLOCK + lane;
+        const bool in = c < cols;
+        const size_t j = row * cols + c;
+        const float v = in ? x[j] : 0.0f;
+        uint32_t a = __float_as_uint(v) & 0x7fffffffu;
+        for (int o = 16; o > 0; o >>= 1) a = max(a, __shfl_xor_sync(0xffffffffu, a, o));
+        uint32_t r = 0u;
+        if (MODE == QUANT_MODE_STOCHASTIC && in) {
+            curandStatePhilox4_32_10_t st;
+            curand_init(plan.seed, plan.stream, index + j, &st);
+            r = curand(&st);
+        }
+        uint32_t sat;
+        float o;
+        if (a >= 0x7f800000u) {
+            o = quant_mx_poison(v, &sat);
+        } else {
+            const int s = quant_mx_scale(a, plan.mx.emax);
+            if (INT)
+                o = quant_grid_round(quant_mx_int_grid(s), MODE, 1, v, r, &sat);
+            else
+                o = quant_fmt_round(plan.fmt, MODE, 0, v * quant_pow2f(-s), r, &sat) *
+                    quant_pow2f(s);
+        }
+        if (in) {
+            y[j] = o;
+            if (MASK) mask[j] = (uint8_t)sat;
+            ns += (unsigned long long)sat;
+            nz += o == 0.0f;
+            nf += (o == 0.0f && v != 0.0f);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        ns += __shfl_down_sync(0xffffffffu, ns, o);
+        nf += __shfl_down_sync(0xffffffffu, nf, o);
+        nz += __shfl_down_sync(0xffffffffu, nz, o);
+    }
+    if ((threadIdx.x & 31) == 0 && (ns | nf | nz)) {
+        atomicAdd(&counts[0], ns);
+        atomicAdd(&counts[1], nf);
+        atomicAdd(&counts[2], nz);
+    }
+}
+
+template <int MODE>
+void launch_mx_mode(bool want_mask, int blocks, int threads, const float *x, float *y,
+                    uint8_t *mask, size_t rows, size_t cols, uint64_t index,
+                    const struct quant_plan &p, unsigned long long *counts)
+{
+    if (want_mask && p.mx.integer)
+        mx_kernel<MODE, true, true><<<blocks, threads>>>(x, y, mask, rows, cols, index, p, counts);
+    else if (want_mask)
+        mx_kernel<MODE, true, false><<<blocks, threads>>>(x, y, mask, rows, cols, index, p, counts);
+    else if (p.mx.integer)
+        mx_kernel<MODE, false, true><<<blocks, threads>>>(x, y, mask, rows, cols, index, p, counts);
+    else
+        mx_kernel<MODE, false, false>
+            <<<blocks, threads>>>(x, y, mask, rows, cols, index, p, counts);
+}
+
+void launch_mx(bool want_mask, int blocks, int threads, const float *x, float *y, uint8_t *mask,
+               size_t rows, size_t cols, uint64_t index, const struct quant_plan &p,
+               unsigned long long *counts)
+{
+    switch (p.mode) {
+    case QUANT_MODE_STOCHASTIC:
+        launch_mx_mode<QUANT_MODE_STOCHASTIC>(want_mask, blocks, threads, x, y, mask, rows, cols,
+                                              index, p, counts);
+        break;
+    case QUANT_MODE_NEAREST_AWAY:
+        launch_mx_mode<QUANT_MODE_NEAREST_AWAY>(want_mask, blocks, threads, x, y, mask, rows,
+                                                cols, index, p, counts);
+        break;
+    default:
+        launch_mx_mode<QUANT_MODE_NEAREST_EVEN>(want_mask, blocks, threads, x, y, mask, rows, cols,
+                                                index, p, counts);
+        break;
+    }
+}
+
 } // namespace
 
 extern "C" int quant_cuda_built(void) { return 1; }
@@ -241,9 +334,14 @@ extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const f
         grids_kernel<<<b, 256>>>(keys, nblk, (int)s->format, s->wl, grids);
     }
     uint64_t nq = ((key.index + n - 1) >> 2) - (key.index >> 2) + 1;
+    if (p.kind == QUANT_KIND_MX) /* one warp per block */
+        nq = (uint64_t)rows * ((cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK) * 32;
     uint64_t want = (nq + threads - 1) / threads;
     int blocks = g_blocks ? g_blocks : (int)(want < 1048576 ? want : 1048576);
-    if (p.kind == QUANT_KIND_GRID)
+    if (p.kind == QUANT_KIND_MX)
+        launch_mx(d_mask != NULL, blocks, threads, d_x, d_y, d_mask, rows, cols, key.index, p,
+                  counts);
+    else if (p.kind == QUANT_KIND_GRID)
         launch_kind<QUANT_KIND_GRID>(d_mask != NULL, perrow, blocks, threads, d_x, d_y, d_mask, n,
                                      key.index, p, grids, blen, counts);
     else
