@@ -288,7 +288,7 @@ int adapt_bench_quant(int argc, char **argv)
                     continue;
                 }
                 double gbq = 8.0 * (double)n / tq / 1e9, gbc = 8.0 * (double)n / tc / 1e9;
-                char name[32];
+                char name[QUANT_SPEC_STR_MAX];
                 quant_spec_str(&s, name, sizeof name);
                 const char *rname = rm ? "stochastic" : "nearest";
                 if (json) {

@@ -63,6 +63,10 @@ enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant
             q.mx.emax = quant_ilog2f(quant_u2f(q.fmt.maxbits));
         }
         break;
+    case QUANT_FORMAT_PLUGIN:
+        q.kind = QUANT_KIND_PLUGIN;
+        q.plugin = s->plugin;
+        break;
     default: /* float formats */
         q.kind = QUANT_KIND_FMT;
         q.fmt = s->format == QUANT_FORMAT_E4M3
@@ -102,6 +106,9 @@ static void mx_block_ref(const struct quant_plan *p, const float *x, float *y, s
 
 float quant_plan_round(const struct quant_plan *p, float v, uint32_t r, uint32_t *sat)
 {
+    if (p->kind == QUANT_KIND_PLUGIN) /* nearest: u = 1/2 */
+        return quant_plugin_round(p->plugin, v, p->mode == QUANT_MODE_STOCHASTIC ? r : 0x80000000u,
+                                  sat);
     if (p->kind == QUANT_KIND_MX) {
         float y;
         mx_block_ref(p, &v, &y, 1, &r, sat);
@@ -193,6 +200,7 @@ static void run_serial(const struct quant_plan *p, const float *x, float *y, siz
                        uint64_t index, uint8_t *mask, uint64_t *c)
 {
     if (p->kind == QUANT_KIND_GRID) quant_grid_run(p, x, y, n, index, mask, c);
+    else if (p->kind == QUANT_KIND_PLUGIN) quant_plugin_run(p, x, y, n, index, mask, c);
     else quant_fmt_run(p, x, y, n, index, mask, c);
 }
 
@@ -267,6 +275,20 @@ void quant_float_row_ref(const struct quant_plan *p, const float *x, float *y, s
                          uint64_t index, uint8_t *mask, struct quant_stats *stats)
 {
     ADAPT_ASSERT(p->kind == QUANT_KIND_FMT);
+    row_ref(p, x, y, n, index, mask, stats);
+}
+
+void quant_plugin_row(const struct quant_plan *p, const float *x, float *y, size_t n,
+                      uint64_t index, uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_PLUGIN);
+    row_omp(p, x, y, n, index, mask, stats);
+}
+
+void quant_plugin_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                          uint64_t index, uint8_t *mask, struct quant_stats *stats)
+{
+    ADAPT_ASSERT(p->kind == QUANT_KIND_PLUGIN);
     row_ref(p, x, y, n, index, mask, stats);
 }
 

@@ -81,6 +81,7 @@ enum quant_format {
     QUANT_FORMAT_MXFP6_E3M2, /* ... FP6 E3M2 elements (bias 3, max 28) */
     QUANT_FORMAT_MXFP4,      /* ... FP4 E2M1 elements (bias 1, max 6) */
     QUANT_FORMAT_MXINT8,     /* ... INT8 elements k 2^-6, k in [-127, 127] */
+    QUANT_FORMAT_PLUGIN,     /* a rounding function from a shared object (CPU only) */
     QUANT_FORMAT_COUNT
 };
 
@@ -103,6 +104,7 @@ struct quant_spec {
     enum quant_overflow overflow; /* float formats: fp16/bf16/e5m2 default inf, float(e,m) and
                                      e4m3 saturate; e4m3 has no infinity: "inf" gives NaN */
     int subnormals;               /* float formats: 1 gradual underflow (default), 0 none */
+    int plugin;                   /* plugin: its number in this process's plugin registry */
 };
 
 /* Where the random bits come from: element i of the array uses value (index + i) of (seed,
@@ -129,14 +131,15 @@ struct quant_range {
 /* Everything a row kernel needs: rounding mode, format parameters of one block (grids and
  * float formats from src/quant/quant_impl.h), seed and stream. */
 struct quant_plan {
-    int32_t kind; /* QUANT_KIND_GRID, QUANT_KIND_FMT or QUANT_KIND_MX */
+    int32_t kind; /* QUANT_KIND_GRID, QUANT_KIND_FMT, QUANT_KIND_MX or QUANT_KIND_PLUGIN */
     int32_t mode; /* enum quant_mode */
     uint64_t seed, stream;
     struct quant_grid grid;
     struct quant_fmt fmt; /* MX: the element type (unused for mxint8) */
     struct quant_mx mx;   /* MX: element kind and emax */
+    int32_t plugin;       /* plugin: registry number */
 };
-enum { QUANT_KIND_GRID = 0, QUANT_KIND_FMT = 1, QUANT_KIND_MX = 2 };
+enum { QUANT_KIND_GRID = 0, QUANT_KIND_FMT = 1, QUANT_KIND_MX = 2, QUANT_KIND_PLUGIN = 3 };
 
 /* Row kernel: n elements with one plan; x[i] uses random value number index + i. x == y is
  * allowed (otherwise no overlap); mask (one byte per element: 1 = saturated) and stats may be
@@ -177,7 +180,8 @@ void quant_spec_init(struct quant_spec *s, enum quant_format f);
  * parameters out of range; *s is written only on success. */
 enum adapt_status quant_spec_parse(const char *text, struct quant_spec *s);
 enum adapt_status quant_spec_check(const struct quant_spec *s);
-/* Canonical text, e.g. "fixed(8,4)"; returns buf. */
+/* Canonical text, e.g. "fixed(8,4)"; returns buf. QUANT_SPEC_STR_MAX bytes hold any spec's. */
+#define QUANT_SPEC_STR_MAX 512
 const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len);
 /* Storage bits per element: WL, or 1 + E + M; MX: the element's bits (8, 6 or 4), without the
  * shared scale's 8 bits per 32 elements. */
@@ -228,6 +232,43 @@ void quant_mx_row(const struct quant_plan *p, const float *x, float *y, size_t n
                   uint8_t *mask, struct quant_stats *stats);
 void quant_mx_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
                       uint64_t index, uint8_t *mask, struct quant_stats *stats);
+
+/* Plugin formats (src/quant/plugin.c): each element is y = NAME(x, r) with r its Philox value
+ * (rounding stochastic) or 2^31 (rounding nearest: u = 1/2); the tie rule does not apply. */
+void quant_plugin_row(const struct quant_plan *p, const float *x, float *y, size_t n,
+                      uint64_t index, uint8_t *mask, struct quant_stats *stats);
+void quant_plugin_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
+                          uint64_t index, uint8_t *mask, struct quant_stats *stats);
+
+/* ---- rounding plugins (src/quant/plugin.c; README, "Writing a rounding plugin") ----
+ * A plugin is a shared object exporting `float NAME(float x, uint32_t random_bits)`, declared
+ * `#pragma omp declare simd` so that the compiler also emits its x86-64 vector variants
+ * (_ZGVbN4vv_NAME, _ZGVdN8vv_NAME, _ZGVeN16vv_NAME), and optionally `int NAME_bits(void)`, its
+ * storage bits per element (1..32; 32 when absent). It is named "plugin(PATH)" (NAME: the file
+ * name up to its first dot) or "plugin(PATH:NAME)". Loading opens the file (dlopen), finds the
+ * symbols and checks every vector variant this CPU can run against the scalar function on a
+ * fixed test vector; the widest variant that agrees then runs the rows, the scalar function the
+ * tails and the reference twin. Loaded plugins stay loaded for the life of the process, in a
+ * registry of QUANT_PLUGIN_MAX entries; loading the same PATH and NAME again gives the same
+ * number. Thread-safe. */
+#define QUANT_PLUGIN_MAX 16
+#define QUANT_PLUGIN_TEXT_MAX 480
+/* text: "PATH" or "PATH:NAME" (the inside of plugin(...)). ADAPT_EIO (file), ADAPT_ENOENT
+ * (symbol), ADAPT_EFORMAT (vector variant disagrees, bad NAME_bits), ADAPT_EINVAL (syntax),
+ * ADAPT_ERANGE (registry full, text too long); the message names the file and symbol. */
+enum adapt_status quant_plugin_load(const char *text, int *id);
+/* 1 when id is a loaded plugin. */
+int quant_plugin_valid(int id);
+/* The text it was loaded with ("PATH" or "PATH:NAME"); "" for an unknown id. */
+const char *quant_plugin_text(int id);
+/* Storage bits per element (NAME_bits(), or 32). */
+int quant_plugin_bits(int id);
+/* The symbol that runs whole vectors ("_ZGVdN8vv_NAME") or, without one, NAME; its lanes (1 for
+ * the scalar function). */
+const char *quant_plugin_kernel(int id, int *lanes);
+/* One element through the scalar function: r as passed to NAME; *sat = 1 for an infinite
+ * result (overflow, or an infinite input kept). */
+float quant_plugin_round(int id, float v, uint32_t r, uint32_t *sat);
 
 /* ---- CUDA (src/quant/cuda/quant.cu; src/quant/cuda_none.c without CUDA) ---- */
 

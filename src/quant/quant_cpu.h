@@ -40,6 +40,9 @@ void quant_grid_run(const struct quant_plan *p, const float *x, float *y, size_t
                     uint8_t *mask, uint64_t *counts);
 void quant_fmt_run(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
                    uint8_t *mask, uint64_t *counts);
+/* Plugins (src/quant/plugin.c): the widest vector variant, the scalar function for the rest. */
+void quant_plugin_run(const struct quant_plan *p, const float *x, float *y, size_t n,
+                      uint64_t index, uint8_t *mask, uint64_t *counts);
 /* MX: x[0] starts a block (blocks of QUANT_MX_BLOCK; the last may be shorter). */
 void quant_mx_run(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
                   uint8_t *mask, uint64_t *counts);

@@ -30,6 +30,8 @@ static const struct quant_type quant_types[QUANT_FORMAT_COUNT] = {
      quant_cuda_rows},
     {"mxfp4", QUANT_FORMAT_MXFP4, "mxfp4", 0, quant_mx_row, quant_mx_row_ref, quant_cuda_rows},
     {"mxint8", QUANT_FORMAT_MXINT8, "mxint8", 0, quant_mx_row, quant_mx_row_ref, quant_cuda_rows},
+    {"plugin", QUANT_FORMAT_PLUGIN, "plugin(PATH) or plugin(PATH:NAME)", 0, quant_plugin_row,
+     quant_plugin_row_ref, quant_cuda_rows},
 };
 
 /* Element exponent and mantissa bits of the MX formats, in enum order from MXFP8_E4M3. */
@@ -160,6 +162,13 @@ enum adapt_status quant_spec_check(const struct quant_spec *s)
                                name, b[0], b[1], s->exp_bits, s->man_bits);
         return ADAPT_OK; /* one scale per block, normals clamped, subnormals: nothing to set */
     }
+    case QUANT_FORMAT_PLUGIN:
+        if (!quant_plugin_valid(s->plugin))
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "quant plugin: number %d is not a loaded plugin (name it "
+                               "plugin(PATH) to load it)",
+                               s->plugin);
+        return ADAPT_OK; /* the rule is the plugin's: no other field applies */
     default:
         if (s->exp_bits < 2 || s->exp_bits > 8)
             return ADAPT_ERROR(ADAPT_ERANGE, "quant float: exponent bits %d out of range 2..8",
@@ -208,6 +217,37 @@ static int parse_args(const char *p, int want, int *v)
     return *p ? -1 : n;
 }
 
+/* "(PATH)" or "(PATH:NAME)" after "plugin" (a points at the parenthesis): loads the plugin. The
+ * path runs to the last ')' and loses its surrounding blanks. */
+static enum adapt_status parse_plugin(const char *text, const char *a, struct quant_spec *out)
+{
+    const char *close = strrchr(a, ')');
+    const char *rest = close ? close + 1 : a;
+    while (isspace((unsigned char)*rest)) rest++;
+    if (*a != '(' || !close || *rest)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "quant format '%s': bad parameters (expected plugin(PATH) or "
+                           "plugin(PATH:NAME))",
+                           text);
+    const char *b = a + 1, *e = close;
+    while (b < e && isspace((unsigned char)*b)) b++;
+    while (e > b && isspace((unsigned char)e[-1])) e--;
+    if ((size_t)(e - b) > QUANT_PLUGIN_TEXT_MAX)
+        return ADAPT_ERROR(ADAPT_ERANGE, "quant format '%.60s...': path longer than %d characters",
+                           text, QUANT_PLUGIN_TEXT_MAX);
+    char inner[QUANT_PLUGIN_TEXT_MAX + 1];
+    memcpy(inner, b, (size_t)(e - b));
+    inner[e - b] = '\0';
+    int id;
+    enum adapt_status st = quant_plugin_load(inner, &id);
+    if (st != ADAPT_OK) return st;
+    struct quant_spec s;
+    quant_spec_init(&s, QUANT_FORMAT_PLUGIN);
+    s.plugin = id;
+    *out = s;
+    return ADAPT_OK;
+}
+
 enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
 {
     if (!text) return ADAPT_ERROR(ADAPT_EINVAL, "quant format: NULL text");
@@ -220,7 +260,7 @@ enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), "
                            "muppet(WL), fp16, bf16, e4m3, e5m2, float(E,M), mxfp8_e4m3, "
-                           "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4 or mxint8)",
+                           "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8 or plugin(PATH))",
                            text);
     memcpy(name, p, len);
     name[len] = '\0';
@@ -229,12 +269,13 @@ enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), "
                            "muppet(WL), fp16, bf16, e4m3, e5m2, float(E,M), mxfp8_e4m3, "
-                           "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4 or mxint8)",
+                           "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8 or plugin(PATH))",
                            text);
     struct quant_spec s;
     quant_spec_init(&s, t->format);
     const char *a = p + len;
     while (isspace((unsigned char)*a)) a++;
+    if (t->format == QUANT_FORMAT_PLUGIN) return parse_plugin(text, a, out);
     int v[2], want = t->format == QUANT_FORMAT_FIXED || t->format == QUANT_FORMAT_FLOAT ? 2
                      : t->format == QUANT_FORMAT_BFP || t->format == QUANT_FORMAT_MUPPET ? 1 : 0;
     if (*a) {
@@ -275,6 +316,9 @@ const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len)
     case QUANT_FORMAT_MXFP6_E3M2:
     case QUANT_FORMAT_MXFP4:
     case QUANT_FORMAT_MXINT8: snprintf(buf, len, "%s", quant_types[s->format].name); break;
+    case QUANT_FORMAT_PLUGIN:
+        snprintf(buf, len, "plugin(%s)", quant_plugin_text(s->plugin));
+        break;
     default: snprintf(buf, len, "float(%d,%d)", s->exp_bits, s->man_bits); break;
     }
     return buf;
@@ -284,6 +328,7 @@ int quant_spec_bits(const struct quant_spec *s)
 {
     if (s->format <= QUANT_FORMAT_MUPPET) return s->wl;
     if (s->format == QUANT_FORMAT_MXINT8) return 8;
+    if (s->format == QUANT_FORMAT_PLUGIN) return quant_plugin_bits(s->plugin);
     return 1 + s->exp_bits + s->man_bits;
 }
 

@@ -305,7 +305,7 @@ static char *unit_formats_json(const struct adapt_policy *pol)
     const struct adapt_precision *pr = pol->prec;
     for (int u = 0; a && pr && u < pr->nunits; u++) {
         const struct adapt_unit_prec *up = &pr->u[u];
-        char txt[64];
+        char txt[QUANT_SPEC_STR_MAX];
         json_t *o = json_pack("{s:s,s:b,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "unit",
                               up->layer->name, "active", up->active, "spec",
                               up->active ? quant_spec_str(&up->spec, txt, sizeof txt) : "float32",
@@ -382,10 +382,20 @@ enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *
             break;
         }
         sp.format = (enum quant_format)format;
+        if (active && sp.format == QUANT_FORMAT_PLUGIN) { /* registry numbers are per process: */
+            const char *txt = json_string_value(json_object_get(o, "spec")); /* load by name */
+            struct quant_spec ps;
+            if (!txt || (st = quant_spec_parse(txt, &ps))) {
+                st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: unit %s: plugin format: %s", path, name,
+                                 txt ? adapt_error_message() : "no 'spec' text");
+                break;
+            }
+            sp.plugin = ps.plugin;
+        }
         sp.block = (enum quant_block)block;
         sp.tie = (enum quant_tie)tie;
         sp.overflow = (enum quant_overflow)overflow;
-        char txt[64];
+        char txt[QUANT_SPEC_STR_MAX];
         if (active) {
             if ((st = quant_spec_check(&sp))) {
                 st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: unit %s: %s", path, name,

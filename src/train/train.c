@@ -336,7 +336,7 @@ static enum adapt_status write_eval_json(struct run *r, const struct adapt_train
     json_t *units = json_array();
     const struct adapt_precision *pr = r->pol->prec;
     for (int u = 0; units && pr && u < pr->nunits; u++) {
-        char txt[64];
+        char txt[QUANT_SPEC_STR_MAX];
         const struct adapt_unit_prec *up = &pr->u[u];
         json_array_append_new(units, json_pack("{s:s,s:s}", "unit", up->layer->name, "format",
                                                up->active ? quant_spec_str(&up->spec, txt,

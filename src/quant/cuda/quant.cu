@@ -298,6 +298,11 @@ extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const f
 {
     enum adapt_status st = quant_spec_check(s);
     if (st != ADAPT_OK) return st;
+    if (s->format == QUANT_FORMAT_PLUGIN)
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "quant cuda: plugin(%s) is a CPU rounding plugin; plugins do not run "
+                           "on CUDA devices",
+                           quant_plugin_text(s->plugin));
     size_t n = rows * cols;
     if (n == 0) return ADAPT_OK;
     if (!d_x || !d_y) return ADAPT_ERROR(ADAPT_EINVAL, "quant cuda: NULL array");

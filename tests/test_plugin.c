@@ -1,0 +1,237 @@
+/* tests/test_plugin.c: rounding plugins (src/quant/plugin.c). The example plugin
+ * src/quant/plugins/bf16_sr.so is compared with its rule written here independently (in double
+ * arithmetic on the grid, not on bit patterns) and with the built-in bf16 format, whose rounding
+ * it reproduces; a plugin whose vector variant disagrees with its scalar function
+ * (tests/plugins/bad_simd.so) and missing files and symbols are refused with messages that name
+ * them. The shared objects are found in the build tree named by ADAPT_BUILDDIR (make check sets
+ * it; "." otherwise). */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/quant/quant.h"
+#include "src/base/rng.h"
+#include "src/base/status.h"
+#include "tests/testutil.h"
+
+static const char *builddir(void)
+{
+    const char *d = getenv("ADAPT_BUILDDIR");
+    return d && *d ? d : ".";
+}
+
+static void example_path(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/src/quant/plugins/bf16_sr.so", builddir());
+}
+
+static struct quant_spec example_spec(enum quant_rounding rnd)
+{
+    char path[4096], text[4200];
+    example_path(path, sizeof path);
+    snprintf(text, sizeof text, "plugin(%s)", path);
+    struct quant_spec s;
+    ck_assert_msg(quant_spec_parse(text, &s) == ADAPT_OK, "%s", adapt_error_message());
+    s.rounding = rnd;
+    return s;
+}
+
+/* The example's rule, written from its description: |x| on the bfloat16 grid (spacing
+ * 2^(max(E, -126) - 7) for |x| in [2^E, 2^(E+1))), rounded up when floor(frac 2^16) + (r >> 16)
+ * reaches 2^16, infinity above the largest finite value (2 - 2^-7) 2^127, sign kept, NaN
+ * unchanged. */
+static float rule_bf16_sr(float x, uint32_t r)
+{
+    if (isnan(x) || isinf(x) || x == 0.0f) return x;
+    double a = fabs((double)x);
+    int e;
+    frexp(a, &e); /* a in [2^(e-1), 2^e) */
+    int E = e - 1 < -126 ? -126 : e - 1;
+    double spacing = ldexp(1.0, E - 7);
+    double t = a / spacing, fl = floor(t);
+    double frac16 = floor((t - fl) * 65536.0);
+    double q = (fl + (frac16 + (double)(r >> 16) >= 65536.0 ? 1.0 : 0.0)) * spacing;
+    float y = q > ldexp(2.0 - ldexp(1.0, -7), 127) ? INFINITY : (float)q;
+    return signbit(x) ? -y : y;
+}
+
+/* Random bit patterns (NaNs included), values around training magnitudes, bfloat16 ties and
+ * specials. */
+static void fill(float *x, size_t n, uint64_t seed)
+{
+    static const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX,
+                                     FLT_MIN, FLT_TRUE_MIN, 0x1.fffep127f, 0x1.01p0f, -0x1.03p0f};
+    const size_t ns = sizeof specials / sizeof specials[0];
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = adapt_rng_u32_at(seed, 7, i);
+        if (i < ns) x[i] = specials[i];
+        else if (i % 3 == 0) x[i] = quant_u2f(u);
+        else if (i % 3 == 1) x[i] = (float)(int32_t)u * 0x1p-29f;
+        else x[i] = quant_u2f((u & 0xffff0000u) | 0x8000u); /* a tie */
+    }
+}
+
+START_TEST(test_example_rule)
+{
+    const size_t n = 3 * 65536 + 777;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
+    uint8_t *m = malloc(n), *mb = malloc(n);
+    ck_assert(x && y && z && m && mb);
+    fill(x, n, 3);
+    for (int rnd = 0; rnd < 2; rnd++) {
+        struct quant_spec s = example_spec((enum quant_rounding)rnd);
+        struct quant_key key = {11, ADAPT_STREAM_QUANT + 2, 1001};
+        struct quant_stats st = {0, 0, 0}, sb = {0, 0, 0};
+        ck_assert_int_eq(quant_array(&s, x, y, n, key, m, &st), ADAPT_OK);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t r = rnd ? adapt_rng_u32_at(key.seed, key.stream, key.index + i) : 0x80000000u;
+            float e = rule_bf16_sr(x[i], r);
+            if (!tu_same_bits(y[i], e))
+                ck_abort_msg("rounding %d, x[%zu] = %a (r 0x%08x): plugin %a, rule %a", rnd, i,
+                             (double)x[i], r, (double)y[i], (double)e);
+        }
+        /* the built-in bf16 rounds the same way: stochastic, or nearest with ties away */
+        struct quant_spec b;
+        ck_assert_int_eq(quant_spec_parse("bf16", &b), ADAPT_OK);
+        b.rounding = (enum quant_rounding)rnd;
+        b.tie = QUANT_TIE_AWAY;
+        ck_assert_int_eq(quant_array(&b, x, z, n, key, mb, &sb), ADAPT_OK);
+        ck_assert_int_eq(tu_first_bit_diff(y, z, n), -1);
+        ck_assert_int_eq(memcmp(m, mb, n), 0);
+        ck_assert_uint_eq(st.saturated, sb.saturated);
+        ck_assert_uint_eq(st.flushed, sb.flushed);
+        ck_assert_uint_eq(st.zeros, sb.zeros);
+    }
+    free(x), free(y), free(z), free(m), free(mb);
+}
+END_TEST
+
+START_TEST(test_example_names)
+{
+    char path[4096], text[4200], buf[QUANT_SPEC_STR_MAX];
+    example_path(path, sizeof path);
+    struct quant_spec s = example_spec(QUANT_ROUND_NEAREST), t, u;
+    snprintf(text, sizeof text, "plugin(%s)", path);
+    ck_assert_str_eq(quant_spec_str(&s, buf, sizeof buf), text);
+    ck_assert_int_eq(quant_spec_bits(&s), 16); /* bf16_sr_bits() */
+    /* the printed name loads the same registry entry; so does the explicit NAME */
+    ck_assert_int_eq(quant_spec_parse(buf, &t), ADAPT_OK);
+    ck_assert_int_eq(t.plugin, s.plugin);
+    snprintf(text, sizeof text, "  plugin( %s:bf16_sr ) ", path);
+    ck_assert_int_eq(quant_spec_parse(text, &u), ADAPT_OK);
+    ck_assert_int_eq(u.format, QUANT_FORMAT_PLUGIN);
+    ck_assert_int_eq(u.plugin, s.plugin); /* same file and function: the entry loaded first */
+    int lanes;
+    const char *k = quant_plugin_kernel(s.plugin, &lanes);
+    printf("bf16_sr runs through %s (%d lanes)\n", k, lanes);
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    /* gcc emits the b, c, d and e variants of a declare simd function: the widest we call */
+    int want = __builtin_cpu_supports("avx512f") ? 16 : __builtin_cpu_supports("avx2") ? 8 : 4;
+    ck_assert_int_eq(lanes, want);
+    ck_assert(strstr(k, "_ZGV") == k);
+#endif
+    /* CPU only */
+    ck_assert_int_eq(quant_cuda_rows(&s, NULL, NULL, 1, 1, (struct quant_key){0, 0, 0}, NULL,
+                                     NULL),
+                     ADAPT_EUNSUPPORTED);
+}
+END_TEST
+
+START_TEST(test_example_threads_ref)
+{
+    const size_t rows = 7, cols = 65536 + 4321, n = rows * cols; /* rows cross chunks */
+    float *x = malloc(n * sizeof *x), *y1 = malloc(n * sizeof *y1), *y2 = malloc(n * sizeof *y2);
+    float *y3 = malloc(n * sizeof *y3);
+    uint8_t *m1 = malloc(n), *m2 = malloc(n), *m3 = malloc(n);
+    ck_assert(x && y1 && y2 && y3 && m1 && m2 && m3);
+    fill(x, n, 5);
+    int saved = omp_get_max_threads();
+    for (int rnd = 0; rnd < 2; rnd++) {
+        struct quant_spec s = example_spec((enum quant_rounding)rnd);
+        struct quant_key key = {4, ADAPT_STREAM_QUANT, 333};
+        struct quant_stats a = {0, 0, 0}, b = {0, 0, 0}, c = {0, 0, 0};
+        omp_set_num_threads(1);
+        ck_assert_int_eq(quant_rows(&s, x, y1, rows, cols, key, m1, &a), ADAPT_OK);
+        omp_set_num_threads(2);
+        ck_assert_int_eq(quant_rows(&s, x, y2, rows, cols, key, m2, &b), ADAPT_OK);
+        ck_assert_int_eq(quant_rows_ref(&s, x, y3, rows, cols, key, m3, &c), ADAPT_OK);
+        ck_assert_int_eq(tu_first_bit_diff(y1, y2, n), -1);
+        ck_assert_int_eq(tu_first_bit_diff(y1, y3, n), -1);
+        ck_assert_int_eq(memcmp(m1, m2, n), 0);
+        ck_assert_int_eq(memcmp(m1, m3, n), 0);
+        ck_assert(!memcmp(&a, &b, sizeof a) && !memcmp(&a, &c, sizeof a));
+        /* in place, in two calls cut at an odd offset: the same bits */
+        memcpy(y2, x, n * sizeof *x);
+        struct quant_key k2 = key;
+        k2.index += 1001;
+        ck_assert_int_eq(quant_array(&s, y2, y2, 1001, key, NULL, NULL), ADAPT_OK);
+        ck_assert_int_eq(quant_array(&s, y2 + 1001, y2 + 1001, n - 1001, k2, NULL, NULL),
+                         ADAPT_OK);
+        ck_assert_int_eq(tu_first_bit_diff(y1, y2, n), -1);
+    }
+    omp_set_num_threads(saved);
+    free(x), free(y1), free(y2), free(y3), free(m1), free(m2), free(m3);
+}
+END_TEST
+
+static void expect_refused(const char *text, enum adapt_status want, const char *const *parts)
+{
+    struct quant_spec s;
+    enum adapt_status st = quant_spec_parse(text, &s);
+    const char *msg = adapt_error_message();
+    ck_assert_msg(st == want, "%s: status %d, expected %d (%s)", text, (int)st, (int)want, msg);
+    for (const char *const *p = parts; *p; p++)
+        ck_assert_msg(strstr(msg, *p), "%s: message '%s' lacks '%s'", text, msg, *p);
+}
+
+START_TEST(test_refused)
+{
+    char path[4096], text[4200];
+    example_path(path, sizeof path);
+    /* a file that is not there: dlopen's reason, with the file's name */
+    snprintf(text, sizeof text, "plugin(%s/no_such_plugin.so)", builddir());
+    const char *nofile[] = {"no_such_plugin.so", "cannot load", NULL};
+    expect_refused(text, ADAPT_EIO, nofile);
+    /* a function that is not there: the file and the symbol */
+    snprintf(text, sizeof text, "plugin(%s:no_such_rule)", path);
+    const char *nosym[] = {path, "no_such_rule", NULL};
+    expect_refused(text, ADAPT_ENOENT, nosym);
+    /* bad syntax */
+    const char *syntax[] = {"plugin(PATH)", NULL};
+    expect_refused("plugin", ADAPT_EINVAL, syntax);
+    expect_refused("plugin(x.so", ADAPT_EINVAL, syntax);
+    expect_refused("plugin()", ADAPT_EINVAL, (const char *const[]){"no file", NULL});
+#if defined(__x86_64__)
+    /* the vector variant flips a bit of lane 2: test element 2 is the first to differ */
+    char bad[4096];
+    snprintf(bad, sizeof bad, "%s/tests/plugins/bad_simd.so", builddir());
+    snprintf(text, sizeof text, "plugin(%s)", bad);
+    const char *simd[] = {bad, "_ZGVbN4vv_bad_simd", "disagrees with bad_simd",
+                          "test element 2:", NULL};
+    expect_refused(text, ADAPT_EFORMAT, simd);
+#endif
+    /* a spec whose plugin number was never loaded */
+    struct quant_spec s;
+    quant_spec_init(&s, QUANT_FORMAT_PLUGIN);
+    s.plugin = QUANT_PLUGIN_MAX - 1;
+    ck_assert_int_eq(quant_spec_check(&s), ADAPT_EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("plugin");
+    TCase *tc = tcase_create("plugins");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_example_rule);
+    tcase_add_test(tc, test_example_names);
+    tcase_add_test(tc, test_example_threads_ref);
+    tcase_add_test(tc, test_refused);
+    suite_add_tcase(su, tc);
+    return tu_run_suite(su, CK_FORK_GETENV);
+}
