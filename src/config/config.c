@@ -139,7 +139,8 @@ static const struct adapt_schema_key keys[] = {
 
     K_ENUM("policy", "name", policy.name, "fp32", policy_enum, "precision policy"),
     K_STR("policy", "format", policy.format, "fixed",
-          "fixed: number format name (fixed, bfp, fp16, bf16, e4m3, e5m2, float(E,M), mxfp4, ...)"),
+          "fixed: number format name (fixed, bfp, fp16, bf16, e4m3, e5m2, float(E,M), mxfp4, "
+          "plugin(PATH), ...)"),
     K_INT("policy", "wl", policy.wl, "16", "[1, 32]", "fixed: word length"),
     K_INT("policy", "fl", policy.fl, "8", "[0, 32]", "fixed: fractional length"),
     K_PAIRS("policy", "per_unit", policy.per_unit, "", "[1, 32]", "[0, 32]", wl_fl_labels,

@@ -23,6 +23,8 @@
  *                 E2M3/E3M2, FP4 E2M1: subnormals, no inf/NaN, normals saturate; INT8:
  *                 k 2^-6, k in [-127, 127]). A block holding inf or NaN becomes all NaN (its
  *                 scale is NaN). Blocks restart at every row of quant_rows (quant_array: one row)
+ *   plugin(PATH), plugin(PATH:NAME)
+ *                 a rounding function from a shared object, CPU only ("rounding plugins" below)
  * Rounding: nearest (ties to even, or away from zero) or stochastic (E[SR(x)] = x); values are
  * saturated after rounding. Random bits are Philox4x32-10 keyed by (seed, stream, element
  * index), the same as cuRAND's curand_init(seed, stream, index) + curand(), so results do not
