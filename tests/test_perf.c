@@ -37,10 +37,14 @@ static void teardown(void) { tu_tmpdir_remove(tmpdir); }
  * 24 MACs, unit 1, 3 passes). 47 parameters. Training set of 10 samples in
  * batches of 4: 3 optimizer steps per epoch training 4, 4, 2 samples. */
 static const struct adapt_trace_layer syn_layers[4] = {
-    {"c1", "conv2d", 3, 3, {1, 4, 4, 0}, {2, 2, 2, 0}, 20, 72, 0, 0, 3, 1, 0, 1, 1},
-    {"t1", "tanh", 3, 3, {2, 2, 2, 0}, {2, 2, 2, 0}, 0, 0, 8, -1, 0, 0, 0, 1, 1},
-    {"f", "flatten", 3, 3, {2, 2, 2, 0}, {8, 1, 1, 0}, 0, 0, 0, -1, 0, 0, 0, 1, 1},
-    {"fc", "linear", 3, 3, {8, 1, 1, 0}, {3, 1, 1, 0}, 27, 24, 0, 1, 0, 0, 0, 1, 1},
+    {"c1", "conv2d", 3, 3, {1, 4, 4, 0}, {2, 2, 2, 0}, 20, 72, 0, 0, 3, 1, 0, 1, 1, NULL, NULL,
+     NULL, 0},
+    {"t1", "tanh", 3, 3, {2, 2, 2, 0}, {2, 2, 2, 0}, 0, 0, 8, -1, 0, 0, 0, 1, 1, NULL, NULL, NULL,
+     0},
+    {"f", "flatten", 3, 3, {2, 2, 2, 0}, {8, 1, 1, 0}, 0, 0, 0, -1, 0, 0, 0, 1, 1, NULL, NULL, NULL,
+     0},
+    {"fc", "linear", 3, 3, {8, 1, 1, 0}, {3, 1, 1, 0}, 27, 24, 0, 1, 0, 0, 0, 1, 1, NULL, NULL,
+     NULL, 0},
 };
 static const struct adapt_trace_unit syn_units[2] = {{"c1", 0, 18, 72}, {"fc", 3, 24, 24}};
 
