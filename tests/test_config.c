@@ -105,6 +105,10 @@ START_TEST(test_defaults)
     ck_assert(c.quantization.kl_noise == 1.0);
     ck_assert_int_eq(c.quantization.compat, ADAPT_COMPAT_CORRECTED);
     ck_assert_int_eq(c.quantization.rounding, QUANT_ROUND_STOCHASTIC);
+    ck_assert_int_eq(c.quantization.precision_propagation, ADAPT_CONFIG_PROPAGATION_UNIT);
+    ck_assert_int_eq(c.quantization.graph_preset, ADAPT_CONFIG_GRAPH_DEFAULT);
+    ck_assert_str_eq(c.quantization.graph_allow, "");
+    ck_assert_str_eq(c.quantization.graph_low, "");
     ck_assert_str_eq(c.file, "");
     ck_assert_int_eq(c.n_overrides, 0);
     ck_assert_int_eq(adapt_config_check(&c), ADAPT_OK);
@@ -461,6 +465,10 @@ START_TEST(test_set)
         {"train.epoch=3", "unknown key train.epoch", "keys of [train]: epochs, batch"},
         {"train.epochs=three", "train.epochs = \"three\": not an integer", "[1, 100000]"},
         {"quantization.strategy=median", "quantization.strategy", "one of min, mean, max"},
+        {"quantization.graph_preset=bold", "quantization.graph_preset",
+         "one of conservative, default, aggressive"},
+        {"quantization.precision_propagation=layer", "quantization.precision_propagation",
+         "one of unit, graph"},
         {"run.out=a ;b", "run.out", "' ;'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -594,8 +602,12 @@ START_TEST(test_json)
     ck_assert_int_eq(json_array_size(sched), 2);
     ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(sched, 1), 0)), 32);
     ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(sched, 1), 1)), 45);
-    /* every [quantization] key of the schema table (21) */
-    ck_assert_int_eq(json_object_size(json_object_get(j, "quantization")), 21);
+    /* every [quantization] key of the schema table (28) */
+    ck_assert_int_eq(json_object_size(json_object_get(j, "quantization")), 28);
+    json_t *q = json_object_get(j, "quantization");
+    ck_assert_str_eq(json_string_value(json_object_get(q, "precision_propagation")), "unit");
+    ck_assert_str_eq(json_string_value(json_object_get(q, "graph_preset")), "default");
+    ck_assert_str_eq(json_string_value(json_object_get(q, "graph_float")), "");
     char *s = json_dumps(json_object_get(j, "schedule"), JSON_COMPACT);
     ck_assert_str_eq(s, "{\"name\":\"constant\",\"milestones\":[],\"gamma\":0.10000000000000001,"
                         "\"factor\":0.10000000000000001,\"patience\":10,\"threshold\":0.0001,"

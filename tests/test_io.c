@@ -98,10 +98,14 @@ static void *json_malloc_none(size_t n)
 
 /* A small LeNet-like description: conv (unit 0), tanh, pool, linear (unit 1). */
 static const struct adapt_trace_layer layers[4] = {
-    {"features.0", "conv2d", 3, 3, {1, 32, 32, 0}, {6, 28, 28, 0}, 156, 117600, 0, 0, 5, 1, 0, 1, 1},
-    {"features.1", "tanh", 3, 3, {6, 28, 28, 0}, {6, 28, 28, 0}, 0, 0, 4704, -1, 0, 0, 0, 1, 1},
-    {"features.2", "avgpool2d", 3, 3, {6, 28, 28, 0}, {6, 14, 14, 0}, 0, 0, 4704, -1, 2, 2, 0, 1, 1},
-    {"classifier.0", "linear", 1, 1, {1176, 0, 0, 0}, {10, 0, 0, 0}, 11770, 11760, 0, 1, 0, 0, 0, 1, 1},
+    {"features.0", "conv2d", 3, 3, {1, 32, 32, 0}, {6, 28, 28, 0}, 156, 117600, 0, 0, 5, 1, 0, 1,
+     1, NULL, NULL, NULL, 0},
+    {"features.1", "tanh", 3, 3, {6, 28, 28, 0}, {6, 28, 28, 0}, 0, 0, 4704, -1, 0, 0, 0, 1, 1,
+     NULL, NULL, NULL, 0},
+    {"features.2", "avgpool2d", 3, 3, {6, 28, 28, 0}, {6, 14, 14, 0}, 0, 0, 4704, -1, 2, 2, 0, 1,
+     1, NULL, NULL, NULL, 0},
+    {"classifier.0", "linear", 1, 1, {1176, 0, 0, 0}, {10, 0, 0, 0}, 11770, 11760, 0, 1, 0, 0, 0,
+     1, 1, NULL, NULL, NULL, 0},
 };
 static const struct adapt_trace_unit units[2] = {
     {"features.0", 0, 150, 117600},
@@ -330,6 +334,10 @@ START_TEST(test_trace_roundtrip)
         ck_assert_int_eq(a->k, b->k);
         ck_assert_int_eq(a->stride, b->stride);
         ck_assert_int_eq(a->pad, b->pad);
+        /* no graph precision propagation: the fields are absent */
+        ck_assert_ptr_null(a->graph_set);
+        ck_assert_ptr_null(a->graph_source);
+        ck_assert_ptr_null(a->precision);
     }
     ck_assert_int_eq(h->n_units, 2);
     ck_assert_str_eq(h->units[1].name, "classifier.0");
@@ -445,6 +453,16 @@ END_TEST
     "\"in\":[4],\"out\":[2],\"params\":10,\"macs\":8,\"elementwise\":0,\"unit\":0,"                \
     "\"groups\":3}]},\"units\":[{\"name\":\"a\",\"layer\":0,\"weights\":8,\"macs\":8},"           \
     "{\"name\":\"b\",\"layer\":0,\"weights\":8,\"macs\":8}]}\n"
+/* the same header with extra fields in its layer (graph precision propagation) */
+#define HDR_LAYER(extra)                                                                           \
+    "{\"type\":\"header\",\"schema\":1,\"program\":\"adapt-sim\",\"version\":\"0\","               \
+    "\"created\":\"x\",\"seed\":1,\"threads\":0,\"policy\":\"amp\",\"config\":{},"                \
+    "\"config_file\":null,\"overrides\":[],\"dataset\":{\"name\":\"d\",\"train\":1,"               \
+    "\"val\":0,\"test\":1,\"classes\":10},\"model\":{\"name\":\"m\",\"input\":[1,32,32],"          \
+    "\"classes\":10,\"params\":1,\"macs\":1,\"layers\":[{\"name\":\"a\",\"kind\":\"linear\","      \
+    "\"in\":[4],\"out\":[2],\"params\":10,\"macs\":8,\"elementwise\":0,\"unit\":0," extra "}]},"   \
+    "\"units\":[{\"name\":\"a\",\"layer\":0,\"weights\":8,\"macs\":8},"                            \
+    "{\"name\":\"b\",\"layer\":0,\"weights\":8,\"macs\":8}]}\n"
 #define STEP "{\"type\":\"step\",\"step\":1,\"epoch\":1,\"lr\":0.1,\"loss\":2.3," \
              "\"strategy\":null," \
              "\"units\":[{\"wl\":32,\"fl\":0},{\"wl\":32,\"fl\":0}],\"events\":[],\"accum\":1," \
@@ -461,6 +479,16 @@ struct bad_trace {
 
 static const struct bad_trace bad_traces[] = {
     {HDR_GROUPS3 STEP EPOCH, "t.jsonl:1:", "groups 3 does not divide its 4 input and 2 output"},
+    {HDR_LAYER("\"graph_set\":\"maybe\",\"graph_source\":\"preset\",\"precision\":\"fp16\","
+               "\"precision_unit\":0") STEP,
+     "t.jsonl:1:", "field \"graph_set\" has an unknown value"},
+    {HDR_LAYER("\"graph_set\":\"deny\",\"graph_source\":\"preset\",\"precision\":\"fp16\","
+               "\"precision_unit\":-1") STEP,
+     "t.jsonl:1:", "precision fp16 with precision_unit -1"},
+    {HDR_LAYER("\"graph_set\":\"allow\",\"graph_source\":\"kind\",\"precision\":\"fp16\","
+               "\"precision_unit\":2") STEP,
+     "t.jsonl:1:", "precision_unit 2 is not a unit (2 units)"},
+    {HDR_LAYER("\"precision_unit\":0") STEP, "t.jsonl:1:", "field \"precision\" is missing"},
     {HDR STEP "{\"type\":\"step\",\"step\":2,\n" EPOCH, "t.jsonl:3:", "malformed JSON"},
     {HDR STEP "{\"type\":\"ep", "t.jsonl:3:", "truncated trace: the last line is incomplete"},
     {HDR STEP EPOCH "{\"type\":\"epoch\",\"epoch\":2,\"step\":2,\"lr\":0.1",
@@ -508,6 +536,57 @@ static const struct bad_trace bad_traces[] = {
      "field \"config.quantization.compat\" must be a string"},
     {HDR_CONFIG("{\"train\":[]}"), "t.jsonl:1:", "field \"config.train\" must be an object"},
 };
+
+/* Graph precision propagation's per-layer fields are written only where set and read back;
+ * a hand-written header with them (and a float32 layer) loads too. */
+START_TEST(test_trace_layer_precision)
+{
+    char path[256];
+    tmp_file(path, sizeof path, "prec.jsonl");
+    struct adapt_trace_layer ls[4];
+    memcpy(ls, layers, sizeof ls);
+    static const char *const sets[4] = {"allow", "deny", "infer", "allow"};
+    static const char *const srcs[4] = {"preset", "preset", "kind", "layer"};
+    static const char *const precs[4] = {"fp16", "float32", "fp16", "fp16"};
+    static const int pu[4] = {0, -1, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        ls[i].graph_set = sets[i];
+        ls[i].graph_source = srcs[i];
+        ls[i].precision = precs[i];
+        ls[i].precision_unit = pu[i];
+    }
+    struct adapt_trace_header h = make_header(NULL);
+    h.model.layers = ls;
+    struct adapt_trace_writer *w;
+    ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_write_header(w, &h), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
+    keep_sample(path, "io_layer_precision.jsonl");
+    size_t n;
+    char *raw = (char *)tu_read_file(path, &n);
+    ck_assert_ptr_nonnull(strstr(raw, "\"unit\":-1,\"graph_set\":\"deny\",\"graph_source\":"
+                                      "\"preset\",\"precision\":\"float32\","
+                                      "\"precision_unit\":-1}"));
+    free(raw);
+    struct adapt_trace *t;
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    for (int i = 0; i < 4; i++) {
+        const struct adapt_trace_layer *a = &t->header.model.layers[i];
+        ck_assert_str_eq(a->graph_set, sets[i]);
+        ck_assert_str_eq(a->graph_source, srcs[i]);
+        ck_assert_str_eq(a->precision, precs[i]);
+        ck_assert_int_eq(a->precision_unit, pu[i]);
+    }
+    adapt_trace_free(t);
+    const char *text = HDR_LAYER("\"graph_set\":\"deny\",\"graph_source\":\"layer\","
+                                 "\"precision\":\"float32\",\"precision_unit\":-1") STEP;
+    tu_write_file(path, text, strlen(text));
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    ck_assert_str_eq(t->header.model.layers[0].precision, "float32");
+    ck_assert_str_eq(t->header.model.layers[0].graph_source, "layer");
+    adapt_trace_free(t);
+}
+END_TEST
 
 START_TEST(test_trace_errors)
 {
@@ -1093,6 +1172,7 @@ int main(void)
     tcase_add_checked_fixture(tt, setup, teardown);
     tcase_add_test(tt, test_trace_roundtrip);
     tcase_add_test(tt, test_trace_typed_header_and_lines);
+    tcase_add_test(tt, test_trace_layer_precision);
     tcase_add_loop_test(tt, test_trace_errors, 0, (int)(sizeof bad_traces / sizeof bad_traces[0]));
     tcase_add_test(tt, test_trace_partial_and_missing);
     tcase_add_test(tt, test_trace_long_line);

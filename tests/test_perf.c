@@ -37,10 +37,14 @@ static void teardown(void) { tu_tmpdir_remove(tmpdir); }
  * 24 MACs, unit 1, 3 passes). 47 parameters. Training set of 10 samples in
  * batches of 4: 3 optimizer steps per epoch training 4, 4, 2 samples. */
 static const struct adapt_trace_layer syn_layers[4] = {
-    {"c1", "conv2d", 3, 3, {1, 4, 4, 0}, {2, 2, 2, 0}, 20, 72, 0, 0, 3, 1, 0, 1, 1},
-    {"t1", "tanh", 3, 3, {2, 2, 2, 0}, {2, 2, 2, 0}, 0, 0, 8, -1, 0, 0, 0, 1, 1},
-    {"f", "flatten", 3, 3, {2, 2, 2, 0}, {8, 1, 1, 0}, 0, 0, 0, -1, 0, 0, 0, 1, 1},
-    {"fc", "linear", 3, 3, {8, 1, 1, 0}, {3, 1, 1, 0}, 27, 24, 0, 1, 0, 0, 0, 1, 1},
+    {"c1", "conv2d", 3, 3, {1, 4, 4, 0}, {2, 2, 2, 0}, 20, 72, 0, 0, 3, 1, 0, 1, 1, NULL, NULL,
+     NULL, 0},
+    {"t1", "tanh", 3, 3, {2, 2, 2, 0}, {2, 2, 2, 0}, 0, 0, 8, -1, 0, 0, 0, 1, 1, NULL, NULL, NULL,
+     0},
+    {"f", "flatten", 3, 3, {2, 2, 2, 0}, {8, 1, 1, 0}, 0, 0, 0, -1, 0, 0, 0, 1, 1, NULL, NULL, NULL,
+     0},
+    {"fc", "linear", 3, 3, {8, 1, 1, 0}, {3, 1, 1, 0}, 27, 24, 0, 1, 0, 0, 0, 1, 1, NULL, NULL,
+     NULL, 0},
 };
 static const struct adapt_trace_unit syn_units[2] = {{"c1", 0, 18, 72}, {"fc", 3, 24, 24}};
 
@@ -60,6 +64,7 @@ struct syn_opts {
     const char *policy;      /* header policy (NULL: "adapt"; fp32 overrides) */
     const char *config_file; /* header config_file (NULL: none) */
     const char *compat;      /* config quantization.compat (NULL: key absent) */
+    const struct adapt_trace_layer *layers; /* header layers (NULL: syn_layers) */
 };
 
 static void syn_header(struct adapt_trace_header *h, json_t **cfg, int batch, int unit1_macs,
@@ -98,6 +103,7 @@ static void syn_write(const char *path, const struct syn_opts *o)
     struct adapt_trace_unit units[2];
     json_t *cfg;
     syn_header(&h, &cfg, o->batch, o->unit1_macs, units);
+    if (o->layers) h.model.layers = o->layers;
     if (o->policy) h.policy = o->policy;
     if (o->fp32) h.policy = "fp32";
     h.config_file = o->config_file;
@@ -161,7 +167,7 @@ static void syn_write(const char *path, const struct syn_opts *o)
 
 static struct syn_opts syn_default(void)
 {
-    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24, NULL, NULL, NULL};
+    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24, NULL, NULL, NULL, NULL};
     return o;
 }
 
@@ -261,6 +267,44 @@ START_TEST(test_synthetic_costs)
 END_TEST
 
 /* SU2 against a float32 baseline of the same model (val 0.75, 0.82: best 0.82). */
+/* Graph precision propagation recorded in the header: with tanh t1 float32 (precision_unit
+ * -1) its element-wise work costs 16 per sample at every step (20 samples: 320, as C32),
+ * instead of 76 at unit 0's word lengths; the stored activation of t1 (8 values) at 32 bits.
+ * With t1 in unit 1's format (precision_unit 1) it follows unit 1's WL: 16, 16, 16, 12, 12, 12
+ * bits for 4, 4, 2, 4, 4, 2 samples: 16/32 * (4 + 4 + 2) * 16 + 12/32 * 10 * 16 = 140. */
+START_TEST(test_graph_precision_pricing)
+{
+    char path[128];
+    tu_path(path, sizeof path, tmpdir, "graph.jsonl");
+    struct adapt_trace_layer ls[4];
+    memcpy(ls, syn_layers, sizeof ls);
+    static const char *const prec[4] = {"fixed(8,4)", "float32", "float32", "fixed(16,8)"};
+    static const int pu[4] = {0, -1, -1, 1};
+    for (int i = 0; i < 4; i++) {
+        ls[i].graph_set = i == 0 || i == 3 ? "allow" : "deny";
+        ls[i].graph_source = "preset";
+        ls[i].precision = prec[i];
+        ls[i].precision_unit = pu[i];
+    }
+    struct syn_opts o = syn_default();
+    o.layers = ls;
+    syn_write(path, &o);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = analyze_file(path, &p, NULL);
+    ck_assert_close(r->cq_ew, 320.0);
+    ck_assert_close(r->c32_ew, 320.0);
+    ck_assert_close(r->cq_compute, 1063.5); /* the units' own costs are unchanged */
+    perf_run_free(r);
+    ls[1].precision = "fixed(16,8)";
+    ls[1].precision_unit = 1;
+    syn_write(path, &o);
+    r = analyze_file(path, &p, NULL);
+    ck_assert_close(r->cq_ew, 140.0);
+    perf_run_free(r);
+}
+END_TEST
+
 START_TEST(test_su2)
 {
     char pa[128], pb[128];
@@ -909,6 +953,7 @@ int main(void)
     TCase *tc = tcase_create("cost");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_synthetic_costs);
+    tcase_add_test(tc, test_graph_precision_pricing);
     tcase_add_test(tc, test_su2);
     tcase_add_test(tc, test_log_every_and_tail);
     tcase_add_test(tc, test_policy_memory);

@@ -149,6 +149,16 @@ class Trace:
         return self.header["config"]
 
     @property
+    def layer_precision(self) -> Optional[Dict[str, str]]:
+        """Each layer's resolved precision ("float32" or a format such as "fp16") by layer
+        name, from a run with graph precision propagation; None for other runs and traces
+        written before the field existed."""
+        layers = self.header["model"]["layers"]
+        if not any("precision" in ly for ly in layers):
+            return None
+        return {ly["name"]: ly.get("precision", "float32") for ly in layers}
+
+    @property
     def finished(self) -> bool:
         return self.end is not None and self.end.status == "ok"
 
@@ -269,6 +279,17 @@ def _check_header(r, o):
             r.int(ly, k, optional=True, absent=0, lo=0)
         for k in ("groups", "dilation"):  # conv2d, written only when not 1
             r.int(ly, k, optional=True, absent=1, lo=1)
+        # graph precision propagation only: the set, its source and the resolved precision
+        if "graph_set" in ly:
+            r.enum(ly, "graph_set", ("allow", "infer", "deny"))
+        if "graph_source" in ly:
+            r.enum(ly, "graph_source", ("preset", "kind", "layer"))
+        if "precision" in ly or "precision_unit" in ly:
+            prec = r.str(ly, "precision")
+            pu = r.int(ly, "precision_unit", lo=-1, hi=(1 << 31) - 1)
+            if (pu < 0) != (prec == "float32"):
+                r.fail('model.layers["%s"]: precision %s with precision_unit %d (-1 is '
+                       'float32, and only it)' % (ly["name"], prec, pu))
     units = r.typed(o, "units", list)
     for u in units:
         if not isinstance(u, dict):
@@ -277,6 +298,10 @@ def _check_header(r, o):
         r.int(u, "layer", lo=0, hi=len(layers) - 1)
         r.int(u, "weights", lo=0)
         r.int(u, "macs", lo=0)
+    for ly in layers:
+        if ly.get("precision_unit", -1) >= len(units):
+            r.fail('model.layers["%s"]: precision_unit %d is not a unit (%d units)'
+                   % (ly["name"], ly["precision_unit"], len(units)))
 
 
 class _Steps:

@@ -16,6 +16,10 @@ REPORT_TRACES = os.path.join(SRCDIR, "experiments", "reports", "fmnist_lenet5", 
 SCHEMA = os.path.join(SRCDIR, "doc", "trace.schema.json")
 FMNIST = "/usr/share/datasets/fashion-mnist"
 POLICIES = ("fp32", "fixed", "adapt", "muppet", "amp")
+# one more run: amp with graph precision propagation, the classifier (layer 11) kept float32
+GRAPH_RUN = "amp-graph"
+GRAPH_SETS = ("policy.name=amp", "quantization.precision_propagation=graph",
+              "quantization.graph_float=11")
 
 
 def have(module):
@@ -53,7 +57,7 @@ TINY = ("data.train_limit=512", "data.val_size=256", "data.test_limit=256", "tra
 
 
 class RunsFixture:
-    """One tiny Fashion-MNIST LeNet-5 run per policy, made once per process."""
+    """One tiny Fashion-MNIST LeNet-5 run per policy, and GRAPH_RUN, made once per process."""
     _dir = None
     runs = {}
 
@@ -64,4 +68,6 @@ class RunsFixture:
             for p in POLICIES:
                 cls.runs[p] = train(os.path.join(cls._dir.name, p), BASE_CONFIG,
                                     "policy.name=" + p, *TINY)
+            cls.runs[GRAPH_RUN] = train(os.path.join(cls._dir.name, GRAPH_RUN), BASE_CONFIG,
+                                        *(GRAPH_SETS + TINY))
         return cls.runs

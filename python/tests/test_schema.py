@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import unittest
 
-from common import (POLICIES, REPORT_TRACES, SCHEMA, RunsFixture, needs_jsonschema,
+from common import (GRAPH_RUN, POLICIES, REPORT_TRACES, SCHEMA, RunsFixture, needs_jsonschema,
                     needs_report, needs_trainer, program)
 
 import validate_trace
@@ -49,7 +49,7 @@ class TestSchema(unittest.TestCase):
     @needs_trainer
     def test_trainer_traces(self):
         runs = RunsFixture.get()
-        for p in POLICIES:
+        for p in POLICIES + (GRAPH_RUN,):
             with self.subTest(policy=p):
                 self.assertValid(runs[p])
 
@@ -60,7 +60,8 @@ class TestSchema(unittest.TestCase):
         rc, out, d = self.samples
         self.assertEqual(rc, 0, out)
         samples = sorted(os.listdir(d))
-        self.assertEqual(samples, ["io_header_only.jsonl", "io_roundtrip.jsonl"])
+        self.assertEqual(samples, ["io_header_only.jsonl", "io_layer_precision.jsonl",
+                                   "io_roundtrip.jsonl"])
         for s in samples:
             with self.subTest(sample=s):
                 self.assertValid(os.path.join(d, s))
@@ -104,6 +105,11 @@ class TestSchema(unittest.TestCase):
              "at model/layers/1/kind"),
             ("header", lambda h: h["model"].update(input=[1, 32]), "at model/input"),
             ("header", lambda h: h["units"][0].pop("weights"), "at units/0"),
+            ("header", lambda h: h["model"]["layers"][0].update(precision="fp16"),
+             "at model/layers/0"),
+            ("header", lambda h: h["model"]["layers"][0].update(
+                precision="fp16", precision_unit=0, graph_set="low", graph_source="preset"),
+             "at model/layers/0/graph_set"),
             ("header", lambda h: h.update(commit="abc"), "'commit' was unexpected"),
             ("step", lambda s: s.update(step=0), "at step"),
             ("step", lambda s: s.update(strategy="median"), "at strategy"),

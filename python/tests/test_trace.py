@@ -8,7 +8,8 @@ import unittest
 
 import numpy as np
 
-from common import POLICIES, REPORT_TRACES, RunsFixture, needs_report, needs_trainer
+from common import (GRAPH_RUN, POLICIES, REPORT_TRACES, RunsFixture, needs_report,
+                    needs_trainer)
 
 import adaptsim
 from adaptsim import TraceError, read_trace
@@ -219,6 +220,47 @@ class TestTrainerTraces(unittest.TestCase):
                 has_lb = p == "adapt"
                 self.assertEqual(bool(np.isfinite(t.steps.lb).all()), has_lb)
                 self.assertEqual(bool((t.steps.sat >= 0).all()), p != "fp32")
+                self.assertIsNone(t.layer_precision)
+
+    def test_graph_propagation(self):
+        """amp with graph propagation (default preset) and graph_float = 11: every LeNet-5
+        layer fp16 but the classifier 11 and the tanh 10 that only feeds it; unit 4 (layer 11)
+        is float32 in every step."""
+        t = read_trace(RunsFixture.get()[GRAPH_RUN])
+        prec = t.layer_precision
+        want = {str(i): "fp16" for i in range(12)}
+        want["10"] = want["11"] = "float32"
+        self.assertEqual(prec, want)
+        layers = t.header["model"]["layers"]
+        self.assertEqual([ly["graph_set"] for ly in layers],
+                         ["allow", "infer", "infer", "allow", "infer", "infer", "allow", "infer",
+                          "infer", "allow", "infer", "deny"])
+        self.assertEqual(layers[11]["graph_source"], "layer")
+        self.assertEqual([ly["precision_unit"] for ly in layers],
+                         [0, 1, 1, 1, 2, 2, 2, 3, 3, 3, -1, -1])
+        self.assertTrue((t.steps.wl[:, :4] == 16).all())
+        self.assertTrue((t.steps.wl[:, 4] == 32).all())
+        self.assertTrue(t.finished)
+
+
+class TestGraphFields(TmpTrace):
+    def test_graph_fields_checked(self):
+        """The per-layer fields of graph propagation: read back, and checked."""
+        h = changed(HEADER)
+        h["model"]["layers"][0].update(graph_set="allow", graph_source="preset", precision="fp16",
+                                       precision_unit=0)
+        p = self.write(lines(h, STEP))
+        self.assertEqual(read_trace(p).layer_precision, {"0": "fp16"})
+        for change, frag in ((dict(precision_unit=1), "precision_unit 1 is not a unit"),
+                             (dict(precision_unit=-1), "precision fp16 with precision_unit"),
+                             (dict(graph_set="low"), 'field "graph_set" has an unknown')):
+            bad = changed(h)
+            bad["model"]["layers"][0].update(change)
+            p = self.write(lines(bad, STEP))
+            with self.subTest(change=change):
+                with self.assertRaises(TraceError) as cm:
+                    read_trace(p)
+                self.assertIn(frag, str(cm.exception))
 
 
 if __name__ == "__main__":

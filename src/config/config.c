@@ -28,6 +28,11 @@ static const int rounding_order[] = {QUANT_ROUND_STOCHASTIC, QUANT_ROUND_NEAREST
 static const char *const round_layers_names[] = {"units", "all"};
 static const char *const ste_names[] = {"auto", "plain", "saturating"};
 static const char *const auto_bool_names[] = {"auto", "true", "false"};
+static const char *const propagation_names[] = {[ADAPT_CONFIG_PROPAGATION_UNIT] = "unit",
+                                                [ADAPT_CONFIG_PROPAGATION_GRAPH] = "graph"};
+static const char *const graph_preset_names[] = {[ADAPT_CONFIG_GRAPH_CONSERVATIVE] = "conservative",
+                                                 [ADAPT_CONFIG_GRAPH_DEFAULT] = "default",
+                                                 [ADAPT_CONFIG_GRAPH_AGGRESSIVE] = "aggressive"};
 static const char *const device_names[] = {[ADAPT_CONFIG_DEVICE_CPU] = "cpu",
                                            [ADAPT_CONFIG_DEVICE_CUDA] = "cuda"};
 static const char *const wl_fl_labels[] = {"WL", "FL"};
@@ -46,6 +51,8 @@ static const struct adapt_schema_enum rounding_enum = {
 static const struct adapt_schema_enum round_layers_enum = NAMES(round_layers_names);
 static const struct adapt_schema_enum ste_enum = NAMES(ste_names);
 static const struct adapt_schema_enum auto_bool_enum = NAMES(auto_bool_names);
+static const struct adapt_schema_enum propagation_enum = NAMES(propagation_names);
+static const struct adapt_schema_enum graph_preset_enum = NAMES(graph_preset_names);
 static const struct adapt_schema_enum device_enum = NAMES(device_names);
 
 #define FIELD(f) ADAPT_SCHEMA_FIELD(struct adapt_config, f)
@@ -212,6 +219,28 @@ static const struct adapt_schema_key keys[] = {
            "adapt: corrected algorithm or the reference implementation's behaviour"),
     K_ENUM("quantization", "rounding", quantization.rounding, "stochastic", rounding_enum,
            "rounding of quantized weights, activations and gradients"),
+    K_ENUM("quantization", "precision_propagation", quantization.precision_propagation, "unit",
+           propagation_enum,
+           "amp and fixed: which layers round their outputs: unit (every unit, and with "
+           "round_layers = all the layers after it, in its format) or graph (allow / infer / "
+           "deny sets of layer kinds propagated upstream over the model graph; README)"),
+    K_ENUM("quantization", "graph_preset", quantization.graph_preset, "default",
+           graph_preset_enum,
+           "graph: the kinds of each set. conservative: only relu, relu6, maxpool2d, flatten "
+           "and concat infer, the other non-unit kinds are denied; default: batchnorm2d "
+           "denied, the other non-unit kinds infer; aggressive: every kind allowed but "
+           "flatten and dropout (infer). conv2d and linear are allowed in every preset"),
+    K_STR("quantization", "graph_allow", quantization.graph_allow, "",
+          "graph: layer kinds moved into the allow set (low precision), e.g. add,avgpool2d"),
+    K_STR("quantization", "graph_infer", quantization.graph_infer, "",
+          "graph: layer kinds moved into the infer set (low precision when every consumer is)"),
+    K_STR("quantization", "graph_deny", quantization.graph_deny, "",
+          "graph: layer kinds moved into the deny set (float32; a denied unit is float32)"),
+    K_STR("quantization", "graph_low", quantization.graph_low, "",
+          "graph: layer names computed in low precision whatever their kind's set"),
+    K_STR("quantization", "graph_float", quantization.graph_float, "",
+          "graph: layer names kept float32 whatever their kind's set, e.g. 11 (LeNet-5's "
+          "classifier)"),
 };
 
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -299,13 +328,31 @@ static enum adapt_status check_ge(const struct adapt_config *cfg, const char *se
                        section, a, va, section, b, vb, ob);
 }
 
+/* precision_propagation = graph is what the amp and fixed policies offer; AdaPT and MuPPET
+ * choose their formats per unit and would ignore it (fp32 has nothing to propagate). */
+static enum adapt_status check_propagation(const struct adapt_config *cfg)
+{
+    if (cfg->quantization.precision_propagation != ADAPT_CONFIG_PROPAGATION_GRAPH ||
+        (cfg->policy.name != ADAPT_CONFIG_POLICY_ADAPT &&
+         cfg->policy.name != ADAPT_CONFIG_POLICY_MUPPET))
+        return ADAPT_OK;
+    char op[ADAPT_CONFIG_OVERRIDE_LEN + 16], o[ADAPT_CONFIG_OVERRIDE_LEN + 16];
+    origin_text(cfg, adapt_schema_find(&schema, "quantization", "precision_propagation"), op,
+                sizeof op);
+    origin_text(cfg, adapt_schema_find(&schema, "policy", "name"), o, sizeof o);
+    return ADAPT_ERROR(ADAPT_EINVAL,
+                       "%s: quantization.precision_propagation = graph needs policy.name = amp "
+                       "or fixed, not %s (set at %s)",
+                       op, adapt_config_enum_str(cfg, "policy", "name"), o);
+}
+
 enum adapt_status adapt_config_check(const struct adapt_config *cfg)
 {
     enum adapt_status st;
     if ((st = check_ge(cfg, "quantization", "r_upr", "r_lwr")) != ADAPT_OK) return st;
     if ((st = check_ge(cfg, "quantization", "lb_upr", "lb_lwr")) != ADAPT_OK) return st;
     if ((st = check_ge(cfg, "quantization", "start_fl", "fl_min")) != ADAPT_OK) return st;
-    return ADAPT_OK;
+    return check_propagation(cfg);
 }
 
 enum adapt_status adapt_config_print(const struct adapt_config *cfg, FILE *f, unsigned flags)

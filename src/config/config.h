@@ -112,6 +112,18 @@ enum adapt_config_ste {
     ADAPT_CONFIG_STE_SATURATING
 };
 enum adapt_config_auto_bool { ADAPT_CONFIG_AUTO, ADAPT_CONFIG_TRUE, ADAPT_CONFIG_FALSE };
+/* quantization.precision_propagation: which layers round, and in which format (README,
+ * "Graph precision propagation"; src/policy/graphamp.h). */
+enum adapt_config_propagation {
+    ADAPT_CONFIG_PROPAGATION_UNIT = 0, /* "unit": the round_layers rules */
+    ADAPT_CONFIG_PROPAGATION_GRAPH     /* "graph": allow / infer / deny sets over the graph */
+};
+/* quantization.graph_preset: the layer kinds of each set (src/policy/graphamp.h) */
+enum adapt_config_graph_preset {
+    ADAPT_CONFIG_GRAPH_CONSERVATIVE = 0, /* "conservative" */
+    ADAPT_CONFIG_GRAPH_DEFAULT,          /* "default" */
+    ADAPT_CONFIG_GRAPH_AGGRESSIVE        /* "aggressive" */
+};
 
 /* Where a value came from (for messages): a line of the loaded file, a --set, or the default. */
 enum adapt_config_origin_kind {
@@ -205,6 +217,13 @@ struct adapt_config {
         int pd_sample;                  /* 0 = whole tensor */
         enum adapt_compat compat;
         enum quant_rounding rounding;
+        enum adapt_config_propagation precision_propagation;
+        enum adapt_config_graph_preset graph_preset;
+        /* graph propagation overrides: comma-separated layer kinds moved into a set, and
+         * layer names forced to low precision or float32; "" = none */
+        char graph_allow[ADAPT_CONFIG_STR_MAX], graph_infer[ADAPT_CONFIG_STR_MAX],
+            graph_deny[ADAPT_CONFIG_STR_MAX];
+        char graph_low[ADAPT_CONFIG_STR_MAX], graph_float[ADAPT_CONFIG_STR_MAX];
     } quantization;
 
     /* Provenance (not configuration values; for the trace header and messages). */
@@ -229,7 +248,9 @@ enum adapt_status adapt_config_load(struct adapt_config *cfg, const char *path);
 enum adapt_status adapt_config_set(struct adapt_config *cfg, const char *assignment);
 
 /* Cross-field checks after loading (r_upr >= r_lwr, lb_upr >= lb_lwr,
- * start_fl >= fl_min); ADAPT_EINVAL naming both keys and where they were set. */
+ * start_fl >= fl_min; precision_propagation = graph not with the adapt and muppet
+ * policies); ADAPT_EINVAL naming both keys and where they were set. The kind and layer names
+ * of the graph_* keys are checked where the model is known (src/policy/graphamp.h). */
 enum adapt_status adapt_config_check(const struct adapt_config *cfg);
 
 /* Writes the configuration as an INI file that adapt_config_load reads back

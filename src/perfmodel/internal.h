@@ -31,10 +31,10 @@ struct perf_plan {
     int64_t P, Wsum;  /* trainable parameters; sum of W */
     int ne;
     int64_t *E;       /* (ne) element operations per sample of element-wise layers */
-    int *egov;        /* (ne) governing unit */
+    int *egov;        /* (ne) governing unit; -1: float32 (graph propagation) */
     int na;
     int64_t *A;       /* (na) stored activations per sample (layer outputs, flatten excluded) */
-    int *agov;        /* (na) */
+    int *agov;        /* (na) governing unit; -1: float32 */
     int64_t in_numel; /* network input per sample (quantized with unit 0) */
     /* memory of the policy's own state (perf_policy_state_bits) */
     double state_bits; /* bits held whatever the formats */

@@ -8,7 +8,9 @@
  *            passes = 3 (forward, backward-data, weight gradient), 2 for the
  *            unit that reads the network input (no backward-data)
  *   elemwise S * sum_j 2 * E_j * WL_gov(j) / 32   (forward + backward; layer j
- *            takes the format of the last unit before it, doc/models.md)
+ *            takes the format of the last unit before it, doc/models.md, or, where
+ *            the trace records graph propagation, its precision_unit: WL 32 for a
+ *            float32 layer)
  *   update   D * P * update_ops + max(accum - D, 0) * P * accum_ops   (FP32)
  *   overhead push-down: evals * sample * (quantize_ops + bin_ops)
  *            + sample * bin_ops (the weights' own histogram) + evals * r * kl_ops;
@@ -43,8 +45,12 @@ void perf_plan_free(struct perf_plan *pl)
     memset(pl, 0, sizeof *pl);
 }
 
+/* The word length of governing unit g: -1 is a float32 layer (graph propagation). */
+static int gov_wl(const int *wl, int g) { return g < 0 ? 32 : wl[g]; }
+
 /* The units' MACs, weights and passes; the element-wise layers and stored
- * activations with their governing units. */
+ * activations with their governing units: the last unit before them, or the unit whose
+ * format the trace records for them (-1: float32) under graph propagation. */
 static void plan_layers(struct perf_plan *pl, const struct perf_model *m)
 {
     int nl = m->n_layers;
@@ -61,15 +67,16 @@ static void plan_layers(struct perf_plan *pl, const struct perf_model *m)
         const struct adapt_trace_layer *l = &m->layers[i];
         pl->P += l->params;
         if (l->unit >= 0) gov = l->unit;
+        int g = l->precision ? l->precision_unit : gov;
         if (l->unit < 0 && l->elementwise > 0) {
             pl->E[pl->ne] = l->elementwise;
-            pl->egov[pl->ne++] = gov;
+            pl->egov[pl->ne++] = g;
         }
         if (strcmp(l->kind, "flatten")) {
             int64_t n = 1;
             for (int d = 0; d < l->out_ndim; d++) n *= l->out[d];
             pl->A[pl->na] = n;
-            pl->agov[pl->na++] = gov;
+            pl->agov[pl->na++] = g;
         }
     }
     pl->in_numel = (int64_t)m->input[0] * m->input[1] * m->input[2];
@@ -173,7 +180,7 @@ static enum adapt_status batch_seconds(struct perf_plan *pl, const int *wl, int 
     for (int j = 0; j < pl->ne; j++) {
         if ((st = ew_seconds(pl, j, 32, &e)) != ADAPT_OK) return st;
         a += ew_passes * e;
-        if ((st = ew_seconds(pl, j, wl[pl->egov[j]], &e)) != ADAPT_OK) return st;
+        if ((st = ew_seconds(pl, j, gov_wl(wl, pl->egov[j]), &e)) != ADAPT_OK) return st;
         b += ew_passes * e;
     }
     *t32 = a;
@@ -215,7 +222,7 @@ enum adapt_status perf_price_interval(struct perf_plan *pl, const struct perf_pa
     for (int j = 0; j < pl->ne; j++) {
         double full = samples * 2.0 * (double)pl->E[j];
         e32 += full;
-        eq += full * wl[pl->egov[j]] / 32.0;
+        eq += full * gov_wl(wl, pl->egov[j]) / 32.0;
     }
     int64_t extra = accum > delta ? accum - delta : 0;
     double upd = (double)delta * pl->P * p->update_ops + (double)extra * pl->P * p->accum_ops;
@@ -248,7 +255,7 @@ void perf_forward_cost(const struct perf_plan *pl, const int *wl, const double *
     }
     for (int j = 0; j < pl->ne; j++) {
         a += (double)pl->E[j];
-        b += (double)pl->E[j] * wl[pl->egov[j]] / 32.0;
+        b += (double)pl->E[j] * gov_wl(wl, pl->egov[j]) / 32.0;
     }
     *c32 = a;
     *cq = b;
@@ -271,7 +278,7 @@ double perf_memory_bits(const struct perf_plan *pl, const int *wl, int b)
     for (int u = 0; u < pl->nu; u++)
         m += (double)pl->W[u] * ((pl->grad32 ? 32 : wl[u]) + (wl[u] < 32 ? wl[u] : 0));
     double act = (double)pl->in_numel * wl[0];
-    for (int j = 0; j < pl->na; j++) act += (double)pl->A[j] * wl[pl->agov[j]];
+    for (int j = 0; j < pl->na; j++) act += (double)pl->A[j] * gov_wl(wl, pl->agov[j]);
     return m + act * b;
 }
 

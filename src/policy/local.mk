@@ -1,6 +1,8 @@
-# src/policy: per-unit precision state (precision.c) and the precision policies over it.
+# src/policy: per-unit precision state (precision.c), graph precision propagation (graphamp.c)
+# and the precision policies over them.
 noinst_LIBRARIES += libpolicy.a
 libpolicy_a_SOURCES = \
 	src/policy/precision.c src/policy/precision.h \
+	src/policy/graphamp.c src/policy/graphamp.h \
 	src/policy/policy_core.c src/policy/policy_core.h \
 	src/policy/policy.c src/policy/policy.h src/policy/adapt.c src/policy/muppet.c

@@ -3,6 +3,7 @@
 #include "src/policy/policy.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,7 @@ void adapt_policy_free(struct adapt_policy *p)
     if (!p) return;
     if (p->type->destroy) p->type->destroy(p);
     adapt_precision_free(p->prec);
+    adapt_gamp_free(p->gamp);
     free(p->events);
     free(p->lb);
     free(p->r);
@@ -146,6 +148,93 @@ static enum adapt_status alloc_prec(struct adapt_policy *p, int round_inputs, en
     return st;
 }
 
+/* precision_propagation = graph: p->gamp from the configuration's sets and the network's
+ * graph, then p->prec with its per-node plan (low layers round their outputs when
+ * round_outputs, low units their inputs when round_inputs), then the output rules. */
+static enum adapt_status alloc_graph_prec(struct adapt_policy *p, int round_inputs,
+                                          int round_outputs, enum quant_rounding r)
+{
+    struct adapt_net *net = p->net;
+    struct adapt_gamp_rules rules;
+    enum adapt_status st = adapt_gamp_rules_from_config(&rules, p->cfg);
+    if (st) return st;
+    size_t n = (size_t)net->nnodes + 1;
+    struct adapt_gamp_layer *layers = calloc(n, sizeof *layers);
+    unsigned char *rin = calloc(n, 1), *rout = calloc(n, 1);
+    if (!layers || !rin || !rout) {
+        st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the precision propagation");
+        goto free_plan;
+    }
+    if ((st = adapt_gamp_layers_from_net(net, layers)) ||
+        (st = adapt_gamp_resolve(&p->gamp, layers, net->nnodes, &rules)))
+        goto free_plan;
+    for (int i = 0; i < net->nnodes; i++) {
+        rout[i] = (unsigned char)(round_outputs && p->gamp->low[i]);
+        rin[i] = (unsigned char)(round_inputs && p->gamp->low[i] && layers[i].unit >= 0);
+    }
+    if (!(st = adapt_precision_alloc_nodes(&p->prec, net, p->gamp->fmt_unit, rin, rout, r,
+                                           p->seed)))
+        adapt_policy_apply_output_rules(p, 0);
+free_plan:
+    free(rout);
+    free(rin);
+    free(layers);
+    return st;
+}
+
+/* Unit u computes in s, or in float32 where graph propagation left it float32. */
+static void set_unit(struct adapt_policy *p, int u, const struct quant_spec *s)
+{
+    if (p->gamp && !p->gamp->low[p->prec->u[u].node]) adapt_precision_set_float(p->prec, u);
+    else adapt_precision_set(p->prec, u, s);
+}
+
+static int graph_propagation(const struct adapt_policy *p)
+{
+    return p->cfg->quantization.precision_propagation == ADAPT_CONFIG_PROPAGATION_GRAPH;
+}
+
+const char *adapt_policy_layer_precision(const struct adapt_policy *p, int node, char *buf,
+                                         size_t size)
+{
+    if (!p->gamp || !p->prec) return NULL;
+    ADAPT_ASSERT(node >= 0 && node < p->gamp->n);
+    int u = p->gamp->fmt_unit[node];
+    if (!p->gamp->low[node] || u < 0 || !p->prec->u[u].active) {
+        snprintf(buf, size, "float32");
+        return buf;
+    }
+    return quant_spec_str(&p->prec->u[u].spec, buf, size);
+}
+
+void adapt_policy_print_layers(const struct adapt_policy *p, FILE *f)
+{
+    if (!p->gamp || !p->prec) return;
+    const struct adapt_gamp *g = p->gamp;
+    const struct adapt_config *cfg = p->cfg;
+    fprintf(f, "precision propagation: graph, preset %s%s%s%s%s%s%s%s%s%s%s\n",
+            adapt_config_enum_str(cfg, "quantization", "graph_preset"),
+            cfg->quantization.graph_allow[0] ? ", allow " : "", cfg->quantization.graph_allow,
+            cfg->quantization.graph_infer[0] ? ", infer " : "", cfg->quantization.graph_infer,
+            cfg->quantization.graph_deny[0] ? ", deny " : "", cfg->quantization.graph_deny,
+            cfg->quantization.graph_low[0] ? ", low " : "", cfg->quantization.graph_low,
+            cfg->quantization.graph_float[0] ? ", float " : "", cfg->quantization.graph_float);
+    fprintf(f, "  %-26s %-12s %-6s %-7s %s\n", "layer", "kind", "set", "from", "precision");
+    int nlow = 0, ulow = 0;
+    for (int i = 0; i < g->n; i++) {
+        const struct adapt_layer *l = p->net->nodes[i].layer;
+        char txt[64];
+        const char *prec = adapt_policy_layer_precision(p, i, txt, sizeof txt);
+        int low = strcmp(prec, "float32") != 0;
+        nlow += low;
+        ulow += low && l->is_unit;
+        fprintf(f, "  %-26s %-12s %-6s %-7s %s\n", l->name, l->ops->kind,
+                adapt_gamp_set_names[g->set[i]], adapt_gamp_source_names[g->source[i]], prec);
+    }
+    fprintf(f, "  low precision: %d of %d layers, %d of %d units\n", nlow, g->n, ulow,
+            p->net->nunits);
+}
+
 enum adapt_status adapt_policy_alloc_precision(struct adapt_policy *p, int adapt_corrected)
 {
     const struct adapt_config *cfg = p->cfg;
@@ -178,7 +267,11 @@ static enum adapt_status fixed_init(struct adapt_policy *p)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "policy.per_unit lists %d formats, but %s has %d precision units", pu->n,
                            p->net->name, p->net->nunits);
-    if ((st = adapt_policy_alloc_precision(p, 0))) return st;
+    st = graph_propagation(p) ? alloc_graph_prec(p, cfg->quantization.quant_inputs,
+                                                 cfg->quantization.quant_outputs,
+                                                 cfg->quantization.rounding)
+                              : adapt_policy_alloc_precision(p, 0);
+    if (st) return st;
     for (int u = 0; u < p->net->nunits; u++) {
         struct quant_spec s = base;
         if (pu->n) {
@@ -189,7 +282,7 @@ static enum adapt_status fixed_init(struct adapt_policy *p)
         if ((st = quant_spec_check(&s)))
             return ADAPT_ERROR(st, "policy: unit %d (%s): %s", u, p->prec->u[u].layer->name,
                                adapt_error_message());
-        adapt_precision_set(p->prec, u, &s);
+        set_unit(p, u, &s);
     }
     return ADAPT_OK;
 }
@@ -219,12 +312,14 @@ static enum adapt_status amp_init(struct adapt_policy *p)
     a->scaler.scale = cfg->policy.amp_init_scale;
     a->scaler.growth_interval = cfg->policy.amp_growth_interval;
     p->loss_scale = a->scaler.scale;
-    enum adapt_status st = alloc_prec(p, 1, ADAPT_QOUT_UNITS, QUANT_ROUND_NEAREST, 0);
+    enum adapt_status st = graph_propagation(p)
+                               ? alloc_graph_prec(p, 1, 1, QUANT_ROUND_NEAREST)
+                               : alloc_prec(p, 1, ADAPT_QOUT_UNITS, QUANT_ROUND_NEAREST, 0);
     if (st) return st;
     struct quant_spec s;
     quant_spec_init(&s, cfg->policy.amp_type == ADAPT_CONFIG_AMP_BF16 ? QUANT_FORMAT_BF16
                                                                       : QUANT_FORMAT_FP16);
-    for (int u = 0; u < p->net->nunits; u++) adapt_precision_set(p->prec, u, &s);
+    for (int u = 0; u < p->net->nunits; u++) set_unit(p, u, &s);
     return ADAPT_OK;
 }
 

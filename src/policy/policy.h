@@ -22,7 +22,10 @@
  *
  * Policies: fp32 (no quantization), fixed (one format or one per unit),
  * adapt (AdaPT), muppet (MuPPET levels or a replayed schedule), amp (fp16 or
- * bf16 units with dynamic loss scaling).
+ * bf16 units with dynamic loss scaling). fixed and amp round by the unit rules
+ * of src/policy/precision.h or, with quantization.precision_propagation =
+ * graph, by the per-layer result of src/policy/graphamp.h (units it leaves in
+ * float32 are inactive).
  *
  * Ownership: a policy borrows the configuration and the network it is
  * allocated with (cfg and net must outlive it; adapt_policy_free frees
@@ -36,6 +39,7 @@
 #include "src/config/config.h"
 #include "src/net/net.h"
 #include "src/net/optim.h"
+#include "src/policy/graphamp.h"
 #include "src/policy/precision.h"
 #include "src/base/safetensors.h"
 #include "src/trace/trace.h"
@@ -63,6 +67,8 @@ struct adapt_policy {
     const struct adapt_config *cfg; /* borrowed */
     struct adapt_net *net;          /* borrowed */
     struct adapt_precision *prec; /* NULL for fp32 */
+    struct adapt_gamp *gamp;      /* precision_propagation = graph (amp, fixed): each layer's
+                                     set and precision; NULL otherwise */
     uint64_t seed;
     void *state;                  /* the policy's own */
     /* what the last step did, for the trace */
@@ -101,6 +107,13 @@ void adapt_policy_apply_output_rules(struct adapt_policy *p, int adapt_corrected
 /* p->prec from the configuration's [quantization] section (quant_inputs,
  * quant_outputs with round_layers, rounding), then the output rules above. */
 enum adapt_status adapt_policy_alloc_precision(struct adapt_policy *p, int adapt_corrected);
+/* Layer (network node) i's precision under graph propagation, written into buf: "float32"
+ * or the format it rounds to ("fp16", "fixed(16,8)"); NULL with unit propagation. */
+const char *adapt_policy_layer_precision(const struct adapt_policy *p, int node, char *buf,
+                                         size_t size);
+/* With graph propagation, one line per layer (name, kind, set, where the set came from,
+ * precision) and a summary to f; nothing otherwise. */
+void adapt_policy_print_layers(const struct adapt_policy *p, FILE *f);
 /* The trace's view of unit u after the last step; takes (resets) its output
  * saturation count. */
 void adapt_policy_unit_state(const struct adapt_policy *p, int u,

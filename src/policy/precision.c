@@ -148,9 +148,9 @@ static int keeps_grid(const struct adapt_layer *l)
            !strcmp(l->ops->kind, "flatten");
 }
 
-enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct adapt_net *net,
-                                        int round_inputs, enum adapt_qout qout,
-                                        enum quant_rounding rounding, uint64_t seed)
+/* The state without a plan: units, arrays (zeroed plan), parameter -> unit. */
+static enum adapt_status alloc_state(struct adapt_precision **out, struct adapt_net *net,
+                                     enum quant_rounding rounding, uint64_t seed)
 {
     ADAPT_ASSERT(net->finalized);
     struct adapt_precision *p = calloc(1, sizeof *p);
@@ -168,39 +168,13 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
         adapt_precision_free(p);
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate precision state");
     }
-    size_t bytes = 0;
-    int cur = -1;
-    for (int i = 0; i < net->nnodes; i++) {
+    for (int i = 0, cur = -1; i < net->nnodes; i++) {
         struct adapt_layer *l = net->nodes[i].layer;
-        if (l->is_unit) {
-            cur++;
-            struct adapt_unit_prec *u = &p->u[cur];
-            u->node = i;
-            u->layer = l;
-            quant_spec_init(&u->spec, QUANT_FORMAT_FIXED);
-            bytes += adapt_arena_take_size(l->param[0].value.numel);
-            if (l->nparam > 1) bytes += adapt_arena_take_size(l->param[1].value.numel);
-            /* MuPPET rounds only the input image: the other units read
-             * outputs that are already rounded */
-            int round_this = round_inputs && (qout != ADAPT_QOUT_UNITS_POOLS || cur == 0);
-            if (round_this) {
-                p->round_in[i] = 1;
-                bytes += adapt_arena_take_size(adapt_layer_in_numel(l, 0) * (size_t)net->n_max);
-            }
-        }
-        p->node_unit[i] = cur;
-        /* relu, max-pool and flatten of a rounded input need no rounding */
-        int src = net->nodes[i].in[0] - 1; /* node producing the input; -1: network input */
-        if (keeps_grid(l) && src >= 0 && p->round_out[src] && p->node_unit[src] == cur) continue;
-        if (cur >= 0 && (qout == ADAPT_QOUT_ALL ||
-                         (qout == ADAPT_QOUT_UNITS_POOLS && (l->is_unit || is_pool(l))) ||
-                         (qout == ADAPT_QOUT_UNITS && l->is_unit)))
-            p->round_out[i] = 1;
-    }
-    enum adapt_status st = adapt_arena_alloc(&p->arena, bytes);
-    if (st) {
-        adapt_precision_free(p);
-        return st;
+        if (!l->is_unit) continue;
+        struct adapt_unit_prec *u = &p->u[++cur];
+        u->node = i;
+        u->layer = l;
+        quant_spec_init(&u->spec, QUANT_FORMAT_FIXED);
     }
     /* parameter -> unit: a unit's own parameters, then what follows it */
     for (int k = 0, last = -1; k < net->nparam; k++) {
@@ -210,6 +184,33 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
                 if (pp == &p->u[u].layer->param[q]) last = u;
         p->param_unit[k] = pp->role == ADAPT_PARAM_BUFFER ? -1 : last;
     }
+    *out = p;
+    return ADAPT_OK;
+}
+
+/* After the plan (node_unit, round_in, round_out) is set: drops the roundings that are the
+ * identity (relu, max-pool and flatten of an output rounded in the same format), sizes and
+ * carves the arena (weight copies, rounded inputs) and installs the hooks. */
+static enum adapt_status finish_state(struct adapt_precision *p)
+{
+    struct adapt_net *net = p->net;
+    size_t bytes = 0;
+    for (int i = 0; i < net->nnodes; i++) {
+        struct adapt_layer *l = net->nodes[i].layer;
+        int src = net->nodes[i].in[0] - 1; /* node producing the input; -1: network input */
+        if (keeps_grid(l) && src >= 0 && p->round_out[src] &&
+            p->node_unit[src] == p->node_unit[i])
+            p->round_out[i] = 0;
+        ADAPT_ASSERT(!p->round_in[i] || (l->is_unit && p->node_unit[i] >= 0 &&
+                                         p->u[p->node_unit[i]].node == i));
+        if (!l->is_unit) continue;
+        bytes += adapt_arena_take_size(l->param[0].value.numel);
+        if (l->nparam > 1) bytes += adapt_arena_take_size(l->param[1].value.numel);
+        if (p->round_in[i])
+            bytes += adapt_arena_take_size(adapt_layer_in_numel(l, 0) * (size_t)net->n_max);
+    }
+    enum adapt_status st = adapt_arena_alloc(&p->arena, bytes);
+    if (st) return st;
     for (int k = 0; k < p->nunits; k++) {
         struct adapt_unit_prec *u = &p->u[k];
         struct adapt_layer *l = u->layer;
@@ -222,9 +223,59 @@ enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct ada
     net->in_hook = in_hook;
     net->out_hook = out_hook;
     net->dout_hook = dout_hook;
+    return ADAPT_OK;
+}
+
+enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct adapt_net *net,
+                                        int round_inputs, enum adapt_qout qout,
+                                        enum quant_rounding rounding, uint64_t seed)
+{
+    struct adapt_precision *p;
+    enum adapt_status st = alloc_state(&p, net, rounding, seed);
+    if (st) return st;
+    for (int i = 0, cur = -1; i < net->nnodes; i++) {
+        struct adapt_layer *l = net->nodes[i].layer;
+        if (l->is_unit) {
+            cur++;
+            /* MuPPET rounds only the input image: the other units read
+             * outputs that are already rounded */
+            p->round_in[i] = round_inputs && (qout != ADAPT_QOUT_UNITS_POOLS || cur == 0);
+        }
+        p->node_unit[i] = cur;
+        if (cur >= 0 && (qout == ADAPT_QOUT_ALL ||
+                         (qout == ADAPT_QOUT_UNITS_POOLS && (l->is_unit || is_pool(l))) ||
+                         (qout == ADAPT_QOUT_UNITS && l->is_unit)))
+            p->round_out[i] = 1;
+    }
+    if ((st = finish_state(p))) {
+        adapt_precision_free(p);
+        return st;
+    }
     if (qout == ADAPT_QOUT_UNITS_POOLS) {
         p->per_image_input = 1;
         net->grad_hook = grad_hook;
+    }
+    *out = p;
+    return ADAPT_OK;
+}
+
+enum adapt_status adapt_precision_alloc_nodes(struct adapt_precision **out, struct adapt_net *net,
+                                              const int *node_unit, const unsigned char *round_in,
+                                              const unsigned char *round_out,
+                                              enum quant_rounding rounding, uint64_t seed)
+{
+    struct adapt_precision *p;
+    enum adapt_status st = alloc_state(&p, net, rounding, seed);
+    if (st) return st;
+    for (int i = 0; i < net->nnodes; i++) {
+        ADAPT_ASSERT(node_unit[i] >= -1 && node_unit[i] < net->nunits);
+        p->node_unit[i] = node_unit[i];
+        p->round_out[i] = node_unit[i] >= 0 && round_out[i];
+        p->round_in[i] = node_unit[i] >= 0 && round_in[i];
+    }
+    if ((st = finish_state(p))) {
+        adapt_precision_free(p);
+        return st;
     }
     *out = p;
     return ADAPT_OK;

@@ -3,8 +3,9 @@
  * quantized weight copies the layers compute with (FP32 master weights stay
  * in the parameters), rounding of unit inputs and of layer outputs (batch-norm,
  * pooling, activations and residual adds take the format of the unit they
- * follow), straight-through backward, and gradient rounding. Policies decide
- * the formats; this module applies them.
+ * follow, or, with a per-node plan, the unit the plan names), straight-through
+ * backward, and gradient rounding. Policies decide the formats; this module
+ * applies them.
  *
  * Random bits for stochastic rounding are keyed by (seed, stream, element):
  * stream = ADAPT_STREAM_QUANT | what << 8 | tensor << 16 | counter << 32,
@@ -72,7 +73,8 @@ struct adapt_precision {
     struct adapt_net *net;
     int nunits;
     struct adapt_unit_prec *u; /* (nunits) */
-    int *node_unit;            /* (nnodes) unit whose format a node's output takes, -1 none */
+    int *node_unit;            /* (nnodes) unit whose format a node's output takes, -1 none
+                                * (the rules: the unit it follows; or a per-node plan) */
     unsigned char *round_out;  /* (nnodes) 1: round the node's output */
     unsigned char *round_in;   /* (nnodes) 1: round the node's input (units) */
     enum quant_rounding rounding;
@@ -95,6 +97,16 @@ struct adapt_precision {
 enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct adapt_net *net,
                                         int round_inputs, enum adapt_qout qout,
                                         enum quant_rounding rounding, uint64_t seed);
+/* The same state with a per-node plan instead of the rules above (graph propagation,
+ * src/policy/graphamp.h): node_unit[i] is the unit whose format node i's output takes (-1:
+ * none, nothing rounded), round_out[i] rounds node i's output in it, round_in[i] rounds a
+ * unit's input in its own format (units only: node_unit[i] must be the node's own unit).
+ * As with the rules, a relu, max-pool or flatten whose input was rounded in the same format
+ * is not rounded again. The arrays (nnodes each) are copied. */
+enum adapt_status adapt_precision_alloc_nodes(struct adapt_precision **out, struct adapt_net *net,
+                                              const int *node_unit, const unsigned char *round_in,
+                                              const unsigned char *round_out,
+                                              enum quant_rounding rounding, uint64_t seed);
 void adapt_precision_free(struct adapt_precision *p);
 
 /* Unit u computes in `spec` from now on (the weight copy follows at the next

@@ -249,6 +249,9 @@ static void header_free(struct adapt_trace_header *h)
     for (int i = 0; i < h->model.n_layers; i++) {
         free((char *)h->model.layers[i].name);
         free((char *)h->model.layers[i].kind);
+        free((char *)h->model.layers[i].graph_set);
+        free((char *)h->model.layers[i].graph_source);
+        free((char *)h->model.layers[i].precision);
     }
     free((void *)h->model.layers);
     for (int i = 0; i < h->n_units; i++) free((char *)h->units[i].name);
@@ -279,6 +282,21 @@ static void read_layer(struct rd *r, json_t *o, struct adapt_trace_layer *l)
         rd_fail(r, "model.layers[\"%s\"]: groups %d does not divide its %lld input and %lld "
                    "output channels", l->name, l->groups, (long long)l->in[0],
                 (long long)l->out[0]);
+    /* graph precision propagation (optional): the set, its source, the precision */
+    static const char *const sets[] = {"allow", "infer", "deny"};
+    static const char *const sources[] = {"preset", "kind", "layer"};
+    if (json_object_get(o, "graph_set") && rd_enum(r, o, "graph_set", sets, 3, 0) >= 0)
+        l->graph_set = rd_str(r, o, "graph_set", 0);
+    if (json_object_get(o, "graph_source") && rd_enum(r, o, "graph_source", sources, 3, 0) >= 0)
+        l->graph_source = rd_str(r, o, "graph_source", 0);
+    if (json_object_get(o, "precision") || json_object_get(o, "precision_unit")) {
+        l->precision = rd_str(r, o, "precision", 0);
+        l->precision_unit = (int)rd_int(r, o, "precision_unit", 0, -1, -1, 2147483647);
+        if (!r->bad && l->precision &&
+            (l->precision_unit < 0) != !strcmp(l->precision, "float32"))
+            rd_fail(r, "model.layers[\"%s\"]: precision %s with precision_unit %d (-1 is "
+                       "float32, and only it)", l->name, l->precision, l->precision_unit);
+    }
 }
 
 /* A value of config.SECTION (NULL when absent); a section must be an object. */
@@ -401,6 +419,12 @@ static void read_units(struct rd *r, json_t *o, struct adapt_trace_header *h)
         u[i].layer = (int)rd_int(r, uo, "layer", 0, -1, 0, h->model.n_layers - 1);
         u[i].weights = rd_int(r, uo, "weights", 0, 0, 0, INT64_MAX);
         u[i].macs = rd_int(r, uo, "macs", 0, 0, 0, INT64_MAX);
+    }
+    for (int i = 0; i < h->model.n_layers && !r->bad; i++) {
+        const struct adapt_trace_layer *l = &h->model.layers[i];
+        if (l->precision && l->precision_unit >= h->n_units)
+            rd_fail(r, "model.layers[\"%s\"]: precision_unit %d is not a unit (%d units)",
+                    l->name, l->precision_unit, h->n_units);
     }
 }
 

@@ -6,8 +6,9 @@
  *
  *   header  once, first line: program, version, creation time, seed, threads,
  *           policy, config {section: {key: value}}, config file and overrides,
- *           dataset sizes, model (layers with shapes, params, MACs) and the
- *           precision units
+ *           dataset sizes, model (layers with shapes, params, MACs and, with
+ *           graph precision propagation, each layer's set and precision) and
+ *           the precision units
  *   step    every run.log_every optimizer steps: lr, loss, push-up strategy,
  *           per-unit state (WL, FL and, by policy, lb, r, sparsity, saturated
  *           and flushed counts), push-down / push-up events, gradient
@@ -74,6 +75,13 @@ struct adapt_trace_layer {
     int unit;            /* index among the precision units, -1 if not a unit */
     int k, stride, pad;  /* conv / pool: kernel size, stride, padding; k = 0: absent */
     int groups, dilation; /* conv2d: 1 (absent from the record) unless grouped / dilated */
+    /* Graph precision propagation (quantization.precision_propagation = graph): the layer's
+     * set ("allow", "infer", "deny"), where it came from ("preset", "kind", "layer"), its
+     * resolved precision at the start of the run ("float32" or a format: "fp16") and the
+     * unit whose format it takes (-1: float32). NULL (and precision_unit unset) when absent:
+     * unit propagation, and traces of older versions. */
+    const char *graph_set, *graph_source, *precision;
+    int precision_unit;  /* read only when precision is not NULL */
 };
 
 /* A precision unit (conv or linear layer). */

@@ -185,6 +185,13 @@ static json_t *layer_json(const struct adapt_trace_layer *l)
     /* only where they are not 1: a dense conv's record stays as it was */
     if (l->groups > 1) put(o, "groups", json_integer(l->groups), &bad);
     if (l->dilation > 1) put(o, "dilation", json_integer(l->dilation), &bad);
+    /* graph precision propagation only: other records stay as they were */
+    if (l->graph_set) put(o, "graph_set", json_string(l->graph_set), &bad);
+    if (l->graph_source) put(o, "graph_source", json_string(l->graph_source), &bad);
+    if (l->precision) {
+        put(o, "precision", json_string(l->precision), &bad);
+        put(o, "precision_unit", json_integer(l->precision_unit), &bad);
+    }
     if (bad) {
         json_decref(o);
         return NULL;

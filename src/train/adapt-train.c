@@ -192,6 +192,10 @@ int main(int argc, char **argv)
         struct adapt_policy *pol = NULL;
         enum adapt_status pst = adapt_net_finalize(net, 1); /* buffers for one sample */
         if (pst == ADAPT_OK) pst = adapt_policy_alloc(&pol, &cfg, net, (uint64_t)cfg.run.seed);
+        if (pst == ADAPT_OK && pol->gamp) { /* graph propagation: the resolved layers */
+            printf("\n");
+            adapt_policy_print_layers(pol, stdout);
+        }
         adapt_policy_free(pol);
         adapt_net_free(net);
         if (pst != ADAPT_OK) return fail(adapt_error_message());

@@ -119,14 +119,16 @@ static enum adapt_status write_config(struct adapt_run_dir *d, const struct adap
 
 static enum adapt_status write_header(struct adapt_run_dir *d, const struct adapt_config *cfg,
                                       const struct adapt_net *net,
+                                      const struct adapt_policy *pol,
                                       const struct adapt_run_info *info)
 {
     struct adapt_trace_layer *layers = calloc((size_t)net->nnodes, sizeof *layers);
+    char (*prec)[64] = calloc((size_t)net->nnodes + 1, sizeof *prec);
     struct adapt_trace_unit *units = calloc((size_t)net->nunits + 1, sizeof *units);
     const char **ov = calloc((size_t)cfg->n_overrides + 1, sizeof *ov);
     json_t *cj = adapt_config_to_json(cfg);
     enum adapt_status st = ADAPT_OK;
-    if (!layers || !units || !ov || !cj) {
+    if (!layers || !units || !ov || !cj || !prec) {
         st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot build the trace header");
         goto free_header;
     }
@@ -152,6 +154,13 @@ static enum adapt_status write_header(struct adapt_run_dir *d, const struct adap
         t->pad = l->pad;
         t->groups = l->groups > 0 ? l->groups : 1;
         t->dilation = l->dilation > 0 ? l->dilation : 1;
+        /* graph precision propagation: the layer's set and resolved precision */
+        if (pol && pol->gamp &&
+            (t->precision = adapt_policy_layer_precision(pol, i, prec[i], sizeof prec[i]))) {
+            t->graph_set = adapt_gamp_set_names[pol->gamp->set[i]];
+            t->graph_source = adapt_gamp_source_names[pol->gamp->source[i]];
+            t->precision_unit = strcmp(t->precision, "float32") ? pol->gamp->fmt_unit[i] : -1;
+        }
         if (l->is_unit) {
             units[u].name = l->name;
             units[u].layer = i;
@@ -195,6 +204,7 @@ static enum adapt_status write_header(struct adapt_run_dir *d, const struct adap
     if (st == ADAPT_OK) st = adapt_trace_flush(d->tw);
 free_header:
     json_decref(cj);
+    free(prec);
     free(ov);
     free(units);
     free(layers);
@@ -253,7 +263,7 @@ enum adapt_status adapt_run_dir_open(struct adapt_run_dir *d, const struct adapt
             /* stopped before its first checkpoint: the run starts again */
             if ((st = write_config(d, cfg))) return st;
             if ((st = adapt_trace_writer_create(&d->tw, d->trace_path))) return st;
-            return write_header(d, cfg, net, info);
+            return write_header(d, cfg, net, pol, info);
         }
         if ((st = write_config(d, cfg))) return st;
         /* keep the trace up to the checkpointed epoch's record */
@@ -264,7 +274,7 @@ enum adapt_status adapt_run_dir_open(struct adapt_run_dir *d, const struct adapt
     }
     if ((st = write_config(d, cfg))) return st;
     if ((st = adapt_trace_writer_create(&d->tw, d->trace_path))) return st;
-    return write_header(d, cfg, net, info);
+    return write_header(d, cfg, net, pol, info);
 }
 
 enum adapt_status adapt_run_dir_step(struct adapt_run_dir *d, const struct adapt_policy *pol,
