@@ -819,6 +819,72 @@ START_TEST(test_mx_ocp)
 }
 END_TEST
 
+/* quant_spec_within: the pairs worked out by hand, then the property it promises: for every
+ * pair it accepts, values rounded to a (wide random values, ties, specials, both overflow rules
+ * of a) come back unchanged from b, in nearest and stochastic mode. */
+START_TEST(test_spec_within)
+{
+    static const struct {
+        const char *a, *b;
+        int within;
+    } c[] = {
+        {"fixed(8,4)", "fixed(10,5)", 1}, /* FL 4 <= 5, integer bits 4 <= 5 */
+        {"fixed(8,4)", "fixed(8,3)", 0},  /* a finer step */
+        {"fixed(8,4)", "fixed(8,5)", 0},  /* a wider range */
+        {"e4m3", "fp16", 1},              /* 3 <= 10 mantissa bits, 448 <= 65504, 2^-9 step */
+        {"e5m2", "fp16", 1},              /* 57344 <= 65504, least step 2^-16 >= 2^-24, inf */
+        {"e5m2", "e4m3", 0},              /* range */
+        {"fp16", "bf16", 0},              /* 10 > 7 mantissa bits */
+        {"bf16", "fp16", 0},              /* range */
+        {"fp16", "float(8,23)", 0},       /* fp16 overflows to inf, float(8,23) saturates */
+        {"float(5,10)", "float(8,23)", 1},
+        {"bf16", "float(8,23)", 0},       /* inf again */
+        {"float(4,3)", "e4m3", 1},        /* same bias and step, saturates at 240 <= 448 */
+        {"mxfp4", "mxfp4", 1},
+        {"mxfp4", "mxfp6_e2m3", 0},       /* blocks: not worked out */
+        {"bfp(8)", "bfp(8)", 0},          /* data-dependent scale */
+        {"fixed(8,4)", "fp16", 0},        /* holds, but is not worked out */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        struct quant_spec a = spec_of(c[i].a, QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+        struct quant_spec b = spec_of(c[i].b, QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+        ck_assert_msg(quant_spec_within(&a, &b) == c[i].within, "%s within %s", c[i].a, c[i].b);
+    }
+    static const char *f[] = {"fixed(8,4)", "fixed(12,6)", "fixed(16,8)", "fp16", "bf16",
+                              "float(4,3)", "float(5,2)", "float(3,2)", "float(8,23)",
+                              "float(6,9)", "e4m3", "e5m2", "mxfp4", "mxint8"};
+    const size_t nf = sizeof f / sizeof f[0], n = tu_quick() ? 4096 : 65536;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
+    ck_assert(x && y && z);
+    int accepted = 0;
+    for (size_t i = 0; i < nf; i++)
+        for (size_t j = 0; j < nf; j++)
+            for (int v = 0; v < 4; v++) { /* a's overflow rule and subnormals varied */
+                struct quant_spec a = spec_of(f[i], QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+                struct quant_spec b = spec_of(f[j], QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+                int is_float = a.format >= QUANT_FORMAT_FP16 && a.format <= QUANT_FORMAT_E5M2;
+                if (v && !is_float) continue;
+                if (v & 1) a.overflow = a.overflow ? QUANT_OVERFLOW_SATURATE : QUANT_OVERFLOW_INF;
+                if (v & 2) a.subnormals = 0;
+                if (!quant_spec_within(&a, &b)) continue;
+                accepted++;
+                fill_inputs(x, n, &a, 7 + i * nf + j);
+                struct quant_key key = {3, 4, 0};
+                ck_assert_int_eq(quant_array(&a, x, y, n, key, NULL, NULL), ADAPT_OK);
+                for (int mode = 0; mode < 2; mode++) {
+                    b.rounding = mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST;
+                    ck_assert_int_eq(quant_array(&b, y, z, n, key, NULL, NULL), ADAPT_OK);
+                    for (size_t k = 0; k < n; k++)
+                        if (!tu_same_bits(y[k], z[k]) && !(y[k] != y[k] && z[k] != z[k]))
+                            ck_abort_msg("%s (variant %d) within %s: %a -> %a -> %a", f[i], v,
+                                         f[j], x[k], y[k], z[k]);
+                }
+            }
+    ck_assert_int_ge(accepted, 30);
+    free(x), free(y), free(z);
+}
+END_TEST
+
 /* float(e,m) against an oracle in double written from the definition: bias 2^(e-1)-1,
  * spacing 2^(max(ex, emin) - m) (2^emin below the normal range without subnormals), ties to
  * even, overflow when the rounded magnitude exceeds (2 - 2^-m) 2^bias. */
@@ -1322,6 +1388,7 @@ int main(void)
     tcase_add_test(tc, test_bf16_rne);
     tcase_add_test(tc, test_fp8_ocp);
     tcase_add_test(tc, test_mx_ocp);
+    tcase_add_test(tc, test_spec_within);
     tcase_add_test(tc, test_float_formats);
     tcase_add_test(tc, test_special_values);
     tcase_add_test(tc, test_sr_unbiased);

@@ -32,12 +32,6 @@ static struct quant_spec with_rounding(const struct quant_spec *s, enum quant_ro
 /* 1 when every value of fixed-point format a is exactly representable in
  * fixed-point format b (finer or equal step, at least as many integer bits):
  * rounding an a-value to b is then the identity, in either rounding mode. */
-static int fixed_grid_within(const struct quant_spec *a, const struct quant_spec *b)
-{
-    return a->format == QUANT_FORMAT_FIXED && b->format == QUANT_FORMAT_FIXED && a->fl <= b->fl &&
-           a->wl - a->fl <= b->wl - b->fl;
-}
-
 /* The format the node producing activation `act` rounded its output to, or
  * NULL when that output is not rounded (or is the network input). */
 static const struct quant_spec *producer_spec(const struct adapt_precision *p, int act)
@@ -65,7 +59,7 @@ static void in_hook(void *ctx, int node, const float **xs, int n, int training, 
     struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
     if (!u->active || !u->qin) return;
     const struct quant_spec *prev = producer_spec(p, p->net->nodes[node].in[0]);
-    if (prev && fixed_grid_within(prev, &u->spec)) return; /* already on this unit's grid */
+    if (prev && quant_spec_within(prev, &u->spec)) return; /* already on this unit's grid */
     if (!backward) {
         struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
         size_t m = adapt_layer_in_numel(u->layer, 0);
@@ -88,6 +82,7 @@ static void out_hook(void *ctx, int node, float *y, int n, int training)
     if (!p->round_out[node]) return;
     struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
     if (!u->active) return;
+    if (p->round_out[node] == 2 && quant_format_keeps_subsets(u->spec.format)) return;
     struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
     size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
     struct quant_stats qs = {0, 0, 0};
@@ -107,7 +102,7 @@ static void out_hook(void *ctx, int node, float *y, int n, int training)
 static void dout_hook(void *ctx, int node, const float *y, float *dy, int n)
 {
     struct adapt_precision *p = ctx;
-    if (p->ste != ADAPT_STE_SATURATING || !p->round_out[node]) return;
+    if (p->ste != ADAPT_STE_SATURATING || p->round_out[node] != 1) return;
     const struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
     if (!u->active || u->spec.format != QUANT_FORMAT_FIXED) return;
     /* the grid's ends, (2^(WL-1) - 1) 2^-FL and -2^(WL-1) 2^-FL, as the rounding produces them */
@@ -188,8 +183,9 @@ static enum adapt_status alloc_state(struct adapt_precision **out, struct adapt_
     return ADAPT_OK;
 }
 
-/* After the plan (node_unit, round_in, round_out) is set: drops the roundings that are the
- * identity (relu, max-pool and flatten of an output rounded in the same format), sizes and
+/* After the plan (node_unit, round_in, round_out) is set: marks the roundings that are the
+ * identity (relu, max-pool and flatten of an output rounded in the same format, for formats that
+ * keep subsets: quant_format_keeps_subsets), sizes and
  * carves the arena (weight copies, rounded inputs) and installs the hooks. */
 static enum adapt_status finish_state(struct adapt_precision *p)
 {
@@ -198,9 +194,9 @@ static enum adapt_status finish_state(struct adapt_precision *p)
     for (int i = 0; i < net->nnodes; i++) {
         struct adapt_layer *l = net->nodes[i].layer;
         int src = net->nodes[i].in[0] - 1; /* node producing the input; -1: network input */
-        if (keeps_grid(l) && src >= 0 && p->round_out[src] &&
+        if (keeps_grid(l) && p->round_out[i] && src >= 0 && p->round_out[src] &&
             p->node_unit[src] == p->node_unit[i])
-            p->round_out[i] = 0;
+            p->round_out[i] = 2; /* rounded only in a format that does not keep subsets */
         ADAPT_ASSERT(!p->round_in[i] || (l->is_unit && p->node_unit[i] >= 0 &&
                                          p->u[p->node_unit[i]].node == i));
         if (!l->is_unit) continue;

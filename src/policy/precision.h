@@ -75,7 +75,9 @@ struct adapt_precision {
     struct adapt_unit_prec *u; /* (nunits) */
     int *node_unit;            /* (nnodes) unit whose format a node's output takes, -1 none
                                 * (the rules: the unit it follows; or a per-node plan) */
-    unsigned char *round_out;  /* (nnodes) 1: round the node's output */
+    unsigned char *round_out;  /* (nnodes) 1: round the node's output; 2: its values are its
+                                  input's, already rounded in the same format: rounded again
+                                  only if the format does not keep subsets (MX, plugins) */
     unsigned char *round_in;   /* (nnodes) 1: round the node's input (units) */
     enum quant_rounding rounding;
     uint64_t seed;

@@ -168,6 +168,18 @@ struct quant_type {
 const struct quant_type *quant_type_of(enum quant_format f);
 /* 1 for the OCP MX block formats (scale per 32 elements of a row). */
 int quant_format_is_mx(enum quant_format f);
+/* 1 when a tensor rounded in format f, after some of its values are selected, moved or set to
+ * zero (what relu, max pooling and flatten do), rounds to itself again: the element-wise formats
+ * (fixed and the float formats) and the per-tensor scales of bfp and muppet (the scale can only
+ * move to a finer grid that holds the old one). 0 for the MX formats (blocks regroup, and an E4M3
+ * block whose largest value drops can saturate) and for plugins (nothing is known of them). */
+int quant_format_keeps_subsets(enum quant_format f);
+/* 1 when rounding to b returns every value that rounding to a can produce unchanged (finite
+ * values, +-inf and NaN; any rounding mode): fixed in fixed with no more fraction and no more
+ * integer bits, a float format in one with no fewer mantissa bits, no smaller range, no coarser
+ * least step and infinities where a has them, and an MX format in itself. 0 otherwise (also when
+ * it would hold but is not worked out, e.g. fixed in a float format). */
+int quant_spec_within(const struct quant_spec *a, const struct quant_spec *b);
 /* By bare name ("fixed", "float"); NULL when unknown. */
 const struct quant_type *quant_type_find(const char *name);
 

@@ -42,6 +42,40 @@ int quant_format_is_mx(enum quant_format f)
     return f >= QUANT_FORMAT_MXFP8_E4M3 && f <= QUANT_FORMAT_MXINT8;
 }
 
+int quant_format_keeps_subsets(enum quant_format f)
+{
+    return !quant_format_is_mx(f) && f != QUANT_FORMAT_PLUGIN;
+}
+
+static int is_float_format(enum quant_format f)
+{
+    return f == QUANT_FORMAT_FP16 || f == QUANT_FORMAT_BF16 || f == QUANT_FORMAT_FLOAT ||
+           f == QUANT_FORMAT_E4M3 || f == QUANT_FORMAT_E5M2;
+}
+
+int quant_spec_within(const struct quant_spec *a, const struct quant_spec *b)
+{
+    if (quant_spec_check(a) != ADAPT_OK || quant_spec_check(b) != ADAPT_OK) return 0;
+    if (a->format == QUANT_FORMAT_FIXED && b->format == QUANT_FORMAT_FIXED)
+        return a->fl <= b->fl && a->wl - a->fl <= b->wl - b->fl;
+    if (quant_format_is_mx(a->format)) return a->format == b->format;
+    if (!is_float_format(a->format) || !is_float_format(b->format)) return 0;
+    struct quant_plan pa, pb;
+    struct quant_key key = {0, 0, 0};
+    if (quant_plan_init(a, NULL, key, &pa) != ADAPT_OK ||
+        quant_plan_init(b, NULL, key, &pb) != ADAPT_OK)
+        return 0;
+    const struct quant_fmt *fa = &pa.fmt, *fb = &pb.fmt;
+    /* float32 exponents: a's finest step (at its least normal binade, where its subnormals have
+     * it too) and its least nonzero value. b holds a's small values as subnormals when it has
+     * them, else a's least value must be one of b's normals. */
+    int step_a = fa->emin_b - fa->man;
+    int least_a = fa->subnormals ? step_a : fa->emin_b;
+    int low_ok = fb->subnormals ? step_a >= fb->emin_b - fb->man : least_a >= fb->emin_b;
+    int inf_a = fa->ovfbits == 0x7f800000u, inf_b = fb->ovfbits == 0x7f800000u;
+    return fa->man <= fb->man && fa->maxbits <= fb->maxbits && low_ok && (!inf_a || inf_b);
+}
+
 const struct quant_type *quant_type_of(enum quant_format f)
 {
     ADAPT_ASSERT((int)f >= 0 && f < QUANT_FORMAT_COUNT);
