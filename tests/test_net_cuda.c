@@ -261,6 +261,17 @@ START_TEST(test_layer_elementwise)
                 NULL, 0);
     check_layer("global avgpool", one_layer(adapt_avgpool2d_create("p", in, 0, 0), in, 0, n), n,
                 100, 1, NULL, 0);
+    /* padded pools: windows clipped to the input; an input lies in at most 2 x 2 windows */
+    check_layer("maxpool 3/2 pad 1",
+                one_layer(adapt_maxpool2d_pad_create("p", in, 3, 2, 1), in, 0, n), n, 1, 4, NULL,
+                0);
+    check_layer("maxpool 2/1 pad 1",
+                one_layer(adapt_maxpool2d_pad_create("p", in, 2, 1, 1), in, 0, n), n, 1, 4, NULL,
+                0);
+    for (int cip = 0; cip < 2; cip++)
+        check_layer(cip ? "avgpool 3/2 pad 1" : "avgpool 3/2 pad 1 count_include_pad 0",
+                    one_layer(adapt_avgpool2d_pad_create("p", in, 3, 2, 1, cip), in, 0, n), n, 9,
+                    4, NULL, 0);
     check_layer("add", one_layer(adapt_add_create("add", in), in, 1, n), n, 1, 2, NULL, 0);
     check_layer("concat", one_layer(adapt_concat_create("cat", in, in), in, 1, n), n, 1, 1, NULL,
                 0);

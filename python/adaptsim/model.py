@@ -24,8 +24,8 @@ _KINDS = {
     "dropout": ({"p"}, 1),
     "concat": (set(), 2),
     "tanh": (set(), 1),
-    "maxpool2d": ({"k", "stride"}, 1),
-    "avgpool2d": ({"k", "stride", "global"}, 1),
+    "maxpool2d": ({"k", "stride", "pad"}, 1),
+    "avgpool2d": ({"k", "stride", "pad", "global", "count_include_pad"}, 1),
     "batchnorm2d": ({"eps", "momentum"}, 1),
     "flatten": (set(), 1),
     "add": (set(), 2),
@@ -328,11 +328,17 @@ def parse(text, classes, args="", file="<model>"):
         keys.setdefault("bias", 1)
         if kind in ("conv2d", "maxpool2d", "avgpool2d"):
             if keys.get("global"):
+                if {"k", "stride", "pad", "count_include_pad"} & set(keys):
+                    fail(no, "avgpool2d %s: global=1 takes no k, stride, pad or "
+                         "count_include_pad" % ly.name)
                 keys["k"], keys["stride"], out = 0, 1, (c, 1, 1)
             else:
                 keys.setdefault("stride", 1 if kind == "conv2d" else keys["k"])
                 keys.setdefault("pad", 0)
                 k, s, p = keys["k"], keys["stride"], keys["pad"]
+                if kind != "conv2d" and p > k // 2:
+                    fail(no, "%s %s: pad=%d is more than half the kernel (k=%d)"
+                         % (kind, ly.name, p, k))
                 span = (k - 1) * keys.get("dilation", 1) + 1
                 if span > h + 2 * p or span > w + 2 * p:
                     fail(no, "%s %s: kernel %d is larger than its padded input" % (kind, ly.name, k))
@@ -356,6 +362,8 @@ def parse(text, classes, args="", file="<model>"):
             out = (c, h, w)
         if kind == "dropout":
             keys.setdefault("p", 0.5)
+        if kind == "avgpool2d":
+            keys.setdefault("count_include_pad", 1)
         if kind == "batchnorm2d":
             keys.setdefault("eps", 1e-5)
             keys.setdefault("momentum", 0.1)
@@ -426,9 +434,12 @@ def _module(nn, ly):
     if ly.kind == "flatten":
         return nn.Flatten()
     if ly.kind == "maxpool2d":
-        return nn.MaxPool2d(k["k"], k["stride"])
+        return nn.MaxPool2d(k["k"], k["stride"], k["pad"])
     if ly.kind == "avgpool2d":
-        return nn.AdaptiveAvgPool2d(1) if k["k"] == 0 else nn.AvgPool2d(k["k"], k["stride"])
+        if k["k"] == 0:
+            return nn.AdaptiveAvgPool2d(1)
+        return nn.AvgPool2d(k["k"], k["stride"], k["pad"],
+                            count_include_pad=bool(k["count_include_pad"]))
     return None  # add, concat: computed in forward
 
 

@@ -60,6 +60,7 @@ struct adapt_graph_node {
     /* hyper-parameters (0 where the kind has none) */
     int out;                         /* conv2d / linear: output channels or features */
     int k, stride, pad;              /* conv2d / pools; avgpool2d k = 0: global */
+    int count_include_pad;           /* avgpool2d: 1 divides by k*k, 0 by the cells inside */
     int groups;                      /* conv2d: 1, or > 1 for a grouped (depthwise) conv */
     int dilation;                    /* conv2d: distance of the kernel taps (1: dense) */
     int bias;                        /* conv2d / linear */

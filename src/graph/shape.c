@@ -1,10 +1,11 @@
 /* src/graph/shape.c: keys, shapes and costs of each layer kind (doc/model-format.md).
  *
- * Shapes follow PyTorch: conv2d and pools Hout = floor((H + 2 pad - k) / stride) + 1; linear
- * reads (features, 1, 1), so a flatten must come before it. Costs per sample, as the engine's
- * layers count them (src/net/layers): conv MACs Hout*Wout*Cout*Cin*k*k, linear in*out;
- * element-wise operations one per output element (activations, add), per input element
- * (batch norm, global average pool) or per window element read (pools); flatten none.
+ * Shapes follow PyTorch: conv2d and pools Hout = floor((H + 2 pad - k) / stride) + 1 (pools pad
+ * by at most k / 2, PyTorch's limit); linear reads (features, 1, 1), so a flatten must come
+ * before it. Costs per sample, as the engine's layers count them (src/net/layers): conv MACs
+ * Hout*Wout*Cout*Cin*k*k, linear in*out; element-wise operations one per output element
+ * (activations, add), per input element (batch norm, global average pool) or per input
+ * element a window reads (pools: padding is not read); flatten and concat none (copies).
  */
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,7 @@ static const char *const key_names[GK_N] = {
     [GK_IN_CHANNELS] = "in_channels", [GK_IN_FEATURES] = "in_features",
     [GK_EPS] = "eps",       [GK_MOMENTUM] = "momentum", [GK_GROUPS] = "groups",
     [GK_P] = "p",           [GK_DILATION] = "dilation",
+    [GK_COUNT_INCLUDE_PAD] = "count_include_pad",
 };
 
 /* The keys each kind accepts (bit per key) and the inputs it reads. */
@@ -40,8 +42,9 @@ static const struct {
     [ADAPT_GRAPH_LINEAR] = {B(GK_OUT) | B(GK_BIAS) | B(GK_IN_FEATURES), 1},
     [ADAPT_GRAPH_RELU] = {0, 1},
     [ADAPT_GRAPH_TANH] = {0, 1},
-    [ADAPT_GRAPH_MAXPOOL2D] = {B(GK_K) | B(GK_STRIDE), 1},
-    [ADAPT_GRAPH_AVGPOOL2D] = {B(GK_K) | B(GK_STRIDE) | B(GK_GLOBAL), 1},
+    [ADAPT_GRAPH_MAXPOOL2D] = {B(GK_K) | B(GK_STRIDE) | B(GK_PAD), 1},
+    [ADAPT_GRAPH_AVGPOOL2D] = {B(GK_K) | B(GK_STRIDE) | B(GK_PAD) | B(GK_GLOBAL) |
+                                   B(GK_COUNT_INCLUDE_PAD), 1},
     [ADAPT_GRAPH_BATCHNORM2D] = {B(GK_EPS) | B(GK_MOMENTUM), 1},
     [ADAPT_GRAPH_FLATTEN] = {0, 1},
     [ADAPT_GRAPH_ADD] = {0, 2},
@@ -122,6 +125,18 @@ static enum adapt_status window(const struct adapt_graph *g, struct adapt_graph_
     n->out_dim[1] = (ph - span) / n->stride + 1;
     n->out_dim[2] = (pw - span) / n->stride + 1;
     return ADAPT_OK;
+}
+
+/* Input cells the windows of one axis read: the sum over outputs o < no of the length of
+ * [o s - p, o s - p + k) within [0, n). */
+static int64_t axis_reads(int n, int no, int k, int s, int p)
+{
+    int64_t r = 0;
+    for (int o = 0; o < no; o++) {
+        int a = o * s - p, b = a + k;
+        r += (b < n ? b : n) - (a > 0 ? a : 0);
+    }
+    return r;
 }
 
 enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_node *n,
@@ -214,22 +229,31 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
     case ADAPT_GRAPH_AVGPOOL2D: {
         int global = 0;
         if (n->kind == ADAPT_GRAPH_AVGPOOL2D &&
-            (st = int_key(n, a, GK_GLOBAL, 0, 1, 0, &global, file)))
+            ((st = int_key(n, a, GK_GLOBAL, 0, 1, 0, &global, file)) ||
+             (st = int_key(n, a, GK_COUNT_INCLUDE_PAD, 0, 1, 1, &n->count_include_pad, file))))
             return st;
         if (global) {
-            if (a->set[GK_K] || a->set[GK_STRIDE])
-                return FAIL("%s:%d: avgpool2d %s: global=1 takes no k or stride", file, n->line,
-                            n->name);
+            if (a->set[GK_K] || a->set[GK_STRIDE] || a->set[GK_PAD] ||
+                a->set[GK_COUNT_INCLUDE_PAD])
+                return FAIL("%s:%d: avgpool2d %s: global=1 takes no k, stride, pad or "
+                            "count_include_pad",
+                            file, n->line, n->name);
             n->k = 0;
             n->out_dim[1] = n->out_dim[2] = 1;
             n->elementwise = numel(x);
             break;
         }
         if ((st = int_key(n, a, GK_K, 1, 1024, 0, &n->k, file)) ||
-            (st = int_key(n, a, GK_STRIDE, 1, 1024, n->k, &n->stride, file)))
+            (st = int_key(n, a, GK_STRIDE, 1, 1024, n->k, &n->stride, file)) ||
+            (st = int_key(n, a, GK_PAD, 0, 1024, 0, &n->pad, file)))
             return st;
+        if (n->pad > n->k / 2)
+            return FAIL("%s:%d: %s %s: pad=%d is more than half the kernel (k=%d): pools pad by "
+                        "at most k/2 = %d, as PyTorch",
+                        file, n->line, kn, n->name, n->pad, n->k, n->k / 2);
         if ((st = window(g, n, n->in[0], file))) return st;
-        n->elementwise = numel(n->out_dim) * n->k * n->k;
+        n->elementwise = x[0] * axis_reads(x[1], n->out_dim[1], n->k, n->stride, n->pad) *
+                         axis_reads(x[2], n->out_dim[2], n->k, n->stride, n->pad);
         break;
     }
     case ADAPT_GRAPH_BATCHNORM2D:

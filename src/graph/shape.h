@@ -18,6 +18,7 @@ enum graph_key {
     GK_GROUPS,
     GK_P,
     GK_DILATION,
+    GK_COUNT_INCLUDE_PAD,
     GK_N
 };
 

@@ -93,8 +93,9 @@ struct adapt_layer {
     int node;                       /* index in its network (set by adapt_net_add) */
     /* what another implementation of the kind (the GPU engine, src/net/cuda) needs beyond the
      * shapes, set by the constructors (0 elsewhere): conv groups and dilation (1 for a plain
-     * conv2d), global = 1 for a global average pool, batch-norm eps and momentum, dropout p */
-    int groups, dilation, global;
+     * conv2d), global = 1 for a global average pool, count_include_pad of an average pool,
+     * batch-norm eps and momentum, dropout p */
+    int groups, dilation, global, count_include_pad;
     float eps, momentum, p;
 };
 
@@ -121,6 +122,13 @@ struct adapt_layer *adapt_maxpool2d_create(const char *name, const int in_chw[3]
 /* k == 0: global average pool (output C x 1 x 1). */
 struct adapt_layer *adapt_avgpool2d_create(const char *name, const int in_chw[3], int k,
                                            int stride);
+/* Pools with padding 0 <= pad <= k / 2 (PyTorch's limit): max pooling never picks a padded
+ * cell; average pooling divides by k*k when count_include_pad (PyTorch's default), else by the
+ * number of the window's cells inside the input. */
+struct adapt_layer *adapt_maxpool2d_pad_create(const char *name, const int in_chw[3], int k,
+                                               int stride, int pad);
+struct adapt_layer *adapt_avgpool2d_pad_create(const char *name, const int in_chw[3], int k,
+                                               int stride, int pad, int count_include_pad);
 struct adapt_layer *adapt_batchnorm2d_create(const char *name, const int in_chw[3], float eps,
                                              float momentum);
 /* Two inputs of the same shape, y = x0 + x1. */

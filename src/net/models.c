@@ -27,8 +27,11 @@ static struct adapt_layer *make_layer(const struct adapt_graph_node *n)
     case ADAPT_GRAPH_HARDSWISH: return adapt_hardswish_create(n->name, x);
     case ADAPT_GRAPH_DROPOUT: return adapt_dropout_create(n->name, x, (float)n->p);
     case ADAPT_GRAPH_CONCAT: return adapt_concat_create(n->name, x, n->in_dim[1]);
-    case ADAPT_GRAPH_MAXPOOL2D: return adapt_maxpool2d_create(n->name, x, n->k, n->stride);
-    case ADAPT_GRAPH_AVGPOOL2D: return adapt_avgpool2d_create(n->name, x, n->k, n->stride);
+    case ADAPT_GRAPH_MAXPOOL2D:
+        return adapt_maxpool2d_pad_create(n->name, x, n->k, n->stride, n->pad);
+    case ADAPT_GRAPH_AVGPOOL2D:
+        return adapt_avgpool2d_pad_create(n->name, x, n->k, n->stride, n->pad,
+                                          n->count_include_pad);
     case ADAPT_GRAPH_BATCHNORM2D:
         return adapt_batchnorm2d_create(n->name, x, (float)n->eps, (float)n->momentum);
     case ADAPT_GRAPH_FLATTEN: return adapt_flatten_create(n->name, x);

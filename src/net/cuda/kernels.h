@@ -34,18 +34,21 @@ void acu_add(const float *a, const float *b, float *y, size_t count, cudaStream_
 /* x = 0. */
 void acu_zero(float *x, size_t count, cudaStream_t s);
 
-/* Pooling (src/net/layers/pool.c), no padding, output Ho = (H - k) / stride + 1 (floor).
- * Max: the backward sends each output's gradient to the input element the CPU picks (same
- * tie rule), added where windows overlap; it may recompute the choice from x and y. */
+/* Pooling (src/net/layers/pool.c), padding 0 <= pad <= k / 2, output
+ * Ho = (H + 2 pad - k) / stride + 1 (floor). Max: padding never wins; the backward sends each
+ * output's gradient to the input element the CPU picks (same tie rule), added where windows
+ * overlap; it may recompute the choice from x and y. */
 void acu_maxpool_forward(const float *x, float *y, int n, int c, int h, int w, int k, int stride,
-                         cudaStream_t s);
+                         int pad, cudaStream_t s);
 void acu_maxpool_backward(const float *x, const float *y, const float *dy, float *dx, int n,
-                          int c, int h, int w, int k, int stride, int acc, cudaStream_t s);
-/* Average; k == 0: global average pool (output C x 1 x 1). */
+                          int c, int h, int w, int k, int stride, int pad, int acc,
+                          cudaStream_t s);
+/* Average: divided by k*k when count_include_pad, else by the window's cells inside the input;
+ * k == 0: global average pool (output C x 1 x 1). */
 void acu_avgpool_forward(const float *x, float *y, int n, int c, int h, int w, int k, int stride,
-                         cudaStream_t s);
+                         int pad, int count_include_pad, cudaStream_t s);
 void acu_avgpool_backward(const float *dy, float *dx, int n, int c, int h, int w, int k,
-                          int stride, int acc, cudaStream_t s);
+                          int stride, int pad, int count_include_pad, int acc, cudaStream_t s);
 
 /* Batch norm (src/net/layers/batchnorm.c, PyTorch BatchNorm2d): training forward uses the
  * batch mean and biased variance, writes saved[0..c) = mean, saved[c..2c) = 1/sqrt(var + eps)

@@ -393,9 +393,10 @@ enum adapt_status node_forward(struct adapt_cuda_net *d, int i, int n, int train
     case K_CONV: return conv_forward(d, dl, x, y, n);
     case K_LINEAR: return linear_forward(d, dl, x, y, n);
     case K_ACT: acu_act_forward(dl->act, x, y, cnt, d->s); break;
-    case K_MAXPOOL: acu_maxpool_forward(x, y, n, c, h, w, l->k, l->stride, d->s); break;
+    case K_MAXPOOL: acu_maxpool_forward(x, y, n, c, h, w, l->k, l->stride, l->pad, d->s); break;
     case K_AVGPOOL:
-        acu_avgpool_forward(x, y, n, c, h, w, l->global ? 0 : l->k, l->stride, d->s);
+        acu_avgpool_forward(x, y, n, c, h, w, l->global ? 0 : l->k, l->stride, l->pad,
+                            l->count_include_pad, d->s);
         break;
     case K_BN:
         if (training) {
@@ -453,10 +454,11 @@ enum adapt_status node_backward(struct adapt_cuda_net *d, int i, int n)
     switch (dl->kind) {
     case K_ACT: acu_act_backward(dl->act, x, y, dy, dxs[0], cnt, acc[0], d->s); break;
     case K_MAXPOOL:
-        acu_maxpool_backward(x, y, dy, dxs[0], n, c, h, w, l->k, l->stride, acc[0], d->s);
+        acu_maxpool_backward(x, y, dy, dxs[0], n, c, h, w, l->k, l->stride, l->pad, acc[0], d->s);
         break;
     case K_AVGPOOL:
-        acu_avgpool_backward(dy, dxs[0], n, c, h, w, l->global ? 0 : l->k, l->stride, acc[0], d->s);
+        acu_avgpool_backward(dy, dxs[0], n, c, h, w, l->global ? 0 : l->k, l->stride, l->pad,
+                             l->count_include_pad, acc[0], d->s);
         break;
     case K_BN:
         acu_bn_backward(x, dy, d->puse[dl->pidx[0]], dl->saved, dxs[0], d->pgrad[dl->pidx[0]],
