@@ -230,6 +230,14 @@ START_TEST(test_bad_descriptions)
          "kernel 3 (spanning 9) is larger than its padded input"},
         {"input 4 8 8\nconv2d g out=6 k=3 groups=4\n", ":2:",
          "groups=4 must divide its 4 input and 6 output channels"},
+        {"input 1 8 8\nconv2d a out=2 k=1\nconv2d b out=3 k=1\nconv2d c out=2 k=3\n"
+         "concat cat in=a,b,c\n",
+         ":5:", "concat cat: a (line 2) gives 2x8x8 but c (line 4) gives 2x6x6 (the planes must "
+                "be equal)"},
+        {"input 1 8 8\nrelu r\nconcat cat in=r\n", ":3:",
+         "concat cat reads 2 to 16 inputs, in= names 1"},
+        {"input 1 8 8\nrelu r\nconcat cat in=r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r\n", ":3:",
+         "at most 16 inputs"},
         {"input 1 8 8\nconv2d c out=2 k=1\nmaxpool2d pool1 k=3 stride=2 pad=2\n", ":3:",
          "maxpool2d pool1: pad=2 is more than half the kernel (k=3)"},
         {"input 1 8 8\navgpool2d a k=2 pad=2\n", ":2:",
@@ -277,6 +285,31 @@ START_TEST(test_more_kinds)
     ck_assert(g->nodes[6].p == 0.2);
     ck_assert_int_eq(g->nodes[6].elementwise, 11 * 64);
     ck_assert_int_eq(g->n_units, 3);
+    adapt_graph_free(g);
+}
+END_TEST
+
+/* concat of three inputs (one of them read twice): channels add up, inputs in order */
+START_TEST(test_concat_three)
+{
+    const char *text = "input 2 6 6\n"
+                       "conv2d a out=3 k=3 pad=1\n"
+                       "conv2d b in=input out=5 k=1\n"
+                       "concat cat in=a,b,input,a\n"
+                       "avgpool2d gap global=1\n"
+                       "flatten f\n"
+                       "linear fc out=classes\n";
+    struct adapt_graph *g = parse_ok(text, 10, NULL);
+    const struct adapt_graph_node *c = &g->nodes[2];
+    ck_assert_int_eq(c->n_in, 4);
+    ck_assert_int_eq(c->in[0], 0);
+    ck_assert_int_eq(c->in[1], 1);
+    ck_assert_int_eq(c->in[2], -1);
+    ck_assert_int_eq(c->in[3], 0);
+    ck_assert_int_eq(c->out_dim[0], 3 + 5 + 2 + 3);
+    ck_assert_int_eq(c->out_dim[1], 6);
+    ck_assert_int_eq(c->in_dim[1][0], 5);
+    ck_assert_int_eq(c->elementwise, 0);
     adapt_graph_free(g);
 }
 END_TEST
@@ -344,6 +377,7 @@ int main(void)
     tcase_add_test(tc, test_bad_descriptions);
     tcase_add_test(tc, test_more_kinds);
     tcase_add_test(tc, test_padded_pools);
+    tcase_add_test(tc, test_concat_three);
     tcase_add_test(tc, test_files);
     suite_add_tcase(s, tc);
     return tu_run_suite(s, CK_FORK);

@@ -103,6 +103,18 @@ static void ref_relu(const struct tu_layer *t, const void *arg, double *y)
     for (size_t i = 0; i < tu_layer_out_len(t); i++) y[i] = t->x[0][i] > 0.0f ? t->x[0][i] : 0.0;
 }
 
+/* the inputs' channels one after the other, per sample */
+static void ref_concat(const struct tu_layer *t, const void *arg, double *y)
+{
+    (void)arg;
+    size_t o = 0;
+    for (int j = 0; j < t->n; j++)
+        for (int k = 0; k < t->l->nin; k++) {
+            size_t m = adapt_layer_in_numel(t->l, k);
+            for (size_t i = 0; i < m; i++) y[o++] = t->x[k][(size_t)j * m + i];
+        }
+}
+
 struct pool_arg {
     int c, h, w, k, s, max; /* k == 0: global average */
     int p, excl;            /* padding; excl: average over the cells inside (count_include_pad 0) */
@@ -195,9 +207,10 @@ static double fd_loss(void *p)
 
 /* Forward + backward of the float layer with the current dy (gradients
  * zeroed first), then finite differences for every input i with
- * atol_x[i] >= 0 and every trained parameter p with atol_p[p] >= 0. */
+ * atol_x[i] >= 0 (atol_x has an entry per input) and every trained parameter p with
+ * atol_p[p] >= 0. */
 static void check_grads(struct tu_layer *t, ref_fn ref, const void *arg, float h,
-                        const double atol_x[2], const double atol_p[4], size_t max_checks)
+                        const double *atol_x, const double atol_p[4], size_t max_checks)
 {
     tu_layer_zero_grads(t);
     tu_layer_forward(t);
@@ -667,6 +680,54 @@ START_TEST(test_concat)
     tu_layer_release(&t);
     int c[3] = {3, 4, 4};
     ck_assert_ptr_null(adapt_concat_create("c", a, c));
+}
+END_TEST
+
+/* PyTorch 1.13: torch.cat((x0, x1, x2), 1) of x0 = arange(4) + 1 as (2,1,1,2), x1 = arange(8) + 11
+ * as (2,2,1,2), x2 = arange(4) + 21 as (2,1,1,2), backward of dy = arange(16) / 4: copies, so
+ * equal bits. Then the same layer's gradient against finite differences, and the shape checks. */
+START_TEST(test_concat3)
+{
+    static const float want_y[16] = {1, 2, 11, 12, 13, 14, 21, 22, 3, 4, 15, 16, 17, 18, 23, 24};
+    static const float want_dx0[4] = {0, 0.25f, 2, 2.25f};
+    static const float want_dx1[8] = {0.5f, 0.75f, 1, 1.25f, 2.5f, 2.75f, 3, 3.25f};
+    static const float want_dx2[4] = {1.5f, 1.75f, 3.5f, 3.75f};
+    const int in[3][3] = {{1, 1, 2}, {2, 1, 2}, {1, 1, 2}};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_concat_n_create("cat", 3, in), 2, 1);
+    ck_assert_int_eq(t.l->nin, 3);
+    ck_assert_int_eq(t.l->out_dim[0], 4);
+    ck_assert_int_eq(t.l->elementwise, 0);
+    for (int i = 0; i < 4; i++) t.x[0][i] = (float)(i + 1), t.x[2][i] = (float)(i + 21);
+    for (int i = 0; i < 8; i++) t.x[1][i] = (float)(i + 11);
+    for (int i = 0; i < 16; i++) t.dy[i] = (float)i / 4;
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    for (int i = 0; i < 16; i++) ck_assert(t.y[i] == want_y[i]);
+    for (int i = 0; i < 4; i++) ck_assert(t.dx[0][i] == want_dx0[i] && t.dx[2][i] == want_dx2[i]);
+    for (int i = 0; i < 8; i++) ck_assert(t.dx[1][i] == want_dx1[i]);
+    /* acc bit 1 adds into dx[1] only; dx[2] NULL is left alone */
+    t.dx[2][0] = -7.0f;
+    tu_layer_backward_sel(&t, 3u, 2u);
+    ck_assert(t.dx[0][1] == want_dx0[1] && t.dx[1][3] == 2 * want_dx1[3] && t.dx[2][0] == -7.0f);
+    tu_layer_release(&t);
+
+    /* finite differences: the layer is linear and copies, so only the difference quotient's own
+     * rounding remains (values O(1), steps 2^-10: below 1e-9) */
+    const int big[3][3] = {{2, 3, 4}, {3, 3, 4}, {1, 3, 4}};
+    tu_layer_bind(&t, adapt_concat_n_create("cat", 3, big), 2, 1);
+    for (int k = 0; k < 3; k++)
+        tu_fill_uniform(t.x[k], tu_layer_in_len(&t, k), 121 + k, -2.385f, 2.385f);
+    tu_fill_uniform(t.dy, tu_layer_out_len(&t), 124, -1.0f, 1.0f);
+    double ax[3] = {1e-9, 1e-9, 1e-9}, none[4] = {-1, -1, -1, -1};
+    check_grads(&t, ref_concat, NULL, 0x1p-10f, ax, none, 0);
+    tu_layer_release(&t);
+
+    const int off[3][3] = {{1, 4, 4}, {2, 4, 4}, {1, 4, 5}};
+    ck_assert_ptr_null(adapt_concat_n_create("cat", 3, off));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "input 2"));
+    ck_assert_ptr_null(adapt_concat_n_create("cat", 1, off));
+    ck_assert_ptr_null(adapt_concat_n_create("cat", ADAPT_LAYER_MAX_IN + 1, off));
 }
 END_TEST
 
@@ -1642,6 +1703,7 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_sigmoid_hardswish_grads);
     tcase_add_test(tc, test_dropout);
     tcase_add_test(tc, test_concat);
+    tcase_add_test(tc, test_concat3);
     tcase_add_loop_test(tc, test_conv_ref_and_grads, 0,
                         (int)(sizeof conv_cases / sizeof conv_cases[0]));
     tcase_add_test(tc, test_conv_chunks_and_accumulate);

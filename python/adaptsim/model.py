@@ -22,7 +22,7 @@ _KINDS = {
     "sigmoid": (set(), 1),
     "hardswish": (set(), 1),
     "dropout": ({"p"}, 1),
-    "concat": (set(), 2),
+    "concat": (set(), (2, 16)),
     "tanh": (set(), 1),
     "maxpool2d": ({"k", "stride", "pad"}, 1),
     "avgpool2d": ({"k", "stride", "pad", "global", "count_include_pad"}, 1),
@@ -321,8 +321,10 @@ def parse(text, classes, args="", file="<model>"):
             keys[k] = float(v) if k in _REAL_KEYS else ev(no, v)
         if not ly.inputs:
             ly.inputs = [st["cur"]]
-        if len(ly.inputs) != n_in:
-            fail(no, "%s %s reads %d inputs" % (kind, ly.name, n_in))
+        lo, hi = (n_in, n_in) if isinstance(n_in, int) else n_in
+        if not lo <= len(ly.inputs) <= hi:
+            fail(no, "%s %s reads %s inputs, in= names %d"
+                 % (kind, ly.name, lo if lo == hi else "%d to %d" % (lo, hi), len(ly.inputs)))
         ly.in_dims = [g.input if j < 0 else g.layers[j].out_dim for j in ly.inputs]
         c, h, w = ly.in_dims[0]
         keys.setdefault("bias", 1)
@@ -355,9 +357,9 @@ def parse(text, classes, args="", file="<model>"):
                 fail(no, "add %s: the shapes must be equal" % ly.name)
             out = ly.in_dims[0]
         elif kind == "concat":
-            if ly.in_dims[0][1:] != ly.in_dims[1][1:]:
+            if any(d[1:] != ly.in_dims[0][1:] for d in ly.in_dims):
                 fail(no, "concat %s: the planes must be equal" % ly.name)
-            out = (ly.in_dims[0][0] + ly.in_dims[1][0], h, w)
+            out = (sum(d[0] for d in ly.in_dims), h, w)
         else:
             out = (c, h, w)
         if kind == "dropout":

@@ -26,7 +26,7 @@
 #include "src/base/status.h"
 
 #define ADAPT_GRAPH_NAME_MAX 64
-#define ADAPT_GRAPH_MAX_IN 2
+#define ADAPT_GRAPH_MAX_IN 16 /* inputs of one layer (concat) */
 
 enum adapt_graph_kind {
     ADAPT_GRAPH_CONV2D = 0,

@@ -31,11 +31,12 @@ static const char *const key_names[GK_N] = {
     [GK_COUNT_INCLUDE_PAD] = "count_include_pad",
 };
 
-/* The keys each kind accepts (bit per key) and the inputs it reads. */
+/* The keys each kind accepts (bit per key) and the inputs it reads: n_in, or when max_in is
+ * set, n_in to max_in. */
 #define B(k) (1u << (k))
 static const struct {
     unsigned keys;
-    int n_in;
+    int n_in, max_in;
 } kind_spec[ADAPT_GRAPH_N_KINDS] = {
     [ADAPT_GRAPH_CONV2D] = {B(GK_OUT) | B(GK_K) | B(GK_STRIDE) | B(GK_PAD) | B(GK_BIAS) |
                                 B(GK_IN_CHANNELS) | B(GK_GROUPS) | B(GK_DILATION), 1},
@@ -52,7 +53,7 @@ static const struct {
     [ADAPT_GRAPH_SIGMOID] = {0, 1},
     [ADAPT_GRAPH_HARDSWISH] = {0, 1},
     [ADAPT_GRAPH_DROPOUT] = {B(GK_P), 1},
-    [ADAPT_GRAPH_CONCAT] = {0, 2},
+    [ADAPT_GRAPH_CONCAT] = {0, 2, ADAPT_GRAPH_MAX_IN},
 };
 
 const char *adapt_graph_kind_name(enum adapt_graph_kind kind)
@@ -147,11 +148,14 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
         if (a->set[k] && !(kind_spec[n->kind].keys & B(k)))
             return FAIL("%s:%d: %s %s: key '%s' does not apply to %s layers", file, n->line, kn,
                         n->name, key_names[k], kn);
-    int want = kind_spec[n->kind].n_in;
+    int want = kind_spec[n->kind].n_in, most = kind_spec[n->kind].max_in;
     n->n_in = a->n_in ? a->n_in : 1;
     if (a->n_in) memcpy(n->in, a->in, sizeof n->in);
     else n->in[0] = a->default_in;
-    if (n->n_in != want)
+    if (most && (n->n_in < want || n->n_in > most))
+        return FAIL("%s:%d: %s %s reads %d to %d inputs, in= names %d", file, n->line, kn,
+                    n->name, want, most, n->n_in);
+    if (!most && n->n_in != want)
         return FAIL("%s:%d: %s %s reads %d input%s, in= names %d", file, n->line, kn, n->name,
                     want, want == 1 ? "" : "s", n->n_in);
     for (int i = 0; i < n->n_in; i++) {
@@ -272,19 +276,26 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
                         n->p);
         n->elementwise = numel(x);
         break;
-    case ADAPT_GRAPH_CONCAT:
-        if (n->in_dim[0][1] != n->in_dim[1][1] || n->in_dim[0][2] != n->in_dim[1][2]) {
-            char w2[96];
-            who(g, n->in[0], w, sizeof w);
-            who(g, n->in[1], w2, sizeof w2);
-            dims(d, sizeof d, n->in_dim[0]);
-            dims(e, sizeof e, n->in_dim[1]);
-            return FAIL("%s:%d: concat %s: %s gives %s but %s gives %s (the planes must be "
-                        "equal)",
-                        file, n->line, n->name, w, d, w2, e);
+    case ADAPT_GRAPH_CONCAT: {
+        int64_t c = 0;
+        for (int i = 0; i < n->n_in; i++) {
+            if (n->in_dim[i][1] != x[1] || n->in_dim[i][2] != x[2]) {
+                char w2[96];
+                who(g, n->in[0], w, sizeof w);
+                who(g, n->in[i], w2, sizeof w2);
+                dims(d, sizeof d, x);
+                dims(e, sizeof e, n->in_dim[i]);
+                return FAIL("%s:%d: concat %s: %s gives %s but %s gives %s (the planes must be "
+                            "equal)",
+                            file, n->line, n->name, w, d, w2, e);
+            }
+            c += n->in_dim[i][0];
         }
-        n->out_dim[0] = n->in_dim[0][0] + n->in_dim[1][0];
+        if (c > (1 << 30))
+            return FAIL("%s:%d: concat %s: %lld channels", file, n->line, n->name, (long long)c);
+        n->out_dim[0] = (int)c;
         break;
+    }
     case ADAPT_GRAPH_FLATTEN:
         n->out_dim[0] = (int)numel(x);
         n->out_dim[1] = n->out_dim[2] = 1;
@@ -339,7 +350,7 @@ void adapt_graph_print(const struct adapt_graph *g, FILE *f)
             "params", "MACs/sample");
     for (int i = 0; i < g->n_nodes; i++) {
         const struct adapt_graph_node *n = &g->nodes[i];
-        char in[2 * ADAPT_GRAPH_NAME_MAX + 2] = "", d[32];
+        char in[ADAPT_GRAPH_MAX_IN * (ADAPT_GRAPH_NAME_MAX + 1)] = "", d[32];
         for (int k = 0; k < n->n_in; k++) {
             size_t len = strlen(in);
             snprintf(in + len, sizeof in - len, "%s%s", k ? "," : "",

@@ -37,7 +37,7 @@
 #include "src/net/tensor.h"
 
 #define ADAPT_NAME_MAX 64
-#define ADAPT_LAYER_MAX_IN 2
+#define ADAPT_LAYER_MAX_IN 16 /* inputs of one layer (concat); the others read 1 or 2 */
 #define ADAPT_LAYER_MAX_PARAMS 4
 
 enum adapt_param_role {
@@ -111,7 +111,9 @@ struct adapt_layer *adapt_sigmoid_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_hardswish_create(const char *name, const int in_chw[3]);
 /* torch.nn.Dropout(p), 0 <= p < 1; masks from (run seed, layer, micro-batch). */
 struct adapt_layer *adapt_dropout_create(const char *name, const int in_chw[3], float p);
-/* torch.cat((x0, x1), dim=1): inputs with the same plane. */
+/* torch.cat((x0, x1, ...), dim=1) of 2 <= nin <= ADAPT_LAYER_MAX_IN inputs with the same plane
+ * (in_chw[i] the shape of input i); adapt_concat_create: two. */
+struct adapt_layer *adapt_concat_n_create(const char *name, int nin, const int (*in_chw)[3]);
 struct adapt_layer *adapt_concat_create(const char *name, const int in0[3], const int in1[3]);
 /* Grouped (groups > 1 divides cin and cout; depthwise when groups = cin) or dilated
  * convolution: weight (cout, cin/groups, k, k); kind "conv2d", a precision unit. */

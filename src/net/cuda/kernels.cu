@@ -1,13 +1,14 @@
 /* src/net/cuda/kernels.cu: CUDA kernels and extern "C" launchers of src/net/cuda/kernels.h.
  *
  * Each kernel is the device twin of a CPU layer and follows its arithmetic: activations
- * (src/net/layers/act.c, tanh by the same expm1 reduction, not libm), copies and sums (add.c,
- * flatten.c), pooling (pool.c), batch norm (batchnorm.c), bias of conv2d.c / linear.c (fc.c),
- * dropout and concat (dropout.c), softmax cross-entropy (xent.c), one SGD step (src/net/optim.c)
- * and the convolution lowering (im2col.c). Where the CPU rounds a product before adding it
- * (batch-norm coefficients and running statistics, the SGD update, dropout's scaling, the
- * cross-entropy gradient, the average-pool gradient) the kernels round it too (__fmul_rn and
- * friends: no contraction into FMA); the vectorised CPU loops may contract, and so may these.
+ * (src/net/layers/act.c; tanh by the same expm1 reduction, not libm), copies and sums
+ * (add.c, flatten.c), pooling (pool.c), batch norm (batchnorm.c), bias of conv2d.c / linear.c
+ * (fc.c), dropout (dropout.c), concat (concat.c), softmax cross-entropy (xent.c), one SGD step
+ * (src/net/optim.c) and the convolution lowering (im2col.c). Where the CPU rounds a product
+ * before adding it (batch-norm coefficients and running statistics, the SGD update, dropout's
+ * scaling, the cross-entropy gradient, the average-pool gradient) the kernels round it too
+ * (__fmul_rn and friends: no contraction into FMA); the vectorised CPU loops may contract, and
+ * so may these.
  *
  * Element-wise kernels walk the data grid-stride, four floats at a time (float4) when every
  * pointer is 16-byte aligned and a scalar tail after. Reductions accumulate in double: batch
@@ -646,7 +647,7 @@ __global__ void __launch_bounds__(kChanThreads)
     if (threadIdx.x == 0) db[ch] += (float)s1;
 }
 
-/* ---------------------------------------------------------------- dropout, concat (dropout.c) */
+/* ---------------------------------------------------------------- dropout.c, concat.c */
 
 /* One thread per Philox block q (elements 4q .. 4q+3): the keep bit of element i is
  * adapt_u32_to_unit_float(bits) >= p, out = in * scale or 0, added to out under acc. */
@@ -1158,22 +1159,20 @@ extern "C" void acu_dropout_backward(const float *dy, float *dx, size_t count, f
     dropout_launch(dy, dx, count, p, seed, stream, acc, s);
 }
 
-extern "C" void acu_concat_forward(const float *x0, const float *x1, float *y, int n, int c0,
-                                   int c1, int hw, cudaStream_t s)
+extern "C" void acu_concat_forward(const float *x, float *y, int n, int c0, int ci, int ctot,
+                                   int hw, cudaStream_t s)
 {
-    if (n <= 0 || hw <= 0) return;
-    const size_t n0 = (size_t)c0 * hw, n1 = (size_t)c1 * hw;
-    rows_copy(x0, n0, y, n0 + n1, n, n0, 0, s);
-    rows_copy(x1, n1, y + n0, n0 + n1, n, n1, 0, s);
+    if (n <= 0 || hw <= 0 || ci <= 0) return;
+    const size_t m = (size_t)ci * hw, out = (size_t)ctot * hw;
+    rows_copy(x, m, y + (size_t)c0 * hw, out, n, m, 0, s);
 }
 
-extern "C" void acu_concat_backward(const float *dy, float *dx0, float *dx1, int n, int c0, int c1,
-                                    int hw, int acc0, int acc1, cudaStream_t s)
+extern "C" void acu_concat_backward(const float *dy, float *dx, int n, int c0, int ci, int ctot,
+                                    int hw, int acc, cudaStream_t s)
 {
-    if (n <= 0 || hw <= 0) return;
-    const size_t n0 = (size_t)c0 * hw, n1 = (size_t)c1 * hw;
-    if (dx0) rows_copy(dy, n0 + n1, dx0, n0, n, n0, acc0, s);
-    if (dx1) rows_copy(dy + n0, n0 + n1, dx1, n1, n, n1, acc1, s);
+    if (n <= 0 || hw <= 0 || ci <= 0 || !dx) return;
+    const size_t m = (size_t)ci * hw, out = (size_t)ctot * hw;
+    rows_copy(dy + (size_t)c0 * hw, out, dx, m, n, m, acc, s);
 }
 
 extern "C" void acu_softmax_xent(const float *logits, const int *labels, int n, int c,

@@ -76,12 +76,13 @@ void acu_dropout_forward(const float *x, float *y, size_t count, float p, uint64
 void acu_dropout_backward(const float *dy, float *dx, size_t count, float p, uint64_t seed,
                           uint64_t stream, int acc, cudaStream_t s);
 
-/* Concat of two inputs along channels (the concat layer in src/net/layers/dropout.c): per sample
- * y = [x0 (c0 x hw); x1 (c1 x hw)]; backward splits dy into dx0, dx1 (either may be NULL). */
-void acu_concat_forward(const float *x0, const float *x1, float *y, int n, int c0, int c1,
-                        int hw, cudaStream_t s);
-void acu_concat_backward(const float *dy, float *dx0, float *dx1, int n, int c0, int c1, int hw,
-                         int acc0, int acc1, cudaStream_t s);
+/* One input of a concat along channels (src/net/layers/concat.c), called once per input: per
+ * sample, x (ci x hw) goes to channels [c0, c0 + ci) of y (ctot x hw); backward: dx (=|+=) that
+ * block of dy. */
+void acu_concat_forward(const float *x, float *y, int n, int c0, int ci, int ctot, int hw,
+                        cudaStream_t s);
+void acu_concat_backward(const float *dy, float *dx, int n, int c0, int ci, int ctot, int hw,
+                         int acc, cudaStream_t s);
 
 /* Softmax cross-entropy (src/net/layers/xent.c): rows of c logits, labels[n] (device ints).
  * out[0] = sum over rows of the row loss (double, so the host divides by n), out[1] = rows

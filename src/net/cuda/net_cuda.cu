@@ -420,7 +420,9 @@ enum adapt_status node_forward(struct adapt_cuda_net *d, int i, int n, int train
             acu_copy(x, y, cnt, 0, d->s);
         break;
     case K_CONCAT:
-        acu_concat_forward(x, d->act[nd->in[1]], y, n, c, l->in_dim[1][0], h * w, d->s);
+        for (int k = 0, c0 = 0; k < l->nin; c0 += l->in_dim[k][0], k++)
+            acu_concat_forward(d->act[nd->in[k]], y, n, c0, l->in_dim[k][0], l->out_dim[0], h * w,
+                               d->s);
         break;
     default: break;
     }
@@ -433,14 +435,16 @@ enum adapt_status node_backward(struct adapt_cuda_net *d, int i, int n)
     struct adapt_node *nd = &net->nodes[i];
     struct dlayer *dl = &d->L[i];
     const struct adapt_layer *l = dl->l;
-    float *dxs[ADAPT_LAYER_MAX_IN] = {NULL, NULL};
-    int acc[ADAPT_LAYER_MAX_IN] = {0, 0};
+    float *dxs[ADAPT_LAYER_MAX_IN] = {NULL};
+    int acc[ADAPT_LAYER_MAX_IN] = {0};
+    int any_dx = 0;
     for (int k = 0; k < l->nin; k++) {
         int a = nd->in[k];
         if (a == 0) continue; /* the input needs no gradient */
         dxs[k] = d->dact[a];
         acc[k] = d->written[a];
         d->written[a] = 1;
+        any_dx = 1;
     }
     const float *x = d->act[nd->in[0]], *y = d->act[nd->out], *dy = d->dact[nd->out];
     size_t cnt = adapt_layer_out_numel(l) * (size_t)n;
@@ -450,7 +454,7 @@ enum adapt_status node_backward(struct adapt_cuda_net *d, int i, int n)
     case K_LINEAR: return linear_backward(d, dl, x, dy, dxs[0], acc[0], n);
     default: break;
     }
-    if (!dxs[0] && !dxs[1] && dl->kind != K_BN) return ADAPT_OK;
+    if (!any_dx && dl->kind != K_BN) return ADAPT_OK;
     switch (dl->kind) {
     case K_ACT: acu_act_backward(dl->act, x, y, dy, dxs[0], cnt, acc[0], d->s); break;
     case K_MAXPOOL:
@@ -477,7 +481,9 @@ enum adapt_status node_backward(struct adapt_cuda_net *d, int i, int n)
             acu_copy(dy, dxs[0], cnt, acc[0], d->s);
         break;
     case K_CONCAT:
-        acu_concat_backward(dy, dxs[0], dxs[1], n, c, l->in_dim[1][0], h * w, acc[0], acc[1], d->s);
+        for (int k = 0, c0 = 0; k < l->nin; c0 += l->in_dim[k][0], k++)
+            acu_concat_backward(dy, dxs[k], n, c0, l->in_dim[k][0], l->out_dim[0], h * w, acc[k],
+                                d->s);
         break;
     default: break;
     }
