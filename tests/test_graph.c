@@ -238,6 +238,10 @@ START_TEST(test_bad_descriptions)
          "concat cat reads 2 to 16 inputs, in= names 1"},
         {"input 1 8 8\nrelu r\nconcat cat in=r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r\n", ":3:",
          "at most 16 inputs"},
+        {"input 1 8 8\ngelu g approximate=fast\n", ":2:",
+         "approximate=fast: expected none or tanh"},
+        {"input 1 8 8\nrelu r approximate=tanh\n", ":2:",
+         "key 'approximate' does not apply to relu layers"},
         {"input 1 8 8\nconv2d c out=2 k=1\nmaxpool2d pool1 k=3 stride=2 pad=2\n", ":3:",
          "maxpool2d pool1: pad=2 is more than half the kernel (k=3)"},
         {"input 1 8 8\navgpool2d a k=2 pad=2\n", ":2:",
@@ -285,6 +289,26 @@ START_TEST(test_more_kinds)
     ck_assert(g->nodes[6].p == 0.2);
     ck_assert_int_eq(g->nodes[6].elementwise, 11 * 64);
     ck_assert_int_eq(g->n_units, 3);
+    adapt_graph_free(g);
+}
+END_TEST
+
+/* gelu: exact (erf) by default, approximate=tanh the tanh form; one operation per element */
+START_TEST(test_gelu_kind)
+{
+    const char *text = "input 2 4 4\n"
+                       "gelu g0\n"
+                       "gelu g1 approximate=tanh\n"
+                       "gelu g2 approximate=none\n"
+                       "flatten f\n"
+                       "linear fc out=classes\n";
+    struct adapt_graph *g = parse_ok(text, 10, NULL);
+    ck_assert_str_eq(adapt_graph_kind_name(g->nodes[0].kind), "gelu");
+    ck_assert_int_eq(g->nodes[0].approximate, 0);
+    ck_assert_int_eq(g->nodes[1].approximate, 1);
+    ck_assert_int_eq(g->nodes[2].approximate, 0);
+    ck_assert_int_eq(g->nodes[1].elementwise, 32);
+    ck_assert_int_eq(g->nodes[1].params, 0);
     adapt_graph_free(g);
 }
 END_TEST
@@ -378,6 +402,7 @@ int main(void)
     tcase_add_test(tc, test_more_kinds);
     tcase_add_test(tc, test_padded_pools);
     tcase_add_test(tc, test_concat_three);
+    tcase_add_test(tc, test_gelu_kind);
     tcase_add_test(tc, test_files);
     suite_add_tcase(s, tc);
     return tu_run_suite(s, CK_FORK);

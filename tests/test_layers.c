@@ -611,6 +611,143 @@ START_TEST(test_sigmoid_hardswish_grads)
 }
 END_TEST
 
+/* GELU references in double: x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2, and PyTorch's tanh
+ * form */
+static double gelu_ref(double x) { return x * 0.5 * erfc(-x / sqrt(2.0)); }
+static double gelu_tanh_ref(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static void ref_gelu(const struct tu_layer *t, const void *arg, double *y)
+{
+    const int approximate = arg ? *(const int *)arg : 0;
+    for (size_t i = 0; i < tu_layer_out_len(t); i++)
+        y[i] = approximate ? gelu_tanh_ref(t->x[0][i]) : gelu_ref(t->x[0][i]);
+}
+
+/* PyTorch 1.13: F.gelu(x) and F.gelu(x, approximate='tanh') on the float32 values below, and
+ * their gradients for dy = 1 (GeluBackward). PyTorch forms 0.5 x (1 + erf(x / sqrt 2)), whose
+ * 1 + erf rounds to u absolute, so its values carry up to u |x| besides a few ulps; the layer's
+ * Phi is within 8 ulp (test_gelu_accuracy). Hence |layer - PyTorch| <= 10 u |y| + 2 u |x| for
+ * the values and 10 u (|Phi| + |x phi|) + 2 u for the gradients (Phi + x phi, in double here).
+ * The tanh form: tanh within 3 ulp here, 1 ulp in PyTorch, enters as 0.5 x tanh: 4 u |x| more. */
+START_TEST(test_gelu_hand)
+{
+    static const float x[16] = {-4.0f, -3.0f, -2.385f, -1.25f, -0.75f, -0.1f, -1e-3f, 0.0f,
+                                2e-4f, 0.05f, 0.5f,   1.0f,   1.7f,  2.385f, 3.5f,  6.0f};
+    static const float want[2][16] = {
+        {-0.000126719475f, -0.00404986739f, -0.0203668438f, -0.132062316f, -0.169970468f,
+         -0.0460172109f, -0.000499601127f, 0.0f, 0.000100015975f, 0.0259969477f, 0.345731199f,
+         0.841344714f, 1.62423885f, 2.36463308f, 3.49918556f, 6.0f},
+        {-7.02142715e-05f, -0.00363743305f, -0.0199774764f, -0.132285804f, -0.170039445f,
+         -0.0460172482f, -0.000499601068f, 0.0f, 0.000100015961f, 0.0259969383f, 0.345714003f,
+         0.841192007f, 1.62410593f, 2.36502242f, 3.49938369f, 6.0f}};
+    static const float want_dx[2][16] = {
+        {-0.000503629446f, -0.0119456053f, -0.0468229949f, -0.122661471f, 0.000774204731f,
+         0.420476824f, 0.499202192f, 0.5f, 0.500159681f, 0.539861143f, 0.86749506f,
+         1.08331537f, 1.11531794f, 1.04682302f, 1.00282168f, 1.0f},
+        {-0.000334972079f, -0.0115842968f, -0.047357861f, -0.122492626f, 0.00106176734f,
+         0.420478195f, 0.499202132f, 0.5f, 0.500159621f, 0.539860845f, 0.86736989f,
+         1.08296406f, 1.11591458f, 1.04735792f, 1.00242245f, 1.0f}};
+    int chw[3] = {16, 1, 1};
+    for (int ap = 0; ap < 2; ap++) {
+        struct tu_layer t;
+        tu_layer_bind(&t, adapt_gelu_create("g", chw, ap), 1, 1);
+        ck_assert_str_eq(t.l->ops->kind, "gelu");
+        ck_assert_int_eq(t.l->approximate, ap);
+        ck_assert_int_eq(t.l->elementwise, 16);
+        memcpy(t.x[0], x, sizeof x);
+        for (int i = 0; i < 16; i++) t.dy[i] = 1.0f;
+        tu_layer_forward(&t);
+        tu_layer_backward(&t, 0);
+        for (int i = 0; i < 16; i++) {
+            double xi = x[i], phi = exp(-xi * xi / 2) / sqrt(2 * M_PI);
+            double cdf = 0.5 * erfc(-xi / sqrt(2.0));
+            double ty = 10 * U * fabs(want[ap][i]) + (2 + 4 * ap) * U * fabs(xi);
+            double td = 10 * U * (cdf + fabs(xi) * phi) + 2 * U + 4 * ap * U * (1 + fabs(xi));
+            ck_assert_msg(fabs(t.y[i] - want[ap][i]) <= ty, "gelu(%g, approximate %d) = %.9g, "
+                          "PyTorch %.9g", x[i], ap, t.y[i], want[ap][i]);
+            ck_assert_msg(fabs(t.dx[0][i] - want_dx[ap][i]) <= td, "gelu'(%g, approximate %d) "
+                          "= %.9g, PyTorch %.9g", x[i], ap, t.dx[0][i], want_dx[ap][i]);
+        }
+        tu_layer_release(&t);
+    }
+}
+END_TEST
+
+/* GELU = x Phi(x) and its gradient Phi(x) + x phi(x) against erfc() and exp() in double on every
+ * 613th float in [0, 14] and its negative (the bounds of act.c's header, measured there on
+ * every 5th float: Phi and x Phi(x) within 8 ulp while Phi is a normal float, x >= -13.09,
+ * the gradient within 8 ulp of |Phi| + |x phi|), then the special values: NaN, +-inf (as
+ * PyTorch: gelu(inf) = inf, gelu(-inf) = NaN), -0, x below -13.1 (Phi flushed: -0). */
+START_TEST(test_gelu_accuracy)
+{
+    const uint32_t top = 0x41600000u; /* 14.0f */
+    const size_t stride = 613, cnt = top / stride + 1;
+    int chw[3] = {1, 1, (int)(2 * cnt + 8)};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_gelu_create("g", chw, 0), 1, 1);
+    for (size_t i = 0; i < cnt; i++) {
+        uint32_t u = (uint32_t)(i * stride);
+        float f;
+        memcpy(&f, &u, sizeof f);
+        t.x[0][2 * i] = f;
+        t.x[0][2 * i + 1] = -f;
+    }
+    float *sp = t.x[0] + 2 * cnt;
+    const float special[8] = {NAN, INFINITY, -INFINITY, -0.0f, -13.5f, -1e30f, 1e30f, 1e-40f};
+    memcpy(sp, special, sizeof special);
+    for (size_t i = 0; i < 2 * cnt + 8; i++) t.dy[i] = 1.0f;
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    double worst[2] = {0.0, 0.0};
+    float at[2] = {0.0f, 0.0f};
+    for (size_t i = 0; i < 2 * cnt; i++) {
+        double x = t.x[0][i], cdf = 0.5 * erfc(-x / sqrt(2.0));
+        double pdf = exp(-x * x / 2) / sqrt(2 * M_PI);
+        if (cdf < FLT_MIN || fabs(x * cdf) < FLT_MIN) continue;
+        double e = tu_ulp_error(t.y[i], x * cdf);
+        /* the gradient in ulps of |Phi| + |x phi| (it cancels for negative x) */
+        double d = fabs(t.dx[0][i] - (cdf + x * pdf)) /
+                   ldexp(1.0, ilogb(cdf + fabs(x) * pdf) - 23);
+        if (e > worst[0]) worst[0] = e, at[0] = (float)x;
+        if (d > worst[1]) worst[1] = d, at[1] = (float)x;
+    }
+    ck_assert_msg(worst[0] <= 8.0, "gelu max error %.3f ulp at %.9g", worst[0], at[0]);
+    ck_assert_msg(worst[1] <= 8.0, "gelu' max error %.3f ulp at %.9g", worst[1], at[1]);
+    const float *r = t.y + 2 * cnt, *g = t.dx[0] + 2 * cnt;
+    ck_assert(isnan(r[0]) && isnan(g[0]));
+    ck_assert(r[1] == INFINITY);
+    ck_assert(isnan(r[2]));
+    ck_assert(r[3] == 0.0f && signbit(r[3]) && g[3] == 0.5f);
+    ck_assert(r[4] == 0.0f && g[4] == 0.0f);
+    ck_assert(r[5] == 0.0f && r[6] == 1e30f && g[6] == 1.0f);
+    ck_assert(r[7] == 0.5f * 1e-40f && g[7] == 0.5f);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* GELU and its tanh form against finite differences of the double references: smooth, so the
+ * difference quotient with h = 2^-12 is within 1e-7 of the derivative; what remains is the
+ * layer's own gradient error, within 8 ulp of |Phi| + |x phi| <= 1.13 (test_gelu_accuracy),
+ * and for the tanh form a few ulps of terms up to 1.2: 16 u. */
+START_TEST(test_gelu_grads)
+{
+    int chw[3] = {3, 5, 7};
+    for (int ap = 0; ap < 2; ap++) {
+        struct tu_layer t;
+        tu_layer_bind(&t, adapt_gelu_create("g", chw, ap), 2, 1);
+        size_t nx = tu_layer_in_len(&t, 0);
+        tu_fill_uniform(t.x[0], nx, 57 + ap, -7.0f, 7.0f);
+        tu_fill_uniform(t.dy, nx, 59 + ap, -1.0f, 1.0f);
+        double ax[2] = {16 * U, -1}, ap4[4] = {-1, -1, -1, -1};
+        check_grads(&t, ref_gelu, &ap, 0x1p-12f, ax, ap4, 64);
+        tu_layer_release(&t);
+    }
+}
+END_TEST
+
 /* Dropout: evaluation passes x through; training keeps a fraction near 1 - p scaled by
  * 1/(1 - p), the same mask for the same (seed, layer, micro-batch) and another for the next
  * micro-batch; backward multiplies dy by the same mask. p = 0 is the identity. */
@@ -1701,6 +1838,9 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_relu6_hand);
     tcase_add_test(tc, test_sigmoid_hardswish_hand);
     tcase_add_test(tc, test_sigmoid_hardswish_grads);
+    tcase_add_test(tc, test_gelu_hand);
+    tcase_add_test(tc, test_gelu_accuracy);
+    tcase_add_test(tc, test_gelu_grads);
     tcase_add_test(tc, test_dropout);
     tcase_add_test(tc, test_concat);
     tcase_add_test(tc, test_concat3);

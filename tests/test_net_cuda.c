@@ -243,14 +243,16 @@ END_TEST
 START_TEST(test_layer_elementwise)
 {
     const int n = 4, in[3] = {3, 10, 10};
-    const char *names[] = {"relu", "relu6", "tanh", "sigmoid", "hardswish"};
-    for (int a = 0; a < 5; a++) {
+    const char *names[] = {"relu", "relu6", "tanh", "sigmoid", "hardswish", "gelu", "gelu tanh"};
+    for (int a = 0; a < 7; a++) {
         struct adapt_layer *l = a == 0   ? adapt_relu_create("act", in)
                                 : a == 1 ? adapt_relu6_create("act", in)
                                 : a == 2 ? adapt_tanh_create("act", in)
                                 : a == 3 ? adapt_sigmoid_create("act", in)
-                                         : adapt_hardswish_create("act", in);
-        /* one term each way (a few ulps for tanh and sigmoid: K = 4) */
+                                : a == 4 ? adapt_hardswish_create("act", in)
+                                         : adapt_gelu_create("act", in, a == 6);
+        /* one term each way (a few ulps for tanh, sigmoid and gelu: K = 4; the same gelu
+         * source on both, contracted differently) */
         check_layer(names[a], one_layer(l, in, 0, n), n, 4, 4, NULL, 0);
     }
     int in6[3] = {6, 10, 10};

@@ -21,6 +21,7 @@ _KINDS = {
     "relu6": (set(), 1),
     "sigmoid": (set(), 1),
     "hardswish": (set(), 1),
+    "gelu": ({"approximate"}, 1),
     "dropout": ({"p"}, 1),
     "concat": (set(), (2, 16)),
     "tanh": (set(), 1),
@@ -31,6 +32,7 @@ _KINDS = {
     "add": (set(), 2),
 }
 _REAL_KEYS = {"eps", "momentum", "p"}
+_WORD_KEYS = {"approximate": ("none", "tanh")}  # torch.nn.GELU(approximate=...)
 MAX_LAYERS = 10000
 
 
@@ -318,7 +320,12 @@ def parse(text, classes, args="", file="<model>"):
                 continue
             if k not in allowed:
                 fail(no, "%s %s: key '%s' does not apply" % (kind, ly.name, k))
-            keys[k] = float(v) if k in _REAL_KEYS else ev(no, v)
+            if k in _WORD_KEYS:
+                if v not in _WORD_KEYS[k]:
+                    fail(no, "%s=%s: expected %s" % (k, v, " or ".join(_WORD_KEYS[k])))
+                keys[k] = v
+            else:
+                keys[k] = float(v) if k in _REAL_KEYS else ev(no, v)
         if not ly.inputs:
             ly.inputs = [st["cur"]]
         lo, hi = (n_in, n_in) if isinstance(n_in, int) else n_in
@@ -429,6 +436,8 @@ def _module(nn, ly):
         return nn.Sigmoid()
     if ly.kind == "hardswish":
         return nn.Hardswish()
+    if ly.kind == "gelu":
+        return nn.GELU(approximate=k.get("approximate", "none"))
     if ly.kind == "dropout":
         return nn.Dropout(ly.keys["p"])
     if ly.kind == "tanh":

@@ -367,7 +367,16 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
         int k = graph_layer_key(key);
         if (k < 0) return err_at(c, "unknown key '%s' (see doc/model-format.md)", key, NULL);
         if (la.set[k]) return err_at(c, "key '%s' given twice", key, NULL);
-        if (graph_key_is_real(k)) {
+        const char *words = NULL;
+        int word = graph_key_word(k, val, &words);
+        if (word == -1) {
+            char kv[128];
+            snprintf(kv, sizeof kv, "%.60s=%.60s", key, val);
+            return err_at(c, "%s: expected %s", kv, words);
+        }
+        if (word >= 0) {
+            la.val[k] = word;
+        } else if (graph_key_is_real(k)) {
             char *end;
             errno = 0;
             double d = strtod(val, &end);

@@ -43,6 +43,7 @@ enum adapt_graph_kind {
     ADAPT_GRAPH_HARDSWISH,
     ADAPT_GRAPH_DROPOUT,
     ADAPT_GRAPH_CONCAT,
+    ADAPT_GRAPH_GELU,
     ADAPT_GRAPH_N_KINDS
 };
 
@@ -61,6 +62,7 @@ struct adapt_graph_node {
     int out;                         /* conv2d / linear: output channels or features */
     int k, stride, pad;              /* conv2d / pools; avgpool2d k = 0: global */
     int count_include_pad;           /* avgpool2d: 1 divides by k*k, 0 by the cells inside */
+    int approximate;                 /* gelu: 0 exact (erf), 1 the tanh form */
     int groups;                      /* conv2d: 1, or > 1 for a grouped (depthwise) conv */
     int dilation;                    /* conv2d: distance of the kernel taps (1: dense) */
     int bias;                        /* conv2d / linear */

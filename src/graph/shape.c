@@ -20,6 +20,7 @@ static const char *const kind_names[ADAPT_GRAPH_N_KINDS] = {
     [ADAPT_GRAPH_ADD] = "add",             [ADAPT_GRAPH_RELU6] = "relu6",
     [ADAPT_GRAPH_SIGMOID] = "sigmoid",     [ADAPT_GRAPH_HARDSWISH] = "hardswish",
     [ADAPT_GRAPH_DROPOUT] = "dropout",     [ADAPT_GRAPH_CONCAT] = "concat",
+    [ADAPT_GRAPH_GELU] = "gelu",
 };
 
 static const char *const key_names[GK_N] = {
@@ -28,7 +29,7 @@ static const char *const key_names[GK_N] = {
     [GK_IN_CHANNELS] = "in_channels", [GK_IN_FEATURES] = "in_features",
     [GK_EPS] = "eps",       [GK_MOMENTUM] = "momentum", [GK_GROUPS] = "groups",
     [GK_P] = "p",           [GK_DILATION] = "dilation",
-    [GK_COUNT_INCLUDE_PAD] = "count_include_pad",
+    [GK_COUNT_INCLUDE_PAD] = "count_include_pad", [GK_APPROXIMATE] = "approximate",
 };
 
 /* The keys each kind accepts (bit per key) and the inputs it reads: n_in, or when max_in is
@@ -54,6 +55,7 @@ static const struct {
     [ADAPT_GRAPH_HARDSWISH] = {0, 1},
     [ADAPT_GRAPH_DROPOUT] = {B(GK_P), 1},
     [ADAPT_GRAPH_CONCAT] = {0, 2, ADAPT_GRAPH_MAX_IN},
+    [ADAPT_GRAPH_GELU] = {B(GK_APPROXIMATE), 1},
 };
 
 const char *adapt_graph_kind_name(enum adapt_graph_kind kind)
@@ -71,6 +73,16 @@ int graph_layer_key(const char *name)
 }
 
 int graph_key_is_real(int key) { return key == GK_EPS || key == GK_MOMENTUM || key == GK_P; }
+
+int graph_key_word(int key, const char *val, const char **expected)
+{
+    static const char *const approximate[] = {"none", "tanh"}; /* torch.nn.GELU's */
+    if (key != GK_APPROXIMATE) return -2;
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(val, approximate[i])) return i;
+    *expected = "none or tanh";
+    return -1;
+}
 
 static int64_t numel(const int d[3]) { return (int64_t)d[0] * d[1] * d[2]; }
 
@@ -222,6 +234,10 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
         n->unit = g->n_units++;
         break;
     }
+    case ADAPT_GRAPH_GELU:
+        n->approximate = a->set[GK_APPROXIMATE] ? (int)a->val[GK_APPROXIMATE] : 0;
+        n->elementwise = numel(n->out_dim);
+        break;
     case ADAPT_GRAPH_RELU:
     case ADAPT_GRAPH_RELU6:
     case ADAPT_GRAPH_SIGMOID:

@@ -94,8 +94,8 @@ struct adapt_layer {
     /* what another implementation of the kind (the GPU engine, src/net/cuda) needs beyond the
      * shapes, set by the constructors (0 elsewhere): conv groups and dilation (1 for a plain
      * conv2d), global = 1 for a global average pool, count_include_pad of an average pool,
-     * batch-norm eps and momentum, dropout p */
-    int groups, dilation, global, count_include_pad;
+     * approximate = 1 for gelu's tanh form, batch-norm eps and momentum, dropout p */
+    int groups, dilation, global, count_include_pad, approximate;
     float eps, momentum, p;
 };
 
@@ -109,6 +109,9 @@ struct adapt_layer *adapt_relu6_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_tanh_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_sigmoid_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_hardswish_create(const char *name, const int in_chw[3]);
+/* torch.nn.GELU(): x Phi(x) (approximate 0), or GELU(approximate='tanh') (approximate 1);
+ * kind "gelu" for both. */
+struct adapt_layer *adapt_gelu_create(const char *name, const int in_chw[3], int approximate);
 /* torch.nn.Dropout(p), 0 <= p < 1; masks from (run seed, layer, micro-batch). */
 struct adapt_layer *adapt_dropout_create(const char *name, const int in_chw[3], float p);
 /* torch.cat((x0, x1, ...), dim=1) of 2 <= nin <= ADAPT_LAYER_MAX_IN inputs with the same plane

@@ -27,6 +27,7 @@ static struct adapt_layer *make_layer(const struct adapt_graph_node *n)
     case ADAPT_GRAPH_TANH: return adapt_tanh_create(n->name, x);
     case ADAPT_GRAPH_SIGMOID: return adapt_sigmoid_create(n->name, x);
     case ADAPT_GRAPH_HARDSWISH: return adapt_hardswish_create(n->name, x);
+    case ADAPT_GRAPH_GELU: return adapt_gelu_create(n->name, x, n->approximate);
     case ADAPT_GRAPH_DROPOUT: return adapt_dropout_create(n->name, x, (float)n->p);
     case ADAPT_GRAPH_CONCAT: return adapt_concat_n_create(n->name, n->n_in, n->in_dim);
     case ADAPT_GRAPH_MAXPOOL2D:

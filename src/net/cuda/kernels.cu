@@ -1,7 +1,7 @@
 /* src/net/cuda/kernels.cu: CUDA kernels and extern "C" launchers of src/net/cuda/kernels.h.
  *
  * Each kernel is the device twin of a CPU layer and follows its arithmetic: activations
- * (src/net/layers/act.c; tanh by the same expm1 reduction, not libm), copies and sums
+ * (src/net/layers/act.c; tanh and gelu from the same source, act_impl.h), copies and sums
  * (add.c, flatten.c), pooling (pool.c), batch norm (batchnorm.c), bias of conv2d.c / linear.c
  * (fc.c), dropout (dropout.c), concat (concat.c), softmax cross-entropy (xent.c), one SGD step
  * (src/net/optim.c) and the convolution lowering (im2col.c). Where the CPU rounds a product
@@ -200,18 +200,23 @@ template <int KIND> __device__ __forceinline__ float act_f(float x)
     if (KIND == ACU_RELU6) return relu6_f(x);
     if (KIND == ACU_TANH) return tanh_f(x);
     if (KIND == ACU_SIGMOID) return sigmoid_f(x);
+    if (KIND == ACU_GELU) return adapt_act_gelu(x); /* act.c's: the same source */
+    if (KIND == ACU_GELU_TANH) return adapt_act_gelu_tanh(x);
     return hardswish_f(x);
 }
 
-/* The gradient given r = y (x for hardswish) and dy, as act.c's *_back_span: relu and relu6
- * compare y with the kinks (0 at y <= 0 and at y >= 6; a NaN y passes dy), hardswish is 0 below
- * x = -3, dy (x/3 + 1/2) up to 3 inclusive, dy above (and for a NaN x). */
+/* The gradient given r = y (x for hardswish and gelu) and dy, as act.c's *_back_span: relu and
+ * relu6 compare y with the kinks (0 at y <= 0 and at y >= 6; a NaN y passes dy), hardswish is 0
+ * below x = -3, dy (x/3 + 1/2) up to 3 inclusive, dy above (and for a NaN x); gelu's from
+ * act_impl.h. */
 template <int KIND> __device__ __forceinline__ float act_grad(float r, float dy)
 {
     if (KIND == ACU_RELU) return r <= 0.0f ? 0.0f : dy;
     if (KIND == ACU_RELU6) return r <= 0.0f || r >= 6.0f ? 0.0f : dy;
     if (KIND == ACU_TANH) return (1.0f - r * r) * dy;
     if (KIND == ACU_SIGMOID) return dy * r * (1.0f - r);
+    if (KIND == ACU_GELU) return adapt_act_gelu_grad(r) * dy;
+    if (KIND == ACU_GELU_TANH) return adapt_act_gelu_tanh_grad(r) * dy;
     return r < -3.0f ? 0.0f : r <= 3.0f ? dy * (r / 3.0f + 0.5f) : dy;
 }
 
@@ -228,7 +233,7 @@ template <int KIND> struct act_fwd_op {
 };
 
 template <int KIND> struct act_bwd_op {
-    const float *r; /* y, or x for hardswish */
+    const float *r; /* y, or x for hardswish and gelu */
     const float *dy;
     float *dx;
     int acc;
@@ -947,6 +952,8 @@ extern "C" void acu_act_forward(int kind, const float *x, float *y, size_t count
     case ACU_TANH: act_forward_as<ACU_TANH>(x, y, count, s); break;
     case ACU_SIGMOID: act_forward_as<ACU_SIGMOID>(x, y, count, s); break;
     case ACU_HARDSWISH: act_forward_as<ACU_HARDSWISH>(x, y, count, s); break;
+    case ACU_GELU: act_forward_as<ACU_GELU>(x, y, count, s); break;
+    case ACU_GELU_TANH: act_forward_as<ACU_GELU_TANH>(x, y, count, s); break;
     default: break;
     }
 }
@@ -960,6 +967,8 @@ extern "C" void acu_act_backward(int kind, const float *x, const float *y, const
     case ACU_TANH: act_backward_as<ACU_TANH>(y, dy, dx, count, acc, s); break;
     case ACU_SIGMOID: act_backward_as<ACU_SIGMOID>(y, dy, dx, count, acc, s); break;
     case ACU_HARDSWISH: act_backward_as<ACU_HARDSWISH>(x, dy, dx, count, acc, s); break;
+    case ACU_GELU: act_backward_as<ACU_GELU>(x, dy, dx, count, acc, s); break;
+    case ACU_GELU_TANH: act_backward_as<ACU_GELU_TANH>(x, dy, dx, count, acc, s); break;
     default: break;
     }
 }

@@ -20,9 +20,17 @@
 extern "C" {
 #endif
 
-/* Activations (src/net/layers/act.c): kinds in the order of enum acu_act. The backward takes
- * both x and y; each kind reads the one its CPU backward reads. */
-enum acu_act { ACU_RELU = 0, ACU_RELU6, ACU_TANH, ACU_SIGMOID, ACU_HARDSWISH };
+/* Activations (src/net/layers/act.c): kinds in the order of enum acu_act (ACU_GELU_TANH: gelu's
+ * tanh form). The backward takes both x and y; each kind reads the one its CPU backward reads. */
+enum acu_act {
+    ACU_RELU = 0,
+    ACU_RELU6,
+    ACU_TANH,
+    ACU_SIGMOID,
+    ACU_HARDSWISH,
+    ACU_GELU,
+    ACU_GELU_TANH
+};
 void acu_act_forward(int kind, const float *x, float *y, size_t count, cudaStream_t s);
 void acu_act_backward(int kind, const float *x, const float *y, const float *dy, float *dx,
                       size_t count, int acc, cudaStream_t s);

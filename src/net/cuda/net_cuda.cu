@@ -141,6 +141,7 @@ int kind_of(const struct adapt_layer *l, int *act)
     if (!strcmp(k, "tanh")) return *act = ACU_TANH, K_ACT;
     if (!strcmp(k, "sigmoid")) return *act = ACU_SIGMOID, K_ACT;
     if (!strcmp(k, "hardswish")) return *act = ACU_HARDSWISH, K_ACT;
+    if (!strcmp(k, "gelu")) return *act = l->approximate ? ACU_GELU_TANH : ACU_GELU, K_ACT;
     if (!strcmp(k, "maxpool2d")) return K_MAXPOOL;
     if (!strcmp(k, "avgpool2d")) return K_AVGPOOL;
     if (!strcmp(k, "batchnorm2d")) return K_BN;
