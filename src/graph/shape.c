@@ -32,12 +32,11 @@ static const char *const key_names[GK_N] = {
     [GK_COUNT_INCLUDE_PAD] = "count_include_pad", [GK_APPROXIMATE] = "approximate",
 };
 
-/* The keys each kind accepts (bit per key) and the inputs it reads: n_in, or when max_in is
- * set, n_in to max_in. */
+/* The keys each kind accepts (bit per key) and the inputs it reads (0: 2 to ADAPT_GRAPH_MAX_IN). */
 #define B(k) (1u << (k))
 static const struct {
     unsigned keys;
-    int n_in, max_in;
+    int n_in;
 } kind_spec[ADAPT_GRAPH_N_KINDS] = {
     [ADAPT_GRAPH_CONV2D] = {B(GK_OUT) | B(GK_K) | B(GK_STRIDE) | B(GK_PAD) | B(GK_BIAS) |
                                 B(GK_IN_CHANNELS) | B(GK_GROUPS) | B(GK_DILATION), 1},
@@ -54,7 +53,7 @@ static const struct {
     [ADAPT_GRAPH_SIGMOID] = {0, 1},
     [ADAPT_GRAPH_HARDSWISH] = {0, 1},
     [ADAPT_GRAPH_DROPOUT] = {B(GK_P), 1},
-    [ADAPT_GRAPH_CONCAT] = {0, 2, ADAPT_GRAPH_MAX_IN},
+    [ADAPT_GRAPH_CONCAT] = {0, 0},
     [ADAPT_GRAPH_GELU] = {B(GK_APPROXIMATE), 1},
 };
 
@@ -160,14 +159,14 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
         if (a->set[k] && !(kind_spec[n->kind].keys & B(k)))
             return FAIL("%s:%d: %s %s: key '%s' does not apply to %s layers", file, n->line, kn,
                         n->name, key_names[k], kn);
-    int want = kind_spec[n->kind].n_in, most = kind_spec[n->kind].max_in;
+    int want = kind_spec[n->kind].n_in;
     n->n_in = a->n_in ? a->n_in : 1;
     if (a->n_in) memcpy(n->in, a->in, sizeof n->in);
     else n->in[0] = a->default_in;
-    if (most && (n->n_in < want || n->n_in > most))
-        return FAIL("%s:%d: %s %s reads %d to %d inputs, in= names %d", file, n->line, kn,
-                    n->name, want, most, n->n_in);
-    if (!most && n->n_in != want)
+    if (!want && (n->n_in < 2 || n->n_in > ADAPT_GRAPH_MAX_IN))
+        return FAIL("%s:%d: %s %s reads 2 to %d inputs, in= names %d", file, n->line, kn,
+                    n->name, ADAPT_GRAPH_MAX_IN, n->n_in);
+    if (want && n->n_in != want)
         return FAIL("%s:%d: %s %s reads %d input%s, in= names %d", file, n->line, kn, n->name,
                     want, want == 1 ? "" : "s", n->n_in);
     for (int i = 0; i < n->n_in; i++) {
