@@ -230,6 +230,28 @@ START_TEST(test_bad_descriptions)
          "kernel 3 (spanning 9) is larger than its padded input"},
         {"input 4 8 8\nconv2d g out=6 k=3 groups=4\n", ":2:",
          "groups=4 must divide its 4 input and 6 output channels"},
+        {"input 1 8 8\nconv2d a out=2 k=1\nconv2d b out=3 k=1\nconv2d c out=2 k=3\n"
+         "concat cat in=a,b,c\n",
+         ":5:", "concat cat: a (line 2) gives 2x8x8 but c (line 4) gives 2x6x6 (the planes must "
+                "be equal)"},
+        {"input 1 8 8\nrelu r\nconcat cat in=r\n", ":3:",
+         "concat cat reads 2 to 16 inputs, in= names 1"},
+        {"input 1 8 8\nrelu r\nconcat cat in=r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r\n", ":3:",
+         "at most 16 inputs"},
+        {"input 1 8 8\ngelu g approximate=fast\n", ":2:",
+         "approximate=fast: expected none or tanh"},
+        {"input 1 8 8\nrelu r approximate=tanh\n", ":2:",
+         "key 'approximate' does not apply to relu layers"},
+        {"input 1 8 8\nconv2d c out=2 k=1\nmaxpool2d pool1 k=3 stride=2 pad=2\n", ":3:",
+         "maxpool2d pool1: pad=2 is more than half the kernel (k=3)"},
+        {"input 1 8 8\navgpool2d a k=2 pad=2\n", ":2:",
+         "avgpool2d a: pad=2 is more than half the kernel (k=2)"},
+        {"input 1 8 8\navgpool2d gap global=1 pad=1\n", ":2:",
+         "global=1 takes no k, stride, pad or count_include_pad"},
+        {"input 1 8 8\nmaxpool2d p k=2 count_include_pad=0\n", ":2:",
+         "key 'count_include_pad' does not apply to maxpool2d layers"},
+        {"input 1 8 8\navgpool2d p k=2 count_include_pad=2\n", ":2:",
+         "count_include_pad=2, expected 0..1"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct adapt_graph *g = (struct adapt_graph *)1;
@@ -271,6 +293,81 @@ START_TEST(test_more_kinds)
 }
 END_TEST
 
+/* gelu: exact (erf) by default, approximate=tanh the tanh form; one operation per element */
+START_TEST(test_gelu_kind)
+{
+    const char *text = "input 2 4 4\n"
+                       "gelu g0\n"
+                       "gelu g1 approximate=tanh\n"
+                       "gelu g2 approximate=none\n"
+                       "flatten f\n"
+                       "linear fc out=classes\n";
+    struct adapt_graph *g = parse_ok(text, 10, NULL);
+    ck_assert_str_eq(adapt_graph_kind_name(g->nodes[0].kind), "gelu");
+    ck_assert_int_eq(g->nodes[0].approximate, 0);
+    ck_assert_int_eq(g->nodes[1].approximate, 1);
+    ck_assert_int_eq(g->nodes[2].approximate, 0);
+    ck_assert_int_eq(g->nodes[1].elementwise, 32);
+    ck_assert_int_eq(g->nodes[1].params, 0);
+    adapt_graph_free(g);
+}
+END_TEST
+
+/* concat of three inputs (one of them read twice): channels add up, inputs in order */
+START_TEST(test_concat_three)
+{
+    const char *text = "input 2 6 6\n"
+                       "conv2d a out=3 k=3 pad=1\n"
+                       "conv2d b in=input out=5 k=1\n"
+                       "concat cat in=a,b,input,a\n"
+                       "avgpool2d gap global=1\n"
+                       "flatten f\n"
+                       "linear fc out=classes\n";
+    struct adapt_graph *g = parse_ok(text, 10, NULL);
+    const struct adapt_graph_node *c = &g->nodes[2];
+    ck_assert_int_eq(c->n_in, 4);
+    ck_assert_int_eq(c->in[0], 0);
+    ck_assert_int_eq(c->in[1], 1);
+    ck_assert_int_eq(c->in[2], -1);
+    ck_assert_int_eq(c->in[3], 0);
+    ck_assert_int_eq(c->out_dim[0], 3 + 5 + 2 + 3);
+    ck_assert_int_eq(c->out_dim[1], 6);
+    ck_assert_int_eq(c->in_dim[1][0], 5);
+    ck_assert_int_eq(c->elementwise, 0);
+    adapt_graph_free(g);
+}
+END_TEST
+
+/* Pools with padding: PyTorch's shapes floor((H + 2 pad - k) / stride) + 1, and as element-wise
+ * cost the input cells the windows read (padding is not read): per axis the clipped window
+ * lengths, worked out by hand below. */
+START_TEST(test_padded_pools)
+{
+    const char *text = "input 3 7 7\n"
+                       "maxpool2d mp k=3 stride=2 pad=1\n"
+                       "avgpool2d ap k=2 stride=1 pad=1 count_include_pad=0\n"
+                       "avgpool2d aq k=3 stride=1 pad=1\n"
+                       "flatten f\n"
+                       "linear fc out=classes\n";
+    struct adapt_graph *g = parse_ok(text, 10, NULL);
+    const struct adapt_graph_node *mp = &g->nodes[0], *ap = &g->nodes[1], *aq = &g->nodes[2];
+    /* (7 + 2 - 3) / 2 + 1 = 4; windows [-1,2) [1,4) [3,6) [5,8) read 2 + 3 + 3 + 2 = 10 */
+    ck_assert_int_eq(mp->out_dim[1], 4);
+    ck_assert_int_eq(mp->out_dim[2], 4);
+    ck_assert_int_eq(mp->pad, 1);
+    ck_assert_int_eq(mp->elementwise, 3 * 10 * 10);
+    /* (4 + 2 - 2) / 1 + 1 = 5; windows [-1,1) [0,2) [1,3) [2,4) [3,5) read 1+2+2+2+1 = 8 */
+    ck_assert_int_eq(ap->out_dim[1], 5);
+    ck_assert_int_eq(ap->count_include_pad, 0);
+    ck_assert_int_eq(ap->elementwise, 3 * 8 * 8);
+    /* (5 + 2 - 3) / 1 + 1 = 5; windows read 2+3+3+3+2 = 13; count_include_pad defaults to 1 */
+    ck_assert_int_eq(aq->out_dim[1], 5);
+    ck_assert_int_eq(aq->count_include_pad, 1);
+    ck_assert_int_eq(aq->elementwise, 3 * 13 * 13);
+    adapt_graph_free(g);
+}
+END_TEST
+
 /* A file: found by path; a NUL byte and a missing file are refused with the path. */
 START_TEST(test_files)
 {
@@ -303,6 +400,9 @@ int main(void)
     tcase_add_test(tc, test_builtin_files);
     tcase_add_test(tc, test_bad_descriptions);
     tcase_add_test(tc, test_more_kinds);
+    tcase_add_test(tc, test_padded_pools);
+    tcase_add_test(tc, test_concat_three);
+    tcase_add_test(tc, test_gelu_kind);
     tcase_add_test(tc, test_files);
     suite_add_tcase(s, tc);
     return tu_run_suite(s, CK_FORK);

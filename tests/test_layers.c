@@ -103,27 +103,46 @@ static void ref_relu(const struct tu_layer *t, const void *arg, double *y)
     for (size_t i = 0; i < tu_layer_out_len(t); i++) y[i] = t->x[0][i] > 0.0f ? t->x[0][i] : 0.0;
 }
 
+/* the inputs' channels one after the other, per sample */
+static void ref_concat(const struct tu_layer *t, const void *arg, double *y)
+{
+    (void)arg;
+    size_t o = 0;
+    for (int j = 0; j < t->n; j++)
+        for (int k = 0; k < t->l->nin; k++) {
+            size_t m = adapt_layer_in_numel(t->l, k);
+            for (size_t i = 0; i < m; i++) y[o++] = t->x[k][(size_t)j * m + i];
+        }
+}
+
 struct pool_arg {
     int c, h, w, k, s, max; /* k == 0: global average */
+    int p, excl;            /* padding; excl: average over the cells inside (count_include_pad 0) */
 };
 
+/* PyTorch's pools by their definition: padded cells are -inf for max, 0 for average (divisor
+ * k*k, or the cells inside with excl) */
 static void ref_pool(const struct tu_layer *t, const void *arg, double *y)
 {
     const struct pool_arg *a = arg;
-    const int k = a->k ? a->k : a->h, s = a->k ? a->s : 1;
-    const int ho = (a->h - k) / s + 1, wo = a->k ? (a->w - k) / s + 1 : 1;
+    const int k = a->k ? a->k : a->h, s = a->k ? a->s : 1, p = a->k ? a->p : 0;
+    const int ho = (a->h + 2 * p - k) / s + 1, wo = a->k ? (a->w + 2 * p - k) / s + 1 : 1;
     const int kw = a->k ? a->k : a->w;
     for (int q = 0; q < t->n * a->c; q++)
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
                 double m = -INFINITY, sum = 0.0;
+                int cnt = 0;
                 for (int ky = 0; ky < k; ky++)
                     for (int kx = 0; kx < kw; kx++) {
-                        double v = t->x[0][((size_t)q * a->h + oy * s + ky) * a->w + ox * s + kx];
+                        int iy = oy * s - p + ky, ix = ox * s - p + kx;
+                        if (iy < 0 || iy >= a->h || ix < 0 || ix >= a->w) continue;
+                        double v = t->x[0][((size_t)q * a->h + iy) * a->w + ix];
                         m = v > m ? v : m;
                         sum += v;
+                        cnt++;
                     }
-                y[((size_t)q * ho + oy) * wo + ox] = a->max ? m : sum / (k * kw);
+                y[((size_t)q * ho + oy) * wo + ox] = a->max ? m : sum / (a->excl ? cnt : k * kw);
             }
 }
 
@@ -188,9 +207,10 @@ static double fd_loss(void *p)
 
 /* Forward + backward of the float layer with the current dy (gradients
  * zeroed first), then finite differences for every input i with
- * atol_x[i] >= 0 and every trained parameter p with atol_p[p] >= 0. */
+ * atol_x[i] >= 0 (atol_x has an entry per input) and every trained parameter p with
+ * atol_p[p] >= 0. */
 static void check_grads(struct tu_layer *t, ref_fn ref, const void *arg, float h,
-                        const double atol_x[2], const double atol_p[4], size_t max_checks)
+                        const double *atol_x, const double atol_p[4], size_t max_checks)
 {
     tu_layer_zero_grads(t);
     tu_layer_forward(t);
@@ -591,6 +611,143 @@ START_TEST(test_sigmoid_hardswish_grads)
 }
 END_TEST
 
+/* GELU references in double: x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2, and PyTorch's tanh
+ * form */
+static double gelu_ref(double x) { return x * 0.5 * erfc(-x / sqrt(2.0)); }
+static double gelu_tanh_ref(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static void ref_gelu(const struct tu_layer *t, const void *arg, double *y)
+{
+    const int approximate = arg ? *(const int *)arg : 0;
+    for (size_t i = 0; i < tu_layer_out_len(t); i++)
+        y[i] = approximate ? gelu_tanh_ref(t->x[0][i]) : gelu_ref(t->x[0][i]);
+}
+
+/* PyTorch 1.13: F.gelu(x) and F.gelu(x, approximate='tanh') on the float32 values below, and
+ * their gradients for dy = 1 (GeluBackward). PyTorch forms 0.5 x (1 + erf(x / sqrt 2)), whose
+ * 1 + erf rounds to u absolute, so its values carry up to u |x| besides a few ulps; the layer's
+ * Phi is within 8 ulp (test_gelu_accuracy). Hence |layer - PyTorch| <= 10 u |y| + 2 u |x| for
+ * the values and 10 u (|Phi| + |x phi|) + 2 u for the gradients (Phi + x phi, in double here).
+ * The tanh form: tanh within 3 ulp here, 1 ulp in PyTorch, enters as 0.5 x tanh: 4 u |x| more. */
+START_TEST(test_gelu_hand)
+{
+    static const float x[16] = {-4.0f, -3.0f, -2.385f, -1.25f, -0.75f, -0.1f, -1e-3f, 0.0f,
+                                2e-4f, 0.05f, 0.5f,   1.0f,   1.7f,  2.385f, 3.5f,  6.0f};
+    static const float want[2][16] = {
+        {-0.000126719475f, -0.00404986739f, -0.0203668438f, -0.132062316f, -0.169970468f,
+         -0.0460172109f, -0.000499601127f, 0.0f, 0.000100015975f, 0.0259969477f, 0.345731199f,
+         0.841344714f, 1.62423885f, 2.36463308f, 3.49918556f, 6.0f},
+        {-7.02142715e-05f, -0.00363743305f, -0.0199774764f, -0.132285804f, -0.170039445f,
+         -0.0460172482f, -0.000499601068f, 0.0f, 0.000100015961f, 0.0259969383f, 0.345714003f,
+         0.841192007f, 1.62410593f, 2.36502242f, 3.49938369f, 6.0f}};
+    static const float want_dx[2][16] = {
+        {-0.000503629446f, -0.0119456053f, -0.0468229949f, -0.122661471f, 0.000774204731f,
+         0.420476824f, 0.499202192f, 0.5f, 0.500159681f, 0.539861143f, 0.86749506f,
+         1.08331537f, 1.11531794f, 1.04682302f, 1.00282168f, 1.0f},
+        {-0.000334972079f, -0.0115842968f, -0.047357861f, -0.122492626f, 0.00106176734f,
+         0.420478195f, 0.499202132f, 0.5f, 0.500159621f, 0.539860845f, 0.86736989f,
+         1.08296406f, 1.11591458f, 1.04735792f, 1.00242245f, 1.0f}};
+    int chw[3] = {16, 1, 1};
+    for (int ap = 0; ap < 2; ap++) {
+        struct tu_layer t;
+        tu_layer_bind(&t, adapt_gelu_create("g", chw, ap), 1, 1);
+        ck_assert_str_eq(t.l->ops->kind, "gelu");
+        ck_assert_int_eq(t.l->approximate, ap);
+        ck_assert_int_eq(t.l->elementwise, 16);
+        memcpy(t.x[0], x, sizeof x);
+        for (int i = 0; i < 16; i++) t.dy[i] = 1.0f;
+        tu_layer_forward(&t);
+        tu_layer_backward(&t, 0);
+        for (int i = 0; i < 16; i++) {
+            double xi = x[i], phi = exp(-xi * xi / 2) / sqrt(2 * M_PI);
+            double cdf = 0.5 * erfc(-xi / sqrt(2.0));
+            double ty = 10 * U * fabs(want[ap][i]) + (2 + 4 * ap) * U * fabs(xi);
+            double td = 10 * U * (cdf + fabs(xi) * phi) + 2 * U + 4 * ap * U * (1 + fabs(xi));
+            ck_assert_msg(fabs(t.y[i] - want[ap][i]) <= ty, "gelu(%g, approximate %d) = %.9g, "
+                          "PyTorch %.9g", x[i], ap, t.y[i], want[ap][i]);
+            ck_assert_msg(fabs(t.dx[0][i] - want_dx[ap][i]) <= td, "gelu'(%g, approximate %d) "
+                          "= %.9g, PyTorch %.9g", x[i], ap, t.dx[0][i], want_dx[ap][i]);
+        }
+        tu_layer_release(&t);
+    }
+}
+END_TEST
+
+/* GELU = x Phi(x) and its gradient Phi(x) + x phi(x) against erfc() and exp() in double on every
+ * 613th float in [0, 14] and its negative (the bounds of act.c's header, measured there on
+ * every 5th float: Phi and x Phi(x) within 8 ulp while Phi is a normal float, x >= -13.09,
+ * the gradient within 8 ulp of |Phi| + |x phi|), then the special values: NaN, +-inf (as
+ * PyTorch: gelu(inf) = inf, gelu(-inf) = NaN), -0, x below -13.1 (Phi flushed: -0). */
+START_TEST(test_gelu_accuracy)
+{
+    const uint32_t top = 0x41600000u; /* 14.0f */
+    const size_t stride = 613, cnt = top / stride + 1;
+    int chw[3] = {1, 1, (int)(2 * cnt + 8)};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_gelu_create("g", chw, 0), 1, 1);
+    for (size_t i = 0; i < cnt; i++) {
+        uint32_t u = (uint32_t)(i * stride);
+        float f;
+        memcpy(&f, &u, sizeof f);
+        t.x[0][2 * i] = f;
+        t.x[0][2 * i + 1] = -f;
+    }
+    float *sp = t.x[0] + 2 * cnt;
+    const float special[8] = {NAN, INFINITY, -INFINITY, -0.0f, -13.5f, -1e30f, 1e30f, 1e-40f};
+    memcpy(sp, special, sizeof special);
+    for (size_t i = 0; i < 2 * cnt + 8; i++) t.dy[i] = 1.0f;
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    double worst[2] = {0.0, 0.0};
+    float at[2] = {0.0f, 0.0f};
+    for (size_t i = 0; i < 2 * cnt; i++) {
+        double x = t.x[0][i], cdf = 0.5 * erfc(-x / sqrt(2.0));
+        double pdf = exp(-x * x / 2) / sqrt(2 * M_PI);
+        if (cdf < FLT_MIN || fabs(x * cdf) < FLT_MIN) continue;
+        double e = tu_ulp_error(t.y[i], x * cdf);
+        /* the gradient in ulps of |Phi| + |x phi| (it cancels for negative x) */
+        double d = fabs(t.dx[0][i] - (cdf + x * pdf)) /
+                   ldexp(1.0, ilogb(cdf + fabs(x) * pdf) - 23);
+        if (e > worst[0]) worst[0] = e, at[0] = (float)x;
+        if (d > worst[1]) worst[1] = d, at[1] = (float)x;
+    }
+    ck_assert_msg(worst[0] <= 8.0, "gelu max error %.3f ulp at %.9g", worst[0], at[0]);
+    ck_assert_msg(worst[1] <= 8.0, "gelu' max error %.3f ulp at %.9g", worst[1], at[1]);
+    const float *r = t.y + 2 * cnt, *g = t.dx[0] + 2 * cnt;
+    ck_assert(isnan(r[0]) && isnan(g[0]));
+    ck_assert(r[1] == INFINITY);
+    ck_assert(isnan(r[2]));
+    ck_assert(r[3] == 0.0f && signbit(r[3]) && g[3] == 0.5f);
+    ck_assert(r[4] == 0.0f && g[4] == 0.0f);
+    ck_assert(r[5] == 0.0f && r[6] == 1e30f && g[6] == 1.0f);
+    ck_assert(r[7] == 0.5f * 1e-40f && g[7] == 0.5f);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* GELU and its tanh form against finite differences of the double references: smooth, so the
+ * difference quotient with h = 2^-12 is within 1e-7 of the derivative; what remains is the
+ * layer's own gradient error, within 8 ulp of |Phi| + |x phi| <= 1.13 (test_gelu_accuracy),
+ * and for the tanh form a few ulps of terms up to 1.2: 16 u. */
+START_TEST(test_gelu_grads)
+{
+    int chw[3] = {3, 5, 7};
+    for (int ap = 0; ap < 2; ap++) {
+        struct tu_layer t;
+        tu_layer_bind(&t, adapt_gelu_create("g", chw, ap), 2, 1);
+        size_t nx = tu_layer_in_len(&t, 0);
+        tu_fill_uniform(t.x[0], nx, 57 + ap, -7.0f, 7.0f);
+        tu_fill_uniform(t.dy, nx, 59 + ap, -1.0f, 1.0f);
+        double ax[2] = {16 * U, -1}, ap4[4] = {-1, -1, -1, -1};
+        check_grads(&t, ref_gelu, &ap, 0x1p-12f, ax, ap4, 64);
+        tu_layer_release(&t);
+    }
+}
+END_TEST
+
 /* Dropout: evaluation passes x through; training keeps a fraction near 1 - p scaled by
  * 1/(1 - p), the same mask for the same (seed, layer, micro-batch) and another for the next
  * micro-batch; backward multiplies dy by the same mask. p = 0 is the identity. */
@@ -660,6 +817,54 @@ START_TEST(test_concat)
     tu_layer_release(&t);
     int c[3] = {3, 4, 4};
     ck_assert_ptr_null(adapt_concat_create("c", a, c));
+}
+END_TEST
+
+/* PyTorch 1.13: torch.cat((x0, x1, x2), 1) of x0 = arange(4) + 1 as (2,1,1,2), x1 = arange(8) + 11
+ * as (2,2,1,2), x2 = arange(4) + 21 as (2,1,1,2), backward of dy = arange(16) / 4: copies, so
+ * equal bits. Then the same layer's gradient against finite differences, and the shape checks. */
+START_TEST(test_concat3)
+{
+    static const float want_y[16] = {1, 2, 11, 12, 13, 14, 21, 22, 3, 4, 15, 16, 17, 18, 23, 24};
+    static const float want_dx0[4] = {0, 0.25f, 2, 2.25f};
+    static const float want_dx1[8] = {0.5f, 0.75f, 1, 1.25f, 2.5f, 2.75f, 3, 3.25f};
+    static const float want_dx2[4] = {1.5f, 1.75f, 3.5f, 3.75f};
+    const int in[3][3] = {{1, 1, 2}, {2, 1, 2}, {1, 1, 2}};
+    struct tu_layer t;
+    tu_layer_bind(&t, adapt_concat_n_create("cat", 3, in), 2, 1);
+    ck_assert_int_eq(t.l->nin, 3);
+    ck_assert_int_eq(t.l->out_dim[0], 4);
+    ck_assert_int_eq(t.l->elementwise, 0);
+    for (int i = 0; i < 4; i++) t.x[0][i] = (float)(i + 1), t.x[2][i] = (float)(i + 21);
+    for (int i = 0; i < 8; i++) t.x[1][i] = (float)(i + 11);
+    for (int i = 0; i < 16; i++) t.dy[i] = (float)i / 4;
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    for (int i = 0; i < 16; i++) ck_assert(t.y[i] == want_y[i]);
+    for (int i = 0; i < 4; i++) ck_assert(t.dx[0][i] == want_dx0[i] && t.dx[2][i] == want_dx2[i]);
+    for (int i = 0; i < 8; i++) ck_assert(t.dx[1][i] == want_dx1[i]);
+    /* acc bit 1 adds into dx[1] only; dx[2] NULL is left alone */
+    t.dx[2][0] = -7.0f;
+    tu_layer_backward_sel(&t, 3u, 2u);
+    ck_assert(t.dx[0][1] == want_dx0[1] && t.dx[1][3] == 2 * want_dx1[3] && t.dx[2][0] == -7.0f);
+    tu_layer_release(&t);
+
+    /* finite differences: the layer is linear and copies, so only the difference quotient's own
+     * rounding remains (values O(1), steps 2^-10: below 1e-9) */
+    const int big[3][3] = {{2, 3, 4}, {3, 3, 4}, {1, 3, 4}};
+    tu_layer_bind(&t, adapt_concat_n_create("cat", 3, big), 2, 1);
+    for (int k = 0; k < 3; k++)
+        tu_fill_uniform(t.x[k], tu_layer_in_len(&t, k), 121 + k, -2.385f, 2.385f);
+    tu_fill_uniform(t.dy, tu_layer_out_len(&t), 124, -1.0f, 1.0f);
+    double ax[3] = {1e-9, 1e-9, 1e-9}, none[4] = {-1, -1, -1, -1};
+    check_grads(&t, ref_concat, NULL, 0x1p-10f, ax, none, 0);
+    tu_layer_release(&t);
+
+    const int off[3][3] = {{1, 4, 4}, {2, 4, 4}, {1, 4, 5}};
+    ck_assert_ptr_null(adapt_concat_n_create("cat", 3, off));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "input 2"));
+    ck_assert_ptr_null(adapt_concat_n_create("cat", 1, off));
+    ck_assert_ptr_null(adapt_concat_n_create("cat", ADAPT_LAYER_MAX_IN + 1, off));
 }
 END_TEST
 
@@ -994,6 +1199,95 @@ START_TEST(test_avgpool_hand)
 }
 END_TEST
 
+/* PyTorch 1.13, padded pools on the inputs of test_maxpool_hand (x4) and test_avgpool_hand
+ * (x5), each backward with dy = 1, 2, ... in output order:
+ *   F.max_pool2d(x4, 3, 2, padding=1);
+ *   F.max_pool2d(-x4.abs() - 0.5, 2, 1, padding=1) (every value negative: a zero padding would
+ *     win the border windows; the corner windows hold one cell each);
+ *   F.avg_pool2d(x5, 3, 2, padding=1, count_include_pad=True) and (..., False). */
+START_TEST(test_pool_pad_hand)
+{
+    static const float x4[16] = {1.5f,  2.385f, 2.385f, 0.5f,  -1.0f, 0.25f, 0.0f,  2.385f,
+                                 3.0f,  3.0f,   -2.0f,  -0.5f, 3.0f,  1.0f,  -0.5f, -3.0f};
+    static const float x5[25] = {1.5f, 2.385f, -0.75f, 0.5f, 4.0f, -1.0f, 0.25f, 0.125f, 2.0f,
+                                 -2.0f, 3.0f, 1.75f, -2.5f, -0.5f, 1.0f, 0.0f, 1.0f, -0.5f,
+                                 -3.0f, 8.0f, 9.0f, 9.0f, 9.0f, 9.0f, 9.0f};
+    static const float max_y[4] = {2.385f, 2.385f, 3.0f, 3.0f};
+    static const float max_dx[16] = {0, 3, 0, 0, 0, 0, 0, 0, 3, 4, 0, 0, 0, 0, 0, 0};
+    static const float neg_y[25] = {-2.0f, -2.0f, -2.885f, -1.0f, -1.0f, -1.5f, -0.75f,
+                                    -0.5f, -0.5f, -1.0f, -1.5f, -0.75f, -0.5f, -0.5f,
+                                    -1.0f, -3.5f, -1.5f, -1.0f, -1.0f, -1.0f, -3.5f,
+                                    -1.5f, -1.0f, -1.0f, -3.5f};
+    static const float neg_dx[16] = {3, 3, 0, 19, 17, 19, 44, 0, 16, 0, 0, 54, 21, 39, 65, 25};
+    static const float avg_y[2][9] = {
+        {0.348333329f, 0.50111115f, 0.5f, 0.555555582f, -0.152777776f, 0.611111104f,
+         2.11111116f, 2.72222233f, 2.55555558f},
+        {0.783749998f, 0.751666725f, 1.125f, 0.833333313f, -0.152777776f, 0.916666687f, 4.75f,
+         4.08333349f, 5.75f}};
+    static const float avg_dx[2][25] = {
+        {0.111111112f, 0.333333343f, 0.222222224f, 0.555555582f, 0.333333343f,
+         0.555555582f, 1.33333337f,  0.777777791f, 1.77777791f,  1.0f,
+         0.444444448f, 1.0f,         0.555555582f, 1.22222233f,  0.666666687f,
+         1.22222221f,  2.66666675f,  1.44444442f,  3.11111116f,  1.66666675f,
+         0.777777791f, 1.66666675f,  0.888888896f, 1.88888884f,  1.0f},
+        {0.25f,        0.583333373f, 0.333333343f, 1.08333337f,  0.75f,
+         0.916666687f, 1.80555558f,  0.888888955f, 2.63888884f,  1.75f,
+         0.666666687f, 1.22222233f,  0.555555582f, 1.55555558f,  1.0f,
+         2.41666675f,  4.30555582f,  1.88888896f,  5.13888884f,  3.25f,
+         1.75f,        3.08333349f,  1.33333337f,  3.58333349f,  2.25f}};
+    int c4[3] = {1, 4, 4}, c5[3] = {1, 5, 5};
+    struct tu_layer t;
+    /* max: values and gradients are copies and sums of small integers, so exact */
+    tu_layer_bind(&t, adapt_maxpool2d_pad_create("p", c4, 3, 2, 1), 1, 1);
+    ck_assert_int_eq(t.l->out_dim[1], 2);
+    ck_assert_int_eq(t.l->pad, 1);
+    /* cells read: per axis windows [-1, 2) and [1, 4) clipped: 2 + 3 = 5, so 5 x 5 */
+    ck_assert_int_eq(t.l->elementwise, 25);
+    memcpy(t.x[0], x4, sizeof x4);
+    for (int i = 0; i < 4; i++) t.dy[i] = (float)(i + 1);
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    for (int i = 0; i < 4; i++) ck_assert(t.y[i] == max_y[i]);
+    for (int i = 0; i < 16; i++) ck_assert(t.dx[0][i] == max_dx[i]);
+    tu_layer_release(&t);
+
+    tu_layer_bind(&t, adapt_maxpool2d_pad_create("p", c4, 2, 1, 1), 1, 1);
+    ck_assert_int_eq(t.l->out_dim[1], 5);
+    ck_assert_int_eq(t.l->out_dim[2], 5);
+    for (int i = 0; i < 16; i++) t.x[0][i] = -fabsf(x4[i]) - 0.5f;
+    for (int i = 0; i < 25; i++) t.dy[i] = (float)(i + 1);
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    for (int i = 0; i < 25; i++) ck_assert_msg(t.y[i] == neg_y[i], "y[%d] = %g", i, t.y[i]);
+    for (int i = 0; i < 16; i++) ck_assert(t.dx[0][i] == neg_dx[i]);
+    tu_layer_release(&t);
+
+    for (int excl = 0; excl < 2; excl++) {
+        tu_layer_bind(&t, adapt_avgpool2d_pad_create("a", c5, 3, 2, 1, !excl), 1, 1);
+        ck_assert_int_eq(t.l->out_dim[1], 3);
+        ck_assert_int_eq(t.l->count_include_pad, !excl);
+        memcpy(t.x[0], x5, sizeof x5);
+        for (int i = 0; i < 9; i++) t.dy[i] = (float)(i + 1);
+        tu_layer_forward(&t);
+        tu_layer_backward(&t, 0);
+        /* both sum at most 9 values below 9.1 (each within sum_tol(9, 9.1) of the exact sum)
+         * and divide by at least 4 (PyTorch divides, the layer multiplies by 1 / divisor: two
+         * roundings of |y| <= 6) */
+        for (int i = 0; i < 9; i++)
+            ck_assert_msg(fabsf(t.y[i] - avg_y[excl][i]) <=
+                              2 * (sum_tol(9, 9.1) / 4 + 2 * U * 6),
+                          "count_include_pad %d: y[%d] = %.9g, PyTorch %.9g", !excl, i, t.y[i],
+                          avg_y[excl][i]);
+        /* dx: sums of at most 4 terms dy / divisor (|t| <= 9 / 4), in both */
+        for (int i = 0; i < 25; i++)
+            ck_assert_msg(fabsf(t.dx[0][i] - avg_dx[excl][i]) <= 2 * sum_tol(4, 2.25),
+                          "count_include_pad %d: dx[%d] = %.9g, PyTorch %.9g", !excl, i,
+                          t.dx[0][i], avg_dx[excl][i]);
+        tu_layer_release(&t);
+    }
+}
+END_TEST
+
 /* max values are distinct by >= 0.01 >> 2h, so no difference crosses a tie */
 static void fill_distinct(float *v, size_t n, uint64_t seed)
 {
@@ -1009,12 +1303,17 @@ static void fill_distinct(float *v, size_t n, uint64_t seed)
 }
 
 static const struct pool_arg pool_cases[] = {
-    {3, 6, 6, 2, 2, 1}, /* max 2/2 */
-    {2, 7, 7, 3, 2, 1}, /* max 3/2: overlapping windows, floor mode */
-    {3, 6, 6, 2, 2, 0}, /* avg 2/2 */
-    {2, 7, 7, 3, 2, 0}, /* avg 3/2 */
-    {2, 5, 4, 2, 1, 0}, /* avg 2/1 non-square */
-    {3, 5, 6, 0, 0, 0}, /* global */
+    {3, 6, 6, 2, 2, 1, 0, 0}, /* max 2/2 */
+    {2, 7, 7, 3, 2, 1, 0, 0}, /* max 3/2: overlapping windows, floor mode */
+    {3, 6, 6, 2, 2, 0, 0, 0}, /* avg 2/2 */
+    {2, 7, 7, 3, 2, 0, 0, 0}, /* avg 3/2 */
+    {2, 5, 4, 2, 1, 0, 0, 0}, /* avg 2/1 non-square */
+    {3, 5, 6, 0, 0, 0, 0, 0}, /* global */
+    {3, 7, 7, 3, 2, 1, 1, 0}, /* max 3/2 padding 1 (the ResNet stem's pool) */
+    {2, 6, 5, 2, 1, 1, 1, 0}, /* max 2/1 padding 1: corner windows of one cell */
+    {2, 7, 6, 3, 2, 0, 1, 0}, /* avg 3/2 padding 1, divisor k*k */
+    {2, 7, 6, 3, 2, 0, 1, 1}, /* the same counting only the cells inside */
+    {2, 6, 6, 5, 2, 0, 2, 1}, /* avg 5/2 padding 2, cells inside: 3 x 3 windows overlap */
 };
 
 START_TEST(test_pool_grads)
@@ -1022,8 +1321,8 @@ START_TEST(test_pool_grads)
     const struct pool_arg *a = &pool_cases[_i];
     int chw[3] = {a->c, a->h, a->w};
     struct tu_layer t;
-    tu_layer_bind(&t, a->max ? adapt_maxpool2d_create("p", chw, a->k, a->s)
-                             : adapt_avgpool2d_create("p", chw, a->k, a->s),
+    tu_layer_bind(&t, a->max ? adapt_maxpool2d_pad_create("p", chw, a->k, a->s, a->p)
+                             : adapt_avgpool2d_pad_create("p", chw, a->k, a->s, a->p, !a->excl),
                   2, 1);
     size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
     if (a->max)
@@ -1035,13 +1334,18 @@ START_TEST(test_pool_grads)
     tu_layer_forward(&t);
     ref_pool(&t, a, y);
     int kk = a->k ? a->k * a->k : a->h * a->w;
+    /* average: a sum of m <= kk terms |t| <= 2.385 times 1 / m or 1 / kk: the sum's error
+     * over the divisor (sum_tol(m, T) / m grows with m), then the roundings of 1 / divisor and
+     * of the product */
     for (size_t i = 0; i < ny; i++)
         ck_assert_msg(fabs(t.y[i] - y[i]) <=
-                          (a->max ? 0.0 : sum_tol(kk, 2.385) / kk + U * fabs(y[i])),
+                          (a->max ? 0.0 : sum_tol(kk, 2.385) / kk + 2 * U * fabs(y[i])),
                       "y[%zu] %.9g vs %.9g", i, t.y[i], y[i]);
     free(y);
-    /* dx: each input sums dy/k^2 over at most 4 overlapping windows (|t| <= 1) */
-    double ax[2] = {sum_tol(4, 1.0), -1}, none[4] = {-1, -1, -1, -1};
+    /* dx: each input sums dy / divisor (|t| <= 1) over the windows that hold it, at most
+     * ceil(k / s)^2 */
+    int ov = a->k ? (a->k + a->s - 1) / a->s : 1;
+    double ax[2] = {sum_tol(ov * ov, 1.0), -1}, none[4] = {-1, -1, -1, -1};
     check_grads(&t, ref_pool, a, 0x1p-10f, ax, none, 0);
     tu_layer_release(&t);
 }
@@ -1050,11 +1354,14 @@ END_TEST
 START_TEST(test_pool_accumulate)
 {
     int chw[3] = {64, 8, 8};
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = 0; kind < 5; kind++) {
         struct tu_layer t;
+        /* padded: max 3/2 and average 2/2 (divisor 4: sums stay dyadic) with padding 1 */
         struct adapt_layer *l = kind == 0   ? adapt_maxpool2d_create("p", chw, 2, 2)
                                 : kind == 1 ? adapt_avgpool2d_create("p", chw, 2, 2)
-                                            : adapt_avgpool2d_create("p", chw, 0, 0);
+                                : kind == 2 ? adapt_avgpool2d_create("p", chw, 0, 0)
+                                : kind == 3 ? adapt_maxpool2d_pad_create("p", chw, 3, 2, 1)
+                                            : adapt_avgpool2d_pad_create("p", chw, 2, 2, 1, 1);
         tu_layer_bind(&t, l, 16, 1);
         size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
         tu_fill_dyadic(t.x[0], nx, 71, -64, 64, 3);
@@ -1409,6 +1716,10 @@ START_TEST(test_constructor_errors)
     ck_assert_ptr_null(adapt_maxpool2d_create("p", chw, 9, 1));
     ck_assert_ptr_null(adapt_maxpool2d_create("p", chw, 0, 1)); /* global is average only */
     ck_assert_ptr_null(adapt_avgpool2d_create("p", chw, 2, 0));
+    ck_assert_ptr_null(adapt_maxpool2d_pad_create("p", chw, 3, 1, 2)); /* pad > k / 2 */
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "padding 2"));
+    ck_assert_ptr_null(adapt_avgpool2d_pad_create("p", chw, 4, 1, -1, 1));
+    ck_assert_ptr_null(adapt_avgpool2d_pad_create("p", chw, 0, 0, 1, 1)); /* global */
     ck_assert_ptr_null(adapt_batchnorm2d_create("bn", chw, 0.0f, 0.1f));
     ck_assert_ptr_null(adapt_batchnorm2d_create("bn", chw, 1e-5f, 1.5f));
     ck_assert_ptr_null(adapt_relu_create("r", bad));
@@ -1527,8 +1838,12 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_relu6_hand);
     tcase_add_test(tc, test_sigmoid_hardswish_hand);
     tcase_add_test(tc, test_sigmoid_hardswish_grads);
+    tcase_add_test(tc, test_gelu_hand);
+    tcase_add_test(tc, test_gelu_accuracy);
+    tcase_add_test(tc, test_gelu_grads);
     tcase_add_test(tc, test_dropout);
     tcase_add_test(tc, test_concat);
+    tcase_add_test(tc, test_concat3);
     tcase_add_loop_test(tc, test_conv_ref_and_grads, 0,
                         (int)(sizeof conv_cases / sizeof conv_cases[0]));
     tcase_add_test(tc, test_conv_chunks_and_accumulate);
@@ -1553,6 +1868,7 @@ static Suite *layers_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_maxpool_hand);
     tcase_add_test(tc, test_avgpool_hand);
+    tcase_add_test(tc, test_pool_pad_hand);
     tcase_add_loop_test(tc, test_pool_grads, 0, (int)(sizeof pool_cases / sizeof pool_cases[0]));
     tcase_add_test(tc, test_pool_accumulate);
     suite_add_tcase(s, tc);

@@ -230,6 +230,40 @@ START_TEST(test_gradcheck_resnet20)
 }
 END_TEST
 
+/* A described network of the newer kinds, smooth and with kinks: gelu (both forms), hardswish,
+ * a concat of three branches, max and average pools with padding (one not counting the padding).
+ * The kinks (max pooling, hardswish at +-3) allow 2 coordinates to cross one. */
+START_TEST(test_gradcheck_described_kinds)
+{
+    char dir[256], path[300];
+    tu_tmpdir_make(dir, sizeof dir, "models");
+    snprintf(path, sizeof path, "%s/kinds.model", dir);
+    tu_write_text(path, "input 3 12 12\n"
+                        "conv2d stem out=8 k=3 pad=1\n"
+                        "gelu act0\n"
+                        "maxpool2d pool0 k=3 stride=2 pad=1\n"
+                        "conv2d b1 out=4 k=1\n"
+                        "hardswish h1\n"
+                        "conv2d b2 in=pool0 out=4 k=3 pad=1\n"
+                        "gelu g2 approximate=tanh\n"
+                        "avgpool2d b3 in=pool0 k=3 stride=1 pad=1 count_include_pad=0\n"
+                        "concat mix in=h1,g2,b3\n"
+                        "avgpool2d pool1 k=2 stride=2 pad=1\n"
+                        "maxpool2d pool2 k=2\n"
+                        "flatten f\n"
+                        "linear fc out=classes\n");
+    struct adapt_net *net = adapt_model_build(path, 10);
+    ck_assert_msg(net, "%s", adapt_error_message());
+    const int *mix = net->nodes[8].layer->out_dim;
+    ck_assert_int_eq(net->nodes[8].layer->nin, 3);
+    ck_assert(mix[0] == 16 && mix[1] == 6 && mix[2] == 6);
+    ck_assert_int_eq(net->nodes[12].layer->in_dim[0][0], 16 * 2 * 2);
+    adapt_net_free(net);
+    gradcheck_model(path, 3, 10, 14, 8, 2);
+    tu_tmpdir_remove(dir);
+}
+END_TEST
+
 /* Errors: unknown model, too few classes, shape mismatch on add. */
 START_TEST(test_errors)
 {
@@ -276,6 +310,7 @@ int main(void)
     tcase_add_test(tg, test_gradcheck_lenet5);
     tcase_add_test(tg, test_gradcheck_alexnet);
     tcase_add_test(tg, test_gradcheck_resnet20);
+    tcase_add_test(tg, test_gradcheck_described_kinds);
     suite_add_tcase(s, tg);
     return tu_run_suite(s, CK_FORK_GETENV);
 }

@@ -104,16 +104,17 @@ struct one {
     int a_in, a_out; /* the layer's input and output activations */
 };
 
-static struct one one_layer(struct adapt_layer *layer, const int in[3], int two_inputs, int n)
+/* extra: the layer's inputs beyond the first (0 to 2): tanh and sigmoid of it */
+static struct one one_layer(struct adapt_layer *layer, const int in[3], int extra, int n)
 {
     struct one o = {NULL, 0, 0};
     o.net = adapt_net_alloc("one", in, 2);
     ck_assert(o.net);
-    int a1 = adapt_net_add(o.net, adapt_dropout_create("pre", in, 0.0f), 0, -1);
-    int a2 = -1;
-    if (two_inputs) a2 = adapt_net_add(o.net, adapt_tanh_create("pre2", in), a1, -1);
-    o.a_in = a1;
-    o.a_out = adapt_net_add(o.net, layer, a1, a2);
+    int a[3] = {adapt_net_add(o.net, adapt_dropout_create("pre", in, 0.0f), 0, -1), -1, -1};
+    if (extra > 0) a[1] = adapt_net_add(o.net, adapt_tanh_create("pre2", in), a[0], -1);
+    if (extra > 1) a[2] = adapt_net_add(o.net, adapt_sigmoid_create("pre3", in), a[0], -1);
+    o.a_in = a[0];
+    o.a_out = adapt_net_add_n(o.net, layer, a);
     ck_assert_msg(o.a_out > 0, "%s", adapt_error_message());
     const int *od = adapt_net_act_dim(o.net, o.a_out);
     int flat = adapt_net_add(o.net, adapt_flatten_create("flat", od), o.a_out, -1);
@@ -242,14 +243,16 @@ END_TEST
 START_TEST(test_layer_elementwise)
 {
     const int n = 4, in[3] = {3, 10, 10};
-    const char *names[] = {"relu", "relu6", "tanh", "sigmoid", "hardswish"};
-    for (int a = 0; a < 5; a++) {
+    const char *names[] = {"relu", "relu6", "tanh", "sigmoid", "hardswish", "gelu", "gelu tanh"};
+    for (int a = 0; a < 7; a++) {
         struct adapt_layer *l = a == 0   ? adapt_relu_create("act", in)
                                 : a == 1 ? adapt_relu6_create("act", in)
                                 : a == 2 ? adapt_tanh_create("act", in)
                                 : a == 3 ? adapt_sigmoid_create("act", in)
-                                         : adapt_hardswish_create("act", in);
-        /* one term each way (a few ulps for tanh and sigmoid: K = 4) */
+                                : a == 4 ? adapt_hardswish_create("act", in)
+                                         : adapt_gelu_create("act", in, a == 6);
+        /* one term each way (a few ulps for tanh, sigmoid and gelu: K = 4; the same gelu
+         * source on both, contracted differently) */
         check_layer(names[a], one_layer(l, in, 0, n), n, 4, 4, NULL, 0);
     }
     int in6[3] = {6, 10, 10};
@@ -261,9 +264,24 @@ START_TEST(test_layer_elementwise)
                 NULL, 0);
     check_layer("global avgpool", one_layer(adapt_avgpool2d_create("p", in, 0, 0), in, 0, n), n,
                 100, 1, NULL, 0);
+    /* padded pools: windows clipped to the input; an input lies in at most 2 x 2 windows */
+    check_layer("maxpool 3/2 pad 1",
+                one_layer(adapt_maxpool2d_pad_create("p", in, 3, 2, 1), in, 0, n), n, 1, 4, NULL,
+                0);
+    check_layer("maxpool 2/1 pad 1",
+                one_layer(adapt_maxpool2d_pad_create("p", in, 2, 1, 1), in, 0, n), n, 1, 4, NULL,
+                0);
+    for (int cip = 0; cip < 2; cip++)
+        check_layer(cip ? "avgpool 3/2 pad 1" : "avgpool 3/2 pad 1 count_include_pad 0",
+                    one_layer(adapt_avgpool2d_pad_create("p", in, 3, 2, 1, cip), in, 0, n), n, 9,
+                    4, NULL, 0);
     check_layer("add", one_layer(adapt_add_create("add", in), in, 1, n), n, 1, 2, NULL, 0);
     check_layer("concat", one_layer(adapt_concat_create("cat", in, in), in, 1, n), n, 1, 1, NULL,
                 0);
+    const int in3[3][3] = {{in[0], in[1], in[2]}, {in[0], in[1], in[2]}, {in[0], in[1], in[2]}};
+    /* the first input's gradient sums three terms (through the copy, tanh and sigmoid) */
+    check_layer("concat of three", one_layer(adapt_concat_n_create("cat", 3, in3), in, 2, n), n,
+                1, 3, NULL, 0);
     check_layer("dropout 0.3", one_layer(adapt_dropout_create("drop", in6, 0.3f), in6, 0, n), n, 1,
                 1, NULL, 0);
     /* batch norm: statistics over n H W = 400 terms, gradients the same */

@@ -615,54 +615,76 @@ START_TEST(test_grouped_gemms)
 }
 END_TEST
 
+/* The performance model's table of a model (a built-in name or a description file) against
+ * the engine's layers, field by field. */
+static void table_matches_engine(const char *model, int classes)
+{
+    struct adapt_net *net = adapt_model_build(model, classes);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK); /* counts units and totals */
+    struct perf_model *m;
+    ck_assert_int_eq(perf_model_alloc(&m, model, classes), ADAPT_OK);
+    ck_assert_int_eq(m->n_layers, net->nnodes);
+    ck_assert_int_eq(m->n_units, net->nunits);
+    ck_assert_int_eq(m->macs, net->macs);
+    ck_assert_int_eq(m->params, net->nparams_trainable);
+    for (int d = 0; d < 3; d++) ck_assert_int_eq(m->input[d], net->in_chw[d]);
+    int u = 0;
+    for (int i = 0; i < net->nnodes; i++) {
+        const struct adapt_layer *l = net->nodes[i].layer;
+        const struct adapt_trace_layer *t = &m->layers[i];
+        ck_assert_str_eq(t->name, l->name);
+        ck_assert_str_eq(t->kind, l->ops->kind);
+        for (int d = 0; d < 3; d++) {
+            ck_assert_int_eq(t->in[d], l->in_dim[0][d]);
+            ck_assert_int_eq(t->out[d], l->out_dim[d]);
+        }
+        int64_t params = 0;
+        for (int p = 0; p < l->nparam; p++)
+            if (l->param[p].role != ADAPT_PARAM_BUFFER)
+                params += (int64_t)l->param[p].value.numel;
+        ck_assert_int_eq(t->params, params);
+        ck_assert_int_eq(t->macs, l->macs);
+        ck_assert_int_eq(t->elementwise, l->elementwise);
+        ck_assert_int_eq(t->unit, l->is_unit ? u : -1);
+        ck_assert_int_eq(t->k, l->k);
+        ck_assert_int_eq(t->stride, l->stride);
+        ck_assert_int_eq(t->pad, l->pad);
+        if (l->is_unit) {
+            ck_assert_int_eq(m->units[u].layer, i);
+            ck_assert_int_eq(m->units[u].weights, (int64_t)l->param[0].value.numel);
+            ck_assert_int_eq(net->unit_node[u], i);
+            u++;
+        }
+    }
+    perf_model_free(m);
+    adapt_net_free(net);
+}
+
 /* The built-in table equals what the engine builds, layer by layer. */
 START_TEST(test_table_matches_engine)
 {
     static const char *const models[4] = {"lenet5", "alexnet_cifar", "alexnet_mnist", "resnet20"};
     static const int classes[2] = {10, 47};
     for (int mi = 0; mi < 4; mi++)
-        for (int ci = 0; ci < 2; ci++) {
-            struct adapt_net *net = adapt_model_build(models[mi], classes[ci]);
-            ck_assert_ptr_nonnull(net);
-            ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK); /* counts units and totals */
-            struct perf_model *m;
-            ck_assert_int_eq(perf_model_alloc(&m, models[mi], classes[ci]), ADAPT_OK);
-            ck_assert_int_eq(m->n_layers, net->nnodes);
-            ck_assert_int_eq(m->n_units, net->nunits);
-            ck_assert_int_eq(m->macs, net->macs);
-            ck_assert_int_eq(m->params, net->nparams_trainable);
-            for (int d = 0; d < 3; d++) ck_assert_int_eq(m->input[d], net->in_chw[d]);
-            int u = 0;
-            for (int i = 0; i < net->nnodes; i++) {
-                const struct adapt_layer *l = net->nodes[i].layer;
-                const struct adapt_trace_layer *t = &m->layers[i];
-                ck_assert_str_eq(t->name, l->name);
-                ck_assert_str_eq(t->kind, l->ops->kind);
-                for (int d = 0; d < 3; d++) {
-                    ck_assert_int_eq(t->in[d], l->in_dim[0][d]);
-                    ck_assert_int_eq(t->out[d], l->out_dim[d]);
-                }
-                int64_t params = 0;
-                for (int p = 0; p < l->nparam; p++)
-                    if (l->param[p].role != ADAPT_PARAM_BUFFER)
-                        params += (int64_t)l->param[p].value.numel;
-                ck_assert_int_eq(t->params, params);
-                ck_assert_int_eq(t->macs, l->macs);
-                ck_assert_int_eq(t->elementwise, l->elementwise);
-                ck_assert_int_eq(t->unit, l->is_unit ? u : -1);
-                ck_assert_int_eq(t->k, l->k);
-                ck_assert_int_eq(t->stride, l->stride);
-                ck_assert_int_eq(t->pad, l->pad);
-                if (l->is_unit) {
-                    ck_assert_int_eq(m->units[u].layer, i);
-                    ck_assert_int_eq(m->units[u].weights, (int64_t)l->param[0].value.numel);
-                    ck_assert_int_eq(net->unit_node[u], i);
-                    u++;
-                }
-            }
-            perf_model_free(m);
-            adapt_net_free(net);
-        }
+        for (int ci = 0; ci < 2; ci++) table_matches_engine(models[mi], classes[ci]);
+    /* the newer kinds: gelu, a concat of three, pools with padding (their cost counts the
+     * input cells read) */
+    char dir[256], path[300];
+    tu_tmpdir_make(dir, sizeof dir, "perf");
+    snprintf(path, sizeof path, "%s/kinds.model", dir);
+    tu_write_text(path, "input 3 12 12\n"
+                        "conv2d stem out=8 k=3 pad=1\n"
+                        "gelu act0 approximate=tanh\n"
+                        "maxpool2d pool0 k=3 stride=2 pad=1\n"
+                        "conv2d b1 out=4 k=1\n"
+                        "avgpool2d b3 in=pool0 k=3 stride=1 pad=1 count_include_pad=0\n"
+                        "concat mix in=b1,b3,pool0\n"
+                        "avgpool2d pool1 k=2 stride=2 pad=1\n"
+                        "flatten f\n"
+                        "linear fc out=classes\n");
+    table_matches_engine(path, 10);
+    tu_tmpdir_remove(dir);
 }
 END_TEST
 

@@ -79,16 +79,19 @@ void tu_layer_release(struct tu_layer *t)
 
 void tu_layer_forward(struct tu_layer *t)
 {
-    const float *xs[ADAPT_LAYER_MAX_IN] = {t->x[0], t->x[1]};
+    const float *xs[ADAPT_LAYER_MAX_IN] = {NULL};
+    for (int i = 0; i < t->l->nin; i++) xs[i] = t->x[i];
     t->l->ops->forward(t->l, &t->ex, xs, t->y);
 }
 
 void tu_layer_backward_sel(struct tu_layer *t, unsigned want_dx, unsigned acc)
 {
-    const float *xs[ADAPT_LAYER_MAX_IN] = {t->x[0], t->x[1]};
-    float *dxs[ADAPT_LAYER_MAX_IN] = {NULL, NULL};
-    for (int i = 0; i < t->l->nin; i++)
+    const float *xs[ADAPT_LAYER_MAX_IN] = {NULL};
+    float *dxs[ADAPT_LAYER_MAX_IN] = {NULL};
+    for (int i = 0; i < t->l->nin; i++) {
+        xs[i] = t->x[i];
         if (want_dx & (1u << i)) dxs[i] = t->dx[i];
+    }
     t->l->ops->backward(t->l, &t->ex, xs, t->y, t->dy, dxs, acc);
 }
 

@@ -21,16 +21,18 @@ _KINDS = {
     "relu6": (set(), 1),
     "sigmoid": (set(), 1),
     "hardswish": (set(), 1),
+    "gelu": ({"approximate"}, 1),
     "dropout": ({"p"}, 1),
-    "concat": (set(), 2),
+    "concat": (set(), (2, 16)),
     "tanh": (set(), 1),
-    "maxpool2d": ({"k", "stride"}, 1),
-    "avgpool2d": ({"k", "stride", "global"}, 1),
+    "maxpool2d": ({"k", "stride", "pad"}, 1),
+    "avgpool2d": ({"k", "stride", "pad", "global", "count_include_pad"}, 1),
     "batchnorm2d": ({"eps", "momentum"}, 1),
     "flatten": (set(), 1),
     "add": (set(), 2),
 }
 _REAL_KEYS = {"eps", "momentum", "p"}
+_WORD_KEYS = {"approximate": ("none", "tanh")}  # torch.nn.GELU(approximate=...)
 MAX_LAYERS = 10000
 
 
@@ -318,21 +320,34 @@ def parse(text, classes, args="", file="<model>"):
                 continue
             if k not in allowed:
                 fail(no, "%s %s: key '%s' does not apply" % (kind, ly.name, k))
-            keys[k] = float(v) if k in _REAL_KEYS else ev(no, v)
+            if k in _WORD_KEYS:
+                if v not in _WORD_KEYS[k]:
+                    fail(no, "%s=%s: expected %s" % (k, v, " or ".join(_WORD_KEYS[k])))
+                keys[k] = v
+            else:
+                keys[k] = float(v) if k in _REAL_KEYS else ev(no, v)
         if not ly.inputs:
             ly.inputs = [st["cur"]]
-        if len(ly.inputs) != n_in:
-            fail(no, "%s %s reads %d inputs" % (kind, ly.name, n_in))
+        lo, hi = (n_in, n_in) if isinstance(n_in, int) else n_in
+        if not lo <= len(ly.inputs) <= hi:
+            fail(no, "%s %s reads %s inputs, in= names %d"
+                 % (kind, ly.name, lo if lo == hi else "%d to %d" % (lo, hi), len(ly.inputs)))
         ly.in_dims = [g.input if j < 0 else g.layers[j].out_dim for j in ly.inputs]
         c, h, w = ly.in_dims[0]
         keys.setdefault("bias", 1)
         if kind in ("conv2d", "maxpool2d", "avgpool2d"):
             if keys.get("global"):
+                if {"k", "stride", "pad", "count_include_pad"} & set(keys):
+                    fail(no, "avgpool2d %s: global=1 takes no k, stride, pad or "
+                         "count_include_pad" % ly.name)
                 keys["k"], keys["stride"], out = 0, 1, (c, 1, 1)
             else:
                 keys.setdefault("stride", 1 if kind == "conv2d" else keys["k"])
                 keys.setdefault("pad", 0)
                 k, s, p = keys["k"], keys["stride"], keys["pad"]
+                if kind != "conv2d" and p > k // 2:
+                    fail(no, "%s %s: pad=%d is more than half the kernel (k=%d)"
+                         % (kind, ly.name, p, k))
                 span = (k - 1) * keys.get("dilation", 1) + 1
                 if span > h + 2 * p or span > w + 2 * p:
                     fail(no, "%s %s: kernel %d is larger than its padded input" % (kind, ly.name, k))
@@ -349,13 +364,15 @@ def parse(text, classes, args="", file="<model>"):
                 fail(no, "add %s: the shapes must be equal" % ly.name)
             out = ly.in_dims[0]
         elif kind == "concat":
-            if ly.in_dims[0][1:] != ly.in_dims[1][1:]:
+            if any(d[1:] != ly.in_dims[0][1:] for d in ly.in_dims):
                 fail(no, "concat %s: the planes must be equal" % ly.name)
-            out = (ly.in_dims[0][0] + ly.in_dims[1][0], h, w)
+            out = (sum(d[0] for d in ly.in_dims), h, w)
         else:
             out = (c, h, w)
         if kind == "dropout":
             keys.setdefault("p", 0.5)
+        if kind == "avgpool2d":
+            keys.setdefault("count_include_pad", 1)
         if kind == "batchnorm2d":
             keys.setdefault("eps", 1e-5)
             keys.setdefault("momentum", 0.1)
@@ -419,6 +436,8 @@ def _module(nn, ly):
         return nn.Sigmoid()
     if ly.kind == "hardswish":
         return nn.Hardswish()
+    if ly.kind == "gelu":
+        return nn.GELU(approximate=k.get("approximate", "none"))
     if ly.kind == "dropout":
         return nn.Dropout(ly.keys["p"])
     if ly.kind == "tanh":
@@ -426,9 +445,12 @@ def _module(nn, ly):
     if ly.kind == "flatten":
         return nn.Flatten()
     if ly.kind == "maxpool2d":
-        return nn.MaxPool2d(k["k"], k["stride"])
+        return nn.MaxPool2d(k["k"], k["stride"], k["pad"])
     if ly.kind == "avgpool2d":
-        return nn.AdaptiveAvgPool2d(1) if k["k"] == 0 else nn.AvgPool2d(k["k"], k["stride"])
+        if k["k"] == 0:
+            return nn.AdaptiveAvgPool2d(1)
+        return nn.AvgPool2d(k["k"], k["stride"], k["pad"],
+                            count_include_pad=bool(k["count_include_pad"]))
     return None  # add, concat: computed in forward
 
 

@@ -5,6 +5,7 @@ import glob
 import os
 import re
 import subprocess
+import tempfile
 import unittest
 
 from common import SRCDIR, needs_torch, needs_trainer, program
@@ -73,6 +74,23 @@ class TestShippedFiles(unittest.TestCase):
                     units = sum(ly.kind in ("conv2d", "linear") for ly in g.layers)
                     self.assertEqual((len(g.layers), units, g.params), c_totals(path, args)[:3])
 
+    @needs_trainer
+    def test_readers_agree_on_new_kinds(self):
+        text = ("input 1 32 32\nconv2d stem out=8 k=3 pad=1\nmaxpool2d p0 k=3 stride=2 pad=1\n"
+                "gelu g0\nconv2d b1 out=4 k=1\nhardswish h1\nconv2d b2 in=g0 out=4 k=3 pad=1\n"
+                "gelu g2 approximate=tanh\n"
+                "avgpool2d b3 in=g0 k=3 stride=1 pad=1 count_include_pad=0\n"
+                "concat mix in=h1,g2,b3,g0\navgpool2d p1 k=2 stride=2 pad=1\nflatten f\n"
+                "linear fc out=classes\n")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "kinds.model")
+            with open(path, "w") as f:
+                f.write(text)
+            g = parse(text, 10, "", path)
+            units = sum(ly.kind in ("conv2d", "linear") for ly in g.layers)
+            self.assertEqual(g.layers[8].out_dim, (24, 16, 16))
+            self.assertEqual((len(g.layers), units, g.params), c_totals(path, "")[:3])
+
     def test_errors_name_file_and_line(self):
         with self.assertRaisesRegex(ValueError, r"^t.model:3: .*put a flatten before it"):
             parse("input 1 8 8\nconv2d c out=2 k=3\nlinear fc out=classes\n", 10, "", "t.model")
@@ -80,6 +98,27 @@ class TestShippedFiles(unittest.TestCase):
             parse("input 1 8 8\nrelu x\nrelu y\nlabel x\nrelu x\n", 10, "", "t.model")
         with self.assertRaisesRegex(ValueError, r"^t.model:2: this block has no 'end'"):
             parse("input 1 8 8\nrepeat i = 0..1\n", 10, "", "t.model")
+        with self.assertRaisesRegex(ValueError, r"^t.model:2: maxpool2d p: pad=2 is more than "
+                                                r"half the kernel \(k=3\)"):
+            parse("input 1 8 8\nmaxpool2d p k=3 pad=2\n", 10, "", "t.model")
+        with self.assertRaisesRegex(ValueError, r"^t.model:2: approximate=fast: expected none "
+                                                r"or tanh"):
+            parse("input 1 8 8\ngelu g approximate=fast\n", 10, "", "t.model")
+        with self.assertRaisesRegex(ValueError, r"^t.model:4: concat c: the planes must be "
+                                                r"equal"):
+            parse("input 1 8 8\nrelu a\nmaxpool2d b k=2\nconcat c in=a,a,b\n", 10, "",
+                  "t.model")
+
+    def test_new_kinds(self):
+        """gelu (both forms), a concat of three and pools with padding: shapes as PyTorch's."""
+        g = parse("input 2 7 7\ngelu g approximate=tanh\nmaxpool2d m k=3 stride=2 pad=1\n"
+                  "avgpool2d a in=g k=3 stride=2 pad=1 count_include_pad=0\n"
+                  "concat c in=m,a,m\nflatten f\nlinear fc out=classes\n", 10, "", "t.model")
+        self.assertEqual(g.layers[0].keys["approximate"], "tanh")
+        self.assertEqual(g.layers[1].out_dim, (2, 4, 4))
+        self.assertEqual(g.layers[2].keys["count_include_pad"], 0)
+        self.assertEqual(g.layers[3].out_dim, (6, 4, 4))
+        self.assertEqual(g.layers[3].inputs, [1, 2, 1])
 
 
 @needs_torch

@@ -101,7 +101,7 @@ class TestSchema(unittest.TestCase):
              "at config/train/epochs"),
             ("header", lambda h: h.update(overrides=["epochs 3"]), "at overrides/0"),
             ("header", lambda h: h["model"]["layers"][0].pop("stride"), "at model/layers/0"),
-            ("header", lambda h: h["model"]["layers"][1].update(kind="gelu"),
+            ("header", lambda h: h["model"]["layers"][1].update(kind="softplus"),
              "at model/layers/1/kind"),
             ("header", lambda h: h["model"].update(input=[1, 32]), "at model/input"),
             ("header", lambda h: h["units"][0].pop("weights"), "at units/0"),

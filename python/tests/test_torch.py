@@ -1,15 +1,17 @@
 """adaptsim.torch_io: checkpoints load strictly into the PyTorch module built from the header,
 and PyTorch's float32 test loss equals the one the trace recorded for an fp32 run."""
 import gzip
+import json
 import os
 import struct
+import subprocess
 import tempfile
 import unittest
 
 import numpy as np
 
-from common import (FMNIST, REPORT_TRACES, RunsFixture, needs_report, needs_torch,
-                    needs_trainer, train)
+from common import (FMNIST, REPORT_TRACES, SRCDIR, RunsFixture, needs_report, needs_torch,
+                    needs_trainer, program, train)
 
 from adaptsim import read_trace, torch_io
 
@@ -37,6 +39,59 @@ def idx_file(name):
     return None
 
 
+# A description with the newer kinds: gelu (both forms), hardswish, a concat of three branches,
+# max and average pools with padding (one counting only the cells inside).
+KINDS_MODEL = ("input 3 32 32\n"
+               "conv2d stem out=8 k=3 pad=1\n"
+               "maxpool2d pool0 k=3 stride=2 pad=1\n"
+               "gelu act0\n"
+               "conv2d b1 out=4 k=1\n"
+               "hardswish h1\n"
+               "conv2d b2 in=act0 out=4 k=3 pad=1\n"
+               "gelu g2 approximate=tanh\n"
+               "avgpool2d b3 in=act0 k=3 stride=1 pad=1 count_include_pad=0\n"
+               "concat mix in=h1,g2,b3\n"
+               "avgpool2d pool1 k=2 stride=2 pad=1\n"
+               "flatten f\n"
+               "linear fc out=classes\n")
+
+
+def synthetic_cifar10(d, rng):
+    """Random CIFAR-10-format records in d/cifar-10-batches-bin (8 per training batch, 16 test
+    images); returns the test labels and the normalised test images."""
+    data = os.path.join(d, "cifar-10-batches-bin")
+    os.mkdir(data)
+    recs = {}
+    for name, n in [("data_batch_%d.bin" % i, 8) for i in range(1, 6)] + \
+                   [("test_batch.bin", 16)]:
+        labels = rng.integers(0, 10, n, dtype=np.uint8)
+        pix = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
+        recs[name] = (labels, pix)
+        with open(os.path.join(data, name), "wb") as f:
+            f.write(np.concatenate([labels[:, None], pix], 1).tobytes())
+    labels, pix = recs["test_batch.bin"]
+    x = pix.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0
+    x = ((x - CIFAR_MEAN[:, None, None]) / CIFAR_STD[:, None, None]).astype(np.float32)
+    return labels, x
+
+
+def write_safetensors(path, sd):
+    """A PyTorch state_dict as a safetensors file (float32 and int64 tensors)."""
+    import json
+    names = {"torch.float32": "F32", "torch.int64": "I64"}
+    hdr, off, blobs = {}, 0, []
+    for name, t in sd.items():
+        b = t.detach().contiguous().numpy().tobytes()
+        hdr[name] = {"dtype": names[str(t.dtype)], "shape": list(t.shape),
+                     "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
 def torch_test_loss(model, x, y):
     import torch
     import torch.nn.functional as F
@@ -59,9 +114,9 @@ class TestBuild(unittest.TestCase):
         self.assertEqual(tuple(out.shape), (2, t.header["model"]["classes"]))
 
     def test_unknown_layer_kind(self):
-        hdr = {"model": {"layers": [{"name": "0", "kind": "gelu", "in": [4], "out": [4],
+        hdr = {"model": {"layers": [{"name": "0", "kind": "softplus", "in": [4], "out": [4],
                                      "params": 0}]}}
-        with self.assertRaisesRegex(ValueError, "layer 0: no PyTorch module for kind gelu"):
+        with self.assertRaisesRegex(ValueError, "layer 0: no PyTorch module for kind softplus"):
             torch_io.build_model(hdr)
 
 
@@ -90,20 +145,8 @@ class TestRuns(unittest.TestCase):
         equals the trace's."""
         rng = np.random.default_rng(7)
         with tempfile.TemporaryDirectory() as d:
-            data = os.path.join(d, "cifar-10-batches-bin")
-            os.mkdir(data)
-            recs = {}
-            for name, n in [("data_batch_%d.bin" % i, 8) for i in range(1, 6)] + \
-                           [("test_batch.bin", 16)]:
-                labels = rng.integers(0, 10, n, dtype=np.uint8)
-                pix = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
-                recs[name] = (labels, pix)
-                with open(os.path.join(data, name), "wb") as f:
-                    f.write(np.concatenate([labels[:, None], pix], 1).tobytes())
-            labels, pix = recs["test_batch.bin"]
-            x = pix.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0
-            x = ((x - CIFAR_MEAN[:, None, None]) / CIFAR_STD[:, None, None]).astype(np.float32)
-            # a description of one's own with the other layer kinds (dropout passes through
+            labels, x = synthetic_cifar10(d, rng)
+            # descriptions of one's own with the other layer kinds (dropout passes through
             # in evaluation, as nn.Dropout in eval mode)
             own = os.path.join(d, "own.model")
             with open(own, "w") as f:
@@ -113,22 +156,63 @@ class TestRuns(unittest.TestCase):
                         "concat cat in=s1,side\nrelu6 r\n"
                         "dropout drop p=0.3\nmaxpool2d p k=2\nflatten f\n"
                         "linear fc out=classes\n")
-            for model in ("resnet20", "vgg11", "mobilenetv2", own):
+            kinds = os.path.join(d, "kinds.model")
+            with open(kinds, "w") as f:
+                f.write(KINDS_MODEL)
+            for model in ("resnet20", "vgg11", "mobilenetv2", own, kinds):
                 with self.subTest(model=model):
-                    key = "model.file=" if model == own else "model.name="
-                    run = train(os.path.join(d, "own" if model == own else model),
+                    mine = model in (own, kinds)
+                    key = "model.file=" if mine else "model.name="
+                    name = os.path.basename(model).split(".")[0]
+                    run = train(os.path.join(d, name),
                                 "experiments/configs/c10_resnet20.ini", key + model, "data.path=" + d, "data.val_size=0",
                                 "data.augment=off", "data.train_limit=8", "train.epochs=1",
                                 "train.batch=8", "train.eval_batch=16", "policy.name=fp32",
                                 "run.checkpoint_every=0")
                     t = read_trace(run)
-                    self.assertEqual(t.header["model"]["name"],
-                                     "own" if model == own else model)
+                    self.assertEqual(t.header["model"]["name"], name)
                     self.assertIn("description", t.header["model"])
                     model_t = torch_io.load_model(run)  # strict: every name and shape matches
                     loss, acc = torch_test_loss(model_t, x, labels)
                     self.assertAlmostEqual(loss, t.test.test_loss, delta=1e-4 * t.test.test_loss)
                     self.assertAlmostEqual(acc, t.test.test_acc, delta=1.01 / len(labels))
+
+    def test_described_kinds_from_torch(self):
+        """The other way: weights initialised in PyTorch in the module built from a description
+        with gelu, hardswish, a 3-way concat and padded pools, saved as a safetensors file,
+        load into adapt-sim (every name and shape must match) and score the same test loss."""
+        import torch
+        from adaptsim.model import build_torch, parse
+        rng = np.random.default_rng(11)
+        with tempfile.TemporaryDirectory() as d:
+            labels, x = synthetic_cifar10(d, rng)
+            kinds = os.path.join(d, "kinds.model")
+            with open(kinds, "w") as f:
+                f.write(KINDS_MODEL)
+            torch.manual_seed(3)
+            model_t = build_torch(parse(KINDS_MODEL, 10, "", kinds)).eval()
+            with torch.no_grad():  # logits of a few units, so that the loss feels every layer
+                model_t.fc.weight.mul_(40.0)
+            weights = os.path.join(d, "torch.safetensors")
+            write_safetensors(weights, model_t.state_dict())
+            loss, acc = torch_test_loss(model_t, x, labels)
+            self.assertGreater(loss, 3.0)
+            out = os.path.join(d, "eval.json")
+            cmd = [program("adapt-train"), "--config",
+                   os.path.join(SRCDIR, "experiments/configs/c10_resnet20.ini"),
+                   "--eval-only", "--init-from", weights, "--eval-json", out,
+                   "--set", "model.file=" + kinds,
+                   "--set", "data.path=" + d, "--set", "data.val_size=0",
+                   "--set", "train.eval_batch=16", "--set", "policy.name=fp32",
+                   "--set", "run.threads=1"]
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               cwd=SRCDIR)
+            self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
+            with open(out) as f:
+                ev = json.load(f)
+            # same weights, same arithmetic up to summation order and a few ulps per layer
+            self.assertAlmostEqual(ev["loss"], loss, delta=1e-4 * loss)
+            self.assertAlmostEqual(ev["accuracy"], acc, delta=1.01 / len(labels))
 
 
 if __name__ == "__main__":

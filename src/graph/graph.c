@@ -345,7 +345,7 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
         const char *key = w[i], *val = eq + 1;
         if (!strcmp(key, "in")) {
             if (la.n_in) return err_at(c, "key 'in' given twice", NULL, NULL);
-            char list[256];
+            char list[1024]; /* a line has at most 1000 characters */
             snprintf(list, sizeof list, "%s", val);
             for (char *save = NULL, *t = strtok_r(list, ",", &save); t;
                  t = strtok_r(NULL, ",", &save)) {
@@ -354,8 +354,11 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
                 int id = lookup(c, name);
                 if (id == -2)
                     return err_at(c, "in=%s: no earlier layer or label is called '%s'", val, name);
-                if (la.n_in == ADAPT_GRAPH_MAX_IN)
-                    return err_at(c, "in=%s: at most 2 inputs", val, NULL);
+                if (la.n_in == ADAPT_GRAPH_MAX_IN) {
+                    char most[16];
+                    snprintf(most, sizeof most, "%d", ADAPT_GRAPH_MAX_IN);
+                    return err_at(c, "in=%.200s: at most %s inputs", val, most);
+                }
                 la.in[la.n_in++] = id;
             }
             if (!la.n_in) return err_at(c, "in= names no layer", NULL, NULL);
@@ -364,7 +367,16 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
         int k = graph_layer_key(key);
         if (k < 0) return err_at(c, "unknown key '%s' (see doc/model-format.md)", key, NULL);
         if (la.set[k]) return err_at(c, "key '%s' given twice", key, NULL);
-        if (graph_key_is_real(k)) {
+        const char *words = NULL;
+        int word = graph_key_word(k, val, &words);
+        if (word == -1) {
+            char kv[128];
+            snprintf(kv, sizeof kv, "%.60s=%.60s", key, val);
+            return err_at(c, "%s: expected %s", kv, words);
+        }
+        if (word >= 0) {
+            la.val[k] = word;
+        } else if (graph_key_is_real(k)) {
             char *end;
             errno = 0;
             double d = strtod(val, &end);

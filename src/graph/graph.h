@@ -26,7 +26,7 @@
 #include "src/base/status.h"
 
 #define ADAPT_GRAPH_NAME_MAX 64
-#define ADAPT_GRAPH_MAX_IN 2
+#define ADAPT_GRAPH_MAX_IN 16 /* inputs of one layer (concat) */
 
 enum adapt_graph_kind {
     ADAPT_GRAPH_CONV2D = 0,
@@ -43,6 +43,7 @@ enum adapt_graph_kind {
     ADAPT_GRAPH_HARDSWISH,
     ADAPT_GRAPH_DROPOUT,
     ADAPT_GRAPH_CONCAT,
+    ADAPT_GRAPH_GELU,
     ADAPT_GRAPH_N_KINDS
 };
 
@@ -60,6 +61,8 @@ struct adapt_graph_node {
     /* hyper-parameters (0 where the kind has none) */
     int out;                         /* conv2d / linear: output channels or features */
     int k, stride, pad;              /* conv2d / pools; avgpool2d k = 0: global */
+    int count_include_pad;           /* avgpool2d: 1 divides by k*k, 0 by the cells inside */
+    int approximate;                 /* gelu: 0 exact (erf), 1 the tanh form */
     int groups;                      /* conv2d: 1, or > 1 for a grouped (depthwise) conv */
     int dilation;                    /* conv2d: distance of the kernel taps (1: dense) */
     int bias;                        /* conv2d / linear */

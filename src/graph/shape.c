@@ -1,10 +1,11 @@
 /* src/graph/shape.c: keys, shapes and costs of each layer kind (doc/model-format.md).
  *
- * Shapes follow PyTorch: conv2d and pools Hout = floor((H + 2 pad - k) / stride) + 1; linear
- * reads (features, 1, 1), so a flatten must come before it. Costs per sample, as the engine's
- * layers count them (src/net/layers): conv MACs Hout*Wout*Cout*Cin*k*k, linear in*out;
- * element-wise operations one per output element (activations, add), per input element
- * (batch norm, global average pool) or per window element read (pools); flatten none.
+ * Shapes follow PyTorch: conv2d and pools Hout = floor((H + 2 pad - k) / stride) + 1 (pools pad
+ * by at most k / 2, PyTorch's limit); linear reads (features, 1, 1), so a flatten must come
+ * before it. Costs per sample, as the engine's layers count them (src/net/layers): conv MACs
+ * Hout*Wout*Cout*Cin*k*k, linear in*out; element-wise operations one per output element
+ * (activations, add), per input element (batch norm, global average pool) or per input
+ * element a window reads (pools: padding is not read); flatten and concat none (copies).
  */
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,7 @@ static const char *const kind_names[ADAPT_GRAPH_N_KINDS] = {
     [ADAPT_GRAPH_ADD] = "add",             [ADAPT_GRAPH_RELU6] = "relu6",
     [ADAPT_GRAPH_SIGMOID] = "sigmoid",     [ADAPT_GRAPH_HARDSWISH] = "hardswish",
     [ADAPT_GRAPH_DROPOUT] = "dropout",     [ADAPT_GRAPH_CONCAT] = "concat",
+    [ADAPT_GRAPH_GELU] = "gelu",
 };
 
 static const char *const key_names[GK_N] = {
@@ -27,9 +29,10 @@ static const char *const key_names[GK_N] = {
     [GK_IN_CHANNELS] = "in_channels", [GK_IN_FEATURES] = "in_features",
     [GK_EPS] = "eps",       [GK_MOMENTUM] = "momentum", [GK_GROUPS] = "groups",
     [GK_P] = "p",           [GK_DILATION] = "dilation",
+    [GK_COUNT_INCLUDE_PAD] = "count_include_pad", [GK_APPROXIMATE] = "approximate",
 };
 
-/* The keys each kind accepts (bit per key) and the inputs it reads. */
+/* The keys each kind accepts (bit per key) and the inputs it reads (0: 2 to ADAPT_GRAPH_MAX_IN). */
 #define B(k) (1u << (k))
 static const struct {
     unsigned keys;
@@ -40,8 +43,9 @@ static const struct {
     [ADAPT_GRAPH_LINEAR] = {B(GK_OUT) | B(GK_BIAS) | B(GK_IN_FEATURES), 1},
     [ADAPT_GRAPH_RELU] = {0, 1},
     [ADAPT_GRAPH_TANH] = {0, 1},
-    [ADAPT_GRAPH_MAXPOOL2D] = {B(GK_K) | B(GK_STRIDE), 1},
-    [ADAPT_GRAPH_AVGPOOL2D] = {B(GK_K) | B(GK_STRIDE) | B(GK_GLOBAL), 1},
+    [ADAPT_GRAPH_MAXPOOL2D] = {B(GK_K) | B(GK_STRIDE) | B(GK_PAD), 1},
+    [ADAPT_GRAPH_AVGPOOL2D] = {B(GK_K) | B(GK_STRIDE) | B(GK_PAD) | B(GK_GLOBAL) |
+                                   B(GK_COUNT_INCLUDE_PAD), 1},
     [ADAPT_GRAPH_BATCHNORM2D] = {B(GK_EPS) | B(GK_MOMENTUM), 1},
     [ADAPT_GRAPH_FLATTEN] = {0, 1},
     [ADAPT_GRAPH_ADD] = {0, 2},
@@ -49,7 +53,8 @@ static const struct {
     [ADAPT_GRAPH_SIGMOID] = {0, 1},
     [ADAPT_GRAPH_HARDSWISH] = {0, 1},
     [ADAPT_GRAPH_DROPOUT] = {B(GK_P), 1},
-    [ADAPT_GRAPH_CONCAT] = {0, 2},
+    [ADAPT_GRAPH_CONCAT] = {0, 0},
+    [ADAPT_GRAPH_GELU] = {B(GK_APPROXIMATE), 1},
 };
 
 const char *adapt_graph_kind_name(enum adapt_graph_kind kind)
@@ -67,6 +72,16 @@ int graph_layer_key(const char *name)
 }
 
 int graph_key_is_real(int key) { return key == GK_EPS || key == GK_MOMENTUM || key == GK_P; }
+
+int graph_key_word(int key, const char *val, const char **expected)
+{
+    static const char *const approximate[] = {"none", "tanh"}; /* torch.nn.GELU's */
+    if (key != GK_APPROXIMATE) return -2;
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(val, approximate[i])) return i;
+    *expected = "none or tanh";
+    return -1;
+}
 
 static int64_t numel(const int d[3]) { return (int64_t)d[0] * d[1] * d[2]; }
 
@@ -124,6 +139,18 @@ static enum adapt_status window(const struct adapt_graph *g, struct adapt_graph_
     return ADAPT_OK;
 }
 
+/* Input cells the windows of one axis read: the sum over outputs o < no of the length of
+ * [o s - p, o s - p + k) within [0, n). */
+static int64_t axis_reads(int n, int no, int k, int s, int p)
+{
+    int64_t r = 0;
+    for (int o = 0; o < no; o++) {
+        int a = o * s - p, b = a + k;
+        r += (b < n ? b : n) - (a > 0 ? a : 0);
+    }
+    return r;
+}
+
 enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_node *n,
                                      const struct graph_layer_args *a, const char *file)
 {
@@ -136,7 +163,10 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
     n->n_in = a->n_in ? a->n_in : 1;
     if (a->n_in) memcpy(n->in, a->in, sizeof n->in);
     else n->in[0] = a->default_in;
-    if (n->n_in != want)
+    if (!want && (n->n_in < 2 || n->n_in > ADAPT_GRAPH_MAX_IN))
+        return FAIL("%s:%d: %s %s reads 2 to %d inputs, in= names %d", file, n->line, kn,
+                    n->name, ADAPT_GRAPH_MAX_IN, n->n_in);
+    if (want && n->n_in != want)
         return FAIL("%s:%d: %s %s reads %d input%s, in= names %d", file, n->line, kn, n->name,
                     want, want == 1 ? "" : "s", n->n_in);
     for (int i = 0; i < n->n_in; i++) {
@@ -203,6 +233,10 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
         n->unit = g->n_units++;
         break;
     }
+    case ADAPT_GRAPH_GELU:
+        n->approximate = a->set[GK_APPROXIMATE] ? (int)a->val[GK_APPROXIMATE] : 0;
+        n->elementwise = numel(n->out_dim);
+        break;
     case ADAPT_GRAPH_RELU:
     case ADAPT_GRAPH_RELU6:
     case ADAPT_GRAPH_SIGMOID:
@@ -214,22 +248,31 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
     case ADAPT_GRAPH_AVGPOOL2D: {
         int global = 0;
         if (n->kind == ADAPT_GRAPH_AVGPOOL2D &&
-            (st = int_key(n, a, GK_GLOBAL, 0, 1, 0, &global, file)))
+            ((st = int_key(n, a, GK_GLOBAL, 0, 1, 0, &global, file)) ||
+             (st = int_key(n, a, GK_COUNT_INCLUDE_PAD, 0, 1, 1, &n->count_include_pad, file))))
             return st;
         if (global) {
-            if (a->set[GK_K] || a->set[GK_STRIDE])
-                return FAIL("%s:%d: avgpool2d %s: global=1 takes no k or stride", file, n->line,
-                            n->name);
+            if (a->set[GK_K] || a->set[GK_STRIDE] || a->set[GK_PAD] ||
+                a->set[GK_COUNT_INCLUDE_PAD])
+                return FAIL("%s:%d: avgpool2d %s: global=1 takes no k, stride, pad or "
+                            "count_include_pad",
+                            file, n->line, n->name);
             n->k = 0;
             n->out_dim[1] = n->out_dim[2] = 1;
             n->elementwise = numel(x);
             break;
         }
         if ((st = int_key(n, a, GK_K, 1, 1024, 0, &n->k, file)) ||
-            (st = int_key(n, a, GK_STRIDE, 1, 1024, n->k, &n->stride, file)))
+            (st = int_key(n, a, GK_STRIDE, 1, 1024, n->k, &n->stride, file)) ||
+            (st = int_key(n, a, GK_PAD, 0, 1024, 0, &n->pad, file)))
             return st;
+        if (n->pad > n->k / 2)
+            return FAIL("%s:%d: %s %s: pad=%d is more than half the kernel (k=%d): pools pad by "
+                        "at most k/2 = %d, as PyTorch",
+                        file, n->line, kn, n->name, n->pad, n->k, n->k / 2);
         if ((st = window(g, n, n->in[0], file))) return st;
-        n->elementwise = numel(n->out_dim) * n->k * n->k;
+        n->elementwise = x[0] * axis_reads(x[1], n->out_dim[1], n->k, n->stride, n->pad) *
+                         axis_reads(x[2], n->out_dim[2], n->k, n->stride, n->pad);
         break;
     }
     case ADAPT_GRAPH_BATCHNORM2D:
@@ -248,19 +291,26 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
                         n->p);
         n->elementwise = numel(x);
         break;
-    case ADAPT_GRAPH_CONCAT:
-        if (n->in_dim[0][1] != n->in_dim[1][1] || n->in_dim[0][2] != n->in_dim[1][2]) {
-            char w2[96];
-            who(g, n->in[0], w, sizeof w);
-            who(g, n->in[1], w2, sizeof w2);
-            dims(d, sizeof d, n->in_dim[0]);
-            dims(e, sizeof e, n->in_dim[1]);
-            return FAIL("%s:%d: concat %s: %s gives %s but %s gives %s (the planes must be "
-                        "equal)",
-                        file, n->line, n->name, w, d, w2, e);
+    case ADAPT_GRAPH_CONCAT: {
+        int64_t c = 0;
+        for (int i = 0; i < n->n_in; i++) {
+            if (n->in_dim[i][1] != x[1] || n->in_dim[i][2] != x[2]) {
+                char w2[96];
+                who(g, n->in[0], w, sizeof w);
+                who(g, n->in[i], w2, sizeof w2);
+                dims(d, sizeof d, x);
+                dims(e, sizeof e, n->in_dim[i]);
+                return FAIL("%s:%d: concat %s: %s gives %s but %s gives %s (the planes must be "
+                            "equal)",
+                            file, n->line, n->name, w, d, w2, e);
+            }
+            c += n->in_dim[i][0];
         }
-        n->out_dim[0] = n->in_dim[0][0] + n->in_dim[1][0];
+        if (c > (1 << 30))
+            return FAIL("%s:%d: concat %s: %lld channels", file, n->line, n->name, (long long)c);
+        n->out_dim[0] = (int)c;
         break;
+    }
     case ADAPT_GRAPH_FLATTEN:
         n->out_dim[0] = (int)numel(x);
         n->out_dim[1] = n->out_dim[2] = 1;
@@ -315,7 +365,7 @@ void adapt_graph_print(const struct adapt_graph *g, FILE *f)
             "params", "MACs/sample");
     for (int i = 0; i < g->n_nodes; i++) {
         const struct adapt_graph_node *n = &g->nodes[i];
-        char in[2 * ADAPT_GRAPH_NAME_MAX + 2] = "", d[32];
+        char in[ADAPT_GRAPH_MAX_IN * (ADAPT_GRAPH_NAME_MAX + 1)] = "", d[32];
         for (int k = 0; k < n->n_in; k++) {
             size_t len = strlen(in);
             snprintf(in + len, sizeof in - len, "%s%s", k ? "," : "",

@@ -18,6 +18,8 @@ enum graph_key {
     GK_GROUPS,
     GK_P,
     GK_DILATION,
+    GK_COUNT_INCLUDE_PAD,
+    GK_APPROXIMATE,
     GK_N
 };
 
@@ -36,6 +38,9 @@ void graph_layer_args_init(struct graph_layer_args *a);
 int graph_layer_key(const char *name);
 /* 1 for keys with real values (eps, momentum). */
 int graph_key_is_real(int key);
+/* Keys whose values are words (approximate=none|tanh): the index of val among the key's words,
+ * or -1 with *expected set to them ("none or tanh"); -2 for a key with a numeric value. */
+int graph_key_word(int key, const char *val, const char **expected);
 
 /* Checks the keys of node n (kind, name and line set) against its kind, resolves its inputs,
  * shapes and costs, and numbers it as a unit when it is one. The graph's nodes before n are

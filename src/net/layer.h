@@ -37,7 +37,7 @@
 #include "src/net/tensor.h"
 
 #define ADAPT_NAME_MAX 64
-#define ADAPT_LAYER_MAX_IN 2
+#define ADAPT_LAYER_MAX_IN 16 /* inputs of one layer (concat); the others read 1 or 2 */
 #define ADAPT_LAYER_MAX_PARAMS 4
 
 enum adapt_param_role {
@@ -93,8 +93,9 @@ struct adapt_layer {
     int node;                       /* index in its network (set by adapt_net_add) */
     /* what another implementation of the kind (the GPU engine, src/net/cuda) needs beyond the
      * shapes, set by the constructors (0 elsewhere): conv groups and dilation (1 for a plain
-     * conv2d), global = 1 for a global average pool, batch-norm eps and momentum, dropout p */
-    int groups, dilation, global;
+     * conv2d), global = 1 for a global average pool, count_include_pad of an average pool,
+     * approximate = 1 for gelu's tanh form, batch-norm eps and momentum, dropout p */
+    int groups, dilation, global, count_include_pad, approximate;
     float eps, momentum, p;
 };
 
@@ -108,9 +109,14 @@ struct adapt_layer *adapt_relu6_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_tanh_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_sigmoid_create(const char *name, const int in_chw[3]);
 struct adapt_layer *adapt_hardswish_create(const char *name, const int in_chw[3]);
+/* torch.nn.GELU(): x Phi(x) (approximate 0), or GELU(approximate='tanh') (approximate 1);
+ * kind "gelu" for both. */
+struct adapt_layer *adapt_gelu_create(const char *name, const int in_chw[3], int approximate);
 /* torch.nn.Dropout(p), 0 <= p < 1; masks from (run seed, layer, micro-batch). */
 struct adapt_layer *adapt_dropout_create(const char *name, const int in_chw[3], float p);
-/* torch.cat((x0, x1), dim=1): inputs with the same plane. */
+/* torch.cat((x0, x1, ...), dim=1) of 2 <= nin <= ADAPT_LAYER_MAX_IN inputs with the same plane
+ * (in_chw[i] the shape of input i); adapt_concat_create: two. */
+struct adapt_layer *adapt_concat_n_create(const char *name, int nin, const int (*in_chw)[3]);
 struct adapt_layer *adapt_concat_create(const char *name, const int in0[3], const int in1[3]);
 /* Grouped (groups > 1 divides cin and cout; depthwise when groups = cin) or dilated
  * convolution: weight (cout, cin/groups, k, k); kind "conv2d", a precision unit. */
@@ -121,6 +127,13 @@ struct adapt_layer *adapt_maxpool2d_create(const char *name, const int in_chw[3]
 /* k == 0: global average pool (output C x 1 x 1). */
 struct adapt_layer *adapt_avgpool2d_create(const char *name, const int in_chw[3], int k,
                                            int stride);
+/* Pools with padding 0 <= pad <= k / 2 (PyTorch's limit): max pooling never picks a padded
+ * cell; average pooling divides by k*k when count_include_pad (PyTorch's default), else by the
+ * number of the window's cells inside the input. */
+struct adapt_layer *adapt_maxpool2d_pad_create(const char *name, const int in_chw[3], int k,
+                                               int stride, int pad);
+struct adapt_layer *adapt_avgpool2d_pad_create(const char *name, const int in_chw[3], int k,
+                                               int stride, int pad, int count_include_pad);
 struct adapt_layer *adapt_batchnorm2d_create(const char *name, const int in_chw[3], float eps,
                                              float momentum);
 /* Two inputs of the same shape, y = x0 + x1. */

@@ -10,6 +10,8 @@
 #include "src/base/fileio.h"
 #include "src/net/net.h"
 
+_Static_assert(ADAPT_GRAPH_MAX_IN <= ADAPT_LAYER_MAX_IN, "a graph node's inputs fit a layer");
+
 static struct adapt_layer *make_layer(const struct adapt_graph_node *n)
 {
     const int *x = n->in_dim[0];
@@ -25,10 +27,14 @@ static struct adapt_layer *make_layer(const struct adapt_graph_node *n)
     case ADAPT_GRAPH_TANH: return adapt_tanh_create(n->name, x);
     case ADAPT_GRAPH_SIGMOID: return adapt_sigmoid_create(n->name, x);
     case ADAPT_GRAPH_HARDSWISH: return adapt_hardswish_create(n->name, x);
+    case ADAPT_GRAPH_GELU: return adapt_gelu_create(n->name, x, n->approximate);
     case ADAPT_GRAPH_DROPOUT: return adapt_dropout_create(n->name, x, (float)n->p);
-    case ADAPT_GRAPH_CONCAT: return adapt_concat_create(n->name, x, n->in_dim[1]);
-    case ADAPT_GRAPH_MAXPOOL2D: return adapt_maxpool2d_create(n->name, x, n->k, n->stride);
-    case ADAPT_GRAPH_AVGPOOL2D: return adapt_avgpool2d_create(n->name, x, n->k, n->stride);
+    case ADAPT_GRAPH_CONCAT: return adapt_concat_n_create(n->name, n->n_in, n->in_dim);
+    case ADAPT_GRAPH_MAXPOOL2D:
+        return adapt_maxpool2d_pad_create(n->name, x, n->k, n->stride, n->pad);
+    case ADAPT_GRAPH_AVGPOOL2D:
+        return adapt_avgpool2d_pad_create(n->name, x, n->k, n->stride, n->pad,
+                                          n->count_include_pad);
     case ADAPT_GRAPH_BATCHNORM2D:
         return adapt_batchnorm2d_create(n->name, x, (float)n->eps, (float)n->momentum);
     case ADAPT_GRAPH_FLATTEN: return adapt_flatten_create(n->name, x);
@@ -52,7 +58,9 @@ struct adapt_net *adapt_net_from_graph(const struct adapt_graph *g)
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const struct adapt_graph_node *n = &g->nodes[i];
-        int a = adapt_net_add(net, make_layer(n), n->in[0] + 1, n->n_in > 1 ? n->in[1] + 1 : -1);
+        int ins[ADAPT_GRAPH_MAX_IN];
+        for (int k = 0; k < n->n_in; k++) ins[k] = n->in[k] + 1;
+        int a = adapt_net_add_n(net, make_layer(n), ins);
         if (a != i + 1) {
             adapt_net_free(net);
             return NULL;

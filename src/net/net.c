@@ -58,9 +58,20 @@ const int *adapt_net_act_dim(const struct adapt_net *net, int a)
 
 int adapt_net_add(struct adapt_net *net, struct adapt_layer *layer, int in0, int in1)
 {
+    const int ins[2] = {in0, in1};
+    if (layer && layer->nin > 2) {
+        ADAPT_ERROR(ADAPT_EINVAL, "layer %s reads %d inputs (adapt_net_add_n)", layer->name,
+                    layer->nin);
+        adapt_layer_free(layer);
+        return -1;
+    }
+    return adapt_net_add_n(net, layer, ins);
+}
+
+int adapt_net_add_n(struct adapt_net *net, struct adapt_layer *layer, const int *ins)
+{
     if (!layer) return -1;
     ADAPT_ASSERT(!net->finalized);
-    int ins[2] = {in0, in1};
     for (int i = 0; i < layer->nin; i++) {
         if (ins[i] < 0 || ins[i] >= net->nact) {
             adapt_layer_free(layer);
@@ -94,8 +105,7 @@ int adapt_net_add(struct adapt_net *net, struct adapt_layer *layer, int in0, int
     layer->node = net->nnodes;
     struct adapt_node *nd = &net->nodes[net->nnodes++];
     nd->layer = layer;
-    nd->in[0] = in0;
-    nd->in[1] = layer->nin > 1 ? in1 : -1;
+    for (int i = 0; i < ADAPT_LAYER_MAX_IN; i++) nd->in[i] = i < layer->nin ? ins[i] : -1;
     nd->out = net->nact++;
     net->act_numel[nd->out] = adapt_layer_out_numel(layer);
     return nd->out;
@@ -238,8 +248,8 @@ const float *adapt_net_forward(struct adapt_net *net, const float *x, int n, int
     struct adapt_exec ex = {n, training, net->ws, net->rng_seed, net->rng_iter};
     for (int i = 0; i < net->nnodes; i++) {
         struct adapt_node *nd = &net->nodes[i];
-        const float *xs[ADAPT_LAYER_MAX_IN] = {net->act[nd->in[0]],
-                                               nd->in[1] >= 0 ? net->act[nd->in[1]] : NULL};
+        const float *xs[ADAPT_LAYER_MAX_IN] = {NULL};
+        for (int k = 0; k < nd->layer->nin; k++) xs[k] = net->act[nd->in[k]];
         if (net->in_hook) net->in_hook(net->hook_ctx, i, xs, n, training, 0);
         nd->layer->ops->forward(nd->layer, &ex, xs, net->act[nd->out]);
         if (net->out_hook) net->out_hook(net->hook_ctx, i, net->act[nd->out], n, training);
@@ -258,8 +268,8 @@ void adapt_net_backward(struct adapt_net *net, const float *dlogits, int n)
     for (int i = net->nnodes - 1; i >= 0; i--) {
         struct adapt_node *nd = &net->nodes[i];
         struct adapt_layer *l = nd->layer;
-        const float *xs[ADAPT_LAYER_MAX_IN] = {NULL, NULL};
-        float *dxs[ADAPT_LAYER_MAX_IN] = {NULL, NULL};
+        const float *xs[ADAPT_LAYER_MAX_IN] = {NULL};
+        float *dxs[ADAPT_LAYER_MAX_IN] = {NULL};
         unsigned acc = 0;
         for (int k = 0; k < l->nin; k++) {
             int a = nd->in[k];

@@ -1,7 +1,8 @@
 /* src/net/net.h: a network as a list of layer nodes over numbered activations.
  *
- * Activation 0 is the network input (N, C, H, W); node i reads one or two
- * earlier activations and writes activation i + 1. The last activation is the
+ * Activation 0 is the network input (N, C, H, W); node i reads one or more
+ * (a concat: up to ADAPT_LAYER_MAX_IN) earlier activations and writes
+ * activation i + 1. The last activation is the
  * logits (N, classes). This covers the sequential models and residual blocks
  * (an add node reads two activations). The network owns its layers and four
  * arenas: parameters, gradients, optimizer state (sized by the optimizer) and
@@ -96,6 +97,8 @@ void adapt_net_free(struct adapt_net *net);
  * (NULL layer, shape mismatch). The network takes ownership of the layer
  * (also on failure). */
 int adapt_net_add(struct adapt_net *net, struct adapt_layer *layer, int in0, int in1);
+/* The same for a layer of any number of inputs: ins[0 .. layer->nin - 1]. */
+int adapt_net_add_n(struct adapt_net *net, struct adapt_layer *layer, const int *ins);
 /* Per-sample (C, H, W) of activation a. */
 const int *adapt_net_act_dim(const struct adapt_net *net, int a);
 

@@ -186,8 +186,10 @@ int main(int argc, char **argv)
         printf("\n");
         adapt_graph_print(g, stdout);
         struct adapt_net *net = adapt_net_from_graph(g);
-        adapt_graph_free(g);
-        if (!net) return fail(adapt_error_message());
+        if (!net) {
+            adapt_graph_free(g);
+            return fail(adapt_error_message());
+        }
         /* the policy against the model (a per-unit list must name every unit) */
         struct adapt_policy *pol = NULL;
         enum adapt_status pst = adapt_net_finalize(net, 1); /* buffers for one sample */
@@ -198,13 +200,19 @@ int main(int argc, char **argv)
         }
         adapt_policy_free(pol);
         adapt_net_free(net);
-        if (pst != ADAPT_OK) return fail(adapt_error_message());
+        if (pst != ADAPT_OK) {
+            adapt_graph_free(g);
+            return fail(adapt_error_message());
+        }
         char dev[256];
         int ngpu = adapt_cuda_device_count(dev, sizeof dev);
         printf("\noutput directory: %s\nCUDA: %d device(s): %s\n", out_dir, ngpu, dev);
-        /* the data set and the training set-up, and the time estimate */
-        struct adapt_train_opts o = {.out_dir = out_dir, .init_from = init_from, .quiet = 1};
+        /* the data set and the training set-up, and the time estimate, with the description
+         * resolved above */
+        struct adapt_train_opts o = {
+            .out_dir = out_dir, .init_from = init_from, .quiet = 1, .graph = g};
         enum adapt_status st = adapt_train_check(&cfg, &o, estimate);
+        adapt_graph_free(g);
         if (st == ADAPT_ENOENT) {
             printf("data:   not available: %s\n", adapt_error_message());
             fprintf(stderr, "adapt-train: dry run: the data set is missing (see 'data:' above)\n");
@@ -214,7 +222,8 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    struct adapt_train_opts o = {out_dir, resume, force, init_from, eval_only, eval_json, quiet};
+    struct adapt_train_opts o = {out_dir, resume, force, init_from, eval_only, eval_json, quiet,
+                                 NULL};
     enum adapt_status st = adapt_train_run(&cfg, &o);
     if (st != ADAPT_OK) {
         fprintf(stderr, "adapt-train: %s\n", adapt_error_message());

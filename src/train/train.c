@@ -370,27 +370,34 @@ static enum adapt_status setup_model(struct run *r, long *eval_step)
     const struct adapt_train_opts *opts = r->opts;
     const uint64_t seed = (uint64_t)cfg->run.seed;
     enum adapt_status st;
-    /* the model description first: its errors before any data is read; resolved again
-     * only if the data's class count is not the one its name promised */
-    struct adapt_graph *g;
+    /* the model description first: its errors before any data is read (the caller's, when
+     * it resolved it already); resolved again only if the data's class count is not the one
+     * its name promised */
+    struct adapt_graph *own = NULL;
+    const struct adapt_graph *g = opts->graph;
     int nominal = cfg->model.classes ? cfg->model.classes
                                      : adapt_dataset_classes_of(dataset_name(cfg));
-    if ((st = adapt_graph_load(&g, model_name(cfg), nominal, cfg->model.args))) return st;
+    if (!g || g->classes != nominal) {
+        if ((st = adapt_graph_load(&own, model_name(cfg), nominal, cfg->model.args))) return st;
+        g = own;
+    }
     int classes = 0;
-    if ((st = load_data(r, !opts->eval_only))) goto done;
+    if ((st = load_data(r, !opts->eval_only))) goto free_graph;
     classes = cfg->model.classes ? cfg->model.classes : r->test.classes;
     if (classes < r->test.classes) {
         st = ADAPT_ERROR(ADAPT_EINVAL, "model.classes = %d, but %s has %d classes", classes,
                          dataset_name(cfg), r->test.classes);
-        goto done;
+        goto free_graph;
     }
     if (classes != g->classes) {
-        adapt_graph_free(g);
-        if ((st = adapt_graph_load(&g, model_name(cfg), classes, cfg->model.args))) return st;
+        adapt_graph_free(own);
+        g = own = NULL;
+        if ((st = adapt_graph_load(&own, model_name(cfg), classes, cfg->model.args))) return st;
+        g = own;
     }
     st = build_model(r, g, classes);
-done:
-    adapt_graph_free(g);
+free_graph:
+    adapt_graph_free(own);
     if (st) return st;
     adapt_net_init_params(r->net, seed, cfg->model.init_gain);
     if (opts->init_from && (st = adapt_ckpt_load_weights(r->net, opts->init_from))) return st;

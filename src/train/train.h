@@ -29,6 +29,8 @@
 #include "src/base/status.h"
 #include "src/config/config.h"
 
+struct adapt_graph; /* src/graph/graph.h */
+
 struct adapt_train_opts {
     const char *out_dir;   /* resolved output directory */
     int resume;            /* continue the run in out_dir */
@@ -38,6 +40,9 @@ struct adapt_train_opts {
                               formats stored with it (adapt_ckpt_load_formats) */
     const char *eval_json; /* eval_only: also write the result as JSON here (NULL: no) */
     int quiet;             /* no progress output */
+    /* the model description already resolved for the configuration's class count (the dry
+     * run prints it first); NULL: resolved from the configuration. Not owned. */
+    const struct adapt_graph *graph;
 };
 
 /* What --dry-run checks beyond the configuration: loads the data set (files present, sizes

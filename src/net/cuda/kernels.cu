@@ -1,13 +1,14 @@
 /* src/net/cuda/kernels.cu: CUDA kernels and extern "C" launchers of src/net/cuda/kernels.h.
  *
  * Each kernel is the device twin of a CPU layer and follows its arithmetic: activations
- * (src/net/layers/act.c, tanh by the same expm1 reduction, not libm), copies and sums (add.c,
- * flatten.c), pooling (pool.c), batch norm (batchnorm.c), bias of conv2d.c / linear.c (fc.c),
- * dropout and concat (dropout.c), softmax cross-entropy (xent.c), one SGD step (src/net/optim.c)
- * and the convolution lowering (im2col.c). Where the CPU rounds a product before adding it
- * (batch-norm coefficients and running statistics, the SGD update, dropout's scaling, the
- * cross-entropy gradient, the average-pool gradient) the kernels round it too (__fmul_rn and
- * friends: no contraction into FMA); the vectorised CPU loops may contract, and so may these.
+ * (src/net/layers/act.c; tanh and gelu from the same source, act_impl.h), copies and sums
+ * (add.c, flatten.c), pooling (pool.c), batch norm (batchnorm.c), bias of conv2d.c / linear.c
+ * (fc.c), dropout (dropout.c), concat (concat.c), softmax cross-entropy (xent.c), one SGD step
+ * (src/net/optim.c) and the convolution lowering (im2col.c). Where the CPU rounds a product
+ * before adding it (batch-norm coefficients and running statistics, the SGD update, dropout's
+ * scaling, the cross-entropy gradient, the average-pool gradient) the kernels round it too
+ * (__fmul_rn and friends: no contraction into FMA); the vectorised CPU loops may contract, and
+ * so may these.
  *
  * Element-wise kernels walk the data grid-stride, four floats at a time (float4) when every
  * pointer is 16-byte aligned and a scalar tail after. Reductions accumulate in double: batch
@@ -199,18 +200,23 @@ template <int KIND> __device__ __forceinline__ float act_f(float x)
     if (KIND == ACU_RELU6) return relu6_f(x);
     if (KIND == ACU_TANH) return tanh_f(x);
     if (KIND == ACU_SIGMOID) return sigmoid_f(x);
+    if (KIND == ACU_GELU) return adapt_act_gelu(x); /* act.c's: the same source */
+    if (KIND == ACU_GELU_TANH) return adapt_act_gelu_tanh(x);
     return hardswish_f(x);
 }
 
-/* The gradient given r = y (x for hardswish) and dy, as act.c's *_back_span: relu and relu6
- * compare y with the kinks (0 at y <= 0 and at y >= 6; a NaN y passes dy), hardswish is 0 below
- * x = -3, dy (x/3 + 1/2) up to 3 inclusive, dy above (and for a NaN x). */
+/* The gradient given r = y (x for hardswish and gelu) and dy, as act.c's *_back_span: relu and
+ * relu6 compare y with the kinks (0 at y <= 0 and at y >= 6; a NaN y passes dy), hardswish is 0
+ * below x = -3, dy (x/3 + 1/2) up to 3 inclusive, dy above (and for a NaN x); gelu's from
+ * act_impl.h. */
 template <int KIND> __device__ __forceinline__ float act_grad(float r, float dy)
 {
     if (KIND == ACU_RELU) return r <= 0.0f ? 0.0f : dy;
     if (KIND == ACU_RELU6) return r <= 0.0f || r >= 6.0f ? 0.0f : dy;
     if (KIND == ACU_TANH) return (1.0f - r * r) * dy;
     if (KIND == ACU_SIGMOID) return dy * r * (1.0f - r);
+    if (KIND == ACU_GELU) return adapt_act_gelu_grad(r) * dy;
+    if (KIND == ACU_GELU_TANH) return adapt_act_gelu_tanh_grad(r) * dy;
     return r < -3.0f ? 0.0f : r <= 3.0f ? dy * (r / 3.0f + 0.5f) : dy;
 }
 
@@ -227,7 +233,7 @@ template <int KIND> struct act_fwd_op {
 };
 
 template <int KIND> struct act_bwd_op {
-    const float *r; /* y, or x for hardswish */
+    const float *r; /* y, or x for hardswish and gelu */
     const float *dy;
     float *dx;
     int acc;
@@ -290,15 +296,34 @@ struct add_op { /* y = a + b */
 
 /* ---------------------------------------------------------------- pooling (pool.c) */
 
-/* pool.c's max rule: the window is scanned row by row and an element replaces the maximum when
- * it is greater or NaN (first maximum; last NaN). Returns the index within the plane. */
-__device__ __forceinline__ int max_arg(const float *xp, int w, int i0, int k, float *best_out)
+/* The planes of a pooling layer: window k, stride s, padding p; cip: average pooling divides by
+ * k*k (count_include_pad), else by the window's cells inside the input. */
+struct pool_geom {
+    int h, w, ho, wo, k, s, p, cip;
+};
+
+/* pool.c's clip_window: the cells [*a, *b) of output o's window that lie inside n cells */
+__device__ __forceinline__ void clip_window(int o, int k, int s, int p, int n, int *a, int *b)
 {
+    const int lo = o * s - p, hi = lo + k;
+    *a = lo > 0 ? lo : 0;
+    *b = hi < n ? hi : n;
+}
+
+/* pool.c's max rule: the window of output (oy, ox), clipped to the input, is scanned row by row
+ * and an element replaces the maximum when it is greater or NaN (first maximum; last NaN).
+ * Returns the index within the plane. */
+__device__ __forceinline__ int max_arg(const float *xp, const pool_geom &g, int oy, int ox,
+                                       float *best_out)
+{
+    int y0, y1, x0, x1;
+    clip_window(oy, g.k, g.s, g.p, g.h, &y0, &y1);
+    clip_window(ox, g.k, g.s, g.p, g.w, &x0, &x1);
     float best = -INFINITY;
-    int bi = i0;
-    for (int ky = 0; ky < k; ky++)
-        for (int kx = 0; kx < k; kx++) {
-            const int idx = i0 + ky * w + kx;
+    int bi = y0 * g.w + x0;
+    for (int iy = y0; iy < y1; iy++)
+        for (int ix = x0; ix < x1; ix++) {
+            const int idx = iy * g.w + ix;
             const float v = xp[idx];
             if (v > best || v != v) {
                 best = v;
@@ -311,96 +336,106 @@ __device__ __forceinline__ int max_arg(const float *xp, int w, int i0, int k, fl
 
 /* one thread per output element */
 template <typename I>
-__global__ void maxpool_fwd_kernel(const float *x, float *y, I total, int h, int w, int ho, int wo,
-                                   int k, int s)
+__global__ void maxpool_fwd_kernel(const float *x, float *y, I total, pool_geom g)
 {
-    const I op = (I)ho * (I)wo;
+    const I op = (I)g.ho * (I)g.wo;
     for (I o = (I)blockIdx.x * blockDim.x + threadIdx.x; o < total;
          o += (I)gridDim.x * blockDim.x) {
         const I q = o / op;
-        const int r = (int)(o - q * op), oy = r / wo, ox = r - oy * wo;
+        const int r = (int)(o - q * op), oy = r / g.wo, ox = r - oy * g.wo;
         float best;
-        (void)max_arg(x + (size_t)q * h * w, w, oy * s * w + ox * s, k, &best);
+        (void)max_arg(x + (size_t)q * g.h * g.w, g, oy, ox, &best);
         y[o] = best;
     }
 }
 
-/* First and last output index (along one axis) whose window [o s, o s + k) holds i. */
-__device__ __forceinline__ void windows_of(int i, int k, int s, int no, int *o0, int *o1)
+/* First and last output index (along one axis) whose window [o s - p, o s - p + k) holds i. */
+__device__ __forceinline__ void windows_of(int i, int k, int s, int p, int no, int *o0, int *o1)
 {
-    *o0 = i < k ? 0 : (i - k) / s + 1;
-    const int last = i / s;
+    const int j = i + p;
+    *o0 = j < k ? 0 : (j - k) / s + 1;
+    const int last = j / s;
     *o1 = last < no - 1 ? last : no - 1;
 }
 
 /* one thread per input element: the outputs whose window chose it, in output order (the order
  * of the CPU's scatter dp[arg[o]] += dy[o]) */
 template <typename I>
-__global__ void maxpool_bwd_kernel(const float *x, const float *dy, float *dx, I total, int h,
-                                   int w, int ho, int wo, int k, int s, int acc)
+__global__ void maxpool_bwd_kernel(const float *x, const float *dy, float *dx, I total,
+                                   pool_geom g, int acc)
 {
-    const I ip = (I)h * (I)w;
+    const I ip = (I)g.h * (I)g.w;
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total;
          e += (I)gridDim.x * blockDim.x) {
         const I q = e / ip;
-        const int r = (int)(e - q * ip), iy = r / w, ix = r - iy * w;
+        const int r = (int)(e - q * ip), iy = r / g.w, ix = r - iy * g.w;
         const float *xp = x + (size_t)q * ip;
-        const float *gp = dy + (size_t)q * ho * wo;
+        const float *gp = dy + (size_t)q * g.ho * g.wo;
         int oy0, oy1, ox0, ox1;
-        windows_of(iy, k, s, ho, &oy0, &oy1);
-        windows_of(ix, k, s, wo, &ox0, &ox1);
+        windows_of(iy, g.k, g.s, g.p, g.ho, &oy0, &oy1);
+        windows_of(ix, g.k, g.s, g.p, g.wo, &ox0, &ox1);
         float sum = acc ? dx[e] : 0.0f;
         for (int oy = oy0; oy <= oy1; oy++)
             for (int ox = ox0; ox <= ox1; ox++) {
                 float best;
-                if (max_arg(xp, w, oy * s * w + ox * s, k, &best) == r) sum += gp[oy * wo + ox];
+                if (max_arg(xp, g, oy, ox, &best) == r) sum += gp[oy * g.wo + ox];
             }
         dx[e] = sum;
     }
 }
 
-template <typename I>
-__global__ void avgpool_fwd_kernel(const float *x, float *y, I total, int h, int w, int ho, int wo,
-                                   int k, int s)
+/* 1 / divisor of output (oy, ox)'s window, in float as pool.c */
+__device__ __forceinline__ float avg_inv(const pool_geom &g, int oy, int ox)
 {
-    const I op = (I)ho * (I)wo;
-    const float inv = 1.0f / (float)(k * k);
+    if (g.cip) return 1.0f / (float)(g.k * g.k);
+    int y0, y1, x0, x1;
+    clip_window(oy, g.k, g.s, g.p, g.h, &y0, &y1);
+    clip_window(ox, g.k, g.s, g.p, g.w, &x0, &x1);
+    return 1.0f / (float)((y1 - y0) * (x1 - x0));
+}
+
+template <typename I>
+__global__ void avgpool_fwd_kernel(const float *x, float *y, I total, pool_geom g)
+{
+    const I op = (I)g.ho * (I)g.wo;
     for (I o = (I)blockIdx.x * blockDim.x + threadIdx.x; o < total;
          o += (I)gridDim.x * blockDim.x) {
         const I q = o / op;
-        const int r = (int)(o - q * op), oy = r / wo, ox = r - oy * wo;
-        const float *xw = x + (size_t)q * h * w + (size_t)oy * s * w + ox * s;
+        const int r = (int)(o - q * op), oy = r / g.wo, ox = r - oy * g.wo;
+        const float *xp = x + (size_t)q * g.h * g.w;
         float a;
-        if (k == 2 && s == 2) { /* pool.c's 2x2 sum order */
-            a = (xw[0] + xw[1]) + (xw[w] + xw[w + 1]);
+        if (g.k == 2 && g.s == 2 && g.p == 0) { /* pool.c's 2x2 sum order */
+            const float *xw = xp + (size_t)oy * 2 * g.w + ox * 2;
+            a = (xw[0] + xw[1]) + (xw[g.w] + xw[g.w + 1]);
         } else {
+            int y0, y1, x0, x1;
+            clip_window(oy, g.k, g.s, g.p, g.h, &y0, &y1);
+            clip_window(ox, g.k, g.s, g.p, g.w, &x0, &x1);
             a = 0.0f;
-            for (int ky = 0; ky < k; ky++)
-                for (int kx = 0; kx < k; kx++) a += xw[ky * w + kx];
+            for (int iy = y0; iy < y1; iy++)
+                for (int ix = x0; ix < x1; ix++) a += xp[iy * g.w + ix];
         }
-        y[o] = a * inv;
+        y[o] = a * avg_inv(g, oy, ox);
     }
 }
 
 /* one thread per input element; the CPU adds dy * inv window by window in output order */
 template <typename I>
-__global__ void avgpool_bwd_kernel(const float *dy, float *dx, I total, int h, int w, int ho,
-                                   int wo, int k, int s, int acc)
+__global__ void avgpool_bwd_kernel(const float *dy, float *dx, I total, pool_geom g, int acc)
 {
-    const I ip = (I)h * (I)w;
-    const float inv = 1.0f / (float)(k * k);
+    const I ip = (I)g.h * (I)g.w;
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total;
          e += (I)gridDim.x * blockDim.x) {
         const I q = e / ip;
-        const int r = (int)(e - q * ip), iy = r / w, ix = r - iy * w;
-        const float *gp = dy + (size_t)q * ho * wo;
+        const int r = (int)(e - q * ip), iy = r / g.w, ix = r - iy * g.w;
+        const float *gp = dy + (size_t)q * g.ho * g.wo;
         int oy0, oy1, ox0, ox1;
-        windows_of(iy, k, s, ho, &oy0, &oy1);
-        windows_of(ix, k, s, wo, &ox0, &ox1);
+        windows_of(iy, g.k, g.s, g.p, g.ho, &oy0, &oy1);
+        windows_of(ix, g.k, g.s, g.p, g.wo, &ox0, &ox1);
         float sum = acc ? dx[e] : 0.0f;
         for (int oy = oy0; oy <= oy1; oy++)
-            for (int ox = ox0; ox <= ox1; ox++)
-                sum = __fadd_rn(sum, __fmul_rn(gp[oy * wo + ox], inv)); /* no FMA: g = dy inv */
+            for (int ox = ox0; ox <= ox1; ox++) /* no FMA: g = dy inv */
+                sum = __fadd_rn(sum, __fmul_rn(gp[oy * g.wo + ox], avg_inv(g, oy, ox)));
         dx[e] = sum;
     }
 }
@@ -617,7 +652,7 @@ __global__ void __launch_bounds__(kChanThreads)
     if (threadIdx.x == 0) db[ch] += (float)s1;
 }
 
-/* ---------------------------------------------------------------- dropout, concat (dropout.c) */
+/* ---------------------------------------------------------------- dropout.c, concat.c */
 
 /* One thread per Philox block q (elements 4q .. 4q+3): the keep bit of element i is
  * adapt_u32_to_unit_float(bits) >= p, out = in * scale or 0, added to out under acc. */
@@ -917,6 +952,8 @@ extern "C" void acu_act_forward(int kind, const float *x, float *y, size_t count
     case ACU_TANH: act_forward_as<ACU_TANH>(x, y, count, s); break;
     case ACU_SIGMOID: act_forward_as<ACU_SIGMOID>(x, y, count, s); break;
     case ACU_HARDSWISH: act_forward_as<ACU_HARDSWISH>(x, y, count, s); break;
+    case ACU_GELU: act_forward_as<ACU_GELU>(x, y, count, s); break;
+    case ACU_GELU_TANH: act_forward_as<ACU_GELU_TANH>(x, y, count, s); break;
     default: break;
     }
 }
@@ -930,6 +967,8 @@ extern "C" void acu_act_backward(int kind, const float *x, const float *y, const
     case ACU_TANH: act_backward_as<ACU_TANH>(y, dy, dx, count, acc, s); break;
     case ACU_SIGMOID: act_backward_as<ACU_SIGMOID>(y, dy, dx, count, acc, s); break;
     case ACU_HARDSWISH: act_backward_as<ACU_HARDSWISH>(x, dy, dx, count, acc, s); break;
+    case ACU_GELU: act_backward_as<ACU_GELU>(x, dy, dx, count, acc, s); break;
+    case ACU_GELU_TANH: act_backward_as<ACU_GELU_TANH>(x, dy, dx, count, acc, s); break;
     default: break;
     }
 }
@@ -956,38 +995,54 @@ extern "C" void acu_zero(float *x, size_t count, cudaStream_t s)
     if (count) cudaMemsetAsync(x, 0, count * sizeof(float), s);
 }
 
-extern "C" void acu_maxpool_forward(const float *x, float *y, int n, int c, int h, int w, int k,
-                                    int stride, cudaStream_t s)
+/* The geometry of a pooling launch, or 0 when there is nothing to do. */
+static int pool_setup(int n, int c, int h, int w, int k, int stride, int pad, int cip,
+                      pool_geom *g)
 {
-    if (n <= 0 || c <= 0 || k <= 0 || stride <= 0 || k > h || k > w) return;
-    const int ho = (h - k) / stride + 1, wo = (w - k) / stride + 1;
-    const size_t total = (size_t)n * c * ho * wo;
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0 || k <= 0 || stride <= 0 || pad < 0 ||
+        k > h + 2 * pad || k > w + 2 * pad)
+        return 0;
+    g->h = h;
+    g->w = w;
+    g->ho = (h + 2 * pad - k) / stride + 1;
+    g->wo = (w + 2 * pad - k) / stride + 1;
+    g->k = k;
+    g->s = stride;
+    g->p = pad;
+    g->cip = cip;
+    return 1;
+}
+
+extern "C" void acu_maxpool_forward(const float *x, float *y, int n, int c, int h, int w, int k,
+                                    int stride, int pad, cudaStream_t s)
+{
+    pool_geom g;
+    if (!pool_setup(n, c, h, w, k, stride, pad, 1, &g)) return;
+    const size_t total = (size_t)n * c * g.ho * g.wo;
     if (small_index(total))
         maxpool_fwd_kernel<uint32_t>
-            <<<blocks_for(total), kThreads, 0, s>>>(x, y, (uint32_t)total, h, w, ho, wo, k, stride);
+            <<<blocks_for(total), kThreads, 0, s>>>(x, y, (uint32_t)total, g);
     else
-        maxpool_fwd_kernel<size_t>
-            <<<blocks_for(total), kThreads, 0, s>>>(x, y, total, h, w, ho, wo, k, stride);
+        maxpool_fwd_kernel<size_t><<<blocks_for(total), kThreads, 0, s>>>(x, y, total, g);
 }
 
 extern "C" void acu_maxpool_backward(const float *x, const float *y, const float *dy, float *dx,
-                                     int n, int c, int h, int w, int k, int stride, int acc,
-                                     cudaStream_t s)
+                                     int n, int c, int h, int w, int k, int stride, int pad,
+                                     int acc, cudaStream_t s)
 {
     (void)y; /* the choice is rescanned from x: y may have been overwritten in place */
-    if (n <= 0 || c <= 0 || k <= 0 || stride <= 0 || k > h || k > w) return;
-    const int ho = (h - k) / stride + 1, wo = (w - k) / stride + 1;
+    pool_geom g;
+    if (!pool_setup(n, c, h, w, k, stride, pad, 1, &g)) return;
     const size_t total = (size_t)n * c * h * w;
     if (small_index(total))
-        maxpool_bwd_kernel<uint32_t><<<blocks_for(total), kThreads, 0, s>>>(
-            x, dy, dx, (uint32_t)total, h, w, ho, wo, k, stride, acc);
+        maxpool_bwd_kernel<uint32_t>
+            <<<blocks_for(total), kThreads, 0, s>>>(x, dy, dx, (uint32_t)total, g, acc);
     else
-        maxpool_bwd_kernel<size_t>
-            <<<blocks_for(total), kThreads, 0, s>>>(x, dy, dx, total, h, w, ho, wo, k, stride, acc);
+        maxpool_bwd_kernel<size_t><<<blocks_for(total), kThreads, 0, s>>>(x, dy, dx, total, g, acc);
 }
 
 extern "C" void acu_avgpool_forward(const float *x, float *y, int n, int c, int h, int w, int k,
-                                    int stride, cudaStream_t s)
+                                    int stride, int pad, int count_include_pad, cudaStream_t s)
 {
     if (n <= 0 || c <= 0 || h <= 0 || w <= 0) return;
     if (k == 0) {
@@ -995,19 +1050,19 @@ extern "C" void acu_avgpool_forward(const float *x, float *y, int n, int c, int 
         gap_fwd_kernel<<<blocks_for(planes * 32), kThreads, 0, s>>>(x, y, planes, h * w);
         return;
     }
-    if (k < 0 || stride <= 0 || k > h || k > w) return;
-    const int ho = (h - k) / stride + 1, wo = (w - k) / stride + 1;
-    const size_t total = (size_t)n * c * ho * wo;
+    pool_geom g;
+    if (!pool_setup(n, c, h, w, k, stride, pad, count_include_pad, &g)) return;
+    const size_t total = (size_t)n * c * g.ho * g.wo;
     if (small_index(total))
         avgpool_fwd_kernel<uint32_t>
-            <<<blocks_for(total), kThreads, 0, s>>>(x, y, (uint32_t)total, h, w, ho, wo, k, stride);
+            <<<blocks_for(total), kThreads, 0, s>>>(x, y, (uint32_t)total, g);
     else
-        avgpool_fwd_kernel<size_t>
-            <<<blocks_for(total), kThreads, 0, s>>>(x, y, total, h, w, ho, wo, k, stride);
+        avgpool_fwd_kernel<size_t><<<blocks_for(total), kThreads, 0, s>>>(x, y, total, g);
 }
 
 extern "C" void acu_avgpool_backward(const float *dy, float *dx, int n, int c, int h, int w, int k,
-                                     int stride, int acc, cudaStream_t s)
+                                     int stride, int pad, int count_include_pad, int acc,
+                                     cudaStream_t s)
 {
     if (n <= 0 || c <= 0 || h <= 0 || w <= 0) return;
     const size_t total = (size_t)n * c * h * w;
@@ -1017,14 +1072,13 @@ extern "C" void acu_avgpool_backward(const float *dy, float *dx, int n, int c, i
         launch_map(op, total, hw % 4 == 0 && aligned16(dx), s);
         return;
     }
-    if (k < 0 || stride <= 0 || k > h || k > w) return;
-    const int ho = (h - k) / stride + 1, wo = (w - k) / stride + 1;
+    pool_geom g;
+    if (!pool_setup(n, c, h, w, k, stride, pad, count_include_pad, &g)) return;
     if (small_index(total))
-        avgpool_bwd_kernel<uint32_t><<<blocks_for(total), kThreads, 0, s>>>(
-            dy, dx, (uint32_t)total, h, w, ho, wo, k, stride, acc);
+        avgpool_bwd_kernel<uint32_t>
+            <<<blocks_for(total), kThreads, 0, s>>>(dy, dx, (uint32_t)total, g, acc);
     else
-        avgpool_bwd_kernel<size_t>
-            <<<blocks_for(total), kThreads, 0, s>>>(dy, dx, total, h, w, ho, wo, k, stride, acc);
+        avgpool_bwd_kernel<size_t><<<blocks_for(total), kThreads, 0, s>>>(dy, dx, total, g, acc);
 }
 
 extern "C" void acu_bn_forward_train(const float *x, float *y, const float *gamma,
@@ -1114,22 +1168,20 @@ extern "C" void acu_dropout_backward(const float *dy, float *dx, size_t count, f
     dropout_launch(dy, dx, count, p, seed, stream, acc, s);
 }
 
-extern "C" void acu_concat_forward(const float *x0, const float *x1, float *y, int n, int c0,
-                                   int c1, int hw, cudaStream_t s)
+extern "C" void acu_concat_forward(const float *x, float *y, int n, int c0, int ci, int ctot,
+                                   int hw, cudaStream_t s)
 {
-    if (n <= 0 || hw <= 0) return;
-    const size_t n0 = (size_t)c0 * hw, n1 = (size_t)c1 * hw;
-    rows_copy(x0, n0, y, n0 + n1, n, n0, 0, s);
-    rows_copy(x1, n1, y + n0, n0 + n1, n, n1, 0, s);
+    if (n <= 0 || hw <= 0 || ci <= 0) return;
+    const size_t m = (size_t)ci * hw, out = (size_t)ctot * hw;
+    rows_copy(x, m, y + (size_t)c0 * hw, out, n, m, 0, s);
 }
 
-extern "C" void acu_concat_backward(const float *dy, float *dx0, float *dx1, int n, int c0, int c1,
-                                    int hw, int acc0, int acc1, cudaStream_t s)
+extern "C" void acu_concat_backward(const float *dy, float *dx, int n, int c0, int ci, int ctot,
+                                    int hw, int acc, cudaStream_t s)
 {
-    if (n <= 0 || hw <= 0) return;
-    const size_t n0 = (size_t)c0 * hw, n1 = (size_t)c1 * hw;
-    if (dx0) rows_copy(dy, n0 + n1, dx0, n0, n, n0, acc0, s);
-    if (dx1) rows_copy(dy + n0, n0 + n1, dx1, n1, n, n1, acc1, s);
+    if (n <= 0 || hw <= 0 || ci <= 0 || !dx) return;
+    const size_t m = (size_t)ci * hw, out = (size_t)ctot * hw;
+    rows_copy(dy + (size_t)c0 * hw, out, dx, m, n, m, acc, s);
 }
 
 extern "C" void acu_softmax_xent(const float *logits, const int *labels, int n, int c,

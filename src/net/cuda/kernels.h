@@ -20,9 +20,17 @@
 extern "C" {
 #endif
 
-/* Activations (src/net/layers/act.c): kinds in the order of enum acu_act. The backward takes
- * both x and y; each kind reads the one its CPU backward reads. */
-enum acu_act { ACU_RELU = 0, ACU_RELU6, ACU_TANH, ACU_SIGMOID, ACU_HARDSWISH };
+/* Activations (src/net/layers/act.c): kinds in the order of enum acu_act (ACU_GELU_TANH: gelu's
+ * tanh form). The backward takes both x and y; each kind reads the one its CPU backward reads. */
+enum acu_act {
+    ACU_RELU = 0,
+    ACU_RELU6,
+    ACU_TANH,
+    ACU_SIGMOID,
+    ACU_HARDSWISH,
+    ACU_GELU,
+    ACU_GELU_TANH
+};
 void acu_act_forward(int kind, const float *x, float *y, size_t count, cudaStream_t s);
 void acu_act_backward(int kind, const float *x, const float *y, const float *dy, float *dx,
                       size_t count, int acc, cudaStream_t s);
@@ -34,18 +42,21 @@ void acu_add(const float *a, const float *b, float *y, size_t count, cudaStream_
 /* x = 0. */
 void acu_zero(float *x, size_t count, cudaStream_t s);
 
-/* Pooling (src/net/layers/pool.c), no padding, output Ho = (H - k) / stride + 1 (floor).
- * Max: the backward sends each output's gradient to the input element the CPU picks (same
- * tie rule), added where windows overlap; it may recompute the choice from x and y. */
+/* Pooling (src/net/layers/pool.c), padding 0 <= pad <= k / 2, output
+ * Ho = (H + 2 pad - k) / stride + 1 (floor). Max: padding never wins; the backward sends each
+ * output's gradient to the input element the CPU picks (same tie rule), added where windows
+ * overlap; it may recompute the choice from x and y. */
 void acu_maxpool_forward(const float *x, float *y, int n, int c, int h, int w, int k, int stride,
-                         cudaStream_t s);
+                         int pad, cudaStream_t s);
 void acu_maxpool_backward(const float *x, const float *y, const float *dy, float *dx, int n,
-                          int c, int h, int w, int k, int stride, int acc, cudaStream_t s);
-/* Average; k == 0: global average pool (output C x 1 x 1). */
+                          int c, int h, int w, int k, int stride, int pad, int acc,
+                          cudaStream_t s);
+/* Average: divided by k*k when count_include_pad, else by the window's cells inside the input;
+ * k == 0: global average pool (output C x 1 x 1). */
 void acu_avgpool_forward(const float *x, float *y, int n, int c, int h, int w, int k, int stride,
-                         cudaStream_t s);
+                         int pad, int count_include_pad, cudaStream_t s);
 void acu_avgpool_backward(const float *dy, float *dx, int n, int c, int h, int w, int k,
-                          int stride, int acc, cudaStream_t s);
+                          int stride, int pad, int count_include_pad, int acc, cudaStream_t s);
 
 /* Batch norm (src/net/layers/batchnorm.c, PyTorch BatchNorm2d): training forward uses the
  * batch mean and biased variance, writes saved[0..c) = mean, saved[c..2c) = 1/sqrt(var + eps)
@@ -73,12 +84,13 @@ void acu_dropout_forward(const float *x, float *y, size_t count, float p, uint64
 void acu_dropout_backward(const float *dy, float *dx, size_t count, float p, uint64_t seed,
                           uint64_t stream, int acc, cudaStream_t s);
 
-/* Concat of two inputs along channels (the concat layer in src/net/layers/dropout.c): per sample
- * y = [x0 (c0 x hw); x1 (c1 x hw)]; backward splits dy into dx0, dx1 (either may be NULL). */
-void acu_concat_forward(const float *x0, const float *x1, float *y, int n, int c0, int c1,
-                        int hw, cudaStream_t s);
-void acu_concat_backward(const float *dy, float *dx0, float *dx1, int n, int c0, int c1, int hw,
-                         int acc0, int acc1, cudaStream_t s);
+/* One input of a concat along channels (src/net/layers/concat.c), called once per input: per
+ * sample, x (ci x hw) goes to channels [c0, c0 + ci) of y (ctot x hw); backward: dx (=|+=) that
+ * block of dy. */
+void acu_concat_forward(const float *x, float *y, int n, int c0, int ci, int ctot, int hw,
+                        cudaStream_t s);
+void acu_concat_backward(const float *dy, float *dx, int n, int c0, int ci, int ctot, int hw,
+                         int acc, cudaStream_t s);
 
 /* Softmax cross-entropy (src/net/layers/xent.c): rows of c logits, labels[n] (device ints).
  * out[0] = sum over rows of the row loss (double, so the host divides by n), out[1] = rows

@@ -141,6 +141,7 @@ int kind_of(const struct adapt_layer *l, int *act)
     if (!strcmp(k, "tanh")) return *act = ACU_TANH, K_ACT;
     if (!strcmp(k, "sigmoid")) return *act = ACU_SIGMOID, K_ACT;
     if (!strcmp(k, "hardswish")) return *act = ACU_HARDSWISH, K_ACT;
+    if (!strcmp(k, "gelu")) return *act = l->approximate ? ACU_GELU_TANH : ACU_GELU, K_ACT;
     if (!strcmp(k, "maxpool2d")) return K_MAXPOOL;
     if (!strcmp(k, "avgpool2d")) return K_AVGPOOL;
     if (!strcmp(k, "batchnorm2d")) return K_BN;
@@ -393,9 +394,10 @@ enum adapt_status node_forward(struct adapt_cuda_net *d, int i, int n, int train
     case K_CONV: return conv_forward(d, dl, x, y, n);
     case K_LINEAR: return linear_forward(d, dl, x, y, n);
     case K_ACT: acu_act_forward(dl->act, x, y, cnt, d->s); break;
-    case K_MAXPOOL: acu_maxpool_forward(x, y, n, c, h, w, l->k, l->stride, d->s); break;
+    case K_MAXPOOL: acu_maxpool_forward(x, y, n, c, h, w, l->k, l->stride, l->pad, d->s); break;
     case K_AVGPOOL:
-        acu_avgpool_forward(x, y, n, c, h, w, l->global ? 0 : l->k, l->stride, d->s);
+        acu_avgpool_forward(x, y, n, c, h, w, l->global ? 0 : l->k, l->stride, l->pad,
+                            l->count_include_pad, d->s);
         break;
     case K_BN:
         if (training) {
@@ -419,7 +421,9 @@ enum adapt_status node_forward(struct adapt_cuda_net *d, int i, int n, int train
             acu_copy(x, y, cnt, 0, d->s);
         break;
     case K_CONCAT:
-        acu_concat_forward(x, d->act[nd->in[1]], y, n, c, l->in_dim[1][0], h * w, d->s);
+        for (int k = 0, c0 = 0; k < l->nin; c0 += l->in_dim[k][0], k++)
+            acu_concat_forward(d->act[nd->in[k]], y, n, c0, l->in_dim[k][0], l->out_dim[0], h * w,
+                               d->s);
         break;
     default: break;
     }
@@ -432,14 +436,16 @@ enum adapt_status node_backward(struct adapt_cuda_net *d, int i, int n)
     struct adapt_node *nd = &net->nodes[i];
     struct dlayer *dl = &d->L[i];
     const struct adapt_layer *l = dl->l;
-    float *dxs[ADAPT_LAYER_MAX_IN] = {NULL, NULL};
-    int acc[ADAPT_LAYER_MAX_IN] = {0, 0};
+    float *dxs[ADAPT_LAYER_MAX_IN] = {NULL};
+    int acc[ADAPT_LAYER_MAX_IN] = {0};
+    int any_dx = 0;
     for (int k = 0; k < l->nin; k++) {
         int a = nd->in[k];
         if (a == 0) continue; /* the input needs no gradient */
         dxs[k] = d->dact[a];
         acc[k] = d->written[a];
         d->written[a] = 1;
+        any_dx = 1;
     }
     const float *x = d->act[nd->in[0]], *y = d->act[nd->out], *dy = d->dact[nd->out];
     size_t cnt = adapt_layer_out_numel(l) * (size_t)n;
@@ -449,14 +455,15 @@ enum adapt_status node_backward(struct adapt_cuda_net *d, int i, int n)
     case K_LINEAR: return linear_backward(d, dl, x, dy, dxs[0], acc[0], n);
     default: break;
     }
-    if (!dxs[0] && !dxs[1] && dl->kind != K_BN) return ADAPT_OK;
+    if (!any_dx && dl->kind != K_BN) return ADAPT_OK;
     switch (dl->kind) {
     case K_ACT: acu_act_backward(dl->act, x, y, dy, dxs[0], cnt, acc[0], d->s); break;
     case K_MAXPOOL:
-        acu_maxpool_backward(x, y, dy, dxs[0], n, c, h, w, l->k, l->stride, acc[0], d->s);
+        acu_maxpool_backward(x, y, dy, dxs[0], n, c, h, w, l->k, l->stride, l->pad, acc[0], d->s);
         break;
     case K_AVGPOOL:
-        acu_avgpool_backward(dy, dxs[0], n, c, h, w, l->global ? 0 : l->k, l->stride, acc[0], d->s);
+        acu_avgpool_backward(dy, dxs[0], n, c, h, w, l->global ? 0 : l->k, l->stride, l->pad,
+                             l->count_include_pad, acc[0], d->s);
         break;
     case K_BN:
         acu_bn_backward(x, dy, d->puse[dl->pidx[0]], dl->saved, dxs[0], d->pgrad[dl->pidx[0]],
@@ -475,7 +482,9 @@ enum adapt_status node_backward(struct adapt_cuda_net *d, int i, int n)
             acu_copy(dy, dxs[0], cnt, acc[0], d->s);
         break;
     case K_CONCAT:
-        acu_concat_backward(dy, dxs[0], dxs[1], n, c, l->in_dim[1][0], h * w, acc[0], acc[1], d->s);
+        for (int k = 0, c0 = 0; k < l->nin; c0 += l->in_dim[k][0], k++)
+            acu_concat_backward(dy, dxs[k], n, c0, l->in_dim[k][0], l->out_dim[0], h * w, acc[k],
+                                d->s);
         break;
     default: break;
     }

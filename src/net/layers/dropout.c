@@ -1,4 +1,4 @@
-/* src/net/layers/dropout.c: torch.nn.Dropout(p) and torch.cat((x0, x1), dim=1).
+/* src/net/layers/dropout.c: torch.nn.Dropout(p).
  *
  * Dropout, training: each element is kept with probability 1 - p and scaled
  * by 1 / (1 - p), y = x m / (1 - p); evaluation: y = x. The keep bit of
@@ -9,10 +9,7 @@
  * do not depend on threads and a resumed run draws the same ones. Backward
  * recomputes the mask: dx = dy m / (1 - p). (PyTorch draws its masks from its
  * own generator, so the masks themselves differ from PyTorch's.)
- * elementwise = one multiplication per element.
- *
- * Concat: the channels of x0 then those of x1 (same H, W); backward hands each
- * input its slice of dy. elementwise = 0 (copies). */
+ * elementwise = one multiplication per element. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,61 +97,4 @@ struct adapt_layer *adapt_dropout_create(const char *name, const int in_chw[3], 
     d->p = d->base.p = p;
     d->base.elementwise = (int64_t)adapt_layer_out_numel(&d->base);
     return &d->base;
-}
-
-/* ------------------------------------------------------------------ concat */
-
-static void concat_forward(struct adapt_layer *l, const struct adapt_exec *ex,
-                           const float *const *x, float *y)
-{
-    const size_t n0 = adapt_layer_in_numel(l, 0), n1 = adapt_layer_in_numel(l, 1);
-#pragma omp parallel for if ((size_t)ex->n * (n0 + n1) >= ADAPT_PAR_MIN) schedule(static)
-    for (int j = 0; j < ex->n; j++) {
-        float *yj = y + (size_t)j * (n0 + n1);
-        memcpy(yj, x[0] + (size_t)j * n0, n0 * sizeof *y);
-        memcpy(yj + n0, x[1] + (size_t)j * n1, n1 * sizeof *y);
-    }
-}
-
-static void concat_backward(struct adapt_layer *l, const struct adapt_exec *ex,
-                            const float *const *x, const float *y, const float *dy,
-                            float *const *dx, unsigned acc)
-{
-    const size_t n[2] = {adapt_layer_in_numel(l, 0), adapt_layer_in_numel(l, 1)};
-#pragma omp parallel for if ((size_t)ex->n * (n[0] + n[1]) >= ADAPT_PAR_MIN) schedule(static)
-    for (int j = 0; j < ex->n; j++)
-        for (int k = 0; k < 2; k++) {
-            if (!dx[k]) continue;
-            const float *src = dy + (size_t)j * (n[0] + n[1]) + (k ? n[0] : 0);
-            float *dst = dx[k] + (size_t)j * n[k];
-            if ((acc >> k) & 1u)
-                for (size_t i = 0; i < n[k]; i++) dst[i] += src[i];
-            else
-                memcpy(dst, src, n[k] * sizeof *dst);
-        }
-}
-
-static const struct adapt_layer_ops concat_ops = {
-    "concat", concat_forward, concat_backward, NULL, NULL, NULL,
-};
-
-struct adapt_layer *adapt_concat_create(const char *name, const int in0[3], const int in1[3])
-{
-    if (in0[1] != in1[1] || in0[2] != in1[2]) {
-        ADAPT_ERROR(ADAPT_EINVAL, "%s: concat of %dx%dx%d and %dx%dx%d: planes differ",
-                    name ? name : "?", in0[0], in0[1], in0[2], in1[0], in1[1], in1[2]);
-        return NULL;
-    }
-    struct adapt_layer *l = calloc(1, sizeof *l);
-    if (!l) {
-        ADAPT_ERROR(ADAPT_ENOMEM, "%s: cannot allocate a concat layer", name ? name : "?");
-        return NULL;
-    }
-    if (adapt_layer_setup(l, &concat_ops, name, 2, in0) != ADAPT_OK) {
-        free(l);
-        return NULL;
-    }
-    memcpy(l->in_dim[1], in1, sizeof l->in_dim[1]);
-    l->out_dim[0] = in0[0] + in1[0];
-    return l;
 }

@@ -1,20 +1,21 @@
-/* src/net/layers/pool.c: pooling, mirroring torch.nn.MaxPool2d(k, s) and
- * torch.nn.AvgPool2d(k, s) with padding 0, dilation 1 and floor mode
- * (out = (in - k) / s + 1), and global average pooling
- * (torch.nn.AdaptiveAvgPool2d(1), created with k == 0).
+/* src/net/layers/pool.c: pooling, mirroring torch.nn.MaxPool2d(k, s, padding) and
+ * torch.nn.AvgPool2d(k, s, padding, count_include_pad) with dilation 1 and floor mode
+ * (out = (in + 2 padding - k) / s + 1, padding <= k / 2 as PyTorch requires), and global
+ * average pooling (torch.nn.AdaptiveAvgPool2d(1), created with k == 0).
  *
- * Max pooling follows PyTorch's CPU kernel: the window is scanned row by row
- * and an element replaces the current maximum when it is greater or NaN, so
- * ties go to the first maximum in scan order and NaN propagates. The index of
- * the maximum within its (H, W) plane is kept in l->saved (int32 in a float
- * slot, one per output element) by a training-mode forward, for backward,
- * which scatters dy there (so backward needs the training forward of the
- * same batch). Average pooling divides by k*k (no padding, so every window
- * is full).
+ * Max pooling follows PyTorch's CPU kernel: the window, clipped to the input (padding is
+ * -infinity there, so it never wins), is scanned row by row and an element replaces the current
+ * maximum when it is greater or NaN, so ties go to the first maximum in scan order and NaN
+ * propagates. The index of the maximum within its (H, W) plane is kept in l->saved (int32 in a
+ * float slot, one per output element) by a training-mode forward, for backward, which scatters
+ * dy there (so backward needs the training forward of the same batch). Average pooling sums the
+ * window's cells inside the input in the same order and multiplies by 1 / divisor: k*k with
+ * count_include_pad (PyTorch's default: padding counts as zeros; floor mode keeps every window
+ * within the padded input, so the divisor is always k*k), else the number of cells inside.
  *
- * elementwise = input elements read per sample (out numel * k*k; C*H*W for
- * the global pool). Work is parallel over (sample, channel) planes, so each
- * thread owns the dx planes it writes. */
+ * elementwise = input elements read per sample (C times, per axis, the sum over windows of the
+ * cells inside the input: out numel * k*k without padding; C*H*W for the global pool). Work is
+ * parallel over (sample, channel) planes, so each thread owns the dx planes it writes. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,8 +26,17 @@
 
 struct adapt_pool {
     struct adapt_layer base;
-    int k, s; /* k == 0: global average */
+    int k, s, p; /* k == 0: global average */
+    int cip;     /* average: count_include_pad */
 };
+
+/* The window of output o along an axis of n cells, clipped to the input: [*a, *b). */
+static inline void clip_window(int o, int k, int s, int p, int n, int *a, int *b)
+{
+    int lo = o * s - p, hi = lo + k;
+    *a = lo > 0 ? lo : 0;
+    *b = hi < n ? hi : n;
+}
 
 /* ---------------------------------------------------------------- max */
 
@@ -42,10 +52,10 @@ static inline __attribute__((always_inline)) float pick(int take, float v, float
     return v;
 }
 
-ADAPT_HOT_CLONES static void maxpool_plane(const float *x, int w, int ho, int wo, int k, int s,
-                                           float *y, int32_t *arg)
+ADAPT_HOT_CLONES static void maxpool_plane(const float *x, int h, int w, int ho, int wo, int k,
+                                           int s, int p, float *y, int32_t *arg)
 {
-    if (k == 2 && s == 2) {
+    if (k == 2 && s == 2 && p == 0) {
         /* a tournament (a vs b, c vs d, then the winners) picks the same
          * element as the scan: the first maximum, or the last NaN */
         for (int oy = 0; oy < ho; oy++) {
@@ -64,14 +74,17 @@ ADAPT_HOT_CLONES static void maxpool_plane(const float *x, int w, int ho, int wo
         }
         return;
     }
-    for (int oy = 0; oy < ho; oy++)
+    for (int oy = 0; oy < ho; oy++) {
+        int y0, y1;
+        clip_window(oy, k, s, p, h, &y0, &y1);
         for (int ox = 0; ox < wo; ox++) {
-            int i0 = oy * s * w + ox * s;
+            int x0, x1;
+            clip_window(ox, k, s, p, w, &x0, &x1);
             float best = -INFINITY;
-            int32_t bi = i0;
-            for (int ky = 0; ky < k; ky++)
-                for (int kx = 0; kx < k; kx++) {
-                    int idx = i0 + ky * w + kx;
+            int32_t bi = y0 * w + x0;
+            for (int iy = y0; iy < y1; iy++)
+                for (int ix = x0; ix < x1; ix++) {
+                    int idx = iy * w + ix;
                     float v = x[idx];
                     if (v > best || isnan(v)) {
                         best = v;
@@ -81,6 +94,7 @@ ADAPT_HOT_CLONES static void maxpool_plane(const float *x, int w, int ho, int wo
             y[oy * wo + ox] = best;
             if (arg) arg[oy * wo + ox] = bi;
         }
+    }
 }
 
 static void maxpool_forward(struct adapt_layer *l, const struct adapt_exec *ex,
@@ -96,7 +110,7 @@ static void maxpool_forward(struct adapt_layer *l, const struct adapt_exec *ex,
     ADAPT_ASSERT(!ex->training || l->saved);
 #pragma omp parallel for if ((size_t)planes * in_plane >= ADAPT_PAR_MIN) schedule(static)
     for (long q = 0; q < planes; q++)
-        maxpool_plane(xs + q * in_plane, w, ho, wo, p->k, p->s, y + q * out_plane,
+        maxpool_plane(xs + q * in_plane, h, w, ho, wo, p->k, p->s, p->p, y + q * out_plane,
                       arg ? arg + q * out_plane : NULL);
 }
 
@@ -128,11 +142,11 @@ static size_t maxpool_saved(const struct adapt_layer *l, int n)
 
 /* ---------------------------------------------------------------- average */
 
-ADAPT_HOT_CLONES static void avgpool_plane(const float *x, int w, int ho, int wo, int k, int s,
-                                           float *y)
+ADAPT_HOT_CLONES static void avgpool_plane(const float *x, int h, int w, int ho, int wo, int k,
+                                           int s, int p, int cip, float *y)
 {
     const float inv = 1.0f / (float)(k * k);
-    if (k == 2 && s == 2) {
+    if (k == 2 && s == 2 && p == 0) {
         for (int oy = 0; oy < ho; oy++) {
             const float *r0 = x + 2 * oy * w, *r1 = r0 + w;
             float *yo = y + oy * wo;
@@ -141,21 +155,25 @@ ADAPT_HOT_CLONES static void avgpool_plane(const float *x, int w, int ho, int wo
         }
         return;
     }
-    for (int oy = 0; oy < ho; oy++)
+    for (int oy = 0; oy < ho; oy++) {
+        int y0, y1;
+        clip_window(oy, k, s, p, h, &y0, &y1);
         for (int ox = 0; ox < wo; ox++) {
-            const float *xw = x + oy * s * w + ox * s;
+            int x0, x1;
+            clip_window(ox, k, s, p, w, &x0, &x1);
             float acc = 0.0f;
-            for (int ky = 0; ky < k; ky++)
-                for (int kx = 0; kx < k; kx++) acc += xw[ky * w + kx];
-            y[oy * wo + ox] = acc * inv;
+            for (int iy = y0; iy < y1; iy++)
+                for (int ix = x0; ix < x1; ix++) acc += x[iy * w + ix];
+            y[oy * wo + ox] = acc * (cip ? inv : 1.0f / (float)((y1 - y0) * (x1 - x0)));
         }
+    }
 }
 
 ADAPT_HOT_CLONES static void avgpool_back_plane(const float *dy, int h, int w, int ho, int wo,
-                                                int k, int s, float *dx, int acc)
+                                                int k, int s, int p, int cip, float *dx, int acc)
 {
     const float inv = 1.0f / (float)(k * k);
-    if (k == s && !acc) {
+    if (k == s && p == 0 && !acc) {
         /* windows tile the plane: each input gets one contribution, or none
          * in the rows/columns that floor mode leaves out */
         for (int iy = 0; iy < h; iy++) {
@@ -176,13 +194,18 @@ ADAPT_HOT_CLONES static void avgpool_back_plane(const float *dy, int h, int w, i
         return;
     }
     if (!acc) memset(dx, 0, (size_t)h * w * sizeof(float));
-    for (int oy = 0; oy < ho; oy++)
+    for (int oy = 0; oy < ho; oy++) {
+        int y0, y1;
+        clip_window(oy, k, s, p, h, &y0, &y1);
         for (int ox = 0; ox < wo; ox++) {
-            float g = dy[oy * wo + ox] * inv;
-            float *dw = dx + oy * s * w + ox * s;
-            for (int ky = 0; ky < k; ky++)
-                for (int kx = 0; kx < k; kx++) dw[ky * w + kx] += g;
+            int x0, x1;
+            clip_window(ox, k, s, p, w, &x0, &x1);
+            float g = dy[oy * wo + ox] *
+                      (cip ? inv : 1.0f / (float)((y1 - y0) * (x1 - x0)));
+            for (int iy = y0; iy < y1; iy++)
+                for (int ix = x0; ix < x1; ix++) dx[iy * w + ix] += g;
         }
+    }
 }
 
 ADAPT_HOT_CLONES static void fill_span(float *dx, size_t n, float v, int acc)
@@ -211,7 +234,8 @@ static void avgpool_forward(struct adapt_layer *l, const struct adapt_exec *ex,
     }
 #pragma omp parallel for if ((size_t)planes * in_plane >= ADAPT_PAR_MIN) schedule(static)
     for (long q = 0; q < planes; q++)
-        avgpool_plane(xs + q * in_plane, w, ho, wo, p->k, p->s, y + q * out_plane);
+        avgpool_plane(xs + q * in_plane, h, w, ho, wo, p->k, p->s, p->p, p->cip,
+                      y + q * out_plane);
 }
 
 static void avgpool_backward(struct adapt_layer *l, const struct adapt_exec *ex,
@@ -234,7 +258,8 @@ static void avgpool_backward(struct adapt_layer *l, const struct adapt_exec *ex,
     }
 #pragma omp parallel for if ((size_t)planes * in_plane >= ADAPT_PAR_MIN) schedule(static)
     for (long q = 0; q < planes; q++)
-        avgpool_back_plane(dy + q * out_plane, h, w, ho, wo, p->k, p->s, d + q * in_plane, a);
+        avgpool_back_plane(dy + q * out_plane, h, w, ho, wo, p->k, p->s, p->p, p->cip,
+                           d + q * in_plane, a);
 }
 
 /* ---------------------------------------------------------------- constructors */
@@ -246,8 +271,20 @@ static const struct adapt_layer_ops avgpool_ops = {
     "avgpool2d", avgpool_forward, avgpool_backward, NULL, NULL, NULL,
 };
 
+/* Input cells the windows of one axis read (the sum of their clipped lengths). */
+static int64_t axis_reads(int n, int no, int k, int s, int p)
+{
+    int64_t r = 0;
+    for (int o = 0; o < no; o++) {
+        int a, b;
+        clip_window(o, k, s, p, n, &a, &b);
+        r += b - a;
+    }
+    return r;
+}
+
 static struct adapt_layer *pool_create(const struct adapt_layer_ops *ops, const char *name,
-                                       const int in_chw[3], int k, int stride)
+                                       const int in_chw[3], int k, int stride, int pad, int cip)
 {
     struct adapt_pool *p = calloc(1, sizeof *p);
     if (!p) {
@@ -257,27 +294,41 @@ static struct adapt_layer *pool_create(const struct adapt_layer_ops *ops, const 
     struct adapt_layer *l = &p->base;
     if (adapt_layer_setup(l, ops, name, 1, in_chw) != ADAPT_OK) goto free_layer;
     if (k == 0 && ops == &avgpool_ops) {
+        if (pad != 0) {
+            ADAPT_ERROR(ADAPT_EINVAL, "%s: global average pooling takes no padding", name);
+            goto free_layer;
+        }
         p->k = 0;
         p->s = 0;
+        p->cip = 1;
         l->global = 1;
+        l->count_include_pad = 1;
         l->out_dim[1] = l->out_dim[2] = 1;
         l->k = in_chw[1]; /* the window is the whole plane */
         l->stride = 1;
         l->elementwise = (int64_t)adapt_layer_in_numel(l, 0);
         return l;
     }
-    if (k <= 0 || stride <= 0 || k > in_chw[1] || k > in_chw[2]) {
-        ADAPT_ERROR(ADAPT_EINVAL, "%s: %s kernel %d stride %d does not fit input %dx%d", name,
-                    ops->kind, k, stride, in_chw[1], in_chw[2]);
+    if (k <= 0 || stride <= 0 || pad < 0 || pad > k / 2 || k > in_chw[1] + 2 * pad ||
+        k > in_chw[2] + 2 * pad) {
+        ADAPT_ERROR(ADAPT_EINVAL,
+                    "%s: %s kernel %d stride %d padding %d does not fit input %dx%d (padding "
+                    "at most k/2)",
+                    name, ops->kind, k, stride, pad, in_chw[1], in_chw[2]);
         goto free_layer;
     }
     p->k = k;
     p->s = stride;
+    p->p = pad;
+    p->cip = cip != 0;
     l->k = k;
     l->stride = stride;
-    l->out_dim[1] = (in_chw[1] - k) / stride + 1;
-    l->out_dim[2] = (in_chw[2] - k) / stride + 1;
-    l->elementwise = (int64_t)adapt_layer_out_numel(l) * k * k;
+    l->pad = pad;
+    l->count_include_pad = p->cip;
+    l->out_dim[1] = (in_chw[1] + 2 * pad - k) / stride + 1;
+    l->out_dim[2] = (in_chw[2] + 2 * pad - k) / stride + 1;
+    l->elementwise = (int64_t)in_chw[0] * axis_reads(in_chw[1], l->out_dim[1], k, stride, pad) *
+                     axis_reads(in_chw[2], l->out_dim[2], k, stride, pad);
     return l;
 free_layer:
     free(p);
@@ -287,11 +338,23 @@ free_layer:
 struct adapt_layer *adapt_maxpool2d_create(const char *name, const int in_chw[3], int k,
                                            int stride)
 {
-    return pool_create(&maxpool_ops, name, in_chw, k, stride);
+    return pool_create(&maxpool_ops, name, in_chw, k, stride, 0, 1);
+}
+
+struct adapt_layer *adapt_maxpool2d_pad_create(const char *name, const int in_chw[3], int k,
+                                               int stride, int pad)
+{
+    return pool_create(&maxpool_ops, name, in_chw, k, stride, pad, 1);
 }
 
 struct adapt_layer *adapt_avgpool2d_create(const char *name, const int in_chw[3], int k,
                                            int stride)
 {
-    return pool_create(&avgpool_ops, name, in_chw, k, stride);
+    return pool_create(&avgpool_ops, name, in_chw, k, stride, 0, 1);
+}
+
+struct adapt_layer *adapt_avgpool2d_pad_create(const char *name, const int in_chw[3], int k,
+                                               int stride, int pad, int count_include_pad)
+{
+    return pool_create(&avgpool_ops, name, in_chw, k, stride, pad, count_include_pad);
 }
