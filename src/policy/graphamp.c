@@ -11,7 +11,9 @@ const char *const adapt_gamp_source_names[3] = {"preset", "kind", "layer"};
 #define A ADAPT_GAMP_ALLOW
 #define I ADAPT_GAMP_INFER
 #define D ADAPT_GAMP_DENY
-/* The presets' table, one column per preset (graphamp.h shows the same table). */
+/* The presets' table, one column per preset (graphamp.h shows the same table). A new layer kind
+ * gets its set in every preset here (the assertion below counts the kinds). */
+_Static_assert(ADAPT_GRAPH_N_KINDS == 15, "a new layer kind needs its sets in preset_sets");
 static const enum adapt_gamp_set preset_sets[3][ADAPT_GRAPH_N_KINDS] = {
     [ADAPT_CONFIG_GRAPH_CONSERVATIVE] =
         {
@@ -26,6 +28,7 @@ static const enum adapt_gamp_set preset_sets[3][ADAPT_GRAPH_N_KINDS] = {
             [ADAPT_GRAPH_TANH] = D,
             [ADAPT_GRAPH_SIGMOID] = D,
             [ADAPT_GRAPH_HARDSWISH] = D,
+            [ADAPT_GRAPH_GELU] = D,
             [ADAPT_GRAPH_ADD] = D,
             [ADAPT_GRAPH_AVGPOOL2D] = D,
             [ADAPT_GRAPH_BATCHNORM2D] = D,
@@ -43,6 +46,7 @@ static const enum adapt_gamp_set preset_sets[3][ADAPT_GRAPH_N_KINDS] = {
             [ADAPT_GRAPH_TANH] = I,
             [ADAPT_GRAPH_SIGMOID] = I,
             [ADAPT_GRAPH_HARDSWISH] = I,
+            [ADAPT_GRAPH_GELU] = I,
             [ADAPT_GRAPH_ADD] = I,
             [ADAPT_GRAPH_AVGPOOL2D] = I,
             [ADAPT_GRAPH_BATCHNORM2D] = D,
@@ -60,6 +64,7 @@ static const enum adapt_gamp_set preset_sets[3][ADAPT_GRAPH_N_KINDS] = {
             [ADAPT_GRAPH_TANH] = A,
             [ADAPT_GRAPH_SIGMOID] = A,
             [ADAPT_GRAPH_HARDSWISH] = A,
+            [ADAPT_GRAPH_GELU] = A,
             [ADAPT_GRAPH_ADD] = A,
             [ADAPT_GRAPH_AVGPOOL2D] = A,
             [ADAPT_GRAPH_BATCHNORM2D] = A,

@@ -13,8 +13,8 @@
  *   relu, relu6, maxpool2d, concat    infer         infer    allow
  *   flatten                           infer         infer    infer
  *   dropout                           deny          infer    infer
- *   tanh, sigmoid, hardswish, add,    deny          infer    allow
- *     avgpool2d
+ *   tanh, sigmoid, hardswish, gelu,   deny          infer    allow
+ *     add, avgpool2d
  *   batchnorm2d                       deny          deny     allow
  *
  * conservative lets only the layers whose outputs are their inputs' values (or 0, or the
