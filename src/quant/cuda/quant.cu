@@ -92,6 +92,23 @@ __global__ void grids_kernel(const uint32_t *keys, size_t rows, int format, int 
     }
 }
 
+/* Adds a warp's saturated / flushed / zero counts to counts[0..2] (one atomic per counter and
+ * warp; all 32 lanes take part). */
+__device__ __forceinline__ void warp_add_counts(unsigned long long ns, unsigned long long nf,
+                                                unsigned long long nz, unsigned long long *counts)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        ns += __shfl_down_sync(0xffffffffu, ns, o);
+        nf += __shfl_down_sync(0xffffffffu, nf, o);
+        nz += __shfl_down_sync(0xffffffffu, nz, o);
+    }
+    if ((threadIdx.x & 31) == 0 && (ns | nf | nz)) {
+        atomicAdd(&counts[0], ns);
+        atomicAdd(&counts[1], nf);
+        atomicAdd(&counts[2], nz);
+    }
+}
+
 template <int KIND, int MODE, bool MASK, bool PERROW>
 __global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, uint64_t index,
                              struct quant_plan plan, const struct quant_grid *grids, size_t cols,
@@ -134,16 +151,7 @@ __global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, 
             nf += (o == 0.0f && v != 0.0f);
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        ns += __shfl_down_sync(0xffffffffu, ns, o);
-        nf += __shfl_down_sync(0xffffffffu, nf, o);
-        nz += __shfl_down_sync(0xffffffffu, nz, o);
-    }
-    if ((threadIdx.x & 31) == 0 && (ns | nf | nz)) {
-        atomicAdd(&counts[0], ns);
-        atomicAdd(&counts[1], nf);
-        atomicAdd(&counts[2], nz);
-    }
+    warp_add_counts(ns, nf, nz, counts);
 }
 
 template <int KIND, int MODE>
@@ -231,16 +239,7 @@ __global__ void mx_kernel(const float *x, float *y, uint8_t *mask, size_t rows, 
             nf += (o == 0.0f && v != 0.0f);
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        ns += __shfl_down_sync(0xffffffffu, ns, o);
-        nf += __shfl_down_sync(0xffffffffu, nf, o);
-        nz += __shfl_down_sync(0xffffffffu, nz, o);
-    }
-    if ((threadIdx.x & 31) == 0 && (ns | nf | nz)) {
-        atomicAdd(&counts[0], ns);
-        atomicAdd(&counts[1], nf);
-        atomicAdd(&counts[2], nz);
-    }
+    warp_add_counts(ns, nf, nz, counts);
 }
 
 template <int MODE>
