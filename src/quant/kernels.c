@@ -172,19 +172,24 @@ static QUANT_ALWAYS_INLINE void mx_run(const struct quant_plan *p, const int mod
     uint32_t nzin[QUANT_PIECE] __attribute__((aligned(64))); /* inputs: x may be y */
     for (size_t j = 0; j < n; j += QUANT_PIECE) {
         size_t len = n - j < QUANT_PIECE ? n - j : QUANT_PIECE;
-        if (counts)
+        if (counts) {
+#pragma omp simd
             for (size_t k = 0; k < len; k++) nzin[k] = quant_nonzero(x[j + k]);
+        }
         const uint32_t *r = mode == QUANT_MODE_STOCHASTIC
                                 ? quant_philox_fill(buf, p->seed, p->stream, index + j, len)
                                 : NULL;
         for (size_t b = 0; b < len; b += QUANT_MX_BLOCK)
             mx_block(p, mode, integer, x + j + b, y + j + b, r ? r + b : NULL,
                      len - b < QUANT_MX_BLOCK ? len - b : QUANT_MX_BLOCK, sat + b);
-        if (mask)
+        if (mask) {
+#pragma omp simd
             for (size_t k = 0; k < len; k++) mask[j + k] = (uint8_t)sat[k];
+        }
         if (counts) {
-            uint64_t ns = 0, nf = 0, nzy = 0; /* a NaN block turns zeros into NaN: count */
-            for (size_t k = 0; k < len; k++) {  /* the flushed values one by one */
+            uint32_t ns = 0, nf = 0, nzy = 0; /* a NaN block turns zeros into NaN: count */
+#pragma omp simd reduction(+ : ns, nf, nzy)
+            for (size_t k = 0; k < len; k++) { /* the flushed values one by one */
                 uint32_t nzo = quant_nonzero(y[j + k]);
                 ns += sat[k];
                 nf += nzin[k] & (nzo ^ 1u);
