@@ -3,7 +3,8 @@
 # to the code leaves training untouched. Runs the quick start and the fixed-format, MuPPET and
 # AMP Fashion-MNIST configurations for a few epochs with the given adapt-train, then writes per
 # run the trace with its timing fields removed (header "created" and "version", "wall_s",
-# "images_per_s"; the config file's directory) and the SHA-256 of the final weights.
+# "images_per_s"; the folders of the config file and of the model description) and the SHA-256
+# of the final weights.
 #
 #   scripts/trace-fingerprint.sh OUTDIR [ADAPT_TRAIN] [EPOCHS]
 #   diff -r before/ after/          # no output: same traces, same weights
@@ -39,6 +40,10 @@ with open(sys.argv[1]) as f:
         cfg = rec.get("config")
         if isinstance(cfg, dict) and isinstance(cfg.get("run"), dict):
             cfg["run"].pop("out", None)
+        desc = rec.get("model", {}).get("description") if isinstance(rec.get("model"), dict) \
+            else None
+        if isinstance(desc, dict) and isinstance(desc.get("file"), str):
+            desc["file"] = desc["file"].rsplit("/", 1)[-1]  # the checkout's folder differs
         print(json.dumps(strip(rec), sort_keys=True))
 PY
     (cd "$work/$cfg" && sha256sum model.safetensors) >"$out/$cfg.weights.sha256"
