@@ -76,20 +76,14 @@ def synthetic_cifar10(d, rng):
 
 
 def write_safetensors(path, sd):
-    """A PyTorch state_dict as a safetensors file (float32 and int64 tensors)."""
-    import json
-    names = {"torch.float32": "F32", "torch.int64": "I64"}
-    hdr, off, blobs = {}, 0, []
-    for name, t in sd.items():
-        b = t.detach().contiguous().numpy().tobytes()
-        hdr[name] = {"dtype": names[str(t.dtype)], "shape": list(t.shape),
-                     "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    h = json.dumps(hdr, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    """A PyTorch state_dict as a safetensors file: the writer of
+    experiments/tools/torch_interop.py, the one users run."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "torch_interop", os.path.join(SRCDIR, "experiments/tools/torch_interop.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.save_safetensors(path, sd)
 
 
 def torch_test_loss(model, x, y):
