@@ -471,6 +471,11 @@ END_TEST
               "\"train_acc\":0.5," \
               "\"val_loss\":1,\"val_acc\":0.5,\"wall_s\":1,\"images_per_s\":1}\n"
 
+/* A comp search record for HDR's model (1 layer, 2 units). */
+#define SAMPLE(plan, wl, gov)                                                                  \
+    "{\"type\":\"sample\",\"stage\":1,\"plan\":\"" plan "\",\"steps\":3,\"samples\":300,"     \
+    "\"loss\":2.25,\"cost\":1e6,\"safe\":true,\"chosen\":false,\"wl\":" wl ",\"gov\":" gov "}\n"
+
 struct bad_trace {
     const char *text;
     const char *where;  /* "t.jsonl:N:" */
@@ -522,6 +527,11 @@ static const struct bad_trace bad_traces[] = {
     {HDR STEP "{\"type\":\"checkpoint\"}\n",
      "t.jsonl:3:", "checkpoint record: unknown record type"},
     {HDR HDR, "t.jsonl:2:", "a second header"},
+    {HDR STEP SAMPLE("0", "[16,16]", "[0]"), "t.jsonl:3:", "a sample record after the first step"},
+    {HDR SAMPLE("0", "[16]", "[0]"), "t.jsonl:2:", "field \"wl\" must hold 2 integers"},
+    {HDR SAMPLE("00", "[16,16]", "[0]"), "t.jsonl:2:", "has 2 digits, the model 1 layers"},
+    {HDR SAMPLE("0", "[16,16]", "[2]"), "t.jsonl:2:",
+     "field \"gov\"[0] must be an integer in [-1, 1]"},
     {HDR "[1,2]\n", "t.jsonl:2:", "not a trace record"},
     {HDR "\n", "t.jsonl:2:", "malformed JSON"},
     {HDR "{\"type\":\"end\",\"status\":\"ok\",\"wall_s\":1}\n" STEP,
@@ -584,6 +594,33 @@ START_TEST(test_trace_layer_precision)
     ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
     ck_assert_str_eq(t->header.model.layers[0].precision, "float32");
     ck_assert_str_eq(t->header.model.layers[0].graph_source, "layer");
+    adapt_trace_free(t);
+}
+END_TEST
+
+/* The comp policy's search records are read back field by field. */
+START_TEST(test_trace_samples)
+{
+    char path[256];
+    tmp_file(path, sizeof path, "samples.jsonl");
+    const char *text = HDR SAMPLE("1", "[32,32]", "[-1]") SAMPLE("0", "[16,32]", "[0]") STEP EPOCH;
+    tu_write_file(path, text, strlen(text));
+    struct adapt_trace *t;
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    ck_assert_int_eq(t->n_samples, 2);
+    const struct adapt_trace_sample *s = &t->samples[1];
+    ck_assert_int_eq(s->stage, 1);
+    ck_assert_str_eq(s->plan, "0");
+    ck_assert_int_eq(s->steps, 3);
+    ck_assert_int_eq(s->samples, 300);
+    ck_assert(s->loss == 2.25 && s->cost == 1e6 && s->safe && !s->chosen);
+    ck_assert_int_eq(s->n_units, 2);
+    ck_assert_int_eq(s->wl[0], 16);
+    ck_assert_int_eq(s->wl[1], 32);
+    ck_assert_int_eq(s->n_layers, 1);
+    ck_assert_int_eq(s->gov[0], 0);
+    ck_assert_int_eq(t->samples[0].gov[0], -1);
+    ck_assert_int_eq(t->n_steps, 1);
     adapt_trace_free(t);
 }
 END_TEST
@@ -1173,6 +1210,7 @@ int main(void)
     tcase_add_test(tt, test_trace_roundtrip);
     tcase_add_test(tt, test_trace_typed_header_and_lines);
     tcase_add_test(tt, test_trace_layer_precision);
+    tcase_add_test(tt, test_trace_samples);
     tcase_add_loop_test(tt, test_trace_errors, 0, (int)(sizeof bad_traces / sizeof bad_traces[0]));
     tcase_add_test(tt, test_trace_partial_and_missing);
     tcase_add_test(tt, test_trace_long_line);

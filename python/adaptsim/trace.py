@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 SCHEMA = 1
-RECORD_TYPES = ("header", "step", "epoch", "test", "end")
+RECORD_TYPES = ("header", "sample", "step", "epoch", "test", "end")
 STRATEGIES = ("min", "mean", "max")
 EVENT_KINDS = ("pd", "pu")
 END_STATUSES = ("ok", "stopped")
@@ -111,6 +111,21 @@ class Event:
 
 
 @dataclass
+class Sample:
+    """A plan the comp policy's search sampled before training (policy overhead)."""
+    stage: int               # 1: an epoch (or comp_sample_steps steps); 2: one batch
+    plan: str                # one digit per layer
+    steps: int
+    samples: int
+    loss: float
+    cost: float              # the price the search compared (one optimizer step)
+    safe: bool
+    chosen: bool
+    wl: Tuple[int, ...]      # per unit, 32 = float32
+    gov: Tuple[int, ...]     # per layer: the unit whose format it rounds in, -1 float32
+
+
+@dataclass
 class Test:
     epoch: int
     test_loss: float
@@ -135,6 +150,7 @@ class Trace:
     end: Optional[End]
     truncated: bool = False  # an incomplete last line was skipped (partial=True)
     n_lines: int = 0
+    samples: List[Sample] = field(default_factory=list)  # comp's search, before the steps
 
     @property
     def policy(self) -> str:
@@ -405,6 +421,7 @@ def read_trace(path, partial=False) -> Trace:
     steps = None
     epochs = {k: [] for k in ("epoch", "step") + EPOCH_FIELDS}
     events: List[Event] = []
+    samples: List[Sample] = []
     test = end = None
     truncated = False
     n_lines = 0
@@ -441,6 +458,9 @@ def read_trace(path, partial=False) -> Trace:
                 _check_header(r, o)
                 header = o
                 steps = _Steps(len(o["units"]))
+            elif typ == "sample":
+                samples.append(_sample(r, o, header, len(steps.scalars["step"]),
+                                       len(epochs["epoch"])))
             elif typ == "step":
                 steps.add(r, o, events)
             elif typ == "epoch":
@@ -462,7 +482,31 @@ def read_trace(path, partial=False) -> Trace:
     ep = {k: np.array(v, dtype=np.int64 if k in ("epoch", "step") else np.float64)
           for k, v in epochs.items()}
     return Trace(path=path, header=header, steps=steps.table(), epochs=Table(ep),
-                 events=events, test=test, end=end, truncated=truncated, n_lines=n_lines)
+                 events=events, test=test, end=end, truncated=truncated, n_lines=n_lines,
+                 samples=samples)
+
+
+def _sample(r, o, header, n_steps, n_epochs):
+    if n_steps or n_epochs:
+        r.fail("a sample record after the first step or epoch record")
+    n_units, n_layers = len(header["units"]), len(header["model"]["layers"])
+    plan = r.str(o, "plan")
+    if len(plan) != n_layers:
+        r.fail('plan "%s" has %d digits, the model %d layers' % (plan, len(plan), n_layers))
+    for k in ("safe", "chosen"):
+        if not isinstance(o.get(k), bool):
+            r.fail('field "%s" must be true or false' % k)
+
+    def ints(key, n, lo, hi):
+        v = r.typed(o, key, list)
+        if len(v) != n or not all(isinstance(x, int) and not isinstance(x, bool)
+                                  and lo <= x <= hi for x in v):
+            r.fail('field "%s" must hold %d integers in [%d, %d]' % (key, n, lo, hi))
+        return tuple(v)
+    return Sample(r.int(o, "stage", lo=1, hi=2), plan, r.int(o, "steps", lo=0),
+                  r.int(o, "samples", lo=0), r.num(o, "loss"), r.num(o, "cost"),
+                  o["safe"], o["chosen"], ints("wl", n_units, 1, 32),
+                  ints("gov", n_layers, -1, n_units - 1))
 
 
 def _reject_constant(name):

@@ -263,5 +263,29 @@ class TestGraphFields(TmpTrace):
                 self.assertIn(frag, str(cm.exception))
 
 
+SAMPLE = {"type": "sample", "stage": 1, "plan": "0", "steps": 3, "samples": 300, "loss": 2.25,
+          "cost": 1e6, "safe": True, "chosen": False, "wl": [16], "gov": [0]}
+
+
+class TestSamples(TmpTrace):
+    def test_samples_read_and_checked(self):
+        """The comp policy's search records: read back before the steps, and checked."""
+        s2 = changed(SAMPLE, stage=2, steps=0, loss=None, chosen=True)
+        t = read_trace(self.write(lines(HEADER, SAMPLE, s2, STEP, EPOCH)))
+        self.assertEqual(len(t.samples), 2)
+        self.assertEqual((t.samples[0].plan, t.samples[0].wl, t.samples[0].gov), ("0", (16,), (0,)))
+        self.assertTrue(math.isnan(t.samples[1].loss))
+        self.assertTrue(t.samples[1].chosen)
+        for text, frag in ((lines(HEADER, STEP, SAMPLE), "after the first step"),
+                           (lines(HEADER, changed(SAMPLE, plan="00")), "has 2 digits"),
+                           (lines(HEADER, changed(SAMPLE, wl=[16, 16])), 'field "wl" must hold'),
+                           (lines(HEADER, changed(SAMPLE, gov=[1])), 'field "gov" must hold'),
+                           (lines(HEADER, changed(SAMPLE, safe=1)), '"safe" must be true')):
+            with self.subTest(frag=frag):
+                with self.assertRaises(TraceError) as cm:
+                    read_trace(self.write(text))
+                self.assertIn(frag, str(cm.exception))
+
+
 if __name__ == "__main__":
     unittest.main()

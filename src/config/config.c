@@ -18,7 +18,7 @@ static const char *const dataset_names[] = {"mnist", "fashion-mnist", "emnist-ba
                                             "cifar10", "cifar100"};
 static const char *const augment_names[] = {"auto", "on", "off"};
 static const char *const schedule_names[] = {"constant", "multistep", "plateau"};
-static const char *const policy_names[] = {"fp32", "fixed", "adapt", "muppet", "amp"};
+static const char *const policy_names[] = {"fp32", "fixed", "adapt", "muppet", "amp", "comp"};
 static const char *const amp_names[] = {"fp16", "bf16"};
 static const char *const compat_names[] = {[ADAPT_COMPAT_CORRECTED] = "corrected",
                                            [ADAPT_COMPAT_REFERENCE] = "reference"};
@@ -170,6 +170,25 @@ static const struct adapt_schema_key keys[] = {
           "amp: initial loss scale"),
     K_INT("policy", "amp_growth_interval", policy.amp_growth_interval, "2000", "[1, 1000000000]",
           "amp: clean steps before the loss scale doubles"),
+    K_STR("policy", "comp_formats", policy.comp_formats, "fp16",
+          "comp: candidate formats, comma-separated, lowest first; plan digit i is format i "
+          "and the digit after the last is float32"),
+    K_DBL("policy", "comp_tolerance", policy.comp_tolerance, "1.01", "[1, 100]",
+          "comp: a stage-1 plan is safe when its epoch loss < float32's x this"),
+    K_STR("policy", "comp_try", policy.comp_try, "",
+          "comp: units (layer names) tried in stage 1; empty = the units that fail the "
+          "tensor-core rule (comp_tc_multiple)"),
+    K_INT("policy", "comp_tc_multiple", policy.comp_tc_multiple, "8", "[1, 1024]",
+          "comp: a unit whose input and output channels (per group) are multiples of this is "
+          "set to the first format without a trial"),
+    K_INT("policy", "comp_max_plans", policy.comp_max_plans, "64", "[1, 100000]",
+          "comp: refuse a search with more plans than this in either stage"),
+    K_INT("policy", "comp_sample_steps", policy.comp_sample_steps, "0", "[0, 100000000]",
+          "comp: optimizer steps of a stage-1 sample; 0 = one whole epoch"),
+    K_STR("policy", "comp_plan", policy.comp_plan, "",
+          "comp: a plan string (one digit per layer) to train with, skipping the search"),
+    K_STR("policy", "comp_hw", policy.comp_hw, "",
+          "comp: timing table (adapt-bench gemm) that prices plans; empty = analytical cost"),
 
     K_INT("quantization", "start_wl", quantization.start_wl, "8", "[2, 32]",
           "adapt: initial word length"),

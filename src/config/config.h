@@ -96,7 +96,8 @@ enum adapt_config_policy {
     ADAPT_CONFIG_POLICY_FIXED,
     ADAPT_CONFIG_POLICY_ADAPT,
     ADAPT_CONFIG_POLICY_MUPPET,
-    ADAPT_CONFIG_POLICY_AMP
+    ADAPT_CONFIG_POLICY_AMP,
+    ADAPT_CONFIG_POLICY_COMP
 };
 enum adapt_config_amp_type { ADAPT_CONFIG_AMP_FP16, ADAPT_CONFIG_AMP_BF16 };
 /* quantization.compat: the corrected AdaPT algorithm or the published reference
@@ -199,6 +200,14 @@ struct adapt_config {
         enum adapt_config_amp_type amp_type;
         double amp_init_scale;
         int amp_growth_interval;
+        char comp_formats[ADAPT_CONFIG_STR_MAX]; /* comma-separated format names */
+        double comp_tolerance;
+        char comp_try[ADAPT_CONFIG_STR_MAX];     /* comma-separated layer names */
+        int comp_tc_multiple;
+        int comp_max_plans;
+        int comp_sample_steps;                   /* 0 = one epoch */
+        char comp_plan[ADAPT_CONFIG_STR_MAX];    /* "" = search */
+        char comp_hw[ADAPT_CONFIG_PATH_MAX];
     } policy;
     struct {
         int start_wl, start_fl;

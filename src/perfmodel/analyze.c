@@ -352,6 +352,37 @@ static enum adapt_status price_step(struct analysis *a, int64_t i, int64_t prev,
     return ADAPT_OK;
 }
 
+/* The comp policy's search (sample records): each sampled plan priced at its own formats, as
+ * overhead before the first step (added to the first interval, so the cost curve and the
+ * per-epoch costs include it). */
+static enum adapt_status price_search(struct analysis *a, const struct perf_hw *hw)
+{
+    const struct adapt_trace *t = a->t;
+    struct perf_run *r = a->r;
+    double cq_all = 0, tq_all = 0;
+    for (int i = 0; i < t->n_samples; i++) {
+        const struct adapt_trace_sample *s = &t->samples[i];
+        int64_t micro = (s->samples + a->batch - 1) / a->batch;
+        double cq, tq;
+        enum adapt_status st = perf_price_plan(a->m, a->p, hw, s->wl, s->gov, (int)a->batch,
+                                               (double)s->samples, s->steps, micro, &cq, &tq);
+        if (st != ADAPT_OK) return st;
+        cq_all += cq;
+        if (hw) tq_all += tq;
+        if (s->stage == 1) r->search_epochs++;
+        else r->search_batches++;
+    }
+    r->overhead_search = cq_all;
+    r->overhead += cq_all;
+    r->cq += cq_all;
+    r->tq_s += tq_all;
+    if (r->n_points > 0) {
+        r->points[0].cq += cq_all;
+        r->points[0].overhead += cq_all;
+    }
+    return ADAPT_OK;
+}
+
 /* Cumulative cost at each epoch record (the interval holding the epoch's last
  * step counts in proportion to its samples) and the best validation accuracy. */
 static void mark_epochs(struct analysis *a)
@@ -439,6 +470,7 @@ enum adapt_status perf_run_analyze(struct perf_run **out, const struct adapt_tra
     double mem32 = perf_memory_bits_fp32(&a.pl, (int)a.batch);
     for (int64_t i = 0, prev = 0; i < t->n_steps + a.tail; i++)
         if ((st = price_step(&a, i, prev, &prev)) != ADAPT_OK) goto free_analysis;
+    if ((st = price_search(&a, hw)) != ADAPT_OK) goto free_analysis;
     mark_epochs(&a);
     if (t->has_test) r->test_acc = t->test.test_acc;
     r->mem_rel = a.mem_peak / mem32;

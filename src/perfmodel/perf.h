@@ -177,6 +177,9 @@ struct perf_run {
     double c32_ew, cq_ew;           /* element-wise layers */
     double update;                  /* FP32 weight update and gradient accumulation (both) */
     double overhead, overhead_pd, overhead_acc; /* policy overhead (cq only) */
+    double overhead_search;         /* comp: the sampled plans (trace sample records), part of
+                                       overhead */
+    int search_epochs, search_batches; /* comp: stage-1 and stage-2 samples */
     double su1, su1_paper;          /* C32 / Cq; 2 C32 / (Cq + C32) */
     double su2, su2_paper;          /* NaN without a baseline or when the target is not reached */
     double su2_ref;                 /* SU1 paper / (epochs to the target / epochs of the run):
@@ -223,6 +226,15 @@ enum adapt_status perf_schedule_price(struct perf_run **out, const char *schedul
                                       int64_t samples_per_epoch, const struct perf_params *p,
                                       const struct perf_hw *hw);
 void perf_run_free(struct perf_run *r);
+/* The cost of `samples` samples over `steps` optimizer steps with `accum` micro-batches of
+ * `batch`, dense, at per-unit word lengths wl[u] (32: float32) with layer i's element-wise
+ * work and activations at the word length of unit gov[i] (-1: float32): a per-layer precision
+ * plan (the comp policy's). *cq in MAC-equivalents; with hw, *tq (may be NULL) in measured
+ * seconds, else NaN. */
+enum adapt_status perf_price_plan(const struct perf_model *m, const struct perf_params *p,
+                                  const struct perf_hw *hw, const int *wl, const int *gov,
+                                  int batch, double samples, int64_t steps, int64_t accum,
+                                  double *cq, double *tq);
 /* The trace reader of adapt-perf and adapt-heatmap: loads path (a trace, or a run directory
  * holding trace.jsonl; adapt_trace_load flags) and prices it, so that a trace either program
  * accepts passes every consistency check of perf_run_analyze. *trace and

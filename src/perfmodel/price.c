@@ -288,3 +288,37 @@ double perf_memory_bits_fp32(const struct perf_plan *pl, int b)
     for (int j = 0; j < pl->na; j++) act += (double)pl->A[j];
     return 96.0 * (double)pl->P + 32.0 * act * b;
 }
+
+enum adapt_status perf_price_plan(const struct perf_model *m, const struct perf_params *p,
+                                  const struct perf_hw *hw, const int *wl, const int *gov,
+                                  int batch, double samples, int64_t steps, int64_t accum,
+                                  double *cq, double *tq)
+{
+    struct adapt_trace_layer *ls = malloc(sizeof *ls * (size_t)(m->n_layers ? m->n_layers : 1));
+    if (!ls) return ADAPT_ERROR(ADAPT_ENOMEM, "model %s: out of memory", m->name);
+    memcpy(ls, m->layers, sizeof *ls * (size_t)m->n_layers);
+    for (int i = 0; i < m->n_layers; i++) {
+        ls[i].precision = gov[i] < 0 ? "float32" : "plan"; /* only float32 or not is read */
+        ls[i].precision_unit = gov[i];
+    }
+    struct perf_model view = *m;
+    view.layers = ls;
+    view.storage = NULL;
+    double *nz = malloc(sizeof(double) * (size_t)(m->n_units ? m->n_units : 1));
+    struct perf_plan pl;
+    enum adapt_status st = nz ? perf_plan_init(&pl, &view, hw, batch)
+                              : ADAPT_ERROR(ADAPT_ENOMEM, "model %s: out of memory", m->name);
+    if (st == ADAPT_OK) {
+        for (int u = 0; u < m->n_units; u++) nz[u] = 1.0;
+        struct perf_interval iv = {0};
+        st = perf_price_interval(&pl, p, wl, nz, samples, steps, accum, 0.0, &iv);
+        if (st == ADAPT_OK) {
+            *cq = iv.cq;
+            if (tq) *tq = hw ? iv.tq : NAN;
+        }
+        perf_plan_free(&pl);
+    }
+    free(nz);
+    free(ls);
+    return st;
+}

@@ -393,7 +393,10 @@ static enum adapt_status write_json(FILE *f, struct perf_run *const *runs, int n
                               r->update, "overhead", r->overhead, "overhead_pd", r->overhead_pd,
                               "overhead_accumulation", r->overhead_acc);
         if (!c) goto nomem;
+        json_object_set_new(c, "overhead_search", json_real(r->overhead_search));
         json_object_set_new(o, "cost", c);
+        json_object_set_new(o, "search_epochs", json_integer(r->search_epochs));
+        json_object_set_new(o, "search_batches", json_integer(r->search_batches));
         if (r->has_hw) {
             json_object_set_new(o, "hw_device", json_string(r->hw_device));
             json_object_set_new(o, "t32_s", jnum(r->t32_s));

@@ -120,7 +120,8 @@ enum adapt_status adapt_gamp_layers_from_net(const struct adapt_net *net,
 
 struct adapt_gamp {
     int n;
-    enum adapt_gamp_set *set;       /* (n) the layer's set, its per-layer override included */
+    enum adapt_gamp_set *set;       /* (n) the layer's set, its per-layer override included;
+                                       NULL for a comp plan (src/policy/comp.h), which has none */
     enum adapt_gamp_source *source; /* (n) */
     unsigned char *low;             /* (n) 1: computes in low precision */
     int *fmt_unit;                  /* (n) the unit whose format a low layer takes; -1 float32 */

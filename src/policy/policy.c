@@ -7,14 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/policy/comp.h"
 #include "src/policy/policy_core.h"
 
 extern const struct adapt_policy_type adapt_policy_adapt;
 extern const struct adapt_policy_type adapt_policy_muppet;
+extern const struct adapt_policy_type adapt_policy_comp;
 static const struct adapt_policy_type policy_fp32, policy_fixed, policy_amp;
 
 static const struct adapt_policy_type *const policy_table[] = {
-    &policy_fp32, &policy_fixed, &adapt_policy_adapt, &adapt_policy_muppet, &policy_amp, NULL};
+    &policy_fp32,        &policy_fixed, &adapt_policy_adapt,
+    &adapt_policy_muppet, &policy_amp,  &adapt_policy_comp, NULL};
 
 const struct adapt_policy_type *adapt_policy_find(const char *name)
 {
@@ -212,6 +215,9 @@ void adapt_policy_print_layers(const struct adapt_policy *p, FILE *f)
     if (!p->gamp || !p->prec) return;
     const struct adapt_gamp *g = p->gamp;
     const struct adapt_config *cfg = p->cfg;
+    if (!g->set)
+        fprintf(f, "precision plan: %s\n", adapt_policy_comp_plan(p));
+    else
     fprintf(f, "precision propagation: graph, preset %s%s%s%s%s%s%s%s%s%s%s\n",
             adapt_config_enum_str(cfg, "quantization", "graph_preset"),
             cfg->quantization.graph_allow[0] ? ", allow " : "", cfg->quantization.graph_allow,
@@ -229,7 +235,8 @@ void adapt_policy_print_layers(const struct adapt_policy *p, FILE *f)
         nlow += low;
         ulow += low && l->is_unit;
         fprintf(f, "  %-26s %-12s %-6s %-7s %s\n", l->name, l->ops->kind,
-                adapt_gamp_set_names[g->set[i]], adapt_gamp_source_names[g->source[i]], prec);
+                g->set ? adapt_gamp_set_names[g->set[i]] : "-",
+                g->source ? adapt_gamp_source_names[g->source[i]] : "plan", prec);
     }
     fprintf(f, "  low precision: %d of %d layers, %d of %d units\n", nlow, g->n, ulow,
             p->net->nunits);
@@ -323,13 +330,11 @@ static enum adapt_status amp_init(struct adapt_policy *p)
     return ADAPT_OK;
 }
 
-/* Unit gradients are stored in fp16/bf16 (overflow to inf), as a half
- * precision backward would produce them; any inf/NaN skips the step and
- * halves the scale; otherwise all gradients are unscaled. */
-static int amp_observe(struct adapt_policy *p, long step, double loss, int last)
+/* Unit gradients are stored in their unit's format (fp16/bf16 overflow to inf), as a half
+ * precision backward would produce them; any inf/NaN skips the step and halves the scale;
+ * otherwise all gradients are unscaled. */
+int adapt_policy_amp_observe(struct adapt_policy *p, struct adapt_amp_scaler *scaler, long step)
 {
-    (void)loss, (void)last;
-    struct amp_state *a = p->state;
     adapt_precision_quantize_grads(p->prec, step);
     int overflow = 0;
     struct adapt_net *net = p->net;
@@ -342,10 +347,10 @@ static int amp_observe(struct adapt_policy *p, long step, double loss, int last)
                 break;
             }
     }
-    double scale = a->scaler.scale;
-    int skip = adapt_amp_scaler_update(&a->scaler, overflow);
+    double scale = scaler->scale;
+    int skip = adapt_amp_scaler_update(scaler, overflow);
     p->overflow = skip;
-    p->loss_scale = a->scaler.scale;
+    p->loss_scale = scaler->scale;
     if (!skip) {
         float inv = (float)(1.0 / scale);
         for (int k = 0; k < net->nparam; k++) {
@@ -355,6 +360,13 @@ static int amp_observe(struct adapt_policy *p, long step, double loss, int last)
         }
     }
     return skip;
+}
+
+static int amp_observe(struct adapt_policy *p, long step, double loss, int last)
+{
+    (void)loss, (void)last;
+    struct amp_state *a = p->state;
+    return adapt_policy_amp_observe(p, &a->scaler, step);
 }
 
 static json_t *amp_save(const struct adapt_policy *p)

@@ -40,6 +40,7 @@
 #include "src/net/net.h"
 #include "src/net/optim.h"
 #include "src/policy/graphamp.h"
+#include "src/policy/policy_core.h"
 #include "src/policy/precision.h"
 #include "src/base/safetensors.h"
 #include "src/trace/trace.h"
@@ -122,6 +123,11 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
  * ADAPT_ENOMEM when it cannot be stored. */
 enum adapt_status adapt_policy_add_event(struct adapt_policy *p, const struct adapt_trace_event *e);
 void adapt_policy_clear_events(struct adapt_policy *p);
+
+/* AMP's observe, for the policies that use it (amp, comp): rounds the unit gradients to their
+ * formats, skips the step on inf/NaN (returns 1) and updates the dynamic loss scale, else
+ * unscales the gradients. */
+int adapt_policy_amp_observe(struct adapt_policy *p, struct adapt_amp_scaler *scaler, long step);
 
 /* One optimizer step after `micro` accumulated micro-batches (doc/numerics.md,
  * 2, steps 2-6): gradient scale 1/micro and the L1 term, the policy's

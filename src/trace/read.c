@@ -578,7 +578,7 @@ static void *grow(void **arr, int64_t n, int64_t *cap, size_t size)
 struct loader {
     struct rd r;
     struct adapt_trace *t;
-    int64_t step_cap, step_line_cap, epoch_cap, epoch_line_cap;
+    int64_t step_cap, step_line_cap, epoch_cap, epoch_line_cap, sample_cap;
 };
 
 /* Parses one complete line (n bytes, '\n' included) into a record object with a "type"
@@ -646,6 +646,74 @@ static void read_epoch_record(struct loader *ld, json_t *o)
     read_epoch(&ld->r, o, e);
 }
 
+/* An array of exactly n integers in [lo, hi] into a new int array (NULL on failure). */
+static int *rd_int_array(struct rd *r, json_t *o, const char *key, int n, int lo, int hi)
+{
+    json_t *a = rd_typed(r, o, key, 0, JSON_ARRAY);
+    if (!a) return NULL;
+    if (json_array_size(a) != (size_t)n) {
+        rd_fail(r, "field \"%s\" must hold %d integers (one per %s)", key, n,
+                !strcmp(key, "wl") ? "unit" : "layer");
+        return NULL;
+    }
+    int *v = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (!v) {
+        rd_nomem(r);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        json_t *x = json_array_get(a, (size_t)i);
+        if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi) {
+            rd_fail(r, "field \"%s\"[%d] must be an integer in [%d, %d]", key, i, lo, hi);
+            free(v);
+            return NULL;
+        }
+        v[i] = (int)json_integer_value(x);
+    }
+    return v;
+}
+
+/* A comp search record: only before the first step record. */
+static void read_sample_record(struct loader *ld, json_t *o)
+{
+    struct rd *r = &ld->r;
+    struct adapt_trace *t = ld->t;
+    if (t->n_steps > 0 || t->n_epochs > 0) {
+        rd_fail(r, "a sample record after the first step or epoch record");
+        return;
+    }
+    int64_t cap = ld->sample_cap;
+    struct adapt_trace_sample *s = grow((void **)&t->samples, t->n_samples, &cap, sizeof *s);
+    ld->sample_cap = cap;
+    if (!s) {
+        rd_nomem(r);
+        return;
+    }
+    t->n_samples++;
+    const struct adapt_trace_header *h = &t->header;
+    s->stage = (int)rd_int(r, o, "stage", 0, 1, 1, 2);
+    s->plan = rd_str(r, o, "plan", 0);
+    s->steps = rd_int(r, o, "steps", 0, 0, 0, INT64_MAX);
+    s->samples = rd_int(r, o, "samples", 0, 0, 0, INT64_MAX);
+    s->loss = rd_num(r, o, "loss", 0);
+    s->cost = rd_num(r, o, "cost", 0);
+    json_t *b = rd_get(r, o, "safe", 0), *c = rd_get(r, o, "chosen", 0);
+    if ((b && !json_is_boolean(b)) || (c && !json_is_boolean(c)))
+        rd_fail(r, "fields \"safe\" and \"chosen\" must be true or false");
+    s->safe = json_is_true(b);
+    s->chosen = json_is_true(c);
+    if (r->bad) return;
+    if (s->plan && strlen(s->plan) != (size_t)h->model.n_layers) {
+        rd_fail(r, "plan \"%s\" has %zu digits, the model %d layers", s->plan, strlen(s->plan),
+                h->model.n_layers);
+        return;
+    }
+    s->n_units = h->n_units;
+    s->n_layers = h->model.n_layers;
+    s->wl = rd_int_array(r, o, "wl", h->n_units, 1, 32);
+    if (s->wl) s->gov = rd_int_array(r, o, "gov", h->model.n_layers, -1, h->n_units - 1);
+}
+
 /* Reads one record of a known type; problems are left in ld->r. */
 static void read_record(struct loader *ld, json_t *o, const char *type)
 {
@@ -658,6 +726,8 @@ static void read_record(struct loader *ld, json_t *o, const char *type)
         read_step_record(ld, o);
     } else if (!strcmp(type, "epoch")) {
         read_epoch_record(ld, o);
+    } else if (!strcmp(type, "sample")) {
+        read_sample_record(ld, o);
     } else if (!strcmp(type, "test")) {
         if (t->has_test) rd_fail(r, "a second test record");
         t->has_test = 1;
@@ -716,7 +786,7 @@ free_line:
 
 enum adapt_status adapt_trace_load(struct adapt_trace **out, const char *path, unsigned flags)
 {
-    struct loader ld = {{path, 0, "", 0, ADAPT_OK, ""}, NULL, 0, 0, 0, 0};
+    struct loader ld = {{path, 0, "", 0, ADAPT_OK, ""}, NULL, 0, 0, 0, 0, 0};
     FILE *f = fopen(path, "rb");
     if (!f)
         return ADAPT_ERROR(errno == ENOENT ? ADAPT_ENOENT : ADAPT_EIO,
@@ -747,6 +817,12 @@ void adapt_trace_free(struct adapt_trace *t)
     for (int64_t i = 0; i < t->n_steps; i++) step_free(&t->steps[i]);
     free(t->steps);
     free(t->epochs);
+    for (int i = 0; i < t->n_samples; i++) {
+        free((char *)t->samples[i].plan);
+        free((int *)t->samples[i].wl);
+        free((int *)t->samples[i].gov);
+    }
+    free(t->samples);
     free(t->step_line);
     free(t->epoch_line);
     free(t->path);

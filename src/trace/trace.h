@@ -9,6 +9,11 @@
  *           dataset sizes, model (layers with shapes, params, MACs and, with
  *           graph precision propagation, each layer's set and precision) and
  *           the precision units
+ *   sample  the comp policy's search, before the first step: one record per plan it trained
+ *           (stage 1: an epoch) or ran (stage 2: one batch), with the plan, its loss,
+ *           its price, whether it was safe and chosen, and the per-unit word lengths and
+ *           per-layer governing units the performance model prices it with (the run's
+ *           overhead: the search's state is restored before training)
  *   step    every run.log_every optimizer steps: lr, loss, push-up strategy,
  *           per-unit state (WL, FL and, by policy, lb, r, sparsity, saturated
  *           and flushed counts), push-down / push-up events, gradient
@@ -189,6 +194,22 @@ struct adapt_trace_epoch {
     double images_per_s;
 };
 
+/* One plan sampled by the comp policy's search (src/policy/comp.h). */
+struct adapt_trace_sample {
+    int stage;            /* 1: trained for an epoch (or comp_sample_steps steps); 2: one batch,
+                             forward and backward, no update */
+    const char *plan;     /* one digit per layer */
+    int64_t steps;        /* optimizer steps trained (0 in stage 2) */
+    int64_t samples;      /* samples through forward and backward */
+    double loss;          /* mean training loss (NaN: diverged) */
+    double cost;          /* the price the search compared (one optimizer step) */
+    int safe, chosen;     /* passed the stage's test; the stage's pick */
+    int n_units;
+    const int *wl;        /* (n_units) word length per unit, 32 = float32 */
+    int n_layers;
+    const int *gov;       /* (n_layers) unit whose format the layer rounds in, -1 float32 */
+};
+
 struct adapt_trace_test {
     int epoch;
     double test_loss, test_acc;
@@ -220,6 +241,8 @@ enum adapt_status adapt_trace_write_step(struct adapt_trace_writer *w,
                                          const struct adapt_trace_step *s);
 enum adapt_status adapt_trace_write_epoch(struct adapt_trace_writer *w,
                                           const struct adapt_trace_epoch *e);
+enum adapt_status adapt_trace_write_sample(struct adapt_trace_writer *w,
+                                           const struct adapt_trace_sample *s);
 enum adapt_status adapt_trace_write_test(struct adapt_trace_writer *w,
                                          const struct adapt_trace_test *t);
 enum adapt_status adapt_trace_write_end(struct adapt_trace_writer *w,
@@ -243,6 +266,8 @@ struct adapt_trace {
     struct adapt_trace_step *steps;   /* (n_steps) */
     int n_epochs;
     struct adapt_trace_epoch *epochs; /* (n_epochs) */
+    int n_samples;
+    struct adapt_trace_sample *samples; /* (n_samples) owned: plan, wl and gov */
     int64_t *step_line;               /* (n_steps) file line of each step record, 1-based */
     int64_t *epoch_line;              /* (n_epochs) file line of each epoch record */
     int has_test;

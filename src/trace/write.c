@@ -338,6 +338,37 @@ enum adapt_status adapt_trace_write_epoch(struct adapt_trace_writer *w,
     return write_record(w, o, bad, "epoch");
 }
 
+static json_t *jints(int n, const int *d)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_integer((json_int_t)d[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+enum adapt_status adapt_trace_write_sample(struct adapt_trace_writer *w,
+                                           const struct adapt_trace_sample *s)
+{
+    int bad = 0;
+    ADAPT_ASSERT(s->stage == 1 || s->stage == 2);
+    json_t *o = json_object();
+    put(o, "type", json_string("sample"), &bad);
+    put(o, "stage", json_integer(s->stage), &bad);
+    put(o, "plan", json_string(s->plan), &bad);
+    put(o, "steps", json_integer(s->steps), &bad);
+    put(o, "samples", json_integer(s->samples), &bad);
+    put(o, "loss", jnum(s->loss), &bad);
+    put(o, "cost", jnum(s->cost), &bad);
+    put(o, "safe", json_boolean(s->safe), &bad);
+    put(o, "chosen", json_boolean(s->chosen), &bad);
+    put(o, "wl", jints(s->n_units, s->wl), &bad);
+    put(o, "gov", jints(s->n_layers, s->gov), &bad);
+    return write_record(w, o, bad, "sample");
+}
+
 enum adapt_status adapt_trace_write_test(struct adapt_trace_writer *w,
                                          const struct adapt_trace_test *t)
 {

@@ -157,8 +157,10 @@ static enum adapt_status write_header(struct adapt_run_dir *d, const struct adap
         /* graph precision propagation: the layer's set and resolved precision */
         if (pol && pol->gamp &&
             (t->precision = adapt_policy_layer_precision(pol, i, prec[i], sizeof prec[i]))) {
-            t->graph_set = adapt_gamp_set_names[pol->gamp->set[i]];
-            t->graph_source = adapt_gamp_source_names[pol->gamp->source[i]];
+            if (pol->gamp->set) { /* graph propagation (a comp plan has no sets) */
+                t->graph_set = adapt_gamp_set_names[pol->gamp->set[i]];
+                t->graph_source = adapt_gamp_source_names[pol->gamp->source[i]];
+            }
             t->precision_unit = strcmp(t->precision, "float32") ? pol->gamp->fmt_unit[i] : -1;
         }
         if (l->is_unit) {
@@ -316,6 +318,12 @@ enum adapt_status adapt_run_dir_test(struct adapt_run_dir *d, int epoch, double 
 {
     struct adapt_trace_test t = {epoch, loss, acc};
     return adapt_trace_write_test(d->tw, &t);
+}
+
+enum adapt_status adapt_run_dir_sample(struct adapt_run_dir *d, const struct adapt_trace_sample *s)
+{
+    enum adapt_status st = adapt_trace_write_sample(d->tw, s);
+    return st ? st : adapt_trace_flush(d->tw);
 }
 
 enum adapt_status adapt_run_dir_end(struct adapt_run_dir *d, const char *status, double wall_s)

@@ -87,6 +87,8 @@ enum adapt_status adapt_run_dir_step(struct adapt_run_dir *d, const struct adapt
 /* Writes the epoch record and flushes the trace. */
 enum adapt_status adapt_run_dir_epoch(struct adapt_run_dir *d, const struct adapt_run_epoch *ep);
 enum adapt_status adapt_run_dir_test(struct adapt_run_dir *d, int epoch, double loss, double acc);
+/* Writes a comp search record (after the header, before the first step) and flushes. */
+enum adapt_status adapt_run_dir_sample(struct adapt_run_dir *d, const struct adapt_trace_sample *s);
 /* The end record ("ok" or "stopped"), flushed. */
 enum adapt_status adapt_run_dir_end(struct adapt_run_dir *d, const char *status, double wall_s);
 /* Closes the trace; safe on a zeroed or already closed struct. */

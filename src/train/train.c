@@ -20,6 +20,8 @@
 #include "src/net/net.h"
 #include "src/net/net_cuda.h"
 #include "src/net/optim.h"
+#include "src/perfmodel/perf.h"
+#include "src/policy/comp.h"
 #include "src/policy/policy.h"
 #include "src/policy/precision.h"
 #include "src/train/checkpoint.h"
@@ -213,6 +215,32 @@ static double micro_batch(struct run *r, int nb, int *correct)
     return loss;
 }
 
+/* Optimizer step `step` after `micro` micro-batches whose losses sum to step_loss (`loss` the
+ * last one's): the L1 term, the policy's step (or the device's SGD). *mean_loss: the step's
+ * mean loss with the L1 term. */
+static enum adapt_status optimizer_step(struct run *r, long step, double step_loss, double loss,
+                                        int micro, int last_in_epoch, double *mean_loss)
+{
+    const struct adapt_config *cfg = r->cfg;
+    double l1 = cfg->optim.l1_decay > 0 ? cfg->optim.l1_decay * adapt_sgd_l1_norm(&r->opt) : 0.0;
+    *mean_loss = step_loss / micro + l1;
+    r->pol->micro_loss = (loss + l1) / cfg->train.accumulation_steps;
+    if (r->dev) {
+        enum adapt_status st = adapt_cuda_net_sgd(r->dev, r->opt.lr, r->opt.momentum, r->opt.l2,
+                                                  r->opt.nesterov, 1.0 / micro);
+        if (!st) r->opt.steps++;
+        return st;
+    }
+    return adapt_policy_step(r->pol, &r->opt, step, *mean_loss, micro, last_in_epoch, NULL);
+}
+
+/* Micro-batch i of `epoch` keys the rounding and dropout bits. */
+static void set_iter(struct run *r, int epoch, int nbatches, int batch_i)
+{
+    if (r->pol->prec) r->pol->prec->iter = (long)epoch * nbatches + batch_i;
+    r->net->rng_iter = (int64_t)epoch * nbatches + batch_i;
+}
+
 static enum adapt_status train_loop(struct run *r, int start_epoch, long start_step)
 {
     const struct adapt_config *cfg = r->cfg;
@@ -232,8 +260,7 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         r->pol->epoch = epoch;
         while ((nb = adapt_loader_next(&r->tl, r->x, r->y)) > 0) {
             int c = 0;
-            if (r->pol->prec) r->pol->prec->iter = (long)epoch * nbatches + batch_i;
-            r->net->rng_iter = (int64_t)epoch * nbatches + batch_i;
+            set_iter(r, epoch, nbatches, batch_i);
             double loss = micro_batch(r, nb, &c);
             if (r->dev_st) return r->dev_st;
             loss_sum += loss * nb;
@@ -244,21 +271,11 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
             batch_i++;
             accum_since_log++;
             if (micro == accum || batch_i == nbatches) {
-                double l1 = cfg->optim.l1_decay > 0
-                                ? cfg->optim.l1_decay * adapt_sgd_l1_norm(&r->opt)
-                                : 0.0;
-                double mean_loss = step_loss / micro + l1;
-                r->pol->micro_loss = (loss + l1) / accum;
+                double mean_loss;
                 step++;
-                if (r->dev) {
-                    if ((st = adapt_cuda_net_sgd(r->dev, r->opt.lr, r->opt.momentum, r->opt.l2,
-                                                 r->opt.nesterov, 1.0 / micro)))
-                        return st;
-                    r->opt.steps++;
-                } else if ((st = adapt_policy_step(r->pol, &r->opt, step, mean_loss, micro,
-                                                   batch_i == nbatches, NULL))) {
+                if ((st = optimizer_step(r, step, step_loss, loss, micro, batch_i == nbatches,
+                                         &mean_loss)))
                     return st;
-                }
                 if (step % cfg->run.log_every == 0) {
                     if ((st = adapt_run_dir_step(&r->dir, r->pol, step, epoch, r->opt.lr, mean_loss,
                                                 accum_since_log)))
@@ -325,6 +342,260 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         }
     }
     return ADAPT_OK;
+}
+
+/* ------------------------------------------- the comp policy's plan search */
+
+/* What a sampled plan starts from: the master weights and buffers, the momentum, the
+ * optimizer's step count and learning rate, and the schedule. The data order and every random
+ * bit are keyed by (seed, epoch, batch), so restarting epoch 0 restores them too. */
+struct snapshot {
+    float **param; /* (nparam) */
+    float **mom;   /* (opt.nbuf) */
+    long steps;
+    double lr;
+    struct adapt_sched sched;
+};
+
+static void snapshot_free(struct run *r, struct snapshot *s)
+{
+    for (int k = 0; s->param && k < r->net->nparam; k++) free(s->param[k]);
+    for (int k = 0; s->mom && k < r->opt.nbuf; k++) free(s->mom[k]);
+    free(s->param);
+    free(s->mom);
+    memset(s, 0, sizeof *s);
+}
+
+static enum adapt_status snapshot_take(struct run *r, struct snapshot *s)
+{
+    memset(s, 0, sizeof *s);
+    s->param = calloc((size_t)r->net->nparam + 1, sizeof *s->param);
+    s->mom = calloc((size_t)r->opt.nbuf + 1, sizeof *s->mom);
+    int ok = s->param && s->mom;
+    for (int k = 0; ok && k < r->net->nparam; k++) {
+        const struct adapt_tensor *v = &r->net->param[k]->value;
+        ok = (s->param[k] = malloc(sizeof(float) * (v->numel ? v->numel : 1))) != NULL;
+        if (ok) memcpy(s->param[k], v->data, sizeof(float) * v->numel);
+    }
+    for (int k = 0; ok && k < r->opt.nbuf; k++) {
+        size_t n = r->opt.par[k]->value.numel;
+        ok = (s->mom[k] = malloc(sizeof(float) * (n ? n : 1))) != NULL;
+        if (ok) memcpy(s->mom[k], r->opt.buf[k], sizeof(float) * n);
+    }
+    if (!ok) {
+        snapshot_free(r, s);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "policy = comp: cannot keep a copy of the training state");
+    }
+    s->steps = r->opt.steps;
+    s->lr = r->opt.lr;
+    s->sched = r->sched;
+    return ADAPT_OK;
+}
+
+static void snapshot_restore(struct run *r, const struct snapshot *s)
+{
+    for (int k = 0; k < r->net->nparam; k++) {
+        struct adapt_param *p = r->net->param[k];
+        memcpy(p->value.data, s->param[k], sizeof(float) * p->value.numel);
+    }
+    for (int k = 0; k < r->opt.nbuf; k++)
+        memcpy(r->opt.buf[k], s->mom[k], sizeof(float) * r->opt.par[k]->value.numel);
+    adapt_net_zero_grad(r->net);
+    r->opt.steps = s->steps;
+    r->opt.lr = s->lr;
+    r->sched = s->sched;
+}
+
+struct search {
+    struct run *r;
+    struct snapshot snap;
+    struct perf_model *pm;
+    struct perf_hw *hw;
+    struct perf_params pp;
+    int *wl, *gov;
+    double t_start;
+};
+
+/* Restores the starting state and trains with plan from it. */
+static enum adapt_status search_start(struct search *s, const char *plan)
+{
+    snapshot_restore(s->r, &s->snap);
+    return adapt_policy_comp_apply(s->r->pol, plan, s->snap.steps);
+}
+
+static enum adapt_status search_epoch(void *ctx, const char *plan, double *loss, long *steps,
+                                      long *samples)
+{
+    struct search *s = ctx;
+    struct run *r = s->r;
+    const struct adapt_config *cfg = r->cfg;
+    enum adapt_status st = search_start(s, plan);
+    if (st) return st;
+    const int accum = cfg->train.accumulation_steps, nbatches = adapt_loader_batches(&r->tl);
+    const long max_steps = cfg->policy.comp_sample_steps;
+    long step = s->snap.steps, seen = 0;
+    double loss_sum = 0.0, step_loss = 0.0, mean;
+    int micro = 0, batch_i = 0, nb;
+    double t0 = now_s();
+    adapt_loader_start(&r->tl, 0);
+    r->opt.lr = r->sched.lr;
+    r->pol->epoch = 0;
+    while ((nb = adapt_loader_next(&r->tl, r->x, r->y)) > 0) {
+        int c = 0;
+        set_iter(r, 0, nbatches, batch_i);
+        double l = micro_batch(r, nb, &c);
+        if (r->dev_st) return r->dev_st;
+        loss_sum += l * nb;
+        seen += nb;
+        step_loss += l;
+        micro++;
+        batch_i++;
+        if (micro == accum || batch_i == nbatches) {
+            step++;
+            if ((st = optimizer_step(r, step, step_loss, l, micro, batch_i == nbatches, &mean)))
+                return st;
+            adapt_policy_clear_events(r->pol);
+            micro = 0;
+            step_loss = 0.0;
+            if (max_steps > 0 && step - s->snap.steps >= max_steps) break;
+        }
+        if (stop_requested) break;
+    }
+    if (stop_requested)
+        return ADAPT_ERROR(ADAPT_EINTERRUPTED, "interrupted during the comp search: nothing "
+                                               "was written; start the run again");
+    *loss = seen ? loss_sum / (double)seen : NAN;
+    *steps = step - s->snap.steps;
+    *samples = seen;
+    if (!r->opts->quiet) {
+        printf("comp stage 1: plan %s  loss %.4f  %ld steps  %.1f s\n", plan, *loss, *steps,
+               now_s() - t0);
+        fflush(stdout);
+    }
+    return ADAPT_OK;
+}
+
+static enum adapt_status search_batch(void *ctx, const char *plan, double *loss, long *samples)
+{
+    struct search *s = ctx;
+    struct run *r = s->r;
+    enum adapt_status st = search_start(s, plan);
+    if (st) return st;
+    adapt_loader_start(&r->tl, 0);
+    int nb = adapt_loader_next(&r->tl, r->x, r->y), c = 0;
+    set_iter(r, 0, adapt_loader_batches(&r->tl), 0);
+    *loss = nb > 0 ? micro_batch(r, nb, &c) : NAN;
+    if (r->dev_st) return r->dev_st;
+    *samples = nb > 0 ? nb : 0;
+    adapt_net_zero_grad(r->net);
+    return ADAPT_OK;
+}
+
+static enum adapt_status search_cost(void *ctx, const char *plan, double *cost)
+{
+    struct search *s = ctx;
+    const struct adapt_config *cfg = s->r->cfg;
+    adapt_policy_comp_cost_view(s->r->pol, plan, s->wl, s->gov);
+    int accum = cfg->train.accumulation_steps;
+    double cq, tq;
+    enum adapt_status st = perf_price_plan(s->pm, &s->pp, s->hw, s->wl, s->gov, cfg->train.batch,
+                                           (double)cfg->train.batch * accum, 1, accum, &cq, &tq);
+    *cost = s->hw ? tq : cq;
+    return st;
+}
+
+/* The comp policy's two-stage search (src/policy/comp.h) from the initial state, which is
+ * restored before training with the chosen plan; *res keeps the samples for the trace. */
+static enum adapt_status comp_search(struct run *r, struct adapt_comp_result *res)
+{
+    const struct adapt_config *cfg = r->cfg;
+    struct search s;
+    memset(&s, 0, sizeof s);
+    s.r = r;
+    s.t_start = now_s();
+    perf_params_init(&s.pp);
+    enum adapt_status st;
+    struct adapt_graph *g = NULL;
+    if ((st = adapt_graph_load(&g, model_name(cfg), r->net->classes, cfg->model.args))) return st;
+    st = perf_model_from_graph(&s.pm, g);
+    adapt_graph_free(g);
+    if (st) return st;
+    if (cfg->policy.comp_hw[0] && (st = perf_hw_load(&s.hw, cfg->policy.comp_hw))) {
+        st = ADAPT_ERROR(st, "policy.comp_hw: %s", adapt_error_message());
+        goto free_search;
+    }
+    s.wl = malloc(sizeof(int) * (size_t)(r->net->nunits + 1));
+    s.gov = malloc(sizeof(int) * (size_t)(r->net->nnodes + 1));
+    if (!s.wl || !s.gov) {
+        st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the comp search");
+        goto free_search;
+    }
+    if ((st = snapshot_take(r, &s.snap))) goto free_search;
+    struct adapt_comp_hooks h = {&s, search_epoch, search_batch, search_cost};
+    if (!r->opts->quiet) {
+        printf("comp search: %s, tolerance %g, cost %s\n", cfg->policy.comp_formats,
+               cfg->policy.comp_tolerance, s.hw ? perf_hw_describe(s.hw) : "analytical");
+        fflush(stdout);
+    }
+    if ((st = adapt_comp_search(adapt_policy_comp_space(r->pol), &h, cfg->policy.comp_tolerance,
+                                cfg->policy.comp_max_plans, res)))
+        goto free_search;
+    if ((st = search_start(&s, res->plan))) goto free_search;
+    adapt_policy_comp_searched(r->pol);
+    if (!r->opts->quiet) {
+        printf("comp plan: %s (%d plans sampled, %.1f s)\n", res->plan, res->n_samples,
+               now_s() - s.t_start);
+        fflush(stdout);
+    }
+free_search:
+    snapshot_free(r, &s.snap);
+    free(s.wl);
+    free(s.gov);
+    perf_hw_free(s.hw);
+    perf_model_free(s.pm);
+    return st;
+}
+
+/* --dry-run: what the comp search will sample. */
+static void print_search_space(struct run *r)
+{
+    const struct adapt_config *cfg = r->cfg;
+    const struct adapt_comp_space *sp = adapt_policy_comp_space(r->pol);
+    printf("comp search: formats %s (digit %d = float32); units tried in stage 1:", 
+           cfg->policy.comp_formats, sp->k);
+    for (int i = 0; i < sp->n; i++)
+        if (sp->unit[i] >= 0 && sp->tried[i]) printf(" %s", r->net->nodes[i].layer->name);
+    printf("; set to format 0:");
+    for (int i = 0; i < sp->n; i++)
+        if (sp->unit[i] >= 0 && !sp->tried[i]) printf(" %s", r->net->nodes[i].layer->name);
+    char *plans = NULL;
+    int n = 0;
+    if (adapt_comp_stage1_plans(sp, cfg->policy.comp_max_plans, &plans, &n) == ADAPT_OK)
+        printf("; %d stage-1 plans (%s each)\n", n,
+               cfg->policy.comp_sample_steps ? "comp_sample_steps optimizer steps" : "one epoch");
+    else
+        printf("\n%s\n", adapt_error_message());
+    free(plans);
+}
+
+/* The search's samples into the trace, after its header. */
+static enum adapt_status write_samples(struct run *r, const struct adapt_comp_result *res)
+{
+    int *wl = malloc(sizeof(int) * (size_t)(r->net->nunits + 1));
+    int *gov = malloc(sizeof(int) * (size_t)(r->net->nnodes + 1));
+    enum adapt_status st = wl && gov ? ADAPT_OK
+                                     : ADAPT_ERROR(ADAPT_ENOMEM, "cannot write the comp search");
+    for (int i = 0; !st && i < res->n_samples; i++) {
+        const struct adapt_comp_sample *c = &res->samples[i];
+        adapt_policy_comp_cost_view(r->pol, c->plan, wl, gov);
+        struct adapt_trace_sample ts = {c->stage, c->plan, c->steps, c->samples,
+                                        c->loss,  c->cost, c->safe,  c->chosen,
+                                        r->net->nunits, wl, r->net->nnodes, gov};
+        st = adapt_run_dir_sample(&r->dir, &ts);
+    }
+    free(wl);
+    free(gov);
+    return st;
 }
 
 /* The --eval-only result as JSON: checkpoint, data, formats, loss and
@@ -575,6 +846,7 @@ enum adapt_status adapt_train_check(const struct adapt_config *cfg,
            r.test.classes, r.test.c, r.test.h, r.test.w);
     printf("policy: %s, %d precision units: checked against the model\n",
            adapt_config_enum_str(cfg, "policy", "name"), r.pol->prec ? r.pol->prec->nunits : 0);
+    if (adapt_policy_comp_needs_search(r.pol)) print_search_space(&r);
     if (estimate_steps > 0) st = estimate(&r, 2, estimate_steps);
 free_run:
     run_free(&r);
@@ -595,6 +867,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
 #endif
     double t_start = now_s();
     long eval_step = 0;
+    struct adapt_comp_result search = {0};
     if ((st = device_check(cfg))) goto free_run;
     if ((st = setup_model(&r, &eval_step))) goto free_run;
 
@@ -608,6 +881,9 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     }
     if ((st = setup_training(&r))) goto free_run;
 
+    /* comp: the plan search runs before the run directory is written */
+    if (!opts->resume && adapt_policy_comp_needs_search(r.pol) && (st = comp_search(&r, &search)))
+        goto free_run;
     int start_epoch = 0;
     long start_step = 0;
     struct adapt_run_info info = {dataset_name(cfg), r.train.n, r.ho.n_train, r.ho.n_val, r.test.n};
@@ -615,6 +891,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     if ((st = adapt_run_dir_open(&r.dir, cfg, &dir_opts, r.net, &r.opt, &r.sched, r.pol, &info,
                                  &start_epoch, &start_step)))
         goto free_run;
+    if (search.n_samples && (st = write_samples(&r, &search))) goto free_run;
     /* the quantized copies the uninterrupted run had after its last step */
     if (r.pol->prec && start_step > 0) adapt_precision_refresh_weights(r.pol->prec, start_step);
     /* the GPU engine starts from the host's weights and optimizer state (a resumed run's) */
@@ -664,6 +941,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
         printf("trace:      %s\ncheckpoint: %s\n", r.dir.trace_path, r.dir.model_path);
     }
 free_run:
+    adapt_comp_result_free(&search);
     run_free(&r);
     return st;
 }
