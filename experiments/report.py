@@ -245,6 +245,10 @@ def constant_line(info):
     if not info["formats"]:
         return None
     names = [format_name(info, wl, fl) for wl, fl in info["formats"]]
+    if info["policy"] == "comp":  # the chosen plan's format of each unit's layer
+        layers = info["header"]["model"]["layers"]
+        names = [layers[u["layer"]].get("precision", "float32")
+                 for u in info["header"].get("units", [])]
     if len(set(names)) == 1:
         what = "every unit %s" % names[0]
     else:
@@ -254,14 +258,36 @@ def constant_line(info):
     return "%s: %s for the whole run" % (info["label"], what)
 
 
+def comp_search_line(path):
+    """For a comp run: the plan its search chose and what it sampled; None otherwise."""
+    samples = []
+    with open(path) as f:
+        for line in f:
+            if '"type":"sample"' in line:
+                samples.append(json.loads(line))
+            elif '"type":"step"' in line:
+                break
+    if not samples:
+        return None
+    chosen = [s["plan"] for s in samples if s["chosen"]]
+    s1 = [s for s in samples if s["stage"] == 1]
+    return ("Plan search: %d stage-1 plans trained (%d optimizer steps, %d safe), %d stage-2 "
+            "plans run for one batch; chosen plan `%s` (one digit per layer, the last digit "
+            "float32)." % (len(s1), sum(s["steps"] for s in s1), sum(s["safe"] for s in s1),
+                           len(samples) - len(s1), chosen[-1] if chosen else "?"))
+
+
 def shared_scales(infos):
     """Per metric, the (least, greatest) value over the runs that get heatmaps of it: the
-    colour scale all their heatmaps share."""
+    colour scale all their heatmaps share. A run whose formats never change gets a WL heatmap
+    only (none for float32)."""
     scales = {}
     for info in infos:
-        if constant_line(info):
-            continue
-        for m in info["metrics"]:
+        if constant_line(info):  # drawn: WL of a quantized run; FL's 0 of float32 not counted
+            metrics = ["wl"] if info["policy"] != "fp32" else []
+        else:
+            metrics = info["metrics"]
+        for m in metrics:
             if m in info["ranges"]:
                 lo, hi = info["ranges"][m]
                 a, b = scales.get(m, (lo, hi))
@@ -352,7 +378,8 @@ def cmd_build(args):
                 f = os.path.join(pics, "%s_wldist.%s" % (name, ext))
                 check([heat, "--wl-dist", t, "-o", f], "adapt-heatmap --wl-dist")
             pictures.append("wldist")
-        for m in [] if fixed else info["metrics"]:
+        # a run with constant formats: its WL heatmap only (float32 runs none)
+        for m in (["wl"] if info["policy"] != "fp32" else []) if fixed else info["metrics"]:
             for ext in ("png", "svg", "pdf"):
                 f = os.path.join(pics, "%s_%s.%s" % (name, m, ext))
                 check([heat, t, "--metric", m] + scale_args(scales, m) + ["-o", f],
@@ -396,7 +423,7 @@ def cmd_build(args):
     md += ["## Per-unit formats", ""]
     fixed = [sec[8] for sec in sections if sec[8]]
     if fixed:
-        md += ["Runs whose per-unit formats never change (no heatmaps):", ""]
+        md += ["Runs whose per-unit formats never change (their word-length heatmaps below):", ""]
         md += ["- " + line for line in fixed] + [""]
     drawn = [m for m in METRICS if any(m in sec[5] for sec in sections)]
     if drawn:
@@ -406,9 +433,14 @@ def cmd_build(args):
                                      "%s %g in every run" % (m, scales[m][0])
                                      for m in drawn if m in scales) + ".", ""]
     for name, t, policy, model, dataset, pictures, label, compat, line in sections:
-        if line:
+        if not pictures:
             continue
         md += ["### %s (%s%s)" % (label, policy, ", " + compat if compat else ""), ""]
+        if line:
+            md += [line[0].upper() + line[1:] + ".", ""]
+        search = comp_search_line(t)
+        if search:
+            md += [search, ""]
         for m in pictures:
             if m == "wldist":
                 md += ["Share of the training steps at each word length, per unit:", ""]

@@ -1,5 +1,5 @@
 """experiments/report.py build: one colour scale per metric shared by the heatmaps of a report,
-and one README line instead of heatmaps for a run whose per-unit formats never change."""
+and one README line plus a word-length heatmap for a run whose per-unit formats never change."""
 import importlib.util
 import json
 import os
@@ -64,12 +64,14 @@ class TestScalesAndConstantRuns(unittest.TestCase):
         self.assertIsNone(report.constant_line(moving))
 
     def test_shared_scale(self):
-        """An 8-bit run and one that reaches 32 bits are drawn on one scale, 8 to 32; the
-        constant runs are not drawn and do not count (float32's FL 0 would widen FL's)."""
+        """An 8-bit run and one that reaches 32 bits are drawn on one scale, 8 to 32; of the
+        constant runs only the quantized one's WL is drawn and counts (float32's FL 0 would
+        widen FL's)."""
         low = self.trace("low", "adapt", [[(8, 4), (8, 4)], [(10, 6), (8, 4)]])
         high = self.trace("high", "adapt", [[(16, 8), (20, 8)], [(32, 28), (24, 8)]])
         fixed = self.trace("fixed16", "fixed", [[(16, 8), (16, 8)]] * 2)
         fp32 = self.trace("fp32", "fp32", [[(32, 0), (32, 0)]] * 2)
+        self.assertEqual(report.shared_scales([low, fixed, fp32])["wl"], (8, 16))
         self.assertEqual(low["ranges"]["wl"], (8, 10))
         self.assertEqual(high["ranges"]["fl"], (8, 28))
         scales = report.shared_scales([low, high, fixed, fp32])
@@ -86,8 +88,8 @@ class TestScalesAndConstantRuns(unittest.TestCase):
 @needs_report
 @needs_programs
 class TestBuild(unittest.TestCase):
-    """The committed Fashion-MNIST traces: fixed16 and fp32 get one line each and no
-    pictures; the two AdaPT runs get heatmaps in PNG, SVG and PDF on one scale per metric and
+    """The committed Fashion-MNIST traces: fixed16 and fp32 get one line each, fixed16 its WL
+    heatmap and fp32 no picture; the two AdaPT runs get heatmaps in PNG, SVG and PDF on one scale per metric and
     word-length shares; one loss and accuracy picture shows all runs."""
 
     def test_build(self):
@@ -106,7 +108,9 @@ class TestBuild(unittest.TestCase):
         self.assertIn("- fmnist_lenet5_fp32: every unit float32 for the whole run\n", md)
         self.assertIn("share one colour scale, its range over the runs drawn: wl 8 to 32;", md)
         pics = sorted(os.listdir(os.path.join(out, "pictures")))
-        self.assertFalse([f for f in pics if f.startswith(("fixed16_", "fp32_"))], pics)
+        self.assertFalse([f for f in pics if f.startswith("fp32_")], pics)
+        self.assertEqual([f for f in pics if f.startswith("fixed16_")],
+                         ["fixed16_wl.pdf", "fixed16_wl.png", "fixed16_wl.svg"])
         for run in ("adapt", "adapt_ref"):
             for ext in ("png", "svg", "pdf"):
                 self.assertIn("%s_wl.%s" % (run, ext), pics)

@@ -104,7 +104,7 @@ struct adapt_trace_header {
     const char *created;   /* ISO-8601 UTC "2024-05-01T12:00:00Z"; NULL on write = now */
     int64_t seed;
     int threads;
-    const char *policy;    /* "fp32", "fixed", "adapt", "muppet", "amp" */
+    const char *policy;    /* "fp32", "fixed", "adapt", "muppet", "amp", "comp" */
     json_t *config;        /* {section: {key: value}}; may be NULL on write (written as {}) */
     struct {               /* read only: the values of config that downstream tools use,
                             * typed and range-checked by the reader */
