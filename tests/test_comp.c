@@ -314,6 +314,11 @@ START_TEST(test_search_restores_state)
     ck_assert_msg(!strcmp(la, lb), "training after the search differs from the plan's run");
     free(la);
     free(lb);
+    /* a search over too many plans is refused by the dry run: 1 + 3^4 > 64 */
+    rc = run("./adapt-train --config %s --out %s/d --dry-run --set policy.comp_formats=e4m3,fp16",
+             path, tmpdir);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_ptr_nonnull(strstr(out_buf, "stage 1 would train 82 plans"));
     /* a bad plan is refused before anything is written */
     rc = run("./adapt-train --config %s --out %s/c --quiet --set policy.comp_plan=0101", path,
              tmpdir);

@@ -556,12 +556,12 @@ free_search:
     return st;
 }
 
-/* --dry-run: what the comp search will sample. */
-static void print_search_space(struct run *r)
+/* --dry-run: what the comp search will sample; fails as the search would (too many plans). */
+static enum adapt_status print_search_space(struct run *r)
 {
     const struct adapt_config *cfg = r->cfg;
     const struct adapt_comp_space *sp = adapt_policy_comp_space(r->pol);
-    printf("comp search: formats %s (digit %d = float32); units tried in stage 1:", 
+    printf("comp search: formats %s (digit %d = float32); units tried in stage 1:",
            cfg->policy.comp_formats, sp->k);
     for (int i = 0; i < sp->n; i++)
         if (sp->unit[i] >= 0 && sp->tried[i]) printf(" %s", r->net->nodes[i].layer->name);
@@ -570,12 +570,13 @@ static void print_search_space(struct run *r)
         if (sp->unit[i] >= 0 && !sp->tried[i]) printf(" %s", r->net->nodes[i].layer->name);
     char *plans = NULL;
     int n = 0;
-    if (adapt_comp_stage1_plans(sp, cfg->policy.comp_max_plans, &plans, &n) == ADAPT_OK)
-        printf("; %d stage-1 plans (%s each)\n", n,
+    printf("\n");
+    enum adapt_status st = adapt_comp_stage1_plans(sp, cfg->policy.comp_max_plans, &plans, &n);
+    if (!st)
+        printf("comp search: %d stage-1 plans (%s each)\n", n,
                cfg->policy.comp_sample_steps ? "comp_sample_steps optimizer steps" : "one epoch");
-    else
-        printf("\n%s\n", adapt_error_message());
     free(plans);
+    return st;
 }
 
 /* The search's samples into the trace, after its header. */
@@ -846,7 +847,7 @@ enum adapt_status adapt_train_check(const struct adapt_config *cfg,
            r.test.classes, r.test.c, r.test.h, r.test.w);
     printf("policy: %s, %d precision units: checked against the model\n",
            adapt_config_enum_str(cfg, "policy", "name"), r.pol->prec ? r.pol->prec->nunits : 0);
-    if (adapt_policy_comp_needs_search(r.pol)) print_search_space(&r);
+    if (adapt_policy_comp_needs_search(r.pol) && (st = print_search_space(&r))) goto free_run;
     if (estimate_steps > 0) st = estimate(&r, 2, estimate_steps);
 free_run:
     run_free(&r);
