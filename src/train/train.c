@@ -576,6 +576,13 @@ static enum adapt_status print_search_space(struct run *r)
         printf("comp search: %d stage-1 plans (%s each)\n", n,
                cfg->policy.comp_sample_steps ? "comp_sample_steps optimizer steps" : "one epoch");
     free(plans);
+    struct perf_hw *hw = NULL;
+    if (!st && cfg->policy.comp_hw[0]) {
+        if ((st = perf_hw_load(&hw, cfg->policy.comp_hw)))
+            return ADAPT_ERROR(st, "policy.comp_hw: %s", adapt_error_message());
+        printf("comp search: plans priced by %s\n", perf_hw_describe(hw));
+        perf_hw_free(hw);
+    }
     return st;
 }
 
