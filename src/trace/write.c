@@ -41,16 +41,19 @@ static json_t *jstr_or_null(const char *s)
     return s && s[0] ? json_string(s) : json_null();
 }
 
-static json_t *jdims(int n, const int64_t *d)
+/* An array of n integers from d64 or, when it is NULL, from d32. */
+static json_t *jintegers(int n, const int64_t *d64, const int *d32)
 {
     json_t *a = json_array();
     for (int i = 0; a && i < n; i++)
-        if (json_array_append_new(a, json_integer((json_int_t)d[i]))) {
+        if (json_array_append_new(a, json_integer((json_int_t)(d64 ? d64[i] : d32[i])))) {
             json_decref(a);
             return NULL;
         }
     return a;
 }
+
+static json_t *jdims(int n, const int64_t *d) { return jintegers(n, d, NULL); }
 
 /* Writes one record as a line; consumes the reference to rec. */
 static enum adapt_status write_record(struct adapt_trace_writer *w, json_t *rec, int bad,
@@ -338,17 +341,6 @@ enum adapt_status adapt_trace_write_epoch(struct adapt_trace_writer *w,
     return write_record(w, o, bad, "epoch");
 }
 
-static json_t *jints(int n, const int *d)
-{
-    json_t *a = json_array();
-    for (int i = 0; a && i < n; i++)
-        if (json_array_append_new(a, json_integer((json_int_t)d[i]))) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
 enum adapt_status adapt_trace_write_sample(struct adapt_trace_writer *w,
                                            const struct adapt_trace_sample *s)
 {
@@ -364,8 +356,8 @@ enum adapt_status adapt_trace_write_sample(struct adapt_trace_writer *w,
     put(o, "cost", jnum(s->cost), &bad);
     put(o, "safe", json_boolean(s->safe), &bad);
     put(o, "chosen", json_boolean(s->chosen), &bad);
-    put(o, "wl", jints(s->n_units, s->wl), &bad);
-    put(o, "gov", jints(s->n_layers, s->gov), &bad);
+    put(o, "wl", jintegers(s->n_units, NULL, s->wl), &bad);
+    put(o, "gov", jintegers(s->n_layers, NULL, s->gov), &bad);
     return write_record(w, o, bad, "sample");
 }
 
