@@ -1,6 +1,7 @@
 /* tests/test_config.c: src/config (defaults, INI files, --set, checks, printing, JSON) and its
  * schema engine on a table of its own. */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -649,7 +650,7 @@ static const struct adapt_schema_key toy_keys[] = {
      .help = "boxes"},
     {"b", "big", ADAPT_SCHEMA_I64, TOY(big), "-1", "[-5, 5000000000]", .help = "wide"},
 };
-static const struct adapt_schema toy_schema = {toy_keys, 8, sizeof(struct toy)};
+static const struct adapt_schema toy_schema = {toy_keys, 8, sizeof(struct toy), NULL, 0};
 
 START_TEST(test_schema_engine)
 {
@@ -747,6 +748,90 @@ START_TEST(test_schema_engine)
 }
 END_TEST
 
+/* Named sections in the engine, on a toy table: "[box NAME]" items with two keys. */
+struct toy_box {
+    struct adapt_schema_item head;
+    int size;
+    char label[8];
+};
+struct toy2 {
+    int count;
+    int nbox;
+    struct toy_box box[2];
+};
+#define TOY2(f) ADAPT_SCHEMA_FIELD(struct toy2, f)
+#define BOX(f) ADAPT_SCHEMA_FIELD(struct toy_box, f)
+static const struct adapt_schema_key toy2_keys[] = {
+    {"a", "count", ADAPT_SCHEMA_INT, TOY2(count), "3", "[1, 10]", .help = "how many"}};
+static const struct adapt_schema_key box_keys[] = {
+    {"box", "size", ADAPT_SCHEMA_INT, BOX(size), "1", "[1, 9]", .help = "edge"},
+    {"box", "label", ADAPT_SCHEMA_STRING, BOX(label), "", .help = "tag"}};
+static const struct adapt_schema_named toy2_named[] = {
+    {"box", box_keys, 2, sizeof(struct toy_box), offsetof(struct toy2, box),
+     offsetof(struct toy2, nbox), 2}};
+static const struct adapt_schema toy2_schema = {toy2_keys, 1, sizeof(struct toy2), toy2_named, 1};
+
+START_TEST(test_schema_named)
+{
+    struct toy2 t, u;
+    int lines[1], row = 0;
+    char path[256], diff[32];
+    adapt_schema_init(&toy2_schema, &t);
+    ck_assert_int_eq(t.nbox, 0);
+    /* an assignment makes an item; a file's section then defines it whole */
+    ck_assert_int_eq(adapt_schema_set(&toy2_schema, &t, "--opt", "box.b1.label=old", &row),
+                     ADAPT_OK);
+    ck_assert_int_eq(row, -1);
+    ck_assert_int_eq(t.nbox, 1);
+    ck_assert_int_eq(t.box[0].head.line, 0);
+    ck_assert_int_eq(t.box[0].head.set[1], -1);
+    write_file(path, sizeof path, "boxes.ini",
+               "[box b2]\nsize = 4\n[a]\ncount = 2\n[ box   b1 ]\nsize: 3\n");
+    ck_assert_msg(adapt_schema_load(&toy2_schema, &t, path, lines) == ADAPT_OK, "%s",
+                  adapt_error_message());
+    ck_assert_int_eq(t.nbox, 2);
+    ck_assert_str_eq(t.box[0].head.name, "b1");
+    ck_assert_int_eq(t.box[0].head.line, 5);
+    ck_assert_int_eq(t.box[0].size, 3);
+    ck_assert_str_eq(t.box[0].label, ""); /* reset by the section */
+    ck_assert_int_eq(t.box[0].head.set[1], 0);
+    ck_assert_int_eq(t.box[1].head.set[0], 2);
+    ck_assert_int_eq(lines[0], 4);
+    /* errors: a third item, a duplicate, an unknown key; the struct unchanged */
+    u = t;
+    write_file(path, sizeof path, "more.ini", "[box b3]\n");
+    ck_assert_int_eq(adapt_schema_load(&toy2_schema, &t, path, lines), ADAPT_EINVAL);
+    ck_assert_msg_has("more.ini:1: [box b3]: more than 2 [box NAME] sections");
+    ck_assert_int_eq(adapt_schema_set(&toy2_schema, &t, "--opt", "box.b3.size=2", &row),
+                     ADAPT_EINVAL);
+    ck_assert_msg_has("more than 2");
+    ck_assert_int_eq(adapt_schema_set(&toy2_schema, &t, "--opt", "box.b1.depth=2", &row),
+                     ADAPT_EINVAL);
+    ck_assert_msg_has("unknown key box.b1.depth (keys of [box NAME]: size, label)");
+    ck_assert(adapt_schema_equal(&toy2_schema, &t, &u, NULL, 0));
+    /* printed and read back (keys set only), JSON */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(adapt_schema_print(&toy2_schema, &t, f, 0), ADAPT_OK);
+    fclose(f);
+    ck_assert_str_eq(buf, "[a]\ncount = 2\n\n[box b1]\nsize = 3\n\n[box b2]\nsize = 4\n");
+    write_file(path, sizeof path, "back.ini", buf);
+    free(buf);
+    adapt_schema_init(&toy2_schema, &u);
+    ck_assert_int_eq(adapt_schema_load(&toy2_schema, &u, path, lines), ADAPT_OK);
+    ck_assert_msg(adapt_schema_equal(&toy2_schema, &t, &u, diff, sizeof diff), "%s", diff);
+    u.box[1].head.set[1] = 9; /* b2.label now counts as set, to its default "" */
+    ck_assert(!adapt_schema_equal(&toy2_schema, &t, &u, diff, sizeof diff));
+    ck_assert_str_eq(diff, "box.b2.label");
+    json_t *j = adapt_schema_to_json(&toy2_schema, &t);
+    char *js = json_dumps(j, JSON_COMPACT);
+    ck_assert_str_eq(js, "{\"a\":{\"count\":2},\"box\":{\"b1\":{\"size\":3},\"b2\":{\"size\":4}}}");
+    free(js);
+    json_decref(j);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -762,6 +847,7 @@ int main(void)
     tcase_add_test(tc, test_print_format);
     tcase_add_test(tc, test_json);
     tcase_add_test(tc, test_schema_engine);
+    tcase_add_test(tc, test_schema_named);
     suite_add_tcase(s, tc);
     return tu_run_suite(s, CK_FORK_GETENV);
 }

@@ -245,7 +245,7 @@ static const struct adapt_schema_key keys[] = {
 
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
 
-static const struct adapt_schema schema = {keys, NKEYS, sizeof(struct adapt_config)};
+static const struct adapt_schema schema = {keys, NKEYS, sizeof(struct adapt_config), NULL, 0};
 
 /* "x.ini:12", "--set train.epochs=3" or "default". */
 static void origin_text(const struct adapt_config *cfg, int row, char *buf, size_t size)
