@@ -1,6 +1,7 @@
 /* tests/test_config.c: src/config (defaults, INI files, --set, checks, printing, JSON) and its
  * schema engine on a table of its own. */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,6 +368,23 @@ static const struct bad_case bad_cases[] = {
     {"[run]\nseed = 1\nthreads = 0\nthreads 3\nseed = 2\n", ADAPT_EFORMAT, ":4:", "malformed line",
      "threads 3"},
     {"[run]\nseed = 1\n\nlog_every = 0\n", ADAPT_EINVAL, ":4:", "run.log_every", "[1, 1000000]"},
+    /* [format NAME] sections: what the file itself gets wrong */
+    {"[format f8]\nkind = float\nexp_bits = 4\nmantissa = 3\n", ADAPT_EINVAL, ":4:",
+     "unknown key format.f8.mantissa", "keys of [format NAME]: kind, exp_bits, man_bits"},
+    {"[format f8]\nkind = float\nnan = ocp\n", ADAPT_EINVAL, ":3:", "format.f8.nan = \"ocp\"",
+     "expected one of ieee, fn, none"},
+    {"[format f8]\nkind = posit\n", ADAPT_EINVAL, ":2:", "format.f8.kind", "one of float, fixed"},
+    {"[format f8]\nexp_bits = 9\n", ADAPT_EINVAL, ":2:", "format.f8.exp_bits",
+     "an integer in [2, 8]"},
+    {"[format f8]\nkind = float\n[policy]\nname = fixed\n[format f8]\nkind = fixed\n",
+     ADAPT_EINVAL, ":5:", "duplicate section [format f8]", "first on line 1"},
+    {"[format f8]\nkind = float\nkind = fixed\n", ADAPT_EINVAL, ":3:",
+     "duplicate key format.f8.kind", "first set on line 2"},
+    {"[run]\n[format]\nkind = float\n", ADAPT_EINVAL, ":2:", "section [format] needs one name",
+     "[format NAME]"},
+    {"[format 8bit]\n", ADAPT_EINVAL, ":1:", "[format 8bit]", "a letter or '_'"},
+    {"[format a b]\n", ADAPT_EINVAL, ":1:", "[format a b]", "needs one name"},
+    {"[formats f8]\n", ADAPT_EINVAL, ":1:", "unknown section [formats f8]", "format NAME"},
 };
 
 START_TEST(test_file_errors)
@@ -505,6 +523,196 @@ START_TEST(test_cross_checks)
     ck_assert_int_eq(adapt_config_set(&c, "quantization.start_fl=3"), ADAPT_OK);
     ck_assert_int_eq(adapt_config_check(&c), ADAPT_EINVAL);
     ck_assert_msg_has("quantization.start_fl = 3 must be >= quantization.fl_min = 4");
+}
+END_TEST
+
+/* [format NAME] sections: read from anywhere in the file (here after [policy], which names
+ * one), resolved and registered by adapt_config_check, named by policy.format and by
+ * quant_spec_parse, set by --set, printed and read back, in JSON, compared by name. */
+static const char *formats_ini = "[policy]\n"
+                                 "name = fixed\n"
+                                 "format = myfp8\n"
+                                 "\n"
+                                 "[format myfp8]\n"
+                                 "kind = float          ; float | fixed\n"
+                                 "exp_bits = 4\n"
+                                 "man_bits = 3\n"
+                                 "bias = 7\n"
+                                 "subnormals = true\n"
+                                 "overflow = saturate\n"
+                                 "nan = fn\n"
+                                 "\n"
+                                 "[format q8]\n"
+                                 "kind = fixed\n"
+                                 "wl = 8\n"
+                                 "fl = 5\n"
+                                 "[format _e2m1]\n"
+                                 "kind = float\n"
+                                 "exp_bits = 2\n"
+                                 "man_bits = 1\n"
+                                 "nan = none\n";
+
+START_TEST(test_format_sections)
+{
+    struct adapt_config c, d;
+    char path[256], out[256], diff[64], buf[QUANT_SPEC_STR_MAX];
+    struct quant_spec s;
+    adapt_config_init(&c);
+    write_file(path, sizeof path, "formats.ini", formats_ini);
+    ck_assert_msg(adapt_config_load(&c, path) == ADAPT_OK, "%s", adapt_error_message());
+    ck_assert_int_eq(c.formats.n, 3);
+    const struct adapt_config_format *f = &c.formats.f[0];
+    ck_assert_str_eq(f->head.name, "myfp8");
+    ck_assert_int_eq(f->head.line, 5);
+    ck_assert_int_eq(f->kind, ADAPT_CONFIG_FORMAT_FLOAT);
+    ck_assert(f->exp_bits == 4 && f->man_bits == 3 && f->bias == 7 && f->subnormals);
+    ck_assert_int_eq(f->nan, QUANT_NAN_FN);
+    ck_assert_int_eq(f->head.set[1], 7); /* exp_bits, line 7 */
+    ck_assert_str_eq(c.formats.f[1].head.name, "q8");
+    ck_assert_int_eq(c.formats.f[1].head.set[7], 16); /* wl, line 16 */
+    ck_assert_int_eq(quant_spec_parse("myfp8", &s), ADAPT_EINVAL); /* not registered by load */
+    ck_assert_msg(adapt_config_check(&c) == ADAPT_OK, "%s", adapt_error_message());
+    /* the canonical texts (quant.h), parsed back to the same spec */
+    static const char *const canon[][2] = {
+        {"myfp8", "float(4,3,nan=fn)"}, {"q8", "fixed(8,5)"}, {"_e2m1", "float(2,1,nan=none)"}};
+    for (int i = 0; i < 3; i++) {
+        struct quant_spec t;
+        ck_assert_int_eq(quant_spec_parse(canon[i][0], &s), ADAPT_OK);
+        ck_assert_str_eq(quant_spec_str(&s, buf, sizeof buf), canon[i][1]);
+        ck_assert_int_eq(quant_spec_parse(buf, &t), ADAPT_OK);
+        ck_assert_str_eq(quant_spec_str(&t, out, sizeof out), canon[i][1]);
+        ck_assert_int_eq(adapt_config_format_spec(&c, &c.formats.f[i], &t), ADAPT_OK);
+        ck_assert_str_eq(quant_spec_str(&t, out, sizeof out), canon[i][1]);
+    }
+    /* --set changes a key of a section and makes a new one */
+    ck_assert_int_eq(adapt_config_set(&c, "format.myfp8.bias=8"), ADAPT_OK);
+    ck_assert_int_eq(c.formats.f[0].bias, 8);
+    ck_assert_int_eq(c.formats.f[0].head.set[3], -1);
+    ck_assert_int_eq(adapt_config_set(&c, "format.q12.kind=fixed"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, " format . q12 . wl = 12"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "format.q12.fl=6"), ADAPT_OK);
+    ck_assert_int_eq(c.formats.n, 4);
+    ck_assert_int_eq(c.formats.f[3].head.line, 0);
+    ck_assert_int_eq(c.n_overrides, 4);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.format=q12"), ADAPT_OK);
+    ck_assert_msg(adapt_config_check(&c) == ADAPT_OK, "%s", adapt_error_message());
+    ck_assert_int_eq(quant_spec_parse("myfp8", &s), ADAPT_OK); /* redefined by the check */
+    ck_assert_str_eq(quant_spec_str(&s, buf, sizeof buf), "float(4,3,bias=8,nan=fn)");
+    ck_assert_int_eq(quant_spec_parse("q12", &s), ADAPT_OK);
+    ck_assert_str_eq(quant_spec_str(&s, buf, sizeof buf), "fixed(12,6)");
+    struct adapt_config before = c;
+    static const char *const bad[][2] = {
+        {"format.q12=1", "expected format.NAME.KEY=value"},
+        {"format.q-1.kind=fixed", "a letter or '_'"},
+        {"format.q12.size=3", "unknown key format.q12.size"},
+        {"format.q12.wl=33", "format.q12.wl = \"33\": out of range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(adapt_config_set(&c, bad[i][0]), ADAPT_EINVAL);
+        ck_assert_msg_has(bad[i][1]);
+        ck_assert(adapt_config_equal(&c, &before, NULL, 0));
+    }
+
+    /* printed (the keys each section set), read back equal; with help, the resolved texts */
+    for (unsigned flags = 0; flags <= ADAPT_CONFIG_PRINT_HELP; flags++) {
+        snprintf(out, sizeof out, "%s/printed%u.ini", tmpdir, flags);
+        FILE *fp = fopen(out, "w");
+        ck_assert_ptr_nonnull(fp);
+        ck_assert_int_eq(adapt_config_print(&c, fp, flags), ADAPT_OK);
+        fclose(fp);
+        adapt_config_init(&d);
+        ck_assert_msg(adapt_config_load(&d, out) == ADAPT_OK, "%s", adapt_error_message());
+        ck_assert_msg(adapt_config_equal(&c, &d, diff, sizeof diff), "differs at %s", diff);
+        ck_assert_msg(adapt_config_check(&d) == ADAPT_OK, "%s", adapt_error_message());
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    ck_assert_int_eq(adapt_config_print(&c, fp, ADAPT_CONFIG_PRINT_HELP), ADAPT_OK);
+    fclose(fp);
+    ck_assert_ptr_nonnull(strstr(text, "# format myfp8 = float(4,3,bias=8,nan=fn)\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# format q12 = fixed(12,6)\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\n[format q8]\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\nkind = fixed\n# fixed: word length; required (an "
+                                       "integer in [1, 32])\nwl = 8\n"));
+    ck_assert_ptr_null(strstr(text, "\n[format q8]\n# float (sign, exponent, mantissa) or fixed "
+                                    "(two's complement <WL,FL>); required (one of float, fixed)"
+                                    "\nkind = fixed\n# float: exponent bits"));
+    free(text);
+
+    /* JSON: {"format": {NAME: {the keys set}}} */
+    json_t *j = adapt_config_to_json(&c);
+    ck_assert_int_eq(json_object_size(j), 9);
+    char *js = json_dumps(json_object_get(json_object_get(j, "format"), "q8"), JSON_COMPACT);
+    ck_assert_str_eq(js, "{\"kind\":\"fixed\",\"wl\":8,\"fl\":5}");
+    free(js);
+    js = json_dumps(json_object_get(json_object_get(j, "format"), "myfp8"), JSON_COMPACT);
+    ck_assert_str_eq(js, "{\"kind\":\"float\",\"exp_bits\":4,\"man_bits\":3,\"bias\":8,\"nan\":"
+                         "\"fn\",\"subnormals\":true,\"overflow\":\"saturate\"}");
+    free(js);
+    json_decref(j);
+
+    /* equality: by name whatever the order; a key set to its default differs from unset */
+    d = c;
+    d.formats.f[0] = c.formats.f[1];
+    d.formats.f[1] = c.formats.f[0];
+    ck_assert(adapt_config_equal(&c, &d, NULL, 0));
+    d.formats.f[1].head.set[4] = 0; /* myfp8.nan unset */
+    ck_assert(!adapt_config_equal(&c, &d, diff, sizeof diff));
+    ck_assert_str_eq(diff, "format.myfp8.nan");
+    d = c;
+    d.formats.n = 3;
+    ck_assert(!adapt_config_equal(&c, &d, diff, sizeof diff));
+    ck_assert_str_eq(diff, "format.q12");
+    d = c;
+    d.formats.f[2].head.name[1] = 'x';
+    ck_assert(!adapt_config_equal(&c, &d, diff, sizeof diff));
+    ck_assert_str_eq(diff, "format._e2m1");
+}
+END_TEST
+
+/* Errors found when the sections are resolved and registered (adapt_config_check): each names
+ * the file and line of the section, or of the key at fault. */
+static const struct bad_case bad_formats[] = {
+    {"[format f8]\nkind = float\nexp_bits = 4\n", ADAPT_EINVAL, ":1:",
+     "[format f8] (kind = float) needs exp_bits and man_bits", "man_bits is not set"},
+    {"[format f8]\nexp_bits = 4\nman_bits = 3\n", ADAPT_EINVAL, ":1:", "[format f8]",
+     "needs kind = float or fixed"},
+    {"[format q]\nkind = fixed\nfl = 3\n", ADAPT_EINVAL, ":1:", "needs wl and fl",
+     "wl is not set"},
+    {"[format e4m3]\nkind = float\nexp_bits = 4\nman_bits = 3\n", ADAPT_EINVAL, ":1:",
+     "[format e4m3]", "taken by a built-in format"},
+    {"[format float32]\nkind = fixed\nwl = 8\nfl = 4\n", ADAPT_EINVAL, ":1:", "[format float32]",
+     "taken by a built-in format"},
+    {"[format f8]\nkind = float\nexp_bits = 4\nman_bits = 3\n\nbias = -200\n", ADAPT_ERANGE,
+     ":6:", "[format f8]: quant float(4,3) with bias -200",
+     "a bias in -113..124 or 127 fits"},
+    {"[format f8]\nkind = float\nexp_bits = 8\nman_bits = 7\nnan = fn\n", ADAPT_ERANGE, ":1:",
+     "[format f8]", "no bias at all"},
+    {"[format f8]\nkind = float\nexp_bits = 2\nman_bits = 1\nnan = none\noverflow = inf\n",
+     ADAPT_EINVAL, ":6:", "[format f8]", "every code is finite"},
+    {"[format q]\nkind = fixed\nwl = 8\nfl = 4\nnan = fn\n", ADAPT_EINVAL, ":5:",
+     "format.q.nan is a key of kind = float", "[format q] is kind = fixed"},
+    {"[format f8]\nkind = float\nexp_bits = 4\nman_bits = 3\nfl = 4\n", ADAPT_EINVAL, ":5:",
+     "format.f8.fl is a key of kind = fixed", "kind = float"},
+    {"[policy]\nname = fixed\nformat = f9\n[format f8]\nkind = fixed\nwl = 8\nfl = 4\n",
+     ADAPT_EINVAL, ":3:", "policy.format = f9", "unknown"},
+};
+
+START_TEST(test_format_errors)
+{
+    const struct bad_case *b = &bad_formats[_i];
+    struct adapt_config c;
+    adapt_config_init(&c);
+    ck_assert_msg(load_text(&c, b->text) == ADAPT_OK, "case %d: %s", _i, adapt_error_message());
+    adapt_error_clear();
+    enum adapt_status st = adapt_config_check(&c);
+    ck_assert_msg(st == b->st, "case %d: status %d, expected %d (%s)", _i, st, b->st,
+                  adapt_error_message());
+    ck_assert_msg_has("t.ini");
+    ck_assert_msg_has(b->line);
+    ck_assert_msg_has(b->needle1);
+    ck_assert_msg_has(b->needle2);
 }
 END_TEST
 
@@ -649,7 +857,7 @@ static const struct adapt_schema_key toy_keys[] = {
      .help = "boxes"},
     {"b", "big", ADAPT_SCHEMA_I64, TOY(big), "-1", "[-5, 5000000000]", .help = "wide"},
 };
-static const struct adapt_schema toy_schema = {toy_keys, 8, sizeof(struct toy)};
+static const struct adapt_schema toy_schema = {toy_keys, 8, sizeof(struct toy), NULL, 0};
 
 START_TEST(test_schema_engine)
 {
@@ -747,6 +955,90 @@ START_TEST(test_schema_engine)
 }
 END_TEST
 
+/* Named sections in the engine, on a toy table: "[box NAME]" items with two keys. */
+struct toy_box {
+    struct adapt_schema_item head;
+    int size;
+    char label[8];
+};
+struct toy2 {
+    int count;
+    int nbox;
+    struct toy_box box[2];
+};
+#define TOY2(f) ADAPT_SCHEMA_FIELD(struct toy2, f)
+#define BOX(f) ADAPT_SCHEMA_FIELD(struct toy_box, f)
+static const struct adapt_schema_key toy2_keys[] = {
+    {"a", "count", ADAPT_SCHEMA_INT, TOY2(count), "3", "[1, 10]", .help = "how many"}};
+static const struct adapt_schema_key box_keys[] = {
+    {"box", "size", ADAPT_SCHEMA_INT, BOX(size), "1", "[1, 9]", .help = "edge"},
+    {"box", "label", ADAPT_SCHEMA_STRING, BOX(label), "", .help = "tag"}};
+static const struct adapt_schema_named toy2_named[] = {
+    {"box", box_keys, 2, sizeof(struct toy_box), offsetof(struct toy2, box),
+     offsetof(struct toy2, nbox), 2}};
+static const struct adapt_schema toy2_schema = {toy2_keys, 1, sizeof(struct toy2), toy2_named, 1};
+
+START_TEST(test_schema_named)
+{
+    struct toy2 t, u;
+    int lines[1], row = 0;
+    char path[256], diff[32];
+    adapt_schema_init(&toy2_schema, &t);
+    ck_assert_int_eq(t.nbox, 0);
+    /* an assignment makes an item; a file's section then defines it whole */
+    ck_assert_int_eq(adapt_schema_set(&toy2_schema, &t, "--opt", "box.b1.label=old", &row),
+                     ADAPT_OK);
+    ck_assert_int_eq(row, -1);
+    ck_assert_int_eq(t.nbox, 1);
+    ck_assert_int_eq(t.box[0].head.line, 0);
+    ck_assert_int_eq(t.box[0].head.set[1], -1);
+    write_file(path, sizeof path, "boxes.ini",
+               "[box b2]\nsize = 4\n[a]\ncount = 2\n[ box   b1 ]\nsize: 3\n");
+    ck_assert_msg(adapt_schema_load(&toy2_schema, &t, path, lines) == ADAPT_OK, "%s",
+                  adapt_error_message());
+    ck_assert_int_eq(t.nbox, 2);
+    ck_assert_str_eq(t.box[0].head.name, "b1");
+    ck_assert_int_eq(t.box[0].head.line, 5);
+    ck_assert_int_eq(t.box[0].size, 3);
+    ck_assert_str_eq(t.box[0].label, ""); /* reset by the section */
+    ck_assert_int_eq(t.box[0].head.set[1], 0);
+    ck_assert_int_eq(t.box[1].head.set[0], 2);
+    ck_assert_int_eq(lines[0], 4);
+    /* errors: a third item, a duplicate, an unknown key; the struct unchanged */
+    u = t;
+    write_file(path, sizeof path, "more.ini", "[box b3]\n");
+    ck_assert_int_eq(adapt_schema_load(&toy2_schema, &t, path, lines), ADAPT_EINVAL);
+    ck_assert_msg_has("more.ini:1: [box b3]: more than 2 [box NAME] sections");
+    ck_assert_int_eq(adapt_schema_set(&toy2_schema, &t, "--opt", "box.b3.size=2", &row),
+                     ADAPT_EINVAL);
+    ck_assert_msg_has("more than 2");
+    ck_assert_int_eq(adapt_schema_set(&toy2_schema, &t, "--opt", "box.b1.depth=2", &row),
+                     ADAPT_EINVAL);
+    ck_assert_msg_has("unknown key box.b1.depth (keys of [box NAME]: size, label)");
+    ck_assert(adapt_schema_equal(&toy2_schema, &t, &u, NULL, 0));
+    /* printed and read back (keys set only), JSON */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(adapt_schema_print(&toy2_schema, &t, f, 0), ADAPT_OK);
+    fclose(f);
+    ck_assert_str_eq(buf, "[a]\ncount = 2\n\n[box b1]\nsize = 3\n\n[box b2]\nsize = 4\n");
+    write_file(path, sizeof path, "back.ini", buf);
+    free(buf);
+    adapt_schema_init(&toy2_schema, &u);
+    ck_assert_int_eq(adapt_schema_load(&toy2_schema, &u, path, lines), ADAPT_OK);
+    ck_assert_msg(adapt_schema_equal(&toy2_schema, &t, &u, diff, sizeof diff), "%s", diff);
+    u.box[1].head.set[1] = 9; /* b2.label now counts as set, to its default "" */
+    ck_assert(!adapt_schema_equal(&toy2_schema, &t, &u, diff, sizeof diff));
+    ck_assert_str_eq(diff, "box.b2.label");
+    json_t *j = adapt_schema_to_json(&toy2_schema, &t);
+    char *js = json_dumps(j, JSON_COMPACT);
+    ck_assert_str_eq(js, "{\"a\":{\"count\":2},\"box\":{\"b1\":{\"size\":3},\"b2\":{\"size\":4}}}");
+    free(js);
+    json_decref(j);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -757,11 +1049,15 @@ int main(void)
     tcase_add_loop_test(tc, test_file_errors, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
     tcase_add_test(tc, test_file_access_errors);
     tcase_add_test(tc, test_set);
+    tcase_add_test(tc, test_format_sections);
+    tcase_add_loop_test(tc, test_format_errors, 0,
+                        (int)(sizeof bad_formats / sizeof bad_formats[0]));
     tcase_add_test(tc, test_cross_checks);
     tcase_add_test(tc, test_print_roundtrip);
     tcase_add_test(tc, test_print_format);
     tcase_add_test(tc, test_json);
     tcase_add_test(tc, test_schema_engine);
+    tcase_add_test(tc, test_schema_named);
     suite_add_tcase(s, tc);
     return tu_run_suite(s, CK_FORK_GETENV);
 }

@@ -37,7 +37,9 @@ static void fill(float *x, size_t n, uint64_t seed)
 static const char *formats[] = {"fixed(8,4)", "fixed(32,28)", "fixed(32,31)", "bfp(8)", "muppet(8)",
                                 "fp16", "bf16", "float(4,3)", "float(2,1)", "e4m3", "e5m2",
                                 "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4",
-                                "mxint8"};
+                                "mxint8", "float(4,3,bias=11,nan=fn,ovf=inf)",
+                                "float(2,1,nan=none)", "float(6,4,bias=127,sub=0)",
+                                "float(5,3,bias=123)"};
 
 static void compare(const struct quant_spec *s, size_t rows, size_t cols, uint64_t index,
                     int threads, int blocks)
@@ -54,7 +56,7 @@ static void compare(const struct quant_spec *s, size_t rows, size_t cols, uint64
     ck_assert_msg(quant_cuda_rows_host(s, x, yg, rows, cols, key, mg, &b) == ADAPT_OK, "%s",
                   adapt_error_message());
     quant_cuda_set_launch(0, 0);
-    char buf[32];
+    char buf[QUANT_SPEC_STR_MAX];
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(tu_same_bits(yc[i], yg[i]) && mc[i] == mg[i],
                       "%s mode %d: x[%zu] = %a: CPU %a, GPU %a", quant_spec_str(s, buf, sizeof buf),

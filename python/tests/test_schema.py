@@ -111,6 +111,12 @@ class TestSchema(unittest.TestCase):
                 precision="fp16", precision_unit=0, graph_set="low", graph_source="preset"),
              "at model/layers/0/graph_set"),
             ("header", lambda h: h.update(commit="abc"), "'commit' was unexpected"),
+            ("header", lambda h: h["config"].update(format={"f8": {"kind": "float", "size": 3}}),
+             "at config/format/f8"),
+            ("header", lambda h: h["config"].update(format={"8bit": {"kind": "fixed"}}),
+             "at config/format"),
+            ("header", lambda h: h["config"].update(format={"f8": {"kind": ["float"]}}),
+             "at config/format/f8/kind"),
             ("step", lambda s: s.update(step=0), "at step"),
             ("step", lambda s: s.update(strategy="median"), "at strategy"),
             ("step", lambda s: s.update(overflow=0), "at overflow"),
@@ -141,6 +147,16 @@ class TestSchema(unittest.TestCase):
                 errors = validate_trace.record_errors(self.v, r)
                 self.assertTrue(errors, "accepted: %s" % json.dumps(r)[:300])
                 self.assertTrue(any(frag in e for e in errors), errors)
+
+    def test_format_sections(self):
+        """[format NAME] sections as the writer puts them under config.format (the keys a
+        configuration set, tests/test_config.c test_format_sections)."""
+        h = copy.deepcopy(self.records()["header"])
+        h["config"]["format"] = {
+            "myfp8": {"kind": "float", "exp_bits": 4, "man_bits": 3, "bias": 8, "nan": "fn",
+                      "subnormals": True, "overflow": "saturate"},
+            "q8": {"kind": "fixed", "wl": 8, "fl": 5}, "_E2M1": {"kind": "float"}}
+        self.assertEqual(validate_trace.record_errors(self.v, h), [])
 
     def test_nulls_where_numbers_may_be_non_finite(self):
         recs = self.records()

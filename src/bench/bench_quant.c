@@ -264,12 +264,18 @@ int adapt_bench_quant(int argc, char **argv)
 
     int nth = omp_get_max_threads();
     const char *isa = quant_philox_isa_name(quant_philox_best_isa());
+    int width = 13; /* the format column: the longest canonical name */
+    for (int f = 0; f < nfmt; f++) {
+        char name[QUANT_SPEC_STR_MAX];
+        int len = (int)strlen(quant_spec_str(&specs[f], name, sizeof name));
+        width = len > width ? len : width;
+    }
     if (!json) {
         printf(
             "adapt-bench quant: %d threads, Philox %s, counters %s, mask %s, best of 5 x %.3f s\n",
             nth, isa, stats ? "on" : "off", want_mask ? "on" : "off", batch);
-        printf("%9s  %-13s %-10s %10s %8s %10s %6s\n", "elements", "format", "rounding", "Melem/s",
-               "GB/s", "copy GB/s", "ratio");
+        printf("%9s  %-*s %-10s %10s %8s %10s %6s\n", "elements", width, "format", "rounding",
+               "Melem/s", "GB/s", "copy GB/s", "ratio");
     }
     int failed = 0;
     for (int si = 0; si < nsizes; si++) {
@@ -308,8 +314,8 @@ int adapt_bench_quant(int argc, char **argv)
                     free(line);
                 }
                 else
-                    printf("%9zu  %-13s %-10s %10.1f %8.2f %10.2f %6.2f\n", n, name, rname,
-                           (double)n / tq / 1e6, gbq, gbc, gbq / gbc);
+                    printf("%9zu  %-*s %-10s %10.1f %8.2f %10.2f %6.2f\n", n, width, name,
+                           rname, (double)n / tq / 1e6, gbq, gbc, gbq / gbc);
                 fflush(stdout);
             }
     }

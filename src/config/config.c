@@ -147,7 +147,7 @@ static const struct adapt_schema_key keys[] = {
     K_ENUM("policy", "name", policy.name, "fp32", policy_enum, "precision policy"),
     K_STR("policy", "format", policy.format, "fixed",
           "fixed: number format name (fixed, bfp, fp16, bf16, e4m3, e5m2, float(E,M), mxfp4, "
-          "plugin(PATH), ...)"),
+          "plugin(PATH), ..., or the NAME of a [format NAME] section)"),
     K_INT("policy", "wl", policy.wl, "16", "[1, 32]", "fixed: word length"),
     K_INT("policy", "fl", policy.fl, "8", "[0, 32]", "fixed: fractional length"),
     K_PAIRS("policy", "per_unit", policy.per_unit, "", "[1, 32]", "[0, 32]", wl_fl_labels,
@@ -264,7 +264,52 @@ static const struct adapt_schema_key keys[] = {
 
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
 
-static const struct adapt_schema schema = {keys, NKEYS, sizeof(struct adapt_config)};
+/* [format NAME] sections: one struct adapt_config_format each. */
+static const char *const format_kind_names[] = {[ADAPT_CONFIG_FORMAT_FLOAT] = "float",
+                                                [ADAPT_CONFIG_FORMAT_FIXED] = "fixed"};
+static const char *const overflow_names[] = {[QUANT_OVERFLOW_SATURATE] = "saturate",
+                                             [QUANT_OVERFLOW_INF] = "inf"};
+static const char *const nan_names[] = {
+    [QUANT_NAN_IEEE] = "ieee", [QUANT_NAN_FN] = "fn", [QUANT_NAN_NONE] = "none"};
+static const struct adapt_schema_enum format_kind_enum = NAMES(format_kind_names);
+static const struct adapt_schema_enum overflow_enum = NAMES(overflow_names);
+static const struct adapt_schema_enum nan_enum = NAMES(nan_names);
+
+#define FFIELD(f) ADAPT_SCHEMA_FIELD(struct adapt_config_format, f)
+#define F_INT(k, f, def, range, help) \
+    {"format", k, ADAPT_SCHEMA_INT, FFIELD(f), def, range, NULL, NULL, NULL, 0, help}
+#define F_ENUM(k, f, def, choices, help) \
+    {"format", k, ADAPT_SCHEMA_ENUM, FFIELD(f), def, NULL, NULL, &choices, NULL, 0, help}
+enum { FK_KIND, FK_EXP_BITS, FK_MAN_BITS, FK_BIAS, FK_NAN, FK_SUBNORMALS, FK_OVERFLOW, FK_WL,
+       FK_FL, FK_COUNT };
+static const struct adapt_schema_key format_keys[FK_COUNT] = {
+    F_ENUM("kind", kind, "float", format_kind_enum,
+           "float (sign, exponent, mantissa) or fixed (two's complement <WL,FL>); required"),
+    F_INT("exp_bits", exp_bits, "5", "[2, 8]", "float: exponent bits; required"),
+    F_INT("man_bits", man_bits, "10", "[1, 23]", "float: mantissa bits; required"),
+    F_INT("bias", bias, "0", "[-1000, 1000]",
+          "float: exponent bias; unset = 2^(exp_bits-1) - 1. The values must fit float32: the "
+          "largest below 2^128, the least step 2^(1-bias-man_bits) at least 2^-126 (or bias "
+          "127)"),
+    F_ENUM("nan", nan, "ieee", nan_enum,
+           "float: the all-ones exponent holds inf and NaN (ieee), normals with only "
+           "S.1..1.1..1 NaN and no inf (fn, as OCP E4M3), or normals only (none, every code "
+           "finite)"),
+    {"format", "subnormals", ADAPT_SCHEMA_BOOL, FFIELD(subnormals), "true", NULL, NULL, NULL,
+     NULL, 0, "float: gradual underflow"},
+    F_ENUM("overflow", overflow, "saturate", overflow_enum,
+           "float: past the largest value: saturate, or inf (NaN with nan = fn; not with "
+           "nan = none)"),
+    F_INT("wl", wl, "8", "[1, 32]", "fixed: word length; required"),
+    F_INT("fl", fl, "4", "[0, 32]", "fixed: fractional length; required"),
+};
+static const struct adapt_schema_named named_sections[] = {
+    {"format", format_keys, FK_COUNT, sizeof(struct adapt_config_format),
+     offsetof(struct adapt_config, formats.f), offsetof(struct adapt_config, formats.n),
+     ADAPT_CONFIG_FORMATS_MAX}};
+
+static const struct adapt_schema schema = {keys, NKEYS, sizeof(struct adapt_config),
+                                           named_sections, 1};
 
 /* "x.ini:12", "--set train.epochs=3" or "default". */
 static void origin_text(const struct adapt_config *cfg, int row, char *buf, size_t size)
@@ -320,8 +365,10 @@ enum adapt_status adapt_config_set(struct adapt_config *cfg, const char *assignm
     enum adapt_status st = adapt_schema_set(&schema, cfg, "--set", assignment, &row);
     if (st != ADAPT_OK) return st;
     strcpy(cfg->overrides[cfg->n_overrides++], assignment);
-    cfg->origin[row].kind = ADAPT_CONFIG_FROM_SET;
-    cfg->origin[row].line = cfg->n_overrides;
+    if (row >= 0) { /* a [format NAME] key (row -1) keeps its own record */
+        cfg->origin[row].kind = ADAPT_CONFIG_FROM_SET;
+        cfg->origin[row].line = cfg->n_overrides;
+    }
     return ADAPT_OK;
 }
 
@@ -365,13 +412,108 @@ static enum adapt_status check_propagation(const struct adapt_config *cfg)
                        op, adapt_config_enum_str(cfg, "policy", "name"), o);
 }
 
+/* Where key r of format section f was set ("x.ini:12", "--set format.NAME.KEY"), or, for
+ * r = -1 or a key not set, where the section was ("x.ini:10", "--set format.NAME"). */
+static void format_origin(const struct adapt_config *cfg, const struct adapt_config_format *f,
+                          int r, char *buf, size_t size)
+{
+    if (r >= 0 && f->head.set[r] > 0)
+        snprintf(buf, size, "%s:%d", cfg->file, f->head.set[r]);
+    else if (r >= 0 && f->head.set[r])
+        snprintf(buf, size, "--set format.%s.%s", f->head.name, format_keys[r].key);
+    else if (f->head.line > 0)
+        snprintf(buf, size, "%s:%d", cfg->file, f->head.line);
+    else
+        snprintf(buf, size, "--set format.%s", f->head.name);
+}
+
+enum adapt_status adapt_config_format_spec(const struct adapt_config *cfg,
+                                           const struct adapt_config_format *f,
+                                           struct quant_spec *out)
+{
+    static const int need[2][2] = {{FK_EXP_BITS, FK_MAN_BITS}, {FK_WL, FK_FL}};
+    char o[ADAPT_CONFIG_OVERRIDE_LEN + 64];
+    const char *name = f->head.name;
+    if (!f->head.set[FK_KIND]) {
+        format_origin(cfg, f, -1, o, sizeof o);
+        return ADAPT_ERROR(ADAPT_EINVAL, "%s: [format %s] needs kind = float or fixed", o, name);
+    }
+    int fixed = f->kind == ADAPT_CONFIG_FORMAT_FIXED;
+    for (int i = 0; i < 2; i++)
+        if (!f->head.set[need[fixed][i]]) {
+            format_origin(cfg, f, -1, o, sizeof o);
+            return ADAPT_ERROR(ADAPT_EINVAL, "%s: [format %s] (kind = %s) needs %s and %s; %s "
+                               "is not set", o, name, format_kind_names[f->kind],
+                               format_keys[need[fixed][0]].key, format_keys[need[fixed][1]].key,
+                               format_keys[need[fixed][i]].key);
+        }
+    for (int r = FK_EXP_BITS; r < FK_COUNT; r++)
+        if (f->head.set[r] && (r >= FK_WL) != fixed) {
+            format_origin(cfg, f, r, o, sizeof o);
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "%s: format.%s.%s is a key of kind = %s, and [format %s] is "
+                               "kind = %s",
+                               o, name, format_keys[r].key, fixed ? "float" : "fixed", name,
+                               format_kind_names[f->kind]);
+        }
+    struct quant_spec s;
+    quant_spec_init(&s, fixed ? QUANT_FORMAT_FIXED : QUANT_FORMAT_FLOAT);
+    if (fixed) {
+        s.wl = f->wl;
+        s.fl = f->fl;
+    } else {
+        s.exp_bits = f->exp_bits;
+        s.man_bits = f->man_bits;
+        if (f->head.set[FK_BIAS]) s.bias = f->bias;
+        s.nan = f->nan;
+        s.subnormals = f->subnormals;
+        s.overflow = f->overflow;
+    }
+    enum adapt_status st = quant_spec_check(&s);
+    if (st != ADAPT_OK) { /* the key most likely at fault: the bias, the overflow rule */
+        int r = st == ADAPT_ERANGE ? (f->head.set[FK_BIAS] ? FK_BIAS : -1)
+                : f->head.set[FK_OVERFLOW] ? FK_OVERFLOW
+                                            : -1;
+        format_origin(cfg, f, r, o, sizeof o);
+        return ADAPT_ERROR(st, "%s: [format %s]: %s", o, name, adapt_error_message());
+    }
+    *out = s;
+    return ADAPT_OK;
+}
+
+/* Registers every [format NAME] (src/quant's table), then, for the fixed policy, checks that
+ * policy.format names a format. */
+static enum adapt_status check_formats(const struct adapt_config *cfg)
+{
+    char o[ADAPT_CONFIG_OVERRIDE_LEN + 64];
+    enum adapt_status st;
+    for (int i = 0; i < cfg->formats.n; i++) {
+        const struct adapt_config_format *f = &cfg->formats.f[i];
+        struct quant_spec s;
+        if ((st = adapt_config_format_spec(cfg, f, &s)) != ADAPT_OK) return st;
+        if ((st = quant_format_define(f->head.name, &s)) != ADAPT_OK) {
+            format_origin(cfg, f, -1, o, sizeof o);
+            return ADAPT_ERROR(st, "%s: [format %s]: %s", o, f->head.name, adapt_error_message());
+        }
+    }
+    if (cfg->policy.name != ADAPT_CONFIG_POLICY_FIXED) return ADAPT_OK;
+    struct quant_spec s;
+    if ((st = quant_spec_parse(cfg->policy.format, &s)) != ADAPT_OK) {
+        origin_text(cfg, adapt_schema_find(&schema, "policy", "format"), o, sizeof o);
+        return ADAPT_ERROR(st, "%s: policy.format = %s: %s", o, cfg->policy.format,
+                           adapt_error_message());
+    }
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_config_check(const struct adapt_config *cfg)
 {
     enum adapt_status st;
     if ((st = check_ge(cfg, "quantization", "r_upr", "r_lwr")) != ADAPT_OK) return st;
     if ((st = check_ge(cfg, "quantization", "lb_upr", "lb_lwr")) != ADAPT_OK) return st;
     if ((st = check_ge(cfg, "quantization", "start_fl", "fl_min")) != ADAPT_OK) return st;
-    return check_propagation(cfg);
+    if ((st = check_propagation(cfg)) != ADAPT_OK) return st;
+    return check_formats(cfg);
 }
 
 enum adapt_status adapt_config_print(const struct adapt_config *cfg, FILE *f, unsigned flags)
@@ -380,6 +522,13 @@ enum adapt_status adapt_config_print(const struct adapt_config *cfg, FILE *f, un
         fprintf(f, "# adapt-sim configuration\n");
         if (cfg->file[0]) fprintf(f, "# file: %s\n", cfg->file);
         for (int i = 0; i < cfg->n_overrides; i++) fprintf(f, "# --set %s\n", cfg->overrides[i]);
+        for (int i = 0; i < cfg->formats.n; i++) { /* what traces and checkpoints will say */
+            struct quant_spec s;
+            char txt[QUANT_SPEC_STR_MAX];
+            if (adapt_config_format_spec(cfg, &cfg->formats.f[i], &s) == ADAPT_OK)
+                fprintf(f, "# format %s = %s\n", cfg->formats.f[i].head.name,
+                        quant_spec_str(&s, txt, sizeof txt));
+        }
     }
     return adapt_schema_print(&schema, cfg, f,
                               flags & ADAPT_CONFIG_PRINT_HELP ? ADAPT_SCHEMA_PRINT_HELP : 0);

@@ -26,9 +26,16 @@
  * part of the trace), the rounding in src/quant/quant.h; the AdaPT
  * compatibility mode is defined here.
  *
+ * Number formats can be defined in "[format NAME]" sections (struct
+ * adapt_config_format; doc/numerics.md, "Formats defined in the configuration")
+ * and named wherever a format is accepted: adapt_config_check registers them
+ * with src/quant. They are printed after the fixed sections with the keys they
+ * set, and written to JSON as {"format": {NAME: {key: value}}}.
+ *
  * Non-goals: no layered config files (one file per run), no writing back of
  * comments, no knowledge of formats or models beyond their names (src/quant/
- * validates policy.format, the data module the class count).
+ * validates policy.format and the format sections, the data module the class
+ * count).
  *
  *   struct adapt_config cfg;
  *   adapt_config_init(&cfg);
@@ -127,6 +134,21 @@ enum adapt_config_graph_preset {
 };
 
 /* Where a value came from (for messages): a line of the loaded file, a --set, or the default. */
+/* [format NAME] sections: number formats defined in the configuration (doc/numerics.md,
+ * "Formats defined in the configuration"). */
+#define ADAPT_CONFIG_FORMATS_MAX 16
+enum adapt_config_format_kind { ADAPT_CONFIG_FORMAT_FLOAT = 0, ADAPT_CONFIG_FORMAT_FIXED };
+struct adapt_config_format {
+    struct adapt_schema_item head;       /* NAME, the header's line, which keys were set */
+    enum adapt_config_format_kind kind;  /* kind: float or fixed (required) */
+    int exp_bits, man_bits;              /* float (required) */
+    int bias;                            /* float; unset: 2^(exp_bits-1) - 1 */
+    enum quant_nan nan;                  /* float: ieee, fn or none */
+    bool subnormals;                     /* float */
+    enum quant_overflow overflow;        /* float: saturate or inf */
+    int wl, fl;                          /* fixed (required) */
+};
+
 enum adapt_config_origin_kind {
     ADAPT_CONFIG_FROM_DEFAULT = 0,
     ADAPT_CONFIG_FROM_FILE,
@@ -235,6 +257,11 @@ struct adapt_config {
         char graph_low[ADAPT_CONFIG_STR_MAX], graph_float[ADAPT_CONFIG_STR_MAX];
     } quantization;
 
+    struct {
+        int n;
+        struct adapt_config_format f[ADAPT_CONFIG_FORMATS_MAX]; /* (n) in file order */
+    } formats;
+
     /* Provenance (not configuration values; for the trace header and messages). */
     char file[ADAPT_CONFIG_PATH_MAX];   /* the loaded INI file, "" when none */
     int n_overrides;
@@ -259,8 +286,20 @@ enum adapt_status adapt_config_set(struct adapt_config *cfg, const char *assignm
 /* Cross-field checks after loading (r_upr >= r_lwr, lb_upr >= lb_lwr,
  * start_fl >= fl_min; precision_propagation = graph not with the adapt and muppet
  * policies); ADAPT_EINVAL naming both keys and where they were set. The kind and layer names
- * of the graph_* keys are checked where the model is known (src/policy/graphamp.h). */
+ * of the graph_* keys are checked where the model is known (src/policy/graphamp.h).
+ * Then the [format NAME] sections: each is resolved to a quant spec (required keys, keys of the
+ * other kind, the range the kernels accept: messages name the file and line of the section or
+ * key) and registered under its NAME in the process-wide table of src/quant
+ * (quant_format_define, which refuses built-in names), so that every later quant_spec_parse
+ * reads it; with policy.name = fixed, policy.format is parsed here too (the error names where
+ * it was set). */
 enum adapt_status adapt_config_check(const struct adapt_config *cfg);
+
+/* The quant spec of format section f (what adapt_config_check registers). ADAPT_EINVAL or
+ * ADAPT_ERANGE with a message naming where the offending key was set. */
+enum adapt_status adapt_config_format_spec(const struct adapt_config *cfg,
+                                           const struct adapt_config_format *f,
+                                           struct quant_spec *s);
 
 /* Writes the configuration as an INI file that adapt_config_load reads back
  * to the same values. With ADAPT_CONFIG_PRINT_HELP each key is preceded by

@@ -62,15 +62,17 @@ static void section_list(const struct adapt_schema *s, char *buf, size_t size)
             if (!strcmp(s->keys[j].section, s->keys[i].section)) first = 0;
         if (first) buf_add(buf, size, "%s%s", i ? ", " : "", s->keys[i].section);
     }
+    for (int f = 0; f < s->nnamed; f++) buf_add(buf, size, ", %s NAME", s->named[f].prefix);
 }
 
-/* "seed, out, threads, ..." */
-static void key_list(const struct adapt_schema *s, const char *section, char *buf, size_t size)
+/* "seed, out, threads, ...": the keys of `section` among n rows */
+static void key_list(const struct adapt_schema_key *keys, int n, const char *section, char *buf,
+                     size_t size)
 {
     buf[0] = '\0';
-    for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->keys[i].section, section))
-            buf_add(buf, size, "%s%s", buf[0] ? ", " : "", s->keys[i].key);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(keys[i].section, section))
+            buf_add(buf, size, "%s%s", buf[0] ? ", " : "", keys[i].key);
 }
 
 /* The name of value v of an enum key, NULL when it has none. */
@@ -429,7 +431,7 @@ static enum adapt_status apply(const struct adapt_schema *s, void *obj, const ch
     }
     int row = adapt_schema_find(s, section, key);
     if (row < 0) {
-        key_list(s, section, list, sizeof list);
+        key_list(s->keys, s->n, section, list, sizeof list);
         snprintf(msg, msg_size, "%s: unknown key %s.%s (keys of [%s]: %s)", where, section, key,
                  section, list);
         return ADAPT_EINVAL;
@@ -442,6 +444,162 @@ static enum adapt_status apply(const struct adapt_schema *s, void *obj, const ch
         return ADAPT_EINVAL;
     }
     *row_out = row;
+    return ADAPT_OK;
+}
+
+/* -------------------------------------------------------- named sections */
+
+int adapt_schema_name_valid(const char *name)
+{
+    if (!((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') ||
+          name[0] == '_'))
+        return 0;
+    size_t n = 1;
+    for (; name[n]; n++) {
+        char c = name[n];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '_'))
+            return 0;
+    }
+    return n < ADAPT_SCHEMA_NAME_MAX;
+}
+
+static int *item_count(const struct adapt_schema_named *f, void *obj)
+{
+    return (int *)((char *)obj + f->count_offset);
+}
+
+static struct adapt_schema_item *item_at(const struct adapt_schema_named *f, void *obj, int i)
+{
+    return (struct adapt_schema_item *)((char *)obj + f->offset + (size_t)i * f->item_size);
+}
+
+static const struct adapt_schema_item *citem_at(const struct adapt_schema_named *f,
+                                                const void *obj, int i)
+{
+    return (const struct adapt_schema_item *)((const char *)obj + f->offset +
+                                              (size_t)i * f->item_size);
+}
+
+static int citem_count(const struct adapt_schema_named *f, const void *obj)
+{
+    return *(const int *)((const char *)obj + f->count_offset);
+}
+
+/* The family with this prefix, NULL when there is none. */
+static const struct adapt_schema_named *named_family(const struct adapt_schema *s,
+                                                     const char *prefix)
+{
+    for (int i = 0; i < s->nnamed; i++)
+        if (!strcmp(s->named[i].prefix, prefix)) return &s->named[i];
+    return NULL;
+}
+
+/* "PREFIX NAME" (blanks around and between the words) into its two words, each cut to its
+ * buffer; returns the number of words (0, 1, 2, or 3 for more). */
+static int split_named(const char *section, char *prefix, size_t psize, char *name, size_t nsize)
+{
+    char *out[2] = {prefix, name};
+    size_t size[2] = {psize, nsize};
+    int words = 0;
+    prefix[0] = name[0] = '\0';
+    const char *p = section;
+    for (;;) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) return words;
+        size_t n = 0;
+        while (p[n] && p[n] != ' ' && p[n] != '\t') n++;
+        if (words == 2) return 3;
+        size_t m = n < size[words] - 1 ? n : size[words] - 1;
+        memcpy(out[words], p, m);
+        out[words][m] = '\0';
+        words++;
+        p += n;
+    }
+}
+
+static int item_find(const struct adapt_schema_named *f, const void *obj, const char *name)
+{
+    for (int i = 0; i < citem_count(f, obj); i++)
+        if (!strcmp(citem_at(f, obj, i)->name, name)) return i;
+    return -1;
+}
+
+static int named_row(const struct adapt_schema_named *f, const char *key)
+{
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->keys[i].key, key)) return i;
+    return -1;
+}
+
+/* Item i holds name, every key at its default and none set. */
+static void item_reset(const struct adapt_schema_named *f, struct adapt_schema_item *it,
+                       const char *name, int line)
+{
+    ADAPT_ASSERT(f->n <= ADAPT_SCHEMA_ITEM_KEYS_MAX);
+    memset(it, 0, f->item_size);
+    snprintf(it->name, sizeof it->name, "%s", name);
+    it->line = line;
+    for (int i = 0; i < f->n; i++) {
+        char why[256];
+        int bad = key_parse(&f->keys[i], f->keys[i].def, field_ptr(it, &f->keys[i]), why,
+                            sizeof why);
+        ADAPT_ASSERT(!bad); /* a default that does not parse is a bug in the table */
+    }
+}
+
+/* The index of the item called name, made (with `line`) when there is none and room for it;
+ * -1 with a message when the name is malformed or the array is full. */
+static int item_get(const struct adapt_schema_named *f, void *obj, const char *where,
+                    const char *name, int line, char *msg, size_t msg_size)
+{
+    if (!adapt_schema_name_valid(name)) {
+        snprintf(msg, msg_size,
+                 "%s: [%s %.40s]: a name is a letter or '_' followed by letters, digits or '_', "
+                 "at most %d characters",
+                 where, f->prefix, name, ADAPT_SCHEMA_NAME_MAX - 1);
+        return -1;
+    }
+    int i = item_find(f, obj, name);
+    if (i >= 0) return i;
+    int *n = item_count(f, obj);
+    if (*n == f->max) {
+        snprintf(msg, msg_size, "%s: [%s %s]: more than %d [%s NAME] sections", where, f->prefix,
+                 name, f->max, f->prefix);
+        return -1;
+    }
+    item_reset(f, item_at(f, obj, *n), name, line);
+    return (*n)++;
+}
+
+/* Sets key of item `it` from text; line: the file line, or -1 for an assignment. On error the
+ * message is written to msg and ADAPT_EINVAL returned (not yet reported). */
+static enum adapt_status apply_named(const struct adapt_schema_named *f,
+                                     struct adapt_schema_item *it, const char *where,
+                                     const char *key, const char *value, int line, char *msg,
+                                     size_t msg_size)
+{
+    char list[512], expect[512], why[256];
+    int row = named_row(f, key);
+    if (row < 0) {
+        key_list(f->keys, f->n, f->prefix, list, sizeof list);
+        snprintf(msg, msg_size, "%s: unknown key %s.%s.%s (keys of [%s NAME]: %s)", where,
+                 f->prefix, it->name, key, f->prefix, list);
+        return ADAPT_EINVAL;
+    }
+    if (line > 0 && it->set[row] > 0) {
+        snprintf(msg, msg_size, "%s: duplicate key %s.%s.%s (first set on line %d)", where,
+                 f->prefix, it->name, key, it->set[row]);
+        return ADAPT_EINVAL;
+    }
+    const struct adapt_schema_key *k = &f->keys[row];
+    if (key_parse(k, value, field_ptr(it, k), why, sizeof why)) {
+        key_expect(k, expect, sizeof expect);
+        snprintf(msg, msg_size, "%s: %s.%s.%s = \"%.80s\": %s; expected %s", where, f->prefix,
+                 it->name, key, value, why, expect);
+        return ADAPT_EINVAL;
+    }
+    it->set[row] = line;
     return ADAPT_OK;
 }
 
@@ -470,10 +628,50 @@ struct load_state {
     size_t len, pos;
     int line;            /* lines handed to inih so far */
     int *seen;           /* (schema->n) line where each key was set in this file, 0 = not yet */
+    int *headers;        /* per named family f, item i: named_base[f] + i, the line of its
+                            header in this file, 0 = none yet */
+    int named_base[8];
     enum adapt_status st; /* first error found by the reader or handler */
     int err_line;
     char msg[2048];
 };
+
+/* A section header that is not a fixed section: [PREFIX NAME] starts (and resets) the item
+ * NAME, once per file. 0 with ls->st set when it is no such header or is refused. */
+static int named_header(struct load_state *ls, const char *section)
+{
+    char prefix[64], name[128], list[512];
+    const struct adapt_schema_named *f = NULL;
+    int words = split_named(section, prefix, sizeof prefix, name, sizeof name);
+    if (words >= 1) f = named_family(ls->schema, prefix);
+    ls->st = ADAPT_EINVAL;
+    ls->err_line = ls->line;
+    if (!f) {
+        section_list(ls->schema, list, sizeof list);
+        snprintf(ls->msg, sizeof ls->msg, "%s:%d: unknown section [%s] (sections: %s)", ls->path,
+                 ls->line, section, list);
+        return 0;
+    }
+    char where[1100];
+    snprintf(where, sizeof where, "%s:%d", ls->path, ls->line);
+    if (words != 2) {
+        snprintf(ls->msg, sizeof ls->msg, "%s: section [%s] needs one name: [%s NAME]", where,
+                 section, f->prefix);
+        return 0;
+    }
+    int i = item_get(f, ls->obj, where, name, ls->line, ls->msg, sizeof ls->msg);
+    if (i < 0) return 0;
+    int *first = &ls->headers[ls->named_base[f - ls->schema->named] + i];
+    if (*first) {
+        snprintf(ls->msg, sizeof ls->msg, "%s: duplicate section [%s %s] (first on line %d)",
+                 where, f->prefix, name, *first);
+        return 0;
+    }
+    *first = ls->line;
+    item_reset(f, item_at(f, ls->obj, i), name, ls->line); /* the section defines it whole */
+    ls->st = ADAPT_OK;
+    return 1;
+}
 
 static char *load_reader(char *str, int num, void *stream)
 {
@@ -509,15 +707,7 @@ static char *load_reader(char *str, int num, void *stream)
             if (m >= sizeof name) m = sizeof name - 1;
             memcpy(name, str + 1, m);
             name[m] = '\0';
-            if (!section_known(ls->schema, name)) {
-                char list[512];
-                section_list(ls->schema, list, sizeof list);
-                ls->st = ADAPT_EINVAL;
-                ls->err_line = ls->line;
-                snprintf(ls->msg, sizeof ls->msg, "%s:%d: unknown section [%s] (sections: %s)",
-                         ls->path, ls->line, name, list);
-                return NULL;
-            }
+            if (!section_known(ls->schema, name) && !named_header(ls, name)) return NULL;
         }
     }
     return str;
@@ -542,6 +732,14 @@ static int load_handler(void *user, const char *section, const char *name, const
     } else if (!value) {
         ls->st = ADAPT_EFORMAT;
         snprintf(ls->msg, sizeof ls->msg, "%s: key %s.%s has no value", where, section, name);
+    } else if (!section_known(ls->schema, section)) { /* [PREFIX NAME]: named_header made it */
+        char prefix[64], iname[128];
+        split_named(section, prefix, sizeof prefix, iname, sizeof iname);
+        const struct adapt_schema_named *f = named_family(ls->schema, prefix);
+        int i = f ? item_find(f, ls->obj, iname) : -1;
+        ADAPT_ASSERT(i >= 0);
+        ls->st = apply_named(f, item_at(f, ls->obj, i), where, name, value, ls->line, ls->msg,
+                             sizeof ls->msg);
     } else if ((row = adapt_schema_find(ls->schema, section, name)) >= 0 && ls->seen[row]) {
         ls->st = ADAPT_EINVAL;
         snprintf(ls->msg, sizeof ls->msg, "%s: duplicate key %s.%s (first set on line %d)", where,
@@ -611,7 +809,15 @@ enum adapt_status adapt_schema_load(const struct adapt_schema *s, void *obj, con
 
     void *tmp = malloc(s->size);
     struct load_state *ls = calloc(1, sizeof *ls);
-    if (!tmp || !ls) {
+    int nitems = 0;
+    ADAPT_ASSERT(s->nnamed <= 8);
+    if (ls)
+        for (int f = 0; f < s->nnamed; f++) {
+            ls->named_base[f] = nitems;
+            nitems += s->named[f].max;
+        }
+    int *headers = calloc((size_t)nitems + 1, sizeof *headers);
+    if (!tmp || !ls || !headers) {
         st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory loading the configuration", path);
         goto free_state;
     }
@@ -623,6 +829,7 @@ enum adapt_status adapt_schema_load(const struct adapt_schema *s, void *obj, con
     ls->buf = text;
     ls->len = len;
     ls->seen = lines;
+    ls->headers = headers;
 
     int r = ini_parse_stream(load_reader, ls, load_handler, ls);
     if (r > 0 && (ls->st == ADAPT_OK || r < ls->err_line)) {
@@ -644,6 +851,7 @@ enum adapt_status adapt_schema_load(const struct adapt_schema *s, void *obj, con
         st = ADAPT_OK;
     }
 free_state:
+    free(headers);
     free(ls);
     free(tmp);
     free(text);
@@ -676,7 +884,27 @@ enum adapt_status adapt_schema_set(const struct adapt_schema *s, void *obj, cons
     *dot = '\0';
     char *section = trim(copy), *key = trim(dot + 1), *value = trim(eq + 1);
     memcpy(tmp, obj, s->size);
-    st = apply(s, tmp, where, section, key, value, row, msg, sizeof msg);
+    const struct adapt_schema_named *f = section_known(s, section) ? NULL
+                                                                   : named_family(s, section);
+    if (f) { /* PREFIX.NAME.KEY */
+        char *dot2 = strchr(key, '.');
+        char src[1200];
+        snprintf(src, sizeof src, "%s %s", where, assignment);
+        if (!dot2) {
+            st = ADAPT_ERROR(ADAPT_EINVAL, "%s \"%s\": expected %s.NAME.KEY=value", where,
+                             assignment, f->prefix);
+            goto free_copies;
+        }
+        *dot2 = '\0';
+        char *name = trim(key);
+        key = trim(dot2 + 1);
+        int i = item_get(f, tmp, src, name, 0, msg, sizeof msg);
+        st = i < 0 ? ADAPT_EINVAL
+                   : apply_named(f, item_at(f, tmp, i), src, key, value, -1, msg, sizeof msg);
+        *row = -1;
+    } else {
+        st = apply(s, tmp, where, section, key, value, row, msg, sizeof msg);
+    }
     if (st != ADAPT_OK) {
         st = ADAPT_ERROR(st, "%s", msg);
         goto free_copies;
@@ -705,6 +933,23 @@ enum adapt_status adapt_schema_print(const struct adapt_schema *s, const void *o
         }
         key_format(obj, k, value, sizeof value);
         fprintf(f, "%s = %s\n", k->key, value);
+    }
+    for (int g = 0; g < s->nnamed; g++) {
+        const struct adapt_schema_named *fam = &s->named[g];
+        for (int i = 0; i < citem_count(fam, obj); i++) {
+            const struct adapt_schema_item *it = citem_at(fam, obj, i);
+            fprintf(f, "\n[%s %s]\n", fam->prefix, it->name);
+            for (int r = 0; r < fam->n; r++) {
+                const struct adapt_schema_key *k = &fam->keys[r];
+                if (!it->set[r]) continue;
+                if (flags & ADAPT_SCHEMA_PRINT_HELP) {
+                    key_expect(k, expect, sizeof expect);
+                    fprintf(f, "# %s (%s)\n", k->help, expect);
+                }
+                key_format(it, k, value, sizeof value);
+                fprintf(f, "%s = %s\n", k->key, value);
+            }
+        }
     }
     if (fflush(f) != 0 || ferror(f))
         return ADAPT_ERROR(ADAPT_EIO, "cannot write the configuration: %s", strerror(errno));
@@ -758,6 +1003,21 @@ json_t *adapt_schema_to_json(const struct adapt_schema *s, const void *obj)
         }
         if (json_object_set_new(sec, k->key, key_json(obj, k))) goto free_root;
     }
+    for (int g = 0; g < s->nnamed; g++) {
+        const struct adapt_schema_named *fam = &s->named[g];
+        if (!citem_count(fam, obj)) continue;
+        json_t *sec = json_object();
+        if (json_object_set_new(root, fam->prefix, sec)) goto free_root;
+        for (int i = 0; i < citem_count(fam, obj); i++) {
+            const struct adapt_schema_item *it = citem_at(fam, obj, i);
+            json_t *o = json_object();
+            if (json_object_set_new(sec, it->name, o)) goto free_root;
+            for (int r = 0; r < fam->n; r++)
+                if (it->set[r] &&
+                    json_object_set_new(o, fam->keys[r].key, key_json(it, &fam->keys[r])))
+                    goto free_root;
+        }
+    }
     return root;
 free_root:
     json_decref(root);
@@ -766,34 +1026,67 @@ free_root:
 
 /* ------------------------------------------------------------ comparison */
 
+/* 1 when key k has the same value in objects a and b. */
+static int same_value(const struct adapt_schema_key *k, const void *a, const void *b)
+{
+    const void *fa = field_cptr(a, k), *fb = field_cptr(b, k);
+    switch (k->type) {
+    case ADAPT_SCHEMA_STRING: return !strcmp(fa, fb);
+    case ADAPT_SCHEMA_INTS: {
+        const struct adapt_schema_ints *la = fa, *lb = fb;
+        return la->n == lb->n && !memcmp(la->v, lb->v, (size_t)la->n * sizeof la->v[0]);
+    }
+    case ADAPT_SCHEMA_PAIRS: {
+        const struct adapt_schema_pairs *pa = fa, *pb = fb;
+        return pa->n == pb->n && !memcmp(pa->a, pb->a, (size_t)pa->n * sizeof pa->a[0]) &&
+               !memcmp(pa->b, pb->b, (size_t)pa->n * sizeof pa->b[0]);
+    }
+    case ADAPT_SCHEMA_BOOL: return *(const bool *)fa == *(const bool *)fb;
+    default: return !memcmp(fa, fb, k->size);
+    }
+}
+
+/* The named sections of a and b: the same names, the same keys set, the same values. */
+static int named_equal(const struct adapt_schema *s, const void *a, const void *b, char *diff,
+                       size_t diff_size)
+{
+    for (int g = 0; g < s->nnamed; g++) {
+        const struct adapt_schema_named *f = &s->named[g];
+        for (int pass = 0; pass < 2; pass++) { /* a's items in b, then b's in a */
+            const void *x = pass ? b : a, *y = pass ? a : b;
+            for (int i = 0; i < citem_count(f, x); i++) {
+                const struct adapt_schema_item *ix = citem_at(f, x, i);
+                int j = item_find(f, y, ix->name);
+                if (j < 0) {
+                    if (diff) snprintf(diff, diff_size, "%s.%s", f->prefix, ix->name);
+                    return 0;
+                }
+                const struct adapt_schema_item *iy = citem_at(f, y, j);
+                for (int r = 0; r < f->n; r++)
+                    if (!ix->set[r] != !iy->set[r] ||
+                        (ix->set[r] && !same_value(&f->keys[r], ix, iy))) {
+                        if (diff)
+                            snprintf(diff, diff_size, "%s.%s.%s", f->prefix, ix->name,
+                                     f->keys[r].key);
+                        return 0;
+                    }
+            }
+        }
+    }
+    return 1;
+}
+
 int adapt_schema_equal(const struct adapt_schema *s, const void *a, const void *b, char *diff,
                        size_t diff_size)
 {
     for (int i = 0; i < s->n; i++) {
         const struct adapt_schema_key *k = &s->keys[i];
-        const void *fa = field_cptr(a, k), *fb = field_cptr(b, k);
-        int same;
-        switch (k->type) {
-        case ADAPT_SCHEMA_STRING: same = !strcmp(fa, fb); break;
-        case ADAPT_SCHEMA_INTS: {
-            const struct adapt_schema_ints *la = fa, *lb = fb;
-            same = la->n == lb->n && !memcmp(la->v, lb->v, (size_t)la->n * sizeof la->v[0]);
-            break;
-        }
-        case ADAPT_SCHEMA_PAIRS: {
-            const struct adapt_schema_pairs *pa = fa, *pb = fb;
-            same = pa->n == pb->n && !memcmp(pa->a, pb->a, (size_t)pa->n * sizeof pa->a[0]) &&
-                   !memcmp(pa->b, pb->b, (size_t)pa->n * sizeof pa->b[0]);
-            break;
-        }
-        case ADAPT_SCHEMA_BOOL: same = *(const bool *)fa == *(const bool *)fb; break;
-        default: same = !memcmp(fa, fb, k->size); break;
-        }
-        if (!same) {
+        if (!same_value(k, a, b)) {
             if (diff) snprintf(diff, diff_size, "%s.%s", k->section, k->key);
             return 0;
         }
     }
+    if (!named_equal(s, a, b, diff, diff_size)) return 0;
     if (diff && diff_size) diff[0] = '\0';
     return 1;
 }

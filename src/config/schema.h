@@ -39,6 +39,19 @@
  *   adapt_schema_init(&schema, &o);
  *   st = adapt_schema_load(&schema, &o, "x.ini", lines);
  *
+ * Named sections: a schema may also have families of sections "[PREFIX NAME]"
+ * (struct adapt_schema_named), any number of them up to a maximum, each filling
+ * one item of an array in the caller's struct through a key table of its own
+ * (offsets into the item). NAME is [A-Za-z_][A-Za-z0-9_]*, at most
+ * ADAPT_SCHEMA_NAME_MAX - 1 characters. A section in a file defines its item
+ * whole (a second [PREFIX NAME] with the same NAME in one file is an error);
+ * "PREFIX.NAME.KEY=value" assignments set one key, making the item when it is
+ * new. Items remember which keys were set (struct adapt_schema_item): printing,
+ * JSON and equality cover those keys only, so an unset key keeps meaning "not
+ * given" (its default may depend on other keys, which the caller resolves).
+ * Printed after the fixed sections, one [PREFIX NAME] each; in JSON under
+ * {PREFIX: {NAME: {key: value}}}, present only when there are items.
+ *
  * Ownership: the engine borrows the table and the struct; values are held in
  * the struct by value (fixed-size strings and lists). adapt_schema_to_json
  * returns a new reference.
@@ -112,11 +125,38 @@ struct adapt_schema_key {
 /* offset and size of a field, for a key row */
 #define ADAPT_SCHEMA_FIELD(type, f) offsetof(type, f), sizeof(((type *)0)->f)
 
+#define ADAPT_SCHEMA_NAME_MAX 32      /* bytes of a named section's NAME, NUL included */
+#define ADAPT_SCHEMA_ITEM_KEYS_MAX 16 /* keys of a family of named sections */
+
+/* The first member of every item of a family of named sections. */
+struct adapt_schema_item {
+    char name[ADAPT_SCHEMA_NAME_MAX];
+    int line; /* of its [PREFIX NAME] header in the file; 0 when an assignment made it */
+    int set[ADAPT_SCHEMA_ITEM_KEYS_MAX]; /* per key row: the file line that set it, -1 an
+                                            assignment, 0 not set (the key's default) */
+};
+
+/* A family of named sections "[PREFIX NAME]". */
+struct adapt_schema_named {
+    const char *prefix;                  /* "format" */
+    const struct adapt_schema_key *keys; /* (n) rows; section = prefix, offsets into an item */
+    int n;                               /* <= ADAPT_SCHEMA_ITEM_KEYS_MAX */
+    size_t item_size;                    /* of an item, whose first member is the head */
+    size_t offset;                       /* of the item array (max items) in the struct */
+    size_t count_offset;                 /* of its int count */
+    int max;
+};
+
 struct adapt_schema {
     const struct adapt_schema_key *keys; /* (n); sections in the order of their first row */
     int n;
     size_t size; /* of the struct the keys describe */
+    const struct adapt_schema_named *named; /* (nnamed) families of named sections, or NULL */
+    int nnamed;
 };
+
+/* 1 when name is [A-Za-z_][A-Za-z0-9_]* and shorter than ADAPT_SCHEMA_NAME_MAX. */
+int adapt_schema_name_valid(const char *name);
 
 /* The row of section.key, -1 when there is none. */
 int adapt_schema_find(const struct adapt_schema *s, const char *section, const char *key);
@@ -133,9 +173,10 @@ void adapt_schema_init(const struct adapt_schema *s, void *obj);
 enum adapt_status adapt_schema_load(const struct adapt_schema *s, void *obj, const char *path,
                                     int *lines);
 
-/* Applies one "section.key=value"; `where` names its source in messages
- * ("--set"). *row gets the key's row. ADAPT_EINVAL on error; obj is then
- * unchanged. */
+/* Applies one "section.key=value" (or "PREFIX.NAME.key=value" for a named
+ * section); `where` names its source in messages ("--set"). *row gets the
+ * key's row, -1 for a key of a named section. ADAPT_EINVAL on error; obj is
+ * then unchanged. */
 enum adapt_status adapt_schema_set(const struct adapt_schema *s, void *obj, const char *where,
                                    const char *assignment, int *row);
 
@@ -154,8 +195,10 @@ enum adapt_status adapt_schema_print(const struct adapt_schema *s, const void *o
 json_t *adapt_schema_to_json(const struct adapt_schema *s, const void *obj);
 
 /* 1 when every key has the same value in a and b (bytes outside the keys'
- * values are ignored); otherwise 0 and, when diff is not NULL, the first
- * differing "section.key". */
+ * values are ignored) and both have the same named sections (in any order)
+ * with the same keys set to the same values; otherwise 0 and, when diff is not
+ * NULL, the first differing "section.key" ("PREFIX.NAME" or
+ * "PREFIX.NAME.key"). */
 int adapt_schema_equal(const struct adapt_schema *s, const void *a, const void *b, char *diff,
                        size_t diff_size);
 

@@ -255,6 +255,16 @@ enum adapt_status adapt_policy_alloc_precision(struct adapt_policy *p, int adapt
 
 /* ----------------------------------------------------------------- fixed */
 
+/* 1 when text is name, blanks around it aside. */
+static int bare_name(const char *text, const char *name)
+{
+    while (*text == ' ' || *text == '\t') text++;
+    size_t n = strlen(name);
+    if (strncmp(text, name, n)) return 0;
+    for (text += n; *text == ' ' || *text == '\t'; text++) continue;
+    return *text == '\0';
+}
+
 static enum adapt_status fixed_init(struct adapt_policy *p)
 {
     const struct adapt_config *cfg = p->cfg;
@@ -263,12 +273,15 @@ static enum adapt_status fixed_init(struct adapt_policy *p)
     struct quant_spec base;
     if ((st = quant_spec_parse(cfg->policy.format, &base)))
         return ADAPT_ERROR(st, "policy.format = %s: %s", cfg->policy.format, adapt_error_message());
-    if (base.format == QUANT_FORMAT_FIXED && !strchr(cfg->policy.format, '(')) {
-        base.wl = cfg->policy.wl;
-        base.fl = cfg->policy.fl;
-    } else if ((base.format == QUANT_FORMAT_BFP || base.format == QUANT_FORMAT_MUPPET) &&
-               !strchr(cfg->policy.format, '(')) {
-        base.wl = cfg->policy.wl;
+    /* the bare names fixed, bfp and muppet take their word length (and fraction) from
+     * policy.wl and policy.fl; "fixed(8,4)" and a [format NAME] carry their own */
+    if (bare_name(cfg->policy.format, quant_type_of(base.format)->name)) {
+        if (base.format == QUANT_FORMAT_FIXED) {
+            base.wl = cfg->policy.wl;
+            base.fl = cfg->policy.fl;
+        } else if (base.format == QUANT_FORMAT_BFP || base.format == QUANT_FORMAT_MUPPET) {
+            base.wl = cfg->policy.wl;
+        }
     }
     if (pu->n && pu->n != p->net->nunits)
         return ADAPT_ERROR(ADAPT_EINVAL,

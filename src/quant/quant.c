@@ -69,10 +69,14 @@ enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant
         break;
     default: /* float formats */
         q.kind = QUANT_KIND_FMT;
-        q.fmt = s->format == QUANT_FORMAT_E4M3
-                    ? quant_fmt_make_e4m3(s->subnormals, s->overflow == QUANT_OVERFLOW_INF)
-                    : quant_fmt_make(s->exp_bits, s->man_bits, s->subnormals,
-                                     s->overflow == QUANT_OVERFLOW_INF);
+        if (s->format == QUANT_FORMAT_E4M3)
+            q.fmt = quant_fmt_make_e4m3(s->subnormals, s->overflow == QUANT_OVERFLOW_INF);
+        else if (s->format == QUANT_FORMAT_FLOAT) /* any bias and all-ones exponent rule */
+            q.fmt = quant_fmt_make_custom(s->exp_bits, s->man_bits, quant_spec_bias(s), s->nan,
+                                          s->subnormals, s->overflow == QUANT_OVERFLOW_INF);
+        else
+            q.fmt = quant_fmt_make(s->exp_bits, s->man_bits, s->subnormals,
+                                   s->overflow == QUANT_OVERFLOW_INF);
         break;
     }
     *p = q;

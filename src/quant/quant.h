@@ -11,6 +11,20 @@
  *   fp16, bf16    IEEE binary16 and bfloat16 (subnormals; overflow to inf unless saturate)
  *   float(E,M)    E exponent bits (2..8), M mantissa bits (1..23), IEEE-style bias and subnormals,
  *                 overflow saturates by default (QPyTorch float_quantize)
+ *   float(E,M,OPTION=VALUE,...)
+ *                 the same with options, each at most once, in any order: bias=B (exponent bias,
+ *                 default 2^(E-1)-1), nan=ieee|fn|none (what the all-ones exponent holds: inf
+ *                 and NaN as IEEE; normals with S.1..1.1..1 the only NaN and no inf, as OCP E4M3;
+ *                 normals only, every code finite, as the MX FP6/FP4 elements), sub=1|0
+ *                 (subnormals), ovf=sat|inf (overflow to the largest finite value, or to inf;
+ *                 with nan=fn to NaN; nan=none allows sat only). The kernels compute in float32,
+ *                 so the largest value must be below 2^128 and either the smallest normal is
+ *                 2^-126 (bias 127) or the least subnormal step 2^(1-bias-M) is at least 2^-126;
+ *                 other biases are refused (ADAPT_ERANGE). The canonical text names the options
+ *                 that differ from the defaults, in the order above: float(4,3,nan=fn) rounds
+ *                 exactly as e4m3, float(5,2,ovf=inf) as e5m2, float(5,10) is float(5,10)
+ *   NAME          a format registered by quant_format_define (the configuration's [format NAME]
+ *                 sections): parsed to the spec it was registered with, printed canonically
  *   e4m3, e5m2    the OCP 8-bit floats (OFP8 specification v1.0): E4M3 bias 7, no infinities, the
  *                 all-ones exponent holds normals up to 448, S.1111.111 is NaN; overflow
  *                 saturates (satfinite) by default or, set to inf, gives NaN. E5M2 is float(5,2):
@@ -91,6 +105,7 @@ enum quant_rounding { QUANT_ROUND_NEAREST = 0, QUANT_ROUND_STOCHASTIC };
 enum quant_tie { QUANT_TIE_EVEN = 0, QUANT_TIE_AWAY };       /* nearest only */
 enum quant_block { QUANT_BLOCK_TENSOR = 0, QUANT_BLOCK_DIM0 }; /* bfp: one exponent per ... */
 enum quant_overflow { QUANT_OVERFLOW_SATURATE = 0, QUANT_OVERFLOW_INF }; /* float formats */
+#define QUANT_BIAS_IEEE (-0x7fffffff - 1) /* struct quant_spec's bias: 2^(exp_bits-1) - 1 */
 
 /* A number format with its rounding. Fill with quant_spec_init or quant_spec_parse, then set
  * fields; every call validates it (quant_spec_check). */
@@ -104,8 +119,13 @@ struct quant_spec {
     enum quant_rounding rounding; /* default nearest */
     enum quant_tie tie;           /* default even */
     enum quant_overflow overflow; /* float formats: fp16/bf16/e5m2 default inf, float(e,m) and
-                                     e4m3 saturate; e4m3 has no infinity: "inf" gives NaN */
+                                     e4m3 saturate; e4m3 has no infinity: "inf" gives NaN, and
+                                     so does float(e,m) with nan fn */
     int subnormals;               /* float formats: 1 gradual underflow (default), 0 none */
+    int bias;                     /* float(e,m): exponent bias; QUANT_BIAS_IEEE (the default)
+                                     = 2^(e-1) - 1. The other formats: QUANT_BIAS_IEEE */
+    enum quant_nan nan;           /* float(e,m): the all-ones exponent (quant_impl.h); default
+                                     ieee. The other formats: ieee (e4m3's rule is its own) */
     int plugin;                   /* plugin: its number in this process's plugin registry */
 };
 
@@ -185,18 +205,45 @@ const struct quant_type *quant_type_find(const char *name);
 
 /* ---- specs ---- */
 
-/* Defaults: fixed <8,4>, bfp and muppet WL 8 (block tensor), fp16, bf16, float(5,10);
- * nearest, ties to even, subnormals on. */
+/* Defaults: fixed <8,4>, bfp and muppet WL 8 (block tensor), fp16, bf16, float(5,10) (IEEE bias
+ * and all-ones exponent); nearest, ties to even, subnormals on. */
 void quant_spec_init(struct quant_spec *s, enum quant_format f);
 /* "fixed", "fixed(8,4)", "bfp", "bfp(8)", "muppet(12)", "fp16", "bf16", "e4m3", "e5m2",
- * "float(5,10)", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxint8";
+ * "float(5,10)", "float(4,3,bias=8,nan=fn,sub=0,ovf=sat)", "mxfp8_e4m3", "mxfp8_e5m2",
+ * "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxint8", "plugin(PATH)" or a registered NAME;
  * surrounding blanks allowed. ADAPT_EINVAL for unknown names or bad syntax, ADAPT_ERANGE for
  * parameters out of range; *s is written only on success. */
 enum adapt_status quant_spec_parse(const char *text, struct quant_spec *s);
 enum adapt_status quant_spec_check(const struct quant_spec *s);
-/* Canonical text, e.g. "fixed(8,4)"; returns buf. QUANT_SPEC_STR_MAX bytes hold any spec's. */
+/* Canonical text, e.g. "fixed(8,4)", "float(4,3,nan=fn)" (a named format prints as its
+ * definition: the text carries everything, no registry is needed to read it back); returns buf.
+ * QUANT_SPEC_STR_MAX bytes hold any spec's. */
 #define QUANT_SPEC_STR_MAX 512
 const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len);
+/* The exponent bias of a float format (fp16 15, bf16 127, e4m3 7, float(e,m) its own; the MX
+ * formats their element type's); 0 for the other formats. */
+int quant_spec_bias(const struct quant_spec *s);
+
+/* ---- named formats (src/quant/named.c) ----
+ * A process-wide table of names for specs, which quant_spec_parse consults after the built-in
+ * names: the configuration's [format NAME] sections register theirs before any key naming a
+ * format is read. A name is [A-Za-z_][A-Za-z0-9_]* (at most QUANT_FORMAT_NAME_MAX - 1
+ * characters) and is not reserved (quant_format_reserved). Defining a name again replaces its
+ * spec (a process may read several configurations; specs parsed before keep their values, a
+ * spec is a value). The table holds the format only: rounding and tie are stored as nearest and
+ * even. Thread-safe. */
+#define QUANT_FORMAT_NAME_MAX 32 /* bytes of a name, NUL included */
+#define QUANT_FORMAT_NAMED_MAX 64
+/* ADAPT_EINVAL (bad or reserved name, invalid spec: quant_spec_check's message), ADAPT_ERANGE
+ * (table full, or the spec's parameters out of range). */
+enum adapt_status quant_format_define(const char *name, const struct quant_spec *s);
+/* The spec registered as name; ADAPT_ENOENT (no message recorded) when there is none. */
+enum adapt_status quant_format_lookup(const char *name, struct quant_spec *s);
+/* 1 when name cannot be defined: a built-in format's name ("fixed", "float", "e4m3", "mxfp4",
+ * "plugin", ...) or "float32" / "fp32" (what traces and checkpoints call float32 units). */
+int quant_format_reserved(const char *name);
+/* 1 when name is [A-Za-z_][A-Za-z0-9_]* and shorter than QUANT_FORMAT_NAME_MAX. */
+int quant_format_name_valid(const char *name);
 /* Storage bits per element: WL, or 1 + E + M; MX: the element's bits (8, 6 or 4), without the
  * shared scale's 8 bits per 32 elements. */
 int quant_spec_bits(const struct quant_spec *s);

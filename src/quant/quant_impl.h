@@ -18,9 +18,10 @@
  * 2^(WL-1) - 1 is not a float (WL > 25) the top of the range is the largest float below it,
  * which is itself a grid point.
  *
- * Float formats (fp16, bf16, float(e,m)) round |v| to the grid spacing 2^(max(exp(v), emin) - m)
- * (2^emin below the normal range when subnormals are off): on the bit pattern for 8 exponent
- * bits, by exact power-of-two scaling for fewer.
+ * Float formats (fp16, bf16, float(e,m) with any bias and all-ones exponent rule) round |v| to
+ * the grid spacing 2^(max(exp(v), emin) - m) (2^emin below the normal range when subnormals are
+ * off), then compare with the largest finite value: on the bit pattern when emin is float32's
+ * (-126), by exact power-of-two scaling otherwise.
  *
  * Special values (documented contract, tested in tests/test_quant.c):
  *   NaN  -> the same NaN, never counted as saturated.
@@ -60,12 +61,13 @@ struct quant_grid {
     float kmin, kmax; /* integer range as floats: kmax = largest float <= 2^(WL-1) - 1 */
 };
 
-/* Float format parameters. Formats with 8 exponent bits ("wide": bf16, float(8,m)) share
- * float32's exponent range and are rounded on the bit pattern; narrower ones scale |v| by the
- * power of two of its grid spacing (exact, no split needed since emin >= -62) and round in
- * float. */
+/* Float format parameters. Formats whose smallest normal is float32's, 2^-126 ("wide": bf16,
+ * float(8,m), any format with bias 127) share float32's grid below it and are rounded on the
+ * bit pattern; the others scale |v| by the power of two of its grid spacing (exact, no split
+ * needed since every spacing is a normal float: the least, 2^(emin - m), is at least 2^-126)
+ * and round in float. */
 struct quant_fmt {
-    int32_t wide;       /* 1: 8 exponent bits */
+    int32_t wide;       /* 1: smallest normal 2^-126 (emin_b == 1), rounded on the bit pattern */
     int32_t man;        /* m */
     int32_t emin_b;     /* float32 biased exponent of the smallest normal of the format */
     int32_t subnormals; /* 1: gradual underflow; 0: the grid below emin is {0, 2^emin} */
@@ -237,20 +239,46 @@ ADAPT_HD ADAPT_INLINE uint32_t quant_nonzero(float v)
     return (quant_f2u(v) & 0x7fffffffu) != 0u;
 }
 
+/* What the all-ones exponent field of a float format holds (struct quant_spec's nan). */
+enum quant_nan {
+    QUANT_NAN_IEEE = 0, /* reserved: infinities (mantissa 0) and NaN, as IEEE 754 */
+    QUANT_NAN_FN,       /* normal numbers, but S.1..1.1..1 is NaN; no infinities (OCP E4M3) */
+    QUANT_NAN_NONE      /* normal numbers: every code is finite (MX FP6 / FP4 elements) */
+};
+
+/* Set up a float format with e exponent bits, m mantissa bits (1..23) and exponent bias, the
+ * all-ones exponent used as `nan` says (enum quant_nan): the smallest normal is 2^(1 - bias);
+ * the largest finite value is (2 - 2^-m) 2^(2^e - 2 - bias) (ieee), (2 - 2^(1-m))
+ * 2^(2^e - 1 - bias) (fn) or (2 - 2^-m) 2^(2^e - 1 - bias) (none). Overflow gives +-inf (ieee),
+ * NaN (fn) or, with overflow_inf = 0 (and always for none), the largest finite value.
+ * Precondition (quant_spec_check): the largest value is below 2^128 and either the smallest
+ * normal is 2^-126 (rounded on the bit pattern, "wide") or the least subnormal step
+ * 2^(1 - bias - m) is at least 2^-126 (the scaled path needs normal float32 spacings). */
+ADAPT_HD ADAPT_INLINE struct quant_fmt quant_fmt_make_custom(int e, int m, int bias, int nan,
+                                                             int subnormals, int overflow_inf)
+{
+    struct quant_fmt f;
+    int top = (1 << e) - (nan == QUANT_NAN_IEEE ? 2 : 1) - bias; /* exponent of the largest */
+    uint32_t mant = (0x7fffffu >> (23 - m)) << (23 - m);          /* m ones */
+    if (nan == QUANT_NAN_FN) mant -= 1u << (23 - m);              /* 1..1 is NaN */
+    f.emin_b = 128 - bias;
+    f.wide = f.emin_b == 1;
+    f.man = m;
+    f.subnormals = subnormals ? 1 : 0;
+    f.maxbits = ((uint32_t)(top + 127) << 23) | mant;
+    f.ovfbits = !overflow_inf || nan == QUANT_NAN_NONE ? f.maxbits
+                : nan == QUANT_NAN_FN                  ? 0x7fc00000u
+                                                       : 0x7f800000u;
+    return f;
+}
+
 /* Set up a float format with e exponent bits (2..8) and m mantissa bits (1..23); IEEE-style
  * bias 2^(e-1) - 1, the all-ones exponent reserved, so max = (2 - 2^-m) 2^bias. */
 ADAPT_HD ADAPT_INLINE struct quant_fmt quant_fmt_make(int e, int m, int subnormals,
                                                       int overflow_inf)
 {
-    struct quant_fmt f;
-    int bias = (1 << (e - 1)) - 1;
-    f.wide = e == 8;
-    f.man = m;
-    f.emin_b = 128 - bias;
-    f.subnormals = subnormals ? 1 : 0;
-    f.maxbits = ((uint32_t)(bias + 127) << 23) | ((0x7fffffu >> (23 - m)) << (23 - m));
-    f.ovfbits = overflow_inf ? 0x7f800000u : f.maxbits;
-    return f;
+    return quant_fmt_make_custom(e, m, (1 << (e - 1)) - 1, QUANT_NAN_IEEE, subnormals,
+                                 overflow_inf);
 }
 
 /* OCP E4M3 (OCP 8-bit Floating Point Specification, v1.0): bias 7 like float(4,3), but the

@@ -34,6 +34,9 @@ static const struct quant_type quant_types[QUANT_FORMAT_COUNT] = {
      quant_plugin_row_ref, quant_cuda_rows},
 };
 
+/* enum quant_nan's names in float(E,M,nan=...) */
+static const char *const quant_nan_names[] = {"ieee", "fn", "none"};
+
 /* Element exponent and mantissa bits of the MX formats, in enum order from MXFP8_E4M3. */
 static const int mx_bits[6][2] = {{4, 3}, {5, 2}, {2, 3}, {3, 2}, {2, 1}, {0, 7}};
 
@@ -99,6 +102,8 @@ void quant_spec_init(struct quant_spec *s, enum quant_format f)
     s->rounding = QUANT_ROUND_NEAREST;
     s->tie = QUANT_TIE_EVEN;
     s->subnormals = 1;
+    s->bias = QUANT_BIAS_IEEE;
+    s->nan = QUANT_NAN_IEEE;
     switch (f) {
     case QUANT_FORMAT_FP16:
         s->exp_bits = 5;
@@ -132,18 +137,78 @@ void quant_spec_init(struct quant_spec *s, enum quant_format f)
     }
 }
 
+int quant_spec_bias(const struct quant_spec *s)
+{
+    switch (s->format) {
+    case QUANT_FORMAT_FIXED:
+    case QUANT_FORMAT_BFP:
+    case QUANT_FORMAT_MUPPET:
+    case QUANT_FORMAT_MXINT8:
+    case QUANT_FORMAT_PLUGIN: return 0;
+    case QUANT_FORMAT_FLOAT:
+        if (s->bias != QUANT_BIAS_IEEE) return s->bias;
+        break;
+    default: break;
+    }
+    return s->exp_bits >= 1 && s->exp_bits <= 30 ? (1 << (s->exp_bits - 1)) - 1 : 0;
+}
+
+/* float(E,M)'s bias and all-ones exponent rule: the values must fit the float32 arithmetic of
+ * the kernels (src/quant/quant_impl.h, quant_fmt_make_custom). */
+static enum adapt_status check_float_range(const struct quant_spec *s)
+{
+    int e = s->exp_bits, m = s->man_bits;
+    if (s->nan != QUANT_NAN_IEEE && s->nan != QUANT_NAN_FN && s->nan != QUANT_NAN_NONE)
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant float(%d,%d): nan rule %d is not ieee, fn or none",
+                           e, m, (int)s->nan);
+    if (s->nan == QUANT_NAN_NONE && s->overflow == QUANT_OVERFLOW_INF)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "quant float(%d,%d): with nan = none every code is finite, so overflow "
+                           "cannot give inf or NaN (use overflow saturate)",
+                           e, m);
+    if (s->bias != QUANT_BIAS_IEEE && (s->bias < -1000 || s->bias > 1000))
+        return ADAPT_ERROR(ADAPT_ERANGE, "quant float(%d,%d): bias %d out of range -1000..1000", e,
+                           m, s->bias);
+    int bias = quant_spec_bias(s);
+    int ones = s->nan == QUANT_NAN_IEEE ? 2 : 1; /* the largest exponent field is 2^e - ones */
+    int emax = (1 << e) - ones - bias, emin = 1 - bias;
+    int lo = (1 << e) - ones - 127, hi = 127 - m; /* emax <= 127, emin - m >= -126 */
+    if (emax <= 127 && (emin == -126 || emin - m >= -126)) return ADAPT_OK;
+    char allowed[96];
+    if (lo <= hi)
+        snprintf(allowed, sizeof allowed, "a bias in %d..%d%s", lo, hi, lo <= 127 ? " or 127" : "");
+    else if (lo <= 127)
+        snprintf(allowed, sizeof allowed, "bias 127 only");
+    else
+        snprintf(allowed, sizeof allowed, "no bias at all with these bits and nan rule");
+    return ADAPT_ERROR(ADAPT_ERANGE,
+                       "quant float(%d,%d) with bias %d and nan = %s: values from 2^%d (least "
+                       "step) to 2^%d x (2 - ...) do not fit float32 arithmetic, which needs "
+                       "the largest value below 2^128 and the least step at least 2^-126 (or "
+                       "the smallest normal exactly 2^-126); %s fits",
+                       e, m, bias, quant_nan_names[s->nan], emin - m, emax, allowed);
+}
+
 enum adapt_status quant_spec_check(const struct quant_spec *s)
 {
     if (!s) return ADAPT_ERROR(ADAPT_EINVAL, "quant: NULL spec");
     if ((int)s->format < 0 || s->format >= QUANT_FORMAT_COUNT)
         return ADAPT_ERROR(ADAPT_EINVAL, "quant: unknown format number %d", (int)s->format);
     const char *name = quant_types[s->format].name;
+    enum adapt_status st;
     if (s->rounding != QUANT_ROUND_NEAREST && s->rounding != QUANT_ROUND_STOCHASTIC)
         return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: rounding %d is neither nearest nor stochastic",
                            name, (int)s->rounding);
     if (s->tie != QUANT_TIE_EVEN && s->tie != QUANT_TIE_AWAY)
         return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: tie rule %d is neither even nor away", name,
                            (int)s->tie);
+    if (s->format >= QUANT_FORMAT_FP16 && s->format != QUANT_FORMAT_FLOAT &&
+        s->format != QUANT_FORMAT_PLUGIN &&
+        (s->bias != QUANT_BIAS_IEEE || s->nan != QUANT_NAN_IEEE))
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "quant %s: the exponent bias and the all-ones exponent rule are the "
+                           "format's own (float(E,M,bias=B,nan=...) sets them)",
+                           name);
     switch (s->format) {
     case QUANT_FORMAT_FIXED:
         if (s->wl < 1 || s->wl > 32)
@@ -210,6 +275,7 @@ enum adapt_status quant_spec_check(const struct quant_spec *s)
         if (s->man_bits < 1 || s->man_bits > 23)
             return ADAPT_ERROR(ADAPT_ERANGE, "quant float: mantissa bits %d out of range 1..23",
                                s->man_bits);
+        if ((st = check_float_range(s)) != ADAPT_OK) return st;
         break;
     }
     if (s->format >= QUANT_FORMAT_FP16) {
@@ -282,6 +348,90 @@ static enum adapt_status parse_plugin(const char *text, const char *a, struct qu
     return ADAPT_OK;
 }
 
+#define UNKNOWN_FORMAT                                                                           \
+    "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), muppet(WL), fp16, bf16, e4m3, "   \
+    "e5m2, float(E,M[,bias=B,nan=ieee|fn|none,sub=1|0,ovf=sat|inf]), mxfp8_e4m3, mxfp8_e5m2, "     \
+    "mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, plugin(PATH) or a defined format's name)"
+
+/* One decimal integer at *p (blanks before it skipped); 0 on bad syntax. */
+static int parse_int(const char **p, int *v)
+{
+    while (isspace((unsigned char)**p)) (*p)++;
+    char *end;
+    errno = 0;
+    long x = strtol(*p, &end, 10);
+    if (end == *p || errno || x < -1000000 || x > 1000000) return 0;
+    *v = (int)x;
+    *p = end;
+    while (isspace((unsigned char)**p)) (*p)++;
+    return 1;
+}
+
+/* "(E,M[,OPTION=VALUE]...)" after "float" into s; 0 on success, else writes why. */
+static int parse_float_args(const char *p, struct quant_spec *s, char *why, size_t size)
+{
+    int seen[4] = {0, 0, 0, 0};
+    static const char *const keys[4] = {"bias", "nan", "sub", "ovf"};
+    snprintf(why, size, "expected float(E,M) or float(E,M,OPTION=VALUE,...) with options bias, "
+                        "nan, sub, ovf");
+    if (*p++ != '(' || !parse_int(&p, &s->exp_bits) || *p++ != ',' ||
+        !parse_int(&p, &s->man_bits))
+        return 1;
+    while (*p == ',') {
+        p++;
+        while (isspace((unsigned char)*p)) p++;
+        size_t n = 0;
+        while (isalpha((unsigned char)p[n])) n++;
+        int k = 0;
+        while (k < 4 && !(strlen(keys[k]) == n && !strncmp(p, keys[k], n))) k++;
+        if (k == 4) {
+            snprintf(why, size, "unknown option '%.*s' (options: bias, nan, sub, ovf)",
+                     (int)(n ? n : 1), p);
+            return 1;
+        }
+        if (seen[k]++) {
+            snprintf(why, size, "option %s given twice", keys[k]);
+            return 1;
+        }
+        p += n;
+        while (isspace((unsigned char)*p)) p++;
+        if (*p++ != '=') {
+            snprintf(why, size, "option %s without '=VALUE'", keys[k]);
+            return 1;
+        }
+        if (k == 0) {
+            if (!parse_int(&p, &s->bias)) {
+                snprintf(why, size, "bias must be an integer");
+                return 1;
+            }
+            continue;
+        }
+        while (isspace((unsigned char)*p)) p++;
+        size_t m = 0;
+        while (isalnum((unsigned char)p[m])) m++;
+        int v = -1;
+        for (int i = 0; i < 3; i++) {
+            const char *word = k == 1   ? quant_nan_names[i]
+                               : k == 2 ? (i == 0 ? "0" : i == 1 ? "1" : NULL)
+                                        : (i == 0 ? "sat" : i == 1 ? "inf" : NULL);
+            if (word && strlen(word) == m && !strncmp(p, word, m)) v = i;
+        }
+        if (v < 0) {
+            snprintf(why, size, "%s must be %s, not '%.*s'", keys[k],
+                     k == 1 ? "ieee, fn or none" : k == 2 ? "1 or 0" : "sat or inf", (int)m, p);
+            return 1;
+        }
+        if (k == 1) s->nan = (enum quant_nan)v;
+        else if (k == 2) s->subnormals = v;
+        else s->overflow = v ? QUANT_OVERFLOW_INF : QUANT_OVERFLOW_SATURATE;
+        p += m;
+        while (isspace((unsigned char)*p)) p++;
+    }
+    if (*p++ != ')') return 1;
+    while (isspace((unsigned char)*p)) p++;
+    return *p != '\0';
+}
+
 enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
 {
     if (!text) return ADAPT_ERROR(ADAPT_EINVAL, "quant format: NULL text");
@@ -289,49 +439,65 @@ enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
     while (isspace((unsigned char)*p)) p++;
     size_t len = 0;
     while (isalnum((unsigned char)p[len]) || p[len] == '_') len++;
-    char name[16];
-    if (len == 0 || len >= sizeof name)
-        return ADAPT_ERROR(ADAPT_EINVAL,
-                           "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), "
-                           "muppet(WL), fp16, bf16, e4m3, e5m2, float(E,M), mxfp8_e4m3, "
-                           "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8 or plugin(PATH))",
-                           text);
+    char name[QUANT_FORMAT_NAME_MAX];
+    if (len == 0 || len >= sizeof name) return ADAPT_ERROR(ADAPT_EINVAL, UNKNOWN_FORMAT, text);
     memcpy(name, p, len);
     name[len] = '\0';
     const struct quant_type *t = quant_type_find(name);
-    if (!t)
-        return ADAPT_ERROR(ADAPT_EINVAL,
-                           "quant format '%s': unknown (expected fixed(WL,FL), bfp(WL), "
-                           "muppet(WL), fp16, bf16, e4m3, e5m2, float(E,M), mxfp8_e4m3, "
-                           "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8 or plugin(PATH))",
-                           text);
     struct quant_spec s;
-    quant_spec_init(&s, t->format);
     const char *a = p + len;
     while (isspace((unsigned char)*a)) a++;
+    if (!t) {
+        if (quant_format_lookup(name, &s) != ADAPT_OK)
+            return ADAPT_ERROR(ADAPT_EINVAL, UNKNOWN_FORMAT, text);
+        if (*a)
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "quant format '%s': %s is a defined format, which takes no "
+                               "parameters",
+                               text, name);
+        *out = s;
+        return ADAPT_OK;
+    }
+    quant_spec_init(&s, t->format);
     if (t->format == QUANT_FORMAT_PLUGIN) return parse_plugin(text, a, out);
-    int v[2], want = t->format == QUANT_FORMAT_FIXED || t->format == QUANT_FORMAT_FLOAT ? 2
-                     : t->format == QUANT_FORMAT_BFP || t->format == QUANT_FORMAT_MUPPET ? 1 : 0;
-    if (*a) {
+    if (t->format == QUANT_FORMAT_FLOAT) {
+        char why[160];
+        if (!*a)
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "quant format '%s': float needs its bits, e.g. float(5,10)", text);
+        if (parse_float_args(a, &s, why, sizeof why))
+            return ADAPT_ERROR(ADAPT_EINVAL, "quant format '%s': bad parameters (%s)", text, why);
+    } else if (*a) {
+        int v[2], want = t->format == QUANT_FORMAT_FIXED ? 2
+                         : t->format == QUANT_FORMAT_BFP || t->format == QUANT_FORMAT_MUPPET ? 1
+                                                                                            : 0;
         int got = want ? parse_args(a, want, v) : -1;
         if (got != want)
             return ADAPT_ERROR(ADAPT_EINVAL, "quant format '%s': bad parameters (expected %s)",
                                text, t->syntax);
-        if (t->format == QUANT_FORMAT_FLOAT) {
-            s.exp_bits = v[0];
-            s.man_bits = v[1];
-        } else {
-            s.wl = v[0];
-            if (want == 2) s.fl = v[1];
-        }
-    } else if (t->format == QUANT_FORMAT_FLOAT) {
-        return ADAPT_ERROR(ADAPT_EINVAL,
-                           "quant format '%s': float needs its bits, e.g. float(5,10)", text);
+        s.wl = v[0];
+        if (want == 2) s.fl = v[1];
     }
     enum adapt_status st = quant_spec_check(&s);
     if (st != ADAPT_OK) return st;
     *out = s;
     return ADAPT_OK;
+}
+
+/* float(E,M) with the options that differ from the defaults. */
+static void float_str(const struct quant_spec *s, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "float(%d,%d", s->exp_bits, s->man_bits);
+    int ieee = s->exp_bits >= 1 && s->exp_bits <= 30 ? (1 << (s->exp_bits - 1)) - 1 : 0;
+    size_t at = n < 0 ? 0 : (size_t)n < len ? (size_t)n : len;
+    if (s->bias != QUANT_BIAS_IEEE && s->bias != ieee)
+        at += (size_t)snprintf(buf + at, len - at, ",bias=%d", s->bias);
+    if (at < len && (int)s->nan > 0 && (int)s->nan < 3)
+        at += (size_t)snprintf(buf + at, len - at, ",nan=%s", quant_nan_names[s->nan]);
+    if (at < len && !s->subnormals) at += (size_t)snprintf(buf + at, len - at, ",sub=0");
+    if (at < len && s->overflow == QUANT_OVERFLOW_INF)
+        at += (size_t)snprintf(buf + at, len - at, ",ovf=inf");
+    if (at < len) snprintf(buf + at, len - at, ")");
 }
 
 const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len)
@@ -353,7 +519,7 @@ const char *quant_spec_str(const struct quant_spec *s, char *buf, size_t len)
     case QUANT_FORMAT_PLUGIN:
         snprintf(buf, len, "plugin(%s)", quant_plugin_text(s->plugin));
         break;
-    default: snprintf(buf, len, "float(%d,%d)", s->exp_bits, s->man_bits); break;
+    default: float_str(s, buf, len); break;
     }
     return buf;
 }

@@ -306,14 +306,15 @@ static char *unit_formats_json(const struct adapt_policy *pol)
     for (int u = 0; a && pr && u < pr->nunits; u++) {
         const struct adapt_unit_prec *up = &pr->u[u];
         char txt[QUANT_SPEC_STR_MAX];
-        json_t *o = json_pack("{s:s,s:b,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "unit",
-                              up->layer->name, "active", up->active, "spec",
+        json_t *o = json_pack("{s:s,s:b,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+                              "unit", up->layer->name, "active", up->active, "spec",
                               up->active ? quant_spec_str(&up->spec, txt, sizeof txt) : "float32",
                               "format", (int)up->spec.format, "wl", up->spec.wl, "fl",
                               up->spec.fl, "exp_bits", up->spec.exp_bits, "man_bits",
                               up->spec.man_bits, "block", (int)up->spec.block, "tie",
                               (int)up->spec.tie, "overflow", (int)up->spec.overflow, "subnormals",
-                              up->spec.subnormals);
+                              up->spec.subnormals, "bias", quant_spec_bias(&up->spec), "nan",
+                              (int)up->spec.nan);
         if (!o || json_array_append_new(a, o)) {
             json_decref(a);
             return NULL;
@@ -368,13 +369,15 @@ enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *
     for (int u = 0; u < pr->nunits; u++) {
         json_t *o = json_array_get(a, (size_t)u);
         const char *name = NULL;
-        int active = 0, format = 0, block = 0, tie = 0, overflow = 0;
+        int active = 0, format = 0, block = 0, tie = 0, overflow = 0, nan = QUANT_NAN_IEEE;
         struct quant_spec sp;
         memset(&sp, 0, sizeof sp);
-        if (json_unpack(o, "{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "unit", &name,
-                        "active", &active, "format", &format, "wl", &sp.wl, "fl", &sp.fl,
+        sp.bias = QUANT_BIAS_IEEE; /* checkpoints of older versions store neither bias nor nan */
+        if (json_unpack(o, "{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s?i,s?i}", "unit",
+                        &name, "active", &active, "format", &format, "wl", &sp.wl, "fl", &sp.fl,
                         "exp_bits", &sp.exp_bits, "man_bits", &sp.man_bits, "block", &block,
-                        "tie", &tie, "overflow", &overflow, "subnormals", &sp.subnormals) ||
+                        "tie", &tie, "overflow", &overflow, "subnormals", &sp.subnormals, "bias",
+                        &sp.bias, "nan", &nan) ||
             strcmp(name, pr->u[u].layer->name)) {
             st = ADAPT_ERROR(ADAPT_EFORMAT,
                              "%s: metadata 'unit_formats' entry %d is malformed or not unit %s",
@@ -395,6 +398,8 @@ enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *
         sp.block = (enum quant_block)block;
         sp.tie = (enum quant_tie)tie;
         sp.overflow = (enum quant_overflow)overflow;
+        sp.nan = (enum quant_nan)nan;
+        if (sp.format != QUANT_FORMAT_FLOAT) sp.bias = QUANT_BIAS_IEEE; /* the format's own */
         char txt[QUANT_SPEC_STR_MAX];
         if (active) {
             if ((st = quant_spec_check(&sp))) {

@@ -123,7 +123,7 @@ static enum adapt_status write_header(struct adapt_run_dir *d, const struct adap
                                       const struct adapt_run_info *info)
 {
     struct adapt_trace_layer *layers = calloc((size_t)net->nnodes, sizeof *layers);
-    char (*prec)[64] = calloc((size_t)net->nnodes + 1, sizeof *prec);
+    char (*prec)[QUANT_SPEC_STR_MAX] = calloc((size_t)net->nnodes + 1, sizeof *prec);
     struct adapt_trace_unit *units = calloc((size_t)net->nunits + 1, sizeof *units);
     const char **ov = calloc((size_t)cfg->n_overrides + 1, sizeof *ov);
     json_t *cj = adapt_config_to_json(cfg);
