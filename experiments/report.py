@@ -271,10 +271,12 @@ def comp_search_line(path):
         return None
     chosen = [s["plan"] for s in samples if s["chosen"]]
     s1 = [s for s in samples if s["stage"] == 1]
-    return ("Plan search: %d stage-1 plans trained (%d optimizer steps, %d safe), %d stage-2 "
-            "plans run for one batch; chosen plan `%s` (one digit per layer, the last digit "
-            "float32)." % (len(s1), sum(s["steps"] for s in s1), sum(s["safe"] for s in s1),
-                           len(samples) - len(s1), chosen[-1] if chosen else "?"))
+    n2 = len(samples) - len(s1)
+    return ("Plan search: %d stage-1 plan%s trained (%d optimizer steps, %d safe), %d stage-2 "
+            "plan%s run for one batch; chosen plan `%s` (one digit per layer, the last digit "
+            "float32)." % (len(s1), "s" if len(s1) != 1 else "", sum(s["steps"] for s in s1),
+                           sum(s["safe"] for s in s1), n2, "s" if n2 != 1 else "",
+                           chosen[-1] if chosen else "?"))
 
 
 def shared_scales(infos):
@@ -436,8 +438,9 @@ def cmd_build(args):
         if not pictures:
             continue
         md += ["### %s (%s%s)" % (label, policy, ", " + compat if compat else ""), ""]
-        if line:
-            md += [line[0].upper() + line[1:] + ".", ""]
+        if line:  # "label: every unit ..." as a sentence
+            what = line.split(": ", 1)[-1]
+            md += [what[0].upper() + what[1:] + ".", ""]
         search = comp_search_line(t)
         if search:
             md += [search, ""]

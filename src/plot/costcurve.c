@@ -292,20 +292,12 @@ enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
     c.b.x0 = 70;
     c.b.x1 = floor(c.W - 24 - legend_width(&c)); /* whole pixels: a sharp frame */
     c.leg_x = c.b.x1 + 20;
-    c.b.y0 = plot_top(c.subtitle) - 16;
-    c.b.y1 = c.H - 58;
     if (c.b.x1 - c.b.x0 < 200)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "%s: picture width %d leaves no room for the plot beside the legend",
                            path, c.W);
-    double leg_h = PLOT_LEG_ROW * (c.n + (c.cumulative_only ? 0 : 2.5));
-    if (leg_h > c.b.y1 - c.b.y0 + 40)
-        return ADAPT_ERROR(ADAPT_EINVAL,
-                           "%s: picture height %d leaves no room for the legend of %d runs",
-                           path, c.H, c.n);
     c.max_pts = (int)(c.b.x1 - c.b.x0) * 2;
     c.b.xhi = 0;
-    double ymax = 1.0;
     for (int r = 0; r < n; r++) {
         if (runs[r]->n_points < 1)
             return ADAPT_ERROR(ADAPT_EINVAL, "%s: run %s has no cost points", path, runs[r]->name);
@@ -313,6 +305,10 @@ enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
         if (last > c.b.xhi) c.b.xhi = last;
     }
     if (!(c.b.xhi > 0)) c.b.xhi = 1;
+    /* The y range: every value, unless a run's first steps carry a cost far above the rest (a
+     * search before training, counted into the first interval): then the values after the
+     * first tenth of the x range, and what lies above is clipped (the subtitle says so). */
+    double ymax = 1.0, ylate = 1.0;
     double *x = malloc(sizeof(double) * 3 * (size_t)c.max_pts);
     if (!x) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
     for (int r = 0; r < n; r++) {
@@ -323,13 +319,30 @@ enum adapt_status perf_costcurve_write(struct perf_run *const *runs, int n,
             return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", path);
         }
         for (int i = 0; i < np; i++) {
-            if (!c.cumulative_only) ymax = fmax(ymax, x[c.max_pts + i]);
-            ymax = fmax(ymax, x[2 * c.max_pts + i]);
+            double v = x[2 * c.max_pts + i];
+            if (!c.cumulative_only) v = fmax(v, x[c.max_pts + i]);
+            ymax = fmax(ymax, v);
+            if (x[i] >= 0.1 * c.b.xhi) ylate = fmax(ylate, v);
         }
     }
     free(x);
+    char clipped[384];
+    if (ymax > 3.0 * ylate) {
+        ymax = ylate;
+        if (!o->subtitle) {
+            snprintf(clipped, sizeof clipped, "%s; values above the top clipped", c.subtitle);
+            c.subtitle = clipped;
+        }
+    }
     double t[64];
     int nt = plot_nice_ticks(0, ymax * 1.12, 7, 0, t);
     c.b.yhi = t[nt - 1] >= ymax * 1.12 ? t[nt - 1] : ymax * 1.12;
+    c.b.y0 = plot_top(c.subtitle) - 16;
+    c.b.y1 = c.H - 58;
+    double leg_h = PLOT_LEG_ROW * (c.n + (c.cumulative_only ? 0 : 2.5));
+    if (leg_h > c.b.y1 - c.b.y0 + 40)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: picture height %d leaves no room for the legend of %d runs",
+                           path, c.H, c.n);
     return plot_render(path, kind, c.W, c.H, curve_draw, &c);
 }
