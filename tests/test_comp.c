@@ -102,6 +102,12 @@ START_TEST(test_stage2_plans)
     ck_assert_str_eq(got, "0111110,0001110,0101110,0011110,0111010,0111100,0111000");
     free(b);
     ck_assert_int_eq(adapt_comp_stage2_plans(&sp, "0111110", 6, &b, &n), ADAPT_EINVAL);
+    /* the float32 unit on the right: the last string of the run is P_s1 itself (written to
+     * the spare slot, then dropped) */
+    ck_assert_int_eq(adapt_comp_stage2_plans(&sp, "0000111", 64, &b, &n), ADAPT_OK);
+    join(b, n, 7, got, sizeof got);
+    ck_assert_str_eq(got, "0000111,0000001,0000101,0000011");
+    free(b);
     /* all units agree: only P_s1 */
     ck_assert_int_eq(adapt_comp_stage2_plans(&sp, "0000000", 64, &b, &n), ADAPT_OK);
     ck_assert_int_eq(n, 1);

@@ -93,13 +93,15 @@ enum adapt_status adapt_comp_stage1_plans(const struct adapt_comp_space *sp, int
                            "fewer units in policy.comp_try or raise comp_max_plans",
                            total, t, sp->k, max_plans);
     int n = (int)total;
-    char *b = plan_block(sp, (size_t)n);
+    /* one spare slot: a combination is written before it is compared with the basis */
+    char *b = plan_block(sp, (size_t)n + 1);
     if (!b) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the stage-1 plans");
     size_t w = (size_t)sp->n + 1;
     memset(b, fp32_digit(sp), (size_t)sp->n); /* the basis: all float32 */
     b[sp->n] = 0;
     int m = 1;
     for (long c = 0; c < (long)combos; c++) {
+        ADAPT_ASSERT(m <= n);
         char *p = b + (size_t)m * w;
         long rest = c;
         /* the first tried unit is the most significant digit: c = 0 is all format 0 */
@@ -117,6 +119,7 @@ enum adapt_status adapt_comp_stage1_plans(const struct adapt_comp_space *sp, int
         m++;
     }
     ADAPT_ASSERT(m == n);
+    memset(b + (size_t)n * w, 0, w);
     *plans = b;
     *count = n;
     return ADAPT_OK;
@@ -146,7 +149,8 @@ enum adapt_status adapt_comp_stage2_plans(const struct adapt_comp_space *sp, con
                            "policy = comp: stage 2 would price %d plans, more than "
                            "policy.comp_max_plans = %d",
                            n, max_plans);
-    char *b = plan_block(sp, (size_t)n);
+    /* one spare slot: a plan is written before it is compared with ps1 */
+    char *b = plan_block(sp, (size_t)n + 1);
     if (!b) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the stage-2 plans");
     memcpy(b, ps1, (size_t)sp->n);
     int c = 1;
@@ -154,6 +158,7 @@ enum adapt_status adapt_comp_stage2_plans(const struct adapt_comp_space *sp, con
         int e = next_boundary(sp, s), m = e - s - 1;
         char ds = boundary_digit(sp, ps1, s), de = boundary_digit(sp, ps1, e);
         for (long mask = 0; ds != de && m > 0 && mask < (1L << m); mask++) {
+            ADAPT_ASSERT(c <= n);
             char *p = b + (size_t)c * w;
             memcpy(p, ps1, (size_t)sp->n);
             for (int j = 0; j < m; j++) p[s + 1 + j] = (mask >> j) & 1 ? de : ds;
@@ -163,6 +168,7 @@ enum adapt_status adapt_comp_stage2_plans(const struct adapt_comp_space *sp, con
         s = e;
     }
     ADAPT_ASSERT(c == n);
+    memset(b + (size_t)n * w, 0, w);
     *plans = b;
     *count = n;
     return ADAPT_OK;
