@@ -8,8 +8,8 @@
  *
  * Grouped layers are thin (MobileNet's depthwise 3x3 has one input channel per output), so
  * they are computed directly rather than lowered to GEMMs. A channel's planes of nb samples
- * (a "stack", nb chosen so that the stack holds a few thousand floats: many samples of a 4x4
- * plane, one of a 32x32 plane) are copied one under the other into a zero-filled buffer of
+ * (a "stack" of about GCONV_STACK_FLOATS floats: 20 samples of a 4x4 plane with padding 1,
+ * one of a 16x16 plane) are copied one under the other into a zero-filled buffer of
  * width Ws >= W + p, each sample's block Rs >= H + p rows high, the image at row and column p
  * of its block: the zero columns right of a row are the left padding of the next row, the zero
  * rows below a sample the top padding of the next one. Output element (b, oy, ox) of the
@@ -23,10 +23,12 @@
  * The weight gradient is a set of dot products of dy, laid out as the output (zero at the
  * discarded positions), with the shifted input phases; dx, phase by phase of the buffer, sums
  * dy shifted the other way times the taps of that phase. Each output element sums its taps in
- * the order ic, ky, kx; the weight gradient of a stack is summed in float, stacks (in sample
- * order) and input channels in double, and nb depends on the layer's shape only, so results do
+ * the order ic, ky, kx; a weight's gradient is summed in float within a stack and over the
+ * stacks, in sample order, in double, and nb depends on the layer's shape only, so results do
  * not depend on the thread count. Threads split (stack, channel) pairs in forward and for dx,
- * output channels for dW.
+ * output channels for dW; a depthwise layer of stride 1 forms dx in the dW task, from the same
+ * dy stacks. The dW task reads a channel's planes sample after sample, which the hardware
+ * prefetchers do not follow when the planes are small: it prefetches the next stack itself.
  * macs = Hout*Wout*Cout*(Cin/groups)*k*k; fan_in = (Cin/groups)*k*k (PyTorch's). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,10 +37,10 @@
 #include "src/base/hd.h"
 #include "src/net/layers/layers_impl.h"
 
-/* floats of one stack in all phases: about this many (at least one sample) */
-#ifndef GCONV_STACK_FLOATS
+/* floats of one stack in all phases: about this many (at least one sample). Larger stacks
+ * read more planes at once, which the memory system serves worse; smaller ones pay more per
+ * call. (tests/test_layers.c sizes its batches to leave partial stacks with 512.) */
 #define GCONV_STACK_FLOATS 512
-#endif
 
 struct adapt_gconv {
     struct adapt_layer base;
@@ -376,18 +378,12 @@ static void stack_forward(const struct adapt_gconv *c, const float *xph, size_t 
     const float *p[9];
     int n = 0;
     if (kk == 9) {
-        for (int t = 0; t < 9; t++) {
-            const int f = c->tph[t];
-            const size_t sh = (size_t)c->tsh[t];
-            p[t] = xph + (size_t)f * lq + sh;
-        }
+        for (int t = 0; t < 9; t++) p[t] = xph + (size_t)c->tph[t] * lq + c->tsh[t];
         taps9_sum(ys, p, wk, acc, m);
         return;
     }
     for (int t = 0; t < kk; t++) {
-        const int f = c->tph[t];
-        const size_t sh = (size_t)c->tsh[t];
-        p[n++] = xph + (size_t)f * lq + sh;
+        p[n++] = xph + (size_t)c->tph[t] * lq + c->tsh[t];
         if (n == 3 || t == kk - 1) {
             taps_sum(ys, p[0], p[n > 1], p[n - 1], wk + t + 1 - n, n, acc, m);
             acc = 1;
@@ -462,9 +458,93 @@ ADAPT_HOT_CLONES static float plane_sum(const float *g, size_t m)
     return t;
 }
 
-ROW_LOOPS static void gconv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
-                                     const float *const *xs, const float *y, const float *dy,
-                                     float *const *dxs, unsigned acc)
+/* Prefetch the planes of the stack of samples j0.. (at most nb, fewer than n - j0) that the
+ * weight gradient of output channel o (group g) reads next: x of the group's input channels,
+ * dy of channel o. (Inlined: gcc deems a function that only prefetches free of effects and
+ * drops its calls.) */
+static inline __attribute__((always_inline)) void prefetch_stack(const struct adapt_gconv *c,
+                                                                 const float *x, const float *dy,
+                                                                 int j0, int n, int g, int o)
+{
+    const size_t HW = (size_t)c->h * c->w, P = (size_t)c->ho * c->wo;
+    const int nb = n - j0 < c->nb ? n - j0 : c->nb;
+    for (int j = 0; j < nb; j++) {
+        const char *px = (const char *)(x + ((size_t)(j0 + j) * c->cin + (size_t)g * c->cig) * HW);
+        const char *pd = (const char *)(dy + ((size_t)(j0 + j) * c->cout + o) * P);
+        for (size_t q = 0; q < HW * c->cig * sizeof(float); q += 64) __builtin_prefetch(px + q);
+        for (size_t q = 0; q < P * sizeof(float); q += 64) __builtin_prefetch(pd + q);
+    }
+}
+
+/* The phases of the input gradient of a stack (= or += over the output channels of a group):
+ * phase f sums dy (ys) shifted back by each tap of that phase times its weight wk */
+static void stack_dx(const struct adapt_gconv *c, const struct gconv_ws *ws, const float *wk,
+                     int acc, size_t m)
+{
+    const int kk = c->k * c->k, ss = c->stride * c->stride;
+    if (ss == 1 && kk == 9) {
+        const float *pt[9];
+        for (int t = 0; t < 9; t++) pt[t] = ws->ys - c->tsh[t];
+        taps9_sum(ws->dxph, pt, wk, acc, m);
+        return;
+    }
+    for (int f = 0; f < ss; f++) {
+        float *d = ws->dxph + (size_t)f * ws->lq;
+        const float *pt[3];
+        float wt[3];
+        int nt = 0, any = acc;
+        for (int t = 0; t < kk; t++) {
+            if (c->tph[t] != f) continue;
+            pt[nt] = ws->ys - c->tsh[t];
+            wt[nt++] = wk[t];
+            if (nt == 3) {
+                taps_sum(d, pt[0], pt[1], pt[2], wt, 3, any, m);
+                any = 1;
+                nt = 0;
+            }
+        }
+        if (nt) {
+            taps_sum(d, pt[0], pt[nt > 1], pt[nt - 1], wt, nt, any, m);
+            any = 1;
+        }
+        if (!any) memset(d, 0, m * sizeof *d);
+    }
+}
+
+/* dx planes (h, w) of nb samples, dxc + j*sstride, (= or += with acc) the image positions of
+ * the input-gradient phases */
+ROW_LOOPS static void dx_out(const struct adapt_gconv *c, const struct gconv_ws *ws, float *dxc,
+                             size_t sstride, int nb, unsigned acc)
+{
+    const int s = c->stride, p = c->pad, w = c->w, wq = c->wq;
+    const size_t HW = (size_t)c->h * w;
+    for (int j = 0; j < nb; j++, dxc += sstride) {
+        const float *sr = ws->dxph + (size_t)j * c->rq * wq;
+        if (s == 1) {
+            for (int yy = 0; yy < c->h; yy++) {
+                const float *r = sr + (size_t)(p + yy) * wq + p;
+                if (acc)
+                    row_add(dxc + (size_t)yy * w, r, w);
+                else
+                    row_copy(dxc + (size_t)yy * w, r, w);
+            }
+        } else if (s == 2) {
+            for (int yy = 0; yy < c->h; yy++) {
+                size_t ev, od;
+                rows2(c, ws->lq, yy, &ev, &od);
+                row_merge2(dxc + (size_t)yy * w, sr + ev, sr + od, w, acc);
+            }
+        } else if (acc) {
+            for (size_t i = 0; i < HW; i++) dxc[i] += sr[c->xoff[i]];
+        } else {
+            for (size_t i = 0; i < HW; i++) dxc[i] = sr[c->xoff[i]];
+        }
+    }
+}
+
+static void gconv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
+                           const float *const *xs, const float *y, const float *dy,
+                           float *const *dxs, unsigned acc)
 {
     struct adapt_gconv *c = (struct adapt_gconv *)l;
     const float *w = adapt_param_in_use(&l->param[0]);
@@ -472,10 +552,18 @@ ROW_LOOPS static void gconv_backward(struct adapt_layer *l, const struct adapt_e
     float *db = c->bias ? l->param[1].grad.data : NULL;
     const float *x = xs[0];
     float *dx = dxs[0];
-    const int n = ex->n, cout = c->cout, k = c->k, s = c->stride, wq = c->wq, p = c->pad;
-    const int nstk = (n + c->nb - 1) / c->nb, kk = k * k, ss = s * s;
+    const int n = ex->n, cout = c->cout, kk = c->k * c->k, wq = c->wq;
+    const int nstk = (n + c->nb - 1) / c->nb;
+    /* depthwise with stride 1 (one input and one output channel per group, dx planes no larger
+     * than dy's): dx of a channel's stack is formed from the dy stack the weight gradient uses,
+     * in the same task, saving a second pass over dy; otherwise the (stack, channel) order of a
+     * separate pass writes dx in memory order, which is faster when dx is the larger */
+    const int fused = dx && c->cig == 1 && c->cog == 1 && c->stride == 1;
     const size_t HW = (size_t)c->h * c->w, P = (size_t)c->ho * c->wo;
     const size_t slice = gconv_slice(c, NULL, NULL);
+    /* the weight gradient reads a channel's planes sample after sample, cin planes apart: the
+     * hardware does not see that stream when a plane is shorter than a page */
+    const int pf = HW * c->cig * sizeof(float) < 4096;
     ADAPT_ASSERT(ex->ws != NULL);
 #pragma omp parallel num_threads(c->threads)
     {
@@ -492,6 +580,7 @@ ROW_LOOPS static void gconv_backward(struct adapt_layer *l, const struct adapt_e
                 const int j0 = st * c->nb, nb = n - j0 < c->nb ? n - j0 : c->nb;
                 const size_t m = (size_t)nb * c->rq * wq;
                 const float *dyo = dy + ((size_t)j0 * cout + o) * P;
+                if (pf && st + 1 < nstk) prefetch_stack(c, x, dy, j0 + c->nb, n, g, o);
                 dy_in(c, dyo, (size_t)cout * P, nb, ws.ys);
                 if (db)
                     for (int j = 0; j < nb; j++) sb += plane_sum(dyo + (size_t)j * cout * P, P);
@@ -504,19 +593,14 @@ ROW_LOOPS static void gconv_backward(struct adapt_layer *l, const struct adapt_e
                     int nt = 0;
                     if (kk == 9) {
                         float r[9];
-                        for (int t = 0; t < 9; t++) {
-                            const int f = c->tph[t];
-                            const size_t sh = (size_t)c->tsh[t];
-                            pt[t] = ws.xph + (size_t)f * ws.lq + sh;
-                        }
+                        for (int t = 0; t < 9; t++)
+                            pt[t] = ws.xph + (size_t)c->tph[t] * ws.lq + c->tsh[t];
                         taps9_dot(ws.ys, pt, m, r);
                         for (int t = 0; t < 9; t++) sum[t] += r[t];
                         continue;
                     }
                     for (int t = 0; t < kk; t++) {
-                        const int f = c->tph[t];
-                        const size_t sh = (size_t)c->tsh[t];
-                        pt[nt++] = ws.xph + (size_t)f * ws.lq + sh;
+                        pt[nt++] = ws.xph + (size_t)c->tph[t] * ws.lq + c->tsh[t];
                         if (nt == 3 || t == kk - 1) {
                             float r[3];
                             taps_dot(ws.ys, pt[0], pt[nt > 1], pt[nt - 1], nt, m, r);
@@ -525,13 +609,18 @@ ROW_LOOPS static void gconv_backward(struct adapt_layer *l, const struct adapt_e
                         }
                     }
                 }
+                if (fused) {
+                    stack_dx(c, &ws, w + (size_t)o * kk, 0, m);
+                    dx_out(c, &ws, dx + ((size_t)j0 * c->cin + o) * HW, (size_t)c->cin * HW, nb,
+                           acc & 1u);
+                }
             }
             for (int i = 0; i < c->cig * kk; i++)
                 dw[(size_t)o * c->cig * kk + i] += (float)ws.dwsum[i];
             if (db) db[o] += (float)sb;
         }
-        /* input gradients: one (stack, input channel) per task, buffer phase by phase */
-        if (dx) {
+        /* input gradients: one (stack, input channel) per task */
+        if (dx && !fused) {
 #pragma omp for collapse(2) schedule(static)
             for (int st = 0; st < nstk; st++)
                 for (int ci = 0; ci < c->cin; ci++) {
@@ -540,62 +629,11 @@ ROW_LOOPS static void gconv_backward(struct adapt_layer *l, const struct adapt_e
                     const size_t m = (size_t)nb * c->rq * wq;
                     for (int oo = 0; oo < c->cog; oo++) {
                         const int o = g * c->cog + oo;
-                        const float *wk = w + ((size_t)o * c->cig + ic) * kk;
                         dy_in(c, dy + ((size_t)j0 * cout + o) * P, (size_t)cout * P, nb, ws.ys);
-                        if (ss == 1 && kk == 9) {
-                            const float *pt[9];
-                            for (int t = 0; t < 9; t++) pt[t] = ws.ys - c->tsh[t];
-                            taps9_sum(ws.dxph, pt, wk, oo > 0, m);
-                            continue;
-                        }
-                        for (int f = 0; f < ss; f++) {
-                            float *d = ws.dxph + (size_t)f * ws.lq;
-                            const float *pt[3];
-                            float wt[3];
-                            int nt = 0, any = oo > 0;
-                            for (int t = 0; t < kk; t++) {
-                                const int tf = c->tph[t];
-                                const size_t sh = (size_t)c->tsh[t];
-                                if (tf != f) continue;
-                                pt[nt] = ws.ys - sh;
-                                wt[nt++] = wk[t];
-                                if (nt == 3) {
-                                    taps_sum(d, pt[0], pt[1], pt[2], wt, 3, any, m);
-                                    any = 1;
-                                    nt = 0;
-                                }
-                            }
-                            if (nt) {
-                                taps_sum(d, pt[0], pt[nt > 1], pt[nt - 1], wt, nt, any, m);
-                                any = 1;
-                            }
-                            if (!any) memset(d, 0, m * sizeof *d);
-                        }
+                        stack_dx(c, &ws, w + ((size_t)o * c->cig + ic) * kk, oo > 0, m);
                     }
-                    for (int j = 0; j < nb; j++) {
-                        float *dxc = dx + ((size_t)(j0 + j) * c->cin + ci) * HW;
-                        const float *sr = ws.dxph + (size_t)j * c->rq * wq;
-                        if (s == 1) {
-                            for (int yy = 0; yy < c->h; yy++) {
-                                const float *r = sr + (size_t)(p + yy) * wq + p;
-                                if (acc & 1u)
-                                    row_add(dxc + (size_t)yy * c->w, r, c->w);
-                                else
-                                    row_copy(dxc + (size_t)yy * c->w, r, c->w);
-                            }
-                        } else if (s == 2) {
-                            for (int yy = 0; yy < c->h; yy++) {
-                                size_t ev, od;
-                                rows2(c, ws.lq, yy, &ev, &od);
-                                row_merge2(dxc + (size_t)yy * c->w, sr + ev, sr + od, c->w,
-                                           acc & 1u);
-                            }
-                        } else if (acc & 1u) {
-                            for (size_t i = 0; i < HW; i++) dxc[i] += sr[c->xoff[i]];
-                        } else {
-                            for (size_t i = 0; i < HW; i++) dxc[i] = sr[c->xoff[i]];
-                        }
-                    }
+                    dx_out(c, &ws, dx + ((size_t)j0 * c->cin + ci) * HW, (size_t)c->cin * HW, nb,
+                           acc & 1u);
                 }
         }
     }
