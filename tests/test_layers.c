@@ -507,10 +507,13 @@ START_TEST(test_gconv_ref_and_grads)
 }
 END_TEST
 
-/* Small planes are convolved as stacks of many samples' planes laid one under the other (a
- * stack holds about 512 floats: 20 samples of a 4x4 plane with padding 1, 5 of an 8x8 plane
- * with stride 2). These batches leave several full stacks and a partial one, against the double
- * reference (forward and finite-difference gradients, which cover every sample's dx and dW). */
+/* In backward, and in forward for planes larger than 40x40 with padding, a channel's planes
+ * of several samples are convolved as one stack laid one under the other (a stack holds about
+ * 512 floats: 20 samples of a 4x4 plane with padding 1, 5 of an 8x8 plane with stride 2); the
+ * forward of smaller planes puts eight samples side by side. These batches leave several full
+ * stacks or groups of eight and a partial one, against the double reference (forward and
+ * finite-difference gradients, which cover every sample's dx and dW); the last cases are
+ * planes large enough for the stacks in forward too. */
 struct gconv_stack_case {
     struct gconv_arg a;
     int n;
@@ -529,6 +532,9 @@ static const struct gconv_stack_case gconv_stack_cases[] = {
     {{4, 3, 5, 4, 1, 2, 0, 4, 0, 1}, 47},  /* grouped 1x1, stride 2, no padding */
     {{2, 3, 3, 2, 1, 1, 1, 2, 0, 1}, 37},  /* padding wider than the kernel */
     {{2, 5, 5, 2, 2, 1, 0, 2, 1, 1}, 33},  /* even kernel, no padding */
+    {{2, 42, 41, 2, 3, 1, 1, 2, 1, 1}, 3}, /* 42x41: stacks in forward */
+    {{2, 45, 45, 2, 3, 2, 1, 2, 0, 1}, 3}, /* stride 2 */
+    {{2, 40, 40, 4, 3, 1, 2, 1, 1, 2}, 2}, /* dilation 2, groups 1 */
 };
 
 START_TEST(test_gconv_stacks)

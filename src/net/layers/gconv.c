@@ -7,15 +7,17 @@
  *                                                              oy s - p + ky d, ox s - p + kx d].
  *
  * Grouped layers are thin (MobileNet's depthwise 3x3 has one input channel per output), so
- * they are computed directly rather than lowered to GEMMs. A channel's planes of nb samples
- * (a "stack" of about GCONV_STACK_FLOATS floats: 20 samples of a 4x4 plane with padding 1,
- * one of a 16x16 plane) are copied one under the other into a zero-filled buffer of
- * width Ws >= W + p, each sample's block Rs >= H + p rows high, the image at row and column p
- * of its block: the zero columns right of a row are the left padding of the next row, the zero
- * rows below a sample the top padding of the next one. Output element (b, oy, ox) of the
- * stack sits at (b Rs/s + oy) Ws/s + ox, so with stride 1 tap (ky, kx) is the buffer shifted
- * by ky d Ws + kx d and every tap is one contiguous, vectorised loop over the whole stack
- * (the positions that are not outputs, oy >= Hout or ox >= Wout, are computed and discarded).
+ * they are computed directly rather than lowered to GEMMs. The forward pass of planes up to
+ * about 38x38 puts eight samples side by side in vectors (lanes_forward below). Otherwise, and
+ * in the backward pass, a channel's planes of nb samples (a "stack" of about
+ * GCONV_STACK_FLOATS floats: 20 samples of a 4x4 plane with padding 1, one of a 16x16 plane)
+ * are copied one under the other into a zero-filled buffer of width Ws >= W + p, each sample's
+ * block Rs >= H + p rows high, the image at row and column p of its block: the zero columns
+ * right of a row are the left padding of the next row, the zero rows below a sample the top
+ * padding of the next one. Output element (b, oy, ox) of the stack sits at (b Rs/s + oy) Ws/s
+ * + ox, so with stride 1 tap (ky, kx) is the buffer shifted by ky d Ws + kx d and every tap is
+ * one contiguous, vectorised loop over the whole stack (the positions that are not outputs,
+ * oy >= Hout or ox >= Wout, are computed and discarded).
  * Stride s > 1 splits the buffer into s x s phases (rows and columns taken s apart), in which
  * tap (ky, kx) is phase (ky d % s, kx d % s) shifted by (ky d / s) Ws/s + kx d / s: the same
  * contiguous loops. The zeros sit at the same places for every stack, so a stack is formed by
@@ -25,7 +27,7 @@
  * dy shifted the other way times the taps of that phase. Each output element sums its taps in
  * the order ic, ky, kx; a weight's gradient is summed in float within a stack and over the
  * stacks, in sample order, in double, and nb depends on the layer's shape only, so results do
- * not depend on the thread count. Threads split (stack, channel) pairs in forward and for dx,
+ * not depend on the thread count. Threads split (samples, channel) pairs in forward and for dx,
  * output channels for dW; a depthwise layer of stride 1 forms dx in the dW task, from the same
  * dy stacks. The dW task reads a channel's planes sample after sample, which the hardware
  * prefetchers do not follow when the planes are small: it prefetches the next stack itself.
@@ -42,6 +44,11 @@
  * call. (tests/test_layers.c sizes its batches to leave partial stacks with 512.) */
 #define GCONV_STACK_FLOATS 512
 
+/* Forward of planes whose padded plane has at most this many positions (40x40: MobileNet's
+ * planes up to 32x32 with padding 1): eight samples side by side (see lanes_forward); the
+ * stacks serve the rest and the backward pass. (tests/test_layers.c has a larger plane.) */
+#define GCONV_LANES_POS 1600
+
 struct adapt_gconv {
     struct adapt_layer base;
     int cin, h, w, cout, k, stride, pad, groups, ho, wo, cig, cog, bias;
@@ -54,7 +61,11 @@ struct adapt_gconv {
     int *tph;     /* tap t = ky k + kx: its phase (ky d % s) s + kx d % s ... */
     int *tsh;     /* ... and shift (ky d / s) wq + kx d / s in the phase */
     int *xoff;    /* stride > 2: where input pixel y w + x of sample 0 lies in the phases */
-    int tab[];    /* tph, tsh, xoff */
+    int lanes;    /* small planes: forward with eight samples side by side */
+    int *lpos;    /* lanes: input pixel y w + x -> its position (y + p) Wp + x + p ... */
+    int *lout;    /* ... output (oy, ox) -> the position of its tap (0, 0), oy s Wp + ox s ... */
+    int *ltap;    /* ... tap t -> its offset from there, ky d Wp + kx d */
+    int tab[];    /* tph, tsh, xoff; lpos, lout, ltap */
 };
 
 static size_t r16(size_t v)
@@ -68,8 +79,10 @@ static size_t r16(size_t v)
  * weight-gradient sums of one output channel (cig k k doubles). */
 struct gconv_ws {
     float *xph, *ys, *dxph;
-    size_t lq; /* floats between phases of xph */
+    float *xl, *yl; /* lanes: the padded input (Hp Wp, 8) and the output (Hout Wout, 8) */
+    size_t lq;      /* floats between phases of xph */
     double *dwsum;
+    const float *xt[9], *yt[9]; /* 3x3 kernels: tap t of xph, and ys shifted back by tap t */
 };
 
 static size_t gconv_slice(const struct adapt_gconv *c, struct gconv_ws *w, float *base)
@@ -83,8 +96,19 @@ static size_t gconv_slice(const struct adapt_gconv *c, struct gconv_ws *w, float
         w->ys = base + ss * lq + r16(c->reach);
         w->dxph = base + ss * lq + ly;
         w->dwsum = (double *)(base + ss * lq + ly + ldx);
+        if (c->k == 3)
+            for (int t = 0; t < 9; t++) {
+                w->xt[t] = w->xph + (size_t)c->tph[t] * lq + c->tsh[t];
+                w->yt[t] = w->ys - c->tsh[t];
+            }
     }
-    return ss * lq + ly + ldx + sums;
+    const size_t lx = c->lanes ? r16((size_t)(c->h + 2 * c->pad) * (c->w + 2 * c->pad) * 8) : 0;
+    const size_t lyo = c->lanes ? r16((size_t)c->ho * c->wo * 8) : 0;
+    if (w) {
+        w->xl = base + ss * lq + ly + ldx + sums;
+        w->yl = w->xl + lx;
+    }
+    return ss * lq + ly + ldx + sums + lx + lyo;
 }
 
 static size_t gconv_workspace(const struct adapt_layer *l, int n)
@@ -371,24 +395,158 @@ ADAPT_HOT_CLONES static void taps9_dot(const float *restrict g, const float *con
 }
 
 /* ys[0..m) (= or +=) the taps wk of the input stack xph, in groups of three */
-static void stack_forward(const struct adapt_gconv *c, const float *xph, size_t lq, const float *wk,
-                          float *ys, size_t m, int acc)
+static void stack_forward(const struct adapt_gconv *c, const struct gconv_ws *ws, const float *wk,
+                          size_t m, int acc)
 {
     const int kk = c->k * c->k;
-    const float *p[9];
+    const float *p[3];
     int n = 0;
     if (kk == 9) {
-        for (int t = 0; t < 9; t++) p[t] = xph + (size_t)c->tph[t] * lq + c->tsh[t];
-        taps9_sum(ys, p, wk, acc, m);
+        taps9_sum(ws->ys, ws->xt, wk, acc, m);
         return;
     }
     for (int t = 0; t < kk; t++) {
-        p[n++] = xph + (size_t)c->tph[t] * lq + c->tsh[t];
+        p[n++] = ws->xph + (size_t)c->tph[t] * ws->lq + c->tsh[t];
         if (n == 3 || t == kk - 1) {
-            taps_sum(ys, p[0], p[n > 1], p[n - 1], wk + t + 1 - n, n, acc, m);
+            taps_sum(ws->ys, p[0], p[n > 1], p[n - 1], wk + t + 1 - n, n, acc, m);
             acc = 1;
             n = 0;
         }
+    }
+}
+
+/* ---- forward of planes up to GCONV_LANES_POS: eight samples side by side ----
+ * A stack still computes 25 positions for the 16 outputs of a 4x4 plane and copies row by row
+ * in and out. Here eight samples' planes are transposed, eight pixels at a time, into a padded
+ * plane of vectors (position (y + p) Wp + x + p holds pixel (y, x) of the eight samples; the
+ * padding is zeroed once per call), each output, of any stride and dilation, is one vector of
+ * eight samples summing its taps in the order ic, ky, kx, and the output vectors are
+ * transposed back into the eight planes. */
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int v8i __attribute__((vector_size(32)));
+#if defined(__clang__)
+#define SHUF8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SHUF8(a, b, ...) __builtin_shuffle(a, b, (v8i){__VA_ARGS__})
+#endif
+
+/* r[i][j] <-> r[j][i] */
+static inline __attribute__((always_inline)) void tr8(v8 r[8])
+{
+    v8 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = SHUF8(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = SHUF8(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = SHUF8(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[i + 1] = SHUF8(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[i + 2] = SHUF8(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[i + 3] = SHUF8(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = SHUF8(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        r[i + 4] = SHUF8(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+}
+
+/* xl[pos[i] 8 + b] = src[b][i] for the hw pixels i of eight planes */
+ADAPT_HOT_CLONES static void lanes_in(float *restrict xl, const float *const *src, const int *pos,
+                                      int hw)
+{
+    int i = 0;
+    for (; i + 8 <= hw; i += 8) {
+        v8 r[8];
+        for (int b = 0; b < 8; b++) r[b] = *(const v8u *)(src[b] + i);
+        tr8(r);
+        for (int q = 0; q < 8; q++) *(v8 *)(xl + (size_t)pos[i + q] * 8) = r[q];
+    }
+    for (; i < hw; i++)
+        for (int b = 0; b < 8; b++) xl[(size_t)pos[i] * 8 + b] = src[b][i];
+}
+
+/* dst[b][i] = yl[i 8 + b] + bias for the p outputs i of the first nb planes */
+ADAPT_HOT_CLONES static void lanes_out(float *const *dst, int nb, const float *restrict yl, int p,
+                                       float bias)
+{
+    int i = 0;
+    for (; i + 8 <= p; i += 8) {
+        v8 r[8];
+        for (int q = 0; q < 8; q++) r[q] = *(const v8 *)(yl + (size_t)(i + q) * 8);
+        tr8(r);
+        for (int b = 0; b < nb; b++) *(v8u *)(dst[b] + i) = r[b] + bias;
+    }
+    for (; i < p; i++)
+        for (int b = 0; b < nb; b++) dst[b][i] = yl[(size_t)i * 8 + b] + bias;
+}
+
+/* yl[q] (= or +=) sum_t wk[t] xl[lout[q] + ltap[t]] over the p outputs q, eight samples each */
+ADAPT_HOT_CLONES static void lanes_taps(float *restrict yl, const float *restrict xl,
+                                        const int *lout, const int *ltap, const float *wk, int kk,
+                                        int p, int acc)
+{
+    if (kk == 9) {
+        const float w0 = wk[0], w1 = wk[1], w2 = wk[2], w3 = wk[3], w4 = wk[4], w5 = wk[5],
+                    w6 = wk[6], w7 = wk[7], w8 = wk[8];
+        const size_t o0 = (size_t)ltap[0] * 8, o1 = (size_t)ltap[1] * 8, o2 = (size_t)ltap[2] * 8,
+                     o3 = (size_t)ltap[3] * 8, o4 = (size_t)ltap[4] * 8, o5 = (size_t)ltap[5] * 8,
+                     o6 = (size_t)ltap[6] * 8, o7 = (size_t)ltap[7] * 8, o8 = (size_t)ltap[8] * 8;
+        for (int q = 0; q < p; q++) {
+            const float *x0 = xl + (size_t)lout[q] * 8;
+            v8 t = *(const v8 *)(x0 + o0) * w0;
+            if (acc) t = *(const v8 *)(yl + (size_t)q * 8) + t;
+            t += *(const v8 *)(x0 + o1) * w1;
+            t += *(const v8 *)(x0 + o2) * w2;
+            t += *(const v8 *)(x0 + o3) * w3;
+            t += *(const v8 *)(x0 + o4) * w4;
+            t += *(const v8 *)(x0 + o5) * w5;
+            t += *(const v8 *)(x0 + o6) * w6;
+            t += *(const v8 *)(x0 + o7) * w7;
+            t += *(const v8 *)(x0 + o8) * w8;
+            *(v8 *)(yl + (size_t)q * 8) = t;
+        }
+        return;
+    }
+    for (int q = 0; q < p; q++) {
+        const float *x0 = xl + (size_t)lout[q] * 8;
+        v8 t = *(const v8 *)(x0 + (size_t)ltap[0] * 8) * wk[0];
+        if (acc) t = *(const v8 *)(yl + (size_t)q * 8) + t;
+        for (int k = 1; k < kk; k++) t += *(const v8 *)(x0 + (size_t)ltap[k] * 8) * wk[k];
+        *(v8 *)(yl + (size_t)q * 8) = t;
+    }
+}
+
+static void lanes_forward(const struct adapt_gconv *c, const struct adapt_exec *ex, const float *x,
+                          const float *w, const float *b, float *y)
+{
+    const int n = ex->n, cout = c->cout, kk = c->k * c->k;
+    const int nq = (n + 7) / 8, hw = c->h * c->w, P = c->ho * c->wo;
+    const size_t slice = gconv_slice(c, NULL, NULL);
+#pragma omp parallel num_threads(c->threads)
+    {
+        struct gconv_ws ws;
+        gconv_slice(c, &ws, ex->ws + (size_t)omp_get_thread_num() * slice);
+        memset(ws.xl, 0, (size_t)(c->h + 2 * c->pad) * (c->w + 2 * c->pad) * 8 * sizeof(float));
+#pragma omp for collapse(2) schedule(static)
+        for (int q = 0; q < nq; q++)
+            for (int o = 0; o < cout; o++) {
+                const int j0 = q * 8, nb = n - j0 < 8 ? n - j0 : 8;
+                const int g = o / c->cog;
+                const float *src[8];
+                float *dst[8];
+                for (int ic = 0; ic < c->cig; ic++) {
+                    const int ci = g * c->cig + ic;
+                    /* the lanes past a partial octet repeat its first sample */
+                    for (int j = 0; j < 8; j++)
+                        src[j] = x + ((size_t)(j0 + (j < nb ? j : 0)) * c->cin + ci) * hw;
+                    lanes_in(ws.xl, src, c->lpos, hw);
+                    lanes_taps(ws.yl, ws.xl, c->lout, c->ltap, w + ((size_t)o * c->cig + ic) * kk,
+                               kk, P, ic > 0);
+                }
+                for (int j = 0; j < nb; j++) dst[j] = y + ((size_t)(j0 + j) * cout + o) * P;
+                lanes_out(dst, nb, ws.yl, P, b ? b[o] : 0.0f);
+            }
     }
 }
 
@@ -404,6 +562,10 @@ ROW_LOOPS static void gconv_forward(struct adapt_layer *l, const struct adapt_ex
     const size_t HW = (size_t)c->h * c->w, P = (size_t)c->ho * c->wo;
     const size_t slice = gconv_slice(c, NULL, NULL);
     ADAPT_ASSERT(ex->ws != NULL);
+    if (c->lanes) {
+        lanes_forward(c, ex, x, w, b, y);
+        return;
+    }
 #pragma omp parallel num_threads(c->threads)
     {
         struct gconv_ws ws;
@@ -419,8 +581,7 @@ ROW_LOOPS static void gconv_forward(struct adapt_layer *l, const struct adapt_ex
                     const int ci = g * c->cig + ic;
                     stack_in(c, x + ((size_t)j0 * c->cin + ci) * HW, (size_t)c->cin * HW, nb,
                              ws.xph, ws.lq, 0);
-                    stack_forward(c, ws.xph, ws.lq, w + ((size_t)o * c->cig + ic) * kk, ws.ys, m,
-                                  ic > 0);
+                    stack_forward(c, &ws, w + ((size_t)o * c->cig + ic) * kk, m, ic > 0);
                 }
                 const float b0 = b ? b[o] : 0.0f;
                 for (int j = 0; j < nb; j++) {
@@ -483,9 +644,7 @@ static void stack_dx(const struct adapt_gconv *c, const struct gconv_ws *ws, con
 {
     const int kk = c->k * c->k, ss = c->stride * c->stride;
     if (ss == 1 && kk == 9) {
-        const float *pt[9];
-        for (int t = 0; t < 9; t++) pt[t] = ws->ys - c->tsh[t];
-        taps9_sum(ws->dxph, pt, wk, acc, m);
+        taps9_sum(ws->dxph, ws->yt, wk, acc, m);
         return;
     }
     for (int f = 0; f < ss; f++) {
@@ -589,13 +748,11 @@ static void gconv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
                     stack_in(c, x + ((size_t)j0 * c->cin + ci) * HW, (size_t)c->cin * HW, nb,
                              ws.xph, ws.lq, nb < c->nb);
                     double *sum = ws.dwsum + (size_t)ic * kk;
-                    const float *pt[9];
+                    const float *pt[3];
                     int nt = 0;
                     if (kk == 9) {
                         float r[9];
-                        for (int t = 0; t < 9; t++)
-                            pt[t] = ws.xph + (size_t)c->tph[t] * ws.lq + c->tsh[t];
-                        taps9_dot(ws.ys, pt, m, r);
+                        taps9_dot(ws.ys, ws.xt, m, r);
                         for (int t = 0; t < 9; t++) sum[t] += r[t];
                         continue;
                     }
@@ -659,7 +816,11 @@ struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], 
         return NULL;
     }
     const size_t HW = (size_t)in_chw[1] * in_chw[2], kk = (size_t)k * k;
-    struct adapt_gconv *c = calloc(1, sizeof *c + (2 * kk + (stride > 2 ? HW : 0)) * sizeof(int));
+    const int ho = (in_chw[1] + 2 * pad - span) / stride + 1;
+    const int wo = (in_chw[2] + 2 * pad - span) / stride + 1;
+    const int lanes = (in_chw[1] + 2 * pad) * (in_chw[2] + 2 * pad) <= GCONV_LANES_POS;
+    const size_t ntab = 2 * kk + (stride > 2 ? HW : 0) + (lanes ? HW + (size_t)ho * wo + kk : 0);
+    struct adapt_gconv *c = calloc(1, sizeof *c + ntab * sizeof(int));
     if (!c) {
         ADAPT_ERROR(ADAPT_ENOMEM, "%s: cannot allocate a conv2d layer", name ? name : "?");
         return NULL;
@@ -678,8 +839,8 @@ struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], 
     c->pad = pad;
     c->groups = l->groups = groups;
     c->dil = l->dilation = dilation;
-    c->ho = (c->h + 2 * pad - span) / stride + 1;
-    c->wo = (c->w + 2 * pad - span) / stride + 1;
+    c->ho = ho;
+    c->wo = wo;
     c->cig = c->cin / groups;
     c->cog = cout / groups;
     c->bias = bias != 0;
@@ -711,6 +872,16 @@ struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], 
                     c->xoff[y * c->w + x] =
                         (int)((size_t)(r % s * s + cc % s) * lq + (size_t)(r / s) * c->wq + cc / s);
                 }
+        c->lanes = lanes;
+        c->lpos = c->xoff + (s > 2 ? HW : 0);
+        c->lout = c->lpos + (lanes ? HW : 0);
+        c->ltap = c->lout + (lanes ? (size_t)ho * wo : 0);
+        if (lanes) {
+            const int wp = c->w + 2 * pad;
+            for (int i = 0; i < (int)HW; i++) c->lpos[i] = (i / c->w + pad) * wp + i % c->w + pad;
+            for (int i = 0; i < ho * wo; i++) c->lout[i] = i / wo * s * wp + i % wo * s;
+            for (int t = 0; t < (int)kk; t++) c->ltap[t] = t / k * dilation * wp + t % k * dilation;
+        }
     }
     c->threads = omp_get_max_threads();
     l->out_dim[0] = cout;
