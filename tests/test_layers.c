@@ -507,6 +507,156 @@ START_TEST(test_gconv_ref_and_grads)
 }
 END_TEST
 
+/* In backward, and in forward for planes larger than 40x40 with padding, a channel's planes
+ * of several samples are convolved as one stack laid one under the other (a stack holds about
+ * 512 floats: 20 samples of a 4x4 plane with padding 1, 5 of an 8x8 plane with stride 2); the
+ * forward of smaller planes puts eight samples side by side. These batches leave several full
+ * stacks or groups of eight and a partial one, against the double reference (forward and
+ * finite-difference gradients, which cover every sample's dx and dW); the last cases are
+ * planes large enough for the stacks in forward too. */
+struct gconv_stack_case {
+    struct gconv_arg a;
+    int n;
+};
+
+static const struct gconv_stack_case gconv_stack_cases[] = {
+    {{5, 4, 4, 5, 3, 1, 1, 5, 0, 1}, 45},  /* depthwise 4x4 (MobileNet's last planes) */
+    {{3, 2, 2, 3, 3, 1, 1, 3, 1, 1}, 61},  /* 2x2 plane, bias */
+    {{4, 1, 1, 4, 3, 1, 1, 4, 0, 1}, 131}, /* 1x1 plane with padding 1: only the centre tap */
+    {{3, 4, 4, 3, 3, 1, 2, 3, 0, 2}, 31},  /* dilation 2, padding 2 */
+    {{3, 8, 8, 3, 3, 2, 1, 3, 0, 1}, 13},  /* stride 2 (8x8 -> 4x4) */
+    {{2, 4, 4, 2, 3, 2, 1, 2, 1, 1}, 17},  /* stride 2 (4x4 -> 2x2), bias */
+    {{3, 7, 7, 3, 3, 3, 1, 3, 0, 1}, 13},  /* stride 3 */
+    {{4, 5, 3, 4, 3, 2, 1, 4, 0, 2}, 47},  /* stride 2, dilation 2, non-square */
+    {{4, 4, 4, 8, 3, 1, 1, 2, 1, 1}, 23},  /* two groups of 2 -> 4, bias */
+    {{4, 3, 5, 4, 1, 2, 0, 4, 0, 1}, 47},  /* grouped 1x1, stride 2, no padding */
+    {{2, 3, 3, 2, 1, 1, 1, 2, 0, 1}, 37},  /* padding wider than the kernel */
+    {{2, 5, 5, 2, 2, 1, 0, 2, 1, 1}, 33},  /* even kernel, no padding */
+    {{2, 42, 41, 2, 3, 1, 1, 2, 1, 1}, 3}, /* 42x41: stacks in forward */
+    {{2, 45, 45, 2, 3, 2, 1, 2, 0, 1}, 3}, /* stride 2 */
+    {{2, 40, 40, 4, 3, 1, 2, 1, 1, 2}, 2}, /* dilation 2, groups 1 */
+};
+
+START_TEST(test_gconv_stacks)
+{
+    const struct gconv_stack_case *sc = &gconv_stack_cases[_i];
+    const struct gconv_arg *a = &sc->a;
+    int chw[3] = {a->cin, a->h, a->w};
+    const int n = sc->n;
+    struct tu_layer t;
+    tu_layer_bind(
+        &t, adapt_gconv2d_create("gs", chw, a->cout, a->k, a->s, a->p, a->groups, a->d, a->bias), n,
+        1);
+    size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
+    tu_fill_uniform(t.x[0], nx, 131 + _i, -2.385f, 2.385f);
+    tu_fill_uniform(t.l->param[0].value.data, t.l->param[0].value.numel, 132 + _i, -0.9f, 0.9f);
+    if (a->bias) tu_fill_uniform(t.l->param[1].value.data, a->cout, 133 + _i, -0.5f, 0.5f);
+    tu_fill_uniform(t.dy, ny, 134 + _i, -1.0f, 1.0f);
+    double *y = malloc(ny * sizeof(double));
+    tu_layer_forward(&t);
+    ref_gconv(&t, a, y);
+    const double m = (double)a->cin / a->groups * a->k * a->k + 1;
+    for (size_t i = 0; i < ny; i++)
+        ck_assert_msg(fabs(t.y[i] - y[i]) <= sum_tol(m, 2.385 * 0.9) + 2 * U * fabs(y[i]),
+                      "case %d: y[%zu] = %.9g, reference %.9g", _i, i, t.y[i], y[i]);
+    free(y);
+    const int ho = t.l->out_dim[1], wo = t.l->out_dim[2];
+    double ax[2] = {sum_tol((double)a->cout / a->groups * a->k * a->k, 0.9), -1};
+    double ap[4] = {sum_tol((double)n * ho * wo, 2.385), sum_tol((double)n * ho * wo, 1.0), -1, -1};
+    check_grads(&t, ref_gconv, a, 0x1p-10f, ax, ap, 96);
+    tu_layer_release(&t);
+}
+END_TEST
+
+/* Dyadic data (exact in any order): a batch gives the same bits as one sample at a time and
+ * as two samples at a time, backward with acc adds into dx exactly; then with uniform data,
+ * a layer that runs on two threads gives the same bits as one on a single thread. */
+START_TEST(test_gconv_stacks_exact)
+{
+    const struct gconv_stack_case *sc = &gconv_stack_cases[_i];
+    const struct gconv_arg *a = &sc->a;
+    int chw[3] = {a->cin, a->h, a->w};
+    const int n = sc->n;
+    struct tu_layer t;
+    tu_layer_bind(
+        &t, adapt_gconv2d_create("gs", chw, a->cout, a->k, a->s, a->p, a->groups, a->d, a->bias), n,
+        1);
+    struct adapt_layer *l = t.l;
+    const size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
+    const size_t sx = nx / n, sy = ny / n, nw = l->param[0].value.numel;
+    tu_fill_dyadic(t.x[0], nx, 141 + _i, -16, 16, 3);
+    tu_fill_dyadic(l->param[0].value.data, nw, 142 + _i, -16, 16, 4);
+    if (a->bias) tu_fill_dyadic(l->param[1].value.data, a->cout, 143 + _i, -16, 16, 4);
+    tu_fill_dyadic(t.dy, ny, 144 + _i, -8, 8, 3);
+    tu_layer_zero_grads(&t);
+    tu_layer_forward(&t);
+    tu_layer_backward(&t, 0);
+    float *y1 = malloc(ny * sizeof(float)), *dx1 = malloc(nx * sizeof(float));
+    float *dw1 = malloc(nw * sizeof(float)), db1[8] = {0};
+    memcpy(y1, t.y, ny * sizeof(float));
+    memcpy(dx1, t.dx[0], nx * sizeof(float));
+    memcpy(dw1, l->param[0].grad.data, nw * sizeof(float));
+    if (a->bias) memcpy(db1, l->param[1].grad.data, a->cout * sizeof(float));
+    for (int step = 1; step <= 2; step++) {
+        tu_layer_zero_grads(&t);
+        memset(t.y, 0, ny * sizeof(float));
+        memset(t.dx[0], 0, nx * sizeof(float));
+        for (int j = 0; j < n; j += step) {
+            struct adapt_exec ex = {n - j < step ? n - j : step, 1, t.ws, 0, 0};
+            const float *xs[2] = {t.x[0] + j * sx, NULL};
+            float *dxs[2] = {t.dx[0] + j * sx, NULL};
+            l->ops->forward(l, &ex, xs, t.y + j * sy);
+            l->ops->backward(l, &ex, xs, t.y + j * sy, t.dy + j * sy, dxs, 0);
+        }
+        ck_assert_int_eq(tu_first_bit_diff(t.y, y1, ny), -1);
+        ck_assert_int_eq(tu_first_bit_diff(t.dx[0], dx1, nx), -1);
+        ck_assert_int_eq(tu_first_bit_diff(l->param[0].grad.data, dw1, nw), -1);
+        if (a->bias) ck_assert_int_eq(tu_first_bit_diff(l->param[1].grad.data, db1, a->cout), -1);
+    }
+    float *prev = malloc(nx * sizeof(float));
+    tu_fill_dyadic(prev, nx, 145 + _i, -64, 64, 3);
+    memcpy(t.dx[0], prev, nx * sizeof(float));
+    tu_layer_backward(&t, 1);
+    for (size_t i = 0; i < nx; i++) ck_assert(t.dx[0][i] == prev[i] + dx1[i]);
+    free(prev);
+
+    /* one thread against two */
+    const int saved = omp_get_max_threads();
+    struct tu_layer t1, t2;
+    omp_set_num_threads(1);
+    tu_layer_bind(
+        &t1, adapt_gconv2d_create("g1", chw, a->cout, a->k, a->s, a->p, a->groups, a->d, a->bias),
+        n, 1);
+    omp_set_num_threads(2);
+    tu_layer_bind(
+        &t2, adapt_gconv2d_create("g2", chw, a->cout, a->k, a->s, a->p, a->groups, a->d, a->bias),
+        n, 1);
+    omp_set_num_threads(saved);
+    struct tu_layer *tt[2] = {&t1, &t2};
+    for (int r = 0; r < 2; r++) {
+        tu_fill_uniform(tt[r]->x[0], nx, 151 + _i, -2.385f, 2.385f);
+        tu_fill_uniform(tt[r]->l->param[0].value.data, nw, 152 + _i, -0.9f, 0.9f);
+        if (a->bias) tu_fill_uniform(tt[r]->l->param[1].value.data, a->cout, 153 + _i, -0.5f, 0.5f);
+        tu_fill_uniform(tt[r]->dy, ny, 154 + _i, -1.0f, 1.0f);
+        tu_layer_zero_grads(tt[r]);
+        tu_layer_forward(tt[r]);
+        tu_layer_backward(tt[r], 0);
+    }
+    ck_assert_int_eq(tu_first_bit_diff(t1.y, t2.y, ny), -1);
+    ck_assert_int_eq(tu_first_bit_diff(t1.dx[0], t2.dx[0], nx), -1);
+    ck_assert_int_eq(tu_first_bit_diff(t1.l->param[0].grad.data, t2.l->param[0].grad.data, nw), -1);
+    if (a->bias)
+        ck_assert_int_eq(
+            tu_first_bit_diff(t1.l->param[1].grad.data, t2.l->param[1].grad.data, a->cout), -1);
+    tu_layer_release(&t1);
+    tu_layer_release(&t2);
+    free(y1);
+    free(dx1);
+    free(dw1);
+    tu_layer_release(&t);
+}
+END_TEST
+
 /* PyTorch 1.13: F.relu6 and its backward (ones) on -1.5, 0, 0.5, 5.999, 6, 7.25, NaN:
  * 0, 0, 0.5, 5.999, 6, 6, NaN and gradients 0, 0, 1, 1, 0, 0, 1 (NaN passes it). */
 START_TEST(test_relu6_hand)
@@ -1835,6 +1985,10 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_gconv_hand);
     tcase_add_loop_test(tc, test_gconv_ref_and_grads, 0,
                         (int)(sizeof gconv_cases / sizeof gconv_cases[0]));
+    tcase_add_loop_test(tc, test_gconv_stacks, 0,
+                        (int)(sizeof gconv_stack_cases / sizeof gconv_stack_cases[0]));
+    tcase_add_loop_test(tc, test_gconv_stacks_exact, 0,
+                        (int)(sizeof gconv_stack_cases / sizeof gconv_stack_cases[0]));
     tcase_add_test(tc, test_relu6_hand);
     tcase_add_test(tc, test_sigmoid_hardswish_hand);
     tcase_add_test(tc, test_sigmoid_hardswish_grads);
