@@ -3,7 +3,7 @@
  * (doc/models.md), batch 128 by default. Not a test: built on demand with
  * `make tests/bench_layers`.
  *
- *   tests/bench_layers [lenet|alexnet|resnet ...] [-n batch] [-t seconds] [-c]
+ *   tests/bench_layers [lenet|alexnet|resnet|mobilenet|vgg ...] [-n batch] [-t seconds] [-c]
  *
  * -c times by process CPU time (meaningful with OMP_NUM_THREADS=1 on a
  * shared host); otherwise wall time, discarding samples during which other
@@ -99,6 +99,23 @@ static const struct spec mobilenet[] = {
     {"dw 576x8x8 k3 p1", DWCONV, 576, 8, 8, 576, 3, 1, 1, 0, 0, 2},
     {"dw 576x8x8 k3 s2 p1", DWCONV, 576, 8, 8, 576, 3, 2, 1, 0, 0, 1},
     {"dw 960x4x4 k3 p1", DWCONV, 960, 4, 4, 960, 3, 1, 1, 0, 0, 3},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+};
+
+/* VGG-11 (CIFAR, batch norm): its 3x3 convolutions (with bias) and batch norms */
+static const struct spec vgg11[] = {
+    {"conv 3x32x32->64 k3 p1", CONV, 3, 32, 32, 64, 3, 1, 1, 1, 1, 1},
+    {"conv 64x16x16->128 k3 p1", CONV, 64, 16, 16, 128, 3, 1, 1, 1, 0, 1},
+    {"conv 128x8x8->256 k3 p1", CONV, 128, 8, 8, 256, 3, 1, 1, 1, 0, 1},
+    {"conv 256x8x8->256 k3 p1", CONV, 256, 8, 8, 256, 3, 1, 1, 1, 0, 1},
+    {"conv 256x4x4->512 k3 p1", CONV, 256, 4, 4, 512, 3, 1, 1, 1, 0, 1},
+    {"conv 512x4x4->512 k3 p1", CONV, 512, 4, 4, 512, 3, 1, 1, 1, 0, 1},
+    {"conv 512x2x2->512 k3 p1", CONV, 512, 2, 2, 512, 3, 1, 1, 1, 0, 2},
+    {"bn 64x32x32", BN, 64, 32, 32, 0, 0, 0, 0, 0, 0, 1},
+    {"bn 128x16x16", BN, 128, 16, 16, 0, 0, 0, 0, 0, 0, 1},
+    {"bn 256x8x8", BN, 256, 8, 8, 0, 0, 0, 0, 0, 0, 2},
+    {"bn 512x4x4", BN, 512, 4, 4, 0, 0, 0, 0, 0, 0, 2},
+    {"bn 512x2x2", BN, 512, 2, 2, 0, 0, 0, 0, 0, 0, 2},
     {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
@@ -254,6 +271,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "alexnet")) run("alexnet_cifar", alexnet, n, sec);
         else if (!strcmp(argv[i], "resnet")) run("resnet20", resnet, n, sec);
         else if (!strcmp(argv[i], "mobilenet")) run("mobilenetv2 (depthwise)", mobilenet, n, sec);
+        else if (!strcmp(argv[i], "vgg")) run("vgg11 (convolutions, batch norm)", vgg11, n, sec);
         else {
             fprintf(stderr, "bench_layers: unknown model '%s'\n", argv[i]);
             return 2;

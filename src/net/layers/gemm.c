@@ -12,8 +12,8 @@
  * those shapes, where OpenBLAS 0.3.21 gives about 100.
  *
  * Register tile: MR rows x 32 columns (24 accumulators for MR = 12) or
- * MR x 16 (MR <= 24) where the AVX-512 clones run, MR x 16 with MR <= 6
- * elsewhere (adapt_gemm_bcast), written with GCC vector extensions so the
+ * MR x 16 (MR <= 24) where the AVX-512 clones run, MR x 16 with MR <= 6 in
+ * 8-float vectors elsewhere (adapt_gemm_bcast), written with GCC vector extensions so the
  * AVX-512, AVX2 and baseline clones (ADAPT_HOT_CLONES) come from one source. */
 #include <stddef.h>
 
@@ -75,6 +75,53 @@ UK(1, 1) UK(2, 1) UK(3, 1) UK(4, 1) UK(5, 1) UK(6, 1) UK(7, 1) UK(8, 1) UK(9, 1)
 UK(11, 1) UK(12, 1) UK(13, 1) UK(14, 1) UK(15, 1) UK(16, 1) UK(17, 1) UK(18, 1) UK(19, 1)
 UK(20, 1) UK(21, 1) UK(22, 1) UK(23, 1) UK(24, 1)
 
+/* Without AVX-512 the tile is kept in 8-float vectors: gcc lowers an array of 16-float
+ * vectors to pairs of AVX2 registers only outside loops, and spills the accumulators to the
+ * stack on every k (about 6 GFLOP/s instead of 60 on one Zen 2 core). MR <= 6 rows of 16
+ * columns: 12 accumulators, 2 rows of B and a broadcast fill 15 of AVX2's 16 registers. */
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
+
+static inline __attribute__((always_inline)) void uk8_body(const int MR, UK_ARGS)
+{
+    v8 c[6][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < 2; v++) {
+            if (init == ADAPT_GEMM_ACC)
+                c[i][v] = *(const v8u *)(C + i * ldc + 8 * v);
+            else if (init == ADAPT_GEMM_BIAS)
+                c[i][v] = (v8){0} + bias[i];
+            else
+                c[i][v] = (v8){0};
+        }
+    for (int k = 0; k < K; k++) {
+        const v8 b0 = *(const v8u *)(B + k * ldb), b1 = *(const v8u *)(B + k * ldb + 8);
+        const float *a = A + k * acs;
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++) {
+            const float ai = a[i * ars];
+            c[i][0] += ai * b0;
+            c[i][1] += ai * b1;
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < 2; v++) *(v8u *)(C + i * ldc + 8 * v) = c[i][v];
+}
+
+#define UK8(MR)                                                                         \
+    ADAPT_HOT_CLONES __attribute__((noinline)) static void uk8_##MR(UK_ARGS)            \
+    {                                                                                   \
+        uk8_body(MR, K, A, ars, acs, B, ldb, C, ldc, init, bias);                       \
+    }
+
+UK8(1) UK8(2) UK8(3) UK8(4) UK8(5) UK8(6)
+
+static const uk_fn uk8[7] = {NULL, uk8_1, uk8_2, uk8_3, uk8_4, uk8_5, uk8_6};
+
 static const uk_fn uk2[13] = {NULL,    uk_1x2, uk_2x2, uk_3x2, uk_4x2,  uk_5x2, uk_6x2,
                               uk_7x2,  uk_8x2, uk_9x2, uk_10x2, uk_11x2, uk_12x2};
 static const uk_fn uk1[25] = {NULL,     uk_1x1,  uk_2x1,  uk_3x1,  uk_4x1,  uk_5x1,  uk_6x1,
@@ -97,7 +144,7 @@ static void tile(int i, int j, int mr, int nv, int K, const float *A, ptrdiff_t 
                  ptrdiff_t acs, const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int init,
                  const float *bias)
 {
-    (nv == 2 ? uk2 : uk1)[mr](K, A + i * ars, ars, acs, B + j, ldb, C + i * ldc + j, ldc, init,
+    (nv == 2 ? uk2 : nv == 1 ? uk1 : uk8)[mr](K, A + i * ars, ars, acs, B + j, ldb, C + i * ldc + j, ldc, init,
                               bias ? bias + i : NULL);
 }
 
@@ -124,7 +171,8 @@ void adapt_gemm_bcast(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdif
 {
     ADAPT_ASSERT(N % 16 == 0 && M > 0 && K > 0);
     const int wide = gemm_wide_tiles();
-    const int nv = wide ? 2 : 1, cols = 16 * nv; /* 16-float vectors and columns per tile */
+    /* nv: 16-float vectors per tile row (0: 16 columns in 8-float vectors) */
+    const int nv = wide ? 2 : 0, cols = wide ? 32 : 16;
     const int mrt = row_block(M, wide ? 12 : 6), mr1 = row_block(M, wide ? 24 : 6);
     const int nt = N / cols * cols;
     /* Column blocks outside re-read A once per tile of columns; row blocks
@@ -148,6 +196,6 @@ void adapt_gemm_bcast(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdif
     if (nt < N) /* wide tiles: the last 16 columns */
         for (int i = 0; i < M; i += mr1) {
             int mr = M - i < mr1 ? M - i : mr1;
-            tile(i, nt, mr, 1, K, A, ars, acs, B, ldb, C, ldc, init, bias);
+            tile(i, nt, mr, wide ? 1 : 0, K, A, ars, acs, B, ldb, C, ldc, init, bias);
         }
 }
