@@ -467,32 +467,46 @@ static const struct gconv_arg gconv_cases[] = {
     {4, 11, 10, 4, 3, 2, 1, 4, 0, 3}, /* depthwise, dilation 3, stride 2 */
 };
 
+/* A grouped convolution of n samples with seeded uniform data (seeds seed..seed+3): its
+ * forward against the double reference ref_gconv, then its finite-difference gradients
+ * (probes per tensor). Returns with the layer bound, dx formed, and ax[0] the input gradient's
+ * summation bound. */
+static void gconv_forward_and_grads(struct tu_layer *t, const struct gconv_arg *a, int n,
+                                    int seed, int probes, double ax[2])
+{
+    int chw[3] = {a->cin, a->h, a->w};
+    tu_layer_bind(t, adapt_gconv2d_create("gc", chw, a->cout, a->k, a->s, a->p, a->groups,
+                                          a->d, a->bias),
+                  n, 1);
+    size_t nx = tu_layer_in_len(t, 0), ny = tu_layer_out_len(t);
+    tu_fill_uniform(t->x[0], nx, seed, -2.385f, 2.385f);
+    tu_fill_uniform(t->l->param[0].value.data, t->l->param[0].value.numel, seed + 1, -0.9f,
+                    0.9f);
+    if (a->bias) tu_fill_uniform(t->l->param[1].value.data, a->cout, seed + 2, -0.5f, 0.5f);
+    tu_fill_uniform(t->dy, ny, seed + 3, -1.0f, 1.0f);
+    double *y = malloc(ny * sizeof(double));
+    tu_layer_forward(t);
+    ref_gconv(t, a, y);
+    const double m = (double)a->cin / a->groups * a->k * a->k + 1;
+    for (size_t i = 0; i < ny; i++)
+        ck_assert_msg(fabs(t->y[i] - y[i]) <= sum_tol(m, 2.385 * 0.9) + 2 * U * fabs(y[i]),
+                      "n = %d: y[%zu] = %.9g, reference %.9g", n, i, t->y[i], y[i]);
+    free(y);
+    const int ho = t->l->out_dim[1], wo = t->l->out_dim[2];
+    ax[0] = sum_tol((double)a->cout / a->groups * a->k * a->k, 0.9);
+    ax[1] = -1;
+    double ap[4] = {sum_tol((double)n * ho * wo, 2.385), sum_tol((double)n * ho * wo, 1.0), -1,
+                    -1};
+    check_grads(t, ref_gconv, a, 0x1p-10f, ax, ap, probes);
+}
+
 START_TEST(test_gconv_ref_and_grads)
 {
     const struct gconv_arg *a = &gconv_cases[_i];
-    int chw[3] = {a->cin, a->h, a->w};
-    const int n = 2;
     struct tu_layer t;
-    tu_layer_bind(&t, adapt_gconv2d_create("gc", chw, a->cout, a->k, a->s, a->p, a->groups,
-                                           a->d, a->bias),
-                  n, 1);
-    size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
-    tu_fill_uniform(t.x[0], nx, 31 + _i, -2.385f, 2.385f);
-    tu_fill_uniform(t.l->param[0].value.data, t.l->param[0].value.numel, 32 + _i, -0.9f, 0.9f);
-    if (a->bias) tu_fill_uniform(t.l->param[1].value.data, a->cout, 33 + _i, -0.5f, 0.5f);
-    tu_fill_uniform(t.dy, ny, 34 + _i, -1.0f, 1.0f);
-    double *y = malloc(ny * sizeof(double));
-    tu_layer_forward(&t);
-    ref_gconv(&t, a, y);
-    const double m = (double)a->cin / a->groups * a->k * a->k + 1;
-    for (size_t i = 0; i < ny; i++)
-        ck_assert_msg(fabs(t.y[i] - y[i]) <= sum_tol(m, 2.385 * 0.9) + 2 * U * fabs(y[i]),
-                      "y[%zu] = %.9g, reference %.9g", i, t.y[i], y[i]);
-    free(y);
-    const int ho = t.l->out_dim[1], wo = t.l->out_dim[2];
-    double ax[2] = {sum_tol((double)a->cout / a->groups * a->k * a->k, 0.9), -1};
-    double ap[4] = {sum_tol((double)n * ho * wo, 2.385), sum_tol((double)n * ho * wo, 1.0), -1, -1};
-    check_grads(&t, ref_gconv, a, 0x1p-10f, ax, ap, 48);
+    double ax[2];
+    gconv_forward_and_grads(&t, a, 2, 31 + _i, 48, ax);
+    size_t nx = tu_layer_in_len(&t, 0);
     /* backward with acc adds into dx: twice the gradient after a second accumulating pass
      * (up to the rounding of adding each term to the first pass's value) */
     float *first = malloc(nx * sizeof(float));
@@ -540,30 +554,9 @@ static const struct gconv_stack_case gconv_stack_cases[] = {
 START_TEST(test_gconv_stacks)
 {
     const struct gconv_stack_case *sc = &gconv_stack_cases[_i];
-    const struct gconv_arg *a = &sc->a;
-    int chw[3] = {a->cin, a->h, a->w};
-    const int n = sc->n;
     struct tu_layer t;
-    tu_layer_bind(
-        &t, adapt_gconv2d_create("gs", chw, a->cout, a->k, a->s, a->p, a->groups, a->d, a->bias), n,
-        1);
-    size_t nx = tu_layer_in_len(&t, 0), ny = tu_layer_out_len(&t);
-    tu_fill_uniform(t.x[0], nx, 131 + _i, -2.385f, 2.385f);
-    tu_fill_uniform(t.l->param[0].value.data, t.l->param[0].value.numel, 132 + _i, -0.9f, 0.9f);
-    if (a->bias) tu_fill_uniform(t.l->param[1].value.data, a->cout, 133 + _i, -0.5f, 0.5f);
-    tu_fill_uniform(t.dy, ny, 134 + _i, -1.0f, 1.0f);
-    double *y = malloc(ny * sizeof(double));
-    tu_layer_forward(&t);
-    ref_gconv(&t, a, y);
-    const double m = (double)a->cin / a->groups * a->k * a->k + 1;
-    for (size_t i = 0; i < ny; i++)
-        ck_assert_msg(fabs(t.y[i] - y[i]) <= sum_tol(m, 2.385 * 0.9) + 2 * U * fabs(y[i]),
-                      "case %d: y[%zu] = %.9g, reference %.9g", _i, i, t.y[i], y[i]);
-    free(y);
-    const int ho = t.l->out_dim[1], wo = t.l->out_dim[2];
-    double ax[2] = {sum_tol((double)a->cout / a->groups * a->k * a->k, 0.9), -1};
-    double ap[4] = {sum_tol((double)n * ho * wo, 2.385), sum_tol((double)n * ho * wo, 1.0), -1, -1};
-    check_grads(&t, ref_gconv, a, 0x1p-10f, ax, ap, 96);
+    double ax[2];
+    gconv_forward_and_grads(&t, &sc->a, sc->n, 131 + _i, 96, ax);
     tu_layer_release(&t);
 }
 END_TEST
