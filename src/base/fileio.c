@@ -38,6 +38,21 @@ char *adapt_strdup(const char *s)
     return d;
 }
 
+int adapt_identifier_valid(const char *name, size_t max)
+{
+    if (!name || !((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') ||
+                   name[0] == '_'))
+        return 0;
+    size_t n = 1;
+    for (; name[n]; n++) {
+        char c = name[n];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '_'))
+            return 0;
+    }
+    return n < max;
+}
+
 enum adapt_status adapt_read_text(const char *path, size_t max_bytes, char **out)
 {
     *out = NULL;

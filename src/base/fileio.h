@@ -63,6 +63,9 @@ enum adapt_status adapt_fileio_remove_dir(const char *dir);
 char *adapt_path_join(const char *dir, const char *name);
 /* strdup that is in C11; NULL when out of memory. */
 char *adapt_strdup(const char *s);
+/* 1 when name is an identifier, [A-Za-z_][A-Za-z0-9_]*, of fewer than max bytes (NUL
+ * included: at most max - 1 characters); 0 otherwise, and for NULL. */
+int adapt_identifier_valid(const char *name, size_t max);
 /* The whole of a text file of at most max_bytes, NUL-terminated, in a new allocation (free
  * it). Errors name the file: ADAPT_ENOENT / ADAPT_EIO when it cannot be read, ADAPT_EFORMAT
  * when it is larger than max_bytes or holds a NUL byte. */

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "src/base/fileio.h"
+
 /* ---------------------------------------------------------------- helpers */
 
 static void *field_ptr(void *obj, const struct adapt_schema_key *k)
@@ -451,17 +453,7 @@ static enum adapt_status apply(const struct adapt_schema *s, void *obj, const ch
 
 int adapt_schema_name_valid(const char *name)
 {
-    if (!((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') ||
-          name[0] == '_'))
-        return 0;
-    size_t n = 1;
-    for (; name[n]; n++) {
-        char c = name[n];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '_'))
-            return 0;
-    }
-    return n < ADAPT_SCHEMA_NAME_MAX;
+    return adapt_identifier_valid(name, ADAPT_SCHEMA_NAME_MAX);
 }
 
 static int *item_count(const struct adapt_schema_named *f, void *obj)

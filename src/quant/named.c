@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "src/base/fileio.h"
 #include "src/quant/quant.h"
 
 struct named {
@@ -16,17 +17,7 @@ static pthread_mutex_t named_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int quant_format_name_valid(const char *name)
 {
-    if (!name || !((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') ||
-                   name[0] == '_'))
-        return 0;
-    size_t n = 1;
-    for (; name[n]; n++) {
-        char c = name[n];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '_'))
-            return 0;
-    }
-    return n < QUANT_FORMAT_NAME_MAX;
+    return adapt_identifier_valid(name, QUANT_FORMAT_NAME_MAX);
 }
 
 int quant_format_reserved(const char *name)
