@@ -552,6 +552,22 @@ static const char *formats_ini = "[policy]\n"
                                  "man_bits = 1\n"
                                  "nan = none\n";
 
+/* Prints c with flags to <tmpdir>/printed<flags>.ini and loads that into d, which must
+ * equal c. */
+static void print_and_reload(const struct adapt_config *c, struct adapt_config *d,
+                             unsigned flags)
+{
+    char out[256], diff[64] = "?";
+    snprintf(out, sizeof out, "%s/printed%u.ini", tmpdir, flags);
+    FILE *f = fopen(out, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(adapt_config_print(c, f, flags), ADAPT_OK);
+    fclose(f);
+    adapt_config_init(d);
+    ck_assert_msg(adapt_config_load(d, out) == ADAPT_OK, "%s", adapt_error_message());
+    ck_assert_msg(adapt_config_equal(c, d, diff, sizeof diff), "differs at %s", diff);
+}
+
 START_TEST(test_format_sections)
 {
     struct adapt_config c, d;
@@ -615,14 +631,7 @@ START_TEST(test_format_sections)
 
     /* printed (the keys each section set), read back equal; with help, the resolved texts */
     for (unsigned flags = 0; flags <= ADAPT_CONFIG_PRINT_HELP; flags++) {
-        snprintf(out, sizeof out, "%s/printed%u.ini", tmpdir, flags);
-        FILE *fp = fopen(out, "w");
-        ck_assert_ptr_nonnull(fp);
-        ck_assert_int_eq(adapt_config_print(&c, fp, flags), ADAPT_OK);
-        fclose(fp);
-        adapt_config_init(&d);
-        ck_assert_msg(adapt_config_load(&d, out) == ADAPT_OK, "%s", adapt_error_message());
-        ck_assert_msg(adapt_config_equal(&c, &d, diff, sizeof diff), "differs at %s", diff);
+        print_and_reload(&c, &d, flags);
         ck_assert_msg(adapt_config_check(&d) == ADAPT_OK, "%s", adapt_error_message());
     }
     char *text = NULL;
@@ -730,15 +739,7 @@ START_TEST(test_print_roundtrip)
     ck_assert_int_eq(adapt_config_set(&c, "run.out=a;b"), ADAPT_OK);
 
     for (unsigned flags = 0; flags <= ADAPT_CONFIG_PRINT_HELP; flags++) {
-        snprintf(out, sizeof out, "%s/printed%u.ini", tmpdir, flags);
-        FILE *f = fopen(out, "w");
-        ck_assert_ptr_nonnull(f);
-        ck_assert_int_eq(adapt_config_print(&c, f, flags), ADAPT_OK);
-        fclose(f);
-        adapt_config_init(&d);
-        ck_assert_msg(adapt_config_load(&d, out) == ADAPT_OK, "%s", adapt_error_message());
-        char diff[64] = "?";
-        ck_assert_msg(adapt_config_equal(&c, &d, diff, sizeof diff), "differs at %s", diff);
+        print_and_reload(&c, &d, flags);
         ck_assert(d.model.init_gain == 0.30000000000000004);
     }
     /* defaults too */
