@@ -344,6 +344,16 @@ enum adapt_status quant_cuda_rows(const struct quant_spec *s, const float *d_x, 
 enum adapt_status quant_cuda_rows_host(const struct quant_spec *s, const float *x, float *y,
                                        size_t rows, size_t cols, struct quant_key key,
                                        uint8_t *mask, struct quant_stats *stats);
+/* quant_cuda_rows queued on a CUDA stream (a cudaStream_t; NULL: the default stream) without
+ * waiting: the caller gives device scratch of at least quant_cuda_scratch_bytes(s, rows, cols)
+ * bytes (not to be reused before the rounding ran), and the saturated / flushed / zero counts
+ * are added to d_counts[0..2] (device memory; NULL: not counted). The bits are
+ * quant_cuda_rows'. */
+size_t quant_cuda_scratch_bytes(const struct quant_spec *s, size_t rows, size_t cols);
+enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, const float *d_x, float *d_y,
+                                     size_t rows, size_t cols, struct quant_key key,
+                                     uint8_t *d_mask, unsigned long long *d_counts, void *scratch,
+                                     size_t scratch_bytes, void *stream);
 /* Launch shape (threads per block, blocks; 0 = default). Results do not depend on it. */
 void quant_cuda_set_launch(int threads, int blocks);
 

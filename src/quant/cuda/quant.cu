@@ -157,39 +157,41 @@ __global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, 
 template <int KIND, int MODE>
 void launch_mode(bool want_mask, bool perrow, int blocks, int threads, const float *x, float *y,
                  uint8_t *mask, size_t n, uint64_t index, const struct quant_plan &p,
-                 const struct quant_grid *grids, size_t cols, unsigned long long *counts)
+                 const struct quant_grid *grids, size_t cols, unsigned long long *counts,
+                 cudaStream_t cs)
 {
     if (want_mask && perrow)
         round_kernel<KIND, MODE, true, true>
-            <<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+            <<<blocks, threads, 0, cs>>>(x, y, mask, n, index, p, grids, cols, counts);
     else if (want_mask)
         round_kernel<KIND, MODE, true, false>
-            <<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+            <<<blocks, threads, 0, cs>>>(x, y, mask, n, index, p, grids, cols, counts);
     else if (perrow)
         round_kernel<KIND, MODE, false, true>
-            <<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+            <<<blocks, threads, 0, cs>>>(x, y, mask, n, index, p, grids, cols, counts);
     else
         round_kernel<KIND, MODE, false, false>
-            <<<blocks, threads>>>(x, y, mask, n, index, p, grids, cols, counts);
+            <<<blocks, threads, 0, cs>>>(x, y, mask, n, index, p, grids, cols, counts);
 }
 
 template <int KIND>
 void launch_kind(bool want_mask, bool perrow, int blocks, int threads, const float *x, float *y,
                  uint8_t *mask, size_t n, uint64_t index, const struct quant_plan &p,
-                 const struct quant_grid *grids, size_t cols, unsigned long long *counts)
+                 const struct quant_grid *grids, size_t cols, unsigned long long *counts,
+                 cudaStream_t cs)
 {
     switch (p.mode) {
     case QUANT_MODE_STOCHASTIC:
         launch_mode<KIND, QUANT_MODE_STOCHASTIC>(want_mask, perrow, blocks, threads, x, y, mask, n,
-                                                 index, p, grids, cols, counts);
+                                                 index, p, grids, cols, counts, cs);
         break;
     case QUANT_MODE_NEAREST_AWAY:
         launch_mode<KIND, QUANT_MODE_NEAREST_AWAY>(want_mask, perrow, blocks, threads, x, y, mask,
-                                                   n, index, p, grids, cols, counts);
+                                                   n, index, p, grids, cols, counts, cs);
         break;
     default:
         launch_mode<KIND, QUANT_MODE_NEAREST_EVEN>(want_mask, perrow, blocks, threads, x, y, mask,
-                                                   n, index, p, grids, cols, counts);
+                                                   n, index, p, grids, cols, counts, cs);
         break;
     }
 }
@@ -245,35 +247,35 @@ __global__ void mx_kernel(const float *x, float *y, uint8_t *mask, size_t rows, 
 template <int MODE>
 void launch_mx_mode(bool want_mask, int blocks, int threads, const float *x, float *y,
                     uint8_t *mask, size_t rows, size_t cols, uint64_t index,
-                    const struct quant_plan &p, unsigned long long *counts)
+                    const struct quant_plan &p, unsigned long long *counts, cudaStream_t cs)
 {
     if (want_mask && p.mx.integer)
-        mx_kernel<MODE, true, true><<<blocks, threads>>>(x, y, mask, rows, cols, index, p, counts);
+        mx_kernel<MODE, true, true><<<blocks, threads, 0, cs>>>(x, y, mask, rows, cols, index, p, counts);
     else if (want_mask)
-        mx_kernel<MODE, true, false><<<blocks, threads>>>(x, y, mask, rows, cols, index, p, counts);
+        mx_kernel<MODE, true, false><<<blocks, threads, 0, cs>>>(x, y, mask, rows, cols, index, p, counts);
     else if (p.mx.integer)
-        mx_kernel<MODE, false, true><<<blocks, threads>>>(x, y, mask, rows, cols, index, p, counts);
+        mx_kernel<MODE, false, true><<<blocks, threads, 0, cs>>>(x, y, mask, rows, cols, index, p, counts);
     else
         mx_kernel<MODE, false, false>
-            <<<blocks, threads>>>(x, y, mask, rows, cols, index, p, counts);
+            <<<blocks, threads, 0, cs>>>(x, y, mask, rows, cols, index, p, counts);
 }
 
 void launch_mx(bool want_mask, int blocks, int threads, const float *x, float *y, uint8_t *mask,
                size_t rows, size_t cols, uint64_t index, const struct quant_plan &p,
-               unsigned long long *counts)
+               unsigned long long *counts, cudaStream_t cs)
 {
     switch (p.mode) {
     case QUANT_MODE_STOCHASTIC:
         launch_mx_mode<QUANT_MODE_STOCHASTIC>(want_mask, blocks, threads, x, y, mask, rows, cols,
-                                              index, p, counts);
+                                              index, p, counts, cs);
         break;
     case QUANT_MODE_NEAREST_AWAY:
         launch_mx_mode<QUANT_MODE_NEAREST_AWAY>(want_mask, blocks, threads, x, y, mask, rows,
-                                                cols, index, p, counts);
+                                                cols, index, p, counts, cs);
         break;
     default:
         launch_mx_mode<QUANT_MODE_NEAREST_EVEN>(want_mask, blocks, threads, x, y, mask, rows, cols,
-                                                index, p, counts);
+                                                index, p, counts, cs);
         break;
     }
 }
@@ -290,10 +292,34 @@ extern "C" void quant_cuda_set_launch(int threads, int blocks)
     g_blocks = blocks > 0 ? blocks : 0;
 }
 
-extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const float *d_x,
-                                             float *d_y, size_t rows, size_t cols,
-                                             struct quant_key key, uint8_t *d_mask,
-                                             struct quant_stats *stats)
+namespace {
+
+/* Bytes of scratch quant_cuda_rows_on needs: the three counters, and for formats whose grid
+ * follows a range (bfp, muppet) the range keys and one grid per block. */
+size_t scratch_for(const struct quant_spec *s, size_t rows, bool *perrow, size_t *nblk)
+{
+    const struct quant_type *t = quant_type_of(s->format);
+    *perrow = t->needs_range;
+    *nblk = (s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0) ? rows : 1;
+    return 3 * sizeof(unsigned long long) +
+           (*perrow ? *nblk * (2 * sizeof(uint32_t) + sizeof(struct quant_grid)) : 0);
+}
+
+} // namespace
+
+extern "C" size_t quant_cuda_scratch_bytes(const struct quant_spec *s, size_t rows, size_t cols)
+{
+    (void)cols;
+    bool perrow;
+    size_t nblk;
+    return scratch_for(s, rows, &perrow, &nblk);
+}
+
+extern "C" enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, const float *d_x,
+                                                float *d_y, size_t rows, size_t cols,
+                                                struct quant_key key, uint8_t *d_mask,
+                                                unsigned long long *d_counts, void *scratch,
+                                                size_t scratch_bytes, void *stream)
 {
     enum adapt_status st = quant_spec_check(s);
     if (st != ADAPT_OK) return st;
@@ -305,9 +331,12 @@ extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const f
     size_t n = rows * cols;
     if (n == 0) return ADAPT_OK;
     if (!d_x || !d_y) return ADAPT_ERROR(ADAPT_EINVAL, "quant cuda: NULL array");
-    const struct quant_type *t = quant_type_of(s->format);
-    bool perrow = t->needs_range;
-    size_t nblk = (s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0) ? rows : 1;
+    bool perrow;
+    size_t nblk;
+    size_t need = scratch_for(s, rows, &perrow, &nblk);
+    if (!scratch || scratch_bytes < need)
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant cuda: %zu bytes of scratch for %zu needed",
+                           scratch_bytes, need);
     size_t blen = n / nblk;
     struct quant_plan p;
     if (perrow) {
@@ -319,23 +348,22 @@ extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const f
     }
     if (st != ADAPT_OK) return st;
 
+    cudaStream_t cs = (cudaStream_t)stream;
     const int threads = g_threads ? g_threads : 256;
-    size_t scratch = 3 * sizeof(unsigned long long) +
-                     (perrow ? nblk * (2 * sizeof(uint32_t) + sizeof(struct quant_grid)) : 0);
-    void *mem = NULL;
-    cudaError_t e = cudaMalloc(&mem, scratch);
-    if (e != cudaSuccess) return cuda_status(e, "scratch allocation");
-    unsigned long long *counts = (unsigned long long *)mem;
+    unsigned long long *counts = (unsigned long long *)scratch;
     uint32_t *keys = (uint32_t *)(counts + 3);
     struct quant_grid *grids = perrow ? (struct quant_grid *)(keys + 2 * nblk) : NULL;
-    cudaMemset(counts, 0, 3 * sizeof(unsigned long long));
+    if (!d_counts) { /* counted into the scratch, which nobody reads */
+        cudaMemsetAsync(counts, 0, 3 * sizeof(unsigned long long), cs);
+        d_counts = counts;
+    }
     if (perrow) {
         int b = (int)((nblk + 255) / 256 < 4096 ? (nblk + 255) / 256 : 4096);
-        keys_init_kernel<<<b, 256>>>(keys, nblk);
+        keys_init_kernel<<<b, 256, 0, cs>>>(keys, nblk);
         size_t bx = (blen + 255) / 256;
         dim3 rg((unsigned)(bx < 1024 ? bx : 1024), (unsigned)(nblk < 65535 ? nblk : 65535));
-        range_kernel<<<rg, 256>>>(d_x, nblk, blen, keys);
-        grids_kernel<<<b, 256>>>(keys, nblk, (int)s->format, s->wl, grids);
+        range_kernel<<<rg, 256, 0, cs>>>(d_x, nblk, blen, keys);
+        grids_kernel<<<b, 256, 0, cs>>>(keys, nblk, (int)s->format, s->wl, grids);
     }
     uint64_t nq = ((key.index + n - 1) >> 2) - (key.index >> 2) + 1;
     if (p.kind == QUANT_KIND_MX) /* one warp per block */
@@ -344,18 +372,43 @@ extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const f
     int blocks = g_blocks ? g_blocks : (int)(want < 1048576 ? want : 1048576);
     if (p.kind == QUANT_KIND_MX)
         launch_mx(d_mask != NULL, blocks, threads, d_x, d_y, d_mask, rows, cols, key.index, p,
-                  counts);
+                  d_counts, cs);
     else if (p.kind == QUANT_KIND_GRID)
         launch_kind<QUANT_KIND_GRID>(d_mask != NULL, perrow, blocks, threads, d_x, d_y, d_mask, n,
-                                     key.index, p, grids, blen, counts);
+                                     key.index, p, grids, blen, d_counts, cs);
     else
         launch_kind<QUANT_KIND_FMT>(d_mask != NULL, perrow, blocks, threads, d_x, d_y, d_mask, n,
-                                    key.index, p, grids, blen, counts);
-    e = cudaGetLastError();
+                                    key.index, p, grids, blen, d_counts, cs);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_status(e, "kernel launch");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const float *d_x,
+                                             float *d_y, size_t rows, size_t cols,
+                                             struct quant_key key, uint8_t *d_mask,
+                                             struct quant_stats *stats)
+{
+    enum adapt_status st = quant_spec_check(s);
+    if (st != ADAPT_OK) return st;
+    if (rows * cols == 0 && s->format != QUANT_FORMAT_PLUGIN) return ADAPT_OK;
+    size_t scratch = quant_cuda_scratch_bytes(s, rows, cols);
+    void *mem = NULL;
+    cudaError_t e = cudaMalloc(&mem, scratch);
+    if (e != cudaSuccess) return cuda_status(e, "scratch allocation");
+    unsigned long long *counts = (unsigned long long *)mem;
+    e = cudaMemset(counts, 0, 3 * sizeof(unsigned long long));
+    if (e != cudaSuccess) {
+        cudaFree(mem);
+        return cuda_status(e, "scratch");
+    }
+    st = quant_cuda_rows_on(s, d_x, d_y, rows, cols, key, d_mask, counts, mem, scratch, NULL);
     unsigned long long c[3] = {0, 0, 0};
-    if (e == cudaSuccess) e = cudaMemcpy(c, counts, sizeof c, cudaMemcpyDeviceToHost);
+    if (st == ADAPT_OK && (e = cudaMemcpy(c, counts, sizeof c, cudaMemcpyDeviceToHost)) !=
+                              cudaSuccess)
+        st = cuda_status(e, "kernel");
     cudaFree(mem);
-    if (e != cudaSuccess) return cuda_status(e, "kernel");
+    if (st != ADAPT_OK) return st;
     if (stats) {
         stats->saturated += c[0];
         stats->flushed += c[1];
