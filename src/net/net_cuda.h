@@ -23,13 +23,17 @@
  *   adapt_cuda_net_free(d);
  *
  * Builds without CUDA get src/net/net_cuda_none.c: create reports ADAPT_EUNSUPPORTED.
- * Not yet on the device: the precision policies' activation and gradient hooks and their
- * statistics (AdaPT, MuPPET, AMP run on the CPU engine).
+ *
+ * Quantized training: the precision module (src/policy/precision.h) installs device hooks
+ * (struct adapt_cuda_hooks) that round activations, inputs and gradients with the CUDA rounding
+ * kernels on the step's stream, and the policies compute their statistics with the reductions
+ * below; only scalars and histogram counts come back to the host.
  */
 #ifndef ADAPT_NET_CUDA_H
 #define ADAPT_NET_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "src/base/status.h"
 #include "src/net/net.h"
@@ -88,6 +92,87 @@ enum adapt_status adapt_cuda_net_read(struct adapt_cuda_net *d, int which, int a
                                       float *host);
 /* The device's description ("NVIDIA H100 ..., sm_90, ..."). */
 const char *adapt_cuda_net_device(const struct adapt_cuda_net *d);
+
+/* ---- what the precision policies build on (src/policy/precision.c, src/policy/adapt.c) ----
+ * Every function below queues its work on the step's stream (in order with the step) unless it
+ * says that it waits. Device arrays are float * into device memory. */
+
+/* Hooks with the contract of struct adapt_net's (src/net/net.h), on the device arrays of the
+ * step: called on the host while the step is being queued, they queue their own work with the
+ * functions below (adapt_cuda_net_round, ...). in also runs before each node's backward
+ * (backward = 1), so the backward reads the inputs the forward used. A hook's failure stops the
+ * step with its status. */
+struct adapt_cuda_hooks {
+    void *ctx;
+    enum adapt_status (*in)(void *ctx, int node, const float **xs, int n, int training,
+                            int backward);
+    enum adapt_status (*out)(void *ctx, int node, float *y, int n, int training);
+    enum adapt_status (*dout)(void *ctx, int node, const float *y, float *dy, int n);
+    enum adapt_status (*grad)(void *ctx, int node, float **dxs, int n);
+};
+/* Installs the hooks (copied; NULL removes them). Hooks left NULL are not called. */
+void adapt_cuda_net_set_hooks(struct adapt_cuda_net *d, const struct adapt_cuda_hooks *h);
+
+/* floats of device memory, zeroed, owned by the engine (freed with it). */
+enum adapt_status adapt_cuda_net_alloc(struct adapt_cuda_net *d, size_t floats, float **out);
+/* k counter slots of (saturated, flushed, zeros), zeroed; replaces earlier slots. */
+enum adapt_status adapt_cuda_net_counters(struct adapt_cuda_net *d, int k);
+/* Waits for the queued work, adds the slots' counts to host[0 .. 3k-1] and zeroes them. */
+enum adapt_status adapt_cuda_net_take_counters(struct adapt_cuda_net *d, uint64_t *host);
+/* quant_rows(s, x, y, rows, cols, key) on device arrays (quant_cuda_rows_on, bit for bit the
+ * CPU's); counts added to slot `slot` (-1: not counted). */
+enum adapt_status adapt_cuda_net_round(struct adapt_cuda_net *d, const struct quant_spec *s,
+                                       const float *x, float *y, size_t rows, size_t cols,
+                                       struct quant_key key, int slot);
+/* dy = 0 where (y >= hi and dy < 0) or (y <= lo and dy > 0): the saturating straight-through
+ * rule. */
+enum adapt_status adapt_cuda_net_ste_clip(struct adapt_cuda_net *d, const float *y, float *dy,
+                                          size_t count, float lo, float hi);
+
+/* Parameter p's (net->param order) master values, gradient (NULL for buffers) or the array its
+ * layer computes with. */
+enum adapt_cuda_array { ADAPT_CUDA_VALUE = 0, ADAPT_CUDA_GRAD, ADAPT_CUDA_USE };
+float *adapt_cuda_net_param(struct adapt_cuda_net *d, int p, enum adapt_cuda_array which);
+/* The layer computes with `use` (a device array of the parameter's size) from the next step;
+ * NULL: with the master. */
+void adapt_cuda_net_use(struct adapt_cuda_net *d, int p, const float *use);
+
+/* out[2i] = sum of x_i^2, out[2i+1] = sum |x_i| over x[i][0 .. n[i]-1] (double sums, summation
+ * order the device's); waits. */
+enum adapt_status adapt_cuda_net_sums(struct adapt_cuda_net *d, float *const *x, const size_t *n,
+                                      int k, double *out);
+/* g *= scale (when scale != 1), then acc += g when acc is not NULL. */
+enum adapt_status adapt_cuda_net_scale_acc(struct adapt_cuda_net *d, float *g, float *acc,
+                                           size_t count, float scale);
+/* Device <-> host copies of count floats; they wait. */
+enum adapt_status adapt_cuda_net_get(struct adapt_cuda_net *d, const float *dev, float *host,
+                                     size_t count);
+enum adapt_status adapt_cuda_net_put(struct adapt_cuda_net *d, float *dev, const float *host,
+                                     size_t count);
+/* The push-down's histogram statistics: dst[i] = src[i * stride] (i < count); the finite range
+ * of x (*lo > *hi when none; waits); and counts[0 .. bins-1] = quant_hist(x, count, 1, lo, hi,
+ * bins, QUANT_HIST_CLAMP) with lo < hi (waits). */
+enum adapt_status adapt_cuda_net_gather(struct adapt_cuda_net *d, const float *src, size_t stride,
+                                        float *dst, size_t count);
+enum adapt_status adapt_cuda_net_range(struct adapt_cuda_net *d, const float *x, size_t count,
+                                       double *lo, double *hi);
+enum adapt_status adapt_cuda_net_hist(struct adapt_cuda_net *d, const float *x, size_t count,
+                                      double lo, double hi, int bins, uint64_t *counts);
+
+/* adapt_sgd_prepare on the device: every trainable gradient g = g * grad_scale, then
+ * g += l1 * sign(w), w the master or (l1_quantized) the copy in use. */
+enum adapt_status adapt_cuda_net_sgd_prepare(struct adapt_cuda_net *d, double grad_scale, double l1,
+                                             int l1_quantized);
+/* adapt_sgd_update on the device with o's lr, momentum, l2, nesterov and l2_quantized (the L2
+ * term reads the copy in use), then zero gradients; the first call starts the momentum
+ * buffers. */
+enum adapt_status adapt_cuda_net_sgd_update(struct adapt_cuda_net *d, const struct adapt_sgd *o);
+/* sum over the trainable parameters of |w| (w: the master or, l1_quantized, the copy in use);
+ * waits. adapt_sgd_l1_norm on the device. */
+enum adapt_status adapt_cuda_net_l1_norm(struct adapt_cuda_net *d, int l1_quantized, double *out);
+/* Zeroes every gradient (a skipped step), or count floats at x. */
+enum adapt_status adapt_cuda_net_zero_grads(struct adapt_cuda_net *d);
+enum adapt_status adapt_cuda_net_zero(struct adapt_cuda_net *d, float *x, size_t count);
 
 #ifdef __cplusplus
 }

@@ -97,3 +97,133 @@ const char *adapt_cuda_net_device(const struct adapt_cuda_net *d)
     (void)d;
     return "";
 }
+
+void adapt_cuda_net_set_hooks(struct adapt_cuda_net *d, const struct adapt_cuda_hooks *h)
+{
+    (void)d, (void)h;
+}
+
+enum adapt_status adapt_cuda_net_alloc(struct adapt_cuda_net *d, size_t floats, float **out)
+{
+    (void)d, (void)floats;
+    *out = NULL;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_counters(struct adapt_cuda_net *d, int k)
+{
+    (void)d, (void)k;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_take_counters(struct adapt_cuda_net *d, uint64_t *host)
+{
+    (void)d, (void)host;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_round(struct adapt_cuda_net *d, const struct quant_spec *s,
+                                       const float *x, float *y, size_t rows, size_t cols,
+                                       struct quant_key key, int slot)
+{
+    (void)d, (void)s, (void)x, (void)y, (void)rows, (void)cols, (void)key, (void)slot;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_ste_clip(struct adapt_cuda_net *d, const float *y, float *dy,
+                                          size_t count, float lo, float hi)
+{
+    (void)d, (void)y, (void)dy, (void)count, (void)lo, (void)hi;
+    NO_CUDA;
+}
+
+float *adapt_cuda_net_param(struct adapt_cuda_net *d, int p, enum adapt_cuda_array which)
+{
+    (void)d, (void)p, (void)which;
+    return NULL;
+}
+
+void adapt_cuda_net_use(struct adapt_cuda_net *d, int p, const float *use)
+{
+    (void)d, (void)p, (void)use;
+}
+
+enum adapt_status adapt_cuda_net_sums(struct adapt_cuda_net *d, float *const *x, const size_t *n,
+                                      int k, double *out)
+{
+    (void)d, (void)x, (void)n, (void)k, (void)out;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_scale_acc(struct adapt_cuda_net *d, float *g, float *acc,
+                                           size_t count, float scale)
+{
+    (void)d, (void)g, (void)acc, (void)count, (void)scale;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_get(struct adapt_cuda_net *d, const float *dev, float *host,
+                                     size_t count)
+{
+    (void)d, (void)dev, (void)host, (void)count;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_put(struct adapt_cuda_net *d, float *dev, const float *host,
+                                     size_t count)
+{
+    (void)d, (void)dev, (void)host, (void)count;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_gather(struct adapt_cuda_net *d, const float *src, size_t stride,
+                                        float *dst, size_t count)
+{
+    (void)d, (void)src, (void)stride, (void)dst, (void)count;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_range(struct adapt_cuda_net *d, const float *x, size_t count,
+                                       double *lo, double *hi)
+{
+    (void)d, (void)x, (void)count, (void)lo, (void)hi;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_hist(struct adapt_cuda_net *d, const float *x, size_t count,
+                                      double lo, double hi, int bins, uint64_t *counts)
+{
+    (void)d, (void)x, (void)count, (void)lo, (void)hi, (void)bins, (void)counts;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_sgd_prepare(struct adapt_cuda_net *d, double grad_scale, double l1,
+                                             int l1_quantized)
+{
+    (void)d, (void)grad_scale, (void)l1, (void)l1_quantized;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_sgd_update(struct adapt_cuda_net *d, const struct adapt_sgd *o)
+{
+    (void)d, (void)o;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_l1_norm(struct adapt_cuda_net *d, int l1_quantized, double *out)
+{
+    (void)d, (void)l1_quantized, (void)out;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_zero(struct adapt_cuda_net *d, float *x, size_t count)
+{
+    (void)d, (void)x, (void)count;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_zero_grads(struct adapt_cuda_net *d)
+{
+    (void)d;
+    NO_CUDA;
+}

@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "src/base/rng.h"
 #include "src/net/cuda/kernels.h"
@@ -1246,4 +1247,197 @@ extern "C" void acu_sumsq(const float *x, size_t count, double *out, cudaStream_
         sumsq_kernel<4><<<(unsigned)b, kThreads, 0, s>>>(x, count, out);
     else
         sumsq_kernel<1><<<(unsigned)b, kThreads, 0, s>>>(x, count, out);
+}
+
+/* ---------------------------------------------------------------- precision policies */
+
+namespace
+{
+
+struct scale_acc_op { /* g *= scale; acc += g */
+    float *g, *acc;
+    float scale;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        fvec<V> gv = ld<V>(g + i);
+        if (scale != 1.0f) {
+#pragma unroll
+            for (int l = 0; l < V; l++) gv.v[l] = __fmul_rn(gv.v[l], scale);
+            st<V>(g + i, gv);
+        }
+        if (acc) {
+            fvec<V> a = ld<V>(acc + i);
+#pragma unroll
+            for (int l = 0; l < V; l++) a.v[l] = __fadd_rn(a.v[l], gv.v[l]);
+            st<V>(acc + i, a);
+        }
+    }
+};
+
+struct sgd_prepare_op { /* g = g * scale + l1 * sign(w) */
+    float *g;
+    const float *w;
+    float scale, l1;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        fvec<V> gv = ld<V>(g + i);
+        fvec<V> wv;
+        if (l1 != 0.0f) wv = ld<V>(w + i);
+#pragma unroll
+        for (int l = 0; l < V; l++) {
+            float v = gv.v[l];
+            if (scale != 1.0f) v = __fmul_rn(v, scale);
+            if (l1 != 0.0f) {
+                const float x = wv.v[l];
+                v = __fadd_rn(v, __fmul_rn(l1, (float)((x > 0.0f) - (x < 0.0f))));
+            }
+            gv.v[l] = v;
+        }
+        st<V>(g + i, gv);
+    }
+};
+
+struct ste_clip_op {
+    const float *y;
+    float *dy;
+    float lo, hi;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        const fvec<V> yv = ld<V>(y + i);
+        fvec<V> d = ld<V>(dy + i);
+#pragma unroll
+        for (int l = 0; l < V; l++)
+            if ((yv.v[l] >= hi && d.v[l] < 0.0f) || (yv.v[l] <= lo && d.v[l] > 0.0f)) d.v[l] = 0.0f;
+        st<V>(dy + i, d);
+    }
+};
+
+__global__ void gather_kernel(const float *src, size_t stride, float *dst, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i * stride];
+}
+
+__device__ __forceinline__ unsigned int order_key(float v)
+{
+    const unsigned int b = __float_as_uint(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+__global__ void minmax_kernel(const float *x, size_t n, unsigned int *keys)
+{
+    unsigned int kmax = 0u, kmin = 0xffffffffu;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float v = x[i];
+        if (isfinite(v)) {
+            const unsigned int k = order_key(v);
+            kmax = max(kmax, k);
+            kmin = min(kmin, k);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        kmax = max(kmax, __shfl_down_sync(0xffffffffu, kmax, o));
+        kmin = min(kmin, __shfl_down_sync(0xffffffffu, kmin, o));
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (kmax) atomicMax(&keys[0], kmax);
+        if (kmin != 0xffffffffu) atomicMin(&keys[1], kmin);
+    }
+}
+
+__global__ void minmax_init_kernel(unsigned int *keys)
+{
+    keys[0] = 0u;
+    keys[1] = 0xffffffffu;
+}
+
+constexpr int kHistShared = 1024; /* bins counted in shared memory; more go to global atomics */
+
+__global__ void hist_kernel(const float *x, size_t n, double lo, double hi, int bins,
+                            unsigned long long *counts)
+{
+    __shared__ unsigned long long sh[kHistShared];
+    const bool local = bins <= kHistShared;
+    if (local)
+        for (int b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = 0ull;
+    __syncthreads();
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const double d = (double)x[i];
+        int b;
+        if (d != d) continue;
+        if (d < lo) {
+            b = 0;
+        } else if (d > hi) {
+            b = bins - 1;
+        } else {
+            const double f = floor(__ddiv_rn(__dmul_rn(__dsub_rn(d, lo), (double)bins),
+                                             __dsub_rn(hi, lo)));
+            b = f >= (double)bins ? bins - 1 : (int)f;
+        }
+        atomicAdd(local ? &sh[b] : &counts[b], 1ull);
+    }
+    __syncthreads();
+    if (local)
+        for (int b = threadIdx.x; b < bins; b += blockDim.x)
+            if (sh[b]) atomicAdd(&counts[b], sh[b]);
+}
+
+} // namespace
+
+extern "C" void acu_scale_acc(float *g, float *acc, size_t count, float scale, cudaStream_t s)
+{
+    if (scale == 1.0f && !acc) return;
+    scale_acc_op op = {g, acc, scale};
+    launch_map(op, count, aligned16(g) && (!acc || aligned16(acc)), s);
+}
+
+extern "C" void acu_sgd_prepare(float *g, const float *w, size_t count, float scale, float l1,
+                                cudaStream_t s)
+{
+    if (scale == 1.0f && l1 == 0.0f) return;
+    sgd_prepare_op op = {g, w, scale, l1};
+    launch_map(op, count, aligned16(g) && (l1 == 0.0f || aligned16(w)), s);
+}
+
+extern "C" void acu_ste_clip(const float *y, float *dy, size_t count, float lo, float hi,
+                             cudaStream_t s)
+{
+    ste_clip_op op = {y, dy, lo, hi};
+    launch_map(op, count, aligned16(y) && aligned16(dy), s);
+}
+
+extern "C" void acu_gather(const float *src, size_t stride, float *dst, size_t count,
+                           cudaStream_t s)
+{
+    if (count == 0) return;
+    if (stride == 1) {
+        cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, s);
+        return;
+    }
+    gather_kernel<<<blocks_for(count), kThreads, 0, s>>>(src, stride, dst, count);
+}
+
+extern "C" void acu_minmax_keys(const float *x, size_t count, unsigned int *keys, cudaStream_t s)
+{
+    minmax_init_kernel<<<1, 1, 0, s>>>(keys);
+    if (count) minmax_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, count, keys);
+}
+
+extern "C" float acu_key_to_float(unsigned int k)
+{
+    const unsigned int b = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+    float v;
+    memcpy(&v, &b, sizeof v);
+    return v;
+}
+
+extern "C" void acu_hist(const float *x, size_t count, double lo, double hi, int bins,
+                         unsigned long long *counts, cudaStream_t s)
+{
+    cudaMemsetAsync(counts, 0, (size_t)bins * sizeof *counts, s);
+    if (count == 0 || bins < 1) return;
+    hist_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, count, lo, hi, bins, counts);
 }

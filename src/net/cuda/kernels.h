@@ -119,6 +119,28 @@ void acu_col2im(const float *col, float *x, int c, int h, int w, int k, int stri
 /* Reductions for the policies' statistics: out[0] = sum of x^2 (double), out[1] = sum |x|. */
 void acu_sumsq(const float *x, size_t count, double *out, cudaStream_t s);
 
+/* The precision policies' vector work (src/policy/precision.c, src/policy/adapt.c), with
+ * explicitly rounded float operations (no contraction) so the values are the CPU loops':
+ * g *= scale (scale != 1), then acc += g when acc is not NULL. */
+void acu_scale_acc(float *g, float *acc, size_t count, float scale, cudaStream_t s);
+/* adapt_sgd_prepare: g = g * scale, then g += l1 * sign(w) when l1 != 0 (w: the master or the
+ * copy in use). */
+void acu_sgd_prepare(float *g, const float *w, size_t count, float scale, float l1, cudaStream_t s);
+/* The saturating straight-through rule (src/policy/precision.c, dout_hook): dy = 0 where
+ * (y >= hi and dy < 0) or (y <= lo and dy > 0). */
+void acu_ste_clip(const float *y, float *dy, size_t count, float lo, float hi, cudaStream_t s);
+/* dst[i] = src[i * stride], i < count. */
+void acu_gather(const float *src, size_t stride, float *dst, size_t count, cudaStream_t s);
+/* keys[0] = the largest, keys[1] = the smallest finite value of x as order keys (0 and
+ * 0xffffffff when there is none): acu_key_to_float turns them back into floats on the host. */
+void acu_minmax_keys(const float *x, size_t count, unsigned int *keys, cudaStream_t s);
+float acu_key_to_float(unsigned int key);
+/* counts[0..bins-1] = quant_hist(x, count, 1, lo, hi, bins, QUANT_HIST_CLAMP) (src/quant/kl.c:
+ * the same bin arithmetic in double; lo < hi, widened by the caller as quant_hist does). The
+ * counts are overwritten. */
+void acu_hist(const float *x, size_t count, double lo, double hi, int bins,
+              unsigned long long *counts, cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -94,6 +94,19 @@ struct adapt_cuda_net {
     double *d_stats, *h_stats;
     struct dlayer *L;
     long steps;
+    /* quantized training (src/policy/precision.c) */
+    struct adapt_cuda_hooks hooks;
+    void **allocs; /* adapt_cuda_net_alloc's arrays */
+    int nallocs;
+    unsigned long long *counters; /* (3 * ncounters) */
+    int ncounters;
+    void *qscratch; /* the rounding's scratch (reused in stream order) */
+    size_t qscratch_bytes;
+    double *d_sums, *h_sums; /* (2 * nsums) reductions */
+    int nsums;
+    unsigned long long *d_hist, *h_hist; /* (nhist) histogram counts */
+    int nhist;
+    unsigned int *d_keys, *h_keys; /* (2) a range's order keys */
 };
 
 namespace
@@ -380,13 +393,35 @@ uint64_t dropout_stream(const struct adapt_layer *l, int64_t iter)
            ((uint64_t)iter << 24);
 }
 
+enum adapt_status node_compute(struct adapt_cuda_net *d, int i, const float *const *xs, int n,
+                               int training);
+
 enum adapt_status node_forward(struct adapt_cuda_net *d, int i, int n, int training)
 {
     struct adapt_net *net = d->net;
     struct adapt_node *nd = &net->nodes[i];
     struct dlayer *dl = &d->L[i];
     const struct adapt_layer *l = dl->l;
-    const float *x = d->act[nd->in[0]];
+    const float *xs[ADAPT_LAYER_MAX_IN] = {NULL};
+    for (int k = 0; k < l->nin; k++) xs[k] = d->act[nd->in[k]];
+    if (d->hooks.in) {
+        enum adapt_status st = d->hooks.in(d->hooks.ctx, i, xs, n, training, 0);
+        if (st != ADAPT_OK) return st;
+    }
+    enum adapt_status st = node_compute(d, i, xs, n, training);
+    if (st == ADAPT_OK && d->hooks.out)
+        st = d->hooks.out(d->hooks.ctx, i, d->act[nd->out], n, training);
+    return st;
+}
+
+enum adapt_status node_compute(struct adapt_cuda_net *d, int i, const float *const *xs, int n,
+                               int training)
+{
+    struct adapt_net *net = d->net;
+    struct adapt_node *nd = &net->nodes[i];
+    struct dlayer *dl = &d->L[i];
+    const struct adapt_layer *l = dl->l;
+    const float *x = xs[0];
     float *y = d->act[nd->out];
     size_t cnt = adapt_layer_out_numel(l) * (size_t)n;
     int c = l->in_dim[0][0], h = l->in_dim[0][1], w = l->in_dim[0][2];
@@ -411,7 +446,7 @@ enum adapt_status node_forward(struct adapt_cuda_net *d, int i, int n, int train
                                 d->s);
         }
         break;
-    case K_ADD: acu_add(x, d->act[nd->in[1]], y, cnt, d->s); break;
+    case K_ADD: acu_add(x, xs[1], y, cnt, d->s); break;
     case K_FLATTEN: acu_copy(x, y, cnt, 0, d->s); break;
     case K_DROPOUT:
         if (training && l->p > 0.0f)
@@ -422,13 +457,15 @@ enum adapt_status node_forward(struct adapt_cuda_net *d, int i, int n, int train
         break;
     case K_CONCAT:
         for (int k = 0, c0 = 0; k < l->nin; c0 += l->in_dim[k][0], k++)
-            acu_concat_forward(d->act[nd->in[k]], y, n, c0, l->in_dim[k][0], l->out_dim[0], h * w,
-                               d->s);
+            acu_concat_forward(xs[k], y, n, c0, l->in_dim[k][0], l->out_dim[0], h * w, d->s);
         break;
     default: break;
     }
     return ADAPT_OK;
 }
+
+enum adapt_status node_gradients(struct adapt_cuda_net *d, int i, const float *const *xs,
+                                 float *const *dxs, const int *acc, int any_dx, int n);
 
 enum adapt_status node_backward(struct adapt_cuda_net *d, int i, int n)
 {
@@ -447,7 +484,28 @@ enum adapt_status node_backward(struct adapt_cuda_net *d, int i, int n)
         d->written[a] = 1;
         any_dx = 1;
     }
-    const float *x = d->act[nd->in[0]], *y = d->act[nd->out], *dy = d->dact[nd->out];
+    const float *xs[ADAPT_LAYER_MAX_IN] = {NULL};
+    for (int k = 0; k < l->nin; k++) xs[k] = d->act[nd->in[k]];
+    enum adapt_status st = ADAPT_OK;
+    /* straight-through: the gradient of a rounded input goes to the activation unchanged, but
+     * the layer sees what it computed with */
+    if (d->hooks.in && (st = d->hooks.in(d->hooks.ctx, i, xs, n, 1, 1))) return st;
+    if (d->hooks.dout &&
+        (st = d->hooks.dout(d->hooks.ctx, i, d->act[nd->out], d->dact[nd->out], n)))
+        return st;
+    if ((st = node_gradients(d, i, xs, dxs, acc, any_dx, n))) return st;
+    if (d->hooks.grad) st = d->hooks.grad(d->hooks.ctx, i, dxs, n);
+    return st;
+}
+
+enum adapt_status node_gradients(struct adapt_cuda_net *d, int i, const float *const *xs,
+                                 float *const *dxs, const int *acc, int any_dx, int n)
+{
+    struct adapt_net *net = d->net;
+    struct adapt_node *nd = &net->nodes[i];
+    struct dlayer *dl = &d->L[i];
+    const struct adapt_layer *l = dl->l;
+    const float *x = xs[0], *y = d->act[nd->out], *dy = d->dact[nd->out];
     size_t cnt = adapt_layer_out_numel(l) * (size_t)n;
     int c = l->in_dim[0][0], h = l->in_dim[0][1], w = l->in_dim[0][2];
     switch (dl->kind) {
@@ -558,6 +616,16 @@ extern "C" void adapt_cuda_net_free(struct adapt_cuda_net *d)
     if (d->dx_tmp) cudaFree(d->dx_tmp);
     if (d->d_stats) cudaFree(d->d_stats);
     if (d->h_stats) cudaFreeHost(d->h_stats);
+    for (int k = 0; k < d->nallocs; k++) cudaFree(d->allocs[k]);
+    free(d->allocs);
+    if (d->counters) cudaFree(d->counters);
+    if (d->qscratch) cudaFree(d->qscratch);
+    if (d->d_sums) cudaFree(d->d_sums);
+    if (d->h_sums) cudaFreeHost(d->h_sums);
+    if (d->d_hist) cudaFree(d->d_hist);
+    if (d->h_hist) cudaFreeHost(d->h_hist);
+    if (d->d_keys) cudaFree(d->d_keys);
+    if (d->h_keys) cudaFreeHost(d->h_keys);
     free(d->pval);
     free(d->pgrad);
     free(d->pbuf);
@@ -832,6 +900,286 @@ extern "C" enum adapt_status adapt_cuda_net_sgd(struct adapt_cuda_net *d, double
     }
     d->steps++;
     CU(cudaGetLastError(), "sgd launch");
+    return ADAPT_OK;
+}
+
+/* ---- what the precision policies build on ---- */
+
+extern "C" void adapt_cuda_net_set_hooks(struct adapt_cuda_net *d, const struct adapt_cuda_hooks *h)
+{
+    if (h)
+        d->hooks = *h;
+    else
+        memset(&d->hooks, 0, sizeof d->hooks);
+}
+
+extern "C" enum adapt_status adapt_cuda_net_alloc(struct adapt_cuda_net *d, size_t floats,
+                                                  float **out)
+{
+    *out = NULL;
+    void **a = (void **)realloc(d->allocs, ((size_t)d->nallocs + 1) * sizeof *a);
+    if (!a) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the device array table");
+    d->allocs = a;
+    void *m = NULL;
+    CU(cudaMalloc(&m, (floats + 1) * sizeof(float)), "policy arrays");
+    d->allocs[d->nallocs++] = m;
+    CU(cudaMemsetAsync(m, 0, (floats + 1) * sizeof(float), d->s), "memset");
+    *out = (float *)m;
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_counters(struct adapt_cuda_net *d, int k)
+{
+    if (k < 0) return ADAPT_ERROR(ADAPT_EINVAL, "adapt_cuda_net_counters: %d slots", k);
+    CU(cudaStreamSynchronize(d->s), "step");
+    if (d->counters) cudaFree(d->counters);
+    d->counters = NULL;
+    d->ncounters = 0;
+    size_t bytes = (3 * (size_t)k + 1) * sizeof(unsigned long long);
+    CU(cudaMalloc(&d->counters, bytes), "counters");
+    CU(cudaMemsetAsync(d->counters, 0, bytes, d->s), "memset");
+    d->ncounters = k;
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_take_counters(struct adapt_cuda_net *d, uint64_t *host)
+{
+    size_t m = 3 * (size_t)d->ncounters;
+    if (m == 0) return ADAPT_OK;
+    unsigned long long *h = (unsigned long long *)malloc(m * sizeof *h);
+    if (!h) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the counters' copy");
+    cudaError_t e = cudaMemcpyAsync(h, d->counters, m * sizeof *h, cudaMemcpyDeviceToHost, d->s);
+    if (e == cudaSuccess) e = cudaMemsetAsync(d->counters, 0, m * sizeof *h, d->s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(d->s);
+    if (e != cudaSuccess) {
+        free(h);
+        return cu_fail(e, "counters from the device", __FILE__, __LINE__);
+    }
+    for (size_t i = 0; i < m; i++) host[i] += (uint64_t)h[i];
+    free(h);
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_round(struct adapt_cuda_net *d,
+                                                  const struct quant_spec *s, const float *x,
+                                                  float *y, size_t rows, size_t cols,
+                                                  struct quant_key key, int slot)
+{
+    if (slot >= d->ncounters)
+        return ADAPT_ERROR(ADAPT_EINVAL, "counter slot %d of %d", slot, d->ncounters);
+    size_t need = quant_cuda_scratch_bytes(s, rows, cols);
+    if (need > d->qscratch_bytes) {
+        /* earlier roundings may still read the old scratch */
+        CU(cudaStreamSynchronize(d->s), "step");
+        if (d->qscratch) cudaFree(d->qscratch);
+        d->qscratch = NULL;
+        d->qscratch_bytes = 0;
+        CU(cudaMalloc(&d->qscratch, need), "rounding scratch");
+        d->qscratch_bytes = need;
+    }
+    return quant_cuda_rows_on(s, x, y, rows, cols, key, NULL,
+                              slot >= 0 ? d->counters + 3 * (size_t)slot : NULL, d->qscratch,
+                              d->qscratch_bytes, d->s);
+}
+
+extern "C" enum adapt_status adapt_cuda_net_ste_clip(struct adapt_cuda_net *d, const float *y,
+                                                     float *dy, size_t count, float lo, float hi)
+{
+    acu_ste_clip(y, dy, count, lo, hi, d->s);
+    CU(cudaGetLastError(), "straight-through launch");
+    return ADAPT_OK;
+}
+
+extern "C" float *adapt_cuda_net_param(struct adapt_cuda_net *d, int p, enum adapt_cuda_array which)
+{
+    if (p < 0 || p >= d->net->nparam) return NULL;
+    return which == ADAPT_CUDA_VALUE  ? d->pval[p]
+           : which == ADAPT_CUDA_GRAD ? d->pgrad[p]
+                                      : d->puse[p];
+}
+
+extern "C" void adapt_cuda_net_use(struct adapt_cuda_net *d, int p, const float *use)
+{
+    if (p >= 0 && p < d->net->nparam) d->puse[p] = use ? (float *)use : d->pval[p];
+}
+
+extern "C" enum adapt_status adapt_cuda_net_sums(struct adapt_cuda_net *d, float *const *x,
+                                                 const size_t *n, int k, double *out)
+{
+    if (k <= 0) return ADAPT_OK;
+    if (k > d->nsums) {
+        CU(cudaStreamSynchronize(d->s), "step");
+        if (d->d_sums) cudaFree(d->d_sums);
+        if (d->h_sums) cudaFreeHost(d->h_sums);
+        d->d_sums = d->h_sums = NULL;
+        d->nsums = 0;
+        CU(cudaMalloc(&d->d_sums, 2 * (size_t)k * sizeof(double)), "sums");
+        CU(cudaHostAlloc(&d->h_sums, 2 * (size_t)k * sizeof(double), cudaHostAllocDefault),
+           "pinned sums");
+        d->nsums = k;
+    }
+    for (int i = 0; i < k; i++) acu_sumsq(x[i], n[i], d->d_sums + 2 * i, d->s);
+    CU(cudaMemcpyAsync(d->h_sums, d->d_sums, 2 * (size_t)k * sizeof(double), cudaMemcpyDeviceToHost,
+                       d->s),
+       "sums to the host");
+    CU(cudaStreamSynchronize(d->s), "sums");
+    memcpy(out, d->h_sums, 2 * (size_t)k * sizeof(double));
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_scale_acc(struct adapt_cuda_net *d, float *g,
+                                                      float *acc, size_t count, float scale)
+{
+    acu_scale_acc(g, acc, count, scale, d->s);
+    CU(cudaGetLastError(), "scale launch");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_get(struct adapt_cuda_net *d, const float *dev,
+                                                float *host, size_t count)
+{
+    if (!count) return ADAPT_OK;
+    CU(cudaMemcpyAsync(host, dev, count * sizeof(float), cudaMemcpyDeviceToHost, d->s),
+       "array to the host");
+    CU(cudaStreamSynchronize(d->s), "array to the host");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_put(struct adapt_cuda_net *d, float *dev,
+                                                const float *host, size_t count)
+{
+    if (!count) return ADAPT_OK;
+    CU(cudaMemcpyAsync(dev, host, count * sizeof(float), cudaMemcpyHostToDevice, d->s),
+       "array to the device");
+    CU(cudaStreamSynchronize(d->s), "array to the device");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_gather(struct adapt_cuda_net *d, const float *src,
+                                                   size_t stride, float *dst, size_t count)
+{
+    if (stride < 1) return ADAPT_ERROR(ADAPT_EINVAL, "adapt_cuda_net_gather: stride 0");
+    acu_gather(src, stride, dst, count, d->s);
+    CU(cudaGetLastError(), "gather launch");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_range(struct adapt_cuda_net *d, const float *x,
+                                                  size_t count, double *lo, double *hi)
+{
+    if (!d->d_keys) {
+        CU(cudaMalloc(&d->d_keys, 2 * sizeof(unsigned int)), "range keys");
+        CU(cudaHostAlloc(&d->h_keys, 2 * sizeof(unsigned int), cudaHostAllocDefault),
+           "pinned range keys");
+    }
+    acu_minmax_keys(x, count, d->d_keys, d->s);
+    CU(cudaMemcpyAsync(d->h_keys, d->d_keys, 2 * sizeof(unsigned int), cudaMemcpyDeviceToHost,
+                       d->s),
+       "range to the host");
+    CU(cudaStreamSynchronize(d->s), "range");
+    if (d->h_keys[0] == 0u) { /* no finite value */
+        *lo = 1.0;
+        *hi = 0.0;
+        return ADAPT_OK;
+    }
+    *hi = acu_key_to_float(d->h_keys[0]);
+    *lo = acu_key_to_float(d->h_keys[1]);
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_hist(struct adapt_cuda_net *d, const float *x,
+                                                 size_t count, double lo, double hi, int bins,
+                                                 uint64_t *counts)
+{
+    if (bins < 1 || !(lo < hi))
+        return ADAPT_ERROR(ADAPT_EINVAL, "adapt_cuda_net_hist: %d bins over [%g, %g]", bins, lo,
+                           hi);
+    if (bins > d->nhist) {
+        CU(cudaStreamSynchronize(d->s), "step");
+        if (d->d_hist) cudaFree(d->d_hist);
+        if (d->h_hist) cudaFreeHost(d->h_hist);
+        d->d_hist = d->h_hist = NULL;
+        d->nhist = 0;
+        CU(cudaMalloc(&d->d_hist, (size_t)bins * sizeof(unsigned long long)), "histogram");
+        CU(cudaHostAlloc(&d->h_hist, (size_t)bins * sizeof(unsigned long long),
+                         cudaHostAllocDefault),
+           "pinned histogram");
+        d->nhist = bins;
+    }
+    acu_hist(x, count, lo, hi, bins, d->d_hist, d->s);
+    CU(cudaMemcpyAsync(d->h_hist, d->d_hist, (size_t)bins * sizeof(unsigned long long),
+                       cudaMemcpyDeviceToHost, d->s),
+       "histogram to the host");
+    CU(cudaStreamSynchronize(d->s), "histogram");
+    for (int b = 0; b < bins; b++) counts[b] = (uint64_t)d->h_hist[b];
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_sgd_prepare(struct adapt_cuda_net *d, double grad_scale,
+                                                        double l1, int l1_quantized)
+{
+    struct adapt_net *net = d->net;
+    for (int p = 0; p < net->nparam; p++) {
+        if (!d->pgrad[p]) continue;
+        acu_sgd_prepare(d->pgrad[p], l1_quantized ? d->puse[p] : d->pval[p],
+                        param_numel(net->param[p]), (float)grad_scale, (float)l1, d->s);
+    }
+    CU(cudaGetLastError(), "gradient scale launch");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_sgd_update(struct adapt_cuda_net *d,
+                                                       const struct adapt_sgd *o)
+{
+    struct adapt_net *net = d->net;
+    for (int p = 0; p < net->nparam; p++) {
+        if (!d->pgrad[p]) continue;
+        acu_sgd_update(d->pval[p], d->pgrad[p], d->pbuf[p], d->pval[p],
+                       o->l2_quantized ? d->puse[p] : d->pval[p], param_numel(net->param[p]),
+                       (float)o->lr, (float)o->momentum, (float)o->l2, 0.0f, 1.0f, o->nesterov,
+                       d->steps == 0, d->s);
+    }
+    d->steps++;
+    CU(cudaGetLastError(), "sgd launch");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_l1_norm(struct adapt_cuda_net *d, int l1_quantized,
+                                                    double *out)
+{
+    struct adapt_net *net = d->net;
+    int k = 0;
+    float **x = (float **)calloc((size_t)net->nparam + 1, sizeof *x);
+    size_t *n = (size_t *)calloc((size_t)net->nparam + 1, sizeof *n);
+    double *sums = (double *)calloc(2 * (size_t)net->nparam + 2, sizeof *sums);
+    enum adapt_status st = ADAPT_OK;
+    if (!x || !n || !sums) {
+        st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the L1 norm's table");
+    } else {
+        for (int p = 0; p < net->nparam; p++) {
+            if (!d->pgrad[p]) continue;
+            x[k] = l1_quantized ? d->puse[p] : d->pval[p];
+            n[k++] = param_numel(net->param[p]);
+        }
+        st = adapt_cuda_net_sums(d, x, n, k, sums);
+        *out = 0.0;
+        for (int i = 0; st == ADAPT_OK && i < k; i++) *out += sums[2 * i + 1];
+    }
+    free(x);
+    free(n);
+    free(sums);
+    return st;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_zero_grads(struct adapt_cuda_net *d)
+{
+    CU(cudaMemsetAsync(d->grads, 0, (d->ngrads + 1) * sizeof(float), d->s), "zero gradients");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_zero(struct adapt_cuda_net *d, float *x, size_t count)
+{
+    if (count) CU(cudaMemsetAsync(x, 0, count * sizeof(float), d->s), "zero");
     return ADAPT_OK;
 }
 
