@@ -16,11 +16,13 @@ TEST_LIBS = tests/libtestutil.a $(BASE_LIBS) $(CHECK_LIBS) $(ADAPT_EXT_LIBS)
 check_PROGRAMS += tests/test_base tests/test_quant tests/test_quant_cuda tests/test_config \
 	tests/test_data tests/test_layers tests/test_models tests/test_optim tests/test_gemm_int \
 	tests/test_policy tests/test_train tests/test_checkpoint tests/test_io tests/test_perf \
-	tests/test_plot tests/test_graph tests/test_net_cuda tests/test_graphamp tests/test_comp
+	tests/test_plot tests/test_graph tests/test_net_cuda tests/test_graphamp tests/test_comp \
+	tests/test_policy_cuda
 tests_test_base_LDADD = $(NET_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_cuda_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_net_cuda_LDADD = $(NET_LIBS) $(TEST_LIBS)
+tests_test_policy_cuda_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_config_LDADD = $(CONFIG_LIBS) $(TEST_LIBS)
 tests_test_data_LDADD = $(DATA_LIBS) $(TEST_LIBS)
 tests_test_layers_LDADD = tests/libtestutil_net.a $(NET_LIBS) $(TEST_LIBS)

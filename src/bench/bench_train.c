@@ -48,8 +48,8 @@ static void usage(FILE *f)
         "  --batch   batch size (default 128)\n"
         "  --classes output classes (default 10)\n"
         "  --repeats timed samples per policy (default 7, at most 64)\n"
-        "  --device  cpu (default) or cuda: the whole step on GPU 0 (policy fp32; the batch\n"
-        "            goes up from pinned memory while the previous step runs)\n");
+        "  --device  cpu (default) or cuda: the whole step on GPU 0 (policies fp32, fixed and\n"
+        "            adapt; the batch goes up from pinned memory while the previous step runs)\n");
 }
 
 struct bench_result {
@@ -102,7 +102,9 @@ static int setup_init(struct bench_setup *b, const char *model, const char *poli
     adapt_net_init_params(b->net, 1, 0.5);
     if (adapt_policy_alloc(&b->pol, &b->cfg, b->net, 1)) return -1;
     if (b->pol->prec) adapt_precision_refresh_weights(b->pol->prec, 0);
-    if (cuda && adapt_cuda_net_create(b->net, 0, &b->dev) != ADAPT_OK) return -1;
+    if (cuda && (adapt_cuda_net_create(b->net, 0, &b->dev) != ADAPT_OK ||
+                 adapt_policy_use_cuda(b->pol, b->dev, 0) != ADAPT_OK))
+        return -1;
     size_t in = b->net->act_numel[0] * (size_t)batch;
     b->dlogits = malloc(sizeof(float) * (size_t)batch * (size_t)classes);
     struct adapt_rng r;
@@ -132,18 +134,26 @@ static int setup_init(struct bench_setup *b, const char *model, const char *poli
 static void setup_step(struct bench_setup *b)
 {
     int k = (int)(b->it & 3);
+    if (b->pol->prec) b->pol->prec->iter = b->it;
     if (b->dev) {
+        /* AdaPT's strategy reads the step's loss: the bench waits for it, as the trainer does;
+         * fp32 and fixed do not read it, and their steps queue without waiting */
+        double loss = 0.0;
         enum adapt_status st = adapt_cuda_net_upload(b->dev, b->pool[k], b->labels[k], b->batch);
         if (st == ADAPT_OK) st = adapt_cuda_net_step(b->dev, 1, 1);
-        if (st == ADAPT_OK) st = adapt_cuda_net_sgd(b->dev, 0.01, 0.9, 0.0, 0, 1.0);
+        if (st == ADAPT_OK && !strcmp(b->pol->type->name, "adapt")) {
+            st = adapt_cuda_net_result(b->dev, &loss, NULL);
+            loss /= b->batch;
+        }
+        b->it++;
+        if (st == ADAPT_OK) st = adapt_policy_step(b->pol, &b->opt, b->it, loss, 1, 0, NULL);
         if (st != ADAPT_OK) {
             fprintf(stderr, "adapt-bench train: %s\n", adapt_error_message());
             exit(1);
         }
-        b->it++;
+        adapt_policy_clear_events(b->pol);
         return;
     }
-    if (b->pol->prec) b->pol->prec->iter = b->it;
     const float *lg = adapt_net_forward(b->net, b->pool[k], b->batch, 1);
     double loss = adapt_softmax_xent(lg, b->labels[k], b->batch, b->classes, b->dlogits, NULL);
     if (b->pol->loss_scale != 1.0)
@@ -299,9 +309,12 @@ int adapt_bench_train(int argc, char **argv)
             rc = 2;
             goto done;
         }
-        if (cuda && strcmp(q, "fp32")) {
-            fprintf(stderr, "adapt-bench train: --device cuda: policy '%s' runs on the CPU "
-                            "engine only (on the GPU: fp32)\n", q);
+        const struct adapt_policy_type *t = adapt_policy_find(q);
+        if (cuda && t && !t->cuda) {
+            fprintf(stderr,
+                    "adapt-bench train: --device cuda: policy '%s' runs on the CPU "
+                    "engine only (on the GPU: fp32, fixed, adapt)\n",
+                    q);
             rc = 2;
             goto done;
         }

@@ -25,6 +25,14 @@ struct adapt_state {
     int *slots;     /* (nunits) parameter tensors taking the unit's format (reference lb mean) */
     int nslots;
     struct adapt_arena arena;
+    double *gg; /* (nunits) ||G||^2 after the last step */
+    /* run.device = cuda: G and the push-down scratch on the engine; the trainable parameters
+     * (net->param index) and their gradient sums */
+    float **dG, *d_scratch;
+    int ntrain, *train;
+    float **tg;
+    size_t *tn;
+    double *sums;
 };
 
 struct pd_ctx {
@@ -40,7 +48,18 @@ struct pd_ctx {
     double lo, hi;
     const uint64_t *hq; /* (bins) */
     uint64_t *hp;       /* (bins) */
+    struct adapt_cuda_net *dev; /* w, xs and xq are device arrays there (NULL: host) */
+    enum adapt_status st;       /* the first device failure */
 };
+
+/* quant_hist's range for a degenerate one: lo == hi widens to [lo - 1, hi + 1]. */
+static void widen(double *lo, double *hi)
+{
+    if (*lo == *hi) {
+        *lo -= 1.0;
+        *hi += 1.0;
+    }
+}
 
 static int pd_lossy(void *ctx, int wl, int fl)
 {
@@ -62,10 +81,17 @@ static int pd_lossy(void *ctx, int wl, int fl)
      * P = histogram of the nearest rounding of the sample, same bins,
      * edges clamped */
     s.rounding = QUANT_ROUND_NEAREST;
-    st = quant_array(&s, c->xs, c->xq, c->sample, c->key, NULL, NULL);
-    ADAPT_ASSERT(st == ADAPT_OK);
-    st = quant_hist(c->xq, c->sample, 1, c->lo, c->hi, c->bins, QUANT_HIST_CLAMP, c->hp);
-    ADAPT_ASSERT(st == ADAPT_OK);
+    if (c->dev) {
+        if (c->st) return 1; /* a failed device: keep the format */
+        if ((c->st = adapt_cuda_net_round(c->dev, &s, c->xs, c->xq, 1, c->sample, c->key, -1)) ||
+            (c->st = adapt_cuda_net_hist(c->dev, c->xq, c->sample, c->lo, c->hi, c->bins, c->hp)))
+            return 1;
+    } else {
+        st = quant_array(&s, c->xs, c->xq, c->sample, c->key, NULL, NULL);
+        ADAPT_ASSERT(st == ADAPT_OK);
+        st = quant_hist(c->xq, c->sample, 1, c->lo, c->hi, c->bins, QUANT_HIST_CLAMP, c->hp);
+        ADAPT_ASSERT(st == ADAPT_OK);
+    }
     d = quant_kl_counts(c->hp, c->hq, c->bins);
     /* lossless: below the sampling noise of the histogram (doc/algorithms.md) */
     double noise = (double)(c->bins - 1) / (2.0 * (double)c->sample);
@@ -74,6 +100,23 @@ static int pd_lossy(void *ctx, int wl, int fl)
 
 /* The corrected push-down's sample (pd_sample elements at stride n / pd_sample,
  * or all), its finite range and its histogram. */
+/* pd_prepare on the GPU engine: the sample, its range and its histogram there (the counts come
+ * back). */
+static void pd_prepare_dev(struct adapt_state *a, struct pd_ctx *c)
+{
+    size_t stride = c->sample < c->n ? c->n / c->sample : 1;
+    c->xs = a->d_scratch;
+    c->xq = a->d_scratch + c->sample;
+    c->hq = a->pd_hist;
+    c->hp = a->pd_hist + c->bins;
+    if ((c->st = adapt_cuda_net_gather(c->dev, c->w, stride, a->d_scratch, c->sample)) ||
+        (c->st = adapt_cuda_net_range(c->dev, c->xs, c->sample, &c->lo, &c->hi)))
+        return;
+    if (!(c->lo <= c->hi)) c->lo = c->hi = 0.0; /* no finite value: one degenerate range */
+    widen(&c->lo, &c->hi);                      /* as quant_hist does */
+    c->st = adapt_cuda_net_hist(c->dev, c->xs, c->sample, c->lo, c->hi, c->bins, a->pd_hist);
+}
+
 static void pd_prepare(struct adapt_state *a, struct pd_ctx *c)
 {
     size_t stride = c->sample < c->n ? c->n / c->sample : 1;
@@ -110,6 +153,8 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     a->D = calloc((size_t)nu + 1, sizeof *a->D);
     p->lb = calloc((size_t)nu + 1, sizeof *p->lb);
     p->r = calloc((size_t)nu + 1, sizeof *p->r);
+    a->gg = calloc((size_t)nu + 1, sizeof *a->gg);
+    if (!a->gg) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
     a->strat.cap = cfg->quantization.lb_upr + 2;
     a->slots = calloc((size_t)nu + 1, sizeof *a->slots);
     a->hist = calloc((size_t)a->strat.cap, sizeof *a->hist);
@@ -182,43 +227,28 @@ static double scale_accumulate(float *g, float *G, size_t n, float inv)
     return s;
 }
 
-static int adapt_observe(struct adapt_policy *p, long step, double loss, int last)
+/* The unit's weight parameter (its index in the network's parameters) or -1. */
+static int unit_of_param(const struct adapt_policy *p, const struct adapt_param *pp)
 {
-    (void)last;
+    for (int u = 0; u < p->prec->nunits; u++)
+        if (pp == &p->prec->u[u].layer->param[0]) return u;
+    return -1;
+}
+
+/* After the units' normalised gradients went into G (a->gg = ||G||^2): counts, diversity,
+ * lookback, resolution and the strategy. */
+static void observe_units(struct adapt_policy *p, double loss)
+{
     struct adapt_state *a = p->state;
     const struct adapt_config *cfg = p->cfg;
     const int lwr = cfg->quantization.lb_lwr, upr = cfg->quantization.lb_upr;
-    if (cfg->quantization.quant_grads) adapt_precision_quantize_grads(p->prec, step);
-    /* Per-tensor normalisation (eq. 3.4) of every trainable tensor; for the
-     * units' weights fused with the accumulation G += g. */
-    struct adapt_net *net = p->net;
-    for (int k = 0; k < net->nparam; k++) {
-        struct adapt_param *pp = net->param[k];
-        if (pp->role == ADAPT_PARAM_BUFFER) continue;
-        int unit = -1;
-        for (int u = 0; u < p->prec->nunits; u++)
-            if (pp == &p->prec->u[u].layer->param[0]) unit = u;
-        if (unit >= 0) continue; /* below, with the accumulation */
-        double s = sumsq(pp->grad.data, pp->grad.numel);
-        if (s > 0.0) {
-            float inv = (float)(1.0 / sqrt(s));
-            float *g = pp->grad.data;
-            size_t n = pp->grad.numel;
-            #pragma omp parallel for schedule(static) if (n > 65536)
-            for (size_t i = 0; i < n; i++) g[i] *= inv;
-        }
-    }
     double lb_sum = 0.0, lb_prev = 0.0;
     for (int u = 0; u < p->prec->nunits; u++) lb_prev += a->slots[u] * p->lb[u];
     for (int u = 0; u < p->prec->nunits; u++) {
-        struct adapt_param *w = &p->prec->u[u].layer->param[0];
-        double s = sumsq(w->grad.data, w->grad.numel);
-        float inv = s > 0.0 ? (float)(1.0 / sqrt(s)) : 1.0f;
-        double gg = scale_accumulate(w->grad.data, a->G[u], w->grad.numel, inv);
         a->n[u]++;
-        a->D[u] = adapt_gradient_diversity(a->n[u], sqrt(gg));
-        p->lb[u] = adapt_lookback_update(p->lb[u], a->D[u], lwr, upr, cfg->quantization.gamma,
-                                         a->compat);
+        a->D[u] = adapt_gradient_diversity(a->n[u], sqrt(a->gg[u]));
+        p->lb[u] =
+            adapt_lookback_update(p->lb[u], a->D[u], lwr, upr, cfg->quantization.gamma, a->compat);
         p->r[u] = adapt_resolution_update(p->r[u], p->lb[u], lwr, upr, cfg->quantization.r_lwr,
                                           cfg->quantization.r_upr);
         lb_sum += p->lb[u];
@@ -228,6 +258,69 @@ static int adapt_observe(struct adapt_policy *p, long step, double loss, int las
     else
         adapt_strategy_update(&a->strat, loss, lb_sum / p->prec->nunits);
     p->strategy = a->strat.st;
+}
+
+/* adapt_observe on the GPU engine: two reductions come back (the gradients' and G's sums of
+ * squares); the scaling and G += g run there. */
+static void observe_dev(struct adapt_policy *p)
+{
+    struct adapt_state *a = p->state;
+    const int nu = p->prec->nunits;
+    enum adapt_status st = adapt_cuda_net_sums(p->dev, a->tg, a->tn, a->ntrain, a->sums);
+    for (int i = 0; !st && i < a->ntrain; i++) {
+        double sq = a->sums[2 * i];
+        int u = unit_of_param(p, p->net->param[a->train[i]]);
+        if (u < 0 && !(sq > 0.0)) continue;
+        float inv = sq > 0.0 ? (float)(1.0 / sqrt(sq)) : 1.0f;
+        st = adapt_cuda_net_scale_acc(p->dev, a->tg[i], u >= 0 ? a->dG[u] : NULL, a->tn[i], inv);
+    }
+    if (!st) {
+        size_t *n = malloc(sizeof *n * ((size_t)nu + 1));
+        double *sq = malloc(sizeof *sq * (2 * (size_t)nu + 1));
+        if (!n || !sq) st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt statistics");
+        for (int u = 0; !st && u < nu; u++) n[u] = p->prec->u[u].layer->param[0].value.numel;
+        if (!st) st = adapt_cuda_net_sums(p->dev, a->dG, n, nu, sq);
+        for (int u = 0; !st && u < nu; u++) a->gg[u] = sq[2 * u];
+        free(n);
+        free(sq);
+    }
+    if (st && !p->dev_st) p->dev_st = st;
+}
+
+static int adapt_observe(struct adapt_policy *p, long step, double loss, int last)
+{
+    (void)last;
+    struct adapt_state *a = p->state;
+    const struct adapt_config *cfg = p->cfg;
+    if (cfg->quantization.quant_grads) adapt_precision_quantize_grads(p->prec, step);
+    if (p->dev) {
+        observe_dev(p);
+        if (!p->dev_st) observe_units(p, loss);
+        return 0;
+    }
+    /* Per-tensor normalisation (eq. 3.4) of every trainable tensor; for the
+     * units' weights fused with the accumulation G += g. */
+    struct adapt_net *net = p->net;
+    for (int k = 0; k < net->nparam; k++) {
+        struct adapt_param *pp = net->param[k];
+        if (pp->role == ADAPT_PARAM_BUFFER) continue;
+        if (unit_of_param(p, pp) >= 0) continue; /* below, with the accumulation */
+        double s = sumsq(pp->grad.data, pp->grad.numel);
+        if (s > 0.0) {
+            float inv = (float)(1.0 / sqrt(s));
+            float *g = pp->grad.data;
+            size_t n = pp->grad.numel;
+            #pragma omp parallel for schedule(static) if (n > 65536)
+            for (size_t i = 0; i < n; i++) g[i] *= inv;
+        }
+    }
+    for (int u = 0; u < p->prec->nunits; u++) {
+        struct adapt_param *w = &p->prec->u[u].layer->param[0];
+        double s = sumsq(w->grad.data, w->grad.numel);
+        float inv = s > 0.0 ? (float)(1.0 / sqrt(s)) : 1.0f;
+        a->gg[u] = scale_accumulate(w->grad.data, a->G[u], w->grad.numel, inv);
+    }
+    observe_units(p, loss);
     return 0;
 }
 
@@ -242,8 +335,10 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
         if (a->n[u] < due) continue;
         const struct adapt_param *w = &up->layer->param[0];
         struct pd_ctx c;
+        memset(&c, 0, sizeof c);
         c.p = p;
-        c.w = w->value.data;
+        c.dev = p->dev;
+        c.w = p->dev ? adapt_cuda_net_param(p->dev, up->param[0], ADAPT_CUDA_VALUE) : w->value.data;
         c.bins = p->r[u];
         c.key.seed = p->seed;
         c.key.stream = (uint64_t)ADAPT_STREAM_QUANT | (7u << 8) | ((uint64_t)u << 16) |
@@ -257,11 +352,15 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
             c.sample = cfg->quantization.pd_sample > 0 && (size_t)cfg->quantization.pd_sample < c.n
                            ? (size_t)cfg->quantization.pd_sample
                            : c.n;
-            pd_prepare(a, &c);
+            if (p->dev)
+                pd_prepare_dev(a, &c);
+            else
+                pd_prepare(a, &c);
         }
         int wl0 = up->spec.wl, fl0 = up->spec.fl;
         struct adapt_pd_result pd;
         adapt_pd_bisect(wl0, fl0, cfg->quantization.fl_min, a->compat, pd_lossy, &c, &pd);
+        if (c.st) return c.st;
         struct adapt_trace_event e;
         memset(&e, 0, sizeof e);
         e.unit = u;
@@ -289,7 +388,11 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
         ns.wl = wl;
         ns.fl = fl;
         adapt_precision_set(p->prec, u, &ns);
-        memset(a->G[u], 0, sizeof(float) * w->value.numel);
+        if (p->dev) {
+            if ((st = adapt_cuda_net_zero(p->dev, a->dG[u], w->value.numel))) return st;
+        } else {
+            memset(a->G[u], 0, sizeof(float) * w->value.numel);
+        }
         a->n[u] = 0;
     }
     return ADAPT_OK;
@@ -412,9 +515,59 @@ static void adapt_destroy(struct adapt_policy *p)
     free(a->D);
     free(a->hist);
     free(a->slots);
+    free(a->gg);
+    free(a->dG); /* the arrays are the engine's */
+    free(a->train);
+    free(a->tg);
+    free(a->tn);
+    free(a->sums);
     free(a);
 }
 
+/* to_device: G (from the host, a resumed run's) and the push-down scratch on the engine, the
+ * trainable parameters' gradient arrays there; otherwise G back to the host. */
+static enum adapt_status adapt_cuda(struct adapt_policy *p, int to_device)
+{
+    struct adapt_state *a = p->state;
+    const struct adapt_net *net = p->net;
+    const int nu = p->prec->nunits;
+    enum adapt_status st = ADAPT_OK;
+    if (!to_device) {
+        for (int u = 0; u < nu && !st; u++)
+            st = adapt_cuda_net_get(p->dev, a->dG[u], a->G[u],
+                                    p->prec->u[u].layer->param[0].value.numel);
+        return st;
+    }
+    if (a->compat == ADAPT_COMPAT_REFERENCE)
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: quantization.compat = reference (the published "
+                           "code's push-down) runs on the CPU only; use compat = corrected or "
+                           "run.device = cpu");
+    size_t wmax = 0;
+    a->dG = calloc((size_t)nu + 1, sizeof *a->dG);
+    a->train = calloc((size_t)net->nparam + 1, sizeof *a->train);
+    a->tg = calloc((size_t)net->nparam + 1, sizeof *a->tg);
+    a->tn = calloc((size_t)net->nparam + 1, sizeof *a->tn);
+    a->sums = calloc(2 * (size_t)net->nparam + 2, sizeof *a->sums);
+    if (!a->dG || !a->train || !a->tg || !a->tn || !a->sums)
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy's device tables");
+    for (int u = 0; u < nu && !st; u++) {
+        size_t w = p->prec->u[u].layer->param[0].value.numel;
+        if (w > wmax) wmax = w;
+        if (!(st = adapt_cuda_net_alloc(p->dev, w, &a->dG[u])))
+            st = adapt_cuda_net_put(p->dev, a->dG[u], a->G[u], w);
+    }
+    if (!st) st = adapt_cuda_net_alloc(p->dev, 2 * wmax, &a->d_scratch);
+    a->ntrain = 0;
+    for (int k = 0; k < net->nparam && !st; k++) {
+        if (net->param[k]->role == ADAPT_PARAM_BUFFER) continue;
+        a->train[a->ntrain] = k;
+        a->tg[a->ntrain] = adapt_cuda_net_param(p->dev, k, ADAPT_CUDA_GRAD);
+        a->tn[a->ntrain++] = net->param[k]->grad.numel;
+    }
+    return st;
+}
+
 const struct adapt_policy_type adapt_policy_adapt = {
-    "adapt", adapt_init, adapt_observe, adapt_decide, NULL, adapt_save, adapt_save_tensors,
-    adapt_load, adapt_destroy};
+    "adapt",    adapt_init,         adapt_observe, adapt_decide,  NULL,
+    adapt_save, adapt_save_tensors, adapt_load,    adapt_destroy, adapt_cuda};

@@ -262,7 +262,7 @@ static void muppet_destroy(struct adapt_policy *p)
 
 const struct adapt_policy_type adapt_policy_muppet = {
     "muppet", muppet_init, muppet_observe, NULL, muppet_epoch_end, muppet_save,
-    muppet_save_tensors, muppet_load, muppet_destroy};
+    muppet_save_tensors, muppet_load, muppet_destroy, NULL};
 
 double adapt_muppet_last_gd(const struct adapt_policy *p)
 {

@@ -96,12 +96,44 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
     s->fl = up->spec.format == QUANT_FORMAT_FIXED ? up->spec.fl : 0;
 }
 
+/* adapt_policy_step on the GPU engine: the same sequence on the device's arrays; observe and
+ * decide queue their work there (a failure is kept in dev_st, as observe returns no status). */
+static enum adapt_status device_step(struct adapt_policy *p, struct adapt_sgd *opt, long step,
+                                     double loss, int micro, int last_in_epoch, int *skipped)
+{
+    enum adapt_status st;
+    if ((st = adapt_cuda_net_sgd_prepare(p->dev, 1.0 / micro, opt->l1 * p->loss_scale,
+                                         opt->l1_quantized)))
+        return st;
+    int skip = p->type->observe(p, step, loss, last_in_epoch);
+    if (p->dev_st) return p->dev_st;
+    if (p->prec && p->prec->dev_st) return p->prec->dev_st;
+    if (p->type->decide && (st = p->type->decide(p, step))) return st;
+    if (p->dev_st) return p->dev_st;
+    if (skip) {
+        st = adapt_cuda_net_zero_grads(p->dev);
+    } else if (!(st = adapt_cuda_net_sgd_update(p->dev, opt))) {
+        opt->steps++;
+    }
+    if (!st && p->prec) st = adapt_precision_refresh_weights(p->prec, step);
+    if (skipped) *skipped = skip;
+    return st;
+}
+
+/* fp32 and fixed keep nothing of their own on the device */
+static enum adapt_status no_device_state(struct adapt_policy *p, int to_device)
+{
+    (void)p, (void)to_device;
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step,
                                     double loss, int micro, int last_in_epoch, int *skipped)
 {
     enum adapt_status st;
     opt->l1_quantized = p->l1_quantized;
     opt->l2_quantized = p->l2_quantized;
+    if (p->dev) return device_step(p, opt, step, loss, micro, last_in_epoch, skipped);
     adapt_sgd_prepare(opt, 1.0 / micro, p->loss_scale);
     int skip = p->type->observe(p, step, loss, last_in_epoch);
     if (p->type->decide && (st = p->type->decide(p, step))) return st;
@@ -110,6 +142,32 @@ enum adapt_status adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *op
     if (p->prec) adapt_precision_refresh_weights(p->prec, step);
     if (skipped) *skipped = skip;
     return ADAPT_OK;
+}
+
+enum adapt_status adapt_policy_use_cuda(struct adapt_policy *p, struct adapt_cuda_net *d, long step)
+{
+    if (!d) {
+        if (p->prec) adapt_precision_use_cuda(p->prec, NULL);
+        p->dev = NULL;
+        return ADAPT_OK;
+    }
+    if (!p->type->cuda)
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: policy %s does not run on the GPU engine (fp32, "
+                           "fixed and adapt do); use run.device = cpu",
+                           p->type->name);
+    enum adapt_status st;
+    if (p->prec && (st = adapt_precision_use_cuda(p->prec, d))) return st;
+    p->dev = d;
+    p->dev_st = ADAPT_OK;
+    if ((st = p->type->cuda(p, 1))) return st;
+    /* the copies the host made for this step, made again where the step runs */
+    return p->prec ? adapt_precision_refresh_weights(p->prec, step) : ADAPT_OK;
+}
+
+enum adapt_status adapt_policy_pull_cuda(struct adapt_policy *p)
+{
+    return p->dev ? p->type->cuda(p, 0) : ADAPT_OK;
 }
 
 /* ------------------------------------------------------------------ fp32 */
@@ -127,7 +185,7 @@ static int fp32_observe(struct adapt_policy *p, long step, double loss, int last
 }
 
 static const struct adapt_policy_type policy_fp32 = {
-    "fp32", fp32_init, fp32_observe, NULL, NULL, NULL, NULL, NULL, NULL};
+    "fp32", fp32_init, fp32_observe, NULL, NULL, NULL, NULL, NULL, NULL, no_device_state};
 
 void adapt_policy_apply_output_rules(struct adapt_policy *p, int adapt_corrected)
 {
@@ -315,7 +373,7 @@ static int fixed_observe(struct adapt_policy *p, long step, double loss, int las
 }
 
 static const struct adapt_policy_type policy_fixed = {
-    "fixed", fixed_init, fixed_observe, NULL, NULL, NULL, NULL, NULL, NULL};
+    "fixed", fixed_init, fixed_observe, NULL, NULL, NULL, NULL, NULL, NULL, no_device_state};
 
 /* ------------------------------------------------------------------- amp */
 
@@ -405,4 +463,4 @@ static enum adapt_status amp_load(struct adapt_policy *p, json_t *j,
 static void amp_destroy(struct adapt_policy *p) { free(p->state); }
 
 static const struct adapt_policy_type policy_amp = {
-    "amp", amp_init, amp_observe, NULL, NULL, amp_save, NULL, amp_load, amp_destroy};
+    "amp", amp_init, amp_observe, NULL, NULL, amp_save, NULL, amp_load, amp_destroy, NULL};

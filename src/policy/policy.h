@@ -61,6 +61,10 @@ struct adapt_policy_type {
     enum adapt_status (*load)(struct adapt_policy *p, json_t *state,
                               const struct adapt_safetensors *f);
     void (*destroy)(struct adapt_policy *p);
+    /* run.device = cuda (adapt_policy_use_cuda): to_device = 1 puts the policy's own state on
+     * the engine p->dev (observe and decide then work there), 0 brings it back to the host (a
+     * checkpoint). NULL: the policy does not run on the GPU engine. */
+    enum adapt_status (*cuda)(struct adapt_policy *p, int to_device);
 };
 
 struct adapt_policy {
@@ -85,6 +89,8 @@ struct adapt_policy {
                                      the accumulation steps (set by the trainer) */
     int l1_quantized;             /* the optimizer's L1 term reads the quantized copies */
     int l2_quantized;             /* and its L2 term */
+    struct adapt_cuda_net *dev;   /* run.device = cuda: the engine the steps run on, or NULL */
+    enum adapt_status dev_st;     /* the first failure of the policy's device work */
 };
 
 const struct adapt_policy_type *adapt_policy_find(const char *name);
@@ -137,5 +143,17 @@ int adapt_policy_amp_observe(struct adapt_policy *p, struct adapt_amp_scaler *sc
  * update was skipped. Fails only as decide does. */
 enum adapt_status adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *opt, long step,
                                     double loss, int micro, int last_in_epoch, int *skipped);
+
+/* run.device = cuda: from now on the steps run on the GPU engine d (src/net/net_cuda.h, made
+ * for p->net): the precision state's copies and hooks and the policy's own state move there,
+ * and the weight copies of `step` are made there. d = NULL detaches. ADAPT_EUNSUPPORTED for a
+ * policy that does not run on the GPU (its message names it). adapt_policy_step then runs the
+ * whole step on the device: the gradient scale and the L1 term, observe, decide, the update
+ * (opt's hyper-parameters and step count; its buffers stay on the device) and the copies. */
+enum adapt_status adapt_policy_use_cuda(struct adapt_policy *p, struct adapt_cuda_net *d,
+                                        long step);
+/* The policy's device state back to the host (before a checkpoint); nothing without an
+ * engine. */
+enum adapt_status adapt_policy_pull_cuda(struct adapt_policy *p);
 
 #endif

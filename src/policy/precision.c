@@ -42,24 +42,39 @@ static const struct quant_spec *producer_spec(const struct adapt_precision *p, i
     return u->active ? &u->spec : NULL;
 }
 
-/* quant_rows over a batch of n samples of m values: MX blocks restart at every sample (one row
- * each); for the other formats the split makes no difference. */
-static enum adapt_status round_batch(const struct quant_spec *s, const float *x, float *y,
-                                     size_t m, int n, struct quant_key key,
-                                     struct quant_stats *st)
+/* quant_rows on host arrays, or with a GPU engine attached on its device arrays, queued on its
+ * stream (counts into counter slot `slot` there; -1: none; st on the host, may be NULL). */
+static enum adapt_status round_rows(const struct adapt_precision *p, const struct quant_spec *s,
+                                    const float *x, float *y, size_t rows, size_t cols,
+                                    struct quant_key key, int slot, struct quant_stats *st)
 {
-    size_t rows = quant_format_is_mx(s->format) ? (size_t)n : 1;
-    return quant_rows(s, x, y, rows, m * (size_t)n / rows, key, NULL, st);
+    if (p->dev) return adapt_cuda_net_round(p->dev, s, x, y, rows, cols, key, slot);
+    return quant_rows(s, x, y, rows, cols, key, NULL, st);
 }
 
-static void in_hook(void *ctx, int node, const float **xs, int n, int training, int backward)
+/* quant_rows over a batch of n samples of m values: MX blocks restart at every sample (one row
+ * each); for the other formats the split makes no difference. */
+static enum adapt_status round_batch(const struct adapt_precision *p, const struct quant_spec *s,
+                                     const float *x, float *y, size_t m, int n,
+                                     struct quant_key key, int slot, struct quant_stats *st)
 {
-    struct adapt_precision *p = ctx;
-    if (!p->round_in[node]) return;
+    size_t rows = quant_format_is_mx(s->format) ? (size_t)n : 1;
+    return round_rows(p, s, x, y, rows, m * (size_t)n / rows, key, slot, st);
+}
+
+/* Device counter slots: 2u for unit u's weight rounding, 2u + 1 for its rounded outputs. */
+#define SLOT_WEIGHT(u) (2 * (u))
+#define SLOT_OUT(u)    (2 * (u) + 1)
+
+static enum adapt_status in_run(struct adapt_precision *p, int node, const float **xs, int n,
+                                int training, int backward)
+{
+    if (!p->round_in[node]) return ADAPT_OK;
     struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
-    if (!u->active || !u->qin) return;
+    float *qin = p->dev ? u->d_qin : u->qin;
+    if (!u->active || !qin) return ADAPT_OK;
     const struct quant_spec *prev = producer_spec(p, p->net->nodes[node].in[0]);
-    if (prev && quant_spec_within(prev, &u->spec)) return; /* already on this unit's grid */
+    if (prev && quant_spec_within(prev, &u->spec)) return ADAPT_OK; /* already on the grid */
     if (!backward) {
         struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
         size_t m = adapt_layer_in_numel(u->layer, 0);
@@ -69,49 +84,55 @@ static void in_hook(void *ctx, int node, const float **xs, int n, int training, 
         for (int i = 0; i < n; i++) { /* one scale per image (MuPPET) or per batch */
             k.index = (uint64_t)i * m;
             enum adapt_status st =
-                round_batch(&s, xs[0] + (size_t)i * m, u->qin + (size_t)i * m, m, per, k, NULL);
-            ADAPT_ASSERT(st == ADAPT_OK);
+                round_batch(p, &s, xs[0] + (size_t)i * m, qin + (size_t)i * m, m, per, k, -1, NULL);
+            if (st) return st;
         }
     }
-    xs[0] = u->qin;
+    xs[0] = qin;
+    return ADAPT_OK;
 }
 
-static void out_hook(void *ctx, int node, float *y, int n, int training)
+static enum adapt_status out_run(struct adapt_precision *p, int node, float *y, int n, int training)
 {
-    struct adapt_precision *p = ctx;
-    if (!p->round_out[node]) return;
-    struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
-    if (!u->active) return;
-    if (p->round_out[node] == 2 && quant_format_keeps_subsets(u->spec.format)) return;
+    if (!p->round_out[node]) return ADAPT_OK;
+    int ui = p->node_unit[node];
+    struct adapt_unit_prec *u = &p->u[ui];
+    if (!u->active) return ADAPT_OK;
+    if (p->round_out[node] == 2 && quant_format_keeps_subsets(u->spec.format)) return ADAPT_OK;
     struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
     size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
     struct quant_stats qs = {0, 0, 0};
-    enum adapt_status st = round_batch(&s, y, y, m / (size_t)n, n,
-                                       key_of(p, Q_OUTPUT, node, p->iter), training ? &qs : NULL);
-    ADAPT_ASSERT(st == ADAPT_OK);
+    enum adapt_status st =
+        round_batch(p, &s, y, y, m / (size_t)n, n, key_of(p, Q_OUTPUT, node, p->iter),
+                    training ? SLOT_OUT(ui) : -1, training ? &qs : NULL);
+    if (st) return st;
     if (training) {
-        u->out_sat += qs.saturated;
+        u->out_sat +=
+            qs.saturated; /* on a device: added from its counters (adapt_precision_sync) */
         u->out_n += m;
     }
+    return ADAPT_OK;
 }
 
 /* ADAPT_STE_SATURATING: a fixed-point output at its upper bound takes no
  * gradient asking it to grow (dy < 0), one at its lower bound none asking it
  * to shrink (dy > 0). A value that rounded onto a bound without saturating is
  * treated alike: the forward cannot move it further out either. */
-static void dout_hook(void *ctx, int node, const float *y, float *dy, int n)
+static enum adapt_status dout_run(struct adapt_precision *p, int node, const float *y, float *dy,
+                                  int n)
 {
-    struct adapt_precision *p = ctx;
-    if (p->ste != ADAPT_STE_SATURATING || p->round_out[node] != 1) return;
+    if (p->ste != ADAPT_STE_SATURATING || p->round_out[node] != 1) return ADAPT_OK;
     const struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
-    if (!u->active || u->spec.format != QUANT_FORMAT_FIXED) return;
+    if (!u->active || u->spec.format != QUANT_FORMAT_FIXED) return ADAPT_OK;
     /* the grid's ends, (2^(WL-1) - 1) 2^-FL and -2^(WL-1) 2^-FL, as the rounding produces them */
     const float hi = (float)ldexp(ldexp(1.0, u->spec.wl - 1) - 1.0, -u->spec.fl);
     const float lo = (float)-ldexp(1.0, u->spec.wl - 1 - u->spec.fl);
     size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
-    #pragma omp parallel for schedule(static) if (m > 65536)
+    if (p->dev) return adapt_cuda_net_ste_clip(p->dev, y, dy, m, lo, hi);
+#pragma omp parallel for schedule(static) if (m > 65536)
     for (size_t i = 0; i < m; i++)
         if ((y[i] >= hi && dy[i] < 0.0f) || (y[i] <= lo && dy[i] > 0.0f)) dy[i] = 0.0f;
+    return ADAPT_OK;
 }
 
 static int is_pool(const struct adapt_layer *l)
@@ -119,20 +140,67 @@ static int is_pool(const struct adapt_layer *l)
     return !strcmp(l->ops->kind, "maxpool2d") || !strcmp(l->ops->kind, "avgpool2d");
 }
 
-static void grad_hook(void *ctx, int node, float **dxs, int n)
+static enum adapt_status grad_run(struct adapt_precision *p, int node, float **dxs, int n)
 {
-    struct adapt_precision *p = ctx;
     struct adapt_layer *l = p->net->nodes[node].layer;
     int unit = p->node_unit[node];
-    if (unit < 0 || !p->u[unit].active || !(l->is_unit || is_pool(l))) return;
+    if (unit < 0 || !p->u[unit].active || !(l->is_unit || is_pool(l))) return ADAPT_OK;
     struct quant_spec s = with_rounding(&p->u[unit].spec, p->rounding);
     for (int k = 0; k < l->nin; k++) {
         if (!dxs[k]) continue;
         size_t m = adapt_layer_in_numel(l, k);
-        enum adapt_status st = round_batch(&s, dxs[k], dxs[k], m, n,
-                                           key_of(p, Q_GRAD_X, node * 2 + k, p->iter), NULL);
-        ADAPT_ASSERT(st == ADAPT_OK);
+        enum adapt_status st = round_batch(p, &s, dxs[k], dxs[k], m, n,
+                                           key_of(p, Q_GRAD_X, node * 2 + k, p->iter), -1, NULL);
+        if (st) return st;
     }
+    return ADAPT_OK;
+}
+
+/* The network's hooks (host arrays: the rounding cannot fail on valid formats) */
+static void in_hook(void *ctx, int node, const float **xs, int n, int training, int backward)
+{
+    enum adapt_status st = in_run(ctx, node, xs, n, training, backward);
+    ADAPT_ASSERT(st == ADAPT_OK);
+}
+
+static void out_hook(void *ctx, int node, float *y, int n, int training)
+{
+    enum adapt_status st = out_run(ctx, node, y, n, training);
+    ADAPT_ASSERT(st == ADAPT_OK);
+}
+
+static void dout_hook(void *ctx, int node, const float *y, float *dy, int n)
+{
+    enum adapt_status st = dout_run(ctx, node, y, dy, n);
+    ADAPT_ASSERT(st == ADAPT_OK);
+}
+
+static void grad_hook(void *ctx, int node, float **dxs, int n)
+{
+    enum adapt_status st = grad_run(ctx, node, dxs, n);
+    ADAPT_ASSERT(st == ADAPT_OK);
+}
+
+/* ... and the GPU engine's (device arrays; a failed launch stops the step) */
+static enum adapt_status in_hook_dev(void *ctx, int node, const float **xs, int n, int training,
+                                     int backward)
+{
+    return in_run(ctx, node, xs, n, training, backward);
+}
+
+static enum adapt_status out_hook_dev(void *ctx, int node, float *y, int n, int training)
+{
+    return out_run(ctx, node, y, n, training);
+}
+
+static enum adapt_status dout_hook_dev(void *ctx, int node, const float *y, float *dy, int n)
+{
+    return dout_run(ctx, node, y, dy, n);
+}
+
+static enum adapt_status grad_hook_dev(void *ctx, int node, float **dxs, int n)
+{
+    return grad_run(ctx, node, dxs, n);
 }
 
 /* Layers whose output values are input values (or zero), so an input on a
@@ -170,6 +238,10 @@ static enum adapt_status alloc_state(struct adapt_precision **out, struct adapt_
         u->node = i;
         u->layer = l;
         quant_spec_init(&u->spec, QUANT_FORMAT_FIXED);
+        u->param[0] = u->param[1] = -1;
+        for (int k = 0; k < net->nparam; k++)
+            for (int q = 0; q < l->nparam && q < 2; q++)
+                if (net->param[k] == &l->param[q]) u->param[q] = k;
     }
     /* parameter -> unit: a unit's own parameters, then what follows it */
     for (int k = 0, last = -1; k < net->nparam; k++) {
@@ -296,6 +368,7 @@ void adapt_precision_free(struct adapt_precision *p)
     if (p->acopy)
         for (int k = 0; k < p->net->nparam; k++) free(p->acopy[k]);
     free(p->acopy);
+    free(p->d_acopy); /* the arrays are the engine's */
     free(p->param_unit);
     adapt_arena_free(&p->arena);
     free(p->round_in);
@@ -357,75 +430,162 @@ double adapt_precision_take_act_sat(struct adapt_precision *p, int u)
     return f;
 }
 
-void adapt_precision_refresh_weights(struct adapt_precision *p, long step)
+/* The array parameter k computes with: its master or its rounded copy, on the host or (with an
+ * engine attached) on the device. */
+static void use_param(struct adapt_precision *p, int k, float *copy)
 {
-    for (int k = 0; k < p->nunits; k++) {
+    struct adapt_param *pp = p->net->param[k];
+    if (p->dev)
+        adapt_cuda_net_use(p->dev, k, copy);
+    else
+        pp->use = copy ? copy : pp->value.data;
+}
+
+/* Parameter k's master values and gradient where the step runs. */
+static float *param_value(const struct adapt_precision *p, int k)
+{
+    return p->dev ? adapt_cuda_net_param(p->dev, k, ADAPT_CUDA_VALUE)
+                  : p->net->param[k]->value.data;
+}
+
+static float *param_grad(const struct adapt_precision *p, int k)
+{
+    return p->dev ? adapt_cuda_net_param(p->dev, k, ADAPT_CUDA_GRAD) : p->net->param[k]->grad.data;
+}
+
+/* First failure of a device rounding (the hooks' callers cannot return one). */
+static enum adapt_status note(struct adapt_precision *p, enum adapt_status st)
+{
+    if (st && !p->dev_st) p->dev_st = st;
+    return st;
+}
+
+enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, long step)
+{
+    enum adapt_status s = ADAPT_OK;
+    for (int k = 0; k < p->nunits && !s; k++) {
         struct adapt_unit_prec *u = &p->u[k];
         struct adapt_layer *l = u->layer;
         if (!u->active) {
-            for (int q = 0; q < l->nparam; q++) l->param[q].use = l->param[q].value.data;
+            for (int q = 0; q < l->nparam && q < 2; q++) use_param(p, u->param[q], NULL);
             u->sparsity = 0.0;
             u->sat = u->flush = 0;
             continue;
         }
         struct quant_stats st = {0, 0, 0};
-        struct adapt_param *w = &l->param[0];
-        enum adapt_status s = quant_rows(&u->spec, w->value.data, u->wq, (size_t)w->value.dim[0],
-                                         w->value.numel / (size_t)w->value.dim[0],
-                                         key_of(p, Q_WEIGHT, k, step), NULL, &st);
-        ADAPT_ASSERT(s == ADAPT_OK);
-        w->use = u->wq;
-        u->sparsity = (double)st.zeros / (double)w->value.numel;
-        u->sat = st.saturated;
-        u->flush = st.flushed;
+        const struct adapt_param *w = &l->param[0];
+        float *wq = p->dev ? u->d_wq : u->wq;
+        s = round_rows(p, &u->spec, param_value(p, u->param[0]), wq, (size_t)w->value.dim[0],
+                       w->value.numel / (size_t)w->value.dim[0], key_of(p, Q_WEIGHT, k, step),
+                       SLOT_WEIGHT(k), &st);
+        if (s) break;
+        use_param(p, u->param[0], wq);
+        if (!p->dev) { /* on a device: from its counters (adapt_precision_sync) */
+            u->sparsity = (double)st.zeros / (double)w->value.numel;
+            u->sat = st.saturated;
+            u->flush = st.flushed;
+        }
         if (u->bq) {
-            struct adapt_param *b = &l->param[1];
-            s = quant_array(&u->spec, b->value.data, u->bq, b->value.numel,
-                            key_of(p, Q_BIAS, k, step), NULL, NULL);
-            ADAPT_ASSERT(s == ADAPT_OK);
-            b->use = u->bq;
+            float *bq = p->dev ? u->d_bq : u->bq;
+            s = round_rows(p, &u->spec, param_value(p, u->param[1]), bq, 1, l->param[1].value.numel,
+                           key_of(p, Q_BIAS, k, step), -1, NULL);
+            if (s) break;
+            use_param(p, u->param[1], bq);
         }
     }
-    if (!p->round_attached) return;
-    for (int k = 0; k < p->net->nparam; k++) {
-        struct adapt_param *pp = p->net->param[k];
-        if (!p->acopy[k]) continue;
+    for (int k = 0; p->round_attached && !s && k < p->net->nparam; k++) {
+        float *copy = p->dev ? (p->d_acopy ? p->d_acopy[k] : NULL) : p->acopy[k];
+        if (!copy) continue;
         const struct adapt_unit_prec *u = &p->u[p->param_unit[k]];
         if (!u->active) {
-            pp->use = pp->value.data;
+            use_param(p, k, NULL);
             continue;
         }
-        enum adapt_status s = quant_array(&u->spec, pp->value.data, p->acopy[k], pp->value.numel,
-                                          key_of(p, Q_ATTACHED, k, step), NULL, NULL);
-        ADAPT_ASSERT(s == ADAPT_OK);
-        pp->use = p->acopy[k];
+        s = round_rows(p, &u->spec, param_value(p, k), copy, 1, p->net->param[k]->value.numel,
+                       key_of(p, Q_ATTACHED, k, step), -1, NULL);
+        if (!s) use_param(p, k, copy);
     }
+    if (!s && p->dev) s = adapt_precision_sync(p);
+    return note(p, s);
 }
 
-void adapt_precision_quantize_grads(struct adapt_precision *p, long step)
+enum adapt_status adapt_precision_quantize_grads(struct adapt_precision *p, long step)
 {
-    for (int k = 0; k < p->nunits; k++) {
+    enum adapt_status s = ADAPT_OK;
+    for (int k = 0; k < p->nunits && !s; k++) {
         struct adapt_unit_prec *u = &p->u[k];
         if (!u->active) continue;
         struct adapt_layer *l = u->layer;
-        for (int q = 0; q < l->nparam && q < 2; q++) {
+        for (int q = 0; q < l->nparam && q < 2 && !s; q++) {
             struct adapt_param *pp = &l->param[q];
             size_t rows = !q && quant_format_is_mx(u->spec.format) /* MX: blocks as in */
                               ? (size_t)pp->grad.dim[0]                /* the weights */
                               : 1;
-            enum adapt_status s =
-                quant_rows(&u->spec, pp->grad.data, pp->grad.data, rows, pp->grad.numel / rows,
-                           key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), NULL, NULL);
-            ADAPT_ASSERT(s == ADAPT_OK);
+            float *g = param_grad(p, u->param[q]);
+            s = round_rows(p, &u->spec, g, g, rows, pp->grad.numel / rows,
+                           key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), -1, NULL);
         }
     }
-    if (!p->round_attached) return;
-    for (int k = 0; k < p->net->nparam; k++) {
-        struct adapt_param *pp = p->net->param[k];
+    for (int k = 0; p->round_attached && !s && k < p->net->nparam; k++) {
         if (!p->acopy[k] || !p->u[p->param_unit[k]].active) continue;
         const struct quant_spec *sp = &p->u[p->param_unit[k]].spec;
-        enum adapt_status s = quant_array(sp, pp->grad.data, pp->grad.data, pp->grad.numel,
-                                          key_of(p, Q_GRAD_ATT, k, step), NULL, NULL);
-        ADAPT_ASSERT(s == ADAPT_OK);
+        float *g = param_grad(p, k);
+        s = round_rows(p, sp, g, g, 1, p->net->param[k]->grad.numel, key_of(p, Q_GRAD_ATT, k, step),
+                       -1, NULL);
     }
+    return note(p, s);
+}
+
+enum adapt_status adapt_precision_sync(struct adapt_precision *p)
+{
+    if (!p->dev) return ADAPT_OK;
+    size_t m = 3 * 2 * (size_t)p->nunits;
+    uint64_t *c = calloc(m + 1, sizeof *c);
+    if (!c) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the rounding counts");
+    enum adapt_status st = adapt_cuda_net_take_counters(p->dev, c);
+    for (int k = 0; !st && k < p->nunits; k++) {
+        struct adapt_unit_prec *u = &p->u[k];
+        const uint64_t *w = c + 3 * SLOT_WEIGHT(k), *o = c + 3 * SLOT_OUT(k);
+        if (u->active) {
+            u->sat = w[0];
+            u->flush = w[1];
+            u->sparsity = (double)w[2] / (double)u->layer->param[0].value.numel;
+        }
+        u->out_sat += o[0];
+    }
+    free(c);
+    return note(p, st);
+}
+
+enum adapt_status adapt_precision_use_cuda(struct adapt_precision *p, struct adapt_cuda_net *d)
+{
+    if (!d) {
+        p->dev = NULL;
+        return ADAPT_OK;
+    }
+    const struct adapt_net *net = p->net;
+    enum adapt_status st = adapt_cuda_net_counters(d, 2 * p->nunits);
+    for (int k = 0; k < p->nunits && !st; k++) {
+        struct adapt_unit_prec *u = &p->u[k];
+        const struct adapt_layer *l = u->layer;
+        if ((st = adapt_cuda_net_alloc(d, l->param[0].value.numel, &u->d_wq))) break;
+        if (u->bq && (st = adapt_cuda_net_alloc(d, l->param[1].value.numel, &u->d_bq))) break;
+        if (u->qin && (st = adapt_cuda_net_alloc(d, adapt_layer_in_numel(l, 0) * (size_t)net->n_max,
+                                                 &u->d_qin)))
+            break;
+    }
+    if (!st && p->round_attached) {
+        if (!(p->d_acopy = calloc((size_t)net->nparam + 1, sizeof *p->d_acopy)))
+            st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate rounded parameter copies");
+        for (int k = 0; !st && k < net->nparam; k++)
+            if (p->acopy[k])
+                st = adapt_cuda_net_alloc(d, net->param[k]->value.numel, &p->d_acopy[k]);
+    }
+    if (st) return st;
+    p->dev = d;
+    p->dev_st = ADAPT_OK;
+    struct adapt_cuda_hooks h = {p, in_hook_dev, out_hook_dev, dout_hook_dev,
+                                 net->grad_hook ? grad_hook_dev : NULL};
+    adapt_cuda_net_set_hooks(d, &h);
+    return ADAPT_OK;
 }

@@ -40,6 +40,7 @@
 
 #include "src/quant/quant.h"
 #include "src/net/net.h"
+#include "src/net/net_cuda.h"
 
 enum adapt_qout {
     ADAPT_QOUT_NONE = 0, /* outputs stay float */
@@ -61,6 +62,8 @@ struct adapt_unit_prec {
     float *wq;               /* (weight numel) quantized weight copy */
     float *bq;               /* (bias numel) quantized bias copy, NULL without bias */
     float *qin; /* (n_max, input numel) rounded input; NULL unless inputs are rounded */
+    int param[2];               /* net->param index of the weight and the bias (-1: none) */
+    float *d_wq, *d_bq, *d_qin; /* the same on the GPU engine (adapt_precision_use_cuda) */
     int qin_first_only;      /* MuPPET: only the network input image is rounded */
     /* last weight rounding */
     double sparsity;         /* fraction of exact zeros in wq */
@@ -93,6 +96,11 @@ struct adapt_precision {
      * unit (stochastic, one scale per batch tensor). */
     int per_image_input;
     float **acopy;             /* (nparam) rounded copies of those parameters, or NULL */
+    /* run.device = cuda: the GPU engine the step runs on (adapt_precision_use_cuda), the
+     * device copies of acopy, and the first failure of a device rounding */
+    struct adapt_cuda_net *dev;
+    float **d_acopy;
+    enum adapt_status dev_st;
     struct adapt_arena arena;
 };
 
@@ -131,10 +139,20 @@ enum adapt_status adapt_precision_round_attached(struct adapt_precision *p);
 
 /* wq = Q(w) (and the bias) for every active unit, keyed by `step`; points
  * the parameters' use at the copies (or at the master for float units) and
- * records sparsity and saturation. */
-void adapt_precision_refresh_weights(struct adapt_precision *p, long step);
+ * records sparsity and saturation. Fails only on a GPU engine (a kernel that did not run). */
+enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, long step);
 /* Rounds the gradients of every active unit's weight and bias in place
- * (the module's rounding mode), keyed by `step`. */
-void adapt_precision_quantize_grads(struct adapt_precision *p, long step);
+ * (the module's rounding mode), keyed by `step`. Fails as refresh_weights. */
+enum adapt_status adapt_precision_quantize_grads(struct adapt_precision *p, long step);
+
+/* run.device = cuda: from now on the copies, the roundings and the hooks live on the GPU
+ * engine d (src/net/net_cuda.h), with the same random bits as on the host: device copies
+ * are allocated there (the engine owns them; it must outlive this state, or detach it with
+ * d = NULL) and the engine's hooks installed. Unit states, the rounding counts included,
+ * come back to the host at every refresh_weights (adapt_precision_sync). */
+enum adapt_status adapt_precision_use_cuda(struct adapt_precision *p, struct adapt_cuda_net *d);
+/* Waits for the engine and adds its rounding counts to the unit states (sparsity and
+ * saturation of the last weight rounding, saturated outputs); nothing without an engine. */
+enum adapt_status adapt_precision_sync(struct adapt_precision *p);
 
 #endif

@@ -204,7 +204,8 @@ static void format_eta(double s, char *buf, size_t n)
 static double micro_batch(struct run *r, int nb, int *correct)
 {
     const int classes = r->net->classes;
-    if (r->dev) return device_batch(r, nb, 1, correct) / nb; /* fp32 only: no loss scale */
+    /* the policies on the GPU engine do not scale the loss */
+    if (r->dev) return device_batch(r, nb, 1, correct) / nb;
     const float *lg = adapt_net_forward(r->net, r->x, nb, 1);
     double loss = adapt_softmax_xent(lg, r->y, nb, classes, r->dlogits, correct);
     if (r->pol->loss_scale != 1.0) {
@@ -222,15 +223,19 @@ static enum adapt_status optimizer_step(struct run *r, long step, double step_lo
                                         int micro, int last_in_epoch, double *mean_loss)
 {
     const struct adapt_config *cfg = r->cfg;
-    double l1 = cfg->optim.l1_decay > 0 ? cfg->optim.l1_decay * adapt_sgd_l1_norm(&r->opt) : 0.0;
+    double l1 = 0.0;
+    if (cfg->optim.l1_decay > 0) {
+        if (r->dev) {
+            enum adapt_status st = adapt_cuda_net_l1_norm(r->dev, r->opt.l1_quantized, &l1);
+            if (st) return st;
+        } else {
+            l1 = adapt_sgd_l1_norm(&r->opt);
+        }
+        l1 *= cfg->optim.l1_decay;
+    }
     *mean_loss = step_loss / micro + l1;
     r->pol->micro_loss = (loss + l1) / cfg->train.accumulation_steps;
-    if (r->dev) {
-        enum adapt_status st = adapt_cuda_net_sgd(r->dev, r->opt.lr, r->opt.momentum, r->opt.l2,
-                                                  r->opt.nesterov, 1.0 / micro);
-        if (!st) r->opt.steps++;
-        return st;
-    }
+    /* with a GPU engine attached (adapt_policy_use_cuda) the step runs there */
     return adapt_policy_step(r->pol, &r->opt, step, *mean_loss, micro, last_in_epoch, NULL);
 }
 
@@ -331,9 +336,11 @@ static enum adapt_status train_loop(struct run *r, int start_epoch, long start_s
         int every = cfg->run.checkpoint_every;
         r->epochs_done = epoch + 1;
         if (last || (every > 0 && (epoch + 1) % every == 0)) {
-            /* the device's weights, buffers and momentum into the host's for the checkpoint */
+            /* the device's weights, buffers, momentum and policy state into the host's for the
+             * checkpoint */
             if (r->dev && ((st = adapt_cuda_net_pull_params(r->dev)) ||
-                           (st = adapt_cuda_net_pull_sgd(r->dev, &r->opt))))
+                           (st = adapt_cuda_net_pull_sgd(r->dev, &r->opt)) ||
+                           (st = adapt_policy_pull_cuda(r->pol))))
                 return st;
             if ((st = adapt_ckpt_write(&r->dir, r->net, &r->opt, &r->sched, r->pol, epoch + 1,
                                        step)))
@@ -743,15 +750,17 @@ static enum adapt_status device_check(const struct adapt_config *cfg)
 {
     if (cfg->run.device != ADAPT_CONFIG_DEVICE_CUDA) return ADAPT_OK;
     const char *pol = adapt_config_enum_str(cfg, "policy", "name");
-    if (strcmp(pol, "fp32"))
+    const struct adapt_policy_type *t = adapt_policy_find(pol);
+    if (t && !t->cuda)
         return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                           "run.device = cuda: the GPU engine trains with policy fp32 only; "
-                           "policy.name = %s runs with run.device = cpu",
+                           "run.device = cuda: policy.name = %s does not run on the GPU engine "
+                           "(fp32, fixed and adapt do); use run.device = cpu",
                            pol);
-    if (cfg->optim.l1_decay > 0)
+    if (!strcmp(pol, "adapt") && cfg->quantization.compat == ADAPT_COMPAT_REFERENCE)
         return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                           "run.device = cuda: optim.l1_decay is not on the GPU engine; set it "
-                           "to 0 or use run.device = cpu");
+                           "run.device = cuda: quantization.compat = reference (the published "
+                           "code's push-down) runs on the CPU only; use compat = corrected or "
+                           "run.device = cpu");
     char why[256] = "";
     if (!adapt_cuda_net_built())
         return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
@@ -905,7 +914,8 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     /* the GPU engine starts from the host's weights and optimizer state (a resumed run's) */
     if (cfg->run.device == ADAPT_CONFIG_DEVICE_CUDA &&
         ((st = adapt_cuda_net_create(r.net, cfg->run.gpu, &r.dev)) ||
-         (st = adapt_cuda_net_push_sgd(r.dev, &r.opt))))
+         (st = adapt_cuda_net_push_sgd(r.dev, &r.opt)) ||
+         (st = adapt_policy_use_cuda(r.pol, r.dev, start_step))))
         goto free_run;
     r.epochs_done = start_epoch;
     r.ckpt_epoch = start_epoch;
