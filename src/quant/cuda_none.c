@@ -35,4 +35,10 @@ enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, const float *d_
     return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "quant: built without CUDA (configure --with-cuda)");
 }
 
+enum adapt_status quant_cuda_range_on(const float *d_x, size_t n, uint32_t *d_keys, void *stream)
+{
+    (void)d_x, (void)n, (void)d_keys, (void)stream;
+    return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "quant: built without CUDA (configure --with-cuda)");
+}
+
 void quant_cuda_set_launch(int threads, int blocks) { (void)threads, (void)blocks; }

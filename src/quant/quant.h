@@ -354,6 +354,10 @@ enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, const float *d_
                                      size_t rows, size_t cols, struct quant_key key,
                                      uint8_t *d_mask, unsigned long long *d_counts, void *scratch,
                                      size_t scratch_bytes, void *stream);
+/* The finite range of d_x[0 .. n-1], queued on a stream: d_keys[0] = the largest, d_keys[1] = the
+ * smallest finite value as quant_order_key keys (src/quant/quant_impl.h); d_keys[0] == 0: no
+ * finite value. */
+enum adapt_status quant_cuda_range_on(const float *d_x, size_t n, uint32_t *d_keys, void *stream);
 /* Launch shape (threads per block, blocks; 0 = default). Results do not depend on it. */
 void quant_cuda_set_launch(int threads, int blocks);
 

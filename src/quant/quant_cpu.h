@@ -50,14 +50,4 @@ void quant_mx_run(const struct quant_plan *p, const float *x, float *y, size_t n
 /* Serial range reduction over finite values (SIMD): k[0] = max, k[1] = min of the order keys. */
 void quant_range_keys(const float *x, size_t n, uint32_t k[2]);
 
-/* Order-preserving key of a float (larger float, larger key) and back. */
-static inline uint32_t quant_order_key(uint32_t b)
-{
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-static inline uint32_t quant_order_unkey(uint32_t k)
-{
-    return (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
-}
-
 #endif

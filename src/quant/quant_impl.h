@@ -89,6 +89,18 @@ ADAPT_HD ADAPT_INLINE float quant_u2f(uint32_t u)
     return f;
 }
 
+/* Order-preserving key of a float's bits (larger float, larger key; -0 before +0) and back:
+ * atomicMax / atomicMin on keys give exact extremes on a GPU, the CPU reduces them with SIMD. */
+ADAPT_HD ADAPT_INLINE uint32_t quant_order_key(uint32_t b)
+{
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+ADAPT_HD ADAPT_INLINE uint32_t quant_order_unkey(uint32_t k)
+{
+    return (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+}
+
 /* 2^e as a float, e in [-149, 127] (subnormal below -126). */
 ADAPT_HD ADAPT_INLINE float quant_pow2f(int e)
 {

@@ -28,7 +28,6 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "src/base/rng.h"
 #include "src/net/cuda/kernels.h"
@@ -1319,40 +1318,6 @@ __global__ void gather_kernel(const float *src, size_t stride, float *dst, size_
         dst[i] = src[i * stride];
 }
 
-__device__ __forceinline__ unsigned int order_key(float v)
-{
-    const unsigned int b = __float_as_uint(v);
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-__global__ void minmax_kernel(const float *x, size_t n, unsigned int *keys)
-{
-    unsigned int kmax = 0u, kmin = 0xffffffffu;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const float v = x[i];
-        if (isfinite(v)) {
-            const unsigned int k = order_key(v);
-            kmax = max(kmax, k);
-            kmin = min(kmin, k);
-        }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        kmax = max(kmax, __shfl_down_sync(0xffffffffu, kmax, o));
-        kmin = min(kmin, __shfl_down_sync(0xffffffffu, kmin, o));
-    }
-    if ((threadIdx.x & 31) == 0) {
-        if (kmax) atomicMax(&keys[0], kmax);
-        if (kmin != 0xffffffffu) atomicMin(&keys[1], kmin);
-    }
-}
-
-__global__ void minmax_init_kernel(unsigned int *keys)
-{
-    keys[0] = 0u;
-    keys[1] = 0xffffffffu;
-}
-
 constexpr int kHistShared = 1024; /* bins counted in shared memory; more go to global atomics */
 
 __global__ void hist_kernel(const float *x, size_t n, double lo, double hi, int bins,
@@ -1418,20 +1383,6 @@ extern "C" void acu_gather(const float *src, size_t stride, float *dst, size_t c
         return;
     }
     gather_kernel<<<blocks_for(count), kThreads, 0, s>>>(src, stride, dst, count);
-}
-
-extern "C" void acu_minmax_keys(const float *x, size_t count, unsigned int *keys, cudaStream_t s)
-{
-    minmax_init_kernel<<<1, 1, 0, s>>>(keys);
-    if (count) minmax_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, count, keys);
-}
-
-extern "C" float acu_key_to_float(unsigned int k)
-{
-    const unsigned int b = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
-    float v;
-    memcpy(&v, &b, sizeof v);
-    return v;
 }
 
 extern "C" void acu_hist(const float *x, size_t count, double lo, double hi, int bins,

@@ -131,10 +131,6 @@ void acu_sgd_prepare(float *g, const float *w, size_t count, float scale, float 
 void acu_ste_clip(const float *y, float *dy, size_t count, float lo, float hi, cudaStream_t s);
 /* dst[i] = src[i * stride], i < count. */
 void acu_gather(const float *src, size_t stride, float *dst, size_t count, cudaStream_t s);
-/* keys[0] = the largest, keys[1] = the smallest finite value of x as order keys (0 and
- * 0xffffffff when there is none): acu_key_to_float turns them back into floats on the host. */
-void acu_minmax_keys(const float *x, size_t count, unsigned int *keys, cudaStream_t s);
-float acu_key_to_float(unsigned int key);
 /* counts[0..bins-1] = quant_hist(x, count, 1, lo, hi, bins, QUANT_HIST_CLAMP) (src/quant/kl.c:
  * the same bin arithmetic in double; lo < hi, widened by the caller as quant_hist does). The
  * counts are overwritten. */

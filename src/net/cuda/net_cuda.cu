@@ -33,6 +33,7 @@
 #include "src/net/cuda/kernels.h"
 #include "src/net/net_cuda.h"
 #include "src/net/optim.h"
+#include "src/quant/quant_impl.h"
 
 namespace
 {
@@ -1068,13 +1069,13 @@ extern "C" enum adapt_status adapt_cuda_net_range(struct adapt_cuda_net *d, cons
                                                   size_t count, double *lo, double *hi)
 {
     if (!d->d_keys) {
-        CU(cudaMalloc(&d->d_keys, 2 * sizeof(unsigned int)), "range keys");
-        CU(cudaHostAlloc(&d->h_keys, 2 * sizeof(unsigned int), cudaHostAllocDefault),
+        CU(cudaMalloc(&d->d_keys, 2 * sizeof(uint32_t)), "range keys");
+        CU(cudaHostAlloc(&d->h_keys, 2 * sizeof(uint32_t), cudaHostAllocDefault),
            "pinned range keys");
     }
-    acu_minmax_keys(x, count, d->d_keys, d->s);
-    CU(cudaMemcpyAsync(d->h_keys, d->d_keys, 2 * sizeof(unsigned int), cudaMemcpyDeviceToHost,
-                       d->s),
+    enum adapt_status st = quant_cuda_range_on(x, count, d->d_keys, d->s);
+    if (st != ADAPT_OK) return st;
+    CU(cudaMemcpyAsync(d->h_keys, d->d_keys, 2 * sizeof(uint32_t), cudaMemcpyDeviceToHost, d->s),
        "range to the host");
     CU(cudaStreamSynchronize(d->s), "range");
     if (d->h_keys[0] == 0u) { /* no finite value */
@@ -1082,8 +1083,8 @@ extern "C" enum adapt_status adapt_cuda_net_range(struct adapt_cuda_net *d, cons
         *hi = 0.0;
         return ADAPT_OK;
     }
-    *hi = acu_key_to_float(d->h_keys[0]);
-    *lo = acu_key_to_float(d->h_keys[1]);
+    *hi = quant_u2f(quant_order_unkey(d->h_keys[0]));
+    *lo = quant_u2f(quant_order_unkey(d->h_keys[1]));
     return ADAPT_OK;
 }
 

@@ -29,17 +29,6 @@ enum adapt_status cuda_status(cudaError_t e, const char *what)
                           cudaGetErrorString(e));
 }
 
-__device__ __forceinline__ uint32_t order_key(float v)
-{
-    uint32_t b = __float_as_uint(v);
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-__device__ __forceinline__ float order_unkey(uint32_t k)
-{
-    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-
 /* keys[2r] = max key, keys[2r+1] = min key of the finite values of row r (rows of len cols). */
 __global__ void range_kernel(const float *x, size_t rows, size_t cols, uint32_t *keys)
 {
@@ -50,7 +39,7 @@ __global__ void range_kernel(const float *x, size_t rows, size_t cols, uint32_t 
              j += (size_t)gridDim.x * blockDim.x) {
             float v = xr[j];
             if (isfinite(v)) {
-                uint32_t k = order_key(v);
+                uint32_t k = quant_order_key(__float_as_uint(v));
                 kmax = max(kmax, k);
                 kmin = min(kmin, k);
             }
@@ -83,8 +72,8 @@ __global__ void grids_kernel(const uint32_t *keys, size_t rows, int format, int 
          r += (size_t)gridDim.x * blockDim.x) {
         float vmax = -INFINITY, vmin = INFINITY, maxabs = 0.0f;
         if (keys[2 * r]) {
-            vmax = order_unkey(keys[2 * r]);
-            vmin = order_unkey(keys[2 * r + 1]);
+            vmax = __uint_as_float(quant_order_unkey(keys[2 * r]));
+            vmin = __uint_as_float(quant_order_unkey(keys[2 * r + 1]));
             maxabs = fmaxf(fabsf(vmax), fabsf(vmin));
         }
         grids[r] = format == QUANT_FORMAT_BFP ? quant_grid_bfp(wl, maxabs)
@@ -306,6 +295,19 @@ size_t scratch_for(const struct quant_spec *s, size_t rows, bool *perrow, size_t
 }
 
 } // namespace
+
+extern "C" enum adapt_status quant_cuda_range_on(const float *d_x, size_t n, uint32_t *d_keys,
+                                                 void *stream)
+{
+    cudaStream_t cs = (cudaStream_t)stream;
+    keys_init_kernel<<<1, 32, 0, cs>>>(d_keys, 1);
+    if (n) {
+        size_t bx = (n + 255) / 256;
+        range_kernel<<<(unsigned)(bx < 1024 ? bx : 1024), 256, 0, cs>>>(d_x, 1, n, d_keys);
+    }
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? ADAPT_OK : cuda_status(e, "range kernel");
+}
 
 extern "C" size_t quant_cuda_scratch_bytes(const struct quant_spec *s, size_t rows, size_t cols)
 {
