@@ -309,12 +309,8 @@ int adapt_bench_train(int argc, char **argv)
             rc = 2;
             goto done;
         }
-        const struct adapt_policy_type *t = adapt_policy_find(q);
-        if (cuda && t && !t->cuda) {
-            fprintf(stderr,
-                    "adapt-bench train: --device cuda: policy '%s' runs on the CPU "
-                    "engine only (on the GPU: fp32, fixed, adapt)\n",
-                    q);
+        if (cuda && adapt_policy_cuda_check(&cfg) != ADAPT_OK) {
+            fprintf(stderr, "adapt-bench train: --device cuda: %s\n", adapt_error_message());
             rc = 2;
             goto done;
         }

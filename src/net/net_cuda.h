@@ -151,7 +151,8 @@ enum adapt_status adapt_cuda_net_put(struct adapt_cuda_net *d, float *dev, const
                                      size_t count);
 /* The push-down's histogram statistics: dst[i] = src[i * stride] (i < count); the finite range
  * of x (*lo > *hi when none; waits); and counts[0 .. bins-1] = quant_hist(x, count, 1, lo, hi,
- * bins, QUANT_HIST_CLAMP) with lo < hi (waits). */
+ * bins, QUANT_HIST_CLAMP) with lo <= hi, lo == hi widened to [lo - 1, hi + 1] as quant_hist
+ * does (waits). */
 enum adapt_status adapt_cuda_net_gather(struct adapt_cuda_net *d, const float *src, size_t stride,
                                         float *dst, size_t count);
 enum adapt_status adapt_cuda_net_range(struct adapt_cuda_net *d, const float *x, size_t count,

@@ -26,12 +26,13 @@ struct adapt_state {
     int nslots;
     struct adapt_arena arena;
     double *gg; /* (nunits) ||G||^2 after the last step */
-    /* run.device = cuda: G and the push-down scratch on the engine; the trainable parameters
-     * (net->param index) and their gradient sums */
+    /* run.device = cuda: G and the push-down scratch on the engine; the trainable parameters'
+     * gradient arrays there, their sizes and units (-1: none), the units' weight sizes, and
+     * room for the sums of either list */
     float **dG, *d_scratch;
-    int ntrain, *train;
+    int ntrain, *tunit;
     float **tg;
-    size_t *tn;
+    size_t *tn, *gn;
     double *sums;
 };
 
@@ -51,15 +52,6 @@ struct pd_ctx {
     struct adapt_cuda_net *dev; /* w, xs and xq are device arrays there (NULL: host) */
     enum adapt_status st;       /* the first device failure */
 };
-
-/* quant_hist's range for a degenerate one: lo == hi widens to [lo - 1, hi + 1]. */
-static void widen(double *lo, double *hi)
-{
-    if (*lo == *hi) {
-        *lo -= 1.0;
-        *hi += 1.0;
-    }
-}
 
 static int pd_lossy(void *ctx, int wl, int fl)
 {
@@ -98,8 +90,6 @@ static int pd_lossy(void *ctx, int wl, int fl)
     return d > cfg->quantization.kl_eps + cfg->quantization.kl_noise * noise;
 }
 
-/* The corrected push-down's sample (pd_sample elements at stride n / pd_sample,
- * or all), its finite range and its histogram. */
 /* pd_prepare on the GPU engine: the sample, its range and its histogram there (the counts come
  * back). */
 static void pd_prepare_dev(struct adapt_state *a, struct pd_ctx *c)
@@ -113,10 +103,11 @@ static void pd_prepare_dev(struct adapt_state *a, struct pd_ctx *c)
         (c->st = adapt_cuda_net_range(c->dev, c->xs, c->sample, &c->lo, &c->hi)))
         return;
     if (!(c->lo <= c->hi)) c->lo = c->hi = 0.0; /* no finite value: one degenerate range */
-    widen(&c->lo, &c->hi);                      /* as quant_hist does */
     c->st = adapt_cuda_net_hist(c->dev, c->xs, c->sample, c->lo, c->hi, c->bins, a->pd_hist);
 }
 
+/* The corrected push-down's sample (pd_sample elements at stride n / pd_sample,
+ * or all), its finite range and its histogram. */
 static void pd_prepare(struct adapt_state *a, struct pd_ctx *c)
 {
     size_t stride = c->sample < c->n ? c->n / c->sample : 1;
@@ -227,7 +218,7 @@ static double scale_accumulate(float *g, float *G, size_t n, float inv)
     return s;
 }
 
-/* The unit's weight parameter (its index in the network's parameters) or -1. */
+/* The unit whose weight pp is, or -1. */
 static int unit_of_param(const struct adapt_policy *p, const struct adapt_param *pp)
 {
     for (int u = 0; u < p->prec->nunits; u++)
@@ -269,21 +260,13 @@ static void observe_dev(struct adapt_policy *p)
     enum adapt_status st = adapt_cuda_net_sums(p->dev, a->tg, a->tn, a->ntrain, a->sums);
     for (int i = 0; !st && i < a->ntrain; i++) {
         double sq = a->sums[2 * i];
-        int u = unit_of_param(p, p->net->param[a->train[i]]);
+        int u = a->tunit[i];
         if (u < 0 && !(sq > 0.0)) continue;
         float inv = sq > 0.0 ? (float)(1.0 / sqrt(sq)) : 1.0f;
         st = adapt_cuda_net_scale_acc(p->dev, a->tg[i], u >= 0 ? a->dG[u] : NULL, a->tn[i], inv);
     }
-    if (!st) {
-        size_t *n = malloc(sizeof *n * ((size_t)nu + 1));
-        double *sq = malloc(sizeof *sq * (2 * (size_t)nu + 1));
-        if (!n || !sq) st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt statistics");
-        for (int u = 0; !st && u < nu; u++) n[u] = p->prec->u[u].layer->param[0].value.numel;
-        if (!st) st = adapt_cuda_net_sums(p->dev, a->dG, n, nu, sq);
-        for (int u = 0; !st && u < nu; u++) a->gg[u] = sq[2 * u];
-        free(n);
-        free(sq);
-    }
+    if (!st) st = adapt_cuda_net_sums(p->dev, a->dG, a->gn, nu, a->sums);
+    for (int u = 0; !st && u < nu; u++) a->gg[u] = a->sums[2 * u];
     if (st && !p->dev_st) p->dev_st = st;
 }
 
@@ -517,9 +500,10 @@ static void adapt_destroy(struct adapt_policy *p)
     free(a->slots);
     free(a->gg);
     free(a->dG); /* the arrays are the engine's */
-    free(a->train);
+    free(a->tunit);
     free(a->tg);
     free(a->tn);
+    free(a->gn);
     free(a->sums);
     free(a);
 }
@@ -534,25 +518,22 @@ static enum adapt_status adapt_cuda(struct adapt_policy *p, int to_device)
     enum adapt_status st = ADAPT_OK;
     if (!to_device) {
         for (int u = 0; u < nu && !st; u++)
-            st = adapt_cuda_net_get(p->dev, a->dG[u], a->G[u],
-                                    p->prec->u[u].layer->param[0].value.numel);
+            st = adapt_cuda_net_get(p->dev, a->dG[u], a->G[u], a->gn[u]);
         return st;
     }
-    if (a->compat == ADAPT_COMPAT_REFERENCE)
-        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                           "run.device = cuda: quantization.compat = reference (the published "
-                           "code's push-down) runs on the CPU only; use compat = corrected or "
-                           "run.device = cpu");
-    size_t wmax = 0;
+    /* adapt_policy_cuda_check refused compat = reference (the push-down here is the corrected
+     * one) */
+    size_t wmax = 0, most = (size_t)(net->nparam > nu ? net->nparam : nu);
     a->dG = calloc((size_t)nu + 1, sizeof *a->dG);
-    a->train = calloc((size_t)net->nparam + 1, sizeof *a->train);
+    a->gn = calloc((size_t)nu + 1, sizeof *a->gn);
+    a->tunit = calloc((size_t)net->nparam + 1, sizeof *a->tunit);
     a->tg = calloc((size_t)net->nparam + 1, sizeof *a->tg);
     a->tn = calloc((size_t)net->nparam + 1, sizeof *a->tn);
-    a->sums = calloc(2 * (size_t)net->nparam + 2, sizeof *a->sums);
-    if (!a->dG || !a->train || !a->tg || !a->tn || !a->sums)
+    a->sums = calloc(2 * most + 2, sizeof *a->sums);
+    if (!a->dG || !a->gn || !a->tunit || !a->tg || !a->tn || !a->sums)
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy's device tables");
     for (int u = 0; u < nu && !st; u++) {
-        size_t w = p->prec->u[u].layer->param[0].value.numel;
+        size_t w = a->gn[u] = p->prec->u[u].layer->param[0].value.numel;
         if (w > wmax) wmax = w;
         if (!(st = adapt_cuda_net_alloc(p->dev, w, &a->dG[u])))
             st = adapt_cuda_net_put(p->dev, a->dG[u], a->G[u], w);
@@ -561,7 +542,7 @@ static enum adapt_status adapt_cuda(struct adapt_policy *p, int to_device)
     a->ntrain = 0;
     for (int k = 0; k < net->nparam && !st; k++) {
         if (net->param[k]->role == ADAPT_PARAM_BUFFER) continue;
-        a->train[a->ntrain] = k;
+        a->tunit[a->ntrain] = unit_of_param(p, net->param[k]);
         a->tg[a->ntrain] = adapt_cuda_net_param(p->dev, k, ADAPT_CUDA_GRAD);
         a->tn[a->ntrain++] = net->param[k]->grad.numel;
     }

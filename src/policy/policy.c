@@ -109,7 +109,6 @@ static enum adapt_status device_step(struct adapt_policy *p, struct adapt_sgd *o
     if (p->dev_st) return p->dev_st;
     if (p->prec && p->prec->dev_st) return p->prec->dev_st;
     if (p->type->decide && (st = p->type->decide(p, step))) return st;
-    if (p->dev_st) return p->dev_st;
     if (skip) {
         st = adapt_cuda_net_zero_grads(p->dev);
     } else if (!(st = adapt_cuda_net_sgd_update(p->dev, opt))) {
@@ -144,6 +143,23 @@ enum adapt_status adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *op
     return ADAPT_OK;
 }
 
+enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg)
+{
+    const char *name = adapt_config_enum_str(cfg, "policy", "name");
+    const struct adapt_policy_type *t = adapt_policy_find(name);
+    if (t && !t->cuda)
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: policy.name = %s does not run on the GPU engine "
+                           "(fp32, fixed and adapt do); use run.device = cpu",
+                           name);
+    if (t == &adapt_policy_adapt && cfg->quantization.compat == ADAPT_COMPAT_REFERENCE)
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: quantization.compat = reference (the published "
+                           "code's push-down) runs on the CPU only; use compat = corrected or "
+                           "run.device = cpu");
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_policy_use_cuda(struct adapt_policy *p, struct adapt_cuda_net *d, long step)
 {
     if (!d) {
@@ -151,12 +167,8 @@ enum adapt_status adapt_policy_use_cuda(struct adapt_policy *p, struct adapt_cud
         p->dev = NULL;
         return ADAPT_OK;
     }
-    if (!p->type->cuda)
-        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                           "run.device = cuda: policy %s does not run on the GPU engine (fp32, "
-                           "fixed and adapt do); use run.device = cpu",
-                           p->type->name);
     enum adapt_status st;
+    if ((st = adapt_policy_cuda_check(p->cfg))) return st;
     if (p->prec && (st = adapt_precision_use_cuda(p->prec, d))) return st;
     p->dev = d;
     p->dev_st = ADAPT_OK;

@@ -152,6 +152,10 @@ enum adapt_status adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *op
  * (opt's hyper-parameters and step count; its buffers stay on the device) and the copies. */
 enum adapt_status adapt_policy_use_cuda(struct adapt_policy *p, struct adapt_cuda_net *d,
                                         long step);
+/* Whether the configured policy runs on the GPU engine: ADAPT_EUNSUPPORTED, with a message that
+ * names the setting, for one that does not (MuPPET, AMP, CoMP, AdaPT's compat = reference).
+ * adapt_policy_use_cuda checks it; a trainer can check it before reading any data. */
+enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg);
 /* The policy's device state back to the host (before a checkpoint); nothing without an
  * engine. */
 enum adapt_status adapt_policy_pull_cuda(struct adapt_policy *p);

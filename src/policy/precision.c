@@ -107,8 +107,8 @@ static enum adapt_status out_run(struct adapt_precision *p, int node, float *y, 
                     training ? SLOT_OUT(ui) : -1, training ? &qs : NULL);
     if (st) return st;
     if (training) {
-        u->out_sat +=
-            qs.saturated; /* on a device: added from its counters (adapt_precision_sync) */
+        /* on a device the saturated count comes from its counters (adapt_precision_sync) */
+        u->out_sat += qs.saturated;
         u->out_n += m;
     }
     return ADAPT_OK;
@@ -129,7 +129,7 @@ static enum adapt_status dout_run(struct adapt_precision *p, int node, const flo
     const float lo = (float)-ldexp(1.0, u->spec.wl - 1 - u->spec.fl);
     size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
     if (p->dev) return adapt_cuda_net_ste_clip(p->dev, y, dy, m, lo, hi);
-#pragma omp parallel for schedule(static) if (m > 65536)
+    #pragma omp parallel for schedule(static) if (m > 65536)
     for (size_t i = 0; i < m; i++)
         if ((y[i] >= hi && dy[i] < 0.0f) || (y[i] <= lo && dy[i] > 0.0f)) dy[i] = 0.0f;
     return ADAPT_OK;
@@ -369,6 +369,7 @@ void adapt_precision_free(struct adapt_precision *p)
         for (int k = 0; k < p->net->nparam; k++) free(p->acopy[k]);
     free(p->acopy);
     free(p->d_acopy); /* the arrays are the engine's */
+    free(p->dev_counts);
     free(p->param_unit);
     adapt_arena_free(&p->arena);
     free(p->round_in);
@@ -539,9 +540,8 @@ enum adapt_status adapt_precision_quantize_grads(struct adapt_precision *p, long
 enum adapt_status adapt_precision_sync(struct adapt_precision *p)
 {
     if (!p->dev) return ADAPT_OK;
-    size_t m = 3 * 2 * (size_t)p->nunits;
-    uint64_t *c = calloc(m + 1, sizeof *c);
-    if (!c) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the rounding counts");
+    uint64_t *c = p->dev_counts;
+    memset(c, 0, 3 * 2 * (size_t)p->nunits * sizeof *c);
     enum adapt_status st = adapt_cuda_net_take_counters(p->dev, c);
     for (int k = 0; !st && k < p->nunits; k++) {
         struct adapt_unit_prec *u = &p->u[k];
@@ -553,7 +553,6 @@ enum adapt_status adapt_precision_sync(struct adapt_precision *p)
         }
         u->out_sat += o[0];
     }
-    free(c);
     return note(p, st);
 }
 
@@ -564,6 +563,9 @@ enum adapt_status adapt_precision_use_cuda(struct adapt_precision *p, struct ada
         return ADAPT_OK;
     }
     const struct adapt_net *net = p->net;
+    if (!p->dev_counts &&
+        !(p->dev_counts = calloc(3 * 2 * (size_t)p->nunits + 1, sizeof *p->dev_counts)))
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the rounding counts");
     enum adapt_status st = adapt_cuda_net_counters(d, 2 * p->nunits);
     for (int k = 0; k < p->nunits && !st; k++) {
         struct adapt_unit_prec *u = &p->u[k];

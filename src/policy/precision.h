@@ -100,6 +100,7 @@ struct adapt_precision {
      * device copies of acopy, and the first failure of a device rounding */
     struct adapt_cuda_net *dev;
     float **d_acopy;
+    uint64_t *dev_counts; /* (3 * 2 * nunits) the engine's rounding counts, read at each sync */
     enum adapt_status dev_st;
     struct adapt_arena arena;
 };

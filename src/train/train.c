@@ -749,18 +749,8 @@ static enum adapt_status setup_training(struct run *r)
 static enum adapt_status device_check(const struct adapt_config *cfg)
 {
     if (cfg->run.device != ADAPT_CONFIG_DEVICE_CUDA) return ADAPT_OK;
-    const char *pol = adapt_config_enum_str(cfg, "policy", "name");
-    const struct adapt_policy_type *t = adapt_policy_find(pol);
-    if (t && !t->cuda)
-        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                           "run.device = cuda: policy.name = %s does not run on the GPU engine "
-                           "(fp32, fixed and adapt do); use run.device = cpu",
-                           pol);
-    if (!strcmp(pol, "adapt") && cfg->quantization.compat == ADAPT_COMPAT_REFERENCE)
-        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                           "run.device = cuda: quantization.compat = reference (the published "
-                           "code's push-down) runs on the CPU only; use compat = corrected or "
-                           "run.device = cpu");
+    enum adapt_status st = adapt_policy_cuda_check(cfg);
+    if (st) return st;
     char why[256] = "";
     if (!adapt_cuda_net_built())
         return ADAPT_ERROR(ADAPT_EUNSUPPORTED,

@@ -132,8 +132,8 @@ void acu_ste_clip(const float *y, float *dy, size_t count, float lo, float hi, c
 /* dst[i] = src[i * stride], i < count. */
 void acu_gather(const float *src, size_t stride, float *dst, size_t count, cudaStream_t s);
 /* counts[0..bins-1] = quant_hist(x, count, 1, lo, hi, bins, QUANT_HIST_CLAMP) (src/quant/kl.c:
- * the same bin arithmetic in double; lo < hi, widened by the caller as quant_hist does). The
- * counts are overwritten. */
+ * the same bin arithmetic in double; lo < hi: the caller widens an empty range as quant_hist
+ * does). The counts are overwritten. */
 void acu_hist(const float *x, size_t count, double lo, double hi, int bins,
               unsigned long long *counts, cudaStream_t s);
 

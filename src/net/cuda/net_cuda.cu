@@ -99,7 +99,7 @@ struct adapt_cuda_net {
     struct adapt_cuda_hooks hooks;
     void **allocs; /* adapt_cuda_net_alloc's arrays */
     int nallocs;
-    unsigned long long *counters; /* (3 * ncounters) */
+    unsigned long long *counters, *h_counters; /* (3 * ncounters), on the device and pinned */
     int ncounters;
     void *qscratch; /* the rounding's scratch (reused in stream order) */
     size_t qscratch_bytes;
@@ -107,7 +107,7 @@ struct adapt_cuda_net {
     int nsums;
     unsigned long long *d_hist, *h_hist; /* (nhist) histogram counts */
     int nhist;
-    unsigned int *d_keys, *h_keys; /* (2) a range's order keys */
+    uint32_t *d_keys, *h_keys; /* (2) a range's order keys */
 };
 
 namespace
@@ -620,6 +620,7 @@ extern "C" void adapt_cuda_net_free(struct adapt_cuda_net *d)
     for (int k = 0; k < d->nallocs; k++) cudaFree(d->allocs[k]);
     free(d->allocs);
     if (d->counters) cudaFree(d->counters);
+    if (d->h_counters) cudaFreeHost(d->h_counters);
     if (d->qscratch) cudaFree(d->qscratch);
     if (d->d_sums) cudaFree(d->d_sums);
     if (d->h_sums) cudaFreeHost(d->h_sums);
@@ -934,10 +935,12 @@ extern "C" enum adapt_status adapt_cuda_net_counters(struct adapt_cuda_net *d, i
     if (k < 0) return ADAPT_ERROR(ADAPT_EINVAL, "adapt_cuda_net_counters: %d slots", k);
     CU(cudaStreamSynchronize(d->s), "step");
     if (d->counters) cudaFree(d->counters);
-    d->counters = NULL;
+    if (d->h_counters) cudaFreeHost(d->h_counters);
+    d->counters = d->h_counters = NULL;
     d->ncounters = 0;
     size_t bytes = (3 * (size_t)k + 1) * sizeof(unsigned long long);
     CU(cudaMalloc(&d->counters, bytes), "counters");
+    CU(cudaHostAlloc(&d->h_counters, bytes, cudaHostAllocDefault), "pinned counters");
     CU(cudaMemsetAsync(d->counters, 0, bytes, d->s), "memset");
     d->ncounters = k;
     return ADAPT_OK;
@@ -947,17 +950,12 @@ extern "C" enum adapt_status adapt_cuda_net_take_counters(struct adapt_cuda_net 
 {
     size_t m = 3 * (size_t)d->ncounters;
     if (m == 0) return ADAPT_OK;
-    unsigned long long *h = (unsigned long long *)malloc(m * sizeof *h);
-    if (!h) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the counters' copy");
-    cudaError_t e = cudaMemcpyAsync(h, d->counters, m * sizeof *h, cudaMemcpyDeviceToHost, d->s);
-    if (e == cudaSuccess) e = cudaMemsetAsync(d->counters, 0, m * sizeof *h, d->s);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(d->s);
-    if (e != cudaSuccess) {
-        free(h);
-        return cu_fail(e, "counters from the device", __FILE__, __LINE__);
-    }
+    unsigned long long *h = d->h_counters;
+    CU(cudaMemcpyAsync(h, d->counters, m * sizeof *h, cudaMemcpyDeviceToHost, d->s),
+       "counters from the device");
+    CU(cudaMemsetAsync(d->counters, 0, m * sizeof *h, d->s), "memset");
+    CU(cudaStreamSynchronize(d->s), "counters from the device");
     for (size_t i = 0; i < m; i++) host[i] += (uint64_t)h[i];
-    free(h);
     return ADAPT_OK;
 }
 
@@ -1092,9 +1090,13 @@ extern "C" enum adapt_status adapt_cuda_net_hist(struct adapt_cuda_net *d, const
                                                  size_t count, double lo, double hi, int bins,
                                                  uint64_t *counts)
 {
-    if (bins < 1 || !(lo < hi))
+    if (bins < 1 || !(lo <= hi))
         return ADAPT_ERROR(ADAPT_EINVAL, "adapt_cuda_net_hist: %d bins over [%g, %g]", bins, lo,
                            hi);
+    if (lo == hi) { /* widened as quant_hist does */
+        lo -= 1.0;
+        hi += 1.0;
+    }
     if (bins > d->nhist) {
         CU(cudaStreamSynchronize(d->s), "step");
         if (d->d_hist) cudaFree(d->d_hist);
@@ -1201,9 +1203,7 @@ extern "C" enum adapt_status adapt_cuda_net_quantize(struct adapt_cuda_net *d, i
     float *q = d->quants + (d->pval[p] - d->vals);
     const struct adapt_param *pp = net->param[p];
     size_t rows = (size_t)pp->value.dim[0], cols = param_numel(pp) / (rows ? rows : 1);
-    /* quant_cuda_rows runs on the default stream: order it after this stream's work */
-    CU(cudaStreamSynchronize(d->s), "step");
-    enum adapt_status st = quant_cuda_rows(spec, d->pval[p], q, rows, cols, key, NULL, NULL);
+    enum adapt_status st = adapt_cuda_net_round(d, spec, d->pval[p], q, rows, cols, key, -1);
     if (st != ADAPT_OK) return st;
     d->puse[p] = q;
     return ADAPT_OK;
