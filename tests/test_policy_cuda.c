@@ -16,6 +16,13 @@
  * compared with are not that close in these runs, so the decisions agree. Where a statistic
  * sits on a threshold the message prints both engines' values.
  *
+ * MuPPET: every step here ends an epoch, so the gradient copies are taken and, every r epochs,
+ * the gradient diversity GD is computed (on the device from the copies there); GD is a ratio of
+ * sums of squares of gradients that differ by the engines' summation order and a few
+ * stochastic-rounding flips, held to 1e-2 relative, and the level, learning rate and stop
+ * decisions must be equal. AMP: the overflow decision (skip or not) and the loss scale after
+ * every step must be equal (an overflow is an inf in fp16/bf16, not a near tie).
+ *
  * What agrees to a tolerance: the loss and the updated weights. The engines sum in different
  * orders (test_net_cuda.c explains the float32 tolerances), and a rounding to a fixed-point
  * grid turns a difference of an ulp into one of a grid step where a value sits near a rounding
@@ -126,15 +133,35 @@ static void policy_steps(const char *model, int n, const char *const *sets, int 
         c.net->rng_iter = g.net->rng_iter = s - 1;
         const float *lg = adapt_net_forward(c.net, x, n, 1);
         double lc = adapt_softmax_xent(lg, y, n, 10, dl, NULL);
+        for (int i = 0; i < n * 10; i++) dl[i] *= (float)c.pol->loss_scale; /* as the trainer */
         adapt_net_backward(c.net, dl, n);
-        ck_assert_int_eq(adapt_policy_step(c.pol, &c.opt, s, lc, 1, 0, NULL), ADAPT_OK);
+        ck_assert_int_eq(adapt_policy_step(c.pol, &c.opt, s, lc, 1, 1, NULL), ADAPT_OK);
         double lgpu = 0.0;
         ck_assert_int_eq(adapt_cuda_net_upload(d, x, y, n), ADAPT_OK);
         ck_assert_msg(adapt_cuda_net_step(d, 1, 1) == ADAPT_OK, "%s", adapt_error_message());
         ck_assert_int_eq(adapt_cuda_net_result(d, &lgpu, NULL), ADAPT_OK);
         lgpu /= n;
-        ck_assert_msg(adapt_policy_step(g.pol, &g.opt, s, lgpu, 1, 0, NULL) == ADAPT_OK, "%s",
+        ck_assert_msg(adapt_policy_step(g.pol, &g.opt, s, lgpu, 1, 1, NULL) == ADAPT_OK, "%s",
                       adapt_error_message());
+        ck_assert_msg(c.pol->overflow == g.pol->overflow && c.pol->loss_scale == g.pol->loss_scale,
+                      "%s %s step %d: overflow CPU %d GPU %d, loss scale CPU %g GPU %g", model,
+                      what, s, c.pol->overflow, g.pol->overflow, c.pol->loss_scale,
+                      g.pol->loss_scale);
+        if (c.pol->type->epoch_end) { /* every step ends an epoch */
+            double lr_c = cfg.optim.lr, lr_g = cfg.optim.lr;
+            int stop_c = 0, stop_g = 0;
+            c.pol->epoch = g.pol->epoch = s - 1;
+            ck_assert_int_eq(c.pol->type->epoch_end(c.pol, s - 1, &lr_c, &stop_c), ADAPT_OK);
+            ck_assert_msg(g.pol->type->epoch_end(g.pol, s - 1, &lr_g, &stop_g) == ADAPT_OK, "%s",
+                          adapt_error_message());
+            double gc = adapt_muppet_last_gd(c.pol), gg = adapt_muppet_last_gd(g.pol);
+            ck_assert_msg(isnan(gc) == isnan(gg) && (isnan(gc) || fabs(gg - gc) <= 1e-2 * fabs(gc)),
+                          "%s %s epoch %d: gradient diversity CPU %.9g GPU %.9g", model, what,
+                          s - 1, gc, gg);
+            ck_assert_msg(lr_c == lr_g && stop_c == stop_g,
+                          "%s %s epoch %d: lr CPU %g GPU %g, stop CPU %d GPU %d", model, what,
+                          s - 1, lr_c, lr_g, stop_c, stop_g);
+        }
         ck_assert_msg(fabs(lgpu - lc) <= 1e-3 * fabs(lc), "%s %s step %d: loss GPU %.9g CPU %.9g",
                       model, what, s, lgpu, lc);
         for (int u = 0; c.pol->prec && u < c.pol->prec->nunits; u++) {
@@ -167,6 +194,14 @@ static void policy_steps(const char *model, int n, const char *const *sets, int 
 static const char *const fixed8[] = {"policy.name=fixed", "policy.format=fixed(12,8)", NULL};
 static const char *const adapt_quick[] = {"policy.name=adapt", "quantization.lb_lwr=1",
                                           "quantization.lb_upr=2", NULL};
+static const char *const adapt_ref[] = {"policy.name=adapt", "quantization.compat=reference",
+                                        "quantization.lb_lwr=1", "quantization.lb_upr=2", NULL};
+static const char *const muppet_quick[] = {"policy.name=muppet", "policy.muppet_r=2",
+                                           "policy.muppet_patience=1", NULL};
+static const char *const muppet_replay[] = {"policy.name=muppet",
+                                            "policy.muppet_schedule=8:1,12:1,32:2", NULL};
+static const char *const amp16[] = {"policy.name=amp", "policy.amp_type=fp16", NULL};
+static const char *const ampbf16[] = {"policy.name=amp", "policy.amp_type=bf16", NULL};
 static const char *const fp32[] = {"policy.name=fp32", NULL};
 
 START_TEST(test_lenet5)
@@ -174,6 +209,11 @@ START_TEST(test_lenet5)
     policy_steps("lenet5", 16, fp32, 3);
     policy_steps("lenet5", 16, fixed8, 3);
     policy_steps("lenet5", 16, adapt_quick, 3);
+    policy_steps("lenet5", 16, adapt_ref, 3);
+    policy_steps("lenet5", 16, muppet_quick, 4);
+    policy_steps("lenet5", 16, muppet_replay, 4);
+    policy_steps("lenet5", 16, amp16, 3);
+    policy_steps("lenet5", 16, ampbf16, 3);
 }
 END_TEST
 
@@ -181,6 +221,8 @@ START_TEST(test_alexnet)
 {
     policy_steps("alexnet_cifar", 16, fixed8, 3);
     policy_steps("alexnet_cifar", 16, adapt_quick, 3);
+    policy_steps("alexnet_cifar", 16, muppet_quick, 4);
+    policy_steps("alexnet_cifar", 16, amp16, 3);
 }
 END_TEST
 
@@ -188,6 +230,9 @@ START_TEST(test_resnet20)
 {
     policy_steps("resnet20", 8, fixed8, 3);
     policy_steps("resnet20", 8, adapt_quick, 3);
+    policy_steps("resnet20", 8, adapt_ref, 3);
+    policy_steps("resnet20", 8, muppet_quick, 4);
+    policy_steps("resnet20", 8, amp16, 3);
 }
 END_TEST
 

@@ -48,8 +48,9 @@ static void usage(FILE *f)
         "  --batch   batch size (default 128)\n"
         "  --classes output classes (default 10)\n"
         "  --repeats timed samples per policy (default 7, at most 64)\n"
-        "  --device  cpu (default) or cuda: the whole step on GPU 0 (policies fp32, fixed and\n"
-        "            adapt; the batch goes up from pinned memory while the previous step runs)\n");
+        "  --device  cpu (default) or cuda: the whole step on GPU 0 (policies fp32, fixed,\n"
+        "            adapt, muppet and amp; the batch goes up from pinned memory while the\n"
+        "            previous step runs)\n");
 }
 
 struct bench_result {
@@ -136,12 +137,13 @@ static void setup_step(struct bench_setup *b)
     int k = (int)(b->it & 3);
     if (b->pol->prec) b->pol->prec->iter = b->it;
     if (b->dev) {
-        /* AdaPT's strategy reads the step's loss: the bench waits for it, as the trainer does;
-         * fp32 and fixed do not read it, and their steps queue without waiting */
+        /* a policy that reads the step's loss (AdaPT's strategy) waits for it, as the trainer
+         * does; the others' steps queue without waiting (AMP's overflow check and MuPPET's
+         * epoch-end statistics wait for their own results) */
         double loss = 0.0;
         enum adapt_status st = adapt_cuda_net_upload(b->dev, b->pool[k], b->labels[k], b->batch);
         if (st == ADAPT_OK) st = adapt_cuda_net_step(b->dev, 1, 1);
-        if (st == ADAPT_OK && !strcmp(b->pol->type->name, "adapt")) {
+        if (st == ADAPT_OK && b->pol->type->reads_loss) {
             st = adapt_cuda_net_result(b->dev, &loss, NULL);
             loss /= b->batch;
         }

@@ -160,6 +160,23 @@ enum adapt_status adapt_cuda_net_range(struct adapt_cuda_net *d, const float *x,
 enum adapt_status adapt_cuda_net_hist(struct adapt_cuda_net *d, const float *x, size_t count,
                                       double lo, double hi, int bins, uint64_t *counts);
 
+/* MuPPET's statistics: dst = x + a * w (count floats; a * w rounded before the sum, as the
+ * CPU's g + l2 * w); and for k rings of r slices of n[i] floats each (slice j of ring i at
+ * ring[i] + j * n[i]) the two sums of adapt_muppet_gd (src/policy/policy_core.h):
+ * out[2i] = sum over the elements and slices of g^2, out[2i+1] = sum over the elements of
+ * (sum over the slices of g)^2, in double (waits). */
+enum adapt_status adapt_cuda_net_add_scaled(struct adapt_cuda_net *d, float *dst, const float *x,
+                                            const float *w, float a, size_t count);
+enum adapt_status adapt_cuda_net_gd(struct adapt_cuda_net *d, float *const *ring, const size_t *n,
+                                    int k, int r, double *out);
+/* AMP's loss scaling: *finite = 0 when any trainable gradient holds an inf or NaN (waits);
+ * every trainable gradient *= scale; and from the next step on, the gradient of the loss with
+ * respect to the logits is multiplied by `scale` (1 at creation), as the CPU trainer multiplies
+ * its own. */
+enum adapt_status adapt_cuda_net_grads_finite(struct adapt_cuda_net *d, int *finite);
+enum adapt_status adapt_cuda_net_scale_grads(struct adapt_cuda_net *d, float scale);
+void adapt_cuda_net_loss_scale(struct adapt_cuda_net *d, double scale);
+
 /* adapt_sgd_prepare on the device: every trainable gradient g = g * grad_scale, then
  * g += l1 * sign(w), w the master or (l1_quantized) the copy in use. */
 enum adapt_status adapt_cuda_net_sgd_prepare(struct adapt_cuda_net *d, double grad_scale, double l1,

@@ -227,3 +227,34 @@ enum adapt_status adapt_cuda_net_zero_grads(struct adapt_cuda_net *d)
     (void)d;
     NO_CUDA;
 }
+
+enum adapt_status adapt_cuda_net_add_scaled(struct adapt_cuda_net *d, float *dst, const float *x,
+                                            const float *w, float a, size_t count)
+{
+    (void)d, (void)dst, (void)x, (void)w, (void)a, (void)count;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_gd(struct adapt_cuda_net *d, float *const *ring, const size_t *n,
+                                    int k, int r, double *out)
+{
+    (void)d, (void)ring, (void)n, (void)k, (void)r, (void)out;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_grads_finite(struct adapt_cuda_net *d, int *finite)
+{
+    (void)d, (void)finite;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_scale_grads(struct adapt_cuda_net *d, float scale)
+{
+    (void)d, (void)scale;
+    NO_CUDA;
+}
+
+void adapt_cuda_net_loss_scale(struct adapt_cuda_net *d, double scale)
+{
+    (void)d, (void)scale;
+}

@@ -330,6 +330,12 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
         if (a->compat == ADAPT_COMPAT_REFERENCE) {
             c.n = w->value.numel / (size_t)w->value.dim[0]; /* the first slice w[0] */
             c.sample = c.n;
+            /* on the GPU engine the slice comes to the host, where the published code's
+             * stochastic KL (quant_kl_reference) reads it: the same bits as the CPU run's */
+            if (p->dev) {
+                if ((st = adapt_cuda_net_get(p->dev, c.w, a->scratch, c.n))) return st;
+                c.w = a->scratch;
+            }
         } else {
             c.n = w->value.numel;
             c.sample = cfg->quantization.pd_sample > 0 && (size_t)cfg->quantization.pd_sample < c.n
@@ -521,9 +527,8 @@ static enum adapt_status adapt_cuda(struct adapt_policy *p, int to_device)
             st = adapt_cuda_net_get(p->dev, a->dG[u], a->G[u], a->gn[u]);
         return st;
     }
-    /* adapt_policy_cuda_check refused compat = reference (the push-down here is the corrected
-     * one) */
     size_t wmax = 0, most = (size_t)(net->nparam > nu ? net->nparam : nu);
+    free(a->dG), free(a->gn), free(a->tunit), free(a->tg), free(a->tn), free(a->sums);
     a->dG = calloc((size_t)nu + 1, sizeof *a->dG);
     a->gn = calloc((size_t)nu + 1, sizeof *a->gn);
     a->tunit = calloc((size_t)net->nparam + 1, sizeof *a->tunit);
@@ -551,4 +556,5 @@ static enum adapt_status adapt_cuda(struct adapt_policy *p, int to_device)
 
 const struct adapt_policy_type adapt_policy_adapt = {
     "adapt",    adapt_init,         adapt_observe, adapt_decide,  NULL,
-    adapt_save, adapt_save_tensors, adapt_load,    adapt_destroy, adapt_cuda};
+    adapt_save, adapt_save_tensors, adapt_load,    adapt_destroy, adapt_cuda,
+    1};

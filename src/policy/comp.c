@@ -605,4 +605,4 @@ void adapt_policy_comp_searched(struct adapt_policy *p)
 }
 
 const struct adapt_policy_type adapt_policy_comp = {
-    "comp", comp_init, comp_observe, NULL, NULL, comp_save, NULL, comp_load, comp_destroy, NULL};
+    "comp", comp_init, comp_observe, NULL, NULL, comp_save, NULL, comp_load, comp_destroy, NULL, 0};

@@ -13,7 +13,11 @@
  * muppet_decay_every epochs until it falls below muppet_min_lr, which ends
  * training. With policy.muppet_schedule = WL:EPOCHS,... the levels are
  * replayed epoch by epoch instead (WL 32 = float32) and the learning rate
- * follows [schedule]. */
+ * follows [schedule].
+ *
+ * On the GPU engine (run.device = cuda) the gradient copies live on the device, one array of r
+ * copies per tensor, and the check reads back the two sums of GD per tensor
+ * (adapt_cuda_net_gd); they come to the host only for a checkpoint. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +35,13 @@ struct muppet_state {
     int r, ring_n;               /* epochs kept, epochs stored so far */
     int nt;                      /* trainable tensors */
     struct adapt_param **tp;     /* (nt) those tensors, in parameter order */
+    int *tk;                     /* (nt) their net->param indices */
     float **ring;                /* (r * nt) gradient copies */
+    /* run.device = cuda: per tensor its r copies on the engine (copy k at d_ring[t] + k * n),
+     * the tensors' sizes and room for their sums */
+    float **d_ring;
+    size_t *tn;
+    double *sums;
     double last_gd;              /* S of the last check, NAN before */
     int fp32_epochs;
     struct adapt_arena arena;
@@ -89,10 +99,12 @@ static enum adapt_status muppet_init(struct adapt_policy *p)
     if (!m->replay) {
         struct adapt_net *net = p->net;
         m->tp = calloc((size_t)net->nparam + 1, sizeof *m->tp);
-        if (!m->tp) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the muppet policy");
+        m->tk = calloc((size_t)net->nparam + 1, sizeof *m->tk);
+        if (!m->tp || !m->tk) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the muppet policy");
         size_t bytes = 0;
         for (int k = 0; k < net->nparam; k++)
             if (net->param[k]->role != ADAPT_PARAM_BUFFER) {
+                m->tk[m->nt] = k;
                 m->tp[m->nt++] = net->param[k];
                 bytes += (size_t)m->r * adapt_arena_take_size(net->param[k]->value.numel);
             }
@@ -115,7 +127,14 @@ static int muppet_observe(struct adapt_policy *p, long step, double loss, int la
     if (last && !m->replay && m->level < m->nlevels) {
         const float l2 = (float)p->cfg->optim.l2_decay;
         int slot = m->ring_n % m->r;
-        for (int t = 0; t < m->nt; t++) {
+        for (int t = 0; p->dev && t < m->nt && !p->dev_st; t++) {
+            const int k = m->tk[t];
+            p->dev_st = adapt_cuda_net_add_scaled(p->dev, m->d_ring[t] + (size_t)slot * m->tn[t],
+                                                  adapt_cuda_net_param(p->dev, k, ADAPT_CUDA_GRAD),
+                                                  adapt_cuda_net_param(p->dev, k, ADAPT_CUDA_USE),
+                                                  l2, m->tn[t]);
+        }
+        for (int t = 0; !p->dev && t < m->nt; t++) {
             const struct adapt_param *pp = m->tp[t];
             const float *wq = pp->use ? pp->use : pp->value.data;
             float *dst = m->ring[slot * m->nt + t];
@@ -150,7 +169,12 @@ static enum adapt_status muppet_epoch_end(struct adapt_policy *p, int epoch, dou
         int nu = p->prec->nunits;
         double S = 0.0;
         const float *g[MUPPET_MAX_R];
-        for (int t = 0; t < m->nt; t++) {
+        if (p->dev) {
+            if ((st = adapt_cuda_net_gd(p->dev, m->d_ring, m->tn, m->nt, m->r, m->sums))) return st;
+            for (int t = 0; t < m->nt; t++)
+                S += adapt_muppet_gd_of(m->sums[2 * t], m->sums[2 * t + 1]);
+        }
+        for (int t = 0; !p->dev && t < m->nt; t++) {
             for (int k = 0; k < m->r; k++) g[k] = m->ring[k * m->nt + t];
             S += adapt_muppet_gd(g, m->r, m->tp[t]->value.numel);
         }
@@ -257,12 +281,51 @@ static void muppet_destroy(struct adapt_policy *p)
     adapt_arena_free(&m->arena);
     free(m->ring);
     free(m->tp);
+    free(m->tk);
+    free(m->d_ring); /* the arrays are the engine's */
+    free(m->tn);
+    free(m->sums);
     free(m);
+}
+
+/* Copy k of tensor t between the host ring and the device's (to_device: host -> device). */
+static enum adapt_status ring_copy(struct adapt_policy *p, int t, int k, int to_device)
+{
+    struct muppet_state *m = p->state;
+    float *dev = m->d_ring[t] + (size_t)k * m->tn[t], *host = m->ring[k * m->nt + t];
+    return to_device ? adapt_cuda_net_put(p->dev, dev, host, m->tn[t])
+                     : adapt_cuda_net_get(p->dev, dev, host, m->tn[t]);
+}
+
+/* to_device: the gradient copies (a resumed run's) to arrays on the engine; otherwise back to
+ * the host ring (a checkpoint). A replayed schedule keeps none. */
+static enum adapt_status muppet_cuda(struct adapt_policy *p, int to_device)
+{
+    struct muppet_state *m = p->state;
+    enum adapt_status st = ADAPT_OK;
+    if (m->replay) return ADAPT_OK;
+    if (to_device) { /* tables for this engine (its arrays are freed with it) */
+        free(m->d_ring);
+        free(m->tn);
+        free(m->sums);
+        m->d_ring = calloc((size_t)m->nt + 1, sizeof *m->d_ring);
+        m->tn = calloc((size_t)m->nt + 1, sizeof *m->tn);
+        m->sums = calloc(2 * (size_t)m->nt + 2, sizeof *m->sums);
+        if (!m->d_ring || !m->tn || !m->sums)
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the muppet policy's device tables");
+        for (int t = 0; t < m->nt && !st; t++) {
+            m->tn[t] = m->tp[t]->value.numel;
+            st = adapt_cuda_net_alloc(p->dev, (size_t)m->r * m->tn[t], &m->d_ring[t]);
+        }
+    }
+    for (int t = 0; t < m->nt && !st; t++)
+        for (int k = 0; k < m->r && !st; k++) st = ring_copy(p, t, k, to_device);
+    return st;
 }
 
 const struct adapt_policy_type adapt_policy_muppet = {
     "muppet", muppet_init, muppet_observe, NULL, muppet_epoch_end, muppet_save,
-    muppet_save_tensors, muppet_load, muppet_destroy, NULL};
+    muppet_save_tensors, muppet_load, muppet_destroy, muppet_cuda, 0};
 
 double adapt_muppet_last_gd(const struct adapt_policy *p)
 {

@@ -150,13 +150,8 @@ enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg)
     if (t && !t->cuda)
         return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
                            "run.device = cuda: policy.name = %s does not run on the GPU engine "
-                           "(fp32, fixed and adapt do); use run.device = cpu",
+                           "(fp32, fixed, adapt, muppet and amp do); use run.device = cpu",
                            name);
-    if (t == &adapt_policy_adapt && cfg->quantization.compat == ADAPT_COMPAT_REFERENCE)
-        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                           "run.device = cuda: quantization.compat = reference (the published "
-                           "code's push-down) runs on the CPU only; use compat = corrected or "
-                           "run.device = cpu");
     return ADAPT_OK;
 }
 
@@ -197,7 +192,7 @@ static int fp32_observe(struct adapt_policy *p, long step, double loss, int last
 }
 
 static const struct adapt_policy_type policy_fp32 = {
-    "fp32", fp32_init, fp32_observe, NULL, NULL, NULL, NULL, NULL, NULL, no_device_state};
+    "fp32", fp32_init, fp32_observe, NULL, NULL, NULL, NULL, NULL, NULL, no_device_state, 0};
 
 void adapt_policy_apply_output_rules(struct adapt_policy *p, int adapt_corrected)
 {
@@ -385,7 +380,7 @@ static int fixed_observe(struct adapt_policy *p, long step, double loss, int las
 }
 
 static const struct adapt_policy_type policy_fixed = {
-    "fixed", fixed_init, fixed_observe, NULL, NULL, NULL, NULL, NULL, NULL, no_device_state};
+    "fixed", fixed_init, fixed_observe, NULL, NULL, NULL, NULL, NULL, NULL, no_device_state, 0};
 
 /* ------------------------------------------------------------------- amp */
 
@@ -421,7 +416,12 @@ int adapt_policy_amp_observe(struct adapt_policy *p, struct adapt_amp_scaler *sc
     adapt_precision_quantize_grads(p->prec, step);
     int overflow = 0;
     struct adapt_net *net = p->net;
-    for (int k = 0; k < net->nparam && !overflow; k++) {
+    if (p->dev) { /* the check on the device; one flag comes back */
+        int finite = 1;
+        if (!p->dev_st) p->dev_st = adapt_cuda_net_grads_finite(p->dev, &finite);
+        overflow = !finite;
+    }
+    for (int k = 0; !p->dev && k < net->nparam && !overflow; k++) {
         const struct adapt_param *pp = net->param[k];
         if (pp->role == ADAPT_PARAM_BUFFER) continue;
         for (size_t i = 0; i < pp->grad.numel; i++)
@@ -434,7 +434,11 @@ int adapt_policy_amp_observe(struct adapt_policy *p, struct adapt_amp_scaler *sc
     int skip = adapt_amp_scaler_update(scaler, overflow);
     p->overflow = skip;
     p->loss_scale = scaler->scale;
-    if (!skip) {
+    if (p->dev) {
+        if (!skip && !p->dev_st)
+            p->dev_st = adapt_cuda_net_scale_grads(p->dev, (float)(1.0 / scale));
+        adapt_cuda_net_loss_scale(p->dev, p->loss_scale);
+    } else if (!skip) {
         float inv = (float)(1.0 / scale);
         for (int k = 0; k < net->nparam; k++) {
             struct adapt_param *pp = net->param[k];
@@ -474,5 +478,13 @@ static enum adapt_status amp_load(struct adapt_policy *p, json_t *j,
 
 static void amp_destroy(struct adapt_policy *p) { free(p->state); }
 
+/* the scaler stays on the host (one flag per step comes back); the engine scales the loss
+ * gradient by the policy's loss scale */
+static enum adapt_status amp_cuda(struct adapt_policy *p, int to_device)
+{
+    if (to_device) adapt_cuda_net_loss_scale(p->dev, p->loss_scale);
+    return ADAPT_OK;
+}
+
 static const struct adapt_policy_type policy_amp = {
-    "amp", amp_init, amp_observe, NULL, NULL, amp_save, NULL, amp_load, amp_destroy, NULL};
+    "amp", amp_init, amp_observe, NULL, NULL, amp_save, NULL, amp_load, amp_destroy, amp_cuda, 0};

@@ -65,6 +65,9 @@ struct adapt_policy_type {
      * the engine p->dev (observe and decide then work there), 0 brings it back to the host (a
      * checkpoint). NULL: the policy does not run on the GPU engine. */
     enum adapt_status (*cuda)(struct adapt_policy *p, int to_device);
+    /* 1: observe reads the step's loss, so a GPU step must wait for it before the policy's
+     * step (adapt-bench train waits only then; 0 when left out of an initializer) */
+    int reads_loss;
 };
 
 struct adapt_policy {
@@ -153,7 +156,7 @@ enum adapt_status adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *op
 enum adapt_status adapt_policy_use_cuda(struct adapt_policy *p, struct adapt_cuda_net *d,
                                         long step);
 /* Whether the configured policy runs on the GPU engine: ADAPT_EUNSUPPORTED, with a message that
- * names the setting, for one that does not (MuPPET, AMP, CoMP, AdaPT's compat = reference).
+ * names the setting, for one that does not (CoMP: its type has no cuda function).
  * adapt_policy_use_cuda checks it; a trainer can check it before reading any data. */
 enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg);
 /* The policy's device state back to the host (before a checkpoint); nothing without an

@@ -184,6 +184,11 @@ double adapt_muppet_gd(const float *const *g, int r, size_t n)
         }
         ss += sum * sum;
     }
+    return adapt_muppet_gd_of(sq, ss);
+}
+
+double adapt_muppet_gd_of(double sq, double ss)
+{
     return ss > 0.0 ? sq / ss : INFINITY;
 }
 

@@ -100,6 +100,9 @@ void adapt_pu(double D, enum adapt_trace_strategy st, int buffer_bits,
 /* MuPPET: GD = sum_k ||g_k||^2 / ||sum_k g_k||^2 over r gradients of n
  * elements (+inf when the sum is zero). */
 double adapt_muppet_gd(const float *const *g, int r, size_t n);
+/* The same ratio from its two sums, sq = sum_k ||g_k||^2 and ss = ||sum_k g_k||^2 (the GPU
+ * engine computes them on the device: adapt_cuda_net_gd). */
+double adapt_muppet_gd_of(double sq, double ss);
 /* T(e) = 1 + 1.5 exp(-0.1 e). */
 double adapt_muppet_threshold(int epoch);
 

@@ -577,6 +577,7 @@ enum adapt_status adapt_precision_use_cuda(struct adapt_precision *p, struct ada
             break;
     }
     if (!st && p->round_attached) {
+        free(p->d_acopy); /* an earlier engine's table */
         if (!(p->d_acopy = calloc((size_t)net->nparam + 1, sizeof *p->d_acopy)))
             st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate rounded parameter copies");
         for (int k = 0; !st && k < net->nparam; k++)

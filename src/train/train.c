@@ -204,7 +204,7 @@ static void format_eta(double s, char *buf, size_t n)
 static double micro_batch(struct run *r, int nb, int *correct)
 {
     const int classes = r->net->classes;
-    /* the policies on the GPU engine do not scale the loss */
+    /* on the GPU engine the loss scale is the engine's (adapt_cuda_net_loss_scale) */
     if (r->dev) return device_batch(r, nb, 1, correct) / nb;
     const float *lg = adapt_net_forward(r->net, r->x, nb, 1);
     double loss = adapt_softmax_xent(lg, r->y, nb, classes, r->dlogits, correct);

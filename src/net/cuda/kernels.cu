@@ -1311,6 +1311,54 @@ struct ste_clip_op {
     }
 };
 
+struct add_scaled_op { /* dst = x + a * w */
+    float *dst;
+    const float *x, *w;
+    float a;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        const fvec<V> xv = ld<V>(x + i), wv = ld<V>(w + i);
+        fvec<V> y;
+#pragma unroll
+        for (int l = 0; l < V; l++) y.v[l] = __fadd_rn(xv.v[l], __fmul_rn(a, wv.v[l]));
+        st<V>(dst + i, y);
+    }
+};
+
+/* adapt_muppet_gd's two sums over ring (r slices of n): out[0] += sum_i sum_k g_k[i]^2,
+ * out[1] += sum_i (sum_k g_k[i])^2, in double */
+__global__ void __launch_bounds__(kThreads) gd_kernel(const float *ring, int r, size_t n,
+                                                      double *out)
+{
+    double sq = 0.0, ss = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        double sum = 0.0;
+        for (int k = 0; k < r; k++) {
+            const double v = ring[(size_t)k * n + i];
+            sq += v * v;
+            sum += v;
+        }
+        ss += sum * sum;
+    }
+    block_sum2<kThreads>(sq, ss);
+    if (threadIdx.x == 0) {
+        atomicAdd(&out[0], sq);
+        atomicAdd(&out[1], ss);
+    }
+}
+
+/* *flag = 1 when x holds an inf or NaN (every writer writes the same value) */
+__global__ void nonfinite_kernel(const float *x, size_t n, unsigned *flag)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        if (!isfinite(x[i])) {
+            *flag = 1u;
+            return;
+        }
+}
+
 __global__ void gather_kernel(const float *src, size_t stride, float *dst, size_t n)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
@@ -1391,4 +1439,26 @@ extern "C" void acu_hist(const float *x, size_t count, double lo, double hi, int
     cudaMemsetAsync(counts, 0, (size_t)bins * sizeof *counts, s);
     if (count == 0 || bins < 1) return;
     hist_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, count, lo, hi, bins, counts);
+}
+
+extern "C" void acu_add_scaled(float *dst, const float *x, const float *w, float a, size_t count,
+                               cudaStream_t s)
+{
+    add_scaled_op op = {dst, x, w, a};
+    launch_map(op, count, aligned16(dst) && aligned16(x) && aligned16(w), s);
+}
+
+extern "C" void acu_gd(const float *ring, int r, size_t n, double *out, cudaStream_t s)
+{
+    cudaMemsetAsync(out, 0, 2 * sizeof(double), s);
+    if (n == 0 || r < 1) return;
+    size_t b = (n + kThreads - 1) / kThreads;
+    if (b > kSumsqBlocks) b = kSumsqBlocks;
+    gd_kernel<<<(unsigned)b, kThreads, 0, s>>>(ring, r, n, out);
+}
+
+extern "C" void acu_nonfinite(const float *x, size_t count, unsigned *flag, cudaStream_t s)
+{
+    if (count == 0) return;
+    nonfinite_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, count, flag);
 }

@@ -136,6 +136,16 @@ void acu_gather(const float *src, size_t stride, float *dst, size_t count, cudaS
  * does). The counts are overwritten. */
 void acu_hist(const float *x, size_t count, double lo, double hi, int bins,
               unsigned long long *counts, cudaStream_t s);
+/* MuPPET (src/policy/muppet.c): dst = x + a * w (the product rounded, then the sum, as the
+ * CPU's g + l2 * w); the two sums of adapt_muppet_gd over ring, r slices of n floats each
+ * (out[0] = sum of squares, out[1] = sum of the squared slice sums, both double; out
+ * overwritten). */
+void acu_add_scaled(float *dst, const float *x, const float *w, float a, size_t count,
+                    cudaStream_t s);
+void acu_gd(const float *ring, int r, size_t n, double *out, cudaStream_t s);
+/* AMP's overflow check: *flag = 1 when x[0 .. count-1] holds an inf or NaN (flag is not
+ * cleared). */
+void acu_nonfinite(const float *x, size_t count, unsigned *flag, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -107,7 +107,9 @@ struct adapt_cuda_net {
     int nsums;
     unsigned long long *d_hist, *h_hist; /* (nhist) histogram counts */
     int nhist;
-    uint32_t *d_keys, *h_keys; /* (2) a range's order keys */
+    uint32_t *d_keys, *h_keys; /* (2) a range's order keys, or an overflow flag */
+    int nkeys;
+    float loss_scale; /* d(loss)/d(logits) is multiplied by it (AMP) */
 };
 
 namespace
@@ -649,6 +651,7 @@ enum adapt_status create(struct adapt_net *net, int gpu, struct adapt_cuda_net *
     d->net = net;
     d->gpu = gpu;
     d->n_max = net->n_max;
+    d->loss_scale = 1.0f;
     int ndev = adapt_cuda_device_count(d->device, sizeof d->device);
     if (ndev <= 0) return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s", d->device);
     if (gpu < 0 || gpu >= ndev)
@@ -861,6 +864,9 @@ extern "C" enum adapt_status adapt_cuda_net_step(struct adapt_cuda_net *d, int t
     if (d->has_labels) {
         acu_softmax_xent(d->act[last], d->yin[k], n, net->classes, backward ? d->dact[last] : NULL,
                          d->d_stats, d->s);
+        if (backward && d->loss_scale != 1.0f) /* as the trainer scales the CPU's */
+            acu_scale_acc(d->dact[last], NULL, (size_t)n * (size_t)net->classes, d->loss_scale,
+                          d->s);
         CU(cudaMemcpyAsync(d->h_stats, d->d_stats, 2 * sizeof(double), cudaMemcpyDeviceToHost,
                            d->s),
            "loss to the host");
@@ -1002,28 +1008,96 @@ extern "C" void adapt_cuda_net_use(struct adapt_cuda_net *d, int p, const float 
     if (p >= 0 && p < d->net->nparam) d->puse[p] = use ? (float *)use : d->pval[p];
 }
 
-extern "C" enum adapt_status adapt_cuda_net_sums(struct adapt_cuda_net *d, float *const *x,
-                                                 const size_t *n, int k, double *out)
+namespace
 {
-    if (k <= 0) return ADAPT_OK;
-    if (k > d->nsums) {
-        CU(cudaStreamSynchronize(d->s), "step");
-        if (d->d_sums) cudaFree(d->d_sums);
-        if (d->h_sums) cudaFreeHost(d->h_sums);
-        d->d_sums = d->h_sums = NULL;
-        d->nsums = 0;
-        CU(cudaMalloc(&d->d_sums, 2 * (size_t)k * sizeof(double)), "sums");
-        CU(cudaHostAlloc(&d->h_sums, 2 * (size_t)k * sizeof(double), cudaHostAllocDefault),
-           "pinned sums");
-        d->nsums = k;
-    }
-    for (int i = 0; i < k; i++) acu_sumsq(x[i], n[i], d->d_sums + 2 * i, d->s);
+
+/* A device buffer and its pinned host twin of at least `want` elements of `elem` bytes; grown
+ * (after the queued work that may read the old one) when *have is smaller. */
+enum adapt_status room(struct adapt_cuda_net *d, void **dev, void **host, int *have, int want,
+                       size_t elem, const char *what)
+{
+    if (want <= *have) return ADAPT_OK;
+    CU(cudaStreamSynchronize(d->s), "step");
+    if (*dev) cudaFree(*dev);
+    if (*host) cudaFreeHost(*host);
+    *dev = *host = NULL;
+    *have = 0;
+    CU(cudaMalloc(dev, (size_t)want * elem), what);
+    CU(cudaHostAlloc(host, (size_t)want * elem, cudaHostAllocDefault), what);
+    *have = want;
+    return ADAPT_OK;
+}
+
+/* The k pairs of reductions in d_sums to out (waits). */
+enum adapt_status sums_back(struct adapt_cuda_net *d, int k, double *out)
+{
+    CU(cudaGetLastError(), "reduction launch");
     CU(cudaMemcpyAsync(d->h_sums, d->d_sums, 2 * (size_t)k * sizeof(double), cudaMemcpyDeviceToHost,
                        d->s),
        "sums to the host");
     CU(cudaStreamSynchronize(d->s), "sums");
     memcpy(out, d->h_sums, 2 * (size_t)k * sizeof(double));
     return ADAPT_OK;
+}
+
+} // namespace
+
+extern "C" enum adapt_status adapt_cuda_net_sums(struct adapt_cuda_net *d, float *const *x,
+                                                 const size_t *n, int k, double *out)
+{
+    if (k <= 0) return ADAPT_OK;
+    enum adapt_status st = room(d, (void **)&d->d_sums, (void **)&d->h_sums, &d->nsums, k,
+                                2 * sizeof(double), "sums");
+    if (st != ADAPT_OK) return st;
+    for (int i = 0; i < k; i++) acu_sumsq(x[i], n[i], d->d_sums + 2 * i, d->s);
+    return sums_back(d, k, out);
+}
+
+extern "C" enum adapt_status adapt_cuda_net_gd(struct adapt_cuda_net *d, float *const *ring,
+                                               const size_t *n, int k, int r, double *out)
+{
+    if (k <= 0) return ADAPT_OK;
+    enum adapt_status st = room(d, (void **)&d->d_sums, (void **)&d->h_sums, &d->nsums, k,
+                                2 * sizeof(double), "sums");
+    if (st != ADAPT_OK) return st;
+    for (int i = 0; i < k; i++) acu_gd(ring[i], r, n[i], d->d_sums + 2 * i, d->s);
+    return sums_back(d, k, out);
+}
+
+extern "C" enum adapt_status adapt_cuda_net_add_scaled(struct adapt_cuda_net *d, float *dst,
+                                                       const float *x, const float *w, float a,
+                                                       size_t count)
+{
+    acu_add_scaled(dst, x, w, a, count, d->s);
+    CU(cudaGetLastError(), "add launch");
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_grads_finite(struct adapt_cuda_net *d, int *finite)
+{
+    enum adapt_status st =
+        room(d, (void **)&d->d_keys, (void **)&d->h_keys, &d->nkeys, 2, sizeof(uint32_t), "flag");
+    if (st != ADAPT_OK) return st;
+    CU(cudaMemsetAsync(d->d_keys, 0, sizeof(uint32_t), d->s), "flag");
+    acu_nonfinite(d->grads, d->ngrads, d->d_keys, d->s); /* every trainable gradient */
+    CU(cudaGetLastError(), "overflow check launch");
+    CU(cudaMemcpyAsync(d->h_keys, d->d_keys, sizeof(uint32_t), cudaMemcpyDeviceToHost, d->s),
+       "flag to the host");
+    CU(cudaStreamSynchronize(d->s), "overflow check");
+    *finite = d->h_keys[0] == 0u;
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_scale_grads(struct adapt_cuda_net *d, float scale)
+{
+    acu_scale_acc(d->grads, NULL, d->ngrads, scale, d->s);
+    CU(cudaGetLastError(), "gradient scale launch");
+    return ADAPT_OK;
+}
+
+extern "C" void adapt_cuda_net_loss_scale(struct adapt_cuda_net *d, double scale)
+{
+    d->loss_scale = (float)scale;
 }
 
 extern "C" enum adapt_status adapt_cuda_net_scale_acc(struct adapt_cuda_net *d, float *g,
@@ -1066,12 +1140,10 @@ extern "C" enum adapt_status adapt_cuda_net_gather(struct adapt_cuda_net *d, con
 extern "C" enum adapt_status adapt_cuda_net_range(struct adapt_cuda_net *d, const float *x,
                                                   size_t count, double *lo, double *hi)
 {
-    if (!d->d_keys) {
-        CU(cudaMalloc(&d->d_keys, 2 * sizeof(uint32_t)), "range keys");
-        CU(cudaHostAlloc(&d->h_keys, 2 * sizeof(uint32_t), cudaHostAllocDefault),
-           "pinned range keys");
-    }
-    enum adapt_status st = quant_cuda_range_on(x, count, d->d_keys, d->s);
+    enum adapt_status st = room(d, (void **)&d->d_keys, (void **)&d->h_keys, &d->nkeys, 2,
+                                sizeof(uint32_t), "range keys");
+    if (st != ADAPT_OK) return st;
+    st = quant_cuda_range_on(x, count, d->d_keys, d->s);
     if (st != ADAPT_OK) return st;
     CU(cudaMemcpyAsync(d->h_keys, d->d_keys, 2 * sizeof(uint32_t), cudaMemcpyDeviceToHost, d->s),
        "range to the host");
@@ -1097,18 +1169,9 @@ extern "C" enum adapt_status adapt_cuda_net_hist(struct adapt_cuda_net *d, const
         lo -= 1.0;
         hi += 1.0;
     }
-    if (bins > d->nhist) {
-        CU(cudaStreamSynchronize(d->s), "step");
-        if (d->d_hist) cudaFree(d->d_hist);
-        if (d->h_hist) cudaFreeHost(d->h_hist);
-        d->d_hist = d->h_hist = NULL;
-        d->nhist = 0;
-        CU(cudaMalloc(&d->d_hist, (size_t)bins * sizeof(unsigned long long)), "histogram");
-        CU(cudaHostAlloc(&d->h_hist, (size_t)bins * sizeof(unsigned long long),
-                         cudaHostAllocDefault),
-           "pinned histogram");
-        d->nhist = bins;
-    }
+    enum adapt_status st = room(d, (void **)&d->d_hist, (void **)&d->h_hist, &d->nhist, bins,
+                                sizeof(unsigned long long), "histogram");
+    if (st != ADAPT_OK) return st;
     acu_hist(x, count, lo, hi, bins, d->d_hist, d->s);
     CU(cudaMemcpyAsync(d->h_hist, d->d_hist, (size_t)bins * sizeof(unsigned long long),
                        cudaMemcpyDeviceToHost, d->s),
