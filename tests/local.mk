@@ -50,7 +50,7 @@ EXTRA_PROGRAMS += tests/bench_layers
 tests_bench_layers_LDADD = tests/libtestutil_net.a $(NET_LIBS) $(TEST_LIBS)
 CLEANFILES += tests/bench_layers
 # The same layers timed in PyTorch, for comparison (not built, not run).
-EXTRA_DIST += tests/bench_layers_torch.py
+EXTRA_DIST += tests/bench_layers_torch.py tests/testutil_cuda.h
 
 # every #include across folders follows the layering (HACKING.md)
 TESTS += tests/layering.test

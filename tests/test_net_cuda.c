@@ -37,6 +37,7 @@
 #include "src/net/optim.h"
 #include "src/quant/quant.h"
 #include "tests/testutil.h"
+#include "tests/testutil_cuda.h"
 
 #define U 0x1p-24
 
@@ -474,13 +475,9 @@ END_TEST
 
 int main(void)
 {
-    char desc[256] = "";
-    if (!adapt_cuda_net_built() || adapt_cuda_device_count(desc, sizeof desc) == 0) {
-        printf("test_net_cuda: skipped: %s\n",
-               adapt_cuda_net_built() ? desc : "built without CUDA");
-        return 77;
-    }
-    printf("test_net_cuda: %s; convolutions through %s\n", desc,
+    char desc[256];
+    if (!tu_cuda_device("test_net_cuda", adapt_cuda_net_built(), desc, sizeof desc)) return 77;
+    printf("test_net_cuda: convolutions through %s\n",
            adapt_cuda_net_built() == 2 ? "cuDNN" : "im2col and cuBLAS");
     Suite *su = suite_create("net_cuda");
     TCase *tl = tcase_create("layers");

@@ -46,6 +46,7 @@
 #include "src/net/optim.h"
 #include "src/policy/policy.h"
 #include "tests/testutil.h"
+#include "tests/testutil_cuda.h"
 
 struct side {
     struct adapt_net *net;
@@ -238,13 +239,8 @@ END_TEST
 
 int main(void)
 {
-    char desc[256] = "";
-    if (!adapt_cuda_net_built() || adapt_cuda_device_count(desc, sizeof desc) == 0) {
-        printf("test_policy_cuda: skipped: %s\n",
-               adapt_cuda_net_built() ? desc : "built without CUDA");
-        return 77;
-    }
-    printf("test_policy_cuda: %s\n", desc);
+    char desc[256];
+    if (!tu_cuda_device("test_policy_cuda", adapt_cuda_net_built(), desc, sizeof desc)) return 77;
     Suite *su = suite_create("policy_cuda");
     TCase *tc = tcase_create("steps");
     tcase_set_timeout(tc, 300);

@@ -12,6 +12,7 @@
 #include "src/base/rng.h"
 #include "src/cuda/device.h"
 #include "tests/testutil.h"
+#include "tests/testutil_cuda.h"
 
 /* Random magnitudes over many binades, raw bit patterns (NaN, inf, subnormals) and values on
  * half steps of 2^-j (ties for the grid formats). */
@@ -126,12 +127,8 @@ END_TEST
 
 int main(void)
 {
-    char desc[256] = "";
-    if (!quant_cuda_built() || adapt_cuda_device_count(desc, sizeof desc) == 0) {
-        printf("test_quant_cuda: skipped: %s\n", quant_cuda_built() ? desc : "built without CUDA");
-        return 77;
-    }
-    printf("test_quant_cuda: %s\n", desc);
+    char desc[256];
+    if (!tu_cuda_device("test_quant_cuda", quant_cuda_built(), desc, sizeof desc)) return 77;
     Suite *su = suite_create("quant_cuda");
     TCase *tc = tcase_create("parity");
     tcase_set_timeout(tc, 120);
