@@ -803,6 +803,15 @@ __global__ void __launch_bounds__(kXentThreads)
 
 /* ---------------------------------------------------------------- SGD (optim.c) */
 
+/* adapt_sgd_prepare for one element: g * scale (when scale != 1), then + l1 * sign(w) (when
+ * l1 != 0), each operation rounded as optim.c's scalar loop (no FMA) */
+__device__ __forceinline__ float sgd_prepared(float g, float w, float scale, float l1)
+{
+    if (scale != 1.0f) g = __fmul_rn(g, scale);
+    if (l1 != 0.0f) g = __fadd_rn(g, __fmul_rn(l1, (float)((w > 0.0f) - (w < 0.0f))));
+    return g;
+}
+
 /* adapt_sgd_prepare then adapt_sgd_update for one element group, each operation rounded as
  * optim.c's scalar loops (no FMA). */
 struct sgd_op {
@@ -822,12 +831,7 @@ struct sgd_op {
         if (l1 != 0.0f) sw = l1src == w ? ww : ld<V>(l1src + i);
 #pragma unroll
         for (int l = 0; l < V; l++) {
-            float gv = gw.v[l];
-            if (scale != 1.0f) gv = __fmul_rn(gv, scale);
-            if (l1 != 0.0f) {
-                const float v = sw.v[l];
-                gv = __fadd_rn(gv, __fmul_rn(l1, (float)((v > 0.0f) - (v < 0.0f))));
-            }
+            const float gv = sgd_prepared(gw.v[l], l1 != 0.0f ? sw.v[l] : 0.0f, scale, l1);
             const float d = __fadd_rn(gv, __fmul_rn(l2, dw.v[l]));
             const float bi = read_b ? __fadd_rn(__fmul_rn(mom, bw.v[l]), d) : d;
             bw.v[l] = bi;
@@ -1283,15 +1287,8 @@ struct sgd_prepare_op { /* g = g * scale + l1 * sign(w) */
         fvec<V> wv;
         if (l1 != 0.0f) wv = ld<V>(w + i);
 #pragma unroll
-        for (int l = 0; l < V; l++) {
-            float v = gv.v[l];
-            if (scale != 1.0f) v = __fmul_rn(v, scale);
-            if (l1 != 0.0f) {
-                const float x = wv.v[l];
-                v = __fadd_rn(v, __fmul_rn(l1, (float)((x > 0.0f) - (x < 0.0f))));
-            }
-            gv.v[l] = v;
-        }
+        for (int l = 0; l < V; l++)
+            gv.v[l] = sgd_prepared(gv.v[l], l1 != 0.0f ? wv.v[l] : 0.0f, scale, l1);
         st<V>(g + i, gv);
     }
 };
