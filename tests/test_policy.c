@@ -630,6 +630,68 @@ START_TEST(test_amp_policy_overflow)
 }
 END_TEST
 
+/* 1 when v is an IEEE 754 binary16 value: 0, or at most 65504 in magnitude with 11
+ * significant bits (step 2^(e-11) for v in [2^(e-1), 2^e), e >= -13) or a multiple of 2^-24
+ * (subnormals, below 2^-14). */
+static int on_half_grid(float v)
+{
+    if (v == 0.0f) return 1;
+    if (!isfinite(v) || fabsf(v) > 65504.0f) return 0;
+    int e;
+    frexp(v, &e);
+    double q = ldexp(v, e >= -13 ? 11 - e : 24);
+    return q == nearbyint(q);
+}
+
+/* AMP's backward is the one of units computing in fp16: the gradient of every unit's output
+ * (rounded before the unit reads it) and the one it writes for its input are fp16 values, so
+ * the products of its backward have fp16 operands, as on tensor cores. Under fp32 the same
+ * backward leaves most of them off that grid (the check can fail). Loss gradients of the
+ * order 1e-1 with an off-grid part of 1e-7. */
+START_TEST(test_amp_half_backward)
+{
+    for (int amp = 0; amp <= 1; amp++) {
+        struct adapt_net *net = small_lenet(2);
+        static struct adapt_config cfg;
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, amp ? "policy.name=amp" : "policy.name=fp32"),
+                         ADAPT_OK);
+        struct adapt_policy *p;
+        ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+        if (amp) ck_assert_int_eq(adapt_precision_refresh_weights(p->prec, 1), ADAPT_OK);
+        float x[2 * 32 * 32], dl[2 * 10];
+        for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)sin(0.37 * i) * 2.385f;
+        for (int i = 0; i < 2 * 10; i++) dl[i] = (float)(0.1 * cos(1.3 * i) + 1e-7);
+        adapt_net_forward(net, x, 2, 1);
+        adapt_net_backward(net, dl, 2);
+        size_t off = 0, checked = 0;
+        for (int i = 0; i < net->nnodes; i++) {
+            const struct adapt_node *nd = &net->nodes[i];
+            if (!nd->layer->is_unit) continue;
+            int acts[2] = {nd->out, nd->in[0]};
+            for (int k = 0; k < 2; k++) {
+                if (acts[k] == 0) continue; /* the network input has no gradient */
+                for (size_t j = 0; j < net->act_numel[acts[k]] * 2; j++) {
+                    float g = net->dact[acts[k]][j];
+                    checked++;
+                    off += !on_half_grid(g);
+                    ck_assert_msg(
+                        !amp || on_half_grid(g),
+                        "amp: gradient of activation %d [%zu] = %.9g is not an fp16 value", acts[k],
+                        j, g);
+                }
+            }
+        }
+        ck_assert(checked > 1000);
+        if (!amp)
+            ck_assert_msg(off > checked / 2, "fp32: only %zu of %zu off the fp16 grid", off,
+                          checked);
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
 /* MuPPET schedule replay 8:2,16:1,32:1: epochs 0-1 muppet(8), epoch 2
  * muppet(16), epoch 3 float32 (the switch happens at the end of the epoch
  * before). */
@@ -970,6 +1032,7 @@ int main(void)
     tcase_add_test(e, test_adapt_strategy_and_events);
     tcase_add_test(e, test_amp_policy_overflow);
     tcase_add_test(e, test_amp_l1_unscaled);
+    tcase_add_test(e, test_amp_half_backward);
     tcase_add_test(e, test_pd_noise_threshold);
     tcase_add_test(e, test_adapt_reference_bn_l1);
     tcase_add_test(e, test_muppet_policy_replay);

@@ -401,6 +401,7 @@ static enum adapt_status amp_init(struct adapt_policy *p)
                                ? alloc_graph_prec(p, 1, 1, QUANT_ROUND_NEAREST)
                                : alloc_prec(p, 1, ADAPT_QOUT_UNITS, QUANT_ROUND_NEAREST, 0);
     if (st) return st;
+    adapt_precision_half_backward(p->prec);
     struct quant_spec s;
     quant_spec_init(&s, cfg->policy.amp_type == ADAPT_CONFIG_AMP_BF16 ? QUANT_FORMAT_BF16
                                                                       : QUANT_FORMAT_FP16);

@@ -114,6 +114,17 @@ static enum adapt_status out_run(struct adapt_precision *p, int node, float *y, 
     return ADAPT_OK;
 }
 
+/* adapt_precision_half_backward: a gradient of m values per sample of active unit `node`'s
+ * output (dy) or input (dx), rounded in place to nearest in the unit's format; other nodes'
+ * gradients pass unchanged. */
+static enum adapt_status half_grad(struct adapt_precision *p, int node, float *g, size_t m, int n)
+{
+    int ui = p->node_unit[node];
+    if (!g || ui < 0 || p->u[ui].node != node || !p->u[ui].active) return ADAPT_OK;
+    struct quant_spec s = with_rounding(&p->u[ui].spec, QUANT_ROUND_NEAREST);
+    return round_batch(p, &s, g, g, m, n, key_of(p, Q_GRAD_X, node * 2, p->iter), -1, NULL);
+}
+
 /* ADAPT_STE_SATURATING: a fixed-point output at its upper bound takes no
  * gradient asking it to grow (dy < 0), one at its lower bound none asking it
  * to shrink (dy > 0). A value that rounded onto a bound without saturating is
@@ -121,6 +132,11 @@ static enum adapt_status out_run(struct adapt_precision *p, int node, float *y, 
 static enum adapt_status dout_run(struct adapt_precision *p, int node, const float *y, float *dy,
                                   int n)
 {
+    if (p->half_backward) {
+        enum adapt_status st =
+            half_grad(p, node, dy, adapt_layer_out_numel(p->net->nodes[node].layer), n);
+        if (st) return st;
+    }
     if (p->ste != ADAPT_STE_SATURATING || p->round_out[node] != 1) return ADAPT_OK;
     const struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
     if (!u->active || u->spec.format != QUANT_FORMAT_FIXED) return ADAPT_OK;
@@ -143,6 +159,7 @@ static int is_pool(const struct adapt_layer *l)
 static enum adapt_status grad_run(struct adapt_precision *p, int node, float **dxs, int n)
 {
     struct adapt_layer *l = p->net->nodes[node].layer;
+    if (p->half_backward) return half_grad(p, node, dxs[0], adapt_layer_in_numel(l, 0), n);
     int unit = p->node_unit[node];
     if (unit < 0 || !p->u[unit].active || !(l->is_unit || is_pool(l))) return ADAPT_OK;
     struct quant_spec s = with_rounding(&p->u[unit].spec, p->rounding);
@@ -415,6 +432,13 @@ void adapt_precision_set_float(struct adapt_precision *p, int u)
 {
     ADAPT_ASSERT(u >= 0 && u < p->nunits);
     p->u[u].active = 0;
+}
+
+void adapt_precision_half_backward(struct adapt_precision *p)
+{
+    ADAPT_ASSERT(!p->dev && !p->per_image_input);
+    p->half_backward = 1;
+    p->net->grad_hook = grad_hook;
 }
 
 void adapt_precision_keep_logits_float(struct adapt_precision *p)

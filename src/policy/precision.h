@@ -95,6 +95,8 @@ struct adapt_precision {
      * layers pass back to their inputs are rounded to the format of their
      * unit (stochastic, one scale per batch tensor). */
     int per_image_input;
+    /* adapt_precision_half_backward: a half-precision backward's stored gradients */
+    int half_backward;
     float **acopy;             /* (nparam) rounded copies of those parameters, or NULL */
     /* run.device = cuda: the GPU engine the step runs on (adapt_precision_use_cuda), the
      * device copies of acopy, and the first failure of a device rounding */
@@ -131,6 +133,13 @@ void adapt_precision_set_float(struct adapt_precision *p, int u);
  * the last call, or NaN when none were rounded; resets the count. */
 double adapt_precision_take_act_sat(struct adapt_precision *p, int u);
 
+/* From now on the backward of every active unit is the one a unit computing in its format
+ * (fp16, bf16: AMP) performs: the gradient of the unit's output is rounded to nearest in the
+ * unit's format before the unit's backward reads it, and the gradient it writes for its input
+ * after (where that activation feeds two nodes, the sum so far, as with MuPPET). The products
+ * of the unit's backward then have operands in its format, as on tensor cores. Call before
+ * adapt_precision_use_cuda; not with ADAPT_QOUT_UNITS_POOLS (MuPPET's own gradient rounding). */
+void adapt_precision_half_backward(struct adapt_precision *p);
 /* The network's output (the logits the loss reads) stays float32 from now on. */
 void adapt_precision_keep_logits_float(struct adapt_precision *p);
 /* From now on the batch-norm parameters after a unit (param_unit) are
