@@ -132,10 +132,65 @@ static struct one one_layer(struct adapt_layer *layer, const int in[3], int extr
     return o;
 }
 
+/* How the GPU computes the layer: PLAIN float32 kernels and cuBLAS; CONV a convolution
+ * through cuDNN when the build has it; HALF16, HALFBF16 a conv or linear in fp16 / bf16 on
+ * tensor cores (adapt_cuda_net_half). */
+enum path { PLAIN = 0, CONV = 1, HALF16, HALFBF16 };
+
+/* Half precision: the GPU's products have operands in the half format and float32
+ * accumulation. The CPU reference gets the same operands: the input, the weights and the loss
+ * gradient (the layer's output gradient, through flatten) rounded to the format, then float32
+ * arithmetic; its products are then exact, as the GPU's, and only the order of the sums
+ * differs. Tensor cores may truncate rather than round while they accumulate (twice the
+ * error of a rounded sum): 2 tol_sum(K). The GPU rounds its own loss gradient, computed from
+ * its own logits, which differ from the CPU's in the last bits: an element within that of a
+ * rounding midpoint goes to the other neighbour, 2^-11 (fp16) or 2^-8 (bf16) of it away, and
+ * moves a gradient by that fraction of one of its terms; the backward checks allow four such
+ * steps of the largest gradient. A wrong layout or operand moves every element by far more. */
+static struct quant_spec half_spec(enum path path)
+{
+    struct quant_spec s;
+    quant_spec_init(&s, path == HALFBF16 ? QUANT_FORMAT_BF16 : QUANT_FORMAT_FP16);
+    s.rounding = QUANT_ROUND_NEAREST;
+    return s;
+}
+
+static void round_half(float *x, size_t n, enum path path)
+{
+    struct quant_spec s = half_spec(path);
+    struct quant_key k = {0, 0, 0};
+    ck_assert_int_eq(quant_array(&s, x, x, n, k, NULL, NULL), ADAPT_OK);
+}
+
+/* the GPU's side of the loss gradient's rounding: the unit's output gradient, rounded on the
+ * device before the unit's backward (as AMP's hook does) */
+struct half_hook {
+    struct adapt_cuda_net *d;
+    const struct adapt_net *net;
+    int unit;
+    enum path path;
+};
+
+static enum adapt_status round_dy(void *ctx, int node, const float *y, float *dy, int n)
+{
+    (void)y;
+    const struct half_hook *h = ctx;
+    if (node != h->unit) return ADAPT_OK;
+    struct quant_spec s = half_spec(h->path);
+    struct quant_key k = {0, 0, 0};
+    return adapt_cuda_net_round(
+        h->d, &s, dy, dy, 1, adapt_layer_out_numel(h->net->nodes[node].layer) * (size_t)n, k, -1);
+}
+
+static double tol_path(double k, enum path path)
+{
+    return path == CONV ? tol_conv(k) : path >= HALF16 ? 2.0 * tol_sum(k) : tol_sum(k);
+}
+
 /* Runs the CPU and the GPU step and compares the layer's output (k_fwd terms per output),
  * its input gradient (k_bwd) and each parameter gradient (k_par[i]). */
 static void check_layer(const char *what, struct one o, int n, double k_fwd, double k_bwd,
-                        const double *k_par, int conv)
+                        const double *k_par, enum path path)
 {
     struct adapt_net *net = o.net;
     size_t in_n = net->act_numel[0] * (size_t)n, out_n = net->act_numel[o.a_out] * (size_t)n;
@@ -145,16 +200,34 @@ static void check_layer(const char *what, struct one o, int n, double k_fwd, dou
     ck_assert(x && y);
     fill_uniform(x, in_n, 3, -2.0, 2.0);
     fill_labels(y, n, net->classes, 4);
+    int unit = -1;
+    for (int i = 0; i < net->nnodes; i++)
+        if (net->nodes[i].layer->is_unit) unit = i;
+    if (path >= HALF16) {
+        ck_assert(unit >= 0);
+        round_half(x, in_n, path);
+        struct adapt_param *w = &net->nodes[unit].layer->param[0];
+        round_half(w->value.data, w->value.numel, path);
+    }
 
     struct adapt_cuda_net *d = NULL;
     ck_assert_msg(adapt_cuda_net_create(net, 0, &d) == ADAPT_OK, "%s: %s", what,
                   adapt_error_message());
+    struct half_hook hh = {d, net, unit, path};
+    if (path >= HALF16) {
+        ck_assert_msg(adapt_cuda_net_half(
+                          d, unit, path == HALF16 ? ADAPT_CUDA_FP16 : ADAPT_CUDA_BF16) == ADAPT_OK,
+                      "%s: %s", what, adapt_error_message());
+        struct adapt_cuda_hooks hooks = {&hh, NULL, NULL, round_dy, NULL};
+        adapt_cuda_net_set_hooks(d, &hooks);
+    }
     /* CPU */
     const float *lg = adapt_net_forward(net, x, n, 1);
     size_t lg_n = (size_t)n * (size_t)net->classes;
     float *dl = malloc(lg_n * sizeof *dl);
     ck_assert(dl);
     adapt_softmax_xent(lg, y, n, net->classes, dl, NULL);
+    if (path >= HALF16) round_half(dl, lg_n, path);
     adapt_net_backward(net, dl, n);
     float *cy = malloc(out_n * sizeof *cy), *cdx = malloc(xin_n * sizeof *cdx);
     ck_assert(cy && cdx);
@@ -182,18 +255,19 @@ static void check_layer(const char *what, struct one o, int n, double k_fwd, dou
     ck_assert_int_eq(adapt_cuda_net_pull_grads(d), ADAPT_OK);
     char label[512];
     snprintf(label, sizeof label, "%s forward", what);
-    expect_close(label, gy, cy, out_n, conv ? tol_conv(k_fwd) : tol_sum(k_fwd));
-    /* the input gradient also carries the loss gradient's own rounding (c classes) */
+    expect_close(label, gy, cy, out_n, tol_path(k_fwd, path));
+    /* the input gradient also carries the loss gradient's own rounding (c classes), or in
+     * half precision its neighbours in the format */
+    double dl_tol = path == HALF16 ? 0x1p-9 : path == HALFBF16 ? 0x1p-6 : tol_sum(net->classes);
     snprintf(label, sizeof label, "%s input gradient", what);
-    expect_close(label, gdx, cdx, xin_n,
-                 (conv ? tol_conv(k_bwd) : tol_sum(k_bwd)) + tol_sum(net->classes));
+    expect_close(label, gdx, cdx, xin_n, tol_path(k_bwd, path) + dl_tol);
     int k = 0;
     for (int p = 0; p < net->nparam; p++) {
         struct adapt_param *pp = net->param[p];
         if (!cg[p]) continue;
         snprintf(label, sizeof label, "%.100s gradient of %.100s", what, pp->name);
         expect_close(label, pp->grad.data, cg[p], pp->value.numel,
-                     (conv ? tol_conv(k_par[k]) : tol_sum(k_par[k])) + tol_sum(net->classes));
+                     tol_path(k_par[k], path) + dl_tol);
         k++;
         free(cg[p]);
     }
@@ -202,13 +276,15 @@ static void check_layer(const char *what, struct one o, int n, double k_fwd, dou
     adapt_net_free(net);
 }
 
-START_TEST(test_layer_conv)
+/* convolutions: plain, strided with padding, large kernel, depthwise, grouped, dilated */
+static const struct {
+    int cin, h, cout, k, stride, pad, groups, dil;
+} cs[] = {{3, 13, 8, 3, 1, 1, 1, 1}, {4, 17, 6, 5, 2, 2, 1, 1}, {3, 32, 4, 11, 4, 5, 1, 1},
+          {8, 9, 8, 3, 1, 1, 8, 1},  {6, 11, 4, 3, 2, 1, 2, 1}, {4, 12, 4, 3, 1, 2, 1, 2}};
+
+static void conv_cases(enum path path)
 {
     const int n = 6;
-    struct {
-        int cin, h, cout, k, stride, pad, groups, dil;
-    } cs[] = {{3, 13, 8, 3, 1, 1, 1, 1}, {4, 17, 6, 5, 2, 2, 1, 1}, {3, 32, 4, 11, 4, 5, 1, 1},
-              {8, 9, 8, 3, 1, 1, 8, 1},  {6, 11, 4, 3, 2, 1, 2, 1}, {4, 12, 4, 3, 1, 2, 1, 2}};
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         int in[3] = {cs[i].cin, cs[i].h, cs[i].h};
         struct adapt_layer *l =
@@ -225,19 +301,45 @@ START_TEST(test_layer_conv)
          * bias gradient: n Ho Wo */
         double kp[2] = {P, P};
         char what[64];
-        snprintf(what, sizeof what, "conv case %zu", i);
-        check_layer(what, o, n, cig * kk, cog * kk, kp, 1);
+        snprintf(what, sizeof what, "conv case %zu%s", i,
+                 path == HALF16     ? " fp16"
+                 : path == HALFBF16 ? " bf16"
+                                    : "");
+        check_layer(what, o, n, cig * kk, cog * kk, kp, path);
     }
 }
-END_TEST
 
-START_TEST(test_layer_linear)
+static void linear_case(enum path path)
 {
     const int n = 9, in[3] = {5, 3, 3};
     struct one o = one_layer(adapt_linear_create("fc", in, 17, 1), in, 0, n);
     /* forward: 45 terms; input gradient: 17; weight and bias gradients: n */
     double kp[2] = {n, n};
-    check_layer("linear", o, n, 45, 17, kp, 0);
+    check_layer(path == HALF16     ? "linear fp16"
+                : path == HALFBF16 ? "linear bf16"
+                                   : "linear",
+                o, n, 45, 17, kp, path);
+}
+
+START_TEST(test_layer_conv)
+{
+    conv_cases(CONV);
+}
+END_TEST
+
+START_TEST(test_layer_linear)
+{
+    linear_case(PLAIN);
+}
+END_TEST
+
+/* conv and linear on tensor cores (AMP): both half formats */
+START_TEST(test_layer_half)
+{
+    for (enum path p = HALF16; p <= HALFBF16; p++) {
+        conv_cases(p);
+        linear_case(p);
+    }
 }
 END_TEST
 
@@ -484,6 +586,7 @@ int main(void)
     tcase_set_timeout(tl, 120);
     tcase_add_test(tl, test_layer_conv);
     tcase_add_test(tl, test_layer_linear);
+    tcase_add_test(tl, test_layer_half);
     tcase_add_test(tl, test_layer_elementwise);
     suite_add_tcase(su, tl);
     TCase *tm = tcase_create("models");

@@ -21,7 +21,10 @@
  * sums of squares of gradients that differ by the engines' summation order and a few
  * stochastic-rounding flips, held to 1e-2 relative, and the level, learning rate and stop
  * decisions must be equal. AMP: the overflow decision (skip or not) and the loss scale after
- * every step must be equal (an overflow is an inf in fp16/bf16, not a near tie).
+ * every step must be equal (an overflow is an inf in fp16/bf16, not a near tie). Its conv and
+ * linear layers multiply on tensor cores on the GPU (adapt_cuda_net_half) with operands in
+ * the half format, which both engines round to it, and float32 accumulation: their values
+ * differ from the CPU's by the order of the sums, as in float32, and get the same tolerances.
  *
  * What agrees to a tolerance: the loss and the updated weights. The engines sum in different
  * orders (test_net_cuda.c explains the float32 tolerances), and a rounding to a fixed-point

@@ -176,6 +176,16 @@ enum adapt_status adapt_cuda_net_gd(struct adapt_cuda_net *d, float *const *ring
 enum adapt_status adapt_cuda_net_grads_finite(struct adapt_cuda_net *d, int *finite);
 enum adapt_status adapt_cuda_net_scale_grads(struct adapt_cuda_net *d, float scale);
 void adapt_cuda_net_loss_scale(struct adapt_cuda_net *d, double scale);
+/* Conv2d or linear node `node` computes its products in half precision from now on (AMP):
+ * ADAPT_CUDA_FP16 or ADAPT_CUDA_BF16 (ADAPT_CUDA_FLOAT: float32 again). Its input, weights
+ * and output gradient are converted to that type, rounded to nearest, which is exact for
+ * values already in it (AMP rounds them: adapt_precision_half_backward), and multiplied on
+ * tensor cores (cublasGemmEx) with float32 accumulation into float32 outputs and gradients;
+ * the bias stays float32. A convolution is lowered for the whole batch (im2col), not through
+ * cuDNN. Allocates the half copies and scratch for batches up to n_max. */
+enum adapt_cuda_half { ADAPT_CUDA_FLOAT = 0, ADAPT_CUDA_FP16 = 1, ADAPT_CUDA_BF16 = 2 };
+enum adapt_status adapt_cuda_net_half(struct adapt_cuda_net *d, int node,
+                                      enum adapt_cuda_half type);
 
 /* adapt_sgd_prepare on the device: every trainable gradient g = g * grad_scale, then
  * g += l1 * sign(w), w the master or (l1_quantized) the copy in use. */

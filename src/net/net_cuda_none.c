@@ -258,3 +258,9 @@ void adapt_cuda_net_loss_scale(struct adapt_cuda_net *d, double scale)
 {
     (void)d, (void)scale;
 }
+
+enum adapt_status adapt_cuda_net_half(struct adapt_cuda_net *d, int node, enum adapt_cuda_half type)
+{
+    (void)d, (void)node, (void)type;
+    NO_CUDA;
+}

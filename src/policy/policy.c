@@ -480,10 +480,20 @@ static enum adapt_status amp_load(struct adapt_policy *p, json_t *j,
 static void amp_destroy(struct adapt_policy *p) { free(p->state); }
 
 /* the scaler stays on the host (one flag per step comes back); the engine scales the loss
- * gradient by the policy's loss scale */
+ * gradient by the policy's loss scale, and the half-precision units multiply on tensor cores
+ * (their operands are in their format: adapt_precision_half_backward) */
 static enum adapt_status amp_cuda(struct adapt_policy *p, int to_device)
 {
-    if (to_device) adapt_cuda_net_loss_scale(p->dev, p->loss_scale);
+    if (!to_device) return ADAPT_OK;
+    adapt_cuda_net_loss_scale(p->dev, p->loss_scale);
+    for (int u = 0; u < p->prec->nunits; u++) {
+        const struct adapt_unit_prec *up = &p->prec->u[u];
+        if (!up->active) continue;
+        enum adapt_status st = adapt_cuda_net_half(
+            p->dev, up->node,
+            up->spec.format == QUANT_FORMAT_BF16 ? ADAPT_CUDA_BF16 : ADAPT_CUDA_FP16);
+        if (st) return st;
+    }
     return ADAPT_OK;
 }
 

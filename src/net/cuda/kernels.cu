@@ -24,6 +24,8 @@
  * order, the order of the CPU's scatter. Average-pool backward and col2im gather the same way,
  * so no kernel here needs atomics on floats.
  */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <math.h>
@@ -847,40 +849,61 @@ struct sgd_op {
 
 /* ---------------------------------------------------------------- im2col (im2col.c) */
 
-/* one thread per col element (row r = (ci k + ky) k + kx, column oy wo + ox) */
-template <typename I>
-__global__ void im2col_kernel(const float *x, float *col, I total, int h, int w, int k, int stride,
-                              int pad, int dil, int wo, I ncol)
+/* The value a lowered or permuted element is stored as: float32 as it is; fp16 and bf16
+ * (conv and linear in half precision) rounded to nearest, which is exact for values already
+ * in that format. */
+template <typename T> __device__ __forceinline__ T store_as(float v)
+{
+    return v;
+}
+template <> __device__ __forceinline__ __half store_as<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+/* One thread per col element of n samples: row r = (ci k + ky) k + kx, column
+ * i (ho wo) + oy wo + ox, so the row of a sample's output position holds all n samples side
+ * by side (n = 1: one sample's matrix). xs: floats per sample. */
+template <typename I, typename T>
+__global__ void im2col_kernel(const float *x, T *col, I total, int h, int w, int k, int stride,
+                              int pad, int dil, int wo, I ncol, int n, size_t xs)
 {
     const int kk = k * k;
+    const I nb = ncol * (I)n;
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total;
          e += (I)gridDim.x * blockDim.x) {
-        const I r = e / ncol;
-        const int pc = (int)(e - r * ncol);
+        const I r = e / nb, q = e - r * nb, i = q / ncol;
+        const int pc = (int)(q - i * ncol);
         const int ci = (int)(r / (I)kk), kr = (int)(r - (I)ci * kk);
         const int ky = kr / k, kx = kr - ky * k;
         const int oy = pc / wo, ox = pc - oy * wo;
         const int iy = oy * stride - pad + ky * dil, ix = ox * stride - pad + kx * dil;
-        col[e] =
-            (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[((size_t)ci * h + iy) * w + ix] : 0.0f;
+        col[e] = store_as<T>((iy >= 0 && iy < h && ix >= 0 && ix < w)
+                                 ? x[(size_t)i * xs + ((size_t)ci * h + iy) * w + ix]
+                                 : 0.0f);
     }
 }
 
-/* One thread per input element: the col entries that read it, in (ky, kx) order. im2col.c adds
- * them onto x itself when pad == 0 and stride == 1, else into a zeroed scratch plane that is
- * then added to x; the sums are grouped the same way here. */
+/* One thread per input element of n samples (total = n c h w): the col entries that read it,
+ * in (ky, kx) order. ldc: col's row length (ho wo for one sample's matrix, n ho wo for im2col's
+ * n-sample layout). im2col.c adds them onto x itself when pad == 0 and stride == 1, else into
+ * a zeroed scratch plane that is then added to x; the sums are grouped the same way here. */
 template <typename I>
-__global__ void col2im_kernel(const float *col, float *x, I total, int h, int w, int k, int stride,
-                              int pad, int dil, int ho, int wo)
+__global__ void col2im_kernel(const float *col, float *x, I total, int c, int h, int w, int k,
+                              int stride, int pad, int dil, int ho, int wo, size_t ldc)
 {
-    const I plane = (I)h * (I)w;
+    const I plane = (I)h * (I)w, image = plane * (I)c;
     const size_t ncol = (size_t)ho * wo, kk = (size_t)k * k;
     const bool direct = pad == 0 && stride == 1;
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total;
          e += (I)gridDim.x * blockDim.x) {
-        const I ci = e / plane;
-        const int r = (int)(e - ci * plane), iy = r / w, ix = r - iy * w;
-        const float *cc = col + (size_t)ci * kk * ncol;
+        const I i = e / image, ci = (e - i * image) / plane;
+        const int r = (int)(e - i * image - ci * plane), iy = r / w, ix = r - iy * w;
+        const float *cc = col + (size_t)ci * kk * ldc + (size_t)i * ncol;
         float sum = direct ? x[e] : 0.0f;
         for (int ky = 0; ky < k; ky++) {
             const int ty = iy + pad - ky * dil;
@@ -894,10 +917,21 @@ __global__ void col2im_kernel(const float *col, float *x, I total, int h, int w,
                 if (tx % stride) continue;
                 const int ox = tx / stride;
                 if (ox >= wo) continue;
-                sum += cc[(size_t)(ky * k + kx) * ncol + (size_t)oy * wo + ox];
+                sum += cc[(size_t)(ky * k + kx) * ldc + (size_t)oy * wo + ox];
             }
         }
         x[e] = direct ? sum : x[e] + sum;
+    }
+}
+
+/* y (b, a, p) = x (a, b, p), stored as T: one thread per element of y */
+template <typename I, typename T>
+__global__ void swap_kernel(const float *x, T *y, I total, I a, I b, I p)
+{
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (I)gridDim.x * blockDim.x) {
+        const I bi = e / (a * p), q = e - bi * a * p, ai = q / p, pi = q - ai * p;
+        y[e] = store_as<T>(x[((size_t)ai * b + bi) * p + pi]);
     }
 }
 
@@ -1212,30 +1246,82 @@ extern "C" void acu_sgd_update(float *w, float *g, float *b, const float *l1_src
     launch_map(op, count, vec, s);
 }
 
+template <typename T>
+void im2col_launch(const float *x, T *col, int n, int c, int h, int w, int k, int stride, int pad,
+                   int dil, int ho, int wo, cudaStream_t s)
+{
+    if (n <= 0 || c <= 0 || k <= 0 || ho <= 0 || wo <= 0) return;
+    const size_t ncol = (size_t)ho * wo, total = (size_t)c * k * k * ncol * n;
+    const size_t xs = (size_t)c * h * w;
+    if (small_index(total))
+        im2col_kernel<uint32_t, T><<<blocks_for(total), kThreads, 0, s>>>(
+            x, col, (uint32_t)total, h, w, k, stride, pad, dil, wo, (uint32_t)ncol, n, xs);
+    else
+        im2col_kernel<size_t, T><<<blocks_for(total), kThreads, 0, s>>>(
+            x, col, total, h, w, k, stride, pad, dil, wo, ncol, n, xs);
+}
+
+void col2im_launch(const float *col, float *x, int n, int c, int h, int w, int k, int stride,
+                   int pad, int dil, int ho, int wo, cudaStream_t s)
+{
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0 || k <= 0 || ho <= 0 || wo <= 0) return;
+    const size_t total = (size_t)n * c * h * w, ldc = (size_t)n * ho * wo;
+    if (small_index(total))
+        col2im_kernel<uint32_t><<<blocks_for(total), kThreads, 0, s>>>(
+            col, x, (uint32_t)total, c, h, w, k, stride, pad, dil, ho, wo, ldc);
+    else
+        col2im_kernel<size_t><<<blocks_for(total), kThreads, 0, s>>>(col, x, total, c, h, w, k,
+                                                                     stride, pad, dil, ho, wo, ldc);
+}
+
+template <typename T> void swap_launch(const float *x, T *y, size_t a, size_t b, size_t p,
+                                       cudaStream_t s)
+{
+    const size_t total = a * b * p;
+    if (total == 0) return;
+    if (small_index(total))
+        swap_kernel<uint32_t, T><<<blocks_for(total), kThreads, 0, s>>>(
+            x, y, (uint32_t)total, (uint32_t)a, (uint32_t)b, (uint32_t)p);
+    else
+        swap_kernel<size_t, T><<<blocks_for(total), kThreads, 0, s>>>(x, y, total, a, b, p);
+}
+
 extern "C" void acu_im2col(const float *x, float *col, int c, int h, int w, int k, int stride,
                            int pad, int dil, int ho, int wo, cudaStream_t s)
 {
-    if (c <= 0 || k <= 0 || ho <= 0 || wo <= 0) return;
-    const size_t ncol = (size_t)ho * wo, total = (size_t)c * k * k * ncol;
-    if (small_index(total))
-        im2col_kernel<uint32_t><<<blocks_for(total), kThreads, 0, s>>>(
-            x, col, (uint32_t)total, h, w, k, stride, pad, dil, wo, (uint32_t)ncol);
-    else
-        im2col_kernel<size_t><<<blocks_for(total), kThreads, 0, s>>>(x, col, total, h, w, k, stride,
-                                                                     pad, dil, wo, ncol);
+    im2col_launch(x, col, 1, c, h, w, k, stride, pad, dil, ho, wo, s);
 }
 
 extern "C" void acu_col2im(const float *col, float *x, int c, int h, int w, int k, int stride,
                            int pad, int dil, int ho, int wo, cudaStream_t s)
 {
-    if (c <= 0 || h <= 0 || w <= 0 || k <= 0 || ho <= 0 || wo <= 0) return;
-    const size_t total = (size_t)c * h * w;
-    if (small_index(total))
-        col2im_kernel<uint32_t><<<blocks_for(total), kThreads, 0, s>>>(
-            col, x, (uint32_t)total, h, w, k, stride, pad, dil, ho, wo);
+    col2im_launch(col, x, 1, c, h, w, k, stride, pad, dil, ho, wo, s);
+}
+
+extern "C" void acu_im2col_half(const float *x, void *col, int half, int n, int c, int h, int w,
+                                int k, int stride, int pad, int dil, int ho, int wo, cudaStream_t s)
+{
+    if (half == ACU_BF16)
+        im2col_launch(x, (__nv_bfloat16 *)col, n, c, h, w, k, stride, pad, dil, ho, wo, s);
     else
-        col2im_kernel<size_t><<<blocks_for(total), kThreads, 0, s>>>(col, x, total, h, w, k, stride,
-                                                                     pad, dil, ho, wo);
+        im2col_launch(x, (__half *)col, n, c, h, w, k, stride, pad, dil, ho, wo, s);
+}
+
+extern "C" void acu_col2im_batch(const float *col, float *x, int n, int c, int h, int w, int k,
+                                 int stride, int pad, int dil, int ho, int wo, cudaStream_t s)
+{
+    col2im_launch(col, x, n, c, h, w, k, stride, pad, dil, ho, wo, s);
+}
+
+extern "C" void acu_swap(const float *x, void *y, int half, size_t a, size_t b, size_t p,
+                         cudaStream_t s)
+{
+    if (half == ACU_FP16)
+        swap_launch(x, (__half *)y, a, b, p, s);
+    else if (half == ACU_BF16)
+        swap_launch(x, (__nv_bfloat16 *)y, a, b, p, s);
+    else
+        swap_launch(x, (float *)y, a, b, p, s);
 }
 
 extern "C" void acu_sumsq(const float *x, size_t count, double *out, cudaStream_t s)

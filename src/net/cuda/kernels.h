@@ -116,6 +116,20 @@ void acu_im2col(const float *x, float *col, int c, int h, int w, int k, int stri
 void acu_col2im(const float *col, float *x, int c, int h, int w, int k, int stride, int pad,
                 int dil, int ho, int wo, cudaStream_t s);
 
+/* Half-precision conv and linear (tensor cores): element types of the half copies. */
+enum { ACU_FLOAT = 0, ACU_FP16 = 1, ACU_BF16 = 2 };
+/* im2col of n samples at once, stored as `half` (ACU_FP16 or ACU_BF16, rounded to nearest):
+ * col is (C*k*k) x (n*Ho*Wo), row index as above, column i*Ho*Wo + oy*Wo + ox. col2im_batch is
+ * col2im of that layout in float32, adding into x (n samples; zeroed or what to add to), with
+ * the sums grouped as acu_col2im's. */
+void acu_im2col_half(const float *x, void *col, int half, int n, int c, int h, int w, int k,
+                     int stride, int pad, int dil, int ho, int wo, cudaStream_t s);
+void acu_col2im_batch(const float *col, float *x, int n, int c, int h, int w, int k, int stride,
+                      int pad, int dil, int ho, int wo, cudaStream_t s);
+/* y (b, a, p) = x (a, b, p), stored as `half` (ACU_FLOAT: float32): with p = 1, b = 1 a copy
+ * converted to the half type */
+void acu_swap(const float *x, void *y, int half, size_t a, size_t b, size_t p, cudaStream_t s);
+
 /* Reductions for the policies' statistics: out[0] = sum of x^2 (double), out[1] = sum |x|. */
 void acu_sumsq(const float *x, size_t count, double *out, cudaStream_t s);
 

@@ -53,6 +53,7 @@ enum dkind {
 
 struct dlayer {
     int kind, act;
+    int half; /* conv, linear: products in ACU_FP16 / ACU_BF16 on tensor cores (0: float32) */
     struct adapt_layer *l;
     int pidx[ADAPT_LAYER_MAX_PARAMS]; /* net->param index of each of the layer's parameters */
     float *saved;                     /* batch-norm: mean, invstd */
@@ -110,6 +111,11 @@ struct adapt_cuda_net {
     uint32_t *d_keys, *h_keys; /* (2) a range's order keys, or an overflow flag */
     int nkeys;
     float loss_scale; /* d(loss)/d(logits) is multiplied by it (AMP) */
+    /* half-precision units (adapt_cuda_net_half): their half copies and float32 scratch */
+    void *hws;
+    size_t hws_bytes;
+    float *fws;
+    size_t fws_bytes;
 };
 
 namespace
@@ -265,11 +271,168 @@ enum adapt_status conv_setup(struct adapt_cuda_net *d, struct dlayer *dl, size_t
 
 /* ---- forward and backward of one node ---- */
 
+/* ---- conv and linear in half precision (adapt_cuda_net_half) ----
+ *
+ * The half copies live in d->hws: the weights (cout x K per group, K = cin/g k k), then the
+ * output gradient and the lowered input (or, for linear, the input). A convolution is lowered
+ * for the whole batch at once (acu_im2col_half: rows ci k k, columns n Ho Wo), so each group is
+ * one GEMM per direction with the batch in its long dimension: the output comes out as
+ * (cout, n Ho Wo) and is swapped to (n, cout, Ho Wo), the output gradient is swapped the other
+ * way on its way to half. Products of two half values are exact in float32 and cublasGemmEx
+ * (CUBLAS_COMPUTE_32F) accumulates them in float32 into float32 results, so the values are the
+ * float32 path's up to the order of the sums, given operands in the half format. */
+
+cudaDataType_t half_type(int half)
+{
+    return half == ACU_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+/* start of each half copy in d->hws (2-byte elements, 256-byte aligned) */
+struct half_bufs {
+    void *w, *dy, *x;
+};
+
+size_t half_align(size_t elems)
+{
+    return (elems * 2 + 255) / 256 * 256;
+}
+
+/* bytes of half copies and floats of scratch a unit needs at batch n */
+void half_needs(const struct adapt_layer *l, int kind, int n, size_t *hbytes, size_t *floats)
+{
+    size_t wn = l->param[0].value.numel, out = adapt_layer_out_numel(l) * (size_t)n;
+    if (kind == K_LINEAR) {
+        *hbytes = half_align(wn) + half_align(out) + half_align(adapt_layer_in_numel(l, 0) * n);
+        *floats = 0;
+        return;
+    }
+    size_t col = (size_t)l->in_dim[0][0] * l->k * l->k * l->out_dim[1] * l->out_dim[2] * n;
+    *hbytes = half_align(wn) + half_align(out) + half_align(col);
+    *floats = col > out ? col : out;
+}
+
+/* the element `i` half values past b */
+const void *hat(const void *b, size_t i)
+{
+    return (const char *)b + 2 * i;
+}
+
+struct half_bufs half_carve(struct adapt_cuda_net *d, const struct adapt_layer *l, int n)
+{
+    size_t wn = l->param[0].value.numel, out = adapt_layer_out_numel(l) * (size_t)n;
+    char *b = (char *)d->hws;
+    struct half_bufs h = {b, b + half_align(wn), b + half_align(wn) + half_align(out)};
+    return h;
+}
+
+#define GEMM_EX(tA, tB, m, nn, k, A, lda, B, ldb, beta, C, ldc, what)                              \
+    BLAS(cublasGemmEx(d->blas, tA, tB, m, nn, k, &one, A, ht, lda, B, ht, ldb, beta, C,             \
+                      CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),                   \
+         what)
+
+enum adapt_status conv_half_forward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
+                                    float *y, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    int g = conv_groups(l), cin = l->in_dim[0][0], cout = l->out_dim[0];
+    int P = l->out_dim[1] * l->out_dim[2];
+    int cig = cin / g, cog = cout / g, K = cig * l->k * l->k, nP = n * P;
+    struct half_bufs h = half_carve(d, l, n);
+    cudaDataType_t ht = half_type(dl->half);
+    const float one = 1.0f, zero = 0.0f;
+    acu_swap(d->puse[dl->pidx[0]], h.w, dl->half, l->param[0].value.numel, 1, 1, d->s);
+    acu_im2col_half(x, h.x, dl->half, n, cin, l->in_dim[0][1], l->in_dim[0][2], l->k, l->stride,
+                    l->pad, conv_dil(l), l->out_dim[1], l->out_dim[2], d->s);
+    /* Y_g (cog x nP) = W_g (cog x K) col_g (K x nP): column-major Y_g^T = col_g^T W_g^T */
+    for (int gi = 0; gi < g; gi++)
+        GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_N, nP, cog, K, hat(h.x, (size_t)gi * K * nP),
+                nP, hat(h.w, (size_t)gi * cog * K), K, &zero,
+                d->fws + (size_t)gi * cog * nP, nP, "conv forward (half)");
+    acu_swap(d->fws, y, ACU_FLOAT, cout, n, (size_t)l->out_dim[1] * l->out_dim[2], d->s);
+    if (has_bias(l)) acu_bias_add(y, d->puse[dl->pidx[1]], n, cout, P, d->s);
+    return ADAPT_OK;
+}
+
+enum adapt_status conv_half_backward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
+                                     const float *dy, float *dx, int acc, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    int g = conv_groups(l), cin = l->in_dim[0][0], cout = l->out_dim[0];
+    int P = l->out_dim[1] * l->out_dim[2];
+    int cig = cin / g, cog = cout / g, K = cig * l->k * l->k, nP = n * P;
+    struct half_bufs h = half_carve(d, l, n);
+    cudaDataType_t ht = half_type(dl->half);
+    const float one = 1.0f, zero = 0.0f;
+    float *dw = d->pgrad[dl->pidx[0]];
+    acu_swap(d->puse[dl->pidx[0]], h.w, dl->half, l->param[0].value.numel, 1, 1, d->s);
+    acu_swap(dy, h.dy, dl->half, n, cout, P, d->s); /* (n, cout, P) -> (cout, n P) */
+    acu_im2col_half(x, h.x, dl->half, n, cin, l->in_dim[0][1], l->in_dim[0][2], l->k, l->stride,
+                    l->pad, conv_dil(l), l->out_dim[1], l->out_dim[2], d->s);
+    for (int gi = 0; gi < g; gi++) {
+        const void *colg = hat(h.x, (size_t)gi * K * nP);
+        const void *dyg = hat(h.dy, (size_t)gi * cog * nP);
+        /* dW_g (cog x K) += dY_g (cog x nP) col_g^T: column-major dW_g^T += col_g^T^T dY_g^T */
+        GEMM_EX(CUBLAS_OP_T, CUBLAS_OP_N, K, cog, nP, colg, nP, dyg, nP, &one,
+                dw + (size_t)gi * cog * K, K, "conv weight gradient (half)");
+        /* dcol_g (K x nP) = W_g^T dY_g: column-major dcol_g^T = dY_g^T W_g */
+        if (dx)
+            GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_T, nP, K, cog, dyg, nP,
+                    hat(h.w, (size_t)gi * cog * K), K, &zero,
+                    d->fws + (size_t)gi * K * nP, nP, "conv data gradient (half)");
+    }
+    if (dx) {
+        if (!acc) acu_zero(dx, adapt_layer_in_numel(l, 0) * (size_t)n, d->s);
+        acu_col2im_batch(d->fws, dx, n, cin, l->in_dim[0][1], l->in_dim[0][2], l->k, l->stride,
+                         l->pad, conv_dil(l), l->out_dim[1], l->out_dim[2], d->s);
+    }
+    if (has_bias(l)) acu_bias_grad(dy, d->pgrad[dl->pidx[1]], n, cout, P, d->s);
+    return ADAPT_OK;
+}
+
+enum adapt_status linear_half_forward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
+                                      float *y, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    int in = (int)adapt_layer_in_numel(l, 0), out = l->out_dim[0];
+    struct half_bufs h = half_carve(d, l, n);
+    cudaDataType_t ht = half_type(dl->half);
+    const float one = 1.0f, zero = 0.0f;
+    acu_swap(d->puse[dl->pidx[0]], h.w, dl->half, (size_t)out * in, 1, 1, d->s);
+    acu_swap(x, h.x, dl->half, (size_t)n * in, 1, 1, d->s);
+    GEMM_EX(CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, h.w, in, h.x, in, &zero, y, out,
+            "linear forward (half)");
+    if (has_bias(l)) acu_bias_add(y, d->puse[dl->pidx[1]], n, out, 1, d->s);
+    return ADAPT_OK;
+}
+
+enum adapt_status linear_half_backward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
+                                       const float *dy, float *dx, int acc, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    int in = (int)adapt_layer_in_numel(l, 0), out = l->out_dim[0];
+    struct half_bufs h = half_carve(d, l, n);
+    cudaDataType_t ht = half_type(dl->half);
+    const float one = 1.0f, zero = 0.0f;
+    acu_swap(d->puse[dl->pidx[0]], h.w, dl->half, (size_t)out * in, 1, 1, d->s);
+    acu_swap(x, h.x, dl->half, (size_t)n * in, 1, 1, d->s);
+    acu_swap(dy, h.dy, dl->half, (size_t)n * out, 1, 1, d->s);
+    GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, h.x, in, h.dy, out, &one, d->pgrad[dl->pidx[0]],
+            in, "linear weight gradient (half)");
+    if (dx)
+        GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, h.w, in, h.dy, out, acc ? &one : &zero, dx, in,
+                "linear data gradient (half)");
+    if (has_bias(l)) acu_bias_grad(dy, d->pgrad[dl->pidx[1]], n, out, 1, d->s);
+    return ADAPT_OK;
+}
+
+#undef GEMM_EX
+
 enum adapt_status conv_forward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
                                float *y, int n)
 {
     const struct adapt_layer *l = dl->l;
     const float *w = d->puse[dl->pidx[0]];
+    if (dl->half) return conv_half_forward(d, dl, x, y, n);
 #if ADAPT_HAVE_CUDNN
     enum adapt_status st = conv_describe(dl, n);
     if (st != ADAPT_OK) return st;
@@ -307,6 +470,7 @@ enum adapt_status conv_backward(struct adapt_cuda_net *d, struct dlayer *dl, con
     const float *w = d->puse[dl->pidx[0]];
     float *dw = d->pgrad[dl->pidx[0]];
     const float one = 1.0f, zero = 0.0f;
+    if (dl->half) return conv_half_backward(d, dl, x, dy, dx, acc, n);
 #if ADAPT_HAVE_CUDNN
     enum adapt_status st = conv_describe(dl, n);
     if (st != ADAPT_OK) return st;
@@ -364,6 +528,7 @@ enum adapt_status linear_forward(struct adapt_cuda_net *d, struct dlayer *dl, co
     const struct adapt_layer *l = dl->l;
     int in = (int)adapt_layer_in_numel(l, 0), out = l->out_dim[0];
     const float one = 1.0f, zero = 0.0f;
+    if (dl->half) return linear_half_forward(d, dl, x, y, n);
     /* y (n x out, row-major) = x (n x in) W^T: column-major y^T (out x n) = W (in x out)^T x^T */
     BLAS(cublasSgemm(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, d->puse[dl->pidx[0]], in,
                      x, in, &zero, y, out),
@@ -378,6 +543,7 @@ enum adapt_status linear_backward(struct adapt_cuda_net *d, struct dlayer *dl, c
     const struct adapt_layer *l = dl->l;
     int in = (int)adapt_layer_in_numel(l, 0), out = l->out_dim[0];
     const float one = 1.0f, zero = 0.0f;
+    if (dl->half) return linear_half_backward(d, dl, x, dy, dx, acc, n);
     /* dW (out x in) += dy^T x: column-major dW^T (in x out) += x^T (in x n) dy (n x out) */
     BLAS(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &one,
                      d->pgrad[dl->pidx[0]], in),
@@ -630,6 +796,8 @@ extern "C" void adapt_cuda_net_free(struct adapt_cuda_net *d)
     if (d->h_hist) cudaFreeHost(d->h_hist);
     if (d->d_keys) cudaFree(d->d_keys);
     if (d->h_keys) cudaFreeHost(d->h_keys);
+    if (d->hws) cudaFree(d->hws);
+    if (d->fws) cudaFree(d->fws);
     free(d->pval);
     free(d->pgrad);
     free(d->pbuf);
@@ -1098,6 +1266,41 @@ extern "C" enum adapt_status adapt_cuda_net_scale_grads(struct adapt_cuda_net *d
 extern "C" void adapt_cuda_net_loss_scale(struct adapt_cuda_net *d, double scale)
 {
     d->loss_scale = (float)scale;
+}
+
+static_assert((int)ADAPT_CUDA_FP16 == (int)ACU_FP16 && (int)ADAPT_CUDA_BF16 == (int)ACU_BF16 &&
+                  (int)ADAPT_CUDA_FLOAT == (int)ACU_FLOAT,
+              "one numbering of the half types");
+
+extern "C" enum adapt_status adapt_cuda_net_half(struct adapt_cuda_net *d, int node,
+                                                 enum adapt_cuda_half type)
+{
+    ADAPT_ASSERT(node >= 0 && node < d->net->nnodes);
+    struct dlayer *dl = &d->L[node];
+    if (type != ADAPT_CUDA_FLOAT && dl->kind != K_CONV && dl->kind != K_LINEAR)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: only conv2d and linear layers compute in half precision",
+                           dl->l->name);
+    if (type != ADAPT_CUDA_FLOAT) {
+        size_t hbytes, floats;
+        half_needs(dl->l, dl->kind, d->n_max, &hbytes, &floats);
+        if (hbytes > d->hws_bytes || floats * sizeof(float) > d->fws_bytes)
+            CU(cudaStreamSynchronize(d->s), "step"); /* the queued work may read the old ones */
+        if (hbytes > d->hws_bytes) {
+            if (d->hws) cudaFree(d->hws);
+            d->hws = NULL, d->hws_bytes = 0;
+            CU(cudaMalloc(&d->hws, hbytes), "half-precision copies");
+            d->hws_bytes = hbytes;
+        }
+        if (floats * sizeof(float) > d->fws_bytes) {
+            if (d->fws) cudaFree(d->fws);
+            d->fws = NULL, d->fws_bytes = 0;
+            CU(cudaMalloc(&d->fws, floats * sizeof(float)), "half-precision scratch");
+            d->fws_bytes = floats * sizeof(float);
+        }
+    }
+    dl->half = (int)type;
+    return ADAPT_OK;
 }
 
 extern "C" enum adapt_status adapt_cuda_net_scale_acc(struct adapt_cuda_net *d, float *g,
