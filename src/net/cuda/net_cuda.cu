@@ -330,26 +330,43 @@ struct half_bufs half_carve(struct adapt_cuda_net *d, const struct adapt_layer *
                       CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),                   \
          what)
 
+/* A half-precision convolution's shapes, with its weights and its batch's lowered input
+ * already in the half copies (both directions start so). */
+struct half_conv {
+    int g, cin, cout, P, cog, K, nP;
+    struct half_bufs h;
+    cudaDataType_t ht;
+};
+
+struct half_conv half_conv_start(struct adapt_cuda_net *d, struct dlayer *dl, const float *x, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    struct half_conv c;
+    c.g = conv_groups(l), c.cin = l->in_dim[0][0], c.cout = l->out_dim[0];
+    c.P = l->out_dim[1] * l->out_dim[2];
+    c.cog = c.cout / c.g, c.K = c.cin / c.g * l->k * l->k, c.nP = n * c.P;
+    c.h = half_carve(d, l, n);
+    c.ht = half_type(dl->half);
+    acu_swap(d->puse[dl->pidx[0]], c.h.w, dl->half, l->param[0].value.numel, 1, 1, d->s);
+    acu_im2col_half(x, c.h.x, dl->half, n, c.cin, l->in_dim[0][1], l->in_dim[0][2], l->k,
+                    l->stride, l->pad, conv_dil(l), l->out_dim[1], l->out_dim[2], d->s);
+    return c;
+}
+
 enum adapt_status conv_half_forward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
                                     float *y, int n)
 {
     const struct adapt_layer *l = dl->l;
-    int g = conv_groups(l), cin = l->in_dim[0][0], cout = l->out_dim[0];
-    int P = l->out_dim[1] * l->out_dim[2];
-    int cig = cin / g, cog = cout / g, K = cig * l->k * l->k, nP = n * P;
-    struct half_bufs h = half_carve(d, l, n);
-    cudaDataType_t ht = half_type(dl->half);
+    struct half_conv c = half_conv_start(d, dl, x, n);
+    cudaDataType_t ht = c.ht;
     const float one = 1.0f, zero = 0.0f;
-    acu_swap(d->puse[dl->pidx[0]], h.w, dl->half, l->param[0].value.numel, 1, 1, d->s);
-    acu_im2col_half(x, h.x, dl->half, n, cin, l->in_dim[0][1], l->in_dim[0][2], l->k, l->stride,
-                    l->pad, conv_dil(l), l->out_dim[1], l->out_dim[2], d->s);
     /* Y_g (cog x nP) = W_g (cog x K) col_g (K x nP): column-major Y_g^T = col_g^T W_g^T */
-    for (int gi = 0; gi < g; gi++)
-        GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_N, nP, cog, K, hat(h.x, (size_t)gi * K * nP),
-                nP, hat(h.w, (size_t)gi * cog * K), K, &zero,
-                d->fws + (size_t)gi * cog * nP, nP, "conv forward (half)");
-    acu_swap(d->fws, y, ACU_FLOAT, cout, n, (size_t)l->out_dim[1] * l->out_dim[2], d->s);
-    if (has_bias(l)) acu_bias_add(y, d->puse[dl->pidx[1]], n, cout, P, d->s);
+    for (int gi = 0; gi < c.g; gi++)
+        GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_N, c.nP, c.cog, c.K, hat(c.h.x, (size_t)gi * c.K * c.nP),
+                c.nP, hat(c.h.w, (size_t)gi * c.cog * c.K), c.K, &zero,
+                d->fws + (size_t)gi * c.cog * c.nP, c.nP, "conv forward (half)");
+    acu_swap(d->fws, y, ACU_FLOAT, c.cout, n, c.P, d->s); /* (cout, n P) -> (n, cout, P) */
+    if (has_bias(l)) acu_bias_add(y, d->puse[dl->pidx[1]], n, c.cout, c.P, d->s);
     return ADAPT_OK;
 }
 
@@ -357,75 +374,31 @@ enum adapt_status conv_half_backward(struct adapt_cuda_net *d, struct dlayer *dl
                                      const float *dy, float *dx, int acc, int n)
 {
     const struct adapt_layer *l = dl->l;
-    int g = conv_groups(l), cin = l->in_dim[0][0], cout = l->out_dim[0];
-    int P = l->out_dim[1] * l->out_dim[2];
-    int cig = cin / g, cog = cout / g, K = cig * l->k * l->k, nP = n * P;
-    struct half_bufs h = half_carve(d, l, n);
-    cudaDataType_t ht = half_type(dl->half);
+    struct half_conv c = half_conv_start(d, dl, x, n);
+    cudaDataType_t ht = c.ht;
     const float one = 1.0f, zero = 0.0f;
     float *dw = d->pgrad[dl->pidx[0]];
-    acu_swap(d->puse[dl->pidx[0]], h.w, dl->half, l->param[0].value.numel, 1, 1, d->s);
-    acu_swap(dy, h.dy, dl->half, n, cout, P, d->s); /* (n, cout, P) -> (cout, n P) */
-    acu_im2col_half(x, h.x, dl->half, n, cin, l->in_dim[0][1], l->in_dim[0][2], l->k, l->stride,
-                    l->pad, conv_dil(l), l->out_dim[1], l->out_dim[2], d->s);
-    for (int gi = 0; gi < g; gi++) {
-        const void *colg = hat(h.x, (size_t)gi * K * nP);
-        const void *dyg = hat(h.dy, (size_t)gi * cog * nP);
+    acu_swap(dy, c.h.dy, dl->half, n, c.cout, c.P, d->s); /* (n, cout, P) -> (cout, n P) */
+    for (int gi = 0; gi < c.g; gi++) {
+        const void *colg = hat(c.h.x, (size_t)gi * c.K * c.nP);
+        const void *dyg = hat(c.h.dy, (size_t)gi * c.cog * c.nP);
         /* dW_g (cog x K) += dY_g (cog x nP) col_g^T: column-major dW_g^T += col_g^T^T dY_g^T */
-        GEMM_EX(CUBLAS_OP_T, CUBLAS_OP_N, K, cog, nP, colg, nP, dyg, nP, &one,
-                dw + (size_t)gi * cog * K, K, "conv weight gradient (half)");
+        GEMM_EX(CUBLAS_OP_T, CUBLAS_OP_N, c.K, c.cog, c.nP, colg, c.nP, dyg, c.nP, &one,
+                dw + (size_t)gi * c.cog * c.K, c.K, "conv weight gradient (half)");
         /* dcol_g (K x nP) = W_g^T dY_g: column-major dcol_g^T = dY_g^T W_g */
         if (dx)
-            GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_T, nP, K, cog, dyg, nP,
-                    hat(h.w, (size_t)gi * cog * K), K, &zero,
-                    d->fws + (size_t)gi * K * nP, nP, "conv data gradient (half)");
+            GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_T, c.nP, c.K, c.cog, dyg, c.nP,
+                    hat(c.h.w, (size_t)gi * c.cog * c.K), c.K, &zero,
+                    d->fws + (size_t)gi * c.K * c.nP, c.nP, "conv data gradient (half)");
     }
     if (dx) {
         if (!acc) acu_zero(dx, adapt_layer_in_numel(l, 0) * (size_t)n, d->s);
-        acu_col2im_batch(d->fws, dx, n, cin, l->in_dim[0][1], l->in_dim[0][2], l->k, l->stride,
+        acu_col2im_batch(d->fws, dx, n, c.cin, l->in_dim[0][1], l->in_dim[0][2], l->k, l->stride,
                          l->pad, conv_dil(l), l->out_dim[1], l->out_dim[2], d->s);
     }
-    if (has_bias(l)) acu_bias_grad(dy, d->pgrad[dl->pidx[1]], n, cout, P, d->s);
+    if (has_bias(l)) acu_bias_grad(dy, d->pgrad[dl->pidx[1]], n, c.cout, c.P, d->s);
     return ADAPT_OK;
 }
-
-enum adapt_status linear_half_forward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
-                                      float *y, int n)
-{
-    const struct adapt_layer *l = dl->l;
-    int in = (int)adapt_layer_in_numel(l, 0), out = l->out_dim[0];
-    struct half_bufs h = half_carve(d, l, n);
-    cudaDataType_t ht = half_type(dl->half);
-    const float one = 1.0f, zero = 0.0f;
-    acu_swap(d->puse[dl->pidx[0]], h.w, dl->half, (size_t)out * in, 1, 1, d->s);
-    acu_swap(x, h.x, dl->half, (size_t)n * in, 1, 1, d->s);
-    GEMM_EX(CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, h.w, in, h.x, in, &zero, y, out,
-            "linear forward (half)");
-    if (has_bias(l)) acu_bias_add(y, d->puse[dl->pidx[1]], n, out, 1, d->s);
-    return ADAPT_OK;
-}
-
-enum adapt_status linear_half_backward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
-                                       const float *dy, float *dx, int acc, int n)
-{
-    const struct adapt_layer *l = dl->l;
-    int in = (int)adapt_layer_in_numel(l, 0), out = l->out_dim[0];
-    struct half_bufs h = half_carve(d, l, n);
-    cudaDataType_t ht = half_type(dl->half);
-    const float one = 1.0f, zero = 0.0f;
-    acu_swap(d->puse[dl->pidx[0]], h.w, dl->half, (size_t)out * in, 1, 1, d->s);
-    acu_swap(x, h.x, dl->half, (size_t)n * in, 1, 1, d->s);
-    acu_swap(dy, h.dy, dl->half, (size_t)n * out, 1, 1, d->s);
-    GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, h.x, in, h.dy, out, &one, d->pgrad[dl->pidx[0]],
-            in, "linear weight gradient (half)");
-    if (dx)
-        GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, h.w, in, h.dy, out, acc ? &one : &zero, dx, in,
-                "linear data gradient (half)");
-    if (has_bias(l)) acu_bias_grad(dy, d->pgrad[dl->pidx[1]], n, out, 1, d->s);
-    return ADAPT_OK;
-}
-
-#undef GEMM_EX
 
 enum adapt_status conv_forward(struct adapt_cuda_net *d, struct dlayer *dl, const float *x,
                                float *y, int n)
@@ -528,11 +501,19 @@ enum adapt_status linear_forward(struct adapt_cuda_net *d, struct dlayer *dl, co
     const struct adapt_layer *l = dl->l;
     int in = (int)adapt_layer_in_numel(l, 0), out = l->out_dim[0];
     const float one = 1.0f, zero = 0.0f;
-    if (dl->half) return linear_half_forward(d, dl, x, y, n);
     /* y (n x out, row-major) = x (n x in) W^T: column-major y^T (out x n) = W (in x out)^T x^T */
-    BLAS(cublasSgemm(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, d->puse[dl->pidx[0]], in,
-                     x, in, &zero, y, out),
-         "linear forward sgemm");
+    if (dl->half) {
+        struct half_bufs h = half_carve(d, l, n);
+        cudaDataType_t ht = half_type(dl->half);
+        acu_swap(d->puse[dl->pidx[0]], h.w, dl->half, (size_t)out * in, 1, 1, d->s);
+        acu_swap(x, h.x, dl->half, (size_t)n * in, 1, 1, d->s);
+        GEMM_EX(CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, h.w, in, h.x, in, &zero, y, out,
+                "linear forward (half)");
+    } else {
+        BLAS(cublasSgemm(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one,
+                         d->puse[dl->pidx[0]], in, x, in, &zero, y, out),
+             "linear forward sgemm");
+    }
     if (has_bias(l)) acu_bias_add(y, d->puse[dl->pidx[1]], n, out, 1, d->s);
     return ADAPT_OK;
 }
@@ -543,18 +524,34 @@ enum adapt_status linear_backward(struct adapt_cuda_net *d, struct dlayer *dl, c
     const struct adapt_layer *l = dl->l;
     int in = (int)adapt_layer_in_numel(l, 0), out = l->out_dim[0];
     const float one = 1.0f, zero = 0.0f;
-    if (dl->half) return linear_half_backward(d, dl, x, dy, dx, acc, n);
-    /* dW (out x in) += dy^T x: column-major dW^T (in x out) += x^T (in x n) dy (n x out) */
-    BLAS(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &one,
-                     d->pgrad[dl->pidx[0]], in),
-         "linear weight-gradient sgemm");
-    if (dx) /* dx (n x in) = dy W: column-major dx^T (in x n) = W^T-as-(in x out) dy^T (out x n) */
-        BLAS(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, d->puse[dl->pidx[0]],
-                         in, dy, out, acc ? &one : &zero, dx, in),
-             "linear data-gradient sgemm");
+    float *dw = d->pgrad[dl->pidx[0]];
+    /* dW (out x in) += dy^T x: column-major dW^T (in x out) += x^T (in x n) dy (n x out);
+     * dx (n x in) = dy W: column-major dx^T (in x n) = W^T-as-(in x out) dy^T (out x n) */
+    if (dl->half) {
+        struct half_bufs h = half_carve(d, l, n);
+        cudaDataType_t ht = half_type(dl->half);
+        acu_swap(d->puse[dl->pidx[0]], h.w, dl->half, (size_t)out * in, 1, 1, d->s);
+        acu_swap(x, h.x, dl->half, (size_t)n * in, 1, 1, d->s);
+        acu_swap(dy, h.dy, dl->half, (size_t)n * out, 1, 1, d->s);
+        GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, h.x, in, h.dy, out, &one, dw, in,
+                "linear weight gradient (half)");
+        if (dx)
+            GEMM_EX(CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, h.w, in, h.dy, out, acc ? &one : &zero,
+                    dx, in, "linear data gradient (half)");
+    } else {
+        BLAS(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out,
+                         &one, dw, in),
+             "linear weight-gradient sgemm");
+        if (dx)
+            BLAS(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one,
+                             d->puse[dl->pidx[0]], in, dy, out, acc ? &one : &zero, dx, in),
+                 "linear data-gradient sgemm");
+    }
     if (has_bias(l)) acu_bias_grad(dy, d->pgrad[dl->pidx[1]], n, out, 1, d->s);
     return ADAPT_OK;
 }
+
+#undef GEMM_EX
 
 uint64_t dropout_stream(const struct adapt_layer *l, int64_t iter)
 {
