@@ -461,6 +461,7 @@ enum adapt_status adapt_policy_comp_apply(struct adapt_policy *p, const char *pl
                                           cfg->quantization.rounding, p->seed)))
         goto free_arrays;
     adapt_policy_apply_output_rules(p, 0);
+    if (c->scaled) adapt_precision_half_backward(p->prec); /* as AMP's units */
     for (int u = 0; u < net->nunits; u++) {
         if (digit[u] == c->sp.k) adapt_precision_set_float(p->prec, u);
         else adapt_precision_set(p->prec, u, &c->fmt[digit[u]]);
