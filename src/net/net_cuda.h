@@ -141,9 +141,12 @@ void adapt_cuda_net_use(struct adapt_cuda_net *d, int p, const float *use);
  * order the device's); waits. */
 enum adapt_status adapt_cuda_net_sums(struct adapt_cuda_net *d, float *const *x, const size_t *n,
                                       int k, double *out);
-/* g *= scale (when scale != 1), then acc += g when acc is not NULL. */
-enum adapt_status adapt_cuda_net_scale_acc(struct adapt_cuda_net *d, float *g, float *acc,
-                                           size_t count, float scale);
+/* For each of the k tensors g[i] (n[i] floats): g[i] *= (float)(1 / sqrt(sum of g[i]^2)) when
+ * that sum is positive (in double, on the device: nothing waits), then acc[i] += g[i] when
+ * acc[i] is not NULL; AdaPT's per-tensor normalisation and accumulation, the CPU's
+ * arithmetic. */
+enum adapt_status adapt_cuda_net_normalize_acc(struct adapt_cuda_net *d, float *const *g,
+                                               float *const *acc, const size_t *n, int k);
 /* Device <-> host copies of count floats; they wait. */
 enum adapt_status adapt_cuda_net_get(struct adapt_cuda_net *d, const float *dev, float *host,
                                      size_t count);

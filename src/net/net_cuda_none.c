@@ -155,10 +155,10 @@ enum adapt_status adapt_cuda_net_sums(struct adapt_cuda_net *d, float *const *x,
     NO_CUDA;
 }
 
-enum adapt_status adapt_cuda_net_scale_acc(struct adapt_cuda_net *d, float *g, float *acc,
-                                           size_t count, float scale)
+enum adapt_status adapt_cuda_net_normalize_acc(struct adapt_cuda_net *d, float *const *g,
+                                               float *const *acc, const size_t *n, int k)
 {
-    (void)d, (void)g, (void)acc, (void)count, (void)scale;
+    (void)d, (void)g, (void)acc, (void)n, (void)k;
     NO_CUDA;
 }
 

@@ -27,11 +27,11 @@ struct adapt_state {
     struct adapt_arena arena;
     double *gg; /* (nunits) ||G||^2 after the last step */
     /* run.device = cuda: G and the push-down scratch on the engine; the trainable parameters'
-     * gradient arrays there, their sizes and units (-1: none), the units' weight sizes, and
+     * gradient arrays there, their sizes and accumulators, the units' weight sizes, and
      * room for the sums of either list */
     float **dG, *d_scratch;
-    int ntrain, *tunit;
-    float **tg;
+    int ntrain;
+    float **tg, **tacc; /* tacc: the unit's G for a unit's weights, else NULL */
     size_t *tn, *gn;
     double *sums;
 };
@@ -251,20 +251,13 @@ static void observe_units(struct adapt_policy *p, double loss)
     p->strategy = a->strat.st;
 }
 
-/* adapt_observe on the GPU engine: two reductions come back (the gradients' and G's sums of
- * squares); the scaling and G += g run there. */
+/* adapt_observe on the GPU engine: the per-tensor normalisation and G += g run there, from
+ * norms that stay there; only G's sums of squares come back (one wait). */
 static void observe_dev(struct adapt_policy *p)
 {
     struct adapt_state *a = p->state;
     const int nu = p->prec->nunits;
-    enum adapt_status st = adapt_cuda_net_sums(p->dev, a->tg, a->tn, a->ntrain, a->sums);
-    for (int i = 0; !st && i < a->ntrain; i++) {
-        double sq = a->sums[2 * i];
-        int u = a->tunit[i];
-        if (u < 0 && !(sq > 0.0)) continue;
-        float inv = sq > 0.0 ? (float)(1.0 / sqrt(sq)) : 1.0f;
-        st = adapt_cuda_net_scale_acc(p->dev, a->tg[i], u >= 0 ? a->dG[u] : NULL, a->tn[i], inv);
-    }
+    enum adapt_status st = adapt_cuda_net_normalize_acc(p->dev, a->tg, a->tacc, a->tn, a->ntrain);
     if (!st) st = adapt_cuda_net_sums(p->dev, a->dG, a->gn, nu, a->sums);
     for (int u = 0; !st && u < nu; u++) a->gg[u] = a->sums[2 * u];
     if (st && !p->dev_st) p->dev_st = st;
@@ -506,7 +499,7 @@ static void adapt_destroy(struct adapt_policy *p)
     free(a->slots);
     free(a->gg);
     free(a->dG); /* the arrays are the engine's */
-    free(a->tunit);
+    free(a->tacc);
     free(a->tg);
     free(a->tn);
     free(a->gn);
@@ -528,14 +521,14 @@ static enum adapt_status adapt_cuda(struct adapt_policy *p, int to_device)
         return st;
     }
     size_t wmax = 0, most = (size_t)(net->nparam > nu ? net->nparam : nu);
-    free(a->dG), free(a->gn), free(a->tunit), free(a->tg), free(a->tn), free(a->sums);
+    free(a->dG), free(a->gn), free(a->tacc), free(a->tg), free(a->tn), free(a->sums);
     a->dG = calloc((size_t)nu + 1, sizeof *a->dG);
     a->gn = calloc((size_t)nu + 1, sizeof *a->gn);
-    a->tunit = calloc((size_t)net->nparam + 1, sizeof *a->tunit);
+    a->tacc = calloc((size_t)net->nparam + 1, sizeof *a->tacc);
     a->tg = calloc((size_t)net->nparam + 1, sizeof *a->tg);
     a->tn = calloc((size_t)net->nparam + 1, sizeof *a->tn);
     a->sums = calloc(2 * most + 2, sizeof *a->sums);
-    if (!a->dG || !a->gn || !a->tunit || !a->tg || !a->tn || !a->sums)
+    if (!a->dG || !a->gn || !a->tacc || !a->tg || !a->tn || !a->sums)
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy's device tables");
     for (int u = 0; u < nu && !st; u++) {
         size_t w = a->gn[u] = p->prec->u[u].layer->param[0].value.numel;
@@ -547,7 +540,8 @@ static enum adapt_status adapt_cuda(struct adapt_policy *p, int to_device)
     a->ntrain = 0;
     for (int k = 0; k < net->nparam && !st; k++) {
         if (net->param[k]->role == ADAPT_PARAM_BUFFER) continue;
-        a->tunit[a->ntrain] = unit_of_param(p, net->param[k]);
+        int u = unit_of_param(p, net->param[k]);
+        a->tacc[a->ntrain] = u >= 0 ? a->dG[u] : NULL;
         a->tg[a->ntrain] = adapt_cuda_net_param(p->dev, k, ADAPT_CUDA_GRAD);
         a->tn[a->ntrain++] = net->param[k]->grad.numel;
     }

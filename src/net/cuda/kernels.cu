@@ -1343,15 +1343,18 @@ extern "C" void acu_sumsq(const float *x, size_t count, double *out, cudaStream_
 namespace
 {
 
-struct scale_acc_op { /* g *= scale; acc += g */
+struct scale_acc_op { /* g *= scale (or 1 / sqrt(*sumsq) when sumsq is given); acc += g */
     float *g, *acc;
     float scale;
+    const double *sumsq;
     template <int V> __device__ __forceinline__ void run(size_t i) const
     {
+        /* the CPU's (float)(1.0 / sqrt(s)) for s > 0, else 1: IEEE double division and root */
+        const float sc = sumsq ? (*sumsq > 0.0 ? (float)(1.0 / sqrt(*sumsq)) : 1.0f) : scale;
         fvec<V> gv = ld<V>(g + i);
-        if (scale != 1.0f) {
+        if (sc != 1.0f) {
 #pragma unroll
-            for (int l = 0; l < V; l++) gv.v[l] = __fmul_rn(gv.v[l], scale);
+            for (int l = 0; l < V; l++) gv.v[l] = __fmul_rn(gv.v[l], sc);
             st<V>(g + i, gv);
         }
         if (acc) {
@@ -1486,7 +1489,14 @@ __global__ void hist_kernel(const float *x, size_t n, double lo, double hi, int 
 extern "C" void acu_scale_acc(float *g, float *acc, size_t count, float scale, cudaStream_t s)
 {
     if (scale == 1.0f && !acc) return;
-    scale_acc_op op = {g, acc, scale};
+    scale_acc_op op = {g, acc, scale, NULL};
+    launch_map(op, count, aligned16(g) && (!acc || aligned16(acc)), s);
+}
+
+extern "C" void acu_normalize_acc(float *g, float *acc, size_t count, const double *sumsq,
+                                  cudaStream_t s)
+{
+    scale_acc_op op = {g, acc, 1.0f, sumsq};
     launch_map(op, count, aligned16(g) && (!acc || aligned16(acc)), s);
 }
 

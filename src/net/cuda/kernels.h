@@ -137,6 +137,9 @@ void acu_sumsq(const float *x, size_t count, double *out, cudaStream_t s);
  * explicitly rounded float operations (no contraction) so the values are the CPU loops':
  * g *= scale (scale != 1), then acc += g when acc is not NULL. */
 void acu_scale_acc(float *g, float *acc, size_t count, float scale, cudaStream_t s);
+/* The same with scale = (float)(1 / sqrt(sumsq[0])) when sumsq[0] > 0, else 1, read on the
+ * device (AdaPT's per-tensor normalisation without a wait for the norm). */
+void acu_normalize_acc(float *g, float *acc, size_t count, const double *sumsq, cudaStream_t s);
 /* adapt_sgd_prepare: g = g * scale, then g += l1 * sign(w) when l1 != 0 (w: the master or the
  * copy in use). */
 void acu_sgd_prepare(float *g, const float *w, size_t count, float scale, float l1, cudaStream_t s);

@@ -1300,11 +1300,19 @@ extern "C" enum adapt_status adapt_cuda_net_half(struct adapt_cuda_net *d, int n
     return ADAPT_OK;
 }
 
-extern "C" enum adapt_status adapt_cuda_net_scale_acc(struct adapt_cuda_net *d, float *g,
-                                                      float *acc, size_t count, float scale)
+extern "C" enum adapt_status adapt_cuda_net_normalize_acc(struct adapt_cuda_net *d,
+                                                          float *const *g, float *const *acc,
+                                                          const size_t *n, int k)
 {
-    acu_scale_acc(g, acc, count, scale, d->s);
-    CU(cudaGetLastError(), "scale launch");
+    if (k <= 0) return ADAPT_OK;
+    enum adapt_status st = room(d, (void **)&d->d_sums, (void **)&d->h_sums, &d->nsums, k,
+                                2 * sizeof(double), "sums");
+    if (st != ADAPT_OK) return st;
+    for (int i = 0; i < k; i++) {
+        acu_sumsq(g[i], n[i], d->d_sums + 2 * i, d->s);
+        acu_normalize_acc(g[i], acc[i], n[i], d->d_sums + 2 * i, d->s);
+    }
+    CU(cudaGetLastError(), "normalisation launch");
     return ADAPT_OK;
 }
 
