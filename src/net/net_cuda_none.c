@@ -122,6 +122,12 @@ enum adapt_status adapt_cuda_net_take_counters(struct adapt_cuda_net *d, uint64_
     NO_CUDA;
 }
 
+enum adapt_status adapt_cuda_net_zero_counter(struct adapt_cuda_net *d, int slot)
+{
+    (void)d, (void)slot;
+    NO_CUDA;
+}
+
 enum adapt_status adapt_cuda_net_round(struct adapt_cuda_net *d, const struct quant_spec *s,
                                        const float *x, float *y, size_t rows, size_t cols,
                                        struct quant_key key, int slot)

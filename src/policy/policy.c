@@ -86,6 +86,7 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
     s->sat = s->flush = -1;
     s->act_sat = NAN;
     if (!p->prec) return;
+    adapt_precision_sync(p->prec); /* a failure is kept in the precision state's dev_st */
     const struct adapt_unit_prec *up = &p->prec->u[u];
     s->sparsity = up->sparsity;
     s->sat = (int64_t)up->sat;

@@ -423,6 +423,7 @@ enum adapt_status adapt_precision_round_attached(struct adapt_precision *p)
 void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_spec *spec)
 {
     ADAPT_ASSERT(u >= 0 && u < p->nunits);
+    adapt_precision_sync(p); /* the counts pending are of the formats before */
     p->u[u].spec = *spec;
     p->u[u].spec.rounding = p->rounding;
     p->u[u].active = 1;
@@ -431,6 +432,7 @@ void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_sp
 void adapt_precision_set_float(struct adapt_precision *p, int u)
 {
     ADAPT_ASSERT(u >= 0 && u < p->nunits);
+    adapt_precision_sync(p); /* the counts pending are of the formats before */
     p->u[u].active = 0;
 }
 
@@ -449,6 +451,7 @@ void adapt_precision_keep_logits_float(struct adapt_precision *p)
 double adapt_precision_take_act_sat(struct adapt_precision *p, int u)
 {
     ADAPT_ASSERT(u >= 0 && u < p->nunits);
+    adapt_precision_sync(p);
     struct adapt_unit_prec *up = &p->u[u];
     double f = up->out_n ? (double)up->out_sat / (double)up->out_n : NAN;
     up->out_sat = up->out_n = 0;
@@ -500,12 +503,14 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
         struct quant_stats st = {0, 0, 0};
         const struct adapt_param *w = &l->param[0];
         float *wq = p->dev ? u->d_wq : u->wq;
+        /* on a device the slot holds the last rounding's counts until they are taken */
+        if (p->dev && (s = adapt_cuda_net_zero_counter(p->dev, SLOT_WEIGHT(k)))) break;
         s = round_rows(p, &u->spec, param_value(p, u->param[0]), wq, (size_t)w->value.dim[0],
                        w->value.numel / (size_t)w->value.dim[0], key_of(p, Q_WEIGHT, k, step),
                        SLOT_WEIGHT(k), &st);
         if (s) break;
         use_param(p, u->param[0], wq);
-        if (!p->dev) { /* on a device: from its counters (adapt_precision_sync) */
+        if (!p->dev) { /* on a device: from its counters, when read (adapt_precision_sync) */
             u->sparsity = (double)st.zeros / (double)w->value.numel;
             u->sat = st.saturated;
             u->flush = st.flushed;
@@ -530,7 +535,7 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
                        key_of(p, Q_ATTACHED, k, step), -1, NULL);
         if (!s) use_param(p, k, copy);
     }
-    if (!s && p->dev) s = adapt_precision_sync(p);
+    if (!s && p->dev) p->counts_pending = 1;
     return note(p, s);
 }
 
@@ -563,7 +568,8 @@ enum adapt_status adapt_precision_quantize_grads(struct adapt_precision *p, long
 
 enum adapt_status adapt_precision_sync(struct adapt_precision *p)
 {
-    if (!p->dev) return ADAPT_OK;
+    if (!p->dev || !p->counts_pending) return ADAPT_OK;
+    p->counts_pending = 0;
     uint64_t *c = p->dev_counts;
     memset(c, 0, 3 * 2 * (size_t)p->nunits * sizeof *c);
     enum adapt_status st = adapt_cuda_net_take_counters(p->dev, c);
@@ -583,8 +589,9 @@ enum adapt_status adapt_precision_sync(struct adapt_precision *p)
 enum adapt_status adapt_precision_use_cuda(struct adapt_precision *p, struct adapt_cuda_net *d)
 {
     if (!d) {
+        enum adapt_status st = adapt_precision_sync(p); /* the counts of the engine left */
         p->dev = NULL;
-        return ADAPT_OK;
+        return st;
     }
     const struct adapt_net *net = p->net;
     if (!p->dev_counts &&

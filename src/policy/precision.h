@@ -103,6 +103,7 @@ struct adapt_precision {
     struct adapt_cuda_net *dev;
     float **d_acopy;
     uint64_t *dev_counts; /* (3 * 2 * nunits) the engine's rounding counts, read at each sync */
+    int counts_pending;   /* the engine holds counts not yet taken (adapt_precision_sync) */
     enum adapt_status dev_st;
     struct adapt_arena arena;
 };
@@ -158,11 +159,14 @@ enum adapt_status adapt_precision_quantize_grads(struct adapt_precision *p, long
 /* run.device = cuda: from now on the copies, the roundings and the hooks live on the GPU
  * engine d (src/net/net_cuda.h), with the same random bits as on the host: device copies
  * are allocated there (the engine owns them; it must outlive this state, or detach it with
- * d = NULL) and the engine's hooks installed. Unit states, the rounding counts included,
- * come back to the host at every refresh_weights (adapt_precision_sync). */
+ * d = NULL) and the engine's hooks installed. The rounding counts of the unit states
+ * (sparsity, saturation) stay on the engine until they are read: adapt_precision_sync takes
+ * them (adapt_policy_unit_state, take_act_sat, a change of format and detaching call it), so
+ * a step that nobody reports does not wait for them. */
 enum adapt_status adapt_precision_use_cuda(struct adapt_precision *p, struct adapt_cuda_net *d);
-/* Waits for the engine and adds its rounding counts to the unit states (sparsity and
- * saturation of the last weight rounding, saturated outputs); nothing without an engine. */
+/* When the engine holds counts not yet taken: waits for it and adds them to the unit states
+ * (sparsity and saturation of the last weight rounding, saturated outputs); nothing
+ * otherwise, or without an engine. */
 enum adapt_status adapt_precision_sync(struct adapt_precision *p);
 
 #endif

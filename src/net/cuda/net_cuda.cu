@@ -1130,6 +1130,15 @@ extern "C" enum adapt_status adapt_cuda_net_take_counters(struct adapt_cuda_net 
     return ADAPT_OK;
 }
 
+extern "C" enum adapt_status adapt_cuda_net_zero_counter(struct adapt_cuda_net *d, int slot)
+{
+    if (slot < 0 || slot >= d->ncounters)
+        return ADAPT_ERROR(ADAPT_EINVAL, "counter slot %d of %d", slot, d->ncounters);
+    CU(cudaMemsetAsync(d->counters + 3 * (size_t)slot, 0, 3 * sizeof *d->counters, d->s),
+       "memset");
+    return ADAPT_OK;
+}
+
 extern "C" enum adapt_status adapt_cuda_net_round(struct adapt_cuda_net *d,
                                                   const struct quant_spec *s, const float *x,
                                                   float *y, size_t rows, size_t cols,
