@@ -15,10 +15,13 @@ libnet_a_SOURCES = \
 
 # the GPU engine (src/net/net_cuda.h): cuDNN/cuBLAS and the engine's own kernels; a stub
 # without CUDA
-libnet_a_SOURCES += src/net/net_cuda.h src/net/cuda/kernels.h
+libnet_a_SOURCES += src/net/net_cuda.h src/net/cuda/kernels.h src/net/cuda/kernels_impl.cuh
+NET_CUDA_SOURCES = src/net/cuda/net_cuda.cu src/net/cuda/act.cu src/net/cuda/pool.cu \
+	src/net/cuda/batchnorm.cu src/net/cuda/conv.cu src/net/cuda/xent.cu src/net/cuda/optim.cu \
+	src/net/cuda/policy.cu
 if HAVE_CUDA
-libnet_a_SOURCES += src/net/cuda/net_cuda.cu src/net/cuda/kernels.cu
+libnet_a_SOURCES += $(NET_CUDA_SOURCES)
 else
 libnet_a_SOURCES += src/net/net_cuda_none.c
 endif
-EXTRA_DIST += src/net/cuda/net_cuda.cu src/net/cuda/kernels.cu src/net/net_cuda_none.c
+EXTRA_DIST += $(NET_CUDA_SOURCES) src/net/net_cuda_none.c

@@ -12,7 +12,7 @@
  * Convolutions: cuDNN (legacy API) with CUDNN_FMA_MATH, i.e. float32 multiply-adds and no
  * TF32, the algorithms chosen once at the batch capacity by cudnnFind* (as PyTorch's
  * cudnn.benchmark); the workspace is the largest any chosen algorithm asks for. Without cuDNN:
- * per sample im2col (src/net/cuda/kernels.cu) and a cuBLAS SGEMM per group, col2im for the
+ * per sample im2col (src/net/cuda/conv.cu) and a cuBLAS SGEMM per group, col2im for the
  * input gradient, as the CPU lowering in src/net/layers/conv2d.c. Linear layers: cuBLAS SGEMM
  * in CUBLAS_DEFAULT_MATH (float32). Everything else: src/net/cuda/kernels.h.
  */
@@ -326,7 +326,7 @@ struct half_bufs half_carve(struct adapt_cuda_net *d, const struct adapt_layer *
 }
 
 #define GEMM_EX(tA, tB, m, nn, k, A, lda, B, ldb, beta, C, ldc, what)                              \
-    BLAS(cublasGemmEx(d->blas, tA, tB, m, nn, k, &one, A, ht, lda, B, ht, ldb, beta, C,             \
+    BLAS(cublasGemmEx(d->blas, tA, tB, m, nn, k, &one, A, ht, lda, B, ht, ldb, beta, C,            \
                       CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),                   \
          what)
 

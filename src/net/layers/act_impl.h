@@ -1,6 +1,6 @@
 /* src/net/layers/act_impl.h: the tanh and GELU both engines compute, as ADAPT_HD inline
  * functions (src/base/hd.h): the CPU layer (act.c, in its vectorised loops) and the GPU engine
- * (src/net/cuda/kernels.cu) compile the same source. act.c's header gives the methods and their
+ * (src/net/cuda/act.cu) compile the same source. act.c's header gives the methods and their
  * error bounds. Branch-free (selects only), no libm call but fabsf and copysignf, so the loops
  * vectorise. C11 that is also valid C++ (it is included by nvcc).
  */

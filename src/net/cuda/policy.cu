@@ -1,0 +1,243 @@
+/* src/net/cuda/policy.cu: the precision policies' vector work and reductions
+ * (src/policy/precision.c, adapt.c, muppet.c, the AMP policy): sums of squares, scaling and
+ * accumulation, the saturating straight-through rule, histograms, gathers and the overflow
+ * check (launchers declared in src/net/cuda/kernels.h; kernels_impl.cuh says what they share). */
+
+#include "src/net/cuda/kernels_impl.cuh"
+
+namespace {
+
+/* ---------------------------------------------------------------- sum of squares */
+
+template <int V>
+__global__ void __launch_bounds__(kThreads) sumsq_kernel(const float *x, size_t n, double *out)
+{
+    const size_t t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t step = (size_t)gridDim.x * blockDim.x;
+    double sq = 0.0, ab = 0.0;
+    const size_t nv = n / V;
+    for (size_t q = t0; q < nv; q += step) {
+        const fvec<V> a = ld<V>(x + V * q);
+#pragma unroll
+        for (int l = 0; l < V; l++) {
+            const double v = a.v[l];
+            sq += v * v;
+            ab += fabs(v);
+        }
+    }
+    for (size_t i = V * nv + t0; i < n; i += step) {
+        const double v = x[i];
+        sq += v * v;
+        ab += fabs(v);
+    }
+    block_sum2<kThreads>(sq, ab);
+    if (threadIdx.x == 0) {
+        atomicAdd(&out[0], sq);
+        atomicAdd(&out[1], ab);
+    }
+}
+
+
+struct scale_acc_op { /* g *= scale (or 1 / sqrt(*sumsq) when sumsq is given); acc += g */
+    float *g, *acc;
+    float scale;
+    const double *sumsq;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        /* the CPU's (float)(1.0 / sqrt(s)) for s > 0, else 1: IEEE double division and root */
+        const float sc = sumsq ? (*sumsq > 0.0 ? (float)(1.0 / sqrt(*sumsq)) : 1.0f) : scale;
+        fvec<V> gv = ld<V>(g + i);
+        if (sc != 1.0f) {
+#pragma unroll
+            for (int l = 0; l < V; l++) gv.v[l] = __fmul_rn(gv.v[l], sc);
+            st<V>(g + i, gv);
+        }
+        if (acc) {
+            fvec<V> a = ld<V>(acc + i);
+#pragma unroll
+            for (int l = 0; l < V; l++) a.v[l] = __fadd_rn(a.v[l], gv.v[l]);
+            st<V>(acc + i, a);
+        }
+    }
+};
+
+struct ste_clip_op {
+    const float *y;
+    float *dy;
+    float lo, hi;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        const fvec<V> yv = ld<V>(y + i);
+        fvec<V> d = ld<V>(dy + i);
+#pragma unroll
+        for (int l = 0; l < V; l++)
+            if ((yv.v[l] >= hi && d.v[l] < 0.0f) || (yv.v[l] <= lo && d.v[l] > 0.0f)) d.v[l] = 0.0f;
+        st<V>(dy + i, d);
+    }
+};
+
+struct add_scaled_op { /* dst = x + a * w */
+    float *dst;
+    const float *x, *w;
+    float a;
+    template <int V> __device__ __forceinline__ void run(size_t i) const
+    {
+        const fvec<V> xv = ld<V>(x + i), wv = ld<V>(w + i);
+        fvec<V> y;
+#pragma unroll
+        for (int l = 0; l < V; l++) y.v[l] = __fadd_rn(xv.v[l], __fmul_rn(a, wv.v[l]));
+        st<V>(dst + i, y);
+    }
+};
+
+/* adapt_muppet_gd's two sums over ring (r slices of n): out[0] += sum_i sum_k g_k[i]^2,
+ * out[1] += sum_i (sum_k g_k[i])^2, in double */
+__global__ void __launch_bounds__(kThreads) gd_kernel(const float *ring, int r, size_t n,
+                                                      double *out)
+{
+    double sq = 0.0, ss = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        double sum = 0.0;
+        for (int k = 0; k < r; k++) {
+            const double v = ring[(size_t)k * n + i];
+            sq += v * v;
+            sum += v;
+        }
+        ss += sum * sum;
+    }
+    block_sum2<kThreads>(sq, ss);
+    if (threadIdx.x == 0) {
+        atomicAdd(&out[0], sq);
+        atomicAdd(&out[1], ss);
+    }
+}
+
+/* *flag = 1 when x holds an inf or NaN (every writer writes the same value) */
+__global__ void nonfinite_kernel(const float *x, size_t n, unsigned *flag)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        if (!isfinite(x[i])) {
+            *flag = 1u;
+            return;
+        }
+}
+
+__global__ void gather_kernel(const float *src, size_t stride, float *dst, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i * stride];
+}
+
+constexpr int kHistShared = 1024; /* bins counted in shared memory; more go to global atomics */
+
+__global__ void hist_kernel(const float *x, size_t n, double lo, double hi, int bins,
+                            unsigned long long *counts)
+{
+    __shared__ unsigned long long sh[kHistShared];
+    const bool local = bins <= kHistShared;
+    if (local)
+        for (int b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = 0ull;
+    __syncthreads();
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const double d = (double)x[i];
+        int b;
+        if (d != d) continue;
+        if (d < lo) {
+            b = 0;
+        } else if (d > hi) {
+            b = bins - 1;
+        } else {
+            const double f = floor(__ddiv_rn(__dmul_rn(__dsub_rn(d, lo), (double)bins),
+                                             __dsub_rn(hi, lo)));
+            b = f >= (double)bins ? bins - 1 : (int)f;
+        }
+        atomicAdd(local ? &sh[b] : &counts[b], 1ull);
+    }
+    __syncthreads();
+    if (local)
+        for (int b = threadIdx.x; b < bins; b += blockDim.x)
+            if (sh[b]) atomicAdd(&counts[b], sh[b]);
+}
+
+} // namespace
+
+extern "C" void acu_sumsq(const float *x, size_t count, double *out, cudaStream_t s)
+{
+    cudaMemsetAsync(out, 0, 2 * sizeof(double), s);
+    if (count == 0) return;
+    const bool vec = aligned16(x);
+    size_t b = ((vec ? count / 4 : count) + kThreads - 1) / kThreads;
+    if (b < 1) b = 1;
+    if (b > kSumsqBlocks) b = kSumsqBlocks;
+    if (vec)
+        sumsq_kernel<4><<<(unsigned)b, kThreads, 0, s>>>(x, count, out);
+    else
+        sumsq_kernel<1><<<(unsigned)b, kThreads, 0, s>>>(x, count, out);
+}
+
+
+extern "C" void acu_scale_acc(float *g, float *acc, size_t count, float scale, cudaStream_t s)
+{
+    if (scale == 1.0f && !acc) return;
+    scale_acc_op op = {g, acc, scale, NULL};
+    launch_map(op, count, aligned16(g) && (!acc || aligned16(acc)), s);
+}
+
+extern "C" void acu_normalize_acc(float *g, float *acc, size_t count, const double *sumsq,
+                                  cudaStream_t s)
+{
+    scale_acc_op op = {g, acc, 1.0f, sumsq};
+    launch_map(op, count, aligned16(g) && (!acc || aligned16(acc)), s);
+}
+
+extern "C" void acu_ste_clip(const float *y, float *dy, size_t count, float lo, float hi,
+                             cudaStream_t s)
+{
+    ste_clip_op op = {y, dy, lo, hi};
+    launch_map(op, count, aligned16(y) && aligned16(dy), s);
+}
+
+extern "C" void acu_gather(const float *src, size_t stride, float *dst, size_t count,
+                           cudaStream_t s)
+{
+    if (count == 0) return;
+    if (stride == 1) {
+        cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, s);
+        return;
+    }
+    gather_kernel<<<blocks_for(count), kThreads, 0, s>>>(src, stride, dst, count);
+}
+
+extern "C" void acu_hist(const float *x, size_t count, double lo, double hi, int bins,
+                         unsigned long long *counts, cudaStream_t s)
+{
+    cudaMemsetAsync(counts, 0, (size_t)bins * sizeof *counts, s);
+    if (count == 0 || bins < 1) return;
+    hist_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, count, lo, hi, bins, counts);
+}
+
+extern "C" void acu_add_scaled(float *dst, const float *x, const float *w, float a, size_t count,
+                               cudaStream_t s)
+{
+    add_scaled_op op = {dst, x, w, a};
+    launch_map(op, count, aligned16(dst) && aligned16(x) && aligned16(w), s);
+}
+
+extern "C" void acu_gd(const float *ring, int r, size_t n, double *out, cudaStream_t s)
+{
+    cudaMemsetAsync(out, 0, 2 * sizeof(double), s);
+    if (n == 0 || r < 1) return;
+    size_t b = (n + kThreads - 1) / kThreads;
+    if (b > kSumsqBlocks) b = kSumsqBlocks;
+    gd_kernel<<<(unsigned)b, kThreads, 0, s>>>(ring, r, n, out);
+}
+
+extern "C" void acu_nonfinite(const float *x, size_t count, unsigned *flag, cudaStream_t s)
+{
+    if (count == 0) return;
+    nonfinite_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, count, flag);
+}
