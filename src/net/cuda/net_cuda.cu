@@ -1139,6 +1139,26 @@ extern "C" enum adapt_status adapt_cuda_net_zero_counter(struct adapt_cuda_net *
     return ADAPT_OK;
 }
 
+namespace
+{
+
+/* A device scratch buffer of at least `want` bytes; grown (after the queued work that may
+ * read the old one) when *bytes is smaller. */
+enum adapt_status grow(struct adapt_cuda_net *d, void **buf, size_t *bytes, size_t want,
+                       const char *what)
+{
+    if (want <= *bytes) return ADAPT_OK;
+    CU(cudaStreamSynchronize(d->s), "step");
+    if (*buf) cudaFree(*buf);
+    *buf = NULL;
+    *bytes = 0;
+    CU(cudaMalloc(buf, want), what);
+    *bytes = want;
+    return ADAPT_OK;
+}
+
+} // namespace
+
 extern "C" enum adapt_status adapt_cuda_net_round(struct adapt_cuda_net *d,
                                                   const struct quant_spec *s, const float *x,
                                                   float *y, size_t rows, size_t cols,
@@ -1146,16 +1166,9 @@ extern "C" enum adapt_status adapt_cuda_net_round(struct adapt_cuda_net *d,
 {
     if (slot >= d->ncounters)
         return ADAPT_ERROR(ADAPT_EINVAL, "counter slot %d of %d", slot, d->ncounters);
-    size_t need = quant_cuda_scratch_bytes(s, rows, cols);
-    if (need > d->qscratch_bytes) {
-        /* earlier roundings may still read the old scratch */
-        CU(cudaStreamSynchronize(d->s), "step");
-        if (d->qscratch) cudaFree(d->qscratch);
-        d->qscratch = NULL;
-        d->qscratch_bytes = 0;
-        CU(cudaMalloc(&d->qscratch, need), "rounding scratch");
-        d->qscratch_bytes = need;
-    }
+    enum adapt_status st = grow(d, &d->qscratch, &d->qscratch_bytes,
+                                quant_cuda_scratch_bytes(s, rows, cols), "rounding scratch");
+    if (st != ADAPT_OK) return st;
     return quant_cuda_rows_on(s, x, y, rows, cols, key, NULL,
                               slot >= 0 ? d->counters + 3 * (size_t)slot : NULL, d->qscratch,
                               d->qscratch_bytes, d->s);
@@ -1290,20 +1303,11 @@ extern "C" enum adapt_status adapt_cuda_net_half(struct adapt_cuda_net *d, int n
     if (type != ADAPT_CUDA_FLOAT) {
         size_t hbytes, floats;
         half_needs(dl->l, dl->kind, d->n_max, &hbytes, &floats);
-        if (hbytes > d->hws_bytes || floats * sizeof(float) > d->fws_bytes)
-            CU(cudaStreamSynchronize(d->s), "step"); /* the queued work may read the old ones */
-        if (hbytes > d->hws_bytes) {
-            if (d->hws) cudaFree(d->hws);
-            d->hws = NULL, d->hws_bytes = 0;
-            CU(cudaMalloc(&d->hws, hbytes), "half-precision copies");
-            d->hws_bytes = hbytes;
-        }
-        if (floats * sizeof(float) > d->fws_bytes) {
-            if (d->fws) cudaFree(d->fws);
-            d->fws = NULL, d->fws_bytes = 0;
-            CU(cudaMalloc(&d->fws, floats * sizeof(float)), "half-precision scratch");
-            d->fws_bytes = floats * sizeof(float);
-        }
+        enum adapt_status st = grow(d, &d->hws, &d->hws_bytes, hbytes, "half-precision copies");
+        if (st == ADAPT_OK)
+            st = grow(d, (void **)&d->fws, &d->fws_bytes, floats * sizeof(float),
+                      "half-precision scratch");
+        if (st != ADAPT_OK) return st;
     }
     dl->half = (int)type;
     return ADAPT_OK;
