@@ -141,8 +141,9 @@ static int bench_quant_gpu(const struct quant_spec *specs, char **names, int nfm
         return 1;
     }
     if (!json) {
-        printf("adapt-bench quant --device cuda: best of 5 x %.3f s, no mask, no counters\n",
-               batch);
+        printf(
+            "adapt-bench quant --device cuda: best of 5 x %.3f s, no mask, counted on the device\n",
+            batch);
         printf("%-14s %-10s %12s %10s %12s %7s\n", "format", "rounding", "elements", "GB/s",
                "copy GB/s", "ratio");
     }

@@ -391,9 +391,15 @@ extern "C" int adapt_bench_quant_cuda(const struct quant_spec *spec, const size_
     size_t nmax = 0;
     for (int i = 0; i < nsizes; i++) nmax = std::max(nmax, sizes[i]);
     float *x = nullptr, *y = nullptr;
+    void *scratch = nullptr;
+    unsigned long long *counts = nullptr;
+    const size_t sbytes = quant_cuda_scratch_bytes(spec, 1, nmax);
     cudaEvent_t e0 = nullptr, e1 = nullptr;
     bool ok = cudaMalloc(&x, nmax * sizeof(float)) == cudaSuccess &&
               cudaMalloc(&y, nmax * sizeof(float)) == cudaSuccess &&
+              cudaMalloc(&scratch, sbytes) == cudaSuccess &&
+              cudaMalloc(&counts, 3 * sizeof *counts) == cudaSuccess &&
+              cudaMemset(counts, 0, 3 * sizeof *counts) == cudaSuccess &&
               cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess;
     if (!ok) snprintf(why, wlen, "cannot allocate 2 x %zu floats on the GPU", nmax);
     if (ok) {
@@ -409,7 +415,9 @@ extern "C" int adapt_bench_quant_cuda(const struct quant_spec *spec, const size_
         double tq = best_of(
             [&]() {
                 key.index += n;
-                if (quant_cuda_rows(spec, x, y, 1, n, key, NULL, NULL) == ADAPT_OK) return true;
+                if (quant_cuda_rows_on(spec, x, y, 1, n, key, NULL, counts, scratch, sbytes,
+                                       NULL) == ADAPT_OK)
+                    return true;
                 snprintf(why, wlen, "%s", adapt_error_message());
                 return false;
             },
@@ -428,6 +436,8 @@ extern "C" int adapt_bench_quant_cuda(const struct quant_spec *spec, const size_
     }
     if (x) cudaFree(x);
     if (y) cudaFree(y);
+    if (scratch) cudaFree(scratch);
+    if (counts) cudaFree(counts);
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
     return ok ? 0 : -1;

@@ -38,9 +38,10 @@ int adapt_bench_gemm_cuda(const int64_t *shapes, int n_shapes, double min_s, int
                           struct adapt_bench_timing *out, int cap, char *device, size_t dlen,
                           char *why, size_t wlen);
 
-/* adapt-bench quant --device cuda: quant_cuda_rows (as the GPU engine calls it, one row of n
- * elements, no mask, no counters) against a device-to-device cudaMemcpyAsync of the same n
- * floats, in one run; gb[2 i] = rounding GB/s, gb[2 i + 1] = copy GB/s for size i and spec
+/* adapt-bench quant --device cuda: quant_cuda_rows_on as the GPU engine calls it for a weight
+ * copy (one row of n elements, no mask, counted into device counters, queued on the stream with
+ * scratch allocated once) against a device-to-device cudaMemcpyAsync of the same n floats, in
+ * one run; gb[2 i] = rounding GB/s, gb[2 i + 1] = copy GB/s for size i and spec
  * (8 bytes per element: one float read, one written), best of 5 batches of about min_s
  * seconds. Returns 0, or -1 with why set. */
 struct quant_spec;

@@ -17,6 +17,8 @@ namespace {
 
 int g_threads = 0;
 int g_blocks = 0;
+/* Most blocks of a rounding launch by default (quant_cuda_set_launch may set another). */
+constexpr uint64_t kRoundBlocks = 4096;
 
 enum adapt_status cuda_status(cudaError_t e, const char *what)
 {
@@ -81,17 +83,36 @@ __global__ void grids_kernel(const uint32_t *keys, size_t rows, int format, int 
     }
 }
 
-/* Adds a warp's saturated / flushed / zero counts to counts[0..2] (one atomic per counter and
- * warp; all 32 lanes take part). */
-__device__ __forceinline__ void warp_add_counts(unsigned long long ns, unsigned long long nf,
-                                                unsigned long long nz, unsigned long long *counts)
+__device__ __forceinline__ unsigned long long warp_sum_ull(unsigned long long v)
 {
-    for (int o = 16; o > 0; o >>= 1) {
-        ns += __shfl_down_sync(0xffffffffu, ns, o);
-        nf += __shfl_down_sync(0xffffffffu, nf, o);
-        nz += __shfl_down_sync(0xffffffffu, nz, o);
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v; /* in lane 0 */
+}
+
+/* Adds the block's saturated / flushed / zero counts to counts[0..2]: one atomic per counter
+ * and block, so that a large tensor's blocks do not queue on the same three words. Every thread
+ * of the block calls it (blockDim.x a multiple of 32); nothing happens when counts is NULL (the
+ * same for all). */
+__device__ __forceinline__ void block_add_counts(unsigned long long ns, unsigned long long nf,
+                                                 unsigned long long nz, unsigned long long *counts)
+{
+    if (!counts) return;
+    __shared__ unsigned long long sh[3][32];
+    const unsigned lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    ns = warp_sum_ull(ns);
+    nf = warp_sum_ull(nf);
+    nz = warp_sum_ull(nz);
+    if (lane == 0) {
+        sh[0][wid] = ns;
+        sh[1][wid] = nf;
+        sh[2][wid] = nz;
     }
-    if ((threadIdx.x & 31) == 0 && (ns | nf | nz)) {
+    __syncthreads();
+    if (wid != 0) return;
+    ns = warp_sum_ull(lane < nw ? sh[0][lane] : 0ull);
+    nf = warp_sum_ull(lane < nw ? sh[1][lane] : 0ull);
+    nz = warp_sum_ull(lane < nw ? sh[2][lane] : 0ull);
+    if (lane == 0 && (ns | nf | nz)) {
         atomicAdd(&counts[0], ns);
         atomicAdd(&counts[1], nf);
         atomicAdd(&counts[2], nz);
@@ -140,7 +161,7 @@ __global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, 
             nf += (o == 0.0f && v != 0.0f);
         }
     }
-    warp_add_counts(ns, nf, nz, counts);
+    block_add_counts(ns, nf, nz, counts);
 }
 
 template <int KIND, int MODE>
@@ -230,7 +251,7 @@ __global__ void mx_kernel(const float *x, float *y, uint8_t *mask, size_t rows, 
             nf += (o == 0.0f && v != 0.0f);
         }
     }
-    warp_add_counts(ns, nf, nz, counts);
+    block_add_counts(ns, nf, nz, counts);
 }
 
 template <int MODE>
@@ -283,8 +304,9 @@ extern "C" void quant_cuda_set_launch(int threads, int blocks)
 
 namespace {
 
-/* Bytes of scratch quant_cuda_rows_on needs: the three counters, and for formats whose grid
- * follows a range (bfp, muppet) the range keys and one grid per block. */
+/* Bytes of scratch quant_cuda_rows_on needs: three counters' room (quant_cuda_rows keeps its
+ * counts there), and for formats whose grid follows a range (bfp, muppet) the range keys and
+ * one grid per block. */
 size_t scratch_for(const struct quant_spec *s, size_t rows, bool *perrow, size_t *nblk)
 {
     const struct quant_type *t = quant_type_of(s->format);
@@ -352,13 +374,9 @@ extern "C" enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, cons
 
     cudaStream_t cs = (cudaStream_t)stream;
     const int threads = g_threads ? g_threads : 256;
-    unsigned long long *counts = (unsigned long long *)scratch;
-    uint32_t *keys = (uint32_t *)(counts + 3);
+    /* the scratch's first three words are left to quant_cuda_rows' counts */
+    uint32_t *keys = (uint32_t *)((unsigned long long *)scratch + 3);
     struct quant_grid *grids = perrow ? (struct quant_grid *)(keys + 2 * nblk) : NULL;
-    if (!d_counts) { /* counted into the scratch, which nobody reads */
-        cudaMemsetAsync(counts, 0, 3 * sizeof(unsigned long long), cs);
-        d_counts = counts;
-    }
     if (perrow) {
         int b = (int)((nblk + 255) / 256 < 4096 ? (nblk + 255) / 256 : 4096);
         keys_init_kernel<<<b, 256, 0, cs>>>(keys, nblk);
@@ -371,7 +389,8 @@ extern "C" enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, cons
     if (p.kind == QUANT_KIND_MX) /* one warp per block */
         nq = (uint64_t)rows * ((cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK) * 32;
     uint64_t want = (nq + threads - 1) / threads;
-    int blocks = g_blocks ? g_blocks : (int)(want < 1048576 ? want : 1048576);
+    /* at most kRoundBlocks: a grid-stride walk of a few waves, and few count atomics */
+    int blocks = g_blocks ? g_blocks : (int)(want < kRoundBlocks ? want : kRoundBlocks);
     if (p.kind == QUANT_KIND_MX)
         launch_mx(d_mask != NULL, blocks, threads, d_x, d_y, d_mask, rows, cols, key.index, p,
                   d_counts, cs);
