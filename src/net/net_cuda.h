@@ -119,8 +119,8 @@ enum adapt_status adapt_cuda_net_alloc(struct adapt_cuda_net *d, size_t floats, 
 enum adapt_status adapt_cuda_net_counters(struct adapt_cuda_net *d, int k);
 /* Waits for the queued work, adds the slots' counts to host[0 .. 3k-1] and zeroes them. */
 enum adapt_status adapt_cuda_net_take_counters(struct adapt_cuda_net *d, uint64_t *host);
-/* Zeroes slot `slot` in stream order (nothing waits). */
-enum adapt_status adapt_cuda_net_zero_counter(struct adapt_cuda_net *d, int slot);
+/* Zeroes the `count` slots from `first` in stream order (one memset; nothing waits). */
+enum adapt_status adapt_cuda_net_zero_counters(struct adapt_cuda_net *d, int first, int count);
 /* quant_rows(s, x, y, rows, cols, key) on device arrays (quant_cuda_rows_on, bit for bit the
  * CPU's); counts added to slot `slot` (-1: not counted). */
 enum adapt_status adapt_cuda_net_round(struct adapt_cuda_net *d, const struct quant_spec *s,

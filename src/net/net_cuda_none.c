@@ -122,9 +122,9 @@ enum adapt_status adapt_cuda_net_take_counters(struct adapt_cuda_net *d, uint64_
     NO_CUDA;
 }
 
-enum adapt_status adapt_cuda_net_zero_counter(struct adapt_cuda_net *d, int slot)
+enum adapt_status adapt_cuda_net_zero_counters(struct adapt_cuda_net *d, int first, int count)
 {
-    (void)d, (void)slot;
+    (void)d, (void)first, (void)count;
     NO_CUDA;
 }
 

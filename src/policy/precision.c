@@ -62,9 +62,10 @@ static enum adapt_status round_batch(const struct adapt_precision *p, const stru
     return round_rows(p, s, x, y, rows, m * (size_t)n / rows, key, slot, st);
 }
 
-/* Device counter slots: 2u for unit u's weight rounding, 2u + 1 for its rounded outputs. */
-#define SLOT_WEIGHT(u) (2 * (u))
-#define SLOT_OUT(u)    (2 * (u) + 1)
+/* Device counter slots: u for unit u's weight rounding (all restarted by one memset), nunits + u
+ * for its rounded outputs. */
+#define SLOT_WEIGHT(u) (u)
+#define SLOT_OUT(u)    (p->nunits + (u))
 
 static enum adapt_status in_run(struct adapt_precision *p, int node, const float **xs, int n,
                                 int training, int backward)
@@ -490,7 +491,9 @@ static enum adapt_status note(struct adapt_precision *p, enum adapt_status st)
 
 enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, long step)
 {
-    enum adapt_status s = ADAPT_OK;
+    /* on a device the weight slots hold the last rounding's counts until they are taken */
+    enum adapt_status s =
+        p->dev ? adapt_cuda_net_zero_counters(p->dev, SLOT_WEIGHT(0), p->nunits) : ADAPT_OK;
     for (int k = 0; k < p->nunits && !s; k++) {
         struct adapt_unit_prec *u = &p->u[k];
         struct adapt_layer *l = u->layer;
@@ -503,8 +506,6 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
         struct quant_stats st = {0, 0, 0};
         const struct adapt_param *w = &l->param[0];
         float *wq = p->dev ? u->d_wq : u->wq;
-        /* on a device the slot holds the last rounding's counts until they are taken */
-        if (p->dev && (s = adapt_cuda_net_zero_counter(p->dev, SLOT_WEIGHT(k)))) break;
         s = round_rows(p, &u->spec, param_value(p, u->param[0]), wq, (size_t)w->value.dim[0],
                        w->value.numel / (size_t)w->value.dim[0], key_of(p, Q_WEIGHT, k, step),
                        SLOT_WEIGHT(k), &st);

@@ -130,16 +130,31 @@ void acu_col2im_batch(const float *col, float *x, int n, int c, int h, int w, in
  * converted to the half type */
 void acu_swap(const float *x, void *y, int half, size_t a, size_t b, size_t p, cudaStream_t s);
 
-/* Reductions for the policies' statistics: out[0] = sum of x^2 (double), out[1] = sum |x|. */
-void acu_sumsq(const float *x, size_t count, double *out, cudaStream_t s);
-
 /* The precision policies' vector work (src/policy/precision.c, src/policy/adapt.c), with
  * explicitly rounded float operations (no contraction) so the values are the CPU loops':
  * g *= scale (scale != 1), then acc += g when acc is not NULL. */
 void acu_scale_acc(float *g, float *acc, size_t count, float scale, cudaStream_t s);
-/* The same with scale = (float)(1 / sqrt(sumsq[0])) when sumsq[0] > 0, else 1, read on the
- * device (AdaPT's per-tensor normalisation without a wait for the norm). */
-void acu_normalize_acc(float *g, float *acc, size_t count, const double *sumsq, cudaStream_t s);
+
+/* Reductions and AdaPT's normalisation over a list of tensors, one launch each for all of them
+ * (a step's many small tensors would otherwise cost a launch or two apiece). t: a device table
+ * of k + 1 entries; entry i covers `count` floats at x (and at acc, which may be NULL) with the
+ * blocks t[i].first .. t[i + 1].first - 1, where t[i + 1].first = t[i].first +
+ * acu_list_blocks(x, count); t[k].first = `blocks`, the blocks in all.
+ * - acu_sumsq_list: out[2i] = the sum of x^2 of entry i (double), out[2i + 1] = the sum of |x|
+ *   (out zeroed first);
+ * - acu_normalize_acc_list: x *= (float)(1 / sqrt(sumsq[2i])) when sumsq[2i] > 0, then
+ *   acc += x when acc is not NULL (AdaPT's per-tensor normalisation, the norm read on the
+ *   device: no wait). */
+struct acu_tensor {
+    float *x, *acc;
+    size_t count;
+    unsigned first;
+};
+unsigned acu_list_blocks(const float *x, size_t count);
+void acu_sumsq_list(const struct acu_tensor *t, int k, unsigned blocks, double *out,
+                    cudaStream_t s);
+void acu_normalize_acc_list(const struct acu_tensor *t, int k, unsigned blocks, const double *sumsq,
+                            cudaStream_t s);
 /* adapt_sgd_prepare: g = g * scale, then g += l1 * sign(w) when l1 != 0 (w: the master or the
  * copy in use). */
 void acu_sgd_prepare(float *g, const float *w, size_t count, float scale, float l1, cudaStream_t s);

@@ -56,7 +56,7 @@ inline unsigned blocks_for(size_t work, int threads = kThreads)
     return (unsigned)(b < kMaxBlocks ? (b ? b : 1) : kMaxBlocks);
 }
 
-inline bool aligned16(const void *p)
+__host__ __device__ inline bool aligned16(const void *p)
 {
     return ((uintptr_t)p & 15u) == 0;
 }
@@ -102,15 +102,22 @@ template <> __device__ __forceinline__ void st<4>(float *p, const fvec<4> &a)
     *reinterpret_cast<float4 *>(p) = make_float4(a.v[0], a.v[1], a.v[2], a.v[3]);
 }
 
-/* Applies op.run<4>(i) to the groups of four of [0, n) when vec, op.run<1>(i) to the rest. Op
- * reads and writes only elements i .. i+V-1, so in-place use (y == x) is safe. */
-template <class Op> __global__ void map_kernel(Op op, size_t n, bool vec)
+/* Applies op.run<4>(i) to the groups of four of [0, n) when vec, op.run<1>(i) to the rest, the
+ * groups t0, t0 + step, ... of each (one thread's share). Op reads and writes only elements
+ * i .. i+V-1, so in-place use (y == x) is safe. */
+template <class Op>
+__device__ __forceinline__ void map_range(const Op &op, size_t n, bool vec, size_t t0, size_t step)
 {
-    const size_t t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t step = (size_t)gridDim.x * blockDim.x;
     const size_t nv = vec ? n / 4 : 0;
     for (size_t q = t0; q < nv; q += step) op.template run<4>(4 * q);
     for (size_t i = 4 * nv + t0; i < n; i += step) op.template run<1>(i);
+}
+
+/* map_range for thread t0 of a grid of `step` threads. */
+template <class Op> __global__ void map_kernel(Op op, size_t n, bool vec)
+{
+    map_range(op, n, vec, (size_t)blockIdx.x * blockDim.x + threadIdx.x,
+              (size_t)gridDim.x * blockDim.x);
 }
 
 template <class Op> void launch_map(const Op &op, size_t n, bool vec, cudaStream_t s)

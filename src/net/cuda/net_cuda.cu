@@ -68,6 +68,20 @@ struct dlayer {
 #endif
 };
 
+/* A list of tensors on the device for the one-launch reductions (acu_sumsq_list,
+ * acu_normalize_acc_list): the host's pointers and counts it was made from, and its device
+ * table. */
+struct dlist {
+    int k;
+    float **x, **acc; /* acc: NULL when the list has no second pointers */
+    size_t *n;
+    struct acu_tensor *table; /* k + 1 entries */
+    unsigned blocks;
+};
+/* lists kept per engine (a policy's step uses two or three, each the same every step) */
+constexpr int kLists = 8;
+void list_clear(struct dlist *l);
+
 } // namespace
 
 struct adapt_cuda_net {
@@ -116,6 +130,8 @@ struct adapt_cuda_net {
     size_t hws_bytes;
     float *fws;
     size_t fws_bytes;
+    struct dlist lists[kLists]; /* list_of's tables, replaced round-robin */
+    int next_list;
 };
 
 namespace
@@ -795,6 +811,7 @@ extern "C" void adapt_cuda_net_free(struct adapt_cuda_net *d)
     if (d->h_keys) cudaFreeHost(d->h_keys);
     if (d->hws) cudaFree(d->hws);
     if (d->fws) cudaFree(d->fws);
+    for (int k = 0; k < kLists; k++) list_clear(&d->lists[k]);
     free(d->pval);
     free(d->pgrad);
     free(d->pbuf);
@@ -1130,12 +1147,16 @@ extern "C" enum adapt_status adapt_cuda_net_take_counters(struct adapt_cuda_net 
     return ADAPT_OK;
 }
 
-extern "C" enum adapt_status adapt_cuda_net_zero_counter(struct adapt_cuda_net *d, int slot)
+extern "C" enum adapt_status adapt_cuda_net_zero_counters(struct adapt_cuda_net *d, int first,
+                                                          int count)
 {
-    if (slot < 0 || slot >= d->ncounters)
-        return ADAPT_ERROR(ADAPT_EINVAL, "counter slot %d of %d", slot, d->ncounters);
-    CU(cudaMemsetAsync(d->counters + 3 * (size_t)slot, 0, 3 * sizeof *d->counters, d->s),
-       "memset");
+    if (first < 0 || count < 0 || count > d->ncounters - first)
+        return ADAPT_ERROR(ADAPT_EINVAL, "counter slots %d to %d of %d", first, first + count - 1,
+                           d->ncounters);
+    if (count)
+        CU(cudaMemsetAsync(d->counters + 3 * (size_t)first, 0, 3 * (size_t)count * sizeof *d->counters,
+                           d->s),
+           "memset");
     return ADAPT_OK;
 }
 
@@ -1215,6 +1236,77 @@ enum adapt_status room(struct adapt_cuda_net *d, void **dev, void **host, int *h
     return ADAPT_OK;
 }
 
+void list_clear(struct dlist *l)
+{
+    if (l->table) cudaFree(l->table);
+    free(l->x);
+    free(l->acc);
+    free(l->n);
+    memset(l, 0, sizeof *l);
+}
+
+bool list_is(const struct dlist *l, float *const *x, float *const *acc, const size_t *n, int k)
+{
+    if (l->k != k || !l->table || !l->acc != !acc) return false;
+    for (int i = 0; i < k; i++)
+        if (l->x[i] != x[i] || l->n[i] != n[i] || (acc && l->acc[i] != acc[i])) return false;
+    return true;
+}
+
+/* The device table of the k tensors x[i] (with acc[i] when acc is not NULL) of n[i] floats:
+ * one of the engine's kept lists when the same pointers came before, else made (this once a
+ * wait, for the oldest kept list's queued readers, and an upload). */
+enum adapt_status list_of(struct adapt_cuda_net *d, float *const *x, float *const *acc,
+                          const size_t *n, int k, const struct dlist **out)
+{
+    for (int j = 0; j < kLists; j++)
+        if (list_is(&d->lists[j], x, acc, n, k)) {
+            *out = &d->lists[j];
+            return ADAPT_OK;
+        }
+    struct dlist *l = &d->lists[d->next_list];
+    d->next_list = (d->next_list + 1) % kLists;
+    CU(cudaStreamSynchronize(d->s), "step");
+    list_clear(l);
+    struct acu_tensor *h = (struct acu_tensor *)calloc((size_t)k + 1, sizeof *h);
+    l->x = (float **)calloc((size_t)k + 1, sizeof *l->x);
+    l->acc = (float **)calloc((size_t)k + 1, sizeof *l->acc);
+    l->n = (size_t *)calloc((size_t)k + 1, sizeof *l->n);
+    if (!h || !l->x || !l->acc || !l->n) {
+        free(h);
+        list_clear(l);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate a table of %d tensors", k);
+    }
+    unsigned blocks = 0;
+    for (int i = 0; i < k; i++) {
+        l->x[i] = x[i];
+        l->acc[i] = acc ? acc[i] : NULL;
+        l->n[i] = n[i];
+        h[i].x = x[i];
+        h[i].acc = l->acc[i];
+        h[i].count = n[i];
+        h[i].first = blocks;
+        blocks += acu_list_blocks(x[i], n[i]);
+    }
+    h[k].first = blocks;
+    cudaError_t e = cudaMalloc(&l->table, ((size_t)k + 1) * sizeof *h);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(l->table, h, ((size_t)k + 1) * sizeof *h, cudaMemcpyHostToDevice);
+    free(h);
+    if (e != cudaSuccess) {
+        list_clear(l);
+        CU(e, "tensor table");
+    }
+    if (!acc) { /* a list without second pointers matches only such calls */
+        free(l->acc);
+        l->acc = NULL;
+    }
+    l->k = k;
+    l->blocks = blocks;
+    *out = l;
+    return ADAPT_OK;
+}
+
 /* The k pairs of reductions in d_sums to out (waits). */
 enum adapt_status sums_back(struct adapt_cuda_net *d, int k, double *out)
 {
@@ -1235,8 +1327,10 @@ extern "C" enum adapt_status adapt_cuda_net_sums(struct adapt_cuda_net *d, float
     if (k <= 0) return ADAPT_OK;
     enum adapt_status st = room(d, (void **)&d->d_sums, (void **)&d->h_sums, &d->nsums, k,
                                 2 * sizeof(double), "sums");
+    const struct dlist *l = NULL;
+    if (st == ADAPT_OK) st = list_of(d, x, NULL, n, k, &l);
     if (st != ADAPT_OK) return st;
-    for (int i = 0; i < k; i++) acu_sumsq(x[i], n[i], d->d_sums + 2 * i, d->s);
+    acu_sumsq_list(l->table, k, l->blocks, d->d_sums, d->s);
     return sums_back(d, k, out);
 }
 
@@ -1320,11 +1414,11 @@ extern "C" enum adapt_status adapt_cuda_net_normalize_acc(struct adapt_cuda_net 
     if (k <= 0) return ADAPT_OK;
     enum adapt_status st = room(d, (void **)&d->d_sums, (void **)&d->h_sums, &d->nsums, k,
                                 2 * sizeof(double), "sums");
+    const struct dlist *l = NULL;
+    if (st == ADAPT_OK) st = list_of(d, g, acc, n, k, &l);
     if (st != ADAPT_OK) return st;
-    for (int i = 0; i < k; i++) {
-        acu_sumsq(g[i], n[i], d->d_sums + 2 * i, d->s);
-        acu_normalize_acc(g[i], acc[i], n[i], d->d_sums + 2 * i, d->s);
-    }
+    acu_sumsq_list(l->table, k, l->blocks, d->d_sums, d->s);
+    acu_normalize_acc_list(l->table, k, l->blocks, d->d_sums, d->s);
     CU(cudaGetLastError(), "normalisation launch");
     return ADAPT_OK;
 }

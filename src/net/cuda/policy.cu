@@ -9,12 +9,12 @@ namespace {
 
 /* ---------------------------------------------------------------- sum of squares */
 
+/* One thread's share (t0, t0 + step, ...) of the sums of x^2 and |x| over n floats, in double;
+ * V = 4 reads float4 (x 16-byte aligned). */
 template <int V>
-__global__ void __launch_bounds__(kThreads) sumsq_kernel(const float *x, size_t n, double *out)
+__device__ __forceinline__ void sumsq_part(const float *x, size_t n, size_t t0, size_t step,
+                                           double &sq, double &ab)
 {
-    const size_t t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t step = (size_t)gridDim.x * blockDim.x;
-    double sq = 0.0, ab = 0.0;
     const size_t nv = n / V;
     for (size_t q = t0; q < nv; q += step) {
         const fvec<V> a = ld<V>(x + V * q);
@@ -30,6 +30,11 @@ __global__ void __launch_bounds__(kThreads) sumsq_kernel(const float *x, size_t 
         sq += v * v;
         ab += fabs(v);
     }
+}
+
+/* The block's sums (thread 0 holds them after block_sum2) added into out[0], out[1]. */
+__device__ __forceinline__ void sumsq_flush(double sq, double ab, double *out)
+{
     block_sum2<kThreads>(sq, ab);
     if (threadIdx.x == 0) {
         atomicAdd(&out[0], sq);
@@ -37,6 +42,35 @@ __global__ void __launch_bounds__(kThreads) sumsq_kernel(const float *x, size_t 
     }
 }
 
+/* The list entry whose blocks hold block b: the last i < k with t[i].first <= b (entries with
+ * no blocks share their successor's first, so they are never the answer). */
+__device__ __forceinline__ int list_entry(const acu_tensor *t, int k, unsigned b)
+{
+    int lo = 0, hi = k - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (t[mid].first <= b)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+__global__ void __launch_bounds__(kThreads) sumsq_list_kernel(const acu_tensor *t, int k,
+                                                               double *out)
+{
+    const int e = list_entry(t, k, blockIdx.x);
+    const acu_tensor a = t[e];
+    const size_t t0 = (size_t)(blockIdx.x - a.first) * blockDim.x + threadIdx.x;
+    const size_t step = (size_t)(t[e + 1].first - a.first) * blockDim.x;
+    double sq = 0.0, ab = 0.0;
+    if (aligned16(a.x))
+        sumsq_part<4>(a.x, a.count, t0, step, sq, ab);
+    else
+        sumsq_part<1>(a.x, a.count, t0, step, sq, ab);
+    sumsq_flush(sq, ab, out + 2 * e);
+}
 
 struct scale_acc_op { /* g *= scale (or 1 / sqrt(*sumsq) when sumsq is given); acc += g */
     float *g, *acc;
@@ -60,6 +94,17 @@ struct scale_acc_op { /* g *= scale (or 1 / sqrt(*sumsq) when sumsq is given); a
         }
     }
 };
+
+__global__ void __launch_bounds__(kThreads) normalize_acc_list_kernel(const acu_tensor *t, int k,
+                                                                       const double *sumsq)
+{
+    const int e = list_entry(t, k, blockIdx.x);
+    const acu_tensor a = t[e];
+    const scale_acc_op op = {a.x, a.acc, 1.0f, sumsq + 2 * e};
+    map_range(op, a.count, aligned16(a.x) && (!a.acc || aligned16(a.acc)),
+              (size_t)(blockIdx.x - a.first) * blockDim.x + threadIdx.x,
+              (size_t)(t[e + 1].first - a.first) * blockDim.x);
+}
 
 struct ste_clip_op {
     const float *y;
@@ -165,32 +210,33 @@ __global__ void hist_kernel(const float *x, size_t n, double lo, double hi, int 
 
 } // namespace
 
-extern "C" void acu_sumsq(const float *x, size_t count, double *out, cudaStream_t s)
+extern "C" unsigned acu_list_blocks(const float *x, size_t count)
 {
-    cudaMemsetAsync(out, 0, 2 * sizeof(double), s);
-    if (count == 0) return;
-    const bool vec = aligned16(x);
-    size_t b = ((vec ? count / 4 : count) + kThreads - 1) / kThreads;
-    if (b < 1) b = 1;
-    if (b > kSumsqBlocks) b = kSumsqBlocks;
-    if (vec)
-        sumsq_kernel<4><<<(unsigned)b, kThreads, 0, s>>>(x, count, out);
-    else
-        sumsq_kernel<1><<<(unsigned)b, kThreads, 0, s>>>(x, count, out);
+    /* a thread per element of x, or per four when x is 16-byte aligned (the sums' walk); at
+     * most kSumsqBlocks (each block adds one pair of doubles atomically) */
+    if (count == 0) return 0u;
+    const size_t b = ((aligned16(x) ? count / 4 : count) + kThreads - 1) / kThreads;
+    return (unsigned)(b < 1 ? 1 : b < kSumsqBlocks ? b : kSumsqBlocks);
 }
 
+extern "C" void acu_sumsq_list(const struct acu_tensor *t, int k, unsigned blocks, double *out,
+                               cudaStream_t s)
+{
+    if (k <= 0) return;
+    cudaMemsetAsync(out, 0, 2 * (size_t)k * sizeof(double), s);
+    if (blocks) sumsq_list_kernel<<<blocks, kThreads, 0, s>>>(t, k, out);
+}
+
+extern "C" void acu_normalize_acc_list(const struct acu_tensor *t, int k, unsigned blocks,
+                                       const double *sumsq, cudaStream_t s)
+{
+    if (k > 0 && blocks) normalize_acc_list_kernel<<<blocks, kThreads, 0, s>>>(t, k, sumsq);
+}
 
 extern "C" void acu_scale_acc(float *g, float *acc, size_t count, float scale, cudaStream_t s)
 {
     if (scale == 1.0f && !acc) return;
     scale_acc_op op = {g, acc, scale, NULL};
-    launch_map(op, count, aligned16(g) && (!acc || aligned16(acc)), s);
-}
-
-extern "C" void acu_normalize_acc(float *g, float *acc, size_t count, const double *sumsq,
-                                  cudaStream_t s)
-{
-    scale_acc_op op = {g, acc, 1.0f, sumsq};
     launch_map(op, count, aligned16(g) && (!acc || aligned16(acc)), s);
 }
 
