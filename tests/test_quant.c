@@ -199,6 +199,8 @@ START_TEST(test_spec_parse)
     ck_assert_int_eq(quant_array(&s, &v, &v, 1, key, NULL, NULL), ADAPT_ERANGE);
     quant_spec_init(&s, QUANT_FORMAT_MUPPET);
     s.block = QUANT_BLOCK_DIM0;
+    ck_assert_int_eq(quant_spec_check(&s), ADAPT_OK); /* one scale per dim-0 slice */
+    s.block = (enum quant_block)2;
     ck_assert_int_eq(quant_spec_check(&s), ADAPT_EINVAL);
 }
 END_TEST
@@ -299,12 +301,13 @@ START_TEST(test_fast_equals_ref)
                 s.overflow == QUANT_OVERFLOW_INF ? QUANT_OVERFLOW_SATURATE : QUANT_OVERFLOW_INF;
             compare_fast_ref(&s, 1, 70001, 1, 0, 100 + f);
         }
-    /* bfp with one exponent per dim-0 slice */
-    for (int mode = 0; mode < 2; mode++) {
+    /* bfp and muppet with one scale per dim-0 slice */
+    for (int mode = 0; mode < 4; mode++) {
         struct quant_spec s =
-            spec_of("bfp(6)", mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+            spec_of(mode < 2 ? "bfp(6)" : "muppet(6)",
+                    mode & 1 ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
         s.block = QUANT_BLOCK_DIM0;
-        compare_fast_ref(&s, 37, 1153, 2, mode, 7);
+        compare_fast_ref(&s, 37, 1153, 2, mode & 1, 7);
     }
 }
 END_TEST
@@ -1507,6 +1510,20 @@ START_TEST(test_muppet_hand)
     float x4[] = {0.5f, 0.25f, 0.0078125f}, y4[3];
     ck_assert_int_eq(quant_array(&s, x4, y4, 3, key, NULL, NULL), ADAPT_OK);
     ck_assert(y4[0] == 0.5f && y4[1] == 0.25f && y4[2] == 0.0078125f); /* 64, 32, 1 at scale 128 */
+    /* block dim0: one scale per row, each row as its own tensor above. Row 0 = x1's first two
+     * values (sf 6), row 1 = x2 (sf 5). As one tensor the -3.0 gives sf 5 for both rows. */
+    float x5[] = {1.7f, -0.45f, 0.1f, -3.0f}, y5[4];
+    struct quant_stats st5 = {0, 0, 0};
+    s.block = QUANT_BLOCK_DIM0;
+    ck_assert_int_eq(quant_rows(&s, x5, y5, 2, 2, key, NULL, &st5), ADAPT_OK);
+    ck_assert(y5[0] == 1.703125f && y5[1] == -0.453125f); /* 108.8 -> 109, -28.8 -> -29 at 64 */
+    ck_assert(y5[2] == 0.09375f && y5[3] == -3.0f);       /* 3.2 -> 3, -96 at 32 */
+    ck_assert_uint_eq(st5.saturated + st5.flushed + st5.zeros, 0);
+    ck_assert_int_eq(quant_rows_ref(&s, x5, y5, 2, 2, key, NULL, NULL), ADAPT_OK);
+    ck_assert(y5[0] == 1.703125f && y5[2] == 0.09375f);
+    s.block = QUANT_BLOCK_TENSOR;
+    ck_assert_int_eq(quant_rows(&s, x5, y5, 2, 2, key, NULL, NULL), ADAPT_OK);
+    ck_assert(y5[0] == 1.6875f); /* 54.4 -> 54 at 32 */
 }
 END_TEST
 

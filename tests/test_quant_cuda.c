@@ -83,8 +83,8 @@ START_TEST(test_cuda_parity)
 }
 END_TEST
 
-/* The launch shape does not change the bits; bfp per dim-0 slice reduces on the device, MX
- * blocks follow the rows. */
+/* The launch shape does not change the bits; bfp and muppet per dim-0 slice reduce on the
+ * device, MX blocks follow the rows. */
 START_TEST(test_cuda_launch_shape)
 {
     struct quant_spec s;
@@ -97,6 +97,12 @@ START_TEST(test_cuda_launch_shape)
     s.rounding = QUANT_ROUND_STOCHASTIC;
     compare(&s, 64, 577, 2, 96, 5);
     compare(&s, 64, 577, 2, 0, 0);
+    /* muppet per dim-0 slice (MuPPET's one scale per image, a batch in one call) */
+    ck_assert_int_eq(quant_spec_parse("muppet(8)", &s), ADAPT_OK);
+    s.block = QUANT_BLOCK_DIM0;
+    s.rounding = QUANT_ROUND_STOCHASTIC;
+    compare(&s, 128, 784, 2, 96, 5);
+    compare(&s, 128, 784, 2, 0, 0);
     /* MX: one warp per 32-element block, blocks restart at every row (577 = 18 x 32 + 1) */
     ck_assert_int_eq(quant_spec_parse("mxfp6_e3m2", &s), ADAPT_OK);
     s.rounding = QUANT_ROUND_STOCHASTIC;

@@ -80,14 +80,14 @@ static enum adapt_status in_run(struct adapt_precision *p, int node, const float
         struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
         size_t m = adapt_layer_in_numel(u->layer, 0);
         struct quant_key k = key_of(p, Q_INPUT, p->node_unit[node], p->iter);
-        int per = p->per_image_input ? 1 : n;
-        if (!p->per_image_input) n = 1;
-        for (int i = 0; i < n; i++) { /* one scale per image (MuPPET) or per batch */
-            k.index = (uint64_t)i * m;
-            enum adapt_status st =
-                round_batch(p, &s, xs[0] + (size_t)i * m, qin + (size_t)i * m, m, per, k, -1, NULL);
-            if (st) return st;
+        enum adapt_status st;
+        if (p->per_image_input) { /* one scale per image (MuPPET): an image per dim-0 slice */
+            if (quant_type_of(s.format)->needs_range) s.block = QUANT_BLOCK_DIM0;
+            st = round_rows(p, &s, xs[0], qin, (size_t)n, m, k, -1, NULL);
+        } else { /* one scale per batch */
+            st = round_batch(p, &s, xs[0], qin, m, n, k, -1, NULL);
         }
+        if (st) return st;
     }
     xs[0] = qin;
     return ADAPT_OK;

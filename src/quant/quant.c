@@ -380,8 +380,8 @@ enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *
         mx_rows(&p, x, y, rows, cols, key.index, mask, stats);
         return ADAPT_OK;
     }
-    if (s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0 && rows > 1) {
-        /* one exponent per row: rows in parallel, each reduced and rounded serially */
+    if (t->needs_range && s->block == QUANT_BLOCK_DIM0 && rows > 1) {
+        /* one scale per row: rows in parallel, each reduced and rounded serially */
         struct quant_spec s1 = *s;
         uint64_t s0 = 0, sa = 0, sb = 0;
         s1.block = QUANT_BLOCK_TENSOR;
@@ -396,7 +396,8 @@ enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *
             struct quant_plan pr = p;
             quant_range_keys(xr, cols, k);
             range_from_keys(k, &rg);
-            pr.grid = quant_grid_bfp(s->wl, rg.maxabs);
+            pr.grid = s->format == QUANT_FORMAT_BFP ? quant_grid_bfp(s->wl, rg.maxabs)
+                                                    : quant_grid_muppet(s->wl, rg.max, rg.min);
             uint64_t c[3] = {0, 0, 0};
             run_serial(&pr, xr, y + (size_t)r * cols, cols, key.index + (uint64_t)r * cols,
                        mask ? mask + (size_t)r * cols : NULL, stats ? c : NULL);
@@ -424,8 +425,7 @@ enum adapt_status quant_rows_ref(const struct quant_spec *s, const float *x, flo
     size_t n = rows * cols;
     if (n == 0) return ADAPT_OK;
     const struct quant_type *t = quant_type_of(s->format);
-    int per_row = (s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0) ||
-                  quant_format_is_mx(s->format);
+    int per_row = (t->needs_range && s->block == QUANT_BLOCK_DIM0) || quant_format_is_mx(s->format);
     size_t nblocks = per_row ? rows : 1, len = per_row ? cols : n;
     for (size_t b = 0; b < nblocks; b++) {
         struct quant_range rg;

@@ -6,7 +6,8 @@
  *   fixed(WL,FL)  step 2^-FL, range [-2^(WL-FL-1), 2^(WL-FL-1) - 2^-FL]; WL 1..32, FL 0..32
  *   bfp(WL)       shared exponent E = floor(log2 max|x|) per tensor or per dim-0 slice,
  *                 step 2^(E+2-WL), range +-(2^(WL-1)-1) steps; WL 2..32
- *   muppet(WL)    per-tensor scale 2^sf (MuPPET), range [-2^(WL-1), 2^(WL-1)-1] steps; WL 2..32
+ *   muppet(WL)    scale 2^sf (MuPPET) per tensor or per dim-0 slice, range
+ *                 [-2^(WL-1), 2^(WL-1)-1] steps; WL 2..32
  *                 (a saturated value of a tensor whose max exceeds FLT_MAX / 2 becomes +-inf)
  *   fp16, bf16    IEEE binary16 and bfloat16 (subnormals; overflow to inf unless saturate)
  *   float(E,M)    E exponent bits (2..8), M mantissa bits (1..23), IEEE-style bias and subnormals,
@@ -103,7 +104,7 @@ enum quant_format {
 
 enum quant_rounding { QUANT_ROUND_NEAREST = 0, QUANT_ROUND_STOCHASTIC };
 enum quant_tie { QUANT_TIE_EVEN = 0, QUANT_TIE_AWAY };       /* nearest only */
-enum quant_block { QUANT_BLOCK_TENSOR = 0, QUANT_BLOCK_DIM0 }; /* bfp: one exponent per ... */
+enum quant_block { QUANT_BLOCK_TENSOR = 0, QUANT_BLOCK_DIM0 }; /* bfp, muppet: one scale per ... */
 enum quant_overflow { QUANT_OVERFLOW_SATURATE = 0, QUANT_OVERFLOW_INF }; /* float formats */
 #define QUANT_BIAS_IEEE (-0x7fffffff - 1) /* struct quant_spec's bias: 2^(exp_bits-1) - 1 */
 
@@ -115,7 +116,7 @@ struct quant_spec {
     int fl;                       /* fixed: fraction length (may exceed WL - 1) */
     int exp_bits, man_bits;       /* float formats (fp16: 5, 10; bf16: 8, 7); MX: the element
                                      type's (mxint8: 0, 7) */
-    enum quant_block block;       /* bfp */
+    enum quant_block block;       /* bfp, muppet */
     enum quant_rounding rounding; /* default nearest */
     enum quant_tie tie;           /* default even */
     enum quant_overflow overflow; /* float formats: fp16/bf16/e5m2 default inf, float(e,m) and
@@ -256,9 +257,10 @@ enum adapt_status quant_tie_parse(const char *text, enum quant_tie *t);
 /* Quantize n floats (x == y allowed). bfp and muppet take their scale from these n values. */
 enum adapt_status quant_array(const struct quant_spec *s, const float *x, float *y, size_t n,
                               struct quant_key key, uint8_t *mask, struct quant_stats *stats);
-/* The same for a (rows, cols) row-major array: bfp with block dim0 gets one exponent per row,
- * MX formats start their 32-element blocks at every row; for every other format this equals
- * quant_array over rows * cols elements. */
+/* The same for a (rows, cols) row-major array: bfp and muppet with block dim0 get one scale per
+ * row (row r rounded as quant_array of that row with key.index + r cols), MX formats start their
+ * 32-element blocks at every row; for every other format this equals quant_array over
+ * rows * cols elements. */
 enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *y, size_t rows,
                              size_t cols, struct quant_key key, uint8_t *mask,
                              struct quant_stats *stats);

@@ -223,9 +223,6 @@ enum adapt_status quant_spec_check(const struct quant_spec *s)
         if (s->block != QUANT_BLOCK_TENSOR && s->block != QUANT_BLOCK_DIM0)
             return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: block %d is neither tensor nor dim0", name,
                                (int)s->block);
-        if (s->format == QUANT_FORMAT_MUPPET && s->block != QUANT_BLOCK_TENSOR)
-            return ADAPT_ERROR(ADAPT_EINVAL,
-                               "quant muppet: the scale is per tensor (block dim0 is bfp only)");
         break;
     case QUANT_FORMAT_FP16:
         if (s->exp_bits != 5 || s->man_bits != 10)

@@ -311,7 +311,7 @@ size_t scratch_for(const struct quant_spec *s, size_t rows, bool *perrow, size_t
 {
     const struct quant_type *t = quant_type_of(s->format);
     *perrow = t->needs_range;
-    *nblk = (s->format == QUANT_FORMAT_BFP && s->block == QUANT_BLOCK_DIM0) ? rows : 1;
+    *nblk = (t->needs_range && s->block == QUANT_BLOCK_DIM0) ? rows : 1;
     return 3 * sizeof(unsigned long long) +
            (*perrow ? *nblk * (2 * sizeof(uint32_t) + sizeof(struct quant_grid)) : 0);
 }
