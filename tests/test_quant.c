@@ -202,6 +202,24 @@ START_TEST(test_spec_parse)
     ck_assert_int_eq(quant_spec_check(&s), ADAPT_OK); /* one scale per dim-0 slice */
     s.block = (enum quant_block)2;
     ck_assert_int_eq(quant_spec_check(&s), ADAPT_EINVAL);
+
+    /* the formats the GPU rounds several tensors of in one launch: a grid or float format known
+     * before the data (not bfp, muppet, MX or a plugin) */
+    static const struct {
+        const char *text;
+        int fits;
+    } lists[] = {{"fixed(8,4)", 1}, {"fp16", 1},   {"bf16", 1},   {"float(4,3)", 1},
+                 {"e4m3", 1},       {"e5m2", 1},   {"bfp(8)", 0}, {"muppet(8)", 0},
+                 {"mxfp8_e4m3", 0}, {"mxint8", 0}, {"mxfp4", 0}};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        ck_assert_int_eq(quant_spec_parse(lists[i].text, &s), ADAPT_OK);
+        ck_assert_msg(quant_cuda_list_fits(&s) == lists[i].fits, "%s", lists[i].text);
+    }
+    quant_spec_init(&s, QUANT_FORMAT_PLUGIN);
+    ck_assert_int_eq(quant_cuda_list_fits(&s), 0);
+    quant_spec_init(&s, QUANT_FORMAT_FIXED);
+    s.wl = 40; /* not a valid spec */
+    ck_assert_int_eq(quant_cuda_list_fits(&s), 0);
 }
 END_TEST
 

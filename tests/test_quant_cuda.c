@@ -131,6 +131,62 @@ START_TEST(test_cuda_inplace)
 }
 END_TEST
 
+/* Several roundings in one launch (quant_cuda_list_on, what the GPU engine uses for a step's
+ * weight copies and gradients): each job's bits and counts are those of quant_rows on that job
+ * alone. 70 jobs, so that the list takes two launches; formats and modes mixed, lengths from 0
+ * to 300001, odd Philox offsets, one in place. */
+START_TEST(test_cuda_list)
+{
+    static const char *fits[] = {
+        "fixed(8,4)", "fixed(32,28)", "fp16",        "bf16",       "float(4,3)",
+        "e4m3",       "e5m2",         "fixed(12,7)", "float(2,1)", "float(6,4,bias=127,sub=0)"};
+    static const size_t lens[] = {1, 5, 300001, 0, 4097, 33, 2, 1024, 77, 3};
+    enum { K = 70 };
+    struct quant_spec s[K];
+    struct quant_cuda_job jobs[K];
+    struct quant_stats a[K], b[K];
+    float *x[K], *yc[K], *yg[K];
+    for (int i = 0; i < K; i++) {
+        const size_t n = i < 10 ? lens[i] : 1 + (size_t)i * 37;
+        ck_assert_int_eq(quant_spec_parse(fits[i % 10], &s[i]), ADAPT_OK);
+        s[i].rounding = i % 3 == 2 ? QUANT_ROUND_NEAREST : QUANT_ROUND_STOCHASTIC;
+        s[i].tie = i % 3 == 1 ? QUANT_TIE_AWAY : QUANT_TIE_EVEN;
+        ck_assert(quant_cuda_list_fits(&s[i]));
+        x[i] = malloc((n + 1) * sizeof(float));
+        yc[i] = malloc((n + 1) * sizeof(float));
+        yg[i] = malloc((n + 1) * sizeof(float));
+        ck_assert(x[i] && yc[i] && yg[i]);
+        if (n) fill(x[i], n, 100 + (uint64_t)i);
+        memcpy(yg[i], x[i], n * sizeof(float));
+        struct quant_key key = {0x77 + (uint64_t)i, ADAPT_STREAM_QUANT + (uint64_t)i,
+                                3 + 5 * (uint64_t)i};
+        a[i] = b[i] = (struct quant_stats){0, 0, 0};
+        ck_assert_int_eq(quant_rows(&s[i], x[i], yc[i], 1, n, key, NULL, &a[i]), ADAPT_OK);
+        /* job 6 in place */
+        jobs[i] = (struct quant_cuda_job){&s[i], i == 6 ? yg[i] : x[i], yg[i], n, key, NULL};
+    }
+    ck_assert_msg(quant_cuda_list_host(jobs, K, b) == ADAPT_OK, "%s", adapt_error_message());
+    char buf[QUANT_SPEC_STR_MAX];
+    for (int i = 0; i < K; i++) {
+        for (size_t j = 0; j < jobs[i].n; j++)
+            ck_assert_msg(tu_same_bits(yc[i][j], yg[i][j]),
+                          "job %d %s: x[%zu] = %a: CPU %a, GPU %a", i,
+                          quant_spec_str(&s[i], buf, sizeof buf), j, x[i][j], yc[i][j], yg[i][j]);
+        ck_assert_uint_eq(a[i].saturated, b[i].saturated);
+        ck_assert_uint_eq(a[i].flushed, b[i].flushed);
+        ck_assert_uint_eq(a[i].zeros, b[i].zeros);
+        free(x[i]), free(yc[i]), free(yg[i]);
+    }
+    /* a format whose scale comes from the data is refused by name */
+    struct quant_spec bad;
+    ck_assert_int_eq(quant_spec_parse("bfp(8)", &bad), ADAPT_OK);
+    float v = 1.0f;
+    struct quant_cuda_job j = {&bad, &v, &v, 1, {1, 2, 3}, NULL};
+    ck_assert_int_eq(quant_cuda_list_host(&j, 1, NULL), ADAPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "bfp"));
+}
+END_TEST
+
 int main(void)
 {
     char desc[256];
@@ -141,6 +197,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_parity);
     tcase_add_test(tc, test_cuda_launch_shape);
     tcase_add_test(tc, test_cuda_inplace);
+    tcase_add_test(tc, test_cuda_list);
     suite_add_tcase(su, tc);
     return tu_run_suite(su, CK_NOFORK);
 }

@@ -126,6 +126,19 @@ enum adapt_status adapt_cuda_net_zero_counters(struct adapt_cuda_net *d, int fir
 enum adapt_status adapt_cuda_net_round(struct adapt_cuda_net *d, const struct quant_spec *s,
                                        const float *x, float *y, size_t rows, size_t cols,
                                        struct quant_key key, int slot);
+/* Several such roundings of one row each in one launch (quant_cuda_list_on): rounding i is
+ * adapt_cuda_net_round(d, s[i], x[i], y[i], 1, n[i], key[i], slot[i]). Only for the formats
+ * quant_cuda_list_fits accepts. */
+struct adapt_cuda_round {
+    const struct quant_spec *s;
+    const float *x;
+    float *y;
+    size_t n;
+    struct quant_key key;
+    int slot;
+};
+enum adapt_status adapt_cuda_net_round_list(struct adapt_cuda_net *d,
+                                            const struct adapt_cuda_round *r, int k);
 /* dy = 0 where (y >= hi and dy < 0) or (y <= lo and dy > 0): the saturating straight-through
  * rule. */
 enum adapt_status adapt_cuda_net_ste_clip(struct adapt_cuda_net *d, const float *y, float *dy,

@@ -122,6 +122,13 @@ enum adapt_status adapt_cuda_net_take_counters(struct adapt_cuda_net *d, uint64_
     NO_CUDA;
 }
 
+enum adapt_status adapt_cuda_net_round_list(struct adapt_cuda_net *d,
+                                            const struct adapt_cuda_round *r, int k)
+{
+    (void)d, (void)r, (void)k;
+    NO_CUDA;
+}
+
 enum adapt_status adapt_cuda_net_zero_counters(struct adapt_cuda_net *d, int first, int count)
 {
     (void)d, (void)first, (void)count;

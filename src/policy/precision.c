@@ -52,6 +52,34 @@ static enum adapt_status round_rows(const struct adapt_precision *p, const struc
     return quant_rows(s, x, y, rows, cols, key, NULL, st);
 }
 
+/* Roundings gathered for one launch on a device (adapt_cuda_net_round_list): the weight copies
+ * of a refresh, the gradients of a step. On the host, and for formats a list does not take,
+ * gather runs each at once (round_rows). The specs must live until the flush. */
+#define GATHER_MAX 64
+struct gather {
+    struct adapt_cuda_round r[GATHER_MAX];
+    int k;
+};
+
+static enum adapt_status flush(const struct adapt_precision *p, struct gather *g)
+{
+    enum adapt_status st = g->k ? adapt_cuda_net_round_list(p->dev, g->r, g->k) : ADAPT_OK;
+    g->k = 0;
+    return st;
+}
+
+static enum adapt_status gather(const struct adapt_precision *p, struct gather *g,
+                                const struct quant_spec *s, const float *x, float *y, size_t rows,
+                                size_t cols, struct quant_key key, int slot, struct quant_stats *st)
+{
+    if (!p->dev || !quant_cuda_list_fits(s))
+        return round_rows(p, s, x, y, rows, cols, key, slot, st);
+    enum adapt_status e = g->k == GATHER_MAX ? flush(p, g) : ADAPT_OK;
+    if (e) return e;
+    g->r[g->k++] = (struct adapt_cuda_round){s, x, y, rows * cols, key, slot};
+    return ADAPT_OK;
+}
+
 /* quant_rows over a batch of n samples of m values: MX blocks restart at every sample (one row
  * each); for the other formats the split makes no difference. */
 static enum adapt_status round_batch(const struct adapt_precision *p, const struct quant_spec *s,
@@ -494,6 +522,7 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
     /* on a device the weight slots hold the last rounding's counts until they are taken */
     enum adapt_status s =
         p->dev ? adapt_cuda_net_zero_counters(p->dev, SLOT_WEIGHT(0), p->nunits) : ADAPT_OK;
+    struct gather g = {.k = 0};
     for (int k = 0; k < p->nunits && !s; k++) {
         struct adapt_unit_prec *u = &p->u[k];
         struct adapt_layer *l = u->layer;
@@ -506,9 +535,9 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
         struct quant_stats st = {0, 0, 0};
         const struct adapt_param *w = &l->param[0];
         float *wq = p->dev ? u->d_wq : u->wq;
-        s = round_rows(p, &u->spec, param_value(p, u->param[0]), wq, (size_t)w->value.dim[0],
-                       w->value.numel / (size_t)w->value.dim[0], key_of(p, Q_WEIGHT, k, step),
-                       SLOT_WEIGHT(k), &st);
+        s = gather(p, &g, &u->spec, param_value(p, u->param[0]), wq, (size_t)w->value.dim[0],
+                   w->value.numel / (size_t)w->value.dim[0], key_of(p, Q_WEIGHT, k, step),
+                   SLOT_WEIGHT(k), &st);
         if (s) break;
         use_param(p, u->param[0], wq);
         if (!p->dev) { /* on a device: from its counters, when read (adapt_precision_sync) */
@@ -518,8 +547,8 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
         }
         if (u->bq) {
             float *bq = p->dev ? u->d_bq : u->bq;
-            s = round_rows(p, &u->spec, param_value(p, u->param[1]), bq, 1, l->param[1].value.numel,
-                           key_of(p, Q_BIAS, k, step), -1, NULL);
+            s = gather(p, &g, &u->spec, param_value(p, u->param[1]), bq, 1, l->param[1].value.numel,
+                       key_of(p, Q_BIAS, k, step), -1, NULL);
             if (s) break;
             use_param(p, u->param[1], bq);
         }
@@ -532,10 +561,11 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
             use_param(p, k, NULL);
             continue;
         }
-        s = round_rows(p, &u->spec, param_value(p, k), copy, 1, p->net->param[k]->value.numel,
-                       key_of(p, Q_ATTACHED, k, step), -1, NULL);
+        s = gather(p, &g, &u->spec, param_value(p, k), copy, 1, p->net->param[k]->value.numel,
+                   key_of(p, Q_ATTACHED, k, step), -1, NULL);
         if (!s) use_param(p, k, copy);
     }
+    if (!s && p->dev) s = flush(p, &g);
     if (!s && p->dev) p->counts_pending = 1;
     return note(p, s);
 }
@@ -543,6 +573,7 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
 enum adapt_status adapt_precision_quantize_grads(struct adapt_precision *p, long step)
 {
     enum adapt_status s = ADAPT_OK;
+    struct gather g = {.k = 0};
     for (int k = 0; k < p->nunits && !s; k++) {
         struct adapt_unit_prec *u = &p->u[k];
         if (!u->active) continue;
@@ -552,18 +583,19 @@ enum adapt_status adapt_precision_quantize_grads(struct adapt_precision *p, long
             size_t rows = !q && quant_format_is_mx(u->spec.format) /* MX: blocks as in */
                               ? (size_t)pp->grad.dim[0]                /* the weights */
                               : 1;
-            float *g = param_grad(p, u->param[q]);
-            s = round_rows(p, &u->spec, g, g, rows, pp->grad.numel / rows,
-                           key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), -1, NULL);
+            float *gr = param_grad(p, u->param[q]);
+            s = gather(p, &g, &u->spec, gr, gr, rows, pp->grad.numel / rows,
+                       key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), -1, NULL);
         }
     }
     for (int k = 0; p->round_attached && !s && k < p->net->nparam; k++) {
         if (!p->acopy[k] || !p->u[p->param_unit[k]].active) continue;
         const struct quant_spec *sp = &p->u[p->param_unit[k]].spec;
-        float *g = param_grad(p, k);
-        s = round_rows(p, sp, g, g, 1, p->net->param[k]->grad.numel, key_of(p, Q_GRAD_ATT, k, step),
-                       -1, NULL);
+        float *gr = param_grad(p, k);
+        s = gather(p, &g, sp, gr, gr, 1, p->net->param[k]->grad.numel,
+                   key_of(p, Q_GRAD_ATT, k, step), -1, NULL);
     }
+    if (!s && p->dev) s = flush(p, &g);
     return note(p, s);
 }
 

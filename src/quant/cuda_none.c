@@ -35,6 +35,19 @@ enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, const float *d_
     return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "quant: built without CUDA (configure --with-cuda)");
 }
 
+enum adapt_status quant_cuda_list_on(const struct quant_cuda_job *jobs, int k, void *stream)
+{
+    (void)jobs, (void)k, (void)stream;
+    return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "quant: built without CUDA (configure --with-cuda)");
+}
+
+enum adapt_status quant_cuda_list_host(const struct quant_cuda_job *jobs, int k,
+                                       struct quant_stats *stats)
+{
+    (void)jobs, (void)k, (void)stats;
+    return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "quant: built without CUDA (configure --with-cuda)");
+}
+
 enum adapt_status quant_cuda_range_on(const float *d_x, size_t n, uint32_t *d_keys, void *stream)
 {
     (void)d_x, (void)n, (void)d_keys, (void)stream;

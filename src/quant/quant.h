@@ -356,6 +356,24 @@ enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, const float *d_
                                      size_t rows, size_t cols, struct quant_key key,
                                      uint8_t *d_mask, unsigned long long *d_counts, void *scratch,
                                      size_t scratch_bytes, void *stream);
+/* Several roundings queued on a stream in one launch (per 64): job i is quant_cuda_rows_on of
+ * n elements (one row) with its spec and key, no mask, no scratch, counted into counts (NULL:
+ * not counted); the same bits. For the formats quant_cuda_list_fits accepts: those whose grid
+ * comes neither from the data (bfp, muppet) nor from blocks (MX), and not plugins. */
+struct quant_cuda_job {
+    const struct quant_spec *s;
+    const float *x;
+    float *y; /* y == x allowed; otherwise no overlap */
+    size_t n;
+    struct quant_key key;
+    unsigned long long *counts;
+};
+int quant_cuda_list_fits(const struct quant_spec *s);
+enum adapt_status quant_cuda_list_on(const struct quant_cuda_job *jobs, int k, void *stream);
+/* The same on host arrays (copies in and out, waits; for tests): job i's counts are added to
+ * stats[i] (stats may be NULL; the jobs' counts pointers are not used). */
+enum adapt_status quant_cuda_list_host(const struct quant_cuda_job *jobs, int k,
+                                       struct quant_stats *stats);
 /* The finite range of d_x[0 .. n-1], queued on a stream: d_keys[0] = the largest, d_keys[1] = the
  * smallest finite value as quant_order_key keys (src/quant/quant_impl.h); d_keys[0] == 0: no
  * finite value. */

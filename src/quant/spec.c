@@ -45,6 +45,12 @@ int quant_format_is_mx(enum quant_format f)
     return f >= QUANT_FORMAT_MXFP8_E4M3 && f <= QUANT_FORMAT_MXINT8;
 }
 
+int quant_cuda_list_fits(const struct quant_spec *s)
+{
+    return quant_spec_check(s) == ADAPT_OK && !quant_type_of(s->format)->needs_range &&
+           !quant_format_is_mx(s->format) && s->format != QUANT_FORMAT_PLUGIN;
+}
+
 int quant_format_keeps_subsets(enum quant_format f)
 {
     return !quant_format_is_mx(f) && f != QUANT_FORMAT_PLUGIN;

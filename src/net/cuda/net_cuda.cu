@@ -1195,6 +1195,29 @@ extern "C" enum adapt_status adapt_cuda_net_round(struct adapt_cuda_net *d,
                               d->qscratch_bytes, d->s);
 }
 
+extern "C" enum adapt_status adapt_cuda_net_round_list(struct adapt_cuda_net *d,
+                                                       const struct adapt_cuda_round *r, int k)
+{
+    struct quant_cuda_job jobs[64];
+    for (int i0 = 0; i0 < k; i0 += 64) {
+        const int m = k - i0 < 64 ? k - i0 : 64;
+        for (int i = 0; i < m; i++) {
+            const struct adapt_cuda_round *ri = &r[i0 + i];
+            if (ri->slot >= d->ncounters)
+                return ADAPT_ERROR(ADAPT_EINVAL, "counter slot %d of %d", ri->slot, d->ncounters);
+            jobs[i].s = ri->s;
+            jobs[i].x = ri->x;
+            jobs[i].y = ri->y;
+            jobs[i].n = ri->n;
+            jobs[i].key = ri->key;
+            jobs[i].counts = ri->slot >= 0 ? d->counters + 3 * (size_t)ri->slot : NULL;
+        }
+        enum adapt_status st = quant_cuda_list_on(jobs, m, d->s);
+        if (st != ADAPT_OK) return st;
+    }
+    return ADAPT_OK;
+}
+
 extern "C" enum adapt_status adapt_cuda_net_ste_clip(struct adapt_cuda_net *d, const float *y,
                                                      float *dy, size_t count, float lo, float hi)
 {

@@ -119,15 +119,17 @@ __device__ __forceinline__ void block_add_counts(unsigned long long ns, unsigned
     }
 }
 
+/* Rounds Philox blocks t0, t0 + step, ... of n elements (x[j] takes random value number
+ * index + j), adding the counts to ns, nf, nz: one thread's share of a rounding. */
 template <int KIND, int MODE, bool MASK, bool PERROW>
-__global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, uint64_t index,
-                             struct quant_plan plan, const struct quant_grid *grids, size_t cols,
-                             unsigned long long *counts)
+__device__ __forceinline__ void round_part(const float *x, float *y, uint8_t *mask, size_t n,
+                                           uint64_t index, const struct quant_plan &plan,
+                                           const struct quant_grid *grids, size_t cols, uint64_t t0,
+                                           uint64_t step, unsigned long long &ns,
+                                           unsigned long long &nf, unsigned long long &nz)
 {
     const uint64_t q0 = index >> 2, nq = ((index + n - 1) >> 2) - q0 + 1;
-    unsigned long long ns = 0, nf = 0, nz = 0;
-    for (uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; t < nq;
-         t += (uint64_t)gridDim.x * blockDim.x) {
+    for (uint64_t t = t0; t < nq; t += step) {
         const uint64_t q = q0 + t;
         uint32_t r[4] = {0u, 0u, 0u, 0u};
         if (MODE == QUANT_MODE_STOCHASTIC) {
@@ -161,7 +163,99 @@ __global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, 
             nf += (o == 0.0f && v != 0.0f);
         }
     }
+}
+
+template <int KIND, int MODE, bool MASK, bool PERROW>
+__global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, uint64_t index,
+                             struct quant_plan plan, const struct quant_grid *grids, size_t cols,
+                             unsigned long long *counts)
+{
+    unsigned long long ns = 0, nf = 0, nz = 0;
+    round_part<KIND, MODE, MASK, PERROW>(x, y, mask, n, index, plan, grids, cols,
+                                         (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                                         (uint64_t)gridDim.x * blockDim.x, ns, nf, nz);
     block_add_counts(ns, nf, nz, counts);
+}
+
+/* ---- several roundings in one launch (quant_cuda_list_on) */
+
+/* Entries per launch: the arguments travel as one kernel parameter (at most 32 KB on sm_70 and
+ * later). */
+constexpr int kListMax = 64;
+
+struct list_item {
+    const float *x;
+    float *y;
+    unsigned long long *counts;
+    uint64_t n, index;
+    struct quant_plan plan;
+    unsigned first; /* the item's first block; its blocks end at the next item's first */
+};
+
+struct list_args {
+    int k;
+    unsigned blocks; /* in all */
+    list_item it[kListMax];
+};
+
+/* Blocks of one rounding of n elements from index: a thread per Philox block, at most
+ * kListBlocks (grid-stride beyond). */
+constexpr uint64_t kListBlocks = 1024;
+unsigned list_blocks(uint64_t n, uint64_t index, int threads)
+{
+    const uint64_t nq = ((index + n - 1) >> 2) - (index >> 2) + 1;
+    const uint64_t b = (nq + (uint64_t)threads - 1) / (uint64_t)threads;
+    return (unsigned)(b < kListBlocks ? b : kListBlocks);
+}
+
+template <int KIND, int MODE>
+__device__ __forceinline__ void list_part(const list_item &it, uint64_t t0, uint64_t step,
+                                          unsigned long long &ns, unsigned long long &nf,
+                                          unsigned long long &nz)
+{
+    round_part<KIND, MODE, false, false>(it.x, it.y, NULL, it.n, it.index, it.plan, NULL, 1, t0,
+                                         step, ns, nf, nz);
+}
+
+/* Each block finds its item (the last whose first block is at or before it) and rounds its
+ * share of it as round_kernel would; kind and mode are the item's (the same for the block). */
+__global__ void round_list_kernel(const __grid_constant__ list_args a)
+{
+    int lo = 0, hi = a.k - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (a.it[mid].first <= blockIdx.x)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const list_item &it = a.it[lo];
+    const unsigned end = lo + 1 < a.k ? a.it[lo + 1].first : a.blocks;
+    const uint64_t t0 = (uint64_t)(blockIdx.x - it.first) * blockDim.x + threadIdx.x;
+    const uint64_t step = (uint64_t)(end - it.first) * blockDim.x;
+    unsigned long long ns = 0, nf = 0, nz = 0;
+    const bool grid = it.plan.kind == QUANT_KIND_GRID;
+    switch (it.plan.mode) {
+    case QUANT_MODE_STOCHASTIC:
+        if (grid)
+            list_part<QUANT_KIND_GRID, QUANT_MODE_STOCHASTIC>(it, t0, step, ns, nf, nz);
+        else
+            list_part<QUANT_KIND_FMT, QUANT_MODE_STOCHASTIC>(it, t0, step, ns, nf, nz);
+        break;
+    case QUANT_MODE_NEAREST_AWAY:
+        if (grid)
+            list_part<QUANT_KIND_GRID, QUANT_MODE_NEAREST_AWAY>(it, t0, step, ns, nf, nz);
+        else
+            list_part<QUANT_KIND_FMT, QUANT_MODE_NEAREST_AWAY>(it, t0, step, ns, nf, nz);
+        break;
+    default:
+        if (grid)
+            list_part<QUANT_KIND_GRID, QUANT_MODE_NEAREST_EVEN>(it, t0, step, ns, nf, nz);
+        else
+            list_part<QUANT_KIND_FMT, QUANT_MODE_NEAREST_EVEN>(it, t0, step, ns, nf, nz);
+        break;
+    }
+    block_add_counts(ns, nf, nz, it.counts);
 }
 
 template <int KIND, int MODE>
@@ -405,6 +499,49 @@ extern "C" enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, cons
     return ADAPT_OK;
 }
 
+extern "C" enum adapt_status quant_cuda_list_on(const struct quant_cuda_job *jobs, int k,
+                                                void *stream)
+{
+    cudaStream_t cs = (cudaStream_t)stream;
+    const int threads = g_threads ? g_threads : 256;
+    list_args a;
+    a.k = 0;
+    a.blocks = 0;
+    for (int i = 0; i <= k; i++) {
+        if (a.k == kListMax || (i == k && a.k > 0)) { /* launch what is gathered */
+            round_list_kernel<<<a.blocks, threads, 0, cs>>>(a);
+            cudaError_t e = cudaGetLastError();
+            if (e != cudaSuccess) return cuda_status(e, "kernel launch");
+            a.k = 0;
+            a.blocks = 0;
+        }
+        if (i == k) break;
+        const struct quant_cuda_job *j = &jobs[i];
+        if (!quant_cuda_list_fits(j->s)) {
+            enum adapt_status st = quant_spec_check(j->s);
+            return st != ADAPT_OK ? st
+                                  : ADAPT_ERROR(ADAPT_EINVAL,
+                                                "quant cuda: %s takes its scale from the data or "
+                                                "blocks; it does not round in a list",
+                                                quant_type_of(j->s->format)->name);
+        }
+        if (j->n == 0) continue;
+        if (!j->x || !j->y) return ADAPT_ERROR(ADAPT_EINVAL, "quant cuda: NULL array");
+        list_item &it = a.it[a.k];
+        enum adapt_status st = quant_plan_init(j->s, NULL, j->key, &it.plan);
+        if (st != ADAPT_OK) return st;
+        it.x = j->x;
+        it.y = j->y;
+        it.counts = j->counts;
+        it.n = j->n;
+        it.index = j->key.index;
+        it.first = a.blocks;
+        a.blocks += list_blocks(j->n, j->key.index, threads);
+        a.k++;
+    }
+    return ADAPT_OK;
+}
+
 extern "C" enum adapt_status quant_cuda_rows(const struct quant_spec *s, const float *d_x,
                                              float *d_y, size_t rows, size_t cols,
                                              struct quant_key key, uint8_t *d_mask,
@@ -474,5 +611,72 @@ free_y:
     cudaFree(dy);
 free_x:
     cudaFree(dx);
+    return st;
+}
+
+extern "C" enum adapt_status quant_cuda_list_host(const struct quant_cuda_job *jobs, int k,
+                                                  struct quant_stats *stats)
+{
+    size_t total = 0;
+    for (int i = 0; i < k; i++) total += jobs[i].n;
+    struct quant_cuda_job *dj = (struct quant_cuda_job *)calloc((size_t)k + 1, sizeof *dj);
+    float *d = NULL;
+    unsigned long long *dc = NULL, *hc = (unsigned long long *)calloc(3 * (size_t)k + 1, sizeof *hc);
+    enum adapt_status st = ADAPT_OK;
+    cudaError_t e = cudaSuccess;
+    if (!dj || !hc) {
+        st = ADAPT_ERROR(ADAPT_ENOMEM, "quant cuda: cannot allocate %d jobs", k);
+        goto out;
+    }
+    /* each job's x, then its y (in place when the host arrays are one) */
+    if ((e = cudaMalloc((void **)&d, (2 * total + 1) * sizeof(float))) != cudaSuccess ||
+        (e = cudaMalloc((void **)&dc, (3 * (size_t)k + 1) * sizeof *dc)) != cudaSuccess ||
+        (e = cudaMemset(dc, 0, (3 * (size_t)k + 1) * sizeof *dc)) != cudaSuccess) {
+        st = cuda_status(e, "allocation");
+        goto out;
+    }
+    {
+        size_t off = 0;
+        for (int i = 0; i < k; i++) {
+            dj[i] = jobs[i];
+            dj[i].x = jobs[i].x ? d + off : NULL;
+            dj[i].y = !jobs[i].y ? NULL : jobs[i].y == jobs[i].x ? d + off : d + off + jobs[i].n;
+            dj[i].counts = dc + 3 * (size_t)i;
+            if (jobs[i].n && jobs[i].x &&
+                (e = cudaMemcpy(d + off, jobs[i].x, jobs[i].n * sizeof(float),
+                                cudaMemcpyHostToDevice)) != cudaSuccess) {
+                st = cuda_status(e, "copy to device");
+                goto out;
+            }
+            off += 2 * jobs[i].n;
+        }
+    }
+    if ((st = quant_cuda_list_on(dj, k, NULL)) != ADAPT_OK) goto out;
+    if ((e = cudaDeviceSynchronize()) != cudaSuccess) {
+        st = cuda_status(e, "kernel");
+        goto out;
+    }
+    for (int i = 0; i < k; i++)
+        if (jobs[i].n && jobs[i].y &&
+            (e = cudaMemcpy(jobs[i].y, dj[i].y, jobs[i].n * sizeof(float),
+                            cudaMemcpyDeviceToHost)) != cudaSuccess) {
+            st = cuda_status(e, "copy to host");
+            goto out;
+        }
+    if ((e = cudaMemcpy(hc, dc, 3 * (size_t)k * sizeof *hc, cudaMemcpyDeviceToHost)) !=
+        cudaSuccess) {
+        st = cuda_status(e, "copy to host");
+        goto out;
+    }
+    for (int i = 0; stats && i < k; i++) {
+        stats[i].saturated += hc[3 * i];
+        stats[i].flushed += hc[3 * i + 1];
+        stats[i].zeros += hc[3 * i + 2];
+    }
+out:
+    cudaFree(d);
+    cudaFree(dc);
+    free(dj);
+    free(hc);
     return st;
 }
