@@ -64,6 +64,11 @@ EXTRA_DIST += tests/cli_small.test
 TESTS += tests/readme_commands.test
 EXTRA_DIST += tests/readme_commands.test
 
+# the GPU engine's host side under a counting stand-in for the CUDA libraries (no GPU needed):
+# what a training step launches (scripts/cuda-census.sh); skips in builds without CUDA
+TESTS += tests/cuda_census.test
+EXTRA_DIST += tests/cuda_census.test
+
 # every shipped configuration loads (adapt-train --dry-run)
 TESTS += tests/configs_dry_run.sh
 EXTRA_DIST += tests/configs_dry_run.sh
