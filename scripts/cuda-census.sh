@@ -50,7 +50,7 @@ ${CC:-cc} -O1 -shared -fPIC -Wno-deprecated-declarations -I"$cuda/include" \
 census() {
     CENSUS_STEP=xent_kernel CENSUS_OUT=$3 LD_PRELOAD=$work/census.so \
         "$bench" train --device cuda --model "$model" --batch "$batch" --policy "$1" \
-        --repeats "$2" --warmup 0 --min-sample-s 0.1 > "$work/bench.log" 2>&1 ||
+        --repeats "$2" --warmup 3 --min-sample-s 0.1 > "$work/bench.log" 2>&1 ||
         { cat "$work/bench.log" >&2; die "adapt-bench train --policy $1 failed under the stand-in"; }
 }
 
