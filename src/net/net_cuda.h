@@ -153,13 +153,15 @@ float *adapt_cuda_net_param(struct adapt_cuda_net *d, int p, enum adapt_cuda_arr
 void adapt_cuda_net_use(struct adapt_cuda_net *d, int p, const float *use);
 
 /* out[2i] = sum of x_i^2, out[2i+1] = sum |x_i| over x[i][0 .. n[i]-1] (double sums, summation
- * order the device's); waits. */
+ * order the device's); waits. One launch for the k tensors, from a device table of the list
+ * that the engine keeps for the next call with the same pointers and counts (a few lists are
+ * kept; a new list costs a wait and an upload once). */
 enum adapt_status adapt_cuda_net_sums(struct adapt_cuda_net *d, float *const *x, const size_t *n,
                                       int k, double *out);
 /* For each of the k tensors g[i] (n[i] floats): g[i] *= (float)(1 / sqrt(sum of g[i]^2)) when
  * that sum is positive (in double, on the device: nothing waits), then acc[i] += g[i] when
  * acc[i] is not NULL; AdaPT's per-tensor normalisation and accumulation, the CPU's
- * arithmetic. */
+ * arithmetic. Two launches for the k tensors, the list kept as adapt_cuda_net_sums keeps it. */
 enum adapt_status adapt_cuda_net_normalize_acc(struct adapt_cuda_net *d, float *const *g,
                                                float *const *acc, const size_t *n, int k);
 /* Device <-> host copies of count floats; they wait. */
