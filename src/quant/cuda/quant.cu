@@ -167,9 +167,11 @@ __device__ __forceinline__ void round_part(const float *x, float *y, uint8_t *ma
 
 template <int KIND, int MODE, bool MASK, bool PERROW>
 __global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, uint64_t index,
-                             struct quant_plan plan, const struct quant_grid *grids, size_t cols,
+                             const __grid_constant__ struct quant_plan plan,
+                             const struct quant_grid *grids, size_t cols,
                              unsigned long long *counts)
 {
+    /* plan is read where it lies (__grid_constant__): round_part takes it by reference */
     unsigned long long ns = 0, nf = 0, nz = 0;
     round_part<KIND, MODE, MASK, PERROW>(x, y, mask, n, index, plan, grids, cols,
                                          (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
