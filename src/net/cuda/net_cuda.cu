@@ -1154,8 +1154,8 @@ extern "C" enum adapt_status adapt_cuda_net_zero_counters(struct adapt_cuda_net 
         return ADAPT_ERROR(ADAPT_EINVAL, "counter slots %d to %d of %d", first, first + count - 1,
                            d->ncounters);
     if (count)
-        CU(cudaMemsetAsync(d->counters + 3 * (size_t)first, 0, 3 * (size_t)count * sizeof *d->counters,
-                           d->s),
+        CU(cudaMemsetAsync(d->counters + 3 * (size_t)first, 0,
+                           3 * (size_t)count * sizeof *d->counters, d->s),
            "memset");
     return ADAPT_OK;
 }
