@@ -235,13 +235,24 @@ unsigned list_blocks(uint64_t n, uint64_t index, int threads)
     return (unsigned)(b < kListBlocks ? b : kListBlocks);
 }
 
-template <int KIND, int MODE>
+/* round_part over an item's share, with the item's rounding mode as a template argument */
+template <int KIND>
 __device__ __forceinline__ void list_part(const list_item &it, uint64_t t0, uint64_t step,
                                           unsigned long long &ns, unsigned long long &nf,
                                           unsigned long long &nz)
 {
-    round_part<KIND, MODE, false, false>(it.x, it.y, NULL, it.n, it.index, it.plan, NULL, 1, t0,
-                                         step, ns, nf, nz);
+    if (it.plan.mode == QUANT_MODE_STOCHASTIC)
+        round_part<KIND, QUANT_MODE_STOCHASTIC, false, false>(it.x, it.y, NULL, it.n, it.index,
+                                                               it.plan, NULL, 1, t0, step, ns, nf,
+                                                               nz);
+    else if (it.plan.mode == QUANT_MODE_NEAREST_AWAY)
+        round_part<KIND, QUANT_MODE_NEAREST_AWAY, false, false>(it.x, it.y, NULL, it.n, it.index,
+                                                                 it.plan, NULL, 1, t0, step, ns,
+                                                                 nf, nz);
+    else
+        round_part<KIND, QUANT_MODE_NEAREST_EVEN, false, false>(it.x, it.y, NULL, it.n, it.index,
+                                                                 it.plan, NULL, 1, t0, step, ns,
+                                                                 nf, nz);
 }
 
 /* Each block finds its item (the last whose first block is at or before it) and rounds its
@@ -261,27 +272,10 @@ __global__ void round_list_kernel(const __grid_constant__ list_args a)
     const uint64_t t0 = (uint64_t)(blockIdx.x - it.first) * blockDim.x + threadIdx.x;
     const uint64_t step = (uint64_t)(end - it.first) * blockDim.x;
     unsigned long long ns = 0, nf = 0, nz = 0;
-    const bool grid = it.plan.kind == QUANT_KIND_GRID;
-    switch (it.plan.mode) {
-    case QUANT_MODE_STOCHASTIC:
-        if (grid)
-            list_part<QUANT_KIND_GRID, QUANT_MODE_STOCHASTIC>(it, t0, step, ns, nf, nz);
-        else
-            list_part<QUANT_KIND_FMT, QUANT_MODE_STOCHASTIC>(it, t0, step, ns, nf, nz);
-        break;
-    case QUANT_MODE_NEAREST_AWAY:
-        if (grid)
-            list_part<QUANT_KIND_GRID, QUANT_MODE_NEAREST_AWAY>(it, t0, step, ns, nf, nz);
-        else
-            list_part<QUANT_KIND_FMT, QUANT_MODE_NEAREST_AWAY>(it, t0, step, ns, nf, nz);
-        break;
-    default:
-        if (grid)
-            list_part<QUANT_KIND_GRID, QUANT_MODE_NEAREST_EVEN>(it, t0, step, ns, nf, nz);
-        else
-            list_part<QUANT_KIND_FMT, QUANT_MODE_NEAREST_EVEN>(it, t0, step, ns, nf, nz);
-        break;
-    }
+    if (it.plan.kind == QUANT_KIND_GRID)
+        list_part<QUANT_KIND_GRID>(it, t0, step, ns, nf, nz);
+    else
+        list_part<QUANT_KIND_FMT>(it, t0, step, ns, nf, nz);
     block_add_counts(ns, nf, nz, it.counts);
 }
 
