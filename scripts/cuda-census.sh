@@ -7,8 +7,8 @@
 #
 # Builds scripts/cuda-census.c (a stand-in for the CUDA runtime, cuBLAS and cuDNN that counts
 # calls and runs no kernel) and runs `./adapt-bench train --device cuda` under it (LD_PRELOAD),
-# twice per policy, with 1 and 6 timed samples; the difference of the two runs' counts divided
-# by the difference of their steps is the per-step count, setup (allocation, cuDNN's algorithm
+# twice per policy, timing 20 and 220 steps; the difference of the two runs' counts divided by
+# the difference of their steps (200) is the per-step count, setup (allocation, cuDNN's algorithm
 # search, the first weight copies) left out. Policies that act every few steps (AdaPT's
 # push-downs) show fractions. Columns: kernel launches, memsets, copies (to and from the host
 # and on the device), host waits (stream and event synchronisations), cuBLAS GEMMs, cuDNN
@@ -46,19 +46,20 @@ ${CC:-cc} -O1 -shared -fPIC -Wno-deprecated-declarations -I"$cuda/include" \
     "$top/scripts/cuda-census.c" -o "$work/census.so" 2> "$work/cc.log" ||
     { cat "$work/cc.log" >&2; die "cannot compile scripts/cuda-census.c"; }
 
-# census POLICY SAMPLES OUT: one adapt-bench run under the stand-in
+# census POLICY STEPS OUT: one adapt-bench run under the stand-in, 3 warm-up steps and one
+# timed sample of STEPS steps
 census() {
     CENSUS_STEP=xent_kernel CENSUS_OUT=$3 LD_PRELOAD=$work/census.so \
         "$bench" train --device cuda --model "$model" --batch "$batch" --policy "$1" \
-        --repeats "$2" --warmup 3 --min-sample-s 0.1 > "$work/bench.log" 2>&1 ||
+        --repeats 1 --warmup 3 --steps "$2" > "$work/bench.log" 2>&1 ||
         { cat "$work/bench.log" >&2; die "adapt-bench train --policy $1 failed under the stand-in"; }
 }
 
 echo "$model, batch $batch: device calls per training step (scripts/cuda-census.sh; counts, not times)"
 printf '%-8s %8s %8s %8s %8s %8s %8s %8s\n' policy kernels memsets copies waits gemms cudnn total
 for p in ${policies//,/ }; do
-    census "$p" 1 "$work/a.txt"
-    census "$p" 6 "$work/b.txt"
+    census "$p" 20 "$work/a.txt"
+    census "$p" 220 "$work/b.txt"
     python3 - "$work/a.txt" "$work/b.txt" "$p" "$kernels" <<'PY' || die "cannot read the counts"
 import subprocess, sys
 def load(path):

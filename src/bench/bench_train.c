@@ -4,8 +4,8 @@
  * update, on synthetic batches of the model's input shape (a pool of four
  * pre-generated batches is cycled so data generation is not timed), the same
  * method as the project's PyTorch anchor script. After warm-up steps, each
- * sample times enough steps to last --min-sample-s; the table shows the
- * median, minimum and maximum images/s over --repeats samples.
+ * sample times enough steps to last --min-sample-s (or --steps steps); the
+ * table shows the median, minimum and maximum images/s over --repeats samples.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -40,7 +40,7 @@ static void usage(FILE *f)
         "Usage: adapt-bench train [--model M[,M...]] [--policy P[,P...]] [--batch B]\n"
         "                         [--classes C] [--repeats R] [--warmup W] [--min-sample-s S] "
         "[--json]\n"
-        "                         [--device cpu|cuda]\n"
+        "                         [--steps N] [--device cpu|cuda]\n"
         "  --model   lenet5, alexnet_cifar, alexnet_mnist, resnet20 (default: "
         "lenet5,alexnet_cifar,resnet20)\n"
         "  --policy  fp32, fixed, adapt, muppet, amp with their default settings (default: fp32);\n"
@@ -48,6 +48,8 @@ static void usage(FILE *f)
         "  --batch   batch size (default 128)\n"
         "  --classes output classes (default 10)\n"
         "  --repeats timed samples per policy (default 7, at most 64)\n"
+        "  --steps   steps per sample, for a run of known length (default 0: as many as last\n"
+        "            --min-sample-s, default 0.5, judged from one step)\n"
         "  --device  cpu (default) or cuda: the whole step on GPU 0 (policies fp32, fixed,\n"
         "            adapt, muppet and amp; the batch goes up from pinned memory while the\n"
         "            previous step runs)\n");
@@ -186,7 +188,8 @@ static double median_of(double *v, int n)
 /* Times every policy on one model, alternating policies sample by sample so
  * they see the same machine conditions. */
 static int bench_model(const char *model, char **policies, int npol, int batch, int classes,
-                       int repeats, int warmup, double min_s, int cuda, struct bench_result *res)
+                       int repeats, int warmup, double min_s, int fixed_steps, int cuda,
+                       struct bench_result *res)
 {
     struct bench_setup *b = calloc((size_t)npol, sizeof *b);
     int rc = 0, steps = 1;
@@ -202,13 +205,14 @@ static int bench_model(const char *model, char **policies, int npol, int batch, 
         for (int q = 0; q < npol; q++) {
             for (int w = 0; w < warmup; w++) setup_step(&b[q]);
             setup_sync(&b[q]);
+            if (fixed_steps) continue;
             double t0 = adapt_bench_now();
             setup_step(&b[q]);
             setup_sync(&b[q]);
             double one = adapt_bench_now() - t0;
             if (one > slowest) slowest = one;
         }
-        steps = (int)ceil(min_s / (slowest > 1e-6 ? slowest : 1e-6));
+        steps = fixed_steps ? fixed_steps : (int)ceil(min_s / (slowest > 1e-6 ? slowest : 1e-6));
         if (steps < 1) steps = 1;
         for (int rep = 0; rep < repeats; rep++)
             for (int q = 0; q < npol; q++) {
@@ -232,7 +236,7 @@ static int bench_model(const char *model, char **policies, int npol, int batch, 
 int adapt_bench_train(int argc, char **argv)
 {
     const char *models = "lenet5,alexnet_cifar,resnet20", *policies = "fp32", *device = "cpu";
-    int batch = 128, classes = 10, repeats = 7, warmup = 3, json = 0;
+    int batch = 128, classes = 10, repeats = 7, warmup = 3, json = 0, fixed_steps = 0;
     double min_s = 0.5;
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"batch", required_argument, 0, 'b'},
@@ -241,13 +245,14 @@ int adapt_bench_train(int argc, char **argv)
                                          {"repeats", required_argument, 0, 'r'},
                                          {"warmup", required_argument, 0, 'w'},
                                          {"min-sample-s", required_argument, 0, 's'},
+                                         {"steps", required_argument, 0, 'n'},
                                          {"json", no_argument, 0, 'j'},
                                          {"device", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:p:b:c:r:w:s:d:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:p:b:c:r:w:s:n:d:jh", opts, NULL)) != -1) {
         char *end = NULL;
         switch (c) {
         case 'm': models = optarg; break;
@@ -257,6 +262,7 @@ int adapt_bench_train(int argc, char **argv)
         case 'r': repeats = (int)strtol(optarg, &end, 10); break;
         case 'w': warmup = (int)strtol(optarg, &end, 10); break;
         case 's': min_s = strtod(optarg, &end); break;
+        case 'n': fixed_steps = (int)strtol(optarg, &end, 10); break;
         case 'j': json = 1; break;
         case 'd': device = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -267,9 +273,10 @@ int adapt_bench_train(int argc, char **argv)
             return 2;
         }
     }
-    if (batch < 1 || classes < 2 || repeats < 1 || repeats > 64 || warmup < 0 || !(min_s > 0)) {
+    if (batch < 1 || classes < 2 || repeats < 1 || repeats > 64 || warmup < 0 || !(min_s > 0) ||
+        fixed_steps < 0) {
         fprintf(stderr, "adapt-bench train: need --batch >= 1, --classes >= 2, --repeats 1..64, "
-                        "--warmup >= 0, --min-sample-s > 0\n");
+                        "--warmup >= 0, --min-sample-s > 0, --steps >= 0\n");
         return 2;
     }
     int cuda = !strcmp(device, "cuda");
@@ -343,7 +350,8 @@ int adapt_bench_train(int argc, char **argv)
                "img/s median", "img/s min", "img/s max", "step cost");
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
         struct bench_result res[16];
-        if (bench_model(m, pol, npol, batch, classes, repeats, warmup, min_s, cuda, res) != 0) {
+        if (bench_model(m, pol, npol, batch, classes, repeats, warmup, min_s, fixed_steps, cuda,
+                        res) != 0) {
             rc = 1;
             break;
         }
