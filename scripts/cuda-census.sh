@@ -12,12 +12,13 @@
 # search, the first weight copies) left out. Policies that act every few steps (AdaPT's
 # push-downs) show fractions. Columns: kernel launches, memsets, copies (to and from the host
 # and on the device), host waits (stream and event synchronisations), cuBLAS GEMMs, cuDNN
-# convolutions, and all device calls together; --kernels adds each kernel's launches per step.
-# Defaults: --model lenet5 --batch 128 --policy fp32,fixed,adapt,muppet,amp. Needs a CUDA build
-# of this tree (./configure --with-cuda; $ADAPT_BENCH names its adapt-bench, default the one in
-# the tree) and the CUDA headers to compile the stand-in (CUDA_HOME or /usr/local/cuda). The
-# counts are not times: a cuDNN call costs the host more than a kernel launch, and a wait costs
-# what the device still has queued.
+# convolutions, and all calls that queue work on the device (these, event records and stream
+# waits on events; host waits are not among them); --kernels adds each kernel's launches per
+# step. Defaults: --model lenet5 --batch 128 --policy fp32,fixed,adapt,muppet,amp. Needs a
+# CUDA build of this tree (./configure --with-cuda; $ADAPT_BENCH names its adapt-bench, default
+# the one in the tree) and the CUDA headers to compile the stand-in (CUDA_HOME or
+# /usr/local/cuda). The counts are not times: a cuDNN call costs the host more than a kernel
+# launch, and a wait costs what the device still has queued.
 set -uo pipefail
 
 die() { echo "cuda-census: $*" >&2; exit 1; }
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     --batch) batch=${2:?--batch needs a number}; shift 2 ;;
     --policy) policies=${2:?--policy needs names}; shift 2 ;;
     --kernels) kernels=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
