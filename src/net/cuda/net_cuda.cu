@@ -1293,9 +1293,9 @@ enum adapt_status list_of(struct adapt_cuda_net *d, float *const *x, float *cons
     list_clear(l);
     struct acu_tensor *h = (struct acu_tensor *)calloc((size_t)k + 1, sizeof *h);
     l->x = (float **)calloc((size_t)k + 1, sizeof *l->x);
-    l->acc = (float **)calloc((size_t)k + 1, sizeof *l->acc);
+    l->acc = acc ? (float **)calloc((size_t)k + 1, sizeof *l->acc) : NULL;
     l->n = (size_t *)calloc((size_t)k + 1, sizeof *l->n);
-    if (!h || !l->x || !l->acc || !l->n) {
+    if (!h || !l->x || (acc && !l->acc) || !l->n) {
         free(h);
         list_clear(l);
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate a table of %d tensors", k);
@@ -1303,10 +1303,10 @@ enum adapt_status list_of(struct adapt_cuda_net *d, float *const *x, float *cons
     unsigned blocks = 0;
     for (int i = 0; i < k; i++) {
         l->x[i] = x[i];
-        l->acc[i] = acc ? acc[i] : NULL;
+        if (acc) l->acc[i] = acc[i];
         l->n[i] = n[i];
         h[i].x = x[i];
-        h[i].acc = l->acc[i];
+        h[i].acc = acc ? acc[i] : NULL;
         h[i].count = n[i];
         h[i].first = blocks;
         blocks += acu_list_blocks(x[i], n[i]);
@@ -1320,14 +1320,22 @@ enum adapt_status list_of(struct adapt_cuda_net *d, float *const *x, float *cons
         list_clear(l);
         CU(e, "tensor table");
     }
-    if (!acc) { /* a list without second pointers matches only such calls */
-        free(l->acc);
-        l->acc = NULL;
-    }
-    l->k = k;
+    l->k = k; /* a list without second pointers (acc NULL) matches only such calls */
     l->blocks = blocks;
     *out = l;
     return ADAPT_OK;
+}
+
+/* The sums of squares and of absolute values of the k tensors x[i] (the list with acc[i] when
+ * acc is not NULL) queued into d_sums, grown to k pairs; *l: the list's device table. */
+enum adapt_status sumsq_list(struct adapt_cuda_net *d, float *const *x, float *const *acc,
+                             const size_t *n, int k, const struct dlist **l)
+{
+    enum adapt_status st = room(d, (void **)&d->d_sums, (void **)&d->h_sums, &d->nsums, k,
+                                2 * sizeof(double), "sums");
+    if (st == ADAPT_OK) st = list_of(d, x, acc, n, k, l);
+    if (st == ADAPT_OK) acu_sumsq_list((*l)->table, k, (*l)->blocks, d->d_sums, d->s);
+    return st;
 }
 
 /* The k pairs of reductions in d_sums to out (waits). */
@@ -1348,13 +1356,9 @@ extern "C" enum adapt_status adapt_cuda_net_sums(struct adapt_cuda_net *d, float
                                                  const size_t *n, int k, double *out)
 {
     if (k <= 0) return ADAPT_OK;
-    enum adapt_status st = room(d, (void **)&d->d_sums, (void **)&d->h_sums, &d->nsums, k,
-                                2 * sizeof(double), "sums");
     const struct dlist *l = NULL;
-    if (st == ADAPT_OK) st = list_of(d, x, NULL, n, k, &l);
-    if (st != ADAPT_OK) return st;
-    acu_sumsq_list(l->table, k, l->blocks, d->d_sums, d->s);
-    return sums_back(d, k, out);
+    enum adapt_status st = sumsq_list(d, x, NULL, n, k, &l);
+    return st != ADAPT_OK ? st : sums_back(d, k, out);
 }
 
 extern "C" enum adapt_status adapt_cuda_net_gd(struct adapt_cuda_net *d, float *const *ring,
@@ -1435,12 +1439,9 @@ extern "C" enum adapt_status adapt_cuda_net_normalize_acc(struct adapt_cuda_net 
                                                           const size_t *n, int k)
 {
     if (k <= 0) return ADAPT_OK;
-    enum adapt_status st = room(d, (void **)&d->d_sums, (void **)&d->h_sums, &d->nsums, k,
-                                2 * sizeof(double), "sums");
     const struct dlist *l = NULL;
-    if (st == ADAPT_OK) st = list_of(d, g, acc, n, k, &l);
+    enum adapt_status st = sumsq_list(d, g, acc, n, k, &l);
     if (st != ADAPT_OK) return st;
-    acu_sumsq_list(l->table, k, l->blocks, d->d_sums, d->s);
     acu_normalize_acc_list(l->table, k, l->blocks, d->d_sums, d->s);
     CU(cudaGetLastError(), "normalisation launch");
     return ADAPT_OK;

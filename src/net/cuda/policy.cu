@@ -42,34 +42,42 @@ __device__ __forceinline__ void sumsq_flush(double sq, double ab, double *out)
     }
 }
 
-/* The list entry whose blocks hold block b: the last i < k with t[i].first <= b (entries with
- * no blocks share their successor's first, so they are never the answer). */
-__device__ __forceinline__ int list_entry(const acu_tensor *t, int k, unsigned b)
+/* This thread's share of a list: the entry e whose blocks hold this block (the last i < k with
+ * t[i].first <= blockIdx.x; entries with no blocks share their successor's first, so they are
+ * never the answer), and the grid-stride start t0 and step over that entry's blocks. */
+struct list_share {
+    int e;
+    size_t t0, step;
+};
+
+__device__ __forceinline__ list_share share_of(const acu_tensor *t, int k)
 {
     int lo = 0, hi = k - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (t[mid].first <= b)
+        if (t[mid].first <= blockIdx.x)
             lo = mid;
         else
             hi = mid - 1;
     }
-    return lo;
+    list_share s;
+    s.e = lo;
+    s.t0 = (size_t)(blockIdx.x - t[lo].first) * blockDim.x + threadIdx.x;
+    s.step = (size_t)(t[lo + 1].first - t[lo].first) * blockDim.x;
+    return s;
 }
 
 __global__ void __launch_bounds__(kThreads) sumsq_list_kernel(const acu_tensor *t, int k,
                                                                double *out)
 {
-    const int e = list_entry(t, k, blockIdx.x);
-    const acu_tensor a = t[e];
-    const size_t t0 = (size_t)(blockIdx.x - a.first) * blockDim.x + threadIdx.x;
-    const size_t step = (size_t)(t[e + 1].first - a.first) * blockDim.x;
+    const list_share s = share_of(t, k);
+    const acu_tensor a = t[s.e];
     double sq = 0.0, ab = 0.0;
     if (aligned16(a.x))
-        sumsq_part<4>(a.x, a.count, t0, step, sq, ab);
+        sumsq_part<4>(a.x, a.count, s.t0, s.step, sq, ab);
     else
-        sumsq_part<1>(a.x, a.count, t0, step, sq, ab);
-    sumsq_flush(sq, ab, out + 2 * e);
+        sumsq_part<1>(a.x, a.count, s.t0, s.step, sq, ab);
+    sumsq_flush(sq, ab, out + 2 * s.e);
 }
 
 struct scale_acc_op { /* g *= scale (or 1 / sqrt(*sumsq) when sumsq is given); acc += g */
@@ -98,12 +106,10 @@ struct scale_acc_op { /* g *= scale (or 1 / sqrt(*sumsq) when sumsq is given); a
 __global__ void __launch_bounds__(kThreads) normalize_acc_list_kernel(const acu_tensor *t, int k,
                                                                        const double *sumsq)
 {
-    const int e = list_entry(t, k, blockIdx.x);
-    const acu_tensor a = t[e];
-    const scale_acc_op op = {a.x, a.acc, 1.0f, sumsq + 2 * e};
-    map_range(op, a.count, aligned16(a.x) && (!a.acc || aligned16(a.acc)),
-              (size_t)(blockIdx.x - a.first) * blockDim.x + threadIdx.x,
-              (size_t)(t[e + 1].first - a.first) * blockDim.x);
+    const list_share s = share_of(t, k);
+    const acu_tensor a = t[s.e];
+    const scale_acc_op op = {a.x, a.acc, 1.0f, sumsq + 2 * s.e};
+    map_range(op, a.count, aligned16(a.x) && (!a.acc || aligned16(a.acc)), s.t0, s.step);
 }
 
 struct ste_clip_op {
