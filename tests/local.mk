@@ -60,6 +60,10 @@ EXTRA_DIST += tests/layering.test
 TESTS += tests/cli_small.test
 EXTRA_DIST += tests/cli_small.test
 
+# one process per run directory: two adapt-train processes on one --out
+TESTS += tests/run_lock.test
+EXTRA_DIST += tests/run_lock.test
+
 # every command the README shows runs (shortened)
 TESTS += tests/readme_commands.test
 EXTRA_DIST += tests/readme_commands.test

@@ -3,9 +3,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
@@ -52,54 +55,140 @@ static int file_exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
-/* Refuses an existing run directory unless resuming or forced; creates it
- * and checks that it is writable. */
-static enum adapt_status prepare_dir(struct adapt_run_dir *d, const struct adapt_run_dir_opts *opts)
+#define LOCK_FILE ".adapt-lock"
+
+/* The process id that the holder of the lock file fd wrote into it: a holder writes it just
+ * after it locks, over what a killed process may have left, so a number is taken only once the
+ * process it names is alive; 0 when none shows within 0.2 s. */
+static long lock_holder(int fd)
+{
+    for (int tries = 0; tries < 20; tries++) {
+        char text[32];
+        ssize_t n = pread(fd, text, sizeof text - 1, 0);
+        if (n > 0) {
+            text[n] = '\0';
+            long pid = strtol(text, NULL, 10);
+            if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) return pid;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* Takes the directory's lock (d->out_dir exists): flock on .adapt-lock,
+ * created when missing, with this process's id written into it for the
+ * message another process prints when it is refused. */
+static enum adapt_status lock_dir(struct adapt_run_dir *d)
+{
+    char p[ADAPT_RUN_PATH_MAX];
+    enum adapt_status st;
+    if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, LOCK_FILE))) return st;
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return ADAPT_ERROR(ADAPT_EIO, "output directory %s is not writable: cannot open %s: %s",
+                           d->out_dir, p, strerror(errno));
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        long pid = err == EWOULDBLOCK ? lock_holder(fd) : 0;
+        close(fd);
+        if (err != EWOULDBLOCK)
+            return ADAPT_ERROR(ADAPT_EIO, "cannot lock %s: %s", p, strerror(err));
+        char who[48] = "another process";
+        if (pid > 0) snprintf(who, sizeof who, "another process (pid %ld)", pid);
+        return ADAPT_ERROR(ADAPT_EEXIST,
+                           "output directory %s is in use: %s is running there (it holds %s); "
+                           "wait for it to end, or use --out for another directory",
+                           d->out_dir, who, p);
+    }
+    char line[32];
+    int len = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) {
+        int err = errno;
+        close(fd);
+        return ADAPT_ERROR(ADAPT_EIO, "output directory %s is not writable: %s: %s", d->out_dir,
+                           p, strerror(err));
+    }
+    d->lock_fd = fd;
+    d->locked = 1;
+    return ADAPT_OK;
+}
+
+static void unlock_dir(struct adapt_run_dir *d)
+{
+    if (!d->locked) return;
+    /* no process id left behind for a later holder's refused rival to read (best effort:
+     * a holder writes its own id over whatever is there) */
+    int cleared = ftruncate(d->lock_fd, 0);
+    (void)cleared;
+    close(d->lock_fd); /* drops the flock */
+    d->locked = 0;
+}
+
+enum adapt_status adapt_run_dir_claim(struct adapt_run_dir *d,
+                                      const struct adapt_run_dir_opts *opts)
 {
     struct stat sb;
     char p[ADAPT_RUN_PATH_MAX];
     enum adapt_status st;
+    memset(d, 0, sizeof *d);
+    if ((size_t)snprintf(d->out_dir, sizeof d->out_dir, "%s", opts->out_dir) >= sizeof d->out_dir)
+        return ADAPT_ERROR(ADAPT_ERANGE, "output directory path too long: %s", opts->out_dir);
+    if ((st = adapt_run_dir_join(d->trace_path, sizeof d->trace_path, d->out_dir,
+                                 "trace.jsonl")) ||
+        (st = adapt_run_dir_join(d->model_path, sizeof d->model_path, d->out_dir,
+                                 "model.safetensors")) ||
+        (st = adapt_run_dir_join(d->optim_path, sizeof d->optim_path, d->out_dir,
+                                 "optim.safetensors")))
+        return st;
     int exists = stat(d->out_dir, &sb) == 0;
     if (exists && !S_ISDIR(sb.st_mode))
         return ADAPT_ERROR(ADAPT_EEXIST, "output path %s exists and is not a directory",
                            d->out_dir);
+    if (opts->resume && !exists)
+        return ADAPT_ERROR(ADAPT_ENOENT, "--resume: output directory %s does not exist",
+                           d->out_dir);
+    if (!exists && (st = make_dirs(d->out_dir))) return st;
+    /* everything below looks at the directory as it is while this process holds it */
+    if ((st = lock_dir(d))) return st;
     if (opts->resume) {
-        if (!exists)
-            return ADAPT_ERROR(ADAPT_ENOENT, "--resume: output directory %s does not exist",
-                               d->out_dir);
-        if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, "config.ini"))) return st;
-        if (!file_exists(p))
-            return ADAPT_ERROR(ADAPT_ENOENT, "--resume: %s is missing (no run to resume)", p);
-    } else if (exists) {
-        int has_run = 0;
-        for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
-            if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, run_files[i]))) return st;
-            struct stat lsb;
-            if (lstat(p, &lsb) == 0) has_run = 1;
+        if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, "config.ini"))) goto unlock;
+        if (!file_exists(p)) {
+            st = ADAPT_ERROR(ADAPT_ENOENT, "--resume: %s is missing (no run to resume)", p);
+            goto unlock;
         }
-        if (has_run && !opts->force)
-            return ADAPT_ERROR(ADAPT_EEXIST,
-                               "output directory %s already holds a run; use --resume to "
-                               "continue it, --force to replace it, or --out for another directory",
-                               d->out_dir);
-    } else if ((st = make_dirs(d->out_dir))) {
-        return st;
+    } else if (!opts->force) {
+        for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
+            if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, run_files[i]))) goto unlock;
+            struct stat lsb;
+            if (lstat(p, &lsb) == 0) {
+                st = ADAPT_ERROR(ADAPT_EEXIST,
+                                 "output directory %s already holds a run; use --resume to "
+                                 "continue it, --force to replace it, or --out for another "
+                                 "directory",
+                                 d->out_dir);
+                goto unlock;
+            }
+        }
     }
-    /* Writable? */
-    if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, ".adapt-write-test"))) return st;
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return ADAPT_ERROR(ADAPT_EIO, "output directory %s is not writable: %s", d->out_dir,
-                           strerror(errno));
-    close(fd);
-    unlink(p);
+    return ADAPT_OK;
+unlock:
+    unlock_dir(d);
+    return st;
+}
+
+/* On the claimed directory: with --force removes the old run's files, and removes what an
+ * interrupted run left (temporaries, unpublished checkpoints; with --force every checkpoint). */
+static enum adapt_status prepare_dir(struct adapt_run_dir *d, const struct adapt_run_dir_opts *opts)
+{
+    char p[ADAPT_RUN_PATH_MAX];
+    enum adapt_status st;
     if (opts->force && !opts->resume)
         for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
             if ((st = adapt_run_dir_join(p, sizeof p, d->out_dir, run_files[i]))) return st;
             unlink(p);
         }
-    /* what an interrupted run left: temporaries, unpublished checkpoints;
-     * with --force every checkpoint */
     return adapt_ckpt_clean(d, opts->force && !opts->resume);
 }
 
@@ -241,18 +330,9 @@ enum adapt_status adapt_run_dir_open(struct adapt_run_dir *d, const struct adapt
                                      int *start_epoch, long *start_step)
 {
     enum adapt_status st;
-    memset(d, 0, sizeof *d);
+    ADAPT_ASSERT(d->locked);
     d->cfg = cfg;
     d->dataset = info->dataset;
-    if ((size_t)snprintf(d->out_dir, sizeof d->out_dir, "%s", opts->out_dir) >= sizeof d->out_dir)
-        return ADAPT_ERROR(ADAPT_ERANGE, "output directory path too long: %s", opts->out_dir);
-    if ((st = adapt_run_dir_join(d->trace_path, sizeof d->trace_path, d->out_dir,
-                                 "trace.jsonl")) ||
-        (st = adapt_run_dir_join(d->model_path, sizeof d->model_path, d->out_dir,
-                                 "model.safetensors")) ||
-        (st = adapt_run_dir_join(d->optim_path, sizeof d->optim_path, d->out_dir,
-                                 "optim.safetensors")))
-        return st;
     if ((st = prepare_dir(d, opts))) return st;
     *start_epoch = 0;
     *start_step = 0;
@@ -338,4 +418,5 @@ void adapt_run_dir_close(struct adapt_run_dir *d)
 {
     adapt_trace_writer_close(d->tw);
     d->tw = NULL;
+    unlock_dir(d);
 }

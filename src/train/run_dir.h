@@ -9,14 +9,24 @@
  *   ckpt-<epoch>/, checkpoint, model.safetensors, optim.safetensors
  *                       the published checkpoint and the links to it
  *                       (src/train/checkpoint.h)
+ *   .adapt-lock         the lock: one process at a time owns the directory
  * An existing directory is refused unless resuming (which continues it) or
  * forced (which replaces these files and nothing else). --resume and --force
  * remove what an interrupted write left (temporaries, unpublished ckpt-*
  * directories); --resume of a run stopped before its first checkpoint starts
  * it again.
  *
+ * One process per directory: adapt_run_dir_claim takes an advisory lock
+ * (flock(2), exclusive) on .adapt-lock before it reads, cleans or writes
+ * anything there, and adapt_run_dir_close releases it. A directory whose lock
+ * another live process holds is refused with that process's id, whatever the
+ * options; the kernel drops the lock of a process that ends, however it ends,
+ * so a killed run leaves no obstacle. The lock file itself is never removed
+ * (removing it would let two processes lock two different files).
+ *
  *   struct adapt_run_dir d;
  *   struct adapt_run_dir_opts o = {"runs/x", 0, 0};
+ *   st = adapt_run_dir_claim(&d, &o);      (before the data and the model load)
  *   st = adapt_run_dir_open(&d, cfg, &o, net, &opt, &sched, pol, &info, &epoch0, &step0);
  *   ... adapt_run_dir_step(&d, pol, ...); adapt_run_dir_epoch(&d, &ep);
  *   adapt_run_dir_test(&d, epoch, loss, acc); adapt_run_dir_end(&d, "ok", wall);
@@ -67,12 +77,23 @@ struct adapt_run_dir {
     struct adapt_trace_writer *tw;
     const struct adapt_config *cfg;
     const char *dataset;
+    int lock_fd; /* the open .adapt-lock, held; meaningful while locked */
+    int locked;
 };
 
 /* buf = dir/file; ADAPT_ERANGE when it does not fit in n bytes. */
 enum adapt_status adapt_run_dir_join(char *buf, size_t n, const char *dir, const char *file);
 
-/* Prepares the output directory and the trace. When opts->resume, loads the
+/* Claims the output directory for this process: refuses a path that is not a
+ * directory, --resume of a directory without a run, and (without --resume or
+ * --force) a directory that holds a run; creates it when new; takes its lock,
+ * refusing a directory another process holds (ADAPT_EBUSY, naming its process
+ * id). Reads, cleans and writes nothing in it but the lock file. d is set up
+ * afresh; adapt_run_dir_close releases the lock. */
+enum adapt_status adapt_run_dir_claim(struct adapt_run_dir *d,
+                                      const struct adapt_run_dir_opts *opts);
+
+/* On a claimed directory: prepares the output directory and the trace. When opts->resume, loads the
  * last checkpoint into net, opt, sched and pol (adapt_ckpt_resume), cuts the
  * trace back to that epoch and sets *start_epoch / *start_step; otherwise
  * writes config.ini and the trace header. */
@@ -91,7 +112,8 @@ enum adapt_status adapt_run_dir_test(struct adapt_run_dir *d, int epoch, double 
 enum adapt_status adapt_run_dir_sample(struct adapt_run_dir *d, const struct adapt_trace_sample *s);
 /* The end record ("ok" or "stopped"), flushed. */
 enum adapt_status adapt_run_dir_end(struct adapt_run_dir *d, const char *status, double wall_s);
-/* Closes the trace; safe on a zeroed or already closed struct. */
+/* Closes the trace and releases the directory's lock; safe on a zeroed or
+ * already closed struct. */
 void adapt_run_dir_close(struct adapt_run_dir *d);
 
 #endif

@@ -875,7 +875,10 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     double t_start = now_s();
     long eval_step = 0;
     struct adapt_comp_result search = {0};
+    struct adapt_run_dir_opts dir_opts = {opts->out_dir, opts->resume, opts->force};
     if ((st = device_check(cfg))) goto free_run;
+    /* the run directory is this process's from before the data loads until the run ends */
+    if (!opts->eval_only && (st = adapt_run_dir_claim(&r.dir, &dir_opts))) goto free_run;
     if ((st = setup_model(&r, &eval_step))) goto free_run;
 
     if (opts->eval_only) {
@@ -894,7 +897,6 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     int start_epoch = 0;
     long start_step = 0;
     struct adapt_run_info info = {dataset_name(cfg), r.train.n, r.ho.n_train, r.ho.n_val, r.test.n};
-    struct adapt_run_dir_opts dir_opts = {opts->out_dir, opts->resume, opts->force};
     if ((st = adapt_run_dir_open(&r.dir, cfg, &dir_opts, r.net, &r.opt, &r.sched, r.pol, &info,
                                  &start_epoch, &start_step)))
         goto free_run;
