@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/fileio.h"
 #include "src/base/rng.h"
 #include "src/base/status.h"
 #include "src/cuda/device.h"
@@ -125,6 +126,46 @@ START_TEST(test_arena_alignment)
 }
 END_TEST
 
+/* adapt_utf8_invalid_at against the well-formed byte sequences of RFC 3629, section 4 (Table
+ * 3-7 of the Unicode Standard): the boundaries of each row pass, and one step outside them
+ * (overlong forms, surrogates, above U+10FFFF, stray continuation bytes, cut sequences) is
+ * reported at the sequence's first byte. */
+START_TEST(test_utf8_check)
+{
+    static const struct {
+        const char *s;
+        long bad;
+    } cases[] = {
+        {"", -1},
+        {"plain ASCII ~\x7f", -1},
+        {"\xc2\x80 \xdf\xbf", -1},                 /* U+0080, U+07FF */
+        {"\xe0\xa0\x80 \xef\xbf\xbf", -1},         /* U+0800, U+FFFF */
+        {"\xed\x9f\xbf \xee\x80\x80", -1},         /* U+D7FF, U+E000 */
+        {"\xf0\x90\x80\x80 \xf4\x8f\xbf\xbf", -1}, /* U+10000, U+10FFFF */
+        {"caf\xc3\xa9", -1},
+        {"caf\xe9", 3},                           /* Latin-1 */
+        {"ab\x80", 2},                            /* a lone continuation byte */
+        {"\xc0\xaf", 0},                          /* overlong '/' */
+        {"\xc1\xbf", 0},
+        {"\xe0\x9f\xbf", 0},                      /* overlong U+07FF */
+        {"\xed\xa0\x80", 0},                      /* U+D800, a surrogate */
+        {"x\xf0\x8f\xbf\xbf", 1},                 /* overlong U+FFFF */
+        {"\xf4\x90\x80\x80", 0},                  /* U+110000 */
+        {"\xf5\x80\x80\x80", 0},
+        {"\xff", 0},
+        {"ok\xe2\x82", 2},                        /* cut short at the end */
+        {"\xe2\x28\xa1", 0},                      /* a bad third byte */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        long got = adapt_utf8_invalid_at(cases[i].s, strlen(cases[i].s));
+        ck_assert_msg(got == cases[i].bad, "case %zu: %ld, expected %ld", i, got, cases[i].bad);
+    }
+    /* the length bounds the scan: a sequence cut by n is cut */
+    ck_assert_int_eq(adapt_utf8_invalid_at("\xc3\xa9", 1), 0);
+    ck_assert_int_eq(adapt_utf8_invalid_at("a\xff" "b", 1), -1);
+}
+END_TEST
+
 /* Without a GPU (or without a CUDA build) the device query reports zero and a reason. */
 START_TEST(test_cuda_query_runs)
 {
@@ -145,6 +186,7 @@ int main(void)
     tcase_add_test(tc, test_error_record);
     tcase_add_test(tc, test_error_aliasing);
     tcase_add_test(tc, test_arena_alignment);
+    tcase_add_test(tc, test_utf8_check);
     suite_add_tcase(s, tc);
     TCase *tcu = tcase_create("cuda");
     tcase_add_test(tcu, test_cuda_query_runs);

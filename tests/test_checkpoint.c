@@ -325,6 +325,34 @@ START_TEST(test_hostile_checkpoint)
 }
 END_TEST
 
+/* Layer names whose checkpoint tensors would share a name (a layer "adapt.G" has the momentum
+ * "adapt.G.weight" in optim.safetensors, and AdaPT keeps its state of a unit "weight" under the
+ * same name) are refused by --dry-run and by a run before the run directory is made; a muppet
+ * run of the same model, whose state has other names, trains. */
+START_TEST(test_colliding_tensor_names)
+{
+    char p[512];
+    tu_write_text(tu_path(p, sizeof p, tmpdir, "collide.model"),
+                  "input 1 32 32\nconv2d adapt.G out=2 k=5\nflatten f\n"
+                  "linear weight out=classes\n");
+    const char *needle = "two tensors of a checkpoint's optim.safetensors would both be named "
+                         "'adapt.G.weight'";
+    int rc = run("./adapt-train --config %s/c.ini --set model.file=%s --dry-run", tmpdir, p);
+    ck_assert_msg(rc == 1 && strstr(out_buf, needle), "--dry-run: exit %d: %.400s", rc, out_buf);
+    rc = run("./adapt-train --config %s/c.ini --set model.file=%s --out %s/collide --quiet",
+             tmpdir, p, tmpdir);
+    ck_assert_msg(rc == 1 && strstr(out_buf, needle), "a run: exit %d: %.400s", rc, out_buf);
+    struct stat sb;
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/collide", tmpdir);
+    ck_assert_msg(stat(dir, &sb) != 0, "the refused run made %s", dir);
+    rc = run("./adapt-train --config %s/c.ini --set model.file=%s --set policy.name=muppet "
+             "--set train.epochs=1 --out %s/collide --quiet",
+             tmpdir, p, tmpdir);
+    ck_assert_msg(rc == 0, "muppet run: exit %d: %.400s", rc, out_buf);
+}
+END_TEST
+
 int main(void)
 {
     if (!tu_have_program("./adapt-train")) return 99;
@@ -336,6 +364,7 @@ int main(void)
     tcase_add_test(tc, test_full_disk_at_every_step);
     tcase_add_test(tc, test_force_removes_leftovers);
     tcase_add_test(tc, test_hostile_checkpoint);
+    tcase_add_test(tc, test_colliding_tensor_names);
     suite_add_tcase(s, tc);
     return tu_run_suite(s, CK_FORK_GETENV);
 }

@@ -362,6 +362,8 @@ static const struct bad_case bad_cases[] = {
      "EPOCHS in [1, 100000]"},
     {"[policy]\nformat = \"fixed\n", ADAPT_EINVAL, ":2:", "policy.format", "unterminated quote"},
     {"[policy]\nformat = fi\"xed\n", ADAPT_EINVAL, ":2:", "policy.format", "contains a '\"'"},
+    /* a trace and config.ini are UTF-8: Latin-1 "café" is refused at its line */
+    {"[data]\npath = /d/caf\xe9\n", ADAPT_EINVAL, ":2:", "data.path", "byte 7 is not UTF-8"},
     {"seed = 1\n[run]\n", ADAPT_EINVAL, ":1:", "\"seed\"", "before any [section]"},
     {"[run]\nseed 5\n", ADAPT_EFORMAT, ":2:", "malformed line \"seed 5\"", "key = value"},
     {"[run\nseed = 5\n", ADAPT_EFORMAT, ":1:", "malformed line \"[run\"", "[section]"},

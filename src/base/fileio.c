@@ -30,6 +30,38 @@ static int hook(enum adapt_fileio_step step, const char *path)
     return 0;
 }
 
+long adapt_utf8_invalid_at(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = u[i];
+        size_t len;
+        unsigned lo = 0x80, hi = 0xbf; /* the range of the second byte */
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            len = 2;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            len = 3;
+            if (c == 0xe0) lo = 0xa0; /* overlong */
+            if (c == 0xed) hi = 0x9f; /* surrogates */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4;
+            if (c == 0xf0) lo = 0x90; /* overlong */
+            if (c == 0xf4) hi = 0x8f; /* above U+10FFFF */
+        } else {
+            return (long)i;
+        }
+        if (n - i < len || u[i + 1] < lo || u[i + 1] > hi) return (long)i;
+        for (size_t k = 2; k < len; k++)
+            if (u[i + k] < 0x80 || u[i + k] > 0xbf) return (long)i;
+        i += len;
+    }
+    return -1;
+}
+
 char *adapt_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -63,6 +63,10 @@ enum adapt_status adapt_fileio_remove_dir(const char *dir);
 char *adapt_path_join(const char *dir, const char *name);
 /* strdup that is in C11; NULL when out of memory. */
 char *adapt_strdup(const char *s);
+/* The offset of the first byte of s[0, n) that does not belong to well-formed UTF-8 (RFC 3629:
+ * no overlong forms, no surrogates, nothing above U+10FFFF, no sequence cut short), or -1 when
+ * all of it is UTF-8. Text that goes into a trace or a checkpoint (JSON) must pass. */
+long adapt_utf8_invalid_at(const char *s, size_t n);
 /* 1 when name is an identifier, [A-Za-z_][A-Za-z0-9_]*, of fewer than max bytes (NUL
  * included: at most max - 1 characters); 0 otherwise, and for NULL. */
 int adapt_identifier_valid(const char *name, size_t max);

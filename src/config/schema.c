@@ -358,6 +358,11 @@ static int key_parse(const struct adapt_schema_key *k, const char *text, void *f
             snprintf(why, why_size, "longer than %zu characters", k->size - 1);
             return 1;
         }
+        long bad = adapt_utf8_invalid_at(s, n);
+        if (bad >= 0) {
+            snprintf(why, why_size, "byte %ld is not UTF-8", bad + 1);
+            return 1;
+        }
         for (size_t i = 0; i < n; i++) {
             unsigned char c = (unsigned char)s[i];
             if (c == '"') {

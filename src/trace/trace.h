@@ -235,6 +235,10 @@ enum adapt_status adapt_trace_writer_append(struct adapt_trace_writer **w, const
                                             int64_t keep_bytes);
 /* Bytes written so far (the file size once flushed): store it in a checkpoint. */
 int64_t adapt_trace_writer_offset(const struct adapt_trace_writer *w);
+/* Refuses a header that the trace cannot hold: a text field that is not UTF-8, named with
+ * the offset of its first bad byte. adapt_trace_write_header checks the same; a program checks
+ * first, before it writes anything. */
+enum adapt_status adapt_trace_check_header(const struct adapt_trace_header *h);
 enum adapt_status adapt_trace_write_header(struct adapt_trace_writer *w,
                                            const struct adapt_trace_header *h);
 enum adapt_status adapt_trace_write_step(struct adapt_trace_writer *w,

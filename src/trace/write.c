@@ -202,10 +202,50 @@ static json_t *layer_json(const struct adapt_trace_layer *l)
     return o;
 }
 
+/* s, a text field of the header named by what (and index i when >= 0), must be UTF-8. */
+static enum adapt_status check_text(const char *s, const char *what, int i)
+{
+    long at = s ? adapt_utf8_invalid_at(s, strlen(s)) : -1;
+    if (at < 0) return ADAPT_OK;
+    char name[96];
+    if (i >= 0)
+        snprintf(name, sizeof name, "%s %d", what, i);
+    else
+        snprintf(name, sizeof name, "%s", what);
+    return ADAPT_ERROR(ADAPT_EINVAL,
+                       "the trace cannot hold the %s: byte %ld is not UTF-8 (a trace is JSON, "
+                       "which holds UTF-8 text only)",
+                       name, at + 1);
+}
+
+enum adapt_status adapt_trace_check_header(const struct adapt_trace_header *h)
+{
+    enum adapt_status st;
+    if ((st = check_text(h->policy, "policy name", -1)) ||
+        (st = check_text(h->config_file, "configuration file name", -1)) ||
+        (st = check_text(h->dataset.name, "data set name", -1)) ||
+        (st = check_text(h->model.name, "model name", -1)) ||
+        (st = check_text(h->model.description_file, "model description's file name", -1)) ||
+        (st = check_text(h->model.description_args, "model description's arguments", -1)) ||
+        (st = check_text(h->model.description_text, "model description", -1)))
+        return st;
+    for (int i = 0; i < h->n_overrides; i++)
+        if ((st = check_text(h->overrides[i], "--set", i + 1))) return st;
+    for (int i = 0; i < h->model.n_layers; i++)
+        if ((st = check_text(h->model.layers[i].name, "name of layer", i)) ||
+            (st = check_text(h->model.layers[i].precision, "precision of layer", i)))
+            return st;
+    for (int i = 0; i < h->n_units; i++)
+        if ((st = check_text(h->units[i].name, "name of unit", i))) return st;
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_trace_write_header(struct adapt_trace_writer *w,
                                            const struct adapt_trace_header *h)
 {
     int bad = 0;
+    enum adapt_status st = adapt_trace_check_header(h);
+    if (st) return ADAPT_ERROR(st, "%s: %s", w->path, adapt_error_message());
     char now[32];
     const char *created = h->created;
     if (!created) {

@@ -443,47 +443,142 @@ static enum adapt_status publish_checkpoint(const struct adapt_run_dir *d, const
     return ADAPT_OK;
 }
 
-enum adapt_status adapt_ckpt_write(struct adapt_run_dir *d, const struct adapt_net *net,
-                                   const struct adapt_sgd *opt, const struct adapt_sched *sched,
-                                   const struct adapt_policy *pol, int epochs_done, long step)
+/* What a checkpoint writes, by file: model.safetensors's tensors (parameters, batch-norm
+ * counters) in t[0, n_model), optim.safetensors's (momentum buffers, then the policy's
+ * tensors) in t[n_model, n_model + n_optim); the names they need are owned here. */
+struct ckpt_tensors {
+    struct adapt_safetensors_tensor *t;
+    int n_model, n_optim;
+    char (*names)[ADAPT_NAME_MAX + 32]; /* the counters' names */
+    char (*pnames)[96];                 /* the policy's */
+};
+
+static void ckpt_tensors_free(struct ckpt_tensors *c)
 {
-    enum adapt_status st;
-    if ((st = adapt_trace_flush(d->tw))) return st;
+    free(c->t);
+    free(c->names);
+    free(c->pnames);
+    memset(c, 0, sizeof *c);
+}
+
+static enum adapt_status ckpt_tensors_build(struct ckpt_tensors *c, const struct adapt_net *net,
+                                            const struct adapt_sgd *opt,
+                                            const struct adapt_policy *pol)
+{
+    memset(c, 0, sizeof *c);
     int nbn = 0;
     for (int i = 0; i < net->nnodes; i++) nbn += net->nodes[i].layer->counter != NULL;
-    int nt = net->nparam + nbn;
-    const int pcap = 4096;
-    struct adapt_safetensors_tensor *t = calloc((size_t)nt + opt->nbuf + pcap + 1, sizeof *t);
-    char (*names)[ADAPT_NAME_MAX + 32] = calloc((size_t)nbn + 1, sizeof *names);
-    char (*pnames)[96] = calloc((size_t)pcap, sizeof *pnames);
-    char *pstate = NULL;
-    if (!t || !names || !pnames) {
-        free(t);
-        free(names);
-        free(pnames);
-        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot write checkpoint");
+    const int nt = net->nparam + nbn;
+    /* the policy's tensors: as many as it has, found by growing the room until some is left */
+    int listed = 0;
+    for (int pcap = 4096; !listed && pcap <= (1 << 24); pcap *= 2) {
+        free(c->t);
+        free(c->pnames);
+        c->t = calloc((size_t)nt + (size_t)opt->nbuf + (size_t)pcap + 1, sizeof *c->t);
+        c->pnames = calloc((size_t)pcap, sizeof *c->pnames);
+        if (!c->t || !c->pnames) break;
+        struct adapt_safetensors_tensor *pt = c->t + nt + opt->nbuf;
+        int np = pol->type->save_tensors ? pol->type->save_tensors(pol, pt, pcap, c->pnames) : 0;
+        c->n_optim = opt->nbuf + np;
+        listed = np < pcap;
+    }
+    c->names = calloc((size_t)nbn + 1, sizeof *c->names);
+    if (!listed || !c->names) {
+        ckpt_tensors_free(c);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot list the checkpoint's tensors");
     }
     int k = 0, b = 0;
     for (int i = 0; i < net->nnodes; i++) {
         const struct adapt_layer *l = net->nodes[i].layer;
         for (int p = 0; p < l->nparam; p++) {
             const struct adapt_param *pp = &l->param[p];
-            t[k].name = pp->name;
-            t[k].dtype = ADAPT_ST_F32;
-            t[k].ndim = pp->value.ndim;
-            param_shape(pp, t[k].shape);
-            t[k].data = pp->value.data;
+            c->t[k].name = pp->name;
+            c->t[k].dtype = ADAPT_ST_F32;
+            c->t[k].ndim = pp->value.ndim;
+            param_shape(pp, c->t[k].shape);
+            c->t[k].data = pp->value.data;
             k++;
         }
         if (l->counter) {
-            snprintf(names[b], sizeof names[b], "%s.num_batches_tracked", l->name);
-            t[k].name = names[b++];
-            t[k].dtype = ADAPT_ST_I64;
-            t[k].ndim = 0;
-            t[k].data = l->counter;
+            snprintf(c->names[b], sizeof c->names[b], "%s.num_batches_tracked", l->name);
+            c->t[k].name = c->names[b++];
+            c->t[k].dtype = ADAPT_ST_I64;
+            c->t[k].ndim = 0;
+            c->t[k].data = l->counter;
             k++;
         }
     }
+    ADAPT_ASSERT(k == nt);
+    c->n_model = k;
+    for (int j = 0; j < opt->nbuf; j++) {
+        const struct adapt_param *pp = opt->par[j];
+        struct adapt_safetensors_tensor *x = &c->t[k + j];
+        x->name = pp->name;
+        x->dtype = ADAPT_ST_F32;
+        x->ndim = pp->value.ndim;
+        param_shape(pp, x->shape);
+        x->data = opt->buf[j];
+    }
+    /* the policy's tensors were put right after the momentum buffers' room */
+    return ADAPT_OK;
+}
+
+static int cmp_tensor_name(const void *a, const void *b)
+{
+    const struct adapt_safetensors_tensor *const *x = a, *const *y = b;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+/* The first name that two of t[0, n) share, or NULL. */
+static const char *shared_name(const struct adapt_safetensors_tensor *t, int n)
+{
+    const struct adapt_safetensors_tensor **s = malloc(sizeof *s * (size_t)(n + 1));
+    if (!s) return NULL;
+    for (int i = 0; i < n; i++) s[i] = &t[i];
+    qsort(s, (size_t)n, sizeof *s, cmp_tensor_name);
+    const char *dup = NULL;
+    for (int i = 1; i < n && !dup; i++)
+        if (!strcmp(s[i - 1]->name, s[i]->name)) dup = s[i]->name;
+    free(s);
+    return dup;
+}
+
+enum adapt_status adapt_ckpt_check_names(const struct adapt_net *net,
+                                         const struct adapt_sgd *opt,
+                                         const struct adapt_policy *pol)
+{
+    struct ckpt_tensors c;
+    enum adapt_status st = ckpt_tensors_build(&c, net, opt, pol);
+    if (st) return st;
+    const char *dup = shared_name(c.t, c.n_model);
+    const char *file = "model.safetensors";
+    if (!dup) {
+        dup = shared_name(c.t + c.n_model, c.n_optim);
+        file = "optim.safetensors";
+    }
+    if (dup) {
+        char name[ADAPT_NAME_MAX + 96];
+        snprintf(name, sizeof name, "%s", dup);
+        st = ADAPT_ERROR(ADAPT_EINVAL,
+                         "model %s: two tensors of a checkpoint's %s would both be named '%s' "
+                         "(layer names make the names of parameters, buffers and policy state: "
+                         "NAME.weight, NAME.num_batches_tracked, adapt.G.NAME, "
+                         "muppet.gradK.NAME); rename a layer in the model description",
+                         net->name, file, name);
+    }
+    ckpt_tensors_free(&c);
+    return st;
+}
+
+enum adapt_status adapt_ckpt_write(struct adapt_run_dir *d, const struct adapt_net *net,
+                                   const struct adapt_sgd *opt, const struct adapt_sched *sched,
+                                   const struct adapt_policy *pol, int epochs_done, long step)
+{
+    enum adapt_status st;
+    if ((st = adapt_trace_flush(d->tw))) return st;
+    struct ckpt_tensors c;
+    if ((st = ckpt_tensors_build(&c, net, opt, pol))) return st;
+    char *pstate = NULL;
     char s_epoch[32], s_step[32], s_seed[32], s_steps[32], s_lr[40], s_best[40],
         s_le[32], s_bad[32], s_cd[32], s_rng[160];
     snprintf(s_epoch, sizeof s_epoch, "%d", epochs_done);
@@ -494,9 +589,7 @@ enum adapt_status adapt_ckpt_write(struct adapt_run_dir *d, const struct adapt_n
              s_seed, epochs_done, step);
     char *formats = unit_formats_json(pol);
     if (!formats) {
-        free(t);
-        free(names);
-        free(pnames);
+        ckpt_tensors_free(&c);
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot write checkpoint");
     }
     struct adapt_safetensors_meta mm[] = {
@@ -520,25 +613,14 @@ enum adapt_status adapt_ckpt_write(struct adapt_run_dir *d, const struct adapt_n
         goto free_all;
     }
     if ((st = adapt_run_dir_join(path, sizeof path, dir, "model.safetensors"))) goto free_all;
-    st = adapt_safetensors_write(path, t, k, mm, (int)(sizeof mm / sizeof mm[0]));
+    st = adapt_safetensors_write(path, c.t, c.n_model, mm, (int)(sizeof mm / sizeof mm[0]));
     if (st == ADAPT_OK) {
-        for (int j = 0; j < opt->nbuf; j++) {
-            const struct adapt_param *pp = opt->par[j];
-            t[j].name = pp->name;
-            t[j].dtype = ADAPT_ST_F32;
-            t[j].ndim = pp->value.ndim;
-            param_shape(pp, t[j].shape);
-            t[j].data = opt->buf[j];
-        }
         snprintf(s_steps, sizeof s_steps, "%ld", opt->steps);
         snprintf(s_lr, sizeof s_lr, "%.17g", sched->lr);
         snprintf(s_best, sizeof s_best, "%.17g", sched->best);
         snprintf(s_le, sizeof s_le, "%d", sched->last_epoch);
         snprintf(s_bad, sizeof s_bad, "%d", sched->num_bad);
         snprintf(s_cd, sizeof s_cd, "%d", sched->cooldown_counter);
-        int np = pol->type->save_tensors
-                     ? pol->type->save_tensors(pol, t + opt->nbuf, pcap, pnames)
-                     : 0;
         json_t *pj = pol->type->save_json ? pol->type->save_json(pol) : json_object();
         pstate = pj ? json_dumps(pj, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(pj);
@@ -553,16 +635,14 @@ enum adapt_status adapt_ckpt_write(struct adapt_run_dir *d, const struct adapt_n
                                               {"policy", pol->type->name},
                                               {"policy_state", pstate ? pstate : "{}"}};
         if ((st = adapt_run_dir_join(path, sizeof path, dir, "optim.safetensors")) == ADAPT_OK)
-            st = adapt_safetensors_write(path, t, opt->nbuf + np, om,
+            st = adapt_safetensors_write(path, c.t + c.n_model, c.n_optim, om,
                                          (int)(sizeof om / sizeof om[0]));
     }
     if (st == ADAPT_OK) st = publish_checkpoint(d, ckpt, old_ckpt);
 free_all:
     free(formats);
     free(pstate);
-    free(pnames);
-    free(names);
-    free(t);
+    ckpt_tensors_free(&c);
     return st;
 }
 

@@ -40,6 +40,14 @@ enum adapt_status adapt_ckpt_write(struct adapt_run_dir *d, const struct adapt_n
                                    const struct adapt_sgd *opt, const struct adapt_sched *sched,
                                    const struct adapt_policy *pol, int epochs_done, long step);
 
+/* Refuses a network whose checkpoint would hold two tensors of one name in
+ * model.safetensors or optim.safetensors (layer names make tensor names:
+ * "a.b" with a parameter "weight", policy state "adapt.G.<unit>"), so that a
+ * run stops before it starts, not at its first checkpoint. */
+enum adapt_status adapt_ckpt_check_names(const struct adapt_net *net,
+                                         const struct adapt_sgd *opt,
+                                         const struct adapt_policy *pol);
+
 /* Removes temporaries and the checkpoint directories other than the
  * published one; with `all` every checkpoint and the link as well. */
 enum adapt_status adapt_ckpt_clean(const struct adapt_run_dir *d, int all);

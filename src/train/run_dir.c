@@ -126,30 +126,13 @@ static void unlock_dir(struct adapt_run_dir *d)
     d->locked = 0;
 }
 
-enum adapt_status adapt_run_dir_claim(struct adapt_run_dir *d,
-                                      const struct adapt_run_dir_opts *opts)
+/* Locks d->out_dir (which exists), then refuses it for what it holds: --resume needs a run
+ * there, a start without --resume or --force needs none. */
+static enum adapt_status lock_and_check(struct adapt_run_dir *d,
+                                        const struct adapt_run_dir_opts *opts)
 {
-    struct stat sb;
     char p[ADAPT_RUN_PATH_MAX];
     enum adapt_status st;
-    memset(d, 0, sizeof *d);
-    if ((size_t)snprintf(d->out_dir, sizeof d->out_dir, "%s", opts->out_dir) >= sizeof d->out_dir)
-        return ADAPT_ERROR(ADAPT_ERANGE, "output directory path too long: %s", opts->out_dir);
-    if ((st = adapt_run_dir_join(d->trace_path, sizeof d->trace_path, d->out_dir,
-                                 "trace.jsonl")) ||
-        (st = adapt_run_dir_join(d->model_path, sizeof d->model_path, d->out_dir,
-                                 "model.safetensors")) ||
-        (st = adapt_run_dir_join(d->optim_path, sizeof d->optim_path, d->out_dir,
-                                 "optim.safetensors")))
-        return st;
-    int exists = stat(d->out_dir, &sb) == 0;
-    if (exists && !S_ISDIR(sb.st_mode))
-        return ADAPT_ERROR(ADAPT_EEXIST, "output path %s exists and is not a directory",
-                           d->out_dir);
-    if (opts->resume && !exists)
-        return ADAPT_ERROR(ADAPT_ENOENT, "--resume: output directory %s does not exist",
-                           d->out_dir);
-    if (!exists && (st = make_dirs(d->out_dir))) return st;
     /* everything below looks at the directory as it is while this process holds it */
     if ((st = lock_dir(d))) return st;
     if (opts->resume) {
@@ -176,6 +159,33 @@ enum adapt_status adapt_run_dir_claim(struct adapt_run_dir *d,
 unlock:
     unlock_dir(d);
     return st;
+}
+
+enum adapt_status adapt_run_dir_claim(struct adapt_run_dir *d,
+                                      const struct adapt_run_dir_opts *opts)
+{
+    struct stat sb;
+    enum adapt_status st;
+    memset(d, 0, sizeof *d);
+    if ((size_t)snprintf(d->out_dir, sizeof d->out_dir, "%s", opts->out_dir) >= sizeof d->out_dir)
+        return ADAPT_ERROR(ADAPT_ERANGE, "output directory path too long: %s", opts->out_dir);
+    if ((st = adapt_run_dir_join(d->trace_path, sizeof d->trace_path, d->out_dir,
+                                 "trace.jsonl")) ||
+        (st = adapt_run_dir_join(d->model_path, sizeof d->model_path, d->out_dir,
+                                 "model.safetensors")) ||
+        (st = adapt_run_dir_join(d->optim_path, sizeof d->optim_path, d->out_dir,
+                                 "optim.safetensors")))
+        return st;
+    if (stat(d->out_dir, &sb) != 0) {
+        if (opts->resume)
+            return ADAPT_ERROR(ADAPT_ENOENT, "--resume: output directory %s does not exist",
+                               d->out_dir);
+        return ADAPT_OK; /* created, and locked, by adapt_run_dir_open */
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return ADAPT_ERROR(ADAPT_EEXIST, "output path %s exists and is not a directory",
+                           d->out_dir);
+    return lock_and_check(d, opts);
 }
 
 /* On the claimed directory: with --force removes the old run's files, and removes what an
@@ -206,20 +216,39 @@ static enum adapt_status write_config(struct adapt_run_dir *d, const struct adap
     return adapt_atomic_commit(&a);
 }
 
-static enum adapt_status write_header(struct adapt_run_dir *d, const struct adapt_config *cfg,
+/* The trace header of a run and the arrays it points into (owned; header_free releases). */
+struct header {
+    struct adapt_trace_header h;
+    struct adapt_trace_layer *layers;
+    char (*prec)[QUANT_SPEC_STR_MAX];
+    struct adapt_trace_unit *units;
+    const char **ov;
+    json_t *cj;
+};
+
+static void header_free(struct header *hd)
+{
+    json_decref(hd->cj);
+    free(hd->prec);
+    free(hd->ov);
+    free(hd->units);
+    free(hd->layers);
+}
+
+static enum adapt_status header_build(struct header *hd, const struct adapt_config *cfg,
                                       const struct adapt_net *net,
                                       const struct adapt_policy *pol,
                                       const struct adapt_run_info *info)
 {
-    struct adapt_trace_layer *layers = calloc((size_t)net->nnodes, sizeof *layers);
-    char (*prec)[QUANT_SPEC_STR_MAX] = calloc((size_t)net->nnodes + 1, sizeof *prec);
-    struct adapt_trace_unit *units = calloc((size_t)net->nunits + 1, sizeof *units);
-    const char **ov = calloc((size_t)cfg->n_overrides + 1, sizeof *ov);
-    json_t *cj = adapt_config_to_json(cfg);
-    enum adapt_status st = ADAPT_OK;
+    memset(hd, 0, sizeof *hd);
+    struct adapt_trace_layer *layers = hd->layers = calloc((size_t)net->nnodes, sizeof *layers);
+    char (*prec)[QUANT_SPEC_STR_MAX] = hd->prec = calloc((size_t)net->nnodes + 1, sizeof *prec);
+    struct adapt_trace_unit *units = hd->units = calloc((size_t)net->nunits + 1, sizeof *units);
+    const char **ov = hd->ov = calloc((size_t)cfg->n_overrides + 1, sizeof *ov);
+    json_t *cj = hd->cj = adapt_config_to_json(cfg);
     if (!layers || !units || !ov || !cj || !prec) {
-        st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot build the trace header");
-        goto free_header;
+        header_free(hd);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot build the trace header");
     }
     int u = 0;
     for (int i = 0; i < net->nnodes; i++) {
@@ -261,44 +290,61 @@ static enum adapt_status write_header(struct adapt_run_dir *d, const struct adap
         }
     }
     for (int i = 0; i < cfg->n_overrides; i++) ov[i] = cfg->overrides[i];
-    struct adapt_trace_header h;
-    memset(&h, 0, sizeof h);
-    h.seed = cfg->run.seed;
+    struct adapt_trace_header *h = &hd->h;
+    h->seed = cfg->run.seed;
 #ifdef _OPENMP
-    h.threads = omp_get_max_threads();
+    h->threads = omp_get_max_threads();
 #else
-    h.threads = 1;
+    h->threads = 1;
 #endif
-    h.policy = adapt_config_enum_str(cfg, "policy", "name");
-    h.config = cj;
-    h.config_file = cfg->file;
-    h.n_overrides = cfg->n_overrides;
-    h.overrides = ov;
-    h.dataset.name = info->dataset;
-    h.dataset.train = info->n_train;
-    h.dataset.val = info->n_val;
-    h.dataset.test = info->n_test;
-    h.dataset.classes = net->classes;
-    h.model.name = net->name;
-    memcpy(h.model.input, net->in_chw, sizeof h.model.input);
-    h.model.classes = net->classes;
-    h.model.params = net->nparams_trainable;
-    h.model.macs = net->macs;
-    h.model.n_layers = net->nnodes;
-    h.model.layers = layers;
-    h.model.description_file = net->desc_file;
-    h.model.description_args = net->desc_args;
-    h.model.description_text = net->desc_text;
-    h.n_units = net->nunits;
-    h.units = units;
-    st = adapt_trace_write_header(d->tw, &h);
+    h->policy = adapt_config_enum_str(cfg, "policy", "name");
+    h->config = cj;
+    h->config_file = cfg->file;
+    h->n_overrides = cfg->n_overrides;
+    h->overrides = ov;
+    h->dataset.name = info->dataset;
+    h->dataset.train = info->n_train;
+    h->dataset.val = info->n_val;
+    h->dataset.test = info->n_test;
+    h->dataset.classes = net->classes;
+    h->model.name = net->name;
+    memcpy(h->model.input, net->in_chw, sizeof h->model.input);
+    h->model.classes = net->classes;
+    h->model.params = net->nparams_trainable;
+    h->model.macs = net->macs;
+    h->model.n_layers = net->nnodes;
+    h->model.layers = layers;
+    h->model.description_file = net->desc_file;
+    h->model.description_args = net->desc_args;
+    h->model.description_text = net->desc_text;
+    h->n_units = net->nunits;
+    h->units = units;
+    return ADAPT_OK;
+}
+
+static enum adapt_status write_header(struct adapt_run_dir *d, const struct adapt_config *cfg,
+                                      const struct adapt_net *net,
+                                      const struct adapt_policy *pol,
+                                      const struct adapt_run_info *info)
+{
+    struct header hd;
+    enum adapt_status st = header_build(&hd, cfg, net, pol, info);
+    if (st) return st;
+    st = adapt_trace_write_header(d->tw, &hd.h);
     if (st == ADAPT_OK) st = adapt_trace_flush(d->tw);
-free_header:
-    json_decref(cj);
-    free(prec);
-    free(ov);
-    free(units);
-    free(layers);
+    header_free(&hd);
+    return st;
+}
+
+enum adapt_status adapt_run_dir_check(const struct adapt_config *cfg, const struct adapt_net *net,
+                                      const struct adapt_policy *pol,
+                                      const struct adapt_run_info *info)
+{
+    struct header hd;
+    enum adapt_status st = header_build(&hd, cfg, net, pol, info);
+    if (st) return st;
+    st = adapt_trace_check_header(&hd.h);
+    header_free(&hd);
     return st;
 }
 
@@ -330,9 +376,12 @@ enum adapt_status adapt_run_dir_open(struct adapt_run_dir *d, const struct adapt
                                      int *start_epoch, long *start_step)
 {
     enum adapt_status st;
-    ADAPT_ASSERT(d->locked);
     d->cfg = cfg;
     d->dataset = info->dataset;
+    /* a directory that did not exist when claimed: made now (another process may have made
+     * it since, and may hold it) */
+    if (!d->locked && ((st = make_dirs(d->out_dir)) || (st = lock_and_check(d, opts))))
+        return st;
     if ((st = prepare_dir(d, opts))) return st;
     *start_epoch = 0;
     *start_step = 0;

@@ -86,10 +86,12 @@ enum adapt_status adapt_run_dir_join(char *buf, size_t n, const char *dir, const
 
 /* Claims the output directory for this process: refuses a path that is not a
  * directory, --resume of a directory without a run, and (without --resume or
- * --force) a directory that holds a run; creates it when new; takes its lock,
- * refusing a directory another process holds (ADAPT_EBUSY, naming its process
- * id). Reads, cleans and writes nothing in it but the lock file. d is set up
- * afresh; adapt_run_dir_close releases the lock. */
+ * --force) a directory that holds a run; takes the lock of an existing
+ * directory, refusing one that another process holds (ADAPT_EEXIST, naming
+ * its process id). Reads, cleans and writes nothing in it but the lock file,
+ * and creates nothing: a directory that does not exist yet is created and
+ * locked by adapt_run_dir_open, with the same checks. d is set up afresh;
+ * adapt_run_dir_close releases the lock. */
 enum adapt_status adapt_run_dir_claim(struct adapt_run_dir *d,
                                       const struct adapt_run_dir_opts *opts);
 
@@ -102,6 +104,11 @@ enum adapt_status adapt_run_dir_open(struct adapt_run_dir *d, const struct adapt
                                      struct adapt_sgd *opt, struct adapt_sched *sched,
                                      struct adapt_policy *pol, const struct adapt_run_info *info,
                                      int *start_epoch, long *start_step);
+/* Refuses what the run directory could not record (a trace header field that is not UTF-8),
+ * so that a run stops before it writes anything, and a dry run says so. */
+enum adapt_status adapt_run_dir_check(const struct adapt_config *cfg, const struct adapt_net *net,
+                                      const struct adapt_policy *pol,
+                                      const struct adapt_run_info *info);
 /* A step record: the policy's per-unit states and events since the last one. */
 enum adapt_status adapt_run_dir_step(struct adapt_run_dir *d, const struct adapt_policy *pol,
                                      long step, int epoch, double lr, double loss, int accum);

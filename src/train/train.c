@@ -744,6 +744,22 @@ static enum adapt_status setup_training(struct run *r)
     return ADAPT_OK;
 }
 
+static struct adapt_run_info run_info(const struct run *r)
+{
+    struct adapt_run_info info = {dataset_name(r->cfg), r->train.n, r->ho.n_train, r->ho.n_val,
+                                  r->test.n};
+    return info;
+}
+
+/* What the run directory will record can be recorded: the trace header's text, checkpoint
+ * tensor names that do not collide. Checked before anything is written, and by a dry run. */
+static enum adapt_status check_records(struct run *r)
+{
+    struct adapt_run_info info = run_info(r);
+    enum adapt_status st = adapt_ckpt_check_names(r->net, &r->opt, r->pol);
+    return st ? st : adapt_run_dir_check(r->cfg, r->net, r->pol, &info);
+}
+
 /* run.device = cuda: what the GPU engine can run, and a GPU to run it on; checked before any
  * data is read. */
 static enum adapt_status device_check(const struct adapt_config *cfg)
@@ -843,7 +859,7 @@ enum adapt_status adapt_train_check(const struct adapt_config *cfg,
     if (cfg->run.threads > 0) omp_set_num_threads(cfg->run.threads);
 #endif
     if ((st = device_check(cfg)) || (st = setup_model(&r, &eval_step)) ||
-        (st = setup_training(&r)))
+        (st = setup_training(&r)) || (st = check_records(&r)))
         goto free_run;
     const char *path = cfg->data.path[0] ? cfg->data.path
                                          : adapt_dataset_default_path(dataset_name(cfg));
@@ -877,7 +893,8 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     struct adapt_comp_result search = {0};
     struct adapt_run_dir_opts dir_opts = {opts->out_dir, opts->resume, opts->force};
     if ((st = device_check(cfg))) goto free_run;
-    /* the run directory is this process's from before the data loads until the run ends */
+    /* an existing run directory is this process's from before the data loads until the run
+     * ends; a new one from when it is created (adapt_run_dir_open) */
     if (!opts->eval_only && (st = adapt_run_dir_claim(&r.dir, &dir_opts))) goto free_run;
     if ((st = setup_model(&r, &eval_step))) goto free_run;
 
@@ -889,14 +906,14 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
         if (opts->eval_json) st = write_eval_json(&r, opts, eval_step, loss, acc);
         goto free_run;
     }
-    if ((st = setup_training(&r))) goto free_run;
+    if ((st = setup_training(&r)) || (st = check_records(&r))) goto free_run;
 
     /* comp: the plan search runs before the run directory is written */
     if (!opts->resume && adapt_policy_comp_needs_search(r.pol) && (st = comp_search(&r, &search)))
         goto free_run;
     int start_epoch = 0;
     long start_step = 0;
-    struct adapt_run_info info = {dataset_name(cfg), r.train.n, r.ho.n_train, r.ho.n_val, r.test.n};
+    struct adapt_run_info info = run_info(&r);
     if ((st = adapt_run_dir_open(&r.dir, cfg, &dir_opts, r.net, &r.opt, &r.sched, r.pol, &info,
                                  &start_epoch, &start_step)))
         goto free_run;
