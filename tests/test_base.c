@@ -1,8 +1,12 @@
 /* tests/test_base.c: src/base (status, RNG) and src/tensor. */
 #include <check.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "src/base/fileio.h"
 #include "src/base/rng.h"
@@ -166,6 +170,45 @@ START_TEST(test_utf8_check)
 }
 END_TEST
 
+/* adapt_fileio_remove_tmp removes what dead writers left, this process's temporaries included,
+ * and leaves alone the write in progress of another live process (the pid in the name). */
+START_TEST(test_remove_tmp_spares_live_writers)
+{
+    char dir[256], p[512];
+    tu_tmpdir_make(dir, sizeof dir, "tmpfiles");
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    ck_assert_int_gt(dead, 0);
+    pid_t live = fork();
+    if (live == 0) {
+        pause();
+        _exit(0);
+    }
+    ck_assert_int_gt(live, 0);
+    ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+    const long pids[3] = {(long)getpid(), (long)dead, (long)live};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/f%d.tmp.%ld", dir, i, pids[i]);
+        tu_write_text(p, "x");
+    }
+    tu_write_text(tu_path(p, sizeof p, dir, "kept.tmp.x"), "not a temporary");
+    int n = -1;
+    ck_assert_int_eq(adapt_fileio_remove_tmp(dir, &n), ADAPT_OK);
+    kill(live, SIGKILL);
+    waitpid(live, NULL, 0);
+    ck_assert_int_eq(n, 2);
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/f2.tmp.%ld", dir, (long)live);
+    ck_assert_msg(stat(p, &sb) == 0, "the live writer's %s was removed", p);
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/f%d.tmp.%ld", dir, i, pids[i]);
+        ck_assert_msg(stat(p, &sb) != 0, "%s was left", p);
+    }
+    ck_assert_int_eq(stat(tu_path(p, sizeof p, dir, "kept.tmp.x"), &sb), 0);
+    tu_tmpdir_remove(dir);
+}
+END_TEST
+
 /* Without a GPU (or without a CUDA build) the device query reports zero and a reason. */
 START_TEST(test_cuda_query_runs)
 {
@@ -187,6 +230,7 @@ int main(void)
     tcase_add_test(tc, test_error_aliasing);
     tcase_add_test(tc, test_arena_alignment);
     tcase_add_test(tc, test_utf8_check);
+    tcase_add_test(tc, test_remove_tmp_spares_live_writers);
     suite_add_tcase(s, tc);
     TCase *tcu = tcase_create("cuda");
     tcase_add_test(tcu, test_cuda_query_runs);

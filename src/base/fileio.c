@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,21 +372,27 @@ free_tmp:
     return st;
 }
 
-int adapt_fileio_is_tmp_name(const char *name)
+/* The process id of a temporary's name ("*.tmp.<pid>"), or -1 when name is none. */
+static long tmp_name_pid(const char *name)
 {
     const char *t = strstr(name, ".tmp.");
-    if (!t) return 0;
+    if (!t) return -1;
     const char *last;
     do { /* the last ".tmp." */
         last = t;
         t = strstr(t + 1, ".tmp.");
     } while (t);
     const char *d = last + 5;
-    if (!*d) return 0;
-    for (; *d; d++)
-        if (*d < '0' || *d > '9') return 0;
-    return 1;
+    if (!*d) return -1;
+    long pid = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9') return -1;
+        pid = pid < 100000000 ? pid * 10 + (*d - '0') : 100000000;
+    }
+    return pid;
 }
+
+int adapt_fileio_is_tmp_name(const char *name) { return tmp_name_pid(name) >= 0; }
 
 enum adapt_status adapt_fileio_remove_tmp(const char *dir, int *n_removed)
 {
@@ -396,7 +403,13 @@ enum adapt_status adapt_fileio_remove_tmp(const char *dir, int *n_removed)
     enum adapt_status st = ADAPT_OK;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!adapt_fileio_is_tmp_name(e->d_name)) continue;
+        long pid = tmp_name_pid(e->d_name);
+        if (pid < 0) continue;
+        /* another live process's write in progress (a picture or a report written into a run
+         * directory) is its own */
+        if (pid != (long)getpid() && pid > 0 && pid < 100000000 &&
+            (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+            continue;
         char *p = adapt_path_join(dir, e->d_name);
         if (!p) {
             st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", dir);

@@ -53,7 +53,8 @@ enum adapt_status adapt_fileio_sync_dir(const char *dir);
 /* Whether a file name is one of adapt_atomic's temporaries ("*.tmp.<digits>"). */
 int adapt_fileio_is_tmp_name(const char *name);
 /* Removes the temporaries an interrupted write left in dir; *n_removed (may
- * be NULL) counts them. */
+ * be NULL) counts them. A temporary whose process (the pid in its name) is alive
+ * and not this one is another program's write in progress, and is left alone. */
 enum adapt_status adapt_fileio_remove_tmp(const char *dir, int *n_removed);
 /* rm -r of a directory of regular files and links (no deeper folders); a
  * file that is not a directory is removed too. */
