@@ -128,6 +128,7 @@ static void syn_write(const char *path, const struct syn_opts *o)
                 us[u].r = o->fp32 ? -1 : (u == 0 ? 60 : 50);
                 us[u].sparsity = o->fp32 ? NAN : x[2 * u + 1];
                 us[u].sat = us[u].flush = -1;
+                us[u].act_sat = NAN;
             }
             st.step = s;
             st.epoch = (s - 1) / 3;
@@ -175,7 +176,7 @@ static struct perf_run *analyze_file(const char *path, const struct perf_params 
                                      const struct perf_hw *hw)
 {
     struct adapt_trace *t;
-    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    ck_assert_msg(adapt_trace_load(&t, path, 0) == ADAPT_OK, "%s", adapt_error_message());
     struct perf_run *r;
     enum adapt_status st = perf_run_analyze(&r, t, p, hw);
     ck_assert_msg(st == ADAPT_OK, "%s", adapt_error_message());
@@ -879,7 +880,8 @@ START_TEST(test_bad_traces)
         "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"lr\":0.01,\"loss\":1.2,\"strategy\":"
         "null,\"units\":[{\"wl\":8,\"fl\":4},{\"wl\":40,\"fl\":4}],\"events\":[],\"accum\":1}\n");
     ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
-    snprintf(msg, sizeof msg, "%s:3: step 2, unit 1: wl must be in 1..32", path);
+    snprintf(msg, sizeof msg, "%s:3: step record: field \"wl\" = 40 is out of range [1, 32]",
+             path);
     ck_assert_msg_has(msg);
     /* steps out of order: line 4 repeats step 2 */
     syn_write(path, &o);
@@ -888,7 +890,8 @@ START_TEST(test_bad_traces)
         "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"lr\":0.01,\"loss\":1.2,\"strategy\":"
         "null,\"units\":[{\"wl\":8,\"fl\":4},{\"wl\":8,\"fl\":4}],\"events\":[],\"accum\":1}\n");
     ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
-    snprintf(msg, sizeof msg, "%s:4: step 2: step numbers", path);
+    snprintf(msg, sizeof msg, "%s:4: step record: step 2 does not follow step 2 (line 3)",
+             path);
     ck_assert_msg_has(msg);
     /* header: unit 1's MACs disagree with its layer */
     o.unit1_macs = 25;
