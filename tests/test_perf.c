@@ -368,6 +368,112 @@ START_TEST(test_log_every_and_tail)
 END_TEST
 
 
+static enum adapt_status try_analyze(const char *path);
+
+/* A trace of the synthetic model trained one sample a step (dataset.train 1, batch 1, the given
+ * accumulation): step records at steps[0..ns) with fixed formats (unit 0 at WL 8, unit 1 at
+ * WL 16), then epoch records at epoch_steps[0..ne) (epochs 0, 1, ...). */
+static void one_sample_write(const char *path, const int64_t *steps, int ns,
+                             const int64_t *epoch_steps, int ne, int accumulation)
+{
+    struct adapt_trace_header h;
+    struct adapt_trace_unit units[2];
+    json_t *cfg;
+    syn_header(&h, &cfg, 1, 24, units);
+    json_object_set_new(json_object_get(cfg, "train"), "accumulation_steps",
+                        json_integer(accumulation));
+    h.dataset.train = 1;
+    struct adapt_trace_writer *w;
+    ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_write_header(w, &h), ADAPT_OK);
+    json_decref(cfg);
+    for (int i = 0; i < ns; i++) {
+        struct adapt_trace_unit_state us[2] = {{8, 4, NAN, -1, NAN, -1, -1, NAN},
+                                              {16, 8, NAN, -1, NAN, -1, -1, NAN}};
+        struct adapt_trace_step st = {steps[i], 0, 0.01, 1.0, ADAPT_TRACE_STRATEGY_NONE, 2, us,
+                                      0, NULL, 1, 0};
+        ck_assert_int_eq(adapt_trace_write_step(w, &st), ADAPT_OK);
+    }
+    for (int e = 0; e < ne; e++) {
+        struct adapt_trace_epoch ep = {e, epoch_steps[e], 0.01, 1.0, 0.5, 1.0, 0.5, 1.0, 1.0};
+        ck_assert_int_eq(adapt_trace_write_epoch(w, &ep), ADAPT_OK);
+    }
+    ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
+}
+
+/* Step numbers size nothing: a run of 2^53 steps (the most a trace may record) of one sample
+ * each (dataset.train 1, so every step is an epoch) is priced from its two step records, in the
+ * memory and time of any two-record trace. Every interval trains one sample a step at the same
+ * formats, so each cost is proportional to the steps: the run costs 2^52 times the same trace
+ * ending at step 2, and has its SU1. Its last step ends epoch 2^53 - 1 (0-based), at x = 2^53.
+ * Before, the analysis allocated one epoch boundary per step (2^56 bytes) and failed. */
+START_TEST(test_step_numbers_size_nothing)
+{
+    char big[128], small[128];
+    tu_path(big, sizeof big, tmpdir, "big.jsonl");
+    tu_path(small, sizeof small, tmpdir, "small.jsonl");
+    const int64_t sb[2] = {1, ADAPT_TRACE_STEP_MAX}, ss[2] = {1, 2};
+    one_sample_write(big, sb, 2, NULL, 0, 1);
+    one_sample_write(small, ss, 2, NULL, 0, 1);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = analyze_file(big, &p, NULL), *r2 = analyze_file(small, &p, NULL);
+    ck_assert_int_eq(r->steps, ADAPT_TRACE_STEP_MAX);
+    ck_assert_close(r->samples, 0x1p53);
+    ck_assert_int_eq(r->n_points, 2);
+    ck_assert_close(r->points[1].epoch_x, 0x1p53);
+    ck_assert_close(r->c32, r2->c32 * 0x1p52);
+    ck_assert_close(r->cq, r2->cq * 0x1p52);
+    ck_assert_close(r->su1, r2->su1);
+    perf_run_free(r);
+    perf_run_free(r2);
+}
+END_TEST
+
+/* Counts multiplied from the file are checked: steps after the last step record (up to an epoch
+ * record at 2^53) times accumulation_steps 2^31 - 1 do not fit 64 bits, and are refused naming
+ * the field; a layer shape of 2^80 elements and parameters adding up past 2^63 are refused. */
+START_TEST(test_counts_overflow)
+{
+    char path[128];
+    tu_path(path, sizeof path, tmpdir, "ovf.jsonl");
+    const int64_t s1[1] = {1}, e1[1] = {ADAPT_TRACE_STEP_MAX};
+    one_sample_write(path, s1, 1, e1, 1, 2147483647);
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    ck_assert_msg_has(path);
+    ck_assert_msg_has(":1: config.train.accumulation_steps = 2147483647 times the "
+                      "9007199254740991 steps after the last step record overflows");
+
+    struct adapt_trace_layer ls[4];
+    memcpy(ls, syn_layers, sizeof ls);
+    ls[1].out[0] = ls[1].out[1] = (int64_t)1 << 40; /* the tanh's output: 2^81 elements */
+    struct syn_opts o = syn_default();
+    o.layers = ls;
+    syn_write(path, &o);
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    ck_assert_msg_has(":1: model.layers[1] (\"t1\"): its in or out shape holds more elements "
+                      "than a 64-bit count");
+    memcpy(ls, syn_layers, sizeof ls);
+    ls[1].params = ls[2].params = INT64_MAX / 2 + 1;
+    syn_write(path, &o);
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    ck_assert_msg_has(":1: the layers' params or the units' weights add up to more than a "
+                      "64-bit count");
+
+    /* a schedule of 100000 epochs of 2^63 - 1 samples in batches of 1 */
+    struct perf_model *m;
+    ck_assert_int_eq(perf_model_alloc(&m, "lenet5", 10), ADAPT_OK);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = NULL;
+    ck_assert_int_eq(perf_schedule_price(&r, "8:100000", m, 1, INT64_MAX, &p, NULL), ADAPT_EINVAL);
+    ck_assert_msg_has("schedule: 100000 epochs of 9223372036854775807 steps (batch 1) are more "
+                      "than 9007199254740992 optimizer steps");
+    ck_assert_ptr_null(r);
+    perf_model_free(m);
+}
+END_TEST
+
 /* Training memory holds each policy's own state (the same synthetic states,
  * b = 4; see test_synthetic_costs for the common terms, 3168 + 164 wl0 +
  * 60 wl1 over 8992 for float32):
@@ -988,6 +1094,8 @@ int main(void)
     tcase_add_test(tc, test_schedule_muppet);
     tcase_add_test(tc, test_hw_calibrated);
     tcase_add_test(tc, test_bad_traces);
+    tcase_add_test(tc, test_step_numbers_size_nothing);
+    tcase_add_test(tc, test_counts_overflow);
     tcase_add_test(tc, test_report_formats);
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("models");
