@@ -65,6 +65,8 @@ struct syn_opts {
     const char *config_file; /* header config_file (NULL: none) */
     const char *compat;      /* config quantization.compat (NULL: key absent) */
     const struct adapt_trace_layer *layers; /* header layers (NULL: syn_layers) */
+    const char *model_name;  /* header model.name (NULL: "tiny") */
+    const char *unit0_name;  /* header units[0].name (NULL: "c1") */
 };
 
 static void syn_header(struct adapt_trace_header *h, json_t **cfg, int batch, int unit1_macs,
@@ -107,6 +109,8 @@ static void syn_write(const char *path, const struct syn_opts *o)
     if (o->policy) h.policy = o->policy;
     if (o->fp32) h.policy = "fp32";
     h.config_file = o->config_file;
+    if (o->model_name) h.model.name = o->model_name;
+    if (o->unit0_name) units[0].name = o->unit0_name;
     json_object_set_new(cfg, "policy", json_pack("{s:i}", "muppet_r", 2));
     if (o->compat)
         json_object_set_new(cfg, "quantization", json_pack("{s:s}", "compat", o->compat));
@@ -168,7 +172,7 @@ static void syn_write(const char *path, const struct syn_opts *o)
 
 static struct syn_opts syn_default(void)
 {
-    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24, NULL, NULL, NULL, NULL};
+    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24, NULL, NULL, NULL, NULL, NULL, NULL};
     return o;
 }
 
@@ -1078,6 +1082,68 @@ START_TEST(test_report_formats)
 }
 END_TEST
 
+/* The table cells of line (Markdown): its '|' not escaped by a backslash, less one. */
+static int md_cells(const char *line, size_t n)
+{
+    int pipes = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < i && line[i - 1 - k] == '\\') k++;
+        if (line[i] == '|' && k % 2 == 0) pipes++;
+    }
+    return pipes - 1;
+}
+
+/* Names from a trace cannot break adapt-perf's Markdown or carry HTML: a run (its configuration
+ * file's stem), model and unit named with '|', '<', '>', '&', '`', '\\' and a line break come out
+ * escaped (cells keep their count; entities, backslashes, a space for the line break), in the
+ * tables, the per-unit heading and the note on an incomplete run. */
+START_TEST(test_report_markdown_escapes)
+{
+    char path[128];
+    tu_path(path, sizeof path, tmpdir, "md.jsonl");
+    struct syn_opts o = syn_default();
+    o.config_file = "cfg/a|b<script>&`x`\\\n.ini";
+    o.model_name = "m|<b>";
+    o.unit0_name = "c|1";
+    syn_write(path, &o);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = analyze_file(path, &p, NULL);
+    r->complete = 0;
+    struct perf_run *rows[1] = {r};
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    ck_assert_int_eq(perf_report_write(f, PERF_FORMAT_MARKDOWN, rows, 1, &p, 1), ADAPT_OK);
+    fclose(f);
+    const char *name = "a\\|b&lt;script&gt;&amp;\\`x\\`\\\\  seed 7";
+    char want[512];
+    snprintf(want, sizeof want, "\n| %s | adapt | m\\|&lt;b&gt; | synthetic | corrected | 2 |",
+             name);
+    ck_assert_msg(strstr(txt, want), "no row \"%s\" in:\n%s", want, txt);
+    snprintf(want, sizeof want, "\n#### %s: per unit\n", name);
+    ck_assert_msg(strstr(txt, want), "no heading \"%s\" in:\n%s", want, txt);
+    ck_assert_msg(strstr(txt, "\n| c\\|1 | 72 | 18 |"), "no unit row in:\n%s", txt);
+    snprintf(want, sizeof want, "\n- %s: the trace has no end record", name);
+    ck_assert_msg(strstr(txt, want), "no note \"%s\" in:\n%s", want, txt);
+    ck_assert_msg(!strchr(txt, '<'), "HTML in:\n%s", txt);
+    /* every table line has as many cells as its header line */
+    int cells = -1, tables = 0;
+    for (const char *l = txt; *l; l += strcspn(l, "\n") + 1) {
+        size_t n = strcspn(l, "\n");
+        int c = n && l[0] == '|' ? md_cells(l, n) : -1;
+        if (c >= 0 && cells < 0) tables++; /* a table's first line */
+        else if (c >= 0) ck_assert_msg(c == cells, "%d cells, not %d: %.*s", c, cells, (int)n, l);
+        cells = c;
+        if (!l[n]) break;
+    }
+    ck_assert_int_eq(tables, 2);
+    free(txt);
+    perf_run_free(r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("perf");
@@ -1097,6 +1163,7 @@ int main(void)
     tcase_add_test(tc, test_step_numbers_size_nothing);
     tcase_add_test(tc, test_counts_overflow);
     tcase_add_test(tc, test_report_formats);
+    tcase_add_test(tc, test_report_markdown_escapes);
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("models");
     tcase_add_test(tm, test_lenet5_table);
