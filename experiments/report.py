@@ -42,10 +42,30 @@ import shlex
 import shutil
 import subprocess
 import sys
+import urllib.parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("wl", "fl", "lb", "r", "sparsity")
 WARNED = set()
+
+
+# Markdown that renders as the text (adapt-perf's md_text in src/perfmodel/report.c): a table
+# cell's '|' and Markdown's escapes get a backslash, HTML's characters become entities, line
+# breaks and other control characters (which would end a table row) become spaces.
+_MD = {ord(c): "\\" + c for c in "|\\`"}
+_MD.update({ord("<"): "&lt;", ord(">"): "&gt;", ord("&"): "&amp;", 0x7F: " "})
+_MD.update({c: " " for c in range(0x20)})
+
+
+def md(text):
+    """Text from a trace (or a path) for README.md: see _MD."""
+    return str(text).translate(_MD)
+
+
+def md_code(text):
+    """Text from a trace in monospace: md(text) in an HTML code element (a Markdown code span
+    would show the escapes)."""
+    return "<code>%s</code>" % md(text)
 
 
 def die(msg):
@@ -232,11 +252,11 @@ def format_name(info, wl, fl):
     if info["policy"] == "fp32":
         return "float32"
     if info["policy"] == "amp":
-        return cfg.get("amp_type", "fp16")
+        return md(cfg.get("amp_type", "fp16"))
     if info["policy"] == "muppet":
         return "float32" if wl >= 32 else "%d-bit MuPPET fixed point (a scale per tensor)" % wl
     fmt = cfg.get("format", "fixed")
-    return "`<%d,%d>`" % (wl, fl) if fmt == "fixed" else "%s (WL %d)" % (fmt, wl)
+    return "`<%d,%d>`" % (wl, fl) if fmt == "fixed" else "%s (WL %d)" % (md(fmt), wl)
 
 
 def constant_line(info):
@@ -247,15 +267,15 @@ def constant_line(info):
     names = [format_name(info, wl, fl) for wl, fl in info["formats"]]
     if info["policy"] == "comp":  # the chosen plan's format of each unit's layer
         layers = info["header"]["model"]["layers"]
-        names = [layers[u["layer"]].get("precision", "float32")
+        names = [md(layers[u["layer"]].get("precision", "float32"))
                  for u in info["header"].get("units", [])]
     if len(set(names)) == 1:
         what = "every unit %s" % names[0]
     else:
         units = [u.get("name", str(i)) for i, u in enumerate(info["header"].get("units", []))]
         units += [str(i) for i in range(len(units), len(names))]
-        what = ", ".join("unit %s %s" % (u, n) for u, n in zip(units, names))
-    return "%s: %s for the whole run" % (info["label"], what)
+        what = ", ".join("unit %s %s" % (md(u), n) for u, n in zip(units, names))
+    return "%s: %s for the whole run" % (md(info["label"]), what)
 
 
 def comp_search_line(path):
@@ -273,10 +293,10 @@ def comp_search_line(path):
     s1 = [s for s in samples if s["stage"] == 1]
     n2 = len(samples) - len(s1)
     return ("Plan search: %d stage-1 plan%s trained (%d optimizer steps, %d safe), %d stage-2 "
-            "plan%s run for one batch; chosen plan `%s` (one digit per layer, the last digit "
+            "plan%s run for one batch; chosen plan %s (one digit per layer, the last digit "
             "float32)." % (len(s1), "s" if len(s1) != 1 else "", sum(s["steps"] for s in s1),
                            sum(s["safe"] for s in s1), n2, "s" if n2 != 1 else "",
-                           chosen[-1] if chosen else "?"))
+                           md_code(chosen[-1] if chosen else "?")))
 
 
 def shared_scales(infos):
@@ -401,7 +421,7 @@ def cmd_build(args):
 
     cmdline = " ".join(shlex.quote(a) for a in ["experiments/report.py"] + sys.argv[1:])
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    md = ["# %s" % (args.title or "adapt-sim report"), "",
+    lines = ["# %s" % (args.title or "adapt-sim report"), "",
           "Generated %s by" % when, "", "    " + cmdline, "",
           "from the traces below; the same command regenerates it (pictures in `pictures/`,",
           "PNG, SVG and PDF; the table also as `table.csv` and `table.json`).", "",
@@ -410,26 +430,28 @@ def cmd_build(args):
           "would share a name).", "",
           "| run | policy | compat | model | data set | trace |", "|---|---|---|---|---|---|"]
     for name, t, policy, model, dataset, _, label, compat, _ in sections:
-        md.append("| %s | %s | %s | %s | %s | `%s` |"
-                  % (label, policy, compat or "-", model, dataset, os.path.relpath(t, out)))
-    md += ["", "## Comparison", "", table.rstrip(), "",
+        lines.append("| %s | %s | %s | %s | %s | %s |"
+                     % (md(label), md(policy), md(compat or "-"), md(model), md(dataset),
+                        md_code(os.path.relpath(t, out))))
+    lines += ["", "## Comparison", "", table.rstrip(), "",
            "### In the AdaPT paper's convention (SU = 2 C32 / (Cq + C32)), with the reference",
            "analysis' SU2 ref and SU3", "", paper.rstrip(), "",
            "## Training cost relative to float32", "",
            "![cost curve](pictures/cost_curve.png)", "",
            "([SVG](pictures/cost_curve.svg), [PDF](pictures/cost_curve.pdf))", ""]
     if with_epochs:
-        md += ["## Loss and accuracy per epoch", "",
+        lines += ["## Loss and accuracy per epoch", "",
                "![loss and accuracy](pictures/accuracy.png)", "",
                "([SVG](pictures/accuracy.svg), [PDF](pictures/accuracy.pdf))", ""]
-    md += ["## Per-unit formats", ""]
+    lines += ["## Per-unit formats", ""]
     fixed = [sec[8] for sec in sections if sec[8]]
     if fixed:
-        md += ["Runs whose per-unit formats never change (their word-length heatmaps below):", ""]
-        md += ["- " + line for line in fixed] + [""]
+        lines += ["Runs whose per-unit formats never change (their word-length heatmaps below):",
+                  ""]
+        lines += ["- " + line for line in fixed] + [""]
     drawn = [m for m in METRICS if any(m in sec[5] for sec in sections)]
     if drawn:
-        md += ["The heatmaps of one metric share one colour scale, its range over the runs "
+        lines += ["The heatmaps of one metric share one colour scale, its range over the runs "
                "drawn: " + "; ".join(("%s %g to %g" % ((m,) + scales[m]))
                                      if scales[m][1] > scales[m][0] else
                                      "%s %g in every run" % (m, scales[m][0])
@@ -437,26 +459,27 @@ def cmd_build(args):
     for name, t, policy, model, dataset, pictures, label, compat, line in sections:
         if not pictures:
             continue
-        md += ["### %s (%s%s)" % (label, policy, ", " + compat if compat else ""), ""]
+        lines += ["### %s (%s%s)" % (md(label), md(policy), ", " + md(compat) if compat else ""),
+                  ""]
         if line:  # "label: every unit ..." as a sentence
-            what = line.split(": ", 1)[-1]
-            md += [what[0].upper() + what[1:] + ".", ""]
+            what = line[len(md(label)) + 2:]
+            lines += [what[0].upper() + what[1:] + ".", ""]
         search = comp_search_line(t)
         if search:
-            md += [search, ""]
+            lines += [search, ""]
         for m in pictures:
             if m == "wldist":
-                md += ["Share of the training steps at each word length, per unit:", ""]
-            md += ["![%s %s](pictures/%s_%s.png)" % (name, m, name, m), "",
-                   "([SVG](pictures/%s_%s.svg), [PDF](pictures/%s_%s.pdf))"
-                   % (name, m, name, m), ""]
-    md += ["## Per-unit costs", "", units.rstrip(), ""]
+                lines += ["Share of the training steps at each word length, per unit:", ""]
+            pic = "pictures/" + urllib.parse.quote("%s_%s" % (name, m))
+            lines += ["![%s %s](%s.png)" % (md(name), m, pic), "",
+                      "([SVG](%s.svg), [PDF](%s.pdf))" % (pic, pic), ""]
+    lines += ["## Per-unit costs", "", units.rstrip(), ""]
     final = os.path.join(out, "pictures")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(pics, final)
     tmp = os.path.join(out, "README.md.tmp")
     with open(tmp, "w") as f:
-        f.write("\n".join(md))
+        f.write("\n".join(lines))
     os.replace(tmp, os.path.join(out, "README.md"))
     print("report.py: wrote %s/README.md (%d runs)" % (out, len(traces)))
 

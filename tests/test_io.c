@@ -415,6 +415,7 @@ START_TEST(test_trace_typed_header_and_lines)
     for (int i = 0; i < 70; i++) {
         struct adapt_trace_step s = make_step(i % 3);
         s.step = i + 1;
+        s.epoch = 1 + i / 35; /* epoch numbers do not decrease */
         ck_assert_int_eq(adapt_trace_write_step(w, &s), ADAPT_OK);
     }
     ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
@@ -470,6 +471,21 @@ END_TEST
 #define EPOCH "{\"type\":\"epoch\",\"epoch\":1,\"step\":1,\"lr\":0.1,\"train_loss\":1," \
               "\"train_acc\":0.5," \
               "\"val_loss\":1,\"val_acc\":0.5,\"wall_s\":1,\"images_per_s\":1}\n"
+
+/* A step record of step `step` in epoch `epoch` whose units have `units` (2 states), and an
+ * epoch record with the given fields (strings of JSON). */
+#define STEP_AT(step, epoch, units)                                                                \
+    "{\"type\":\"step\",\"step\":" step ",\"epoch\":" epoch ",\"lr\":0.1,\"loss\":2.3,"            \
+    "\"strategy\":null,\"units\":" units ",\"events\":[],\"accum\":1,\"overflow\":false}\n"
+#define UNITS32 "[{\"wl\":32,\"fl\":0},{\"wl\":32,\"fl\":0}]"
+#define EPOCH_WITH(epoch, step, acc, wall)                                                         \
+    "{\"type\":\"epoch\",\"epoch\":" epoch ",\"step\":" step ",\"lr\":0.1,\"train_loss\":1,"       \
+    "\"train_acc\":" acc ",\"val_loss\":1,\"val_acc\":0.5,\"wall_s\":" wall ","                   \
+    "\"images_per_s\":1}\n"
+#define EVENT_STEP(before, after)                                                                  \
+    "{\"type\":\"step\",\"step\":1,\"epoch\":0,\"lr\":0.1,\"loss\":2.3,\"strategy\":null,"        \
+    "\"units\":" UNITS32 ",\"events\":[{\"unit\":0,\"kind\":\"pu\",\"before\":" before ","        \
+    "\"after\":" after ",\"s\":1}],\"accum\":1,\"overflow\":false}\n"
 
 /* A comp search record for HDR's model (1 layer, 2 units). */
 #define SAMPLE(plan, wl, gov)                                                                  \
@@ -545,6 +561,55 @@ static const struct bad_trace bad_traces[] = {
     {HDR_CONFIG("{\"quantization\":{\"compat\":1}}"), "t.jsonl:1:",
      "field \"config.quantization.compat\" must be a string"},
     {HDR_CONFIG("{\"train\":[]}"), "t.jsonl:1:", "field \"config.train\" must be an object"},
+    /* numbers a consumer counts with are bounded by what a run writes (trace.h) */
+    {HDR STEP_AT("9223372036854775807", "0", UNITS32), "t.jsonl:2:",
+     "step record: field \"step\" = 9223372036854775807 is out of range [1, 9007199254740992]"},
+    {HDR STEP_AT("0", "0", UNITS32), "t.jsonl:2:", "field \"step\" = 0 is out of range"},
+    {HDR STEP_AT("1", "-7", UNITS32), "t.jsonl:2:",
+     "step record: field \"epoch\" = -7 is out of range [0, 99999]"},
+    {HDR STEP EPOCH_WITH("2147483647", "1", "0.5", "1"), "t.jsonl:3:",
+     "epoch record: field \"epoch\" = 2147483647 is out of range [0, 99999]"},
+    {HDR "{\"type\":\"test\",\"epoch\":100001,\"test_loss\":1,\"test_acc\":0.5}\n",
+     "t.jsonl:2:", "test record: field \"epoch\" = 100001 is out of range [0, 100000]"},
+    {HDR STEP_AT("2", "1", UNITS32) STEP_AT("2", "1", UNITS32), "t.jsonl:3:",
+     "step record: step 2 does not follow step 2 (line 2): step numbers increase"},
+    {HDR STEP_AT("1", "3", UNITS32) STEP_AT("2", "2", UNITS32), "t.jsonl:3:",
+     "step record: epoch 2 is before epoch 3 of step 1 (line 2)"},
+    {HDR EPOCH_WITH("1", "5", "0.5", "1") EPOCH_WITH("1", "6", "0.5", "1"), "t.jsonl:3:",
+     "epoch record: epoch 1 does not follow epoch 1 (line 2)"},
+    {HDR EPOCH_WITH("1", "5", "0.5", "1") EPOCH_WITH("1000000000", "6", "0.5", "1"),
+     "t.jsonl:3:", "epoch record: field \"epoch\" = 1000000000 is out of range [0, 99999]"},
+    {HDR EPOCH_WITH("1", "5", "0.5", "1") EPOCH_WITH("2", "5", "0.5", "1"), "t.jsonl:3:",
+     "epoch record: step 5 does not follow step 5 of epoch 1 (line 2)"},
+    {HDR STEP EPOCH_WITH("1", "1", "5.0", "1"), "t.jsonl:3:",
+     "epoch record: field \"train_acc\" = 5 is out of range [0, 1]"},
+    {HDR STEP EPOCH_WITH("1", "1", "-3.0", "1"), "t.jsonl:3:",
+     "field \"train_acc\" = -3 is out of range [0, 1]"},
+    {HDR STEP EPOCH_WITH("1", "1", "0.5", "-1e300"), "t.jsonl:3:",
+     "epoch record: field \"wall_s\" = -1e+300 is out of range: expected >= 0"},
+    {HDR STEP EPOCH_WITH("1", "1", "0.5", "null"), "t.jsonl:3:",
+     "epoch record: field \"wall_s\" must be a number"},
+    {HDR "{\"type\":\"end\",\"status\":\"ok\",\"wall_s\":-1}\n", "t.jsonl:2:",
+     "end record: field \"wall_s\" = -1 is out of range: expected >= 0"},
+    {HDR "{\"type\":\"test\",\"epoch\":1,\"test_loss\":1,\"test_acc\":1.5}\n", "t.jsonl:2:",
+     "test record: field \"test_acc\" = 1.5 is out of range [0, 1]"},
+    {HDR "{\"type\":\"step\",\"step\":1,\"epoch\":0,\"lr\":-0.1,\"loss\":2.3,\"strategy\":null,"
+         "\"units\":" UNITS32 "}\n",
+     "t.jsonl:2:", "step record: field \"lr\" = -0.1 is out of range: expected >= 0"},
+    {HDR STEP_AT("1", "0", "[{\"wl\":2,\"fl\":64},{\"wl\":32,\"fl\":0}]"), "t.jsonl:2:",
+     "step record: field \"fl\" = 64 is out of range [0, 32]"},
+    {HDR STEP_AT("1", "0", "[{\"wl\":0,\"fl\":0},{\"wl\":32,\"fl\":0}]"), "t.jsonl:2:",
+     "step record: field \"wl\" = 0 is out of range [1, 32]"},
+    {HDR STEP_AT("1", "0", "[{\"wl\":8,\"fl\":-1},{\"wl\":32,\"fl\":0}]"), "t.jsonl:2:",
+     "step record: field \"fl\" = -1 is out of range [0, 32]"},
+    {HDR STEP_AT("1", "0", "[{\"wl\":8,\"fl\":4,\"sparsity\":1.5},{\"wl\":32,\"fl\":0}]"),
+     "t.jsonl:2:", "step record: field \"sparsity\" = 1.5 is out of range [0, 1]"},
+    {HDR STEP_AT("1", "0", "[{\"wl\":8,\"fl\":4,\"act_sat\":-0.5},{\"wl\":32,\"fl\":0}]"),
+     "t.jsonl:2:", "step record: field \"act_sat\" = -0.5 is out of range [0, 1]"},
+    {HDR EVENT_STEP("[8,4]", "[2,64]"), "t.jsonl:2:",
+     "step record: field \"after\"[1] = 64 is out of range [0, 32]"},
+    {HDR EVENT_STEP("[0,0]", "[9,5]"), "t.jsonl:2:",
+     "step record: field \"before\" = [0, 0]: the word length must be in [1, 32]"},
 };
 
 /* Graph precision propagation's per-layer fields are written only where set and read back;
@@ -705,6 +770,73 @@ START_TEST(test_trace_out_of_memory)
     ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
     ck_assert_int_eq(t->n_steps, 2); /* truncated after epoch 1, intact otherwise */
     adapt_trace_free(t);
+}
+END_TEST
+
+/* Replaces the first `from` in text by `to` into out. */
+static void replace_first(char *out, size_t n, const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    ck_assert_ptr_nonnull(at);
+    int k = snprintf(out, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    ck_assert(k > 0 && (size_t)k < n);
+}
+
+/* A step record on line 2 with an unknown field nesting `depth` - 1 arrays inside the record. */
+static enum adapt_status load_nested(const char *path, int depth)
+{
+    size_t hl = strlen(HDR), n = hl + 2 * (size_t)depth + 200;
+    char *text = malloc(n);
+    ck_assert_ptr_nonnull(text);
+    char *p = text + sprintf(text, "%s{\"type\":\"step\",\"x\":", HDR);
+    for (int i = 1; i < depth; i++) *p++ = '[';
+    for (int i = 1; i < depth; i++) *p++ = ']';
+    p += sprintf(p, ",\"step\":1,\"epoch\":0,\"lr\":0.1,\"loss\":2.3,\"strategy\":null,"
+                    "\"units\":" UNITS32 "}\n");
+    tu_write_file(path, text, (size_t)(p - text));
+    free(text);
+    struct adapt_trace *t = NULL;
+    enum adapt_status st = adapt_trace_load(&t, path, 0);
+    adapt_trace_free(t);
+    return st;
+}
+
+/* What trace.h bounds is accepted up to its bounds: a format with FL > WL (quant's fixed(2,8)),
+ * step 2^53, epoch 99999, a test after 100000 epochs, records nested ADAPT_TRACE_DEPTH_MAX deep;
+ * negative shapes, one past the nesting bound and JSON nested 100000 deep are refused. */
+START_TEST(test_trace_bounds)
+{
+    char path[256], text[4096];
+    tmp_file(path, sizeof path, "bounds.jsonl");
+    struct adapt_trace *t = NULL;
+    const char *ok = HDR STEP_AT("1", "0", "[{\"wl\":2,\"fl\":8},{\"wl\":32,\"fl\":32}]")
+        STEP_AT("9007199254740992", "99999", UNITS32) EPOCH_WITH("99999", "9007199254740992", "1",
+                                                                 "0")
+        "{\"type\":\"test\",\"epoch\":100000,\"test_loss\":1,\"test_acc\":0}\n";
+    tu_write_file(path, ok, strlen(ok));
+    ck_assert_msg(adapt_trace_load(&t, path, 0) == ADAPT_OK, "%s", adapt_error_message());
+    ck_assert_int_eq(t->steps[0].units[0].wl, 2);
+    ck_assert_int_eq(t->steps[0].units[0].fl, 8);
+    ck_assert_int_eq(t->steps[1].step, ADAPT_TRACE_STEP_MAX);
+    ck_assert_int_eq(t->epochs[0].epoch, ADAPT_TRACE_EPOCH_MAX - 1);
+    ck_assert_int_eq(t->test.epoch, ADAPT_TRACE_EPOCH_MAX);
+    adapt_trace_free(t);
+
+    replace_first(text, sizeof text, HDR STEP, "\"in\":[4]", "\"in\":[-4]");
+    tu_write_file(path, text, strlen(text));
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_EFORMAT);
+    ck_assert_msg_has("bounds.jsonl:1: header record: field \"in\"[0] = -4 is out of range");
+    replace_first(text, sizeof text, HDR STEP, "\"input\":[1,32,32]", "\"input\":[1,32,0]");
+    tu_write_file(path, text, strlen(text));
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_EFORMAT);
+    ck_assert_msg_has("field \"input\"[2] = 0 is out of range [1, 2147483647]");
+
+    ck_assert_msg(load_nested(path, ADAPT_TRACE_DEPTH_MAX) == ADAPT_OK, "%s",
+                  adapt_error_message());
+    ck_assert_int_eq(load_nested(path, ADAPT_TRACE_DEPTH_MAX + 1), ADAPT_EFORMAT);
+    ck_assert_msg_has("bounds.jsonl:2: JSON nested deeper than 64 arrays and objects");
+    ck_assert_int_eq(load_nested(path, 100000), ADAPT_EFORMAT);
+    ck_assert_msg_has("bounds.jsonl:2: JSON nested deeper than 64 arrays and objects");
 }
 END_TEST
 
@@ -1213,6 +1345,7 @@ int main(void)
     tcase_add_test(tt, test_trace_samples);
     tcase_add_loop_test(tt, test_trace_errors, 0, (int)(sizeof bad_traces / sizeof bad_traces[0]));
     tcase_add_test(tt, test_trace_partial_and_missing);
+    tcase_add_test(tt, test_trace_bounds);
     tcase_add_test(tt, test_trace_long_line);
     tcase_add_test(tt, test_trace_out_of_memory);
     tcase_add_test(tt, test_trace_truncate_and_append);

@@ -65,6 +65,8 @@ struct syn_opts {
     const char *config_file; /* header config_file (NULL: none) */
     const char *compat;      /* config quantization.compat (NULL: key absent) */
     const struct adapt_trace_layer *layers; /* header layers (NULL: syn_layers) */
+    const char *model_name;  /* header model.name (NULL: "tiny") */
+    const char *unit0_name;  /* header units[0].name (NULL: "c1") */
 };
 
 static void syn_header(struct adapt_trace_header *h, json_t **cfg, int batch, int unit1_macs,
@@ -107,6 +109,8 @@ static void syn_write(const char *path, const struct syn_opts *o)
     if (o->policy) h.policy = o->policy;
     if (o->fp32) h.policy = "fp32";
     h.config_file = o->config_file;
+    if (o->model_name) h.model.name = o->model_name;
+    if (o->unit0_name) units[0].name = o->unit0_name;
     json_object_set_new(cfg, "policy", json_pack("{s:i}", "muppet_r", 2));
     if (o->compat)
         json_object_set_new(cfg, "quantization", json_pack("{s:s}", "compat", o->compat));
@@ -128,6 +132,7 @@ static void syn_write(const char *path, const struct syn_opts *o)
                 us[u].r = o->fp32 ? -1 : (u == 0 ? 60 : 50);
                 us[u].sparsity = o->fp32 ? NAN : x[2 * u + 1];
                 us[u].sat = us[u].flush = -1;
+                us[u].act_sat = NAN;
             }
             st.step = s;
             st.epoch = (s - 1) / 3;
@@ -167,7 +172,7 @@ static void syn_write(const char *path, const struct syn_opts *o)
 
 static struct syn_opts syn_default(void)
 {
-    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24, NULL, NULL, NULL, NULL};
+    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24, NULL, NULL, NULL, NULL, NULL, NULL};
     return o;
 }
 
@@ -175,7 +180,7 @@ static struct perf_run *analyze_file(const char *path, const struct perf_params 
                                      const struct perf_hw *hw)
 {
     struct adapt_trace *t;
-    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    ck_assert_msg(adapt_trace_load(&t, path, 0) == ADAPT_OK, "%s", adapt_error_message());
     struct perf_run *r;
     enum adapt_status st = perf_run_analyze(&r, t, p, hw);
     ck_assert_msg(st == ADAPT_OK, "%s", adapt_error_message());
@@ -366,6 +371,112 @@ START_TEST(test_log_every_and_tail)
 }
 END_TEST
 
+
+static enum adapt_status try_analyze(const char *path);
+
+/* A trace of the synthetic model trained one sample a step (dataset.train 1, batch 1, the given
+ * accumulation): step records at steps[0..ns) with fixed formats (unit 0 at WL 8, unit 1 at
+ * WL 16), then epoch records at epoch_steps[0..ne) (epochs 0, 1, ...). */
+static void one_sample_write(const char *path, const int64_t *steps, int ns,
+                             const int64_t *epoch_steps, int ne, int accumulation)
+{
+    struct adapt_trace_header h;
+    struct adapt_trace_unit units[2];
+    json_t *cfg;
+    syn_header(&h, &cfg, 1, 24, units);
+    json_object_set_new(json_object_get(cfg, "train"), "accumulation_steps",
+                        json_integer(accumulation));
+    h.dataset.train = 1;
+    struct adapt_trace_writer *w;
+    ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_write_header(w, &h), ADAPT_OK);
+    json_decref(cfg);
+    for (int i = 0; i < ns; i++) {
+        struct adapt_trace_unit_state us[2] = {{8, 4, NAN, -1, NAN, -1, -1, NAN},
+                                              {16, 8, NAN, -1, NAN, -1, -1, NAN}};
+        struct adapt_trace_step st = {steps[i], 0, 0.01, 1.0, ADAPT_TRACE_STRATEGY_NONE, 2, us,
+                                      0, NULL, 1, 0};
+        ck_assert_int_eq(adapt_trace_write_step(w, &st), ADAPT_OK);
+    }
+    for (int e = 0; e < ne; e++) {
+        struct adapt_trace_epoch ep = {e, epoch_steps[e], 0.01, 1.0, 0.5, 1.0, 0.5, 1.0, 1.0};
+        ck_assert_int_eq(adapt_trace_write_epoch(w, &ep), ADAPT_OK);
+    }
+    ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
+}
+
+/* Step numbers size nothing: a run of 2^53 steps (the most a trace may record) of one sample
+ * each (dataset.train 1, so every step is an epoch) is priced from its two step records, in the
+ * memory and time of any two-record trace. Every interval trains one sample a step at the same
+ * formats, so each cost is proportional to the steps: the run costs 2^52 times the same trace
+ * ending at step 2, and has its SU1. Its last step ends epoch 2^53 - 1 (0-based), at x = 2^53.
+ * Before, the analysis allocated one epoch boundary per step (2^56 bytes) and failed. */
+START_TEST(test_step_numbers_size_nothing)
+{
+    char big[128], small[128];
+    tu_path(big, sizeof big, tmpdir, "big.jsonl");
+    tu_path(small, sizeof small, tmpdir, "small.jsonl");
+    const int64_t sb[2] = {1, ADAPT_TRACE_STEP_MAX}, ss[2] = {1, 2};
+    one_sample_write(big, sb, 2, NULL, 0, 1);
+    one_sample_write(small, ss, 2, NULL, 0, 1);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = analyze_file(big, &p, NULL), *r2 = analyze_file(small, &p, NULL);
+    ck_assert_int_eq(r->steps, ADAPT_TRACE_STEP_MAX);
+    ck_assert_close(r->samples, 0x1p53);
+    ck_assert_int_eq(r->n_points, 2);
+    ck_assert_close(r->points[1].epoch_x, 0x1p53);
+    ck_assert_close(r->c32, r2->c32 * 0x1p52);
+    ck_assert_close(r->cq, r2->cq * 0x1p52);
+    ck_assert_close(r->su1, r2->su1);
+    perf_run_free(r);
+    perf_run_free(r2);
+}
+END_TEST
+
+/* Counts multiplied from the file are checked: steps after the last step record (up to an epoch
+ * record at 2^53) times accumulation_steps 2^31 - 1 do not fit 64 bits, and are refused naming
+ * the field; a layer shape of 2^80 elements and parameters adding up past 2^63 are refused. */
+START_TEST(test_counts_overflow)
+{
+    char path[128];
+    tu_path(path, sizeof path, tmpdir, "ovf.jsonl");
+    const int64_t s1[1] = {1}, e1[1] = {ADAPT_TRACE_STEP_MAX};
+    one_sample_write(path, s1, 1, e1, 1, 2147483647);
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    ck_assert_msg_has(path);
+    ck_assert_msg_has(":1: config.train.accumulation_steps = 2147483647 times the "
+                      "9007199254740991 steps after the last step record overflows");
+
+    struct adapt_trace_layer ls[4];
+    memcpy(ls, syn_layers, sizeof ls);
+    ls[1].out[0] = ls[1].out[1] = (int64_t)1 << 40; /* the tanh's output: 2^81 elements */
+    struct syn_opts o = syn_default();
+    o.layers = ls;
+    syn_write(path, &o);
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    ck_assert_msg_has(":1: model.layers[1] (\"t1\"): its in or out shape holds more elements "
+                      "than a 64-bit count");
+    memcpy(ls, syn_layers, sizeof ls);
+    ls[1].params = ls[2].params = INT64_MAX / 2 + 1;
+    syn_write(path, &o);
+    ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
+    ck_assert_msg_has(":1: the layers' params or the units' weights add up to more than a "
+                      "64-bit count");
+
+    /* a schedule of 100000 epochs of 2^63 - 1 samples in batches of 1 */
+    struct perf_model *m;
+    ck_assert_int_eq(perf_model_alloc(&m, "lenet5", 10), ADAPT_OK);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = NULL;
+    ck_assert_int_eq(perf_schedule_price(&r, "8:100000", m, 1, INT64_MAX, &p, NULL), ADAPT_EINVAL);
+    ck_assert_msg_has("schedule: 100000 epochs of 9223372036854775807 steps (batch 1) are more "
+                      "than 9007199254740992 optimizer steps");
+    ck_assert_ptr_null(r);
+    perf_model_free(m);
+}
+END_TEST
 
 /* Training memory holds each policy's own state (the same synthetic states,
  * b = 4; see test_synthetic_costs for the common terms, 3168 + 164 wl0 +
@@ -879,7 +990,8 @@ START_TEST(test_bad_traces)
         "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"lr\":0.01,\"loss\":1.2,\"strategy\":"
         "null,\"units\":[{\"wl\":8,\"fl\":4},{\"wl\":40,\"fl\":4}],\"events\":[],\"accum\":1}\n");
     ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
-    snprintf(msg, sizeof msg, "%s:3: step 2, unit 1: wl must be in 1..32", path);
+    snprintf(msg, sizeof msg, "%s:3: step record: field \"wl\" = 40 is out of range [1, 32]",
+             path);
     ck_assert_msg_has(msg);
     /* steps out of order: line 4 repeats step 2 */
     syn_write(path, &o);
@@ -888,7 +1000,8 @@ START_TEST(test_bad_traces)
         "{\"type\":\"step\",\"step\":2,\"epoch\":0,\"lr\":0.01,\"loss\":1.2,\"strategy\":"
         "null,\"units\":[{\"wl\":8,\"fl\":4},{\"wl\":8,\"fl\":4}],\"events\":[],\"accum\":1}\n");
     ck_assert_int_eq(try_analyze(path), ADAPT_EFORMAT);
-    snprintf(msg, sizeof msg, "%s:4: step 2: step numbers", path);
+    snprintf(msg, sizeof msg, "%s:4: step record: step 2 does not follow step 2 (line 3)",
+             path);
     ck_assert_msg_has(msg);
     /* header: unit 1's MACs disagree with its layer */
     o.unit1_macs = 25;
@@ -969,6 +1082,68 @@ START_TEST(test_report_formats)
 }
 END_TEST
 
+/* The table cells of line (Markdown): its '|' not escaped by a backslash, less one. */
+static int md_cells(const char *line, size_t n)
+{
+    int pipes = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < i && line[i - 1 - k] == '\\') k++;
+        if (line[i] == '|' && k % 2 == 0) pipes++;
+    }
+    return pipes - 1;
+}
+
+/* Names from a trace cannot break adapt-perf's Markdown or carry HTML: a run (its configuration
+ * file's stem), model and unit named with '|', '<', '>', '&', '`', '\\' and a line break come out
+ * escaped (cells keep their count; entities, backslashes, a space for the line break), in the
+ * tables, the per-unit heading and the note on an incomplete run. */
+START_TEST(test_report_markdown_escapes)
+{
+    char path[128];
+    tu_path(path, sizeof path, tmpdir, "md.jsonl");
+    struct syn_opts o = syn_default();
+    o.config_file = "cfg/a|b<script>&`x`\\\n.ini";
+    o.model_name = "m|<b>";
+    o.unit0_name = "c|1";
+    syn_write(path, &o);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = analyze_file(path, &p, NULL);
+    r->complete = 0;
+    struct perf_run *rows[1] = {r};
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    ck_assert_int_eq(perf_report_write(f, PERF_FORMAT_MARKDOWN, rows, 1, &p, 1), ADAPT_OK);
+    fclose(f);
+    const char *name = "a\\|b&lt;script&gt;&amp;\\`x\\`\\\\  seed 7";
+    char want[512];
+    snprintf(want, sizeof want, "\n| %s | adapt | m\\|&lt;b&gt; | synthetic | corrected | 2 |",
+             name);
+    ck_assert_msg(strstr(txt, want), "no row \"%s\" in:\n%s", want, txt);
+    snprintf(want, sizeof want, "\n#### %s: per unit\n", name);
+    ck_assert_msg(strstr(txt, want), "no heading \"%s\" in:\n%s", want, txt);
+    ck_assert_msg(strstr(txt, "\n| c\\|1 | 72 | 18 |"), "no unit row in:\n%s", txt);
+    snprintf(want, sizeof want, "\n- %s: the trace has no end record", name);
+    ck_assert_msg(strstr(txt, want), "no note \"%s\" in:\n%s", want, txt);
+    ck_assert_msg(!strchr(txt, '<'), "HTML in:\n%s", txt);
+    /* every table line has as many cells as its header line */
+    int cells = -1, tables = 0;
+    for (const char *l = txt; *l; l += strcspn(l, "\n") + 1) {
+        size_t n = strcspn(l, "\n");
+        int c = n && l[0] == '|' ? md_cells(l, n) : -1;
+        if (c >= 0 && cells < 0) tables++; /* a table's first line */
+        else if (c >= 0) ck_assert_msg(c == cells, "%d cells, not %d: %.*s", c, cells, (int)n, l);
+        cells = c;
+        if (!l[n]) break;
+    }
+    ck_assert_int_eq(tables, 2);
+    free(txt);
+    perf_run_free(r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("perf");
@@ -985,7 +1160,10 @@ int main(void)
     tcase_add_test(tc, test_schedule_muppet);
     tcase_add_test(tc, test_hw_calibrated);
     tcase_add_test(tc, test_bad_traces);
+    tcase_add_test(tc, test_step_numbers_size_nothing);
+    tcase_add_test(tc, test_counts_overflow);
     tcase_add_test(tc, test_report_formats);
+    tcase_add_test(tc, test_report_markdown_escapes);
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("models");
     tcase_add_test(tm, test_lenet5_table);

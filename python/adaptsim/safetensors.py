@@ -28,7 +28,9 @@ from typing import Any, Dict
 import numpy as np
 
 CHECKPOINT_FORMAT = "adapt-sim checkpoint 1"
-HEADER_MAX = 100 << 20  # bytes of JSON header accepted
+HEADER_MAX = 100 << 20  # bytes of JSON header accepted (ADAPT_ST_HEADER_MAX)
+MAX_DIMS = 8            # dimensions of a tensor (ADAPT_ST_MAX_DIMS)
+I64_MAX = (1 << 63) - 1
 
 # dtype name -> numpy dtype (little-endian); BF16 is widened to float32 on read.
 DTYPES = {
@@ -58,24 +60,33 @@ class SafeTensors:
 
 
 def read_safetensors(path) -> SafeTensors:
-    """Reads a whole safetensors file into numpy arrays (copies, writable)."""
+    """Reads a whole safetensors file into numpy arrays (copies, writable).
+
+    Every malformed file is a SafetensorsError naming it; the header length is checked against
+    the file's size and HEADER_MAX before anything else is read."""
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(8)
+            if len(head) < 8:
+                raise SafetensorsError(path, "%d bytes: too short for the 8-byte header length"
+                                       % len(head))
+            (n,) = struct.unpack("<Q", head)
+            if n > HEADER_MAX or n > size - 8:
+                raise SafetensorsError(path, "header length %d does not fit in the %d-byte file "
+                                       "(at most %d allowed; not a safetensors file?)"
+                                       % (n, size, HEADER_MAX))
+            raw = head + f.read()
     except OSError as e:
         raise SafetensorsError(path, "cannot read: %s" % e.strerror) from None
-    if len(raw) < 8:
-        raise SafetensorsError(path, "%d bytes: too short for the 8-byte header length"
-                               % len(raw))
-    (n,) = struct.unpack("<Q", raw[:8])
-    if n > HEADER_MAX or 8 + n > len(raw):
-        raise SafetensorsError(path, "header length %d does not fit in the %d-byte file "
-                               "(not a safetensors file?)" % (n, len(raw)))
+    if 8 + n > len(raw):  # the file shrank while being read
+        raise SafetensorsError(path, "header length %d does not fit in the %d-byte file"
+                               % (n, len(raw)))
     try:
         hdr = json.loads(raw[8:8 + n].decode("utf-8"),
                          object_pairs_hook=lambda kv: _no_duplicates(path, kv))
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         if isinstance(e, SafetensorsError):
             raise
         raise SafetensorsError(path, "the header is not JSON: %s" % e) from None
@@ -91,6 +102,8 @@ def read_safetensors(path) -> SafeTensors:
         if not isinstance(t, dict):
             raise SafetensorsError(path, 'tensor "%s": entry is not an object' % name)
         dt, shape, offs = t.get("dtype"), t.get("shape"), t.get("data_offsets")
+        if not isinstance(dt, str):
+            raise SafetensorsError(path, 'tensor "%s": dtype must be a string' % name)
         if dt in NO_NUMPY_TYPE:
             raise SafetensorsError(path, 'tensor "%s": dtype %s has no numpy type' % (name, dt))
         if dt not in DTYPES:
@@ -99,6 +112,9 @@ def read_safetensors(path) -> SafeTensors:
                 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                            for d in shape)):
             raise SafetensorsError(path, 'tensor "%s": shape must be a list of sizes' % name)
+        if len(shape) > MAX_DIMS:
+            raise SafetensorsError(path, 'tensor "%s": %d dimensions (at most %d)'
+                                   % (name, len(shape), MAX_DIMS))
         if (not isinstance(offs, list) or len(offs) != 2
                 or not all(isinstance(o, int) and not isinstance(o, bool) for o in offs)):
             raise SafetensorsError(path, 'tensor "%s": data_offsets must be [begin, end]' % name)
@@ -106,8 +122,10 @@ def read_safetensors(path) -> SafeTensors:
         if not 0 <= b <= e <= size:
             raise SafetensorsError(path, 'tensor "%s": data_offsets [%d, %d] outside the %d-byte '
                                    "data" % (name, b, e, size))
-        want = DTYPES[dt].itemsize * int(np.prod(shape, dtype=np.int64))
-        if e - b != want:
+        want = DTYPES[dt].itemsize
+        for d in shape:  # Python integers: exact, then held to int64 as the C reader
+            want *= d
+        if want > I64_MAX or e - b != want:
             raise SafetensorsError(path, 'tensor "%s": %d bytes for %s of shape %s (%d bytes)'
                                    % (name, e - b, dt, tuple(shape), want))
         a = np.frombuffer(raw, dtype=DTYPES[dt], count=want // DTYPES[dt].itemsize,
@@ -181,7 +199,7 @@ def read_checkpoint(path) -> Checkpoint:
         policy = ometa.get("policy", "")
         try:
             pstate = json.loads(ometa.get("policy_state", "{}"))
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise SafetensorsError(optim_path, "policy_state is not JSON: %s" % e) from None
         for k, v in o.tensors.items():
             (momentum if k in m.tensors else ptensors)[k] = v

@@ -17,17 +17,32 @@ Errors are :class:`TraceError` and name the file and line, as in
 ``runs/x/trace.jsonl:12: step record: field "loss" must be a number or null``.
 Unknown fields are ignored (fields may be added within schema 1); another
 schema version is refused.
+
+The reader accepts what the C reader (src/trace/read.c) accepts, with the same bounds
+(src/trace/trace.h, doc/trace.schema.json): lines of at most 4 MiB (a longer one is refused
+without being read whole), at most 64 nested arrays and objects, no duplicate field, finite
+numbers and 64-bit integers only; step numbers 1..2^53 and increasing; epoch numbers
+0..99999, never decreasing over the step records and increasing over the epoch records;
+word lengths 1..32 and fractional lengths 0..32; accuracies and sparsities in [0, 1];
+wall times >= 0.
 """
 
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 SCHEMA = 1
+LINE_MAX = 4 << 20        # bytes of a line, its newline excepted (ADAPT_TRACE_LINE_MAX)
+DEPTH_MAX = 64            # nested arrays and objects in a line (ADAPT_TRACE_DEPTH_MAX)
+STEP_MAX = 1 << 53        # step numbers (ADAPT_TRACE_STEP_MAX)
+EPOCH_MAX = 100000        # epochs of a run; epoch numbers are below it (ADAPT_TRACE_EPOCH_MAX)
+INT_MAX = (1 << 31) - 1
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 RECORD_TYPES = ("header", "sample", "step", "epoch", "test", "end")
 STRATEGIES = ("min", "mean", "max")
 EVENT_KINDS = ("pd", "pu")
@@ -217,13 +232,21 @@ class _Reader:
             self.fail('field "%s" = %d is out of range [%d, %d]' % (key, v, lo, hi))
         return v
 
-    def num(self, o, key, optional=False):
+    def num(self, o, key, optional=False, nullable=True, lo=-math.inf, hi=math.inf):
         v = self.get(o, key, optional)
-        if v is None:
+        if v is None and (nullable or key not in o):
             return math.nan
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            self.fail('field "%s" must be a number or null' % key)
-        return float(v)
+            self.fail('field "%s" must be a number%s' % (key, " or null" if nullable else ""))
+        x = float(v)
+        if not lo <= x <= hi:
+            if hi == math.inf:
+                self.fail('field "%s" = %g is out of range: expected >= %g' % (key, x, lo))
+            self.fail('field "%s" = %g is out of range [%g, %g]' % (key, x, lo, hi))
+        return x
+
+    def fraction(self, o, key, optional=False):
+        return self.num(o, key, optional, lo=0.0, hi=1.0)
 
     def str(self, o, key, nullable=False):
         v = self.get(o, key, nullable)
@@ -239,14 +262,23 @@ class _Reader:
             self.fail('field "%s" must be %s' % (key, "an array" if typ is list else "an object"))
         return v
 
-    def ints(self, o, key, n_max, exact=False):
+    def ints(self, o, key, n_max, exact=False, lo=I64_MIN, hi=I64_MAX):
         a = self.typed(o, key, list)
         if not a or len(a) > n_max or (exact and len(a) != n_max):
             self.fail('field "%s" must hold %s%d integers' % (key, "" if exact else "1 to ", n_max))
-        for v in a:
+        for i, v in enumerate(a):
             if isinstance(v, bool) or not isinstance(v, int):
                 self.fail('field "%s" must hold integers' % key)
+            if not lo <= v <= hi:
+                self.fail('field "%s"[%d] = %d is out of range [%d, %d]' % (key, i, v, lo, hi))
         return tuple(a)
+
+    def format(self, o, key):
+        """A [WL, FL] pair: WL 1..32, FL 0..32 (quant's fixed(WL,FL))."""
+        wl, fl = self.ints(o, key, 2, exact=True, lo=0, hi=32)
+        if wl < 1:
+            self.fail('field "%s" = [%d, %d]: the word length must be in [1, 32]' % (key, wl, fl))
+        return wl, fl
 
     def enum(self, o, key, names, nullable=False):
         v = self.get(o, key)
@@ -277,7 +309,7 @@ def _check_header(r, o):
         r.int(ds, k, lo=0)
     m = r.typed(o, "model", dict)
     r.str(m, "name")
-    r.ints(m, "input", 3, exact=True)
+    r.ints(m, "input", 3, exact=True, lo=1, hi=INT_MAX)
     for k in ("classes", "params", "macs"):
         r.int(m, k, lo=0)
     layers = r.typed(m, "layers", list)
@@ -286,8 +318,8 @@ def _check_header(r, o):
             r.fail("model.layers entries must be objects")
         r.str(ly, "name")
         r.str(ly, "kind")
-        r.ints(ly, "in", 4)
-        r.ints(ly, "out", 4)
+        r.ints(ly, "in", 4, lo=0)
+        r.ints(ly, "out", 4, lo=0)
         for k in ("params", "macs", "elementwise"):
             r.int(ly, k, lo=0)
         r.int(ly, "unit", lo=-1)
@@ -328,14 +360,15 @@ class _Steps:
         self.scalars = {k: [] for k in ("step", "epoch", "lr", "loss", "strategy", "accum",
                                         "overflow")}
         self.units = {k: [] for k in UNIT_FIELDS}
+        self.lines = []  # file line of each step record
 
     def add(self, r, o, events):
         sc = self.scalars
-        step = r.int(o, "step")
-        epoch = r.int(o, "epoch", lo=-(1 << 31), hi=(1 << 31) - 1)
+        step = r.int(o, "step", lo=1, hi=STEP_MAX)
+        epoch = r.int(o, "epoch", lo=0, hi=EPOCH_MAX - 1)
         sc["step"].append(step)
         sc["epoch"].append(epoch)
-        sc["lr"].append(r.num(o, "lr"))
+        sc["lr"].append(r.num(o, "lr", lo=0.0))
         sc["loss"].append(r.num(o, "loss"))
         sc["strategy"].append(r.enum(o, "strategy", STRATEGIES, nullable=True))
         sc["accum"].append(r.int(o, "accum", optional=True, absent=0, lo=0))
@@ -350,14 +383,14 @@ class _Steps:
         for u in units:
             if not isinstance(u, dict):
                 r.fail("units entries must be objects")
-            row["wl"].append(r.int(u, "wl", lo=0, hi=64))
-            row["fl"].append(r.int(u, "fl", lo=-64, hi=64))
+            row["wl"].append(r.int(u, "wl", lo=1, hi=32))
+            row["fl"].append(r.int(u, "fl", lo=0, hi=32))
             row["lb"].append(r.num(u, "lb", optional=True))
             row["r"].append(r.int(u, "r", optional=True, absent=-1, lo=0))
-            row["sparsity"].append(r.num(u, "sparsity", optional=True))
+            row["sparsity"].append(r.fraction(u, "sparsity", optional=True))
             row["sat"].append(r.int(u, "sat", optional=True, absent=-1, lo=0))
             row["flush"].append(r.int(u, "flush", optional=True, absent=-1, lo=0))
-            row["act_sat"].append(r.num(u, "act_sat", optional=True))
+            row["act_sat"].append(r.fraction(u, "act_sat", optional=True))
         for k, v in row.items():
             self.units[k].append(v)
         evs = r.typed(o, "events", list, optional=True) or []
@@ -368,12 +401,21 @@ class _Steps:
                 step=step, epoch=epoch,
                 unit=r.int(e, "unit", lo=0, hi=self.n_units - 1),
                 kind=r.enum(e, "kind", EVENT_KINDS),
-                before=r.ints(e, "before", 2, exact=True),
-                after=r.ints(e, "after", 2, exact=True),
+                before=r.format(e, "before"),
+                after=r.format(e, "after"),
                 bisect_steps=r.int(e, "bisect_steps", optional=True, lo=0),
                 kl_evals=r.int(e, "kl_evals", optional=True, lo=0),
                 sample=r.int(e, "sample", optional=True, lo=0),
                 s=r.int(e, "s", optional=True)))
+        if len(sc["step"]) > 1:
+            prev, prev_epoch, prev_line = sc["step"][-2], sc["epoch"][-2], self.lines[-1]
+            if step <= prev:
+                r.fail("step %d does not follow step %d (line %d): step numbers increase"
+                       % (step, prev, prev_line))
+            if epoch < prev_epoch:
+                r.fail("epoch %d is before epoch %d of step %d (line %d): epoch numbers do not "
+                       "decrease" % (epoch, prev_epoch, prev, prev_line))
+        self.lines.append(r.line)
 
     def table(self):
         sc = self.scalars
@@ -392,19 +434,102 @@ class _Steps:
         return Table(cols)
 
 
+def _lines(f, path):
+    """Yields (line number, bytes) for each line of f, its newline included; a line longer than
+    LINE_MAX bytes (newline excepted) is refused after reading LINE_MAX + 2 bytes of it."""
+    no = 0
+    while True:
+        raw = f.readline(LINE_MAX + 2)
+        if not raw:
+            return
+        no += 1
+        if len(raw) > LINE_MAX + 1:
+            raise TraceError(path, no, "line longer than %d bytes: not a trace record" % LINE_MAX)
+        yield no, raw
+
+
+# what the nesting scan looks at: quotes, backslashes and brackets
+_SCANNED = re.compile(rb'["\\\[\]{}]')
+
+
+def _nested_deeper(raw, limit=DEPTH_MAX):
+    """Whether the JSON text nests more than limit arrays and objects, scanned as the C reader
+    scans it (brackets in strings do not count; a backslash in a string hides the next byte;
+    malformed text is left to the parser). Linear in the line's length."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth, in_string, hidden = 0, False, -1
+    for m in _SCANNED.finditer(raw):
+        i = m.start()
+        if i == hidden:
+            continue
+        c = raw[i]
+        if in_string:
+            if c == 0x5C:  # backslash
+                hidden = i + 1
+            elif c == 0x22:
+                in_string = False
+        elif c == 0x22:
+            in_string = True
+        elif c in b"[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif c in b"]}":
+            depth -= 1
+    return False
+
+
+def _finite(text):
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError("number %s is not finite (the trace writes null for non-finite numbers)"
+                         % text)
+    return v
+
+
+def _int64(text):
+    v = int(text)
+    if not I64_MIN <= v <= I64_MAX:
+        raise ValueError("integer %s does not fit 64 bits" % text)
+    return v
+
+
+def _no_duplicates(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise ValueError('duplicate field "%s"' % k)
+        d[k] = v
+    return d
+
+
+def _parse(raw, path, line):
+    """One line's JSON as the C reader parses it (jansson with JSON_REJECT_DUPLICATES): finite
+    numbers, 64-bit integers, no duplicate field, at most DEPTH_MAX nested arrays and objects.
+    Every problem is a TraceError naming path and line."""
+    if _nested_deeper(raw):
+        raise TraceError(path, line, "JSON nested deeper than %d arrays and objects: not a "
+                         "trace record" % DEPTH_MAX)
+    try:
+        return json.loads(raw, parse_float=_finite, parse_int=_int64,
+                          parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise TraceError(path, line, "malformed JSON: %s" % e) from None
+
+
 def iter_records(path):
     """Yields (line number, record dict) for each complete line, parsing JSON only.
 
-    No field checks: for quick looks or tools that tolerate any schema.
+    No field checks: for quick looks or tools that tolerate any schema. The JSON is checked
+    as read_trace checks it (line length, nesting, finite numbers).
     """
     with open(path, "rb") as f:
-        for i, raw in enumerate(f, 1):
+        for i, raw in _lines(f, path):
             if not raw.endswith(b"\n"):
                 raise TraceError(path, i, "truncated trace: the last line is incomplete")
-            try:
-                yield i, json.loads(raw)
-            except ValueError as e:
-                raise TraceError(path, i, "malformed JSON: %s" % e) from None
+            rec = _parse(raw, path, i)
+            yield i, rec
 
 
 def read_trace(path, partial=False) -> Trace:
@@ -419,7 +544,7 @@ def read_trace(path, partial=False) -> Trace:
     r = _Reader(path)
     header = None
     steps = None
-    epochs = {k: [] for k in ("epoch", "step") + EPOCH_FIELDS}
+    epochs = {k: [] for k in ("epoch", "step", "line") + EPOCH_FIELDS}
     events: List[Event] = []
     samples: List[Sample] = []
     test = end = None
@@ -430,8 +555,7 @@ def read_trace(path, partial=False) -> Trace:
     except OSError as e:
         raise TraceError(path, 0, "cannot open the trace: %s" % e.strerror) from None
     with f:
-        for raw in f:
-            r.line += 1
+        for r.line, raw in _lines(f, path):
             r.rec = ""
             if not raw.endswith(b"\n"):
                 if partial:
@@ -441,10 +565,7 @@ def read_trace(path, partial=False) -> Trace:
                                  "(no newline; the run stopped while writing it)")
             if end is not None:
                 raise TraceError(path, r.line, "record after the end record")
-            try:
-                o = json.loads(raw, parse_constant=_reject_constant)
-            except ValueError as e:
-                raise TraceError(path, r.line, "malformed JSON: %s" % e) from None
+            o = _parse(raw, path, r.line)
             typ = o.get("type") if isinstance(o, dict) else None
             if not isinstance(typ, str):
                 raise TraceError(path, r.line,
@@ -464,26 +585,49 @@ def read_trace(path, partial=False) -> Trace:
             elif typ == "step":
                 steps.add(r, o, events)
             elif typ == "epoch":
-                epochs["epoch"].append(r.int(o, "epoch", lo=-(1 << 31), hi=(1 << 31) - 1))
-                epochs["step"].append(r.int(o, "step"))
-                for k in EPOCH_FIELDS:
-                    epochs[k].append(r.num(o, k))
+                _epoch(r, o, epochs)
             elif typ == "test":
                 if test is not None:
                     r.fail("a second test record")
-                test = Test(r.int(o, "epoch"), r.num(o, "test_loss"), r.num(o, "test_acc"))
+                test = Test(r.int(o, "epoch", lo=0, hi=EPOCH_MAX), r.num(o, "test_loss"),
+                            r.fraction(o, "test_acc"))
             elif typ == "end":
-                end = End(r.enum(o, "status", END_STATUSES), r.num(o, "wall_s"))
+                end = End(r.enum(o, "status", END_STATUSES),
+                          r.num(o, "wall_s", nullable=False, lo=0.0))
             else:
                 r.fail("unknown record type (expected one of %s)" % ", ".join(RECORD_TYPES))
             n_lines = r.line
     if header is None:
         raise TraceError(path, 0, "missing header: the trace is empty")
     ep = {k: np.array(v, dtype=np.int64 if k in ("epoch", "step") else np.float64)
-          for k, v in epochs.items()}
+          for k, v in epochs.items() if k != "line"}
     return Trace(path=path, header=header, steps=steps.table(), epochs=Table(ep),
                  events=events, test=test, end=end, truncated=truncated, n_lines=n_lines,
                  samples=samples)
+
+
+def _epoch(r, o, epochs):
+    """Appends an epoch record to the columns, checking that it follows the previous one."""
+    epoch = r.int(o, "epoch", lo=0, hi=EPOCH_MAX - 1)
+    step = r.int(o, "step", lo=1, hi=STEP_MAX)
+    row = {"lr": r.num(o, "lr", lo=0.0), "train_loss": r.num(o, "train_loss"),
+           "train_acc": r.fraction(o, "train_acc"), "val_loss": r.num(o, "val_loss"),
+           "val_acc": r.fraction(o, "val_acc"),
+           "wall_s": r.num(o, "wall_s", nullable=False, lo=0.0),
+           "images_per_s": r.num(o, "images_per_s", lo=0.0)}
+    if epochs["epoch"]:
+        prev, prev_step, prev_line = epochs["epoch"][-1], epochs["step"][-1], epochs["line"][-1]
+        if epoch <= prev:
+            r.fail("epoch %d does not follow epoch %d (line %d): epoch numbers increase"
+                   % (epoch, prev, prev_line))
+        if step <= prev_step:
+            r.fail("step %d does not follow step %d of epoch %d (line %d): each epoch trains at "
+                   "least one step" % (step, prev_step, prev, prev_line))
+    epochs["epoch"].append(epoch)
+    epochs["step"].append(step)
+    epochs["line"].append(r.line)
+    for k in EPOCH_FIELDS:
+        epochs[k].append(row[k])
 
 
 def _sample(r, o, header, n_steps, n_epochs):
@@ -503,7 +647,7 @@ def _sample(r, o, header, n_steps, n_epochs):
                                   and lo <= x <= hi for x in v):
             r.fail('field "%s" must hold %d integers in [%d, %d]' % (key, n, lo, hi))
         return tuple(v)
-    return Sample(r.int(o, "stage", lo=1, hi=2), plan, r.int(o, "steps", lo=0),
+    return Sample(r.int(o, "stage", lo=1, hi=2), plan, r.int(o, "steps", lo=0, hi=STEP_MAX),
                   r.int(o, "samples", lo=0), r.num(o, "loss"), r.num(o, "cost"),
                   o["safe"], o["chosen"], ints("wl", n_units, 1, 32),
                   ints("gov", n_layers, -1, n_units - 1))

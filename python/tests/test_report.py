@@ -3,6 +3,7 @@ and one README line plus a word-length heatmap for a run whose per-unit formats 
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -123,6 +124,57 @@ class TestBuild(unittest.TestCase):
             self.assertIn(f, pics)
         self.assertIn("## Loss and accuracy per epoch", md)
         self.assertIn("![adapt_ref wldist](pictures/adapt_ref_wldist.png)", md)
+
+
+class TestMarkdownEscapes(unittest.TestCase):
+    def test_md(self):
+        """One helper escapes every name from a trace: '|', '\\' and '`' get a backslash, HTML's
+        characters become entities, control characters spaces (as adapt-perf's md_text)."""
+        self.assertEqual(report.md("a|b<script>&`x`\\\n\r\x7f."),
+                         "a\\|b&lt;script&gt;&amp;\\`x\\`\\\\   .")
+        self.assertEqual(report.md("fmnist_lenet5_adapt_ref [reference]"),
+                         "fmnist_lenet5_adapt_ref [reference]")
+        self.assertEqual(report.md_code("r|<b>"), "<code>r\\|&lt;b&gt;</code>")
+
+    @needs_report
+    @needs_programs
+    def test_build_escapes_trace_names(self):
+        """A run whose configuration file, model and data set are named with '|', HTML, '`',
+        '\\' and a line break: the README's tables keep their cells and carry no HTML but the
+        code elements of the paths."""
+        out = tempfile.mkdtemp(prefix="adapt-report-")
+        self.addCleanup(shutil.rmtree, out)
+        trace = os.path.join(out, "hostile.jsonl")
+        with open(os.path.join(REPORT_TRACES, "fp32.jsonl")) as f, open(trace, "w") as g:
+            for line in f:  # the header and the first epoch: steps 1..215, its epoch record
+                rec = json.loads(line)
+                if rec["type"] == "header":
+                    rec["config_file"] = "cfg/r|<b>&`n`\\\n.ini"
+                    rec["model"]["name"] = "a|b<script>alert(1)</script>"
+                    rec["dataset"]["name"] = "d|s\nx"
+                elif rec["type"] == "step" and rec["step"] > 215 or rec["type"] == "epoch" \
+                        and rec["epoch"] > 0 or rec["type"] in ("test", "end"):
+                    continue
+                g.write(json.dumps(rec) + "\n")
+        cmd = [sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
+               "--bin", os.path.dirname(program("adapt-perf")), "build", trace, "--out", out]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
+        with open(os.path.join(out, "README.md")) as f:
+            md = f.read()
+        label = "r\\|&lt;b&gt;&amp;\\`n\\`\\\\ "
+        self.assertIn("\n| %s | fp32 | - | a\\|b&lt;script&gt;alert(1)&lt;/script&gt; | d\\|s x | "
+                      "<code>hostile.jsonl</code> |\n" % label, md)
+        self.assertIn("\n- %s: every unit float32 for the whole run\n" % label, md)
+        self.assertNotIn("<script", md)
+        self.assertNotIn("<b>", md)
+        # every table line has as many cells as its table's first line
+        cells = None
+        for line in md.split("\n"):
+            n = len(re.findall(r"(?<!\\)(?:\\\\)*\|", line)) - 1 if line.startswith("|") else None
+            if n is not None and cells is not None:
+                self.assertEqual(n, cells, line)
+            cells = n
 
 
 if __name__ == "__main__":

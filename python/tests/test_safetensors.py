@@ -3,6 +3,7 @@ import json
 import os
 import struct
 import tempfile
+import tracemalloc
 import unittest
 
 import numpy as np
@@ -77,6 +78,17 @@ class TestFormat(unittest.TestCase):
         (st_bytes(GOOD, meta={"epoch": 3}), "__metadata__ must map names to strings"),
         (struct.pack("<Q", 64) + b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
                                   b'"a":{}}    ' + b"\0", 'duplicate name "a"'),
+        # each of these escaped as another exception type before
+        (st_bytes([("a", ["F32"], [2], b"\0" * 8)]), 'tensor "a": dtype must be a string'),
+        (st_bytes([("a", {"F32": 1}, [2], b"\0" * 8)]), 'tensor "a": dtype must be a string'),
+        (st_bytes([("a", "U8", [1 << 32, 1 << 32], b"")]),
+         '0 bytes for U8 of shape (4294967296, 4294967296) (18446744073709551616 bytes)'),
+        (st_bytes([("a", "U8", [1 << 70], b"")]), "0 bytes for U8 of shape"),
+        (st_bytes([("a", "F32", [1 << 62], b"")]), "(18446744073709551616 bytes)"),
+        (st_bytes([("a", "U8", [1] * 9, b"\0")]), 'tensor "a": 9 dimensions (at most 8)'),
+        (struct.pack("<Q", 200006) + b'{"a":' + b"[" * 100000 + b"]" * 100000 + b"}",
+         "the header is not JSON"),
+        (struct.pack("<Q", (100 << 20) + 1) + b"{}", "at most 104857600 allowed"),
     ]
 
     def test_corrupt(self):
@@ -87,6 +99,36 @@ class TestFormat(unittest.TestCase):
                     read_safetensors(p)
                 self.assertTrue(str(cm.exception).startswith(p + ": "), str(cm.exception))
                 self.assertIn(frag, str(cm.exception))
+
+    def test_header_length_checked_before_reading(self):
+        """A header length beyond the file is refused from the first 8 bytes and the file's
+        size, without reading the rest (a 64 MiB file costs a few MiB, not 64)."""
+        p = os.path.join(self.tmp.name, "big.safetensors")
+        with open(p, "wb") as f:
+            f.write(struct.pack("<Q", 80 << 20) + b"{}")
+            f.truncate(64 << 20)
+        tracemalloc.start()
+        try:
+            with self.assertRaisesRegex(SafetensorsError, "header length 83886080 does not fit "
+                                        "in the 67108864-byte file"):
+                read_safetensors(p)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        self.assertLess(peak, 4 << 20)
+
+    def test_policy_state_nested_too_deep(self):
+        """optim.safetensors' policy_state metadata nested 100000 deep: a SafetensorsError."""
+        ck = os.path.join(self.tmp.name, "run")
+        os.mkdir(ck)
+        meta = {"format": "adapt-sim checkpoint 1", "epoch": "1", "step": "3"}
+        self.write(st_bytes(self.GOOD, meta=meta), os.path.join("run", "model.safetensors"))
+        deep = "[" * 100000 + "]" * 100000
+        self.write(st_bytes(self.GOOD, meta=dict(meta, sgd_steps="3", policy_state=deep)),
+                   os.path.join("run", "optim.safetensors"))
+        with self.assertRaisesRegex(SafetensorsError, "optim.safetensors: policy_state is not "
+                                    "JSON"):
+            read_checkpoint(ck)
 
     def test_overlap(self):
         h = json.dumps({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]},

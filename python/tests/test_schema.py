@@ -135,6 +135,19 @@ class TestSchema(unittest.TestCase):
             ("test", lambda t: t.update(test_acc=-0.1), "at test_acc"),
             ("end", lambda e: e.update(status="crashed"), "at status"),
             ("end", lambda e: e.update(type="finish"), "at type"),
+            # the bounds the readers share (src/trace/trace.h)
+            ("step", lambda s: s.update(step=(1 << 53) + 1), "at step"),
+            ("step", lambda s: s.update(epoch=100000), "at epoch"),
+            ("step", lambda s: s.update(lr=-0.1), "at lr"),
+            ("step", lambda s: s["units"][0].update(wl=2, fl=64), "at units/0/fl"),
+            ("step", lambda s: s["units"][0].update(wl=0), "at units/0/wl"),
+            ("step", lambda s: pd(s).update(after=[0, 0]), "after"),
+            ("epoch", lambda e: e.update(epoch=-7), "at epoch"),
+            ("epoch", lambda e: e.update(train_acc=5.0), "at train_acc"),
+            ("epoch", lambda e: e.update(wall_s=-1e300), "at wall_s"),
+            ("epoch", lambda e: e.update(wall_s=None), "at wall_s"),
+            ("test", lambda t: t.update(epoch=100001), "at epoch"),
+            ("end", lambda e: e.update(wall_s=-1), "at wall_s"),
         ]
 
     def test_mutations_rejected(self):
@@ -166,6 +179,20 @@ class TestSchema(unittest.TestCase):
         e = copy.deepcopy(recs["epoch"])
         e.update(val_loss=None, val_acc=None, train_loss=None)
         for r in (s, e):
+            self.assertEqual(validate_trace.record_errors(self.v, r), [])
+
+    def test_bounds_accepted(self):
+        """Up to the readers' bounds: FL > WL (fixed(2,8)), step 2^53, epoch 99999, a test
+        after 100000 epochs."""
+        recs = self.records()
+        s = copy.deepcopy(recs["step"])
+        s.update(step=1 << 53, epoch=99999)
+        s["units"][0].update(wl=2, fl=8)
+        e = copy.deepcopy(recs["epoch"])
+        e.update(step=1 << 53, epoch=99999, wall_s=0)
+        t = copy.deepcopy(recs["test"])
+        t.update(epoch=100000)
+        for r in (s, e, t):
             self.assertEqual(validate_trace.record_errors(self.v, r), [])
 
 

@@ -3,13 +3,15 @@ import glob
 import json
 import math
 import os
+import subprocess
 import tempfile
+import tracemalloc
 import unittest
 
 import numpy as np
 
 from common import (GRAPH_RUN, POLICIES, REPORT_TRACES, RunsFixture, needs_report,
-                    needs_trainer)
+                    needs_trainer, program)
 
 import adaptsim
 from adaptsim import TraceError, read_trace
@@ -261,6 +263,147 @@ class TestGraphFields(TmpTrace):
                 with self.assertRaises(TraceError) as cm:
                     read_trace(p)
                 self.assertIn(frag, str(cm.exception))
+
+
+def unit(wl, fl, **kw):
+    return [dict({"wl": wl, "fl": fl}, **kw)]
+
+
+def nested(depth):
+    """A step record whose unknown field "x" nests depth - 1 arrays (the record is depth deep)."""
+    return ('{"type":"step","x":' + "[" * (depth - 1) + "]" * (depth - 1) +
+            ',"step":1,"epoch":0,"lr":0.1,"loss":2.3,"strategy":null,"units":[{"wl":8,"fl":4}]}\n')
+
+
+class TestBounds(TmpTrace):
+    """What the C reader refuses (src/trace/trace.h, tests/test_io.c), refused here with the same
+    message; and adapt-perf, which reads with the C reader, says the same where it is built."""
+
+    # (text, line, message): the same cases and messages as tests/test_io.c's bad_traces
+    BAD = [
+        (lines(HEADER, changed(STEP, step=(1 << 63) - 1)), 2,
+         'step record: field "step" = 9223372036854775807 is out of range [1, 9007199254740992]'),
+        (lines(HEADER, changed(STEP, epoch=-7)), 2,
+         'step record: field "epoch" = -7 is out of range [0, 99999]'),
+        (lines(HEADER, changed(EPOCH, epoch=(1 << 31) - 1)), 2,
+         'epoch record: field "epoch" = 2147483647 is out of range [0, 99999]'),
+        (lines(HEADER, changed(TEST, epoch=100001)), 2,
+         'test record: field "epoch" = 100001 is out of range [0, 100000]'),
+        (lines(HEADER, changed(STEP, step=2), changed(STEP, step=2)), 3,
+         "step record: step 2 does not follow step 2 (line 2): step numbers increase"),
+        (lines(HEADER, changed(STEP, epoch=3), changed(STEP, step=2, epoch=2)), 3,
+         "step record: epoch 2 is before epoch 3 of step 1 (line 2)"),
+        (lines(HEADER, EPOCH, changed(EPOCH, step=2)), 3,
+         "epoch record: epoch 0 does not follow epoch 0 (line 2)"),
+        (lines(HEADER, EPOCH, changed(EPOCH, epoch=10 ** 9, step=2)), 3,
+         'epoch record: field "epoch" = 1000000000 is out of range [0, 99999]'),
+        (lines(HEADER, EPOCH, changed(EPOCH, epoch=1)), 3,
+         "epoch record: step 1 does not follow step 1 of epoch 0 (line 2)"),
+        (lines(HEADER, changed(EPOCH, train_acc=5.0)), 2,
+         'epoch record: field "train_acc" = 5 is out of range [0, 1]'),
+        (lines(HEADER, changed(EPOCH, val_acc=-3.0)), 2,
+         'epoch record: field "val_acc" = -3 is out of range [0, 1]'),
+        (lines(HEADER, changed(EPOCH, wall_s=-1e300)), 2,
+         'epoch record: field "wall_s" = -1e+300 is out of range: expected >= 0'),
+        (lines(HEADER, changed(EPOCH, wall_s=None)), 2,
+         'epoch record: field "wall_s" must be a number'),
+        (lines(HEADER, changed(END, wall_s=-1)), 2,
+         'end record: field "wall_s" = -1 is out of range: expected >= 0'),
+        (lines(HEADER, changed(TEST, test_acc=1.5)), 2,
+         'test record: field "test_acc" = 1.5 is out of range [0, 1]'),
+        (lines(HEADER, changed(STEP, lr=-0.1)), 2,
+         'step record: field "lr" = -0.1 is out of range: expected >= 0'),
+        (lines(HEADER, changed(STEP, units=unit(2, 64))), 2,
+         'step record: field "fl" = 64 is out of range [0, 32]'),
+        (lines(HEADER, changed(STEP, units=unit(0, 0))), 2,
+         'step record: field "wl" = 0 is out of range [1, 32]'),
+        (lines(HEADER, changed(STEP, units=unit(8, -1))), 2,
+         'step record: field "fl" = -1 is out of range [0, 32]'),
+        (lines(HEADER, changed(STEP, units=unit(8, 4, sparsity=1.5))), 2,
+         'step record: field "sparsity" = 1.5 is out of range [0, 1]'),
+        (lines(HEADER, changed(STEP, units=unit(8, 4, act_sat=-0.5))), 2,
+         'step record: field "act_sat" = -0.5 is out of range [0, 1]'),
+        (lines(HEADER, changed(STEP, events=[dict(STEP["events"][1], after=[2, 64])])), 2,
+         'step record: field "after"[1] = 64 is out of range [0, 32]'),
+        (lines(HEADER, changed(STEP, events=[dict(STEP["events"][1], before=[0, 0])])), 2,
+         'step record: field "before" = [0, 0]: the word length must be in [1, 32]'),
+        (lines(changed(HEADER, model=dict(HEADER["model"], input=[1, 32, 0]))), 1,
+         'header record: field "input"[2] = 0 is out of range [1, 2147483647]'),
+        (lines(HEADER) + nested(65), 2, "JSON nested deeper than 64 arrays and objects"),
+        (lines(HEADER) + nested(100000), 2, "JSON nested deeper than 64 arrays and objects"),
+        (lines(HEADER) + lines(STEP).replace('"lr": 0.1', '"lr": 1e999'), 2,
+         "malformed JSON"),
+        (lines(HEADER) + lines(STEP).replace('"lr": 0.1', '"lr": 9223372036854775808'), 2,
+         "malformed JSON"),
+        (lines(HEADER) + lines(STEP).replace('"step": 1,', '"step": 1, "step": 2,'), 2,
+         "malformed JSON"),
+    ]
+
+    def test_refused_as_in_c(self):
+        perf = program("adapt-perf")
+        for i, (text, line, frag) in enumerate(self.BAD):
+            with self.subTest(case=i, expect=frag[:60]):
+                p = self.write(text, "bad%d.jsonl" % i)
+                with self.assertRaises(TraceError) as cm:
+                    read_trace(p)
+                self.assertTrue(str(cm.exception).startswith("%s:%d: " % (p, line)),
+                                str(cm.exception))
+                self.assertIn(frag, str(cm.exception))
+                if os.access(perf, os.X_OK):
+                    r = subprocess.run([perf, p], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       universal_newlines=True)
+                    self.assertNotEqual(r.returncode, 0)
+                    c_where = r.stderr.strip().split(": ", 1)[1]
+                    self.assertTrue(c_where.startswith("%s:%d: " % (p, line)), r.stderr)
+                    self.assertIn(frag.split(":", 1)[0], c_where)
+                    if not frag.startswith("malformed"):  # jansson words its own
+                        self.assertEqual(c_where, str(cm.exception))
+
+    def test_accepted_up_to_the_bounds(self):
+        """FL > WL is a format (fixed(2,8): magnitudes below 2^-7); the last step, epoch and
+        test epoch a trace may hold; a record nested 64 deep; a line of exactly 4 MiB."""
+        big = changed(STEP, step=1 << 53, epoch=99999, units=unit(32, 32), events=[])
+        text = lines(HEADER, changed(STEP, units=unit(2, 8)), big,
+                     changed(EPOCH, epoch=99999, step=1 << 53, wall_s=0),
+                     changed(TEST, epoch=100000, test_acc=0))
+        t = read_trace(self.write(text))
+        self.assertEqual((t.steps.wl[0, 0], t.steps.fl[0, 0]), (2, 8))
+        self.assertEqual(int(t.steps.step[-1]), 1 << 53)
+        self.assertEqual(int(t.epochs.epoch[0]), 99999)
+        self.assertEqual(t.test.epoch, 100000)
+        # nesting counts arrays and objects, not brackets in strings (escaped quotes included)
+        t = read_trace(self.write(lines(HEADER) + nested(64)))
+        self.assertEqual(len(t.steps), 1)
+        t = read_trace(self.write(lines(HEADER, changed(STEP, x="[" * 70, y='\\"' + "{" * 70))))
+        self.assertEqual(t.steps.step[0], 1)
+        # a header padded to 4 MiB before its newline: read; one byte more: refused
+        head = json.dumps(HEADER)
+        pad = adaptsim.trace.LINE_MAX - len(head) - len(', "pad": ""')
+        exact = head[:-1] + ', "pad": "%s"}' % ("x" * pad)
+        self.assertEqual(len(exact), 4 << 20)
+        t = read_trace(self.write(exact + "\n" + lines(STEP)))
+        self.assertEqual(len(t.header["pad"]), pad)
+        p = self.write(exact.replace('"x', '"xx', 1) + "\n" + lines(STEP))
+        with self.assertRaisesRegex(TraceError, r"trace.jsonl:1: line longer than 4194304 bytes"):
+            read_trace(p)
+
+    def test_long_line_not_read_whole(self):
+        """A 32 MiB line is refused after reading 4 MiB of it (the C reader's cap): the reader
+        allocates a few MiB, not the line."""
+        p = os.path.join(self.tmp.name, "long.jsonl")
+        with open(p, "w") as f:
+            f.write(lines(HEADER))
+            f.write('{"type":"step","x":"' + "x" * (32 << 20) + '"}\n')
+        tracemalloc.start()
+        try:
+            with self.assertRaisesRegex(TraceError, r"long.jsonl:2: line longer than"):
+                read_trace(p)
+            with self.assertRaisesRegex(TraceError, r"long.jsonl:2: line longer than"):
+                list(adaptsim.trace.iter_records(p))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        self.assertLess(peak, 12 << 20)
 
 
 SAMPLE = {"type": "sample", "stage": 1, "plan": "0", "steps": 3, "samples": 300, "loss": 2.25,

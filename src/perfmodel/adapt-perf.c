@@ -198,8 +198,10 @@ int main(int argc, char **argv)
             else batch = (int)v;
             break;
         case 'n':
-            if (!parse_num(optarg, &samples) || samples < 1 || samples != floor(samples)) {
-                fprintf(stderr, "adapt-perf: --samples expects a positive integer, got '%s'\n",
+            if (!parse_num(optarg, &samples) || samples < 1 || samples != floor(samples) ||
+                samples > (double)ADAPT_TRACE_STEP_MAX) {
+                fprintf(stderr,
+                        "adapt-perf: --samples expects a positive integer up to 2^53, got '%s'\n",
                         optarg);
                 return 2;
             }

@@ -19,24 +19,37 @@
 
 /* ----------------------------------------------------------------- epochs */
 
-/* Epoch boundaries: bound[e] = optimizer steps done before epoch e. */
+/* Epoch boundaries: bound[e] = optimizer steps done before epoch e, for the epochs the epoch
+ * records delimit; after the last record every epoch is `nominal` steps long. Only the records'
+ * boundaries are stored: a step number in the file sizes nothing. */
 struct epochs {
-    int n;         /* boundaries held: epochs 0..n-2 are delimited */
-    int64_t *bound;
-    int64_t nominal; /* steps of a full epoch */
+    int n;           /* boundaries held: bound[0] = 0, then each epoch record's step */
+    int64_t *bound;  /* (n) increasing */
+    int64_t nominal; /* steps of a full epoch, >= 1 */
     double S;        /* samples per epoch */
     int64_t per_step; /* batch * accumulation */
 };
 
-static int64_t epoch_of(const struct epochs *ep, int64_t step)
+/* The epoch holding optimizer step s >= 1 (bound[e] < s <= bound[e + 1]), its first bound and
+ * its length in steps. */
+static int64_t epoch_of(const struct epochs *ep, int64_t s, int64_t *first, int64_t *len)
 {
-    /* the epoch holding optimizer step `step` (1-based): bound[e] < step <= bound[e+1] */
+    int64_t last = ep->bound[ep->n - 1];
+    if (s > last) { /* after the last epoch record: whole epochs of nominal steps */
+        int64_t k = (s - last - 1) / ep->nominal;
+        *first = last + k * ep->nominal; /* < s */
+        *len = ep->nominal;
+        return ep->n - 1 + k;
+    }
     int lo = 0, hi = ep->n - 1;
     while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (ep->bound[mid] < step) lo = mid;
+        int mid = lo + (hi - lo) / 2;
+        if (ep->bound[mid] < s)
+            lo = mid;
         else hi = mid;
     }
+    *first = ep->bound[lo];
+    *len = ep->bound[lo + 1] - ep->bound[lo];
     return lo;
 }
 
@@ -44,40 +57,33 @@ static int64_t epoch_of(const struct epochs *ep, int64_t step)
 static double samples_to(const struct epochs *ep, int64_t s)
 {
     if (s <= 0) return 0;
-    int64_t e = epoch_of(ep, s);
+    int64_t first, len, e = epoch_of(ep, s, &first, &len);
     double done = (double)e * ep->S;
-    double in = (double)(s - ep->bound[e]) * (double)ep->per_step;
+    double in = (double)(s - first) * (double)ep->per_step;
     return done + (in < ep->S ? in : ep->S);
 }
 
 static double epoch_x(const struct epochs *ep, int64_t s)
 {
     if (s <= 0) return 0;
-    int64_t e = epoch_of(ep, s);
-    double len = (double)(ep->bound[e + 1] - ep->bound[e]);
-    return (double)e + (double)(s - ep->bound[e]) / (len > 0 ? len : 1);
+    int64_t first, len, e = epoch_of(ep, s, &first, &len);
+    return (double)e + (double)(s - first) / (double)(len > 0 ? len : 1);
 }
 
-static enum adapt_status epochs_build(struct epochs *ep, const struct adapt_trace *t, int64_t last,
+/* The boundaries of the epoch records (validate() has checked that their steps increase). */
+static enum adapt_status epochs_build(struct epochs *ep, const struct adapt_trace *t,
                                       int64_t per_step)
 {
-    ep->S = (double)t->header.dataset.train;
+    int64_t train = t->header.dataset.train;
+    ep->S = (double)train;
     ep->per_step = per_step;
-    int64_t micro = (t->header.dataset.train + per_step - 1) / per_step;
-    ep->nominal = micro > 0 ? micro : 1;
-    int64_t top = last;
-    if (t->n_epochs && t->epochs[t->n_epochs - 1].step > top) top = t->epochs[t->n_epochs - 1].step;
-    int64_t cap = t->n_epochs + 2 + top / ep->nominal + 1;
-    ep->bound = malloc(sizeof(int64_t) * (size_t)cap);
+    ep->nominal = train / per_step + (train % per_step != 0); /* ceil, without overflow */
+    if (ep->nominal < 1) ep->nominal = 1;
+    ep->bound = malloc(sizeof(int64_t) * ((size_t)t->n_epochs + 1));
     if (!ep->bound) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", t->path);
     ep->n = 0;
     ep->bound[ep->n++] = 0;
     for (int e = 0; e < t->n_epochs; e++) ep->bound[ep->n++] = t->epochs[e].step;
-    while (ep->bound[ep->n - 1] < top + 1 && ep->n < cap) {
-        ep->bound[ep->n] = ep->bound[ep->n - 1] + ep->nominal;
-        ep->n++;
-    }
-    if (ep->bound[ep->n - 1] <= top) ep->bound[ep->n - 1] = top + 1;
     return ADAPT_OK;
 }
 
@@ -233,7 +239,7 @@ static enum adapt_status analysis_init(struct analysis *a, const struct perf_hw 
     a->end = last;
     if (t->n_epochs && t->epochs[t->n_epochs - 1].step > a->end)
         a->end = t->epochs[t->n_epochs - 1].step;
-    if ((st = epochs_build(&a->ep, t, a->end, a->batch * a->accum)) != ADAPT_OK) return st;
+    if ((st = epochs_build(&a->ep, t, a->batch * a->accum)) != ADAPT_OK) return st;
     a->tail = a->end > last;
     size_t nu = (size_t)a->pl.nu;
     a->r = perf_run_alloc(a->m, t->n_steps + a->tail, t->n_epochs);
@@ -322,6 +328,11 @@ static enum adapt_status price_step(struct analysis *a, int64_t i, int64_t prev,
     double ovh_pd = i < t->n_steps ? pushdown_overhead(a, s) : 0, ovh_acc = 0;
     for (int u = 0; lb_units && u < pl->nu; u++)
         if (!isnan(s->units[u].lb)) ovh_acc += (double)delta * pl->W[u] * a->p->gacc_ops;
+    if (i == t->n_steps && delta > INT64_MAX / a->accum)
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "%s:1: config.train.accumulation_steps = %lld times the %lld steps "
+                           "after the last step record overflows a 64-bit count",
+                           t->path, (long long)a->accum, (long long)delta);
     int64_t acc = i < t->n_steps ? s->accum : delta * a->accum;
     struct perf_interval iv = {0};
     iv.unit_c32 = a->uc32;
@@ -362,7 +373,7 @@ static enum adapt_status price_search(struct analysis *a, const struct perf_hw *
     double cq_all = 0, tq_all = 0;
     for (int i = 0; i < t->n_samples; i++) {
         const struct adapt_trace_sample *s = &t->samples[i];
-        int64_t micro = (s->samples + a->batch - 1) / a->batch;
+        int64_t micro = s->samples / a->batch + (s->samples % a->batch != 0);
         double cq, tq;
         enum adapt_status st = perf_price_plan(a->m, a->p, hw, s->wl, s->gov, (int)a->batch,
                                                (double)s->samples, s->steps, micro, &cq, &tq);

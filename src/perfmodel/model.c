@@ -145,14 +145,62 @@ static int64_t dims_numel(int nd, const int64_t *d)
     return n;
 }
 
+/* Whether a * b == c, for a, b >= 0, without overflow. */
+static int mul_eq(int64_t a, int64_t b, int64_t c)
+{
+    if (a == 0 || b == 0) return c == 0;
+    return a <= INT64_MAX / b && a * b == c;
+}
+
+/* Adds x >= 0 to *sum >= 0; 0 when the sum would not fit an int64. */
+static int sum_fits(int64_t *sum, int64_t x)
+{
+    if (x > INT64_MAX - *sum) return 0;
+    *sum += x;
+    return 1;
+}
+
+/* Whether the product of the nd sizes (each >= 0, as the trace reader checks) fits an int64. */
+static int dims_fit(int nd, const int64_t *d)
+{
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) {
+        if (d[i] == 0) return 1;
+        if (n > INT64_MAX / d[i]) return 0;
+        n *= d[i];
+    }
+    return 1;
+}
+
 enum adapt_status perf_model_from_header(struct perf_model **out,
                                          const struct adapt_trace_header *h, const char *path)
 {
     *out = NULL;
     if (h->n_units < 1)
         return ADAPT_ERROR(ADAPT_EFORMAT, "%s:1: header lists no precision units", path);
+    const int64_t input[3] = {h->model.input[0], h->model.input[1], h->model.input[2]};
+    if (!dims_fit(3, input))
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "%s:1: model.input [%d, %d, %d] holds more elements "
+                           "than a 64-bit count",
+                           path, h->model.input[0], h->model.input[1], h->model.input[2]);
+    int64_t params = 0, weights = 0; /* the sums the pricing takes (src/perfmodel/price.c) */
+    int fits = 1;
+    for (int i = 0; i < h->model.n_layers; i++)
+        fits &= sum_fits(&params, h->model.layers[i].params);
+    for (int u = 0; u < h->n_units; u++) fits &= sum_fits(&weights, h->units[u].weights);
+    if (!fits)
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "%s:1: the layers' params or the units' weights add up "
+                           "to more than a 64-bit count",
+                           path);
     for (int i = 0; i < h->model.n_layers; i++) {
         const struct adapt_trace_layer *l = &h->model.layers[i];
+        if (!dims_fit(l->in_ndim, l->in) || !dims_fit(l->out_ndim, l->out))
+            return ADAPT_ERROR(ADAPT_EFORMAT,
+                               "%s:1: model.layers[%d] (\"%s\"): its in or out shape holds more "
+                               "elements than a 64-bit count",
+                               path, i, l->name);
         if (l->unit >= h->n_units || (l->unit >= 0 && h->units[l->unit].layer != i))
             return ADAPT_ERROR(ADAPT_EFORMAT,
                                "%s:1: model.layers[%d] (\"%s\") names unit %d, which does not "
@@ -172,8 +220,8 @@ enum adapt_status perf_model_from_header(struct perf_model **out,
         int64_t cout = l->out[0], p = out_n / (cout > 0 ? cout : 1);
         /* conv: macs = P * Cout * (Cin K K) and weights = Cout * (Cin K K); linear: in * out */
         int ok = un->macs == l->macs && un->weights > 0 && out_n > 0 && in_n > 0;
-        if (ok && is_conv) ok = l->macs == p * un->weights && un->weights % cout == 0;
-        if (ok && is_linear) ok = un->weights == in_n * out_n && l->macs == un->weights;
+        if (ok && is_conv) ok = mul_eq(p, un->weights, l->macs) && un->weights % cout == 0;
+        if (ok && is_linear) ok = mul_eq(in_n, out_n, un->weights) && l->macs == un->weights;
         if (!ok)
             return ADAPT_ERROR(ADAPT_EFORMAT,
                                "%s:1: units[%d] (\"%s\"): %lld MACs and %lld weights do not match "
@@ -212,9 +260,11 @@ int perf_model_unit_gemms(const struct perf_model *m, int u, int64_t batch, stru
     int64_t ckk = un->weights / cout; /* (Cin/G)*K*K, or the linear layer's inputs */
     int64_t p = dims_numel(l->out_ndim, l->out) / cout; /* Hout*Wout (1 for linear) */
     int64_t cog = cout / groups;                        /* output channels of one group */
-    g[0].m = cog, g[0].n = batch * p, g[0].k = ckk;
-    g[1].m = ckk, g[1].n = batch * p, g[1].k = cog;
-    g[2].m = cog, g[2].n = ckk, g[2].k = batch * p;
+    /* batch * p, saturated: a trace header's shapes are only checked to fit one sample */
+    int64_t bp = batch > 0 && p > INT64_MAX / batch ? INT64_MAX : batch * p;
+    g[0].m = cog, g[0].n = bp, g[0].k = ckk;
+    g[1].m = ckk, g[1].n = bp, g[1].k = cog;
+    g[2].m = cog, g[2].n = ckk, g[2].k = bp;
     g[0].count = g[1].count = g[2].count = groups;
     if (un->layer == 0) {
         g[1].m = g[1].n = g[1].k = 0;

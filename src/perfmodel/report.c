@@ -21,6 +21,30 @@ enum adapt_status perf_format_parse(const char *s, enum perf_format *out)
                        s);
 }
 
+/* Text from a trace (names, paths, the timing table's device) as Markdown that renders as that
+ * text: a table cell's '|' and Markdown's escapes ('\\', '`') get a backslash, HTML's '<', '>'
+ * and '&' become entities, and line breaks and other control characters, which would end a
+ * table row, become spaces. */
+static void md_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '|' || c == '\\' || c == '`') fprintf(f, "\\%c", c);
+        else if (c == '<') fputs("&lt;", f);
+        else if (c == '>') fputs("&gt;", f);
+        else if (c == '&') fputs("&amp;", f);
+        else if (c < 0x20 || c == 0x7f) fputc(' ', f);
+        else fputc(c, f);
+    }
+}
+
+/* A table cell, or a line's text: in Markdown escaped (md_text), as is in plain text. */
+static void put_text(FILE *f, const char *s, int md)
+{
+    if (md) md_text(f, s);
+    else fputs(s, f);
+}
+
 enum col_kind { COL_STR, COL_INT, COL_NUM };
 
 struct col {
@@ -134,8 +158,9 @@ static int any_hw(struct perf_run *const *runs, int n)
 
 /* Notes under text and markdown tables: conventions and the SU2 target. */
 static void notes(FILE *f, struct perf_run *const *runs, int n, const struct perf_params *p,
-                  const char *bullet)
+                  int md)
 {
+    const char *bullet = md ? "- " : "  ";
     fprintf(f, "%s%s = %s over the whole run; costs in 32-bit MAC-equivalents\n", bullet,
             p->paper_compat ? "SU1 paper" : "SU1",
             p->paper_compat ? "2 C32 / (Cq + C32) (AdaPT paper's convention)" : "C32 / Cq");
@@ -179,15 +204,19 @@ static void notes(FILE *f, struct perf_run *const *runs, int n, const struct per
         if (runs[i]->has_hw) {
             fprintf(f,
                     "%sSU1 hw, inf SU hw: T32 / Tq priced with the measured timing table (dense "
-                    "kernels, WL mapped to hardware types) of %s\n",
-                    bullet, runs[i]->hw_device);
+                    "kernels, WL mapped to hardware types) of ",
+                    bullet);
+            put_text(f, runs[i]->hw_device, md);
+            fputc('\n', f);
             break;
         }
     }
     for (int i = 0; i < n; i++)
-        if (!runs[i]->complete)
-            fprintf(f, "%s%s: the trace has no end record (run incomplete or still running)\n",
-                    bullet, runs[i]->name);
+        if (!runs[i]->complete) {
+            fputs(bullet, f);
+            put_text(f, runs[i]->name, md);
+            fputs(": the trace has no end record (run incomplete or still running)\n", f);
+        }
 }
 
 static void unit_cells(char out[][32], const struct perf_run *r, int u)
@@ -246,14 +275,17 @@ static void write_text(FILE *f, struct perf_run *const *runs, int n, const struc
         for (int c = 0; c < NCOLS; c++) {
             if (!col_shown(&cols[c], hw, p)) continue;
             cell(buf, sizeof buf, &cols[c], runs[i], p);
-            if (md) fprintf(f, "| %s ", buf);
-            else if (cols[c].kind == COL_STR) fprintf(f, "%s%-*s", c ? "  " : "", w[c], buf);
+            if (md) {
+                fputs("| ", f);
+                md_text(f, cols[c].kind == COL_STR ? col_str(&cols[c], runs[i]) : buf);
+                fputc(' ', f);
+            } else if (cols[c].kind == COL_STR) fprintf(f, "%s%-*s", c ? "  " : "", w[c], buf);
             else fprintf(f, "%s%*s", c ? "  " : "", w[c], buf);
         }
         fprintf(f, md ? "|\n" : "\n");
     }
     fprintf(f, "\n");
-    notes(f, runs, n, p, md ? "- " : "  ");
+    notes(f, runs, n, p, md);
     if (!per_unit) return;
     for (int i = 0; i < n; i++) {
         const struct perf_run *r = runs[i];
@@ -265,7 +297,9 @@ static void write_text(FILE *f, struct perf_run *const *runs, int n, const struc
             for (int c = 0; c < UCOLS; c++)
                 if ((int)strlen(cells[c]) > uw[c]) uw[c] = (int)strlen(cells[c]);
         }
-        fprintf(f, md ? "\n#### %s: per unit\n\n" : "\n%s: per unit\n", r->name);
+        fputs(md ? "\n#### " : "\n", f);
+        put_text(f, r->name, md);
+        fputs(md ? ": per unit\n\n" : ": per unit\n", f);
         for (int c = 0; c < UCOLS; c++) {
             if (md) fprintf(f, "| %s ", ucol_head[c]);
             else fprintf(f, "%s%-*s", c ? "  " : "  ", uw[c], ucol_head[c]);
@@ -278,8 +312,11 @@ static void write_text(FILE *f, struct perf_run *const *runs, int n, const struc
         for (int u = 0; u < r->n_units; u++) {
             unit_cells(cells, r, u);
             for (int c = 0; c < UCOLS; c++) {
-                if (md) fprintf(f, "| %s ", cells[c]);
-                else if (c == 0) fprintf(f, "  %-*s", uw[c], cells[c]);
+                if (md) {
+                    fputs("| ", f);
+                    md_text(f, c == 0 ? r->units[u].name : cells[c]);
+                    fputc(' ', f);
+                } else if (c == 0) fprintf(f, "  %-*s", uw[c], cells[c]);
                 else fprintf(f, "  %*s", uw[c], cells[c]);
             }
             fprintf(f, md ? "|\n" : "\n");

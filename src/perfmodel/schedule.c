@@ -172,10 +172,17 @@ enum adapt_status perf_schedule_price(struct perf_run **out, const char *schedul
         return ADAPT_ERROR(ADAPT_EINVAL, "schedule: batch (%d) and samples per epoch (%lld) must "
                                          "be at least 1",
                            batch, (long long)samples_per_epoch);
+    int64_t steps_per_epoch = samples_per_epoch / batch + (samples_per_epoch % batch != 0);
+    if (steps_per_epoch > ADAPT_TRACE_STEP_MAX / sc.total)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "schedule: %d epochs of %lld steps (batch %d) are more "
+                           "than %lld optimizer steps",
+                           sc.total, (long long)steps_per_epoch, batch,
+                           (long long)ADAPT_TRACE_STEP_MAX);
     struct pricing pr = {.sc = &sc, .p = p, .batch = batch, .samples_per_epoch = samples_per_epoch};
     if ((st = perf_plan_init(&pr.pl, m, hw, batch)) != ADAPT_OK) return st;
     pr.pl.state_bits = perf_policy_state_bits("schedule", pr.pl.Wsum, p->muppet_r, &pr.pl.grad32);
-    pr.steps_per_epoch = (samples_per_epoch + batch - 1) / batch;
+    pr.steps_per_epoch = steps_per_epoch;
     pr.r = perf_run_alloc(m, sc.total, sc.total);
     pr.wl = calloc((size_t)m->n_units, sizeof *pr.wl);
     pr.nz = calloc((size_t)m->n_units, sizeof *pr.nz);

@@ -65,7 +65,7 @@ static void draw_series(cairo_t *cr, const struct acc_fig *f, const struct plot_
             open = 0;
             continue;
         }
-        double x = plot_box_x(p, t->epochs[e].epoch + 1), y = plot_box_y(p, v);
+        double x = plot_box_x(p, (double)t->epochs[e].epoch + 1), y = plot_box_y(p, v);
         if (open) cairo_line_to(cr, x, y);
         else cairo_move_to(cr, x, y);
         open = 1;
@@ -77,7 +77,8 @@ static void draw_series(cairo_t *cr, const struct acc_fig *f, const struct plot_
         double v = epoch_value(&t->epochs[e], k);
         if (isnan(v)) continue;
         cairo_new_sub_path(cr);
-        cairo_arc(cr, plot_box_x(p, t->epochs[e].epoch + 1), plot_box_y(p, v), 2.8, 0, 2 * M_PI);
+        cairo_arc(cr, plot_box_x(p, (double)t->epochs[e].epoch + 1), plot_box_y(p, v), 2.8, 0,
+                  2 * M_PI);
     }
     cairo_fill(cr);
 }
@@ -166,7 +167,7 @@ enum adapt_status perf_accuracy_write(const struct adapt_trace *const *traces,
         if (traces[r]->n_epochs < 1)
             return ADAPT_ERROR(ADAPT_EINVAL, "%s: no epoch records: nothing to draw",
                                traces[r]->path);
-        f.xmax = fmax(f.xmax, traces[r]->epochs[traces[r]->n_epochs - 1].epoch + 1);
+        f.xmax = fmax(f.xmax, (double)traces[r]->epochs[traces[r]->n_epochs - 1].epoch + 1);
     }
     if (f.xmax < 2) f.xmax = 2;
     cairo_surface_t *ss;

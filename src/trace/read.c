@@ -158,6 +158,8 @@ static int64_t rd_int(struct rd *r, json_t *o, const char *key, int optional, in
 
 #define INT_RANGE -2147483647 - 1, 2147483647
 #define I64_RANGE INT64_MIN, INT64_MAX
+#define STEP_RANGE  1, ADAPT_TRACE_STEP_MAX
+#define EPOCH_RANGE 0, ADAPT_TRACE_EPOCH_MAX - 1
 
 /* A number field; null reads as NaN. */
 static double rd_num(struct rd *r, json_t *o, const char *key, int optional)
@@ -169,6 +171,28 @@ static double rd_num(struct rd *r, json_t *o, const char *key, int optional)
         return NAN;
     }
     return json_number_value(v);
+}
+
+/* A number field in [lo, hi]; with nullable, null reads as NaN (as does a missing optional
+ * field). */
+static double rd_num_in(struct rd *r, json_t *o, const char *key, int optional, int nullable,
+                        double lo, double hi)
+{
+    json_t *v = rd_get(r, o, key, optional);
+    if (!v || (nullable && json_is_null(v))) return NAN;
+    if (!json_is_number(v)) {
+        rd_fail(r, "field \"%s\" must be a number%s", key, nullable ? " or null" : "");
+        return NAN;
+    }
+    double x = json_number_value(v);
+    if (!(x >= lo && x <= hi)) {
+        if (isinf(hi))
+            rd_fail(r, "field \"%s\" = %g is out of range: expected >= %g", key, x, lo);
+        else
+            rd_fail(r, "field \"%s\" = %g is out of range [%g, %g]", key, x, lo, hi);
+        return NAN;
+    }
+    return x;
 }
 
 /* A string field, copied; NULL when optional and missing or null. */
@@ -195,8 +219,9 @@ static json_t *rd_typed(struct rd *r, json_t *o, const char *key, int optional, 
     return v;
 }
 
-/* An array of 1..max integers (a shape), or of exactly `max` when exact. */
-static int rd_ints(struct rd *r, json_t *o, const char *key, int max, int exact, int64_t *out)
+/* An array of 1..max integers in [lo, hi] (a shape), or of exactly `max` when exact. */
+static int rd_ints(struct rd *r, json_t *o, const char *key, int max, int exact, int64_t lo,
+                   int64_t hi, int64_t *out)
 {
     json_t *a = rd_typed(r, o, key, 0, JSON_ARRAY);
     if (!a) return 0;
@@ -212,6 +237,11 @@ static int rd_ints(struct rd *r, json_t *o, const char *key, int max, int exact,
             return 0;
         }
         out[i] = json_integer_value(v);
+        if (out[i] < lo || out[i] > hi) {
+            rd_fail(r, "field \"%s\"[%zu] = %lld is out of range [%lld, %lld]", key, i,
+                    (long long)out[i], (long long)lo, (long long)hi);
+            return 0;
+        }
     }
     return (int)n;
 }
@@ -266,8 +296,8 @@ static void read_layer(struct rd *r, json_t *o, struct adapt_trace_layer *l)
     }
     l->name = rd_str(r, o, "name", 0);
     l->kind = rd_str(r, o, "kind", 0);
-    l->in_ndim = rd_ints(r, o, "in", ADAPT_TRACE_MAX_DIMS, 0, l->in);
-    l->out_ndim = rd_ints(r, o, "out", ADAPT_TRACE_MAX_DIMS, 0, l->out);
+    l->in_ndim = rd_ints(r, o, "in", ADAPT_TRACE_MAX_DIMS, 0, 0, INT64_MAX, l->in);
+    l->out_ndim = rd_ints(r, o, "out", ADAPT_TRACE_MAX_DIMS, 0, 0, INT64_MAX, l->out);
     l->params = rd_int(r, o, "params", 0, 0, 0, INT64_MAX);
     l->macs = rd_int(r, o, "macs", 0, 0, 0, INT64_MAX);
     l->elementwise = rd_int(r, o, "elementwise", 0, 0, 0, INT64_MAX);
@@ -373,7 +403,7 @@ static void read_model(struct rd *r, json_t *o, struct adapt_trace_header *h)
     if (!m) return;
     int64_t in[3] = {0, 0, 0};
     h->model.name = rd_str(r, m, "name", 0);
-    rd_ints(r, m, "input", 3, 1, in);
+    rd_ints(r, m, "input", 3, 1, 1, 2147483647, in);
     for (int i = 0; i < 3; i++) h->model.input[i] = (int)in[i];
     h->model.classes = (int)rd_int(r, m, "classes", 0, 0, 0, 2147483647);
     h->model.params = rd_int(r, m, "params", 0, 0, 0, INT64_MAX);
@@ -464,14 +494,22 @@ static void step_free(struct adapt_trace_step *s)
 
 static void read_unit_state(struct rd *r, json_t *uo, struct adapt_trace_unit_state *u)
 {
-    u->wl = (int)rd_int(r, uo, "wl", 0, 0, 0, 64);
-    u->fl = (int)rd_int(r, uo, "fl", 0, 0, -64, 64);
+    u->wl = (int)rd_int(r, uo, "wl", 0, 0, 1, 32);
+    u->fl = (int)rd_int(r, uo, "fl", 0, 0, 0, 32);
     u->lb = rd_num(r, uo, "lb", 1);
     u->r = (int)rd_int(r, uo, "r", 1, -1, 0, 2147483647);
-    u->sparsity = rd_num(r, uo, "sparsity", 1);
+    u->sparsity = rd_num_in(r, uo, "sparsity", 1, 1, 0, 1);
     u->sat = rd_int(r, uo, "sat", 1, -1, 0, INT64_MAX);
     u->flush = rd_int(r, uo, "flush", 1, -1, 0, INT64_MAX);
-    u->act_sat = rd_num(r, uo, "act_sat", 1);
+    u->act_sat = rd_num_in(r, uo, "act_sat", 1, 1, 0, 1);
+}
+
+/* A [WL, FL] pair: WL 1..32, FL 0..32 (quant's fixed(WL,FL)). */
+static void rd_format(struct rd *r, json_t *o, const char *key, int64_t pair[2])
+{
+    if (rd_ints(r, o, key, 2, 1, 0, 32, pair) == 2 && pair[0] < 1)
+        rd_fail(r, "field \"%s\" = [%lld, %lld]: the word length must be in [1, 32]", key,
+                (long long)pair[0], (long long)pair[1]);
 }
 
 static void read_event(struct rd *r, json_t *eo, int n_units, struct adapt_trace_event *e)
@@ -480,10 +518,10 @@ static void read_event(struct rd *r, json_t *eo, int n_units, struct adapt_trace
     e->unit = (int)rd_int(r, eo, "unit", 0, 0, 0, n_units - 1);
     int kind = rd_enum(r, eo, "kind", adapt_trace_event_names, 2, 0);
     e->kind = kind == 1 ? ADAPT_TRACE_EVENT_PU : ADAPT_TRACE_EVENT_PD;
-    rd_ints(r, eo, "before", 2, 1, pair);
+    rd_format(r, eo, "before", pair);
     e->before[0] = (int)pair[0];
     e->before[1] = (int)pair[1];
-    rd_ints(r, eo, "after", 2, 1, pair);
+    rd_format(r, eo, "after", pair);
     e->after[0] = (int)pair[0];
     e->after[1] = (int)pair[1];
     e->bisect_steps = (int)rd_int(r, eo, "bisect_steps", 1, 0, 0, 2147483647);
@@ -514,9 +552,9 @@ static void read_events(struct rd *r, json_t *o, int n_units, struct adapt_trace
 
 static void read_step(struct rd *r, json_t *o, int n_units, struct adapt_trace_step *s)
 {
-    s->step = rd_int(r, o, "step", 0, 0, I64_RANGE);
-    s->epoch = (int)rd_int(r, o, "epoch", 0, 0, INT_RANGE);
-    s->lr = rd_num(r, o, "lr", 0);
+    s->step = rd_int(r, o, "step", 0, 0, STEP_RANGE);
+    s->epoch = (int)rd_int(r, o, "epoch", 0, 0, EPOCH_RANGE);
+    s->lr = rd_num_in(r, o, "lr", 0, 1, 0, INFINITY);
     s->loss = rd_num(r, o, "loss", 0);
     int strat = rd_enum(r, o, "strategy", adapt_trace_strategy_names, 4, 1);
     s->strategy = strat < 0 ? ADAPT_TRACE_STRATEGY_NONE : (enum adapt_trace_strategy)strat;
@@ -548,15 +586,15 @@ static void read_step(struct rd *r, json_t *o, int n_units, struct adapt_trace_s
 
 static void read_epoch(struct rd *r, json_t *o, struct adapt_trace_epoch *e)
 {
-    e->epoch = (int)rd_int(r, o, "epoch", 0, 0, INT_RANGE);
-    e->step = rd_int(r, o, "step", 0, 0, I64_RANGE);
-    e->lr = rd_num(r, o, "lr", 0);
+    e->epoch = (int)rd_int(r, o, "epoch", 0, 0, EPOCH_RANGE);
+    e->step = rd_int(r, o, "step", 0, 0, STEP_RANGE);
+    e->lr = rd_num_in(r, o, "lr", 0, 1, 0, INFINITY);
     e->train_loss = rd_num(r, o, "train_loss", 0);
-    e->train_acc = rd_num(r, o, "train_acc", 0);
+    e->train_acc = rd_num_in(r, o, "train_acc", 0, 1, 0, 1);
     e->val_loss = rd_num(r, o, "val_loss", 0);
-    e->val_acc = rd_num(r, o, "val_acc", 0);
-    e->wall_s = rd_num(r, o, "wall_s", 0);
-    e->images_per_s = rd_num(r, o, "images_per_s", 0);
+    e->val_acc = rd_num_in(r, o, "val_acc", 0, 1, 0, 1);
+    e->wall_s = rd_num_in(r, o, "wall_s", 0, 0, 0, INFINITY);
+    e->images_per_s = rd_num_in(r, o, "images_per_s", 0, 1, 0, INFINITY);
 }
 
 /* Appends one zeroed element to a growing array; NULL when out of memory. */
@@ -581,6 +619,29 @@ struct loader {
     int64_t step_cap, step_line_cap, epoch_cap, epoch_line_cap, sample_cap;
 };
 
+/* Whether the JSON text nests more than `max` arrays and objects (brackets in strings do not
+ * count; malformed text is left to the parser). */
+static int nested_deeper(const char *s, size_t n, int max)
+{
+    int depth = 0, in_string = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max) return 1;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return 0;
+}
+
 /* Parses one complete line (n bytes, '\n' included) into a record object with a "type"
  * string, sets r.rec to that type and checks that only the first line is a header. */
 static enum adapt_status parse_line(struct loader *ld, const char *line, ssize_t n,
@@ -590,6 +651,11 @@ static enum adapt_status parse_line(struct loader *ld, const char *line, ssize_t
     long long ln = (long long)ld->r.line;
     if (ld->t->has_end)
         return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: record after the end record", path, ln);
+    if (nested_deeper(line, (size_t)n, ADAPT_TRACE_DEPTH_MAX))
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "%s:%lld: JSON nested deeper than %d arrays and objects: not a trace "
+                           "record",
+                           path, ln, ADAPT_TRACE_DEPTH_MAX);
     json_error_t err;
     int oom;
     json_t *o = adapt_trace_parse_json(line, (size_t)n, JSON_REJECT_DUPLICATES, &err, &oom);
@@ -629,6 +695,17 @@ static void read_step_record(struct loader *ld, json_t *o)
     *line = ld->r.line;
     t->n_steps++;
     read_step(&ld->r, o, t->header.n_units, s);
+    if (ld->r.bad || t->n_steps < 2) return;
+    const struct adapt_trace_step *p = &t->steps[t->n_steps - 2];
+    long long pl = (long long)t->step_line[t->n_steps - 2];
+    if (s->step <= p->step)
+        rd_fail(&ld->r, "step %lld does not follow step %lld (line %lld): step numbers increase",
+                (long long)s->step, (long long)p->step, pl);
+    else if (s->epoch < p->epoch)
+        rd_fail(&ld->r,
+                "epoch %d is before epoch %d of step %lld (line %lld): epoch numbers do "
+                "not decrease",
+                s->epoch, p->epoch, (long long)p->step, pl);
 }
 
 static void read_epoch_record(struct loader *ld, json_t *o)
@@ -644,6 +721,17 @@ static void read_epoch_record(struct loader *ld, json_t *o)
     *line = ld->r.line;
     t->n_epochs++;
     read_epoch(&ld->r, o, e);
+    if (ld->r.bad || t->n_epochs < 2) return;
+    const struct adapt_trace_epoch *p = &t->epochs[t->n_epochs - 2];
+    long long pl = (long long)t->epoch_line[t->n_epochs - 2];
+    if (e->epoch <= p->epoch)
+        rd_fail(&ld->r, "epoch %d does not follow epoch %d (line %lld): epoch numbers increase",
+                e->epoch, p->epoch, pl);
+    else if (e->step <= p->step)
+        rd_fail(&ld->r,
+                "step %lld does not follow step %lld of epoch %d (line %lld): each epoch "
+                "trains at least one step",
+                (long long)e->step, (long long)p->step, p->epoch, pl);
 }
 
 /* An array of exactly n integers in [lo, hi] into a new int array (NULL on failure). */
@@ -693,7 +781,7 @@ static void read_sample_record(struct loader *ld, json_t *o)
     const struct adapt_trace_header *h = &t->header;
     s->stage = (int)rd_int(r, o, "stage", 0, 1, 1, 2);
     s->plan = rd_str(r, o, "plan", 0);
-    s->steps = rd_int(r, o, "steps", 0, 0, 0, INT64_MAX);
+    s->steps = rd_int(r, o, "steps", 0, 0, 0, ADAPT_TRACE_STEP_MAX);
     s->samples = rd_int(r, o, "samples", 0, 0, 0, INT64_MAX);
     s->loss = rd_num(r, o, "loss", 0);
     s->cost = rd_num(r, o, "cost", 0);
@@ -731,13 +819,13 @@ static void read_record(struct loader *ld, json_t *o, const char *type)
     } else if (!strcmp(type, "test")) {
         if (t->has_test) rd_fail(r, "a second test record");
         t->has_test = 1;
-        t->test.epoch = (int)rd_int(r, o, "epoch", 0, 0, INT_RANGE);
+        t->test.epoch = (int)rd_int(r, o, "epoch", 0, 0, 0, ADAPT_TRACE_EPOCH_MAX);
         t->test.test_loss = rd_num(r, o, "test_loss", 0);
-        t->test.test_acc = rd_num(r, o, "test_acc", 0);
+        t->test.test_acc = rd_num_in(r, o, "test_acc", 0, 1, 0, 1);
     } else if (!strcmp(type, "end")) {
         int s = rd_enum(r, o, "status", adapt_trace_end_names, 2, 0);
         t->end.status = s == 1 ? ADAPT_TRACE_END_STOPPED : ADAPT_TRACE_END_OK;
-        t->end.wall_s = rd_num(r, o, "wall_s", 0);
+        t->end.wall_s = rd_num_in(r, o, "wall_s", 0, 0, 0, INFINITY);
         t->has_end = 1;
     } else {
         rd_fail(r, "unknown record type");

@@ -67,6 +67,26 @@ extern "C" {
 #define ADAPT_TRACE_SCHEMA 1
 #define ADAPT_TRACE_MAX_DIMS 4
 
+/* What the reader accepts beyond the types (doc/trace.schema.json and python/adaptsim/trace.py
+ * say the same): numbers that consumers count with are bounded by what a run can write, so that
+ * no consumer sizes memory or overflows by a number in the file.
+ *
+ *   step numbers  step records 1..ADAPT_TRACE_STEP_MAX, increasing; epoch records' steps the
+ *                 same (each epoch trains at least one step)
+ *   epochs        0..ADAPT_TRACE_EPOCH_MAX - 1 in step and epoch records (0-based), never
+ *                 decreasing over the step records, increasing over the epoch records; the
+ *                 test record's count of epochs trained 0..ADAPT_TRACE_EPOCH_MAX
+ *   formats       WL 1..32 and FL 0..32, independently, as quant's fixed(WL,FL) (FL > WL is a
+ *                 format of magnitudes below 2^(WL-1-FL)); other formats write FL 0
+ *   fractions     train_acc, val_acc, test_acc, sparsity, act_sat in [0, 1] (or null)
+ *   times         wall_s a number >= 0 (not null); lr and images_per_s >= 0 or null
+ *   shapes        layer in / out entries >= 0; model.input entries 1..INT_MAX
+ *   JSON          a line holds at most ADAPT_TRACE_DEPTH_MAX nested arrays and objects and at
+ *                 most 4 MiB (src/trace/internal.h, ADAPT_TRACE_LINE_MAX) */
+#define ADAPT_TRACE_STEP_MAX  ((int64_t)1 << 53) /* exact as a double, as the consumers count */
+#define ADAPT_TRACE_EPOCH_MAX 100000 /* the most epochs a run trains: train.epochs' bound */
+#define ADAPT_TRACE_DEPTH_MAX 64     /* a writer's record nests 5 deep */
+
 /* One layer of the model, in forward order. */
 struct adapt_trace_layer {
     const char *name;    /* "features.0" */
