@@ -2,11 +2,15 @@
  * src/quant/plugins/bf16_sr.so is compared with its rule written here independently (in double
  * arithmetic on the grid, not on bit patterns) and with the built-in bf16 format, whose rounding
  * it reproduces; a plugin whose vector variant disagrees with its scalar function
- * (tests/plugins/bad_simd.so) and missing files and symbols are refused with messages that name
- * them. The shared objects are found in the build tree named by ADAPT_BUILDDIR (make check sets
- * it; "." otherwise). */
+ * (tests/plugins/bad_simd.so), missing files and symbols, symbols that are data
+ * (tests/plugins/data_symbols.so) and files that are not shared objects of this machine (copies of
+ * the example cut short or with a header field changed, made here) are refused with messages that
+ * name them. The shared objects are found in the build tree named by ADAPT_BUILDDIR (make check
+ * sets it; "." otherwise). */
 #include <check.h>
+#include <elf.h>
 #include <float.h>
+#include <link.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -223,6 +227,78 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* Files that are not shared objects of this machine, made from the example: each refused before
+ * it is mapped (a copy cut to 600 bytes made dlopen die of SIGBUS clearing a bss past the end of
+ * the file). */
+START_TEST(test_refused_files)
+{
+    char path[4096], dir[256], bad[600], text[800];
+    example_path(path, sizeof path);
+    size_t n;
+    unsigned char *so = tu_read_file(path, &n);
+    ElfW(Ehdr) eh;
+    ck_assert(so && n > 4096);
+    memcpy(&eh, so, sizeof eh);
+    tu_tmpdir_make(dir, sizeof dir, "plugin");
+    static const struct {
+        const char *name;
+        int what; /* 0: cut to `size` bytes, 1: e_machine, 2: e_type, 3: class, 4: not ELF */
+        size_t size;
+        const char *why;
+    } cases[] = {
+        {"cut600.so", 0, 600, "past the end of the file"},
+        {"cuthalf.so", 0, 0, "past the end of the file"},
+        {"machine.so", 1, 0, "machine"},
+        {"exec.so", 2, 0, "not a shared object"},
+        {"class.so", 3, 0, "32-bit"},
+        {"text.so", 4, 0, "not an ELF file"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ElfW(Ehdr) h = eh;
+        size_t len = n;
+        unsigned char *copy = malloc(n);
+        ck_assert_ptr_nonnull(copy);
+        memcpy(copy, so, n);
+        switch (cases[c].what) {
+        case 0: len = cases[c].size ? cases[c].size : n / 2; break;
+        case 1: h.e_machine = h.e_machine == EM_X86_64 ? EM_AARCH64 : EM_X86_64; break;
+        case 2: h.e_type = ET_EXEC; break;
+        case 3: h.e_ident[EI_CLASS] = ELFCLASS32; break;
+        default: memcpy(copy, "#!/bin/sh\nexit 0\n", 18); len = 18; break;
+        }
+        if (cases[c].what >= 1 && cases[c].what <= 3) memcpy(copy, &h, sizeof h);
+        tu_write_file(tu_path(bad, sizeof bad, dir, cases[c].name), copy, len);
+        free(copy);
+        snprintf(text, sizeof text, "plugin(%s)", bad);
+        const char *parts[] = {bad, cases[c].why, NULL};
+        expect_refused(text, ADAPT_EFORMAT, parts);
+    }
+    free(so);
+    tu_tmpdir_remove(dir);
+}
+END_TEST
+
+/* A rounding function or a NAME_bits that is data: refused, not called (calling them was a
+ * SIGSEGV). A function chosen by an IFUNC resolver loads. */
+START_TEST(test_data_symbols)
+{
+    char ds[4096], text[4200];
+    snprintf(ds, sizeof ds, "%s/tests/plugins/data_symbols.so", builddir());
+    snprintf(text, sizeof text, "plugin(%s:data_rule)", ds);
+    const char *rule[] = {ds, "data_rule", "is a data object, not a function", NULL};
+    expect_refused(text, ADAPT_EFORMAT, rule);
+    snprintf(text, sizeof text, "plugin(%s:good_rule)", ds);
+    const char *bits[] = {ds, "good_rule_bits", "is a data object, not a function", NULL};
+    expect_refused(text, ADAPT_EFORMAT, bits);
+    snprintf(text, sizeof text, "plugin(%s:ifunc_rule)", ds);
+    struct quant_spec s;
+    ck_assert_msg(quant_spec_parse(text, &s) == ADAPT_OK, "%s", adapt_error_message());
+    float x[3] = {1.5f, -0x1.234p-7f, 3e30f}, y[3];
+    ck_assert_int_eq(quant_array(&s, x, y, 3, (struct quant_key){1, 2, 3}, NULL, NULL), ADAPT_OK);
+    ck_assert_int_eq(tu_first_bit_diff(x, y, 3), -1); /* the identity */
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("plugin");
@@ -232,6 +308,8 @@ int main(void)
     tcase_add_test(tc, test_example_names);
     tcase_add_test(tc, test_example_threads_ref);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_refused_files);
+    tcase_add_test(tc, test_data_symbols);
     suite_add_tcase(su, tc);
     return tu_run_suite(su, CK_FORK_GETENV);
 }

@@ -308,16 +308,20 @@ void quant_plugin_row_ref(const struct quant_plan *p, const float *x, float *y, 
  * `#pragma omp declare simd` so that the compiler also emits its x86-64 vector variants
  * (_ZGVbN4vv_NAME, _ZGVdN8vv_NAME, _ZGVeN16vv_NAME), and optionally `int NAME_bits(void)`, its
  * storage bits per element (1..32; 32 when absent). It is named "plugin(PATH)" (NAME: the file
- * name up to its first dot) or "plugin(PATH:NAME)". Loading opens the file (dlopen), finds the
- * symbols and checks every vector variant this CPU can run against the scalar function on a
- * fixed test vector; the widest variant that agrees then runs the rows, the scalar function the
- * tails and the reference twin. Loaded plugins stay loaded for the life of the process, in a
+ * name up to its first dot) or "plugin(PATH:NAME)". Loading first reads the file's ELF header
+ * and program headers (a shared object of this machine's class, byte order and e_machine, every
+ * segment inside the file; a bare name is checked where LD_LIBRARY_PATH finds it, and left to the
+ * system's library folders otherwise), then opens it (dlopen), finds the symbols (each must be a
+ * function: STT_FUNC or STT_GNU_IFUNC) and checks every vector variant this CPU can run against
+ * the scalar function on a fixed test vector; the widest variant that agrees then runs the rows,
+ * the scalar function the tails and the reference twin. Loaded plugins stay loaded for the life of the process, in a
  * registry of QUANT_PLUGIN_MAX entries; loading the same PATH and NAME again gives the same
  * number. Thread-safe. */
 #define QUANT_PLUGIN_MAX 16
 #define QUANT_PLUGIN_TEXT_MAX 480
 /* text: "PATH" or "PATH:NAME" (the inside of plugin(...)). ADAPT_EIO (file), ADAPT_ENOENT
- * (symbol), ADAPT_EFORMAT (vector variant disagrees, bad NAME_bits), ADAPT_EINVAL (syntax),
+ * (symbol), ADAPT_EFORMAT (not a shared object of this machine, cut short, a symbol that is not a
+ * function, vector variant disagrees, bad NAME_bits), ADAPT_EINVAL (syntax),
  * ADAPT_ERANGE (registry full, text too long); the message names the file and symbol. */
 enum adapt_status quant_plugin_load(const char *text, int *id);
 /* 1 when id is a loaded plugin. */
