@@ -5,8 +5,9 @@
  * (tests/plugins/bad_simd.so), missing files and symbols, symbols that are data
  * (tests/plugins/data_symbols.so) and files that are not shared objects of this machine (copies of
  * the example cut short or with a header field changed, made here) are refused with messages that
- * name them. The shared objects are found in the build tree named by ADAPT_BUILDDIR (make check
- * sets it; "." otherwise). */
+ * name them. What a format text names is found without loading it, and a plugin named by data is
+ * allowed only by the user's list or by being loaded already. The shared objects are found in the
+ * build tree named by ADAPT_BUILDDIR (make check sets it; "." otherwise). */
 #include <check.h>
 #include <elf.h>
 #include <float.h>
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "src/quant/quant.h"
 #include "src/base/rng.h"
@@ -299,6 +302,107 @@ START_TEST(test_data_symbols)
 }
 END_TEST
 
+/* Which plugin a format text names, without loading it (what a checkpoint's stored format is
+ * checked by before it is parsed), against what quant_spec_parse does with the same text. */
+START_TEST(test_plugin_text)
+{
+    static const struct {
+        const char *text, *inner; /* inner NULL: names no plugin */
+    } cases[] = {
+        {"plugin(a.so)", "a.so"},
+        {"  plugin ( /x/y.so:f ) ", "/x/y.so:f"},
+        {"plugin(libc.so.6:exit)", "libc.so.6:exit"},
+        {"plugin(a(b).so)", "a(b).so"},
+        {"plugin", ""},
+        {"plugin(a.so", ""},
+        {"plugin(a.so) x", ""},
+        {"fixed(8,4)", NULL},
+        {"pluginx(a.so)", NULL},
+        {"PLUGIN(a.so)", NULL},
+        {"(plugin(a.so))", NULL},
+        {"", NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char inner[QUANT_PLUGIN_TEXT_MAX + 1];
+        int named = quant_spec_plugin_text(cases[c].text, inner);
+        ck_assert_msg(named == (cases[c].inner != NULL), "'%s': %d", cases[c].text, named);
+        if (named) ck_assert_str_eq(inner, cases[c].inner);
+        struct quant_spec s;
+        if (!named && quant_spec_parse(cases[c].text, &s) == ADAPT_OK)
+            ck_assert_int_ne(s.format, QUANT_FORMAT_PLUGIN);
+    }
+}
+END_TEST
+
+/* A plugin named by data is loaded only when allowed: by file (realpath of both, or a bare name
+ * exactly), by file and function, or by being loaded already (the configuration's). */
+START_TEST(test_plugin_allowed)
+{
+    char ds[4096], abs[4096], dir[256], link[512], text[4200], with[4200], other[4200];
+    snprintf(ds, sizeof ds, "%s/tests/plugins/data_symbols.so", builddir());
+    ck_assert_ptr_nonnull(realpath(ds, abs));
+    tu_tmpdir_make(dir, sizeof dir, "allow");
+    ck_assert_int_eq(symlink(abs, tu_path(link, sizeof link, dir, "renamed.so")), 0);
+    /* good_rule is never loaded: it is refused (good_rule_bits is data) */
+    snprintf(text, sizeof text, "%s:good_rule", abs);
+    snprintf(with, sizeof with, "%s:good_rule", link);
+    snprintf(other, sizeof other, "%s:data_rule", abs);
+    const char *none[] = {NULL, "data_symbols.so", "/nonexistent/data_symbols.so", other};
+    ck_assert(!quant_plugin_allowed(text, NULL, 0));
+    ck_assert(!quant_plugin_allowed(text, none, 4));
+    const char *by_link[] = {"x.so", link}, *by_fn[] = {with}, *by_path[] = {ds};
+    ck_assert(quant_plugin_allowed(text, by_link, 2)); /* another name of the same file */
+    ck_assert(quant_plugin_allowed(text, by_fn, 1));
+    ck_assert(quant_plugin_allowed(text, by_path, 1));
+    /* a bare name is searched for by dlopen: only the same bare name allows it */
+    const char *bare[] = {"libc.so.6"}, *bare_fn[] = {"libc.so.6:exit"},
+               *bare_other[] = {"libc.so.6:abort"}, *as_path[] = {"./libc.so.6", "/libc.so.6"};
+    ck_assert(quant_plugin_allowed("libc.so.6:exit", bare, 1));
+    ck_assert(quant_plugin_allowed("libc.so.6:exit", bare_fn, 1));
+    ck_assert(!quant_plugin_allowed("libc.so.6:exit", bare_other, 1));
+    ck_assert(!quant_plugin_allowed("libc.so.6:exit", as_path, 2));
+    ck_assert(!quant_plugin_allowed("libc.so.6", bare_fn, 1)); /* function libc: not exit */
+    /* files that do not exist: the same text only */
+    const char *missing[] = {"/nonexistent/a.so"};
+    ck_assert(quant_plugin_allowed("/nonexistent/a.so", missing, 1));
+    ck_assert(!quant_plugin_allowed("/nonexistent/b.so", missing, 1));
+    ck_assert(!quant_plugin_allowed("", missing, 1));
+    /* loaded already (as the configuration's formats are): that file and function */
+    struct quant_spec s = example_spec(QUANT_ROUND_NEAREST);
+    char ex[4096], ex_abs[4096];
+    example_path(ex, sizeof ex);
+    ck_assert_ptr_nonnull(realpath(ex, ex_abs));
+    ck_assert(quant_plugin_valid(s.plugin));
+    ck_assert(quant_plugin_allowed(ex_abs, NULL, 0));
+    snprintf(text, sizeof text, "%s:bf16_sr", ex_abs);
+    ck_assert(quant_plugin_allowed(text, NULL, 0));
+    snprintf(text, sizeof text, "%s:bf16_sr_bits", ex_abs);
+    ck_assert(!quant_plugin_allowed(text, NULL, 0));
+    tu_tmpdir_remove(dir);
+}
+END_TEST
+
+/* quant_plugin_forbid: no plugin loads afterwards (in a child process, which it cannot undo). */
+START_TEST(test_plugin_forbid)
+{
+    char ex[4096], text[4200];
+    example_path(ex, sizeof ex);
+    snprintf(text, sizeof text, "plugin(%s)", ex);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        quant_plugin_forbid();
+        struct quant_spec s;
+        enum adapt_status st = quant_spec_parse(text, &s);
+        _exit(st == ADAPT_EUNSUPPORTED && strstr(adapt_error_message(), "turned off") ? 0 : 1);
+    }
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "status 0x%x", ws);
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("plugin");
@@ -310,6 +414,9 @@ int main(void)
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_refused_files);
     tcase_add_test(tc, test_data_symbols);
+    tcase_add_test(tc, test_plugin_text);
+    tcase_add_test(tc, test_plugin_allowed);
+    tcase_add_test(tc, test_plugin_forbid);
     suite_add_tcase(su, tc);
     return tu_run_suite(su, CK_FORK_GETENV);
 }

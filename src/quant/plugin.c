@@ -361,15 +361,15 @@ static enum adapt_status check_elf_fd(const char *path, int fd, uint64_t size)
         uint64_t n = h.e_shnum ? h.e_shnum : 1; /* 0: the count is in section 0 */
         if (h.e_shentsize != sizeof(ElfW(Shdr)))
             st = ADAPT_ERROR(ADAPT_EFORMAT,
-                               "quant plugin %s: section headers of %u bytes, expected %zu", path,
-                               (unsigned)h.e_shentsize, sizeof(ElfW(Shdr)));
+                             "quant plugin %s: section headers of %u bytes, expected %zu", path,
+                             (unsigned)h.e_shentsize, sizeof(ElfW(Shdr)));
         else if (!inside(h.e_shoff, n * sizeof(ElfW(Shdr)), size))
             st = ADAPT_ERROR(ADAPT_EFORMAT,
-                               "quant plugin %s: its section headers (bytes %llu to %llu) lie "
-                               "past the end of the file (%llu bytes): is the file cut short?",
-                               path, (unsigned long long)h.e_shoff,
-                               (unsigned long long)(h.e_shoff + n * sizeof(ElfW(Shdr))),
-                               (unsigned long long)size);
+                             "quant plugin %s: its section headers (bytes %llu to %llu) lie "
+                             "past the end of the file (%llu bytes): is the file cut short?",
+                             path, (unsigned long long)h.e_shoff,
+                             (unsigned long long)(h.e_shoff + n * sizeof(ElfW(Shdr))),
+                             (unsigned long long)size);
     }
 free_headers:
     free(ph);
@@ -409,8 +409,10 @@ static enum adapt_status check_elf(const char *path)
     int fd = open(file, O_RDONLY | O_CLOEXEC);
     if (fd < 0) /* dlopen says why, in its words */
         return ADAPT_OK;
-    if (strcmp(file, path)) snprintf(who, sizeof who, "%s (in LD_LIBRARY_PATH: %s)", path, file);
-    else snprintf(who, sizeof who, "%s", path);
+    if (strcmp(file, path))
+        snprintf(who, sizeof who, "%s (in LD_LIBRARY_PATH: %s)", path, file);
+    else
+        snprintf(who, sizeof who, "%s", path);
     struct stat sb;
     enum adapt_status st;
     if (fstat(fd, &sb) != 0)
@@ -600,33 +602,79 @@ close_handle:
     return st;
 }
 
-enum adapt_status quant_plugin_load(const char *text, int *id)
+/* PATH and NAME of text (path and sym hold QUANT_PLUGIN_TEXT_MAX + 1 bytes); with any_name, a
+ * text without ":NAME" leaves sym "" instead of taking the default. */
+static enum adapt_status split_text(const char *text, char *path, char *sym, int any_name)
 {
     if (!text || !*text) return ADAPT_ERROR(ADAPT_EINVAL, "quant plugin: no file named");
     if (strlen(text) > QUANT_PLUGIN_TEXT_MAX)
         return ADAPT_ERROR(ADAPT_ERANGE, "quant plugin '%.40s...': longer than %d characters",
                            text, QUANT_PLUGIN_TEXT_MAX);
-    struct plugin *cand = calloc(1, sizeof *cand);
-    if (!cand) return ADAPT_ERROR(ADAPT_ENOMEM, "quant plugin: out of memory");
-    enum adapt_status st = ADAPT_OK;
-    snprintf(cand->text, sizeof cand->text, "%s", text);
-    snprintf(cand->path, sizeof cand->path, "%s", text);
+    snprintf(path, QUANT_PLUGIN_TEXT_MAX + 1, "%s", text);
+    sym[0] = '\0';
     const char *colon = strrchr(text, ':');
     if (colon && is_identifier(colon + 1)) {
-        cand->path[colon - text] = '\0';
-        snprintf(cand->symbol, sizeof cand->symbol, "%s", colon + 1);
-    } else if (default_symbol(cand->path, cand->symbol, sizeof cand->symbol) ||
-               !is_identifier(cand->symbol)) {
-        st = ADAPT_ERROR(ADAPT_EINVAL,
-                         "quant plugin %s: no function name in the file name; write "
-                         "plugin(PATH:NAME)",
-                         text);
-        goto free_cand;
+        path[colon - text] = '\0';
+        snprintf(sym, QUANT_PLUGIN_TEXT_MAX + 1, "%s", colon + 1);
+    } else if (!any_name && (default_symbol(path, sym, QUANT_PLUGIN_TEXT_MAX + 1) ||
+                             !is_identifier(sym))) {
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "quant plugin %s: no function name in the file name; write "
+                           "plugin(PATH:NAME)",
+                           text);
     }
-    if (!cand->path[0]) {
-        st = ADAPT_ERROR(ADAPT_EINVAL, "quant plugin '%s': no file named", text);
-        goto free_cand;
-    }
+    if (!path[0]) return ADAPT_ERROR(ADAPT_EINVAL, "quant plugin '%s': no file named", text);
+    return ADAPT_OK;
+}
+
+enum adapt_status quant_plugin_split(const char *text, char *path, char *name)
+{
+    return split_text(text, path, name, 0);
+}
+
+/* 1 when plugin files a and b are the same file for dlopen: both bare names (searched for) and
+ * equal, or both paths that realpath resolves to the same file (equal when unresolved). */
+static int same_file(const char *a, const char *b)
+{
+    int bare_a = !strchr(a, '/'), bare_b = !strchr(b, '/');
+    if (bare_a || bare_b) return bare_a && bare_b && !strcmp(a, b);
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    int same = ra && rb ? !strcmp(ra, rb) : !ra && !rb && !strcmp(a, b);
+    free(ra);
+    free(rb);
+    return same;
+}
+
+int quant_plugin_allowed(const char *text, const char *const *allow, int n)
+{
+    char path[QUANT_PLUGIN_TEXT_MAX + 1], sym[QUANT_PLUGIN_TEXT_MAX + 1];
+    char apath[QUANT_PLUGIN_TEXT_MAX + 1], asym[QUANT_PLUGIN_TEXT_MAX + 1];
+    if (split_text(text, path, sym, 0) != ADAPT_OK) return 0;
+    for (int i = 0; i < n; i++)
+        if (allow[i] && split_text(allow[i], apath, asym, 1) == ADAPT_OK &&
+            (!asym[0] || !strcmp(asym, sym)) && same_file(path, apath))
+            return 1;
+    int loaded = __atomic_load_n(&nplugins, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < loaded; i++)
+        if (!strcmp(plugins[i].symbol, sym) && same_file(path, plugins[i].path)) return 1;
+    return 0;
+}
+
+static int forbidden; /* quant_plugin_forbid */
+
+void quant_plugin_forbid(void) { __atomic_store_n(&forbidden, 1, __ATOMIC_RELEASE); }
+
+enum adapt_status quant_plugin_load(const char *text, int *id)
+{
+    if (__atomic_load_n(&forbidden, __ATOMIC_ACQUIRE))
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "quant plugin %.*s: loading plugins is turned off in this process",
+                           QUANT_PLUGIN_TEXT_MAX, text ? text : "");
+    struct plugin *cand = calloc(1, sizeof *cand);
+    if (!cand) return ADAPT_ERROR(ADAPT_ENOMEM, "quant plugin: out of memory");
+    enum adapt_status st = split_text(text, cand->path, cand->symbol, 0);
+    if (st != ADAPT_OK) goto free_cand;
+    snprintf(cand->text, sizeof cand->text, "%s", text);
     pthread_mutex_lock(&plugins_lock);
     for (int i = 0; i < nplugins; i++)
         if (!strcmp(plugins[i].path, cand->path) && !strcmp(plugins[i].symbol, cand->symbol)) {

@@ -324,6 +324,31 @@ void quant_plugin_row_ref(const struct quant_plan *p, const float *x, float *y, 
  * function, vector variant disagrees, bad NAME_bits), ADAPT_EINVAL (syntax),
  * ADAPT_ERANGE (registry full, text too long); the message names the file and symbol. */
 enum adapt_status quant_plugin_load(const char *text, int *id);
+/* The file and function of a plugin text as quant_plugin_load reads it: "PATH:NAME" when the text
+ * after its last ':' is an identifier, else "PATH" with NAME the file name up to its first dot.
+ * path and name hold QUANT_PLUGIN_TEXT_MAX + 1 bytes. ADAPT_EINVAL / ADAPT_ERANGE as
+ * quant_plugin_load. */
+enum adapt_status quant_plugin_split(const char *text, char *path, char *name);
+/* Plugins named by data. A format read from a file the user did not write (a checkpoint's stored
+ * formats) must not load code on its own: quant_spec_plugin_text says, without loading anything,
+ * which plugin quant_spec_parse would load for a text, and quant_plugin_allowed whether the user
+ * allowed it. */
+/* 1 when quant_spec_parse(text) would load a plugin (the format's name is plugin): inner
+ * (QUANT_PLUGIN_TEXT_MAX + 1 bytes) = the text it would load ("PATH" or "PATH:NAME"), or "" when
+ * the parameters are malformed (quant_spec_parse then refuses the text without loading anything;
+ * a message may be recorded). 0 when the text names no plugin: parsing it loads nothing. */
+int quant_spec_plugin_text(const char *text, char *inner);
+/* 1 when plugin text ("PATH" or "PATH:NAME") is allowed: an entry of allow[0..n) names the same
+ * file ("PATH": any function of it; "PATH:NAME": that function), or the same file and function is
+ * loaded in this process already (the formats of the configuration, which the user wrote, are
+ * loaded when it is checked and its policy built). The same file: both are bare names (no '/',
+ * which dlopen searches for in the library folders) and equal, or both contain a '/' and
+ * realpath resolves them to the same file (when neither resolves, the texts are equal). */
+int quant_plugin_allowed(const char *text, const char *const *allow, int n);
+/* Turns plugin loading off for the rest of the process: every later quant_plugin_load (and
+ * quant_spec_parse of a plugin format) fails with ADAPT_EUNSUPPORTED. For programs that parse
+ * formats from untrusted text (the fuzz harnesses). */
+void quant_plugin_forbid(void);
 /* 1 when id is a loaded plugin. */
 int quant_plugin_valid(int id);
 /* The text it was loaded with ("PATH" or "PATH:NAME"); "" for an unknown id. */
