@@ -240,6 +240,9 @@ int quant_spec_bias(const struct quant_spec *s);
 enum adapt_status quant_format_define(const char *name, const struct quant_spec *s);
 /* The spec registered as name; ADAPT_ENOENT (no message recorded) when there is none. */
 enum adapt_status quant_format_lookup(const char *name, struct quant_spec *s);
+/* Forgets every named format (for programs that read many unrelated configurations in one
+ * process: the fuzz harnesses). Specs parsed before keep their values. */
+void quant_format_clear(void);
 /* 1 when name cannot be defined: a built-in format's name ("fixed", "float", "e4m3", "mxfp4",
  * "plugin", ...) or "float32" / "fp32" (what traces and checkpoints call float32 units). */
 int quant_format_reserved(const char *name);
