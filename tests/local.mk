@@ -90,14 +90,18 @@ EXTRA_DIST += tests/python.test tests/notebook.test tests/python-env.sh \
 	python/tests/test_report.py \
 	experiments/notebooks/reading_traces.ipynb
 
-# Rounding plugins: the example plugin against its rule, threads, the reference twin, and a
-# plugin whose vector variant disagrees with its scalar function (refused on load). The plugins
+# Rounding plugins: the example plugin against its rule, threads, the reference twin, a plugin
+# whose vector variant disagrees with its scalar function and one whose symbols are data, and
+# copies of the example cut short or patched (all refused on load). The plugins
 # are found through ADAPT_BUILDDIR (AM_TESTS_ENVIRONMENT).
 check_PROGRAMS += tests/test_plugin
 tests_test_plugin_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
-check_DATA = tests/plugins/bad_simd.so
+check_DATA = tests/plugins/bad_simd.so tests/plugins/data_symbols.so
 tests/plugins/bad_simd.so: tests/plugins/bad_simd.c
 	@$(MKDIR_P) tests/plugins
 	$(AM_V_CC)$(CC) $(PLUGIN_CFLAGS) -o $@ $(srcdir)/tests/plugins/bad_simd.c
-EXTRA_DIST += tests/plugins/bad_simd.c
-CLEANFILES += tests/plugins/bad_simd.so
+tests/plugins/data_symbols.so: tests/plugins/data_symbols.c
+	@$(MKDIR_P) tests/plugins
+	$(AM_V_CC)$(CC) $(PLUGIN_CFLAGS) -o $@ $(srcdir)/tests/plugins/data_symbols.c
+EXTRA_DIST += tests/plugins/bad_simd.c tests/plugins/data_symbols.c
+CLEANFILES += tests/plugins/bad_simd.so tests/plugins/data_symbols.so

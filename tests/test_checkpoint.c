@@ -5,12 +5,16 @@
  * checkpoint write, or has that step fail as on a full disk; `adapt-train
  * --resume` must then finish the run with a trace and weights identical to
  * the uninterrupted run, leaving no temporaries or stale checkpoints. Hostile
- * checkpoint contents are refused with a message naming the file and field.
+ * checkpoint contents are refused with a message naming the file and field,
+ * and a rounding plugin named in a checkpoint's stored formats is loaded only
+ * when the user allows that file.
  *
  * Runs ./adapt-train from the build directory; the interrupted runs are
  * adapt_train_run() in a child process, since the hook is a test-only API. */
 #include <check.h>
 #include <dirent.h>
+#include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +27,7 @@
 #include "src/base/fileio.h"
 #include "src/config/config.h"
 #include "src/base/safetensors.h"
+#include "src/quant/quant.h"
 #include "src/train/train.h"
 #include "tests/testutil.h"
 
@@ -237,11 +242,9 @@ START_TEST(test_force_removes_leftovers)
 }
 END_TEST
 
-/* Rewrites the checkpoint's optim.safetensors with one metadata value replaced. */
-static void set_meta(const char *dir, const char *key, const char *value)
+/* Rewrites the safetensors file p with one metadata value replaced. */
+static void set_file_meta(const char *p, const char *key, const char *value)
 {
-    char p[700];
-    snprintf(p, sizeof p, "%s/checkpoint/optim.safetensors", dir);
     struct adapt_safetensors *f = NULL;
     ck_assert_int_eq(adapt_safetensors_load(&f, p), ADAPT_OK);
     struct adapt_safetensors_meta *m = calloc((size_t)f->n_meta + 1, sizeof *m);
@@ -253,6 +256,14 @@ static void set_meta(const char *dir, const char *key, const char *value)
     ck_assert_int_eq(adapt_safetensors_write(p, f->tensors, f->n_tensors, m, f->n_meta), ADAPT_OK);
     free(m);
     adapt_safetensors_free(f);
+}
+
+/* Rewrites the checkpoint's optim.safetensors with one metadata value replaced. */
+static void set_meta(const char *dir, const char *key, const char *value)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/checkpoint/optim.safetensors", dir);
+    set_file_meta(p, key, value);
 }
 
 /* Hostile policy states and metadata: refused with the file and the field. */
@@ -353,6 +364,106 @@ START_TEST(test_colliding_tensor_names)
 }
 END_TEST
 
+/* The checkpoint's model.safetensors with unit 0 of its stored formats (metadata unit_formats)
+ * set to the plugin format `spec`, and its policy metadata set to `policy` unless NULL; the
+ * unit's name in unit. */
+static void store_plugin_format(const char *dir, const char *spec, const char *policy, char *unit,
+                                size_t cap)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/checkpoint/model.safetensors", dir);
+    struct adapt_safetensors *f = NULL;
+    ck_assert_int_eq(adapt_safetensors_load(&f, p), ADAPT_OK);
+    const char *js = adapt_safetensors_meta_get(f, "unit_formats");
+    ck_assert_ptr_nonnull(js);
+    json_error_t jerr;
+    json_t *a = json_loads(js, 0, &jerr), *o = json_array_get(a, 0);
+    ck_assert_ptr_nonnull(o);
+    snprintf(unit, cap, "%s", json_string_value(json_object_get(o, "unit")));
+    ck_assert_int_eq(json_object_set_new(o, "active", json_true()), 0);
+    ck_assert_int_eq(json_object_set_new(o, "format", json_integer(QUANT_FORMAT_PLUGIN)), 0);
+    ck_assert_int_eq(json_object_set_new(o, "spec", json_string(spec)), 0);
+    char *edited = json_dumps(a, JSON_COMPACT);
+    ck_assert_ptr_nonnull(edited);
+    json_decref(a);
+    adapt_safetensors_free(f);
+    set_file_meta(p, "unit_formats", edited);
+    free(edited);
+    if (policy) set_file_meta(p, "policy", policy);
+}
+
+/* Runs --eval-only on the run directory dir with the extra options; checks the exit status and,
+ * when refused, that the message names the file, the unit, the stored format, and how to allow
+ * it; when evaluated, that the plugin's format was used. */
+static void expect_eval(const char *dir, const char *options, const char *unit, const char *spec,
+                        const char *allow, int want)
+{
+    int rc = run("./adapt-train --eval-only --init-from %s --config %s/c.ini %s", dir, tmpdir,
+                 options);
+    ck_assert_msg(rc == want, "%s: exit %d, expected %d: %s", options, rc, want, out_buf);
+    if (want == 1) {
+        char hint[4200], u[160];
+        snprintf(hint, sizeof hint, "--allow-plugin %s", allow);
+        snprintf(u, sizeof u, "unit %s ", unit);
+        const char *needles[] = {"model.safetensors", u, spec, hint};
+        for (int k = 0; k < 4; k++)
+            ck_assert_msg(strstr(out_buf, needles[k]), "%s: message lacks '%s': %s", options,
+                          needles[k], out_buf);
+        ck_assert_msg(!strstr(out_buf, "accuracy"), "%s: evaluated: %s", options, out_buf);
+    } else if (spec) {
+        ck_assert_msg(strstr(out_buf, spec) && strstr(out_buf, "accuracy"),
+                      "%s: not evaluated at %s: %s", options, spec, out_buf);
+    }
+}
+
+/* A checkpoint is data: a rounding plugin named by its stored formats is loaded only when the
+ * user names the file: --allow-plugin PATH (any spelling of the same file; a bare name, which
+ * dlopen searches for, only as written) or the same plugin in the configuration. Without that,
+ * --eval-only loaded and called whatever the checkpoint named (plugin(libc.so.6:exit) ended the
+ * evaluation with exit status 0 and no result). */
+START_TEST(test_stored_plugin_needs_allowance)
+{
+    char dir[600], so[4096], abs[PATH_MAX], spec[PATH_MAX + 16], unit[128], opt[PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s/p", tmpdir);
+    int rc = run("./adapt-train --config %s/c.ini --out %s --set train.epochs=1 --quiet", tmpdir,
+                 dir);
+    ck_assert_msg(rc == 0, "run failed: %s", out_buf);
+    ck_assert_int_eq(run("cp -a %s %s.orig", dir, dir), 0);
+    const char *bd = getenv("ADAPT_BUILDDIR");
+    snprintf(so, sizeof so, "%s/src/quant/plugins/bf16_sr.so", bd && *bd ? bd : ".");
+    ck_assert_ptr_nonnull(realpath(so, abs));
+    snprintf(spec, sizeof spec, "plugin(%s)", abs);
+
+    /* the example plugin, stored with its absolute path */
+    store_plugin_format(dir, spec, NULL, unit, sizeof unit);
+    expect_eval(dir, "", unit, spec, abs, 1);
+    expect_eval(dir, "--allow-plugin /nonexistent/bf16_sr.so", unit, spec, abs, 1);
+    snprintf(opt, sizeof opt, "--allow-plugin %s:other_rule", abs);
+    expect_eval(dir, opt, unit, spec, abs, 1); /* another function of the file */
+    /* the same file by a relative path through "..", and by its path and function */
+    expect_eval(dir, "--allow-plugin src/quant/plugins/../plugins/bf16_sr.so", unit, spec, abs, 0);
+    snprintf(opt, sizeof opt, "--allow-plugin /nonexistent.so --allow-plugin %s:bf16_sr", abs);
+    expect_eval(dir, opt, unit, spec, abs, 0);
+    /* named by the configuration (policy.format, relative path): the checkpoint of a fixed run */
+    store_plugin_format(dir, spec, "fixed", unit, sizeof unit);
+    expect_eval(dir, "--set policy.name=fixed --set 'policy.format=plugin(./src/quant/plugins/"
+                "bf16_sr.so)'", unit, spec, abs, 0);
+
+    /* a bare name is searched for by dlopen: allowed only as written */
+    ck_assert_int_eq(run("rm -rf %s && cp -a %s.orig %s", dir, dir, dir), 0);
+    store_plugin_format(dir, "plugin(libc.so.6:exit)", NULL, unit, sizeof unit);
+    expect_eval(dir, "", unit, "plugin(libc.so.6:exit)", "libc.so.6", 1);
+    expect_eval(dir, "--allow-plugin /usr/lib/libc.so.6", unit, "plugin(libc.so.6:exit)",
+                "libc.so.6", 1);
+    expect_eval(dir, "--allow-plugin libc.so.6:abort", unit, "plugin(libc.so.6:exit)",
+                "libc.so.6", 1);
+    /* allowed, it is loaded, and its check calls exit(0): no result (what happened before to any
+     * checkpoint naming it) */
+    expect_eval(dir, "--allow-plugin libc.so.6", unit, NULL, NULL, 0);
+    ck_assert_msg(!strstr(out_buf, "accuracy"), "libc.so.6:exit was not called: %s", out_buf);
+}
+END_TEST
+
 int main(void)
 {
     if (!tu_have_program("./adapt-train")) return 99;
@@ -366,5 +477,10 @@ int main(void)
     tcase_add_test(tc, test_hostile_checkpoint);
     tcase_add_test(tc, test_colliding_tensor_names);
     suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("plugins");
+    tcase_add_checked_fixture(tp, setup, teardown);
+    tcase_set_timeout(tp, 300);
+    tcase_add_test(tp, test_stored_plugin_needs_allowance);
+    suite_add_tcase(s, tp);
     return tu_run_suite(s, CK_FORK_GETENV);
 }

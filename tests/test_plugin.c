@@ -2,17 +2,24 @@
  * src/quant/plugins/bf16_sr.so is compared with its rule written here independently (in double
  * arithmetic on the grid, not on bit patterns) and with the built-in bf16 format, whose rounding
  * it reproduces; a plugin whose vector variant disagrees with its scalar function
- * (tests/plugins/bad_simd.so) and missing files and symbols are refused with messages that name
- * them. The shared objects are found in the build tree named by ADAPT_BUILDDIR (make check sets
- * it; "." otherwise). */
+ * (tests/plugins/bad_simd.so), missing files and symbols, symbols that are data
+ * (tests/plugins/data_symbols.so) and files that are not shared objects of this machine (copies of
+ * the example cut short or with a header field changed, made here) are refused with messages that
+ * name them. What a format text names is found without loading it, and a plugin named by data is
+ * allowed only by the user's list or by being loaded already. The shared objects are found in the
+ * build tree named by ADAPT_BUILDDIR (make check sets it; "." otherwise). */
 #include <check.h>
+#include <elf.h>
 #include <float.h>
+#include <link.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "src/quant/quant.h"
 #include "src/base/rng.h"
@@ -223,6 +230,179 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* Files that are not shared objects of this machine, made from the example: each refused before
+ * it is mapped (a copy cut to 600 bytes made dlopen die of SIGBUS clearing a bss past the end of
+ * the file). */
+START_TEST(test_refused_files)
+{
+    char path[4096], dir[256], bad[600], text[800];
+    example_path(path, sizeof path);
+    size_t n;
+    unsigned char *so = tu_read_file(path, &n);
+    ElfW(Ehdr) eh;
+    ck_assert(so && n > 4096);
+    memcpy(&eh, so, sizeof eh);
+    tu_tmpdir_make(dir, sizeof dir, "plugin");
+    static const struct {
+        const char *name;
+        int what; /* 0: cut to `size` bytes, 1: e_machine, 2: e_type, 3: class, 4: not ELF */
+        size_t size;
+        const char *why;
+    } cases[] = {
+        {"cut600.so", 0, 600, "past the end of the file"},
+        {"cuthalf.so", 0, 0, "past the end of the file"},
+        {"machine.so", 1, 0, "machine"},
+        {"exec.so", 2, 0, "not a shared object"},
+        {"class.so", 3, 0, "32-bit"},
+        {"text.so", 4, 0, "not an ELF file"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ElfW(Ehdr) h = eh;
+        size_t len = n;
+        unsigned char *copy = malloc(n);
+        ck_assert_ptr_nonnull(copy);
+        memcpy(copy, so, n);
+        switch (cases[c].what) {
+        case 0: len = cases[c].size ? cases[c].size : n / 2; break;
+        case 1: h.e_machine = h.e_machine == EM_X86_64 ? EM_AARCH64 : EM_X86_64; break;
+        case 2: h.e_type = ET_EXEC; break;
+        case 3: h.e_ident[EI_CLASS] = ELFCLASS32; break;
+        default: memcpy(copy, "#!/bin/sh\nexit 0\n", 18); len = 18; break;
+        }
+        if (cases[c].what >= 1 && cases[c].what <= 3) memcpy(copy, &h, sizeof h);
+        tu_write_file(tu_path(bad, sizeof bad, dir, cases[c].name), copy, len);
+        free(copy);
+        snprintf(text, sizeof text, "plugin(%s)", bad);
+        const char *parts[] = {bad, cases[c].why, NULL};
+        expect_refused(text, ADAPT_EFORMAT, parts);
+    }
+    free(so);
+    tu_tmpdir_remove(dir);
+}
+END_TEST
+
+/* A rounding function or a NAME_bits that is data: refused, not called (calling them was a
+ * SIGSEGV). A function chosen by an IFUNC resolver loads. */
+START_TEST(test_data_symbols)
+{
+    char ds[4096], text[4200];
+    snprintf(ds, sizeof ds, "%s/tests/plugins/data_symbols.so", builddir());
+    snprintf(text, sizeof text, "plugin(%s:data_rule)", ds);
+    const char *rule[] = {ds, "data_rule", "is a data object, not a function", NULL};
+    expect_refused(text, ADAPT_EFORMAT, rule);
+    snprintf(text, sizeof text, "plugin(%s:good_rule)", ds);
+    const char *bits[] = {ds, "good_rule_bits", "is a data object, not a function", NULL};
+    expect_refused(text, ADAPT_EFORMAT, bits);
+    snprintf(text, sizeof text, "plugin(%s:ifunc_rule)", ds);
+    struct quant_spec s;
+    ck_assert_msg(quant_spec_parse(text, &s) == ADAPT_OK, "%s", adapt_error_message());
+    float x[3] = {1.5f, -0x1.234p-7f, 3e30f}, y[3];
+    ck_assert_int_eq(quant_array(&s, x, y, 3, (struct quant_key){1, 2, 3}, NULL, NULL), ADAPT_OK);
+    ck_assert_int_eq(tu_first_bit_diff(x, y, 3), -1); /* the identity */
+}
+END_TEST
+
+/* Which plugin a format text names, without loading it (what a checkpoint's stored format is
+ * checked by before it is parsed), against what quant_spec_parse does with the same text. */
+START_TEST(test_plugin_text)
+{
+    static const struct {
+        const char *text, *inner; /* inner NULL: names no plugin */
+    } cases[] = {
+        {"plugin(a.so)", "a.so"},
+        {"  plugin ( /x/y.so:f ) ", "/x/y.so:f"},
+        {"plugin(libc.so.6:exit)", "libc.so.6:exit"},
+        {"plugin(a(b).so)", "a(b).so"},
+        {"plugin", ""},
+        {"plugin(a.so", ""},
+        {"plugin(a.so) x", ""},
+        {"fixed(8,4)", NULL},
+        {"pluginx(a.so)", NULL},
+        {"PLUGIN(a.so)", NULL},
+        {"(plugin(a.so))", NULL},
+        {"", NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char inner[QUANT_PLUGIN_TEXT_MAX + 1];
+        int named = quant_spec_plugin_text(cases[c].text, inner);
+        ck_assert_msg(named == (cases[c].inner != NULL), "'%s': %d", cases[c].text, named);
+        if (named) ck_assert_str_eq(inner, cases[c].inner);
+        struct quant_spec s;
+        if (!named && quant_spec_parse(cases[c].text, &s) == ADAPT_OK)
+            ck_assert_int_ne(s.format, QUANT_FORMAT_PLUGIN);
+    }
+}
+END_TEST
+
+/* A plugin named by data is loaded only when allowed: by file (realpath of both, or a bare name
+ * exactly), by file and function, or by being loaded already (the configuration's). */
+START_TEST(test_plugin_allowed)
+{
+    char ds[4096], abs[4096], dir[256], link[512], text[4200], with[4200], other[4200];
+    snprintf(ds, sizeof ds, "%s/tests/plugins/data_symbols.so", builddir());
+    ck_assert_ptr_nonnull(realpath(ds, abs));
+    tu_tmpdir_make(dir, sizeof dir, "allow");
+    ck_assert_int_eq(symlink(abs, tu_path(link, sizeof link, dir, "renamed.so")), 0);
+    /* good_rule is never loaded: it is refused (good_rule_bits is data) */
+    snprintf(text, sizeof text, "%s:good_rule", abs);
+    snprintf(with, sizeof with, "%s:good_rule", link);
+    snprintf(other, sizeof other, "%s:data_rule", abs);
+    const char *none[] = {NULL, "data_symbols.so", "/nonexistent/data_symbols.so", other};
+    ck_assert(!quant_plugin_allowed(text, NULL, 0));
+    ck_assert(!quant_plugin_allowed(text, none, 4));
+    const char *by_link[] = {"x.so", link}, *by_fn[] = {with}, *by_path[] = {ds};
+    ck_assert(quant_plugin_allowed(text, by_link, 2)); /* another name of the same file */
+    ck_assert(quant_plugin_allowed(text, by_fn, 1));
+    ck_assert(quant_plugin_allowed(text, by_path, 1));
+    /* a bare name is searched for by dlopen: only the same bare name allows it */
+    const char *bare[] = {"libc.so.6"}, *bare_fn[] = {"libc.so.6:exit"},
+               *bare_other[] = {"libc.so.6:abort"}, *as_path[] = {"./libc.so.6", "/libc.so.6"};
+    ck_assert(quant_plugin_allowed("libc.so.6:exit", bare, 1));
+    ck_assert(quant_plugin_allowed("libc.so.6:exit", bare_fn, 1));
+    ck_assert(!quant_plugin_allowed("libc.so.6:exit", bare_other, 1));
+    ck_assert(!quant_plugin_allowed("libc.so.6:exit", as_path, 2));
+    ck_assert(!quant_plugin_allowed("libc.so.6", bare_fn, 1)); /* function libc: not exit */
+    /* files that do not exist: the same text only */
+    const char *missing[] = {"/nonexistent/a.so"};
+    ck_assert(quant_plugin_allowed("/nonexistent/a.so", missing, 1));
+    ck_assert(!quant_plugin_allowed("/nonexistent/b.so", missing, 1));
+    ck_assert(!quant_plugin_allowed("", missing, 1));
+    /* loaded already (as the configuration's formats are): that file and function */
+    struct quant_spec s = example_spec(QUANT_ROUND_NEAREST);
+    char ex[4096], ex_abs[4096];
+    example_path(ex, sizeof ex);
+    ck_assert_ptr_nonnull(realpath(ex, ex_abs));
+    ck_assert(quant_plugin_valid(s.plugin));
+    ck_assert(quant_plugin_allowed(ex_abs, NULL, 0));
+    snprintf(text, sizeof text, "%s:bf16_sr", ex_abs);
+    ck_assert(quant_plugin_allowed(text, NULL, 0));
+    snprintf(text, sizeof text, "%s:bf16_sr_bits", ex_abs);
+    ck_assert(!quant_plugin_allowed(text, NULL, 0));
+    tu_tmpdir_remove(dir);
+}
+END_TEST
+
+/* quant_plugin_forbid: no plugin loads afterwards (in a child process, which it cannot undo). */
+START_TEST(test_plugin_forbid)
+{
+    char ex[4096], text[4200];
+    example_path(ex, sizeof ex);
+    snprintf(text, sizeof text, "plugin(%s)", ex);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        quant_plugin_forbid();
+        struct quant_spec s;
+        enum adapt_status st = quant_spec_parse(text, &s);
+        _exit(st == ADAPT_EUNSUPPORTED && strstr(adapt_error_message(), "turned off") ? 0 : 1);
+    }
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "status 0x%x", ws);
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("plugin");
@@ -232,6 +412,11 @@ int main(void)
     tcase_add_test(tc, test_example_names);
     tcase_add_test(tc, test_example_threads_ref);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_refused_files);
+    tcase_add_test(tc, test_data_symbols);
+    tcase_add_test(tc, test_plugin_text);
+    tcase_add_test(tc, test_plugin_allowed);
+    tcase_add_test(tc, test_plugin_forbid);
     suite_add_tcase(su, tc);
     return tu_run_suite(su, CK_FORK_GETENV);
 }

@@ -74,3 +74,10 @@ enum adapt_status quant_format_lookup(const char *name, struct quant_spec *s)
     pthread_mutex_unlock(&named_lock);
     return i >= 0 ? ADAPT_OK : ADAPT_ENOENT;
 }
+
+void quant_format_clear(void)
+{
+    pthread_mutex_lock(&named_lock);
+    nnamed = 0;
+    pthread_mutex_unlock(&named_lock);
+}

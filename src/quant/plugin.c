@@ -7,14 +7,26 @@
  * SSE2 (b, 4 lanes), AVX2 (d, 8) and AVX-512 (e, 16) from functions compiled for that ISA, so the
  * vectors travel in xmm, ymm or zmm registers as the ABI says; the tail of a piece and every CPU
  * without a usable variant go through the scalar function.
+ *
+ * Before dlopen maps a file, its ELF header and program headers are read and checked (a shared
+ * object of this machine's kind whose segments lie inside the file: a file cut short otherwise
+ * kills the process inside the loader); after it, every symbol the host will call must be a
+ * function (calling a data object crashes).
  */
+#define _GNU_SOURCE /* dladdr1, dl_iterate_phdr */
 #include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <float.h>
+#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "src/quant/quant.h"
 #include "src/quant/quant_cpu.h"
@@ -194,6 +206,279 @@ static void apply(int variant, void *fn, plugin_scalar_fn sc, const float *x, co
     for (size_t j = 0; j < n; j++) y[j] = sc(x[j], r[j]);
 }
 
+/* ---- checking the file and its symbols ---- */
+
+/* This machine's kind of shared object, decided at compile time. */
+#if __ELF_NATIVE_CLASS == 64
+#define PLUGIN_ELFCLASS ELFCLASS64
+#define PLUGIN_ST_TYPE(info) ELF64_ST_TYPE(info)
+#else
+#define PLUGIN_ELFCLASS ELFCLASS32
+#define PLUGIN_ST_TYPE(info) ELF32_ST_TYPE(info)
+#endif
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define PLUGIN_ELFDATA ELFDATA2LSB
+#else
+#define PLUGIN_ELFDATA ELFDATA2MSB
+#endif
+#if defined(__x86_64__)
+#define PLUGIN_EM EM_X86_64
+#elif defined(__aarch64__)
+#define PLUGIN_EM EM_AARCH64
+#elif defined(__i386__)
+#define PLUGIN_EM EM_386
+#elif defined(__arm__)
+#define PLUGIN_EM EM_ARM
+#elif defined(__powerpc64__)
+#define PLUGIN_EM EM_PPC64
+#elif defined(__powerpc__)
+#define PLUGIN_EM EM_PPC
+#elif defined(__riscv)
+#define PLUGIN_EM EM_RISCV
+#elif defined(__s390__)
+#define PLUGIN_EM EM_S390
+#elif defined(__mips__)
+#define PLUGIN_EM EM_MIPS
+#elif defined(__loongarch__)
+#define PLUGIN_EM EM_LOONGARCH
+#else
+#error "src/quant/plugin.c: add this machine's ELF e_machine value (EM_* of <elf.h>)"
+#endif
+
+static const char *machine_name(unsigned m)
+{
+    switch (m) {
+    case EM_X86_64: return "x86-64";
+    case EM_AARCH64: return "AArch64";
+    case EM_386: return "i386";
+    case EM_ARM: return "32-bit ARM";
+    case EM_PPC64: return "PowerPC 64";
+    case EM_PPC: return "PowerPC";
+    case EM_RISCV: return "RISC-V";
+    case EM_S390: return "s390";
+    case EM_MIPS: return "MIPS";
+    default: return "another machine";
+    }
+}
+
+static const char *type_name(unsigned t)
+{
+    switch (t) {
+    case ET_NONE: return "of no type";
+    case ET_REL: return "a relocatable object (.o)";
+    case ET_EXEC: return "an executable";
+    case ET_CORE: return "a core file";
+    default: return "of an unknown type";
+    }
+}
+
+/* 1 when bytes [off, off + len) lie inside a file of size bytes (no overflow). */
+static int inside(uint64_t off, uint64_t len, uint64_t size)
+{
+    return off <= size && len <= size - off;
+}
+
+/* The ELF header and program headers of the open file fd (size bytes) against this machine's
+ * shared objects, and every segment and the section header table inside the file. path names it
+ * in messages. */
+static enum adapt_status check_elf_fd(const char *path, int fd, uint64_t size)
+{
+    ElfW(Ehdr) h;
+    if (size < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "quant plugin %s: not an ELF file (%llu bytes, shorter than an ELF "
+                           "header)",
+                           path, (unsigned long long)size);
+    if (memcmp(h.e_ident, ELFMAG, SELFMAG))
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "quant plugin %s: not an ELF file (it does not start with the ELF "
+                           "magic number); expected a shared object built with -shared -fPIC",
+                           path);
+    if (h.e_ident[EI_CLASS] != PLUGIN_ELFCLASS)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "quant plugin %s: a %s ELF file; this program is %s",
+                           path, h.e_ident[EI_CLASS] == ELFCLASS32 ? "32-bit" : "64-bit",
+                           PLUGIN_ELFCLASS == ELFCLASS32 ? "32-bit" : "64-bit");
+    if (h.e_ident[EI_DATA] != PLUGIN_ELFDATA)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "quant plugin %s: ELF byte order %d; this program is %s",
+                           path, h.e_ident[EI_DATA],
+                           PLUGIN_ELFDATA == ELFDATA2LSB ? "little-endian" : "big-endian");
+    if (h.e_ident[EI_VERSION] != EV_CURRENT || h.e_version != EV_CURRENT)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "quant plugin %s: ELF version %u, expected %d", path,
+                           (unsigned)h.e_version, EV_CURRENT);
+    if (h.e_type != ET_DYN)
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "quant plugin %s: %s (ELF type %u), not a shared object; build it with "
+                           "-shared -fPIC",
+                           path, type_name(h.e_type), (unsigned)h.e_type);
+    if (h.e_machine != PLUGIN_EM)
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "quant plugin %s: built for machine %u (%s); this program runs on "
+                           "machine %u (%s)",
+                           path, (unsigned)h.e_machine, machine_name(h.e_machine),
+                           (unsigned)PLUGIN_EM, machine_name(PLUGIN_EM));
+    if (h.e_phnum == 0 || h.e_phnum == PN_XNUM || h.e_phentsize != sizeof(ElfW(Phdr)))
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "quant plugin %s: %u program headers of %u bytes; expected 1 to %d "
+                           "of %zu bytes",
+                           path, (unsigned)h.e_phnum, (unsigned)h.e_phentsize, PN_XNUM - 1,
+                           sizeof(ElfW(Phdr)));
+    uint64_t phbytes = (uint64_t)h.e_phnum * sizeof(ElfW(Phdr));
+    if (!inside(h.e_phoff, phbytes, size))
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "quant plugin %s: its program headers (bytes %llu to %llu) lie past "
+                           "the end of the file (%llu bytes): is the file cut short?",
+                           path, (unsigned long long)h.e_phoff,
+                           (unsigned long long)h.e_phoff + phbytes, (unsigned long long)size);
+    ElfW(Phdr) *ph = malloc((size_t)phbytes);
+    if (!ph) return ADAPT_ERROR(ADAPT_ENOMEM, "quant plugin %s: out of memory", path);
+    enum adapt_status st = ADAPT_OK;
+    if (pread(fd, ph, (size_t)phbytes, (off_t)h.e_phoff) != (ssize_t)phbytes) {
+        st = ADAPT_ERROR(ADAPT_EIO, "quant plugin %s: cannot read its program headers: %s", path,
+                         strerror(errno));
+        goto free_headers;
+    }
+    for (unsigned i = 0; i < h.e_phnum; i++) {
+        if (!inside(ph[i].p_offset, ph[i].p_filesz, size)) {
+            st = ADAPT_ERROR(ADAPT_EFORMAT,
+                             "quant plugin %s: segment %u (%s) holds bytes %llu to %llu, past "
+                             "the end of the file (%llu bytes): is the file cut short?",
+                             path, i, ph[i].p_type == PT_LOAD ? "PT_LOAD" : "not loaded",
+                             (unsigned long long)ph[i].p_offset,
+                             (unsigned long long)ph[i].p_offset + ph[i].p_filesz,
+                             (unsigned long long)size);
+            goto free_headers;
+        }
+        if (ph[i].p_type == PT_LOAD && ph[i].p_filesz > ph[i].p_memsz) {
+            st = ADAPT_ERROR(ADAPT_EFORMAT,
+                             "quant plugin %s: segment %u (PT_LOAD) has %llu bytes in the file "
+                             "and only %llu in memory",
+                             path, i, (unsigned long long)ph[i].p_filesz,
+                             (unsigned long long)ph[i].p_memsz);
+            goto free_headers;
+        }
+    }
+    if (h.e_shoff) {
+        uint64_t n = h.e_shnum ? h.e_shnum : 1; /* 0: the count is in section 0 */
+        if (h.e_shentsize != sizeof(ElfW(Shdr)))
+            st = ADAPT_ERROR(ADAPT_EFORMAT,
+                             "quant plugin %s: section headers of %u bytes, expected %zu", path,
+                             (unsigned)h.e_shentsize, sizeof(ElfW(Shdr)));
+        else if (!inside(h.e_shoff, n * sizeof(ElfW(Shdr)), size))
+            st = ADAPT_ERROR(ADAPT_EFORMAT,
+                             "quant plugin %s: its section headers (bytes %llu to %llu) lie "
+                             "past the end of the file (%llu bytes): is the file cut short?",
+                             path, (unsigned long long)h.e_shoff,
+                             (unsigned long long)(h.e_shoff + n * sizeof(ElfW(Shdr))),
+                             (unsigned long long)size);
+    }
+free_headers:
+    free(ph);
+    return st;
+}
+
+/* The file dlopen(path) maps: path itself when it names a folder; for a bare name the first
+ * LD_LIBRARY_PATH folder that holds it (folders naming $ORIGIN and the like skipped). Writes ""
+ * when the bare name is left to the system's library folders (ld.so.cache), which hold the
+ * system's own libraries. */
+static void file_of(const char *path, char *file, size_t cap)
+{
+    file[0] = '\0';
+    if (strchr(path, '/')) {
+        snprintf(file, cap, "%s", path);
+        return;
+    }
+    const char *lp = getenv("LD_LIBRARY_PATH");
+    while (lp && *lp) {
+        size_t n = strcspn(lp, ":;");
+        if (!memchr(lp, '$', n) &&
+            (size_t)snprintf(file, cap, "%.*s%s%s", (int)n, lp, n ? "/" : "./", path) < cap &&
+            access(file, F_OK) == 0)
+            return;
+        lp += n;
+        if (*lp) lp++;
+    }
+    file[0] = '\0';
+}
+
+/* The file that dlopen(path) would map, checked as a shared object of this machine. */
+static enum adapt_status check_elf(const char *path)
+{
+    char file[4096], who[4096 + QUANT_PLUGIN_TEXT_MAX + 32];
+    file_of(path, file, sizeof file);
+    if (!file[0]) return ADAPT_OK;
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) /* dlopen says why, in its words */
+        return ADAPT_OK;
+    if (strcmp(file, path))
+        snprintf(who, sizeof who, "%s (in LD_LIBRARY_PATH: %s)", path, file);
+    else
+        snprintf(who, sizeof who, "%s", path);
+    struct stat sb;
+    enum adapt_status st;
+    if (fstat(fd, &sb) != 0)
+        st = ADAPT_ERROR(ADAPT_EIO, "quant plugin %s: cannot stat it: %s", who, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "quant plugin %s: not a regular file", who);
+    else
+        st = check_elf_fd(who, fd, (uint64_t)sb.st_size);
+    close(fd);
+    return st;
+}
+
+/* Whether an address lies in an executable segment of a loaded object (dl_iterate_phdr). */
+struct exec_find {
+    uintptr_t addr;
+    int exec;
+};
+
+static int exec_segment(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    (void)size;
+    struct exec_find *f = ctx;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = (uintptr_t)(info->dlpi_addr + ph->p_vaddr);
+        if (ph->p_type == PT_LOAD && f->addr >= lo && f->addr - lo < ph->p_memsz) {
+            f->exec = (ph->p_flags & PF_X) != 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The symbol `name` found at addr is a function the host may call: its ELF symbol is STT_FUNC or
+ * STT_GNU_IFUNC. An address that no exported symbol covers is what an IFUNC resolver returns
+ * (the implementation it chose); it must then lie in an executable segment. */
+static enum adapt_status check_function(const char *path, const char *name, void *addr)
+{
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (!dladdr1(addr, &info, (void **)&sym, RTLD_DL_SYMENT))
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "quant plugin %s: %s lies in no loaded object (a thread-local "
+                           "variable?), not a function",
+                           path, name);
+    if (sym) {
+        int t = PLUGIN_ST_TYPE(sym->st_info);
+        if (t == STT_FUNC || t == STT_GNU_IFUNC) return ADAPT_OK;
+        if (t == STT_OBJECT || t == STT_COMMON || t == STT_TLS)
+            return ADAPT_ERROR(ADAPT_EFORMAT,
+                               "quant plugin %s: %s is a data object, not a function", path,
+                               name);
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "quant plugin %s: %s is not a function (ELF symbol type %d; a "
+                           "function has type STT_FUNC)",
+                           path, name, t);
+    }
+    struct exec_find f = {(uintptr_t)addr, 0};
+    if (!dl_iterate_phdr(exec_segment, &f) || !f.exec)
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "quant plugin %s: %s is not a function (it lies outside the "
+                           "executable code of the object)",
+                           path, name);
+    return ADAPT_OK;
+}
+
 /* ---- loading ---- */
 
 /* The fixed test vector: special values and ties with chosen random bits, then random floats
@@ -250,6 +535,8 @@ static int is_identifier(const char *s)
 static enum adapt_status plugin_open(struct plugin *e)
 {
     const char *path = e->path, *sym = e->symbol;
+    enum adapt_status st = check_elf(path);
+    if (st != ADAPT_OK) return st;
     dlerror();
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
@@ -257,7 +544,6 @@ static enum adapt_status plugin_open(struct plugin *e)
         return ADAPT_ERROR(ADAPT_EIO, "quant plugin %s: cannot load it: %s", path,
                            why ? why : "unknown error");
     }
-    enum adapt_status st = ADAPT_OK;
     dlerror();
     void *f = dlsym(h, sym);
     if (!f) {
@@ -266,12 +552,14 @@ static enum adapt_status plugin_open(struct plugin *e)
                          sym, why ? why : "symbol is NULL");
         goto close_handle;
     }
+    if ((st = check_function(path, sym, f)) != ADAPT_OK) goto close_handle;
     e->scalar = (plugin_scalar_fn)f;
     char name[sizeof e->kernel];
     snprintf(name, sizeof name, "%s_bits", sym);
     void *fb = dlsym(h, name);
     e->bits = 32;
     if (fb) {
+        if ((st = check_function(path, name, fb)) != ADAPT_OK) goto close_handle;
         e->bits = ((plugin_bits_fn)fb)();
         if (e->bits < 1 || e->bits > 32) {
             st = ADAPT_ERROR(ADAPT_EFORMAT, "quant plugin %s: %s() returns %d, not 1..32", path,
@@ -292,6 +580,7 @@ static enum adapt_status plugin_open(struct plugin *e)
         dlerror();
         void *fv = dlsym(h, name);
         if (!fv) continue;
+        if ((st = check_function(path, name, fv)) != ADAPT_OK) goto close_handle;
         apply(v, fv, e->scalar, x, r, got, PLUGIN_CHECK_N);
         for (size_t i = 0; i < PLUGIN_CHECK_N; i++)
             if (quant_f2u(got[i]) != quant_f2u(want[i])) {
@@ -313,33 +602,79 @@ close_handle:
     return st;
 }
 
-enum adapt_status quant_plugin_load(const char *text, int *id)
+/* PATH and NAME of text (path and sym hold QUANT_PLUGIN_TEXT_MAX + 1 bytes); with any_name, a
+ * text without ":NAME" leaves sym "" instead of taking the default. */
+static enum adapt_status split_text(const char *text, char *path, char *sym, int any_name)
 {
     if (!text || !*text) return ADAPT_ERROR(ADAPT_EINVAL, "quant plugin: no file named");
     if (strlen(text) > QUANT_PLUGIN_TEXT_MAX)
         return ADAPT_ERROR(ADAPT_ERANGE, "quant plugin '%.40s...': longer than %d characters",
                            text, QUANT_PLUGIN_TEXT_MAX);
-    struct plugin *cand = calloc(1, sizeof *cand);
-    if (!cand) return ADAPT_ERROR(ADAPT_ENOMEM, "quant plugin: out of memory");
-    enum adapt_status st = ADAPT_OK;
-    snprintf(cand->text, sizeof cand->text, "%s", text);
-    snprintf(cand->path, sizeof cand->path, "%s", text);
+    snprintf(path, QUANT_PLUGIN_TEXT_MAX + 1, "%s", text);
+    sym[0] = '\0';
     const char *colon = strrchr(text, ':');
     if (colon && is_identifier(colon + 1)) {
-        cand->path[colon - text] = '\0';
-        snprintf(cand->symbol, sizeof cand->symbol, "%s", colon + 1);
-    } else if (default_symbol(cand->path, cand->symbol, sizeof cand->symbol) ||
-               !is_identifier(cand->symbol)) {
-        st = ADAPT_ERROR(ADAPT_EINVAL,
-                         "quant plugin %s: no function name in the file name; write "
-                         "plugin(PATH:NAME)",
-                         text);
-        goto free_cand;
+        path[colon - text] = '\0';
+        snprintf(sym, QUANT_PLUGIN_TEXT_MAX + 1, "%s", colon + 1);
+    } else if (!any_name && (default_symbol(path, sym, QUANT_PLUGIN_TEXT_MAX + 1) ||
+                             !is_identifier(sym))) {
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "quant plugin %s: no function name in the file name; write "
+                           "plugin(PATH:NAME)",
+                           text);
     }
-    if (!cand->path[0]) {
-        st = ADAPT_ERROR(ADAPT_EINVAL, "quant plugin '%s': no file named", text);
-        goto free_cand;
-    }
+    if (!path[0]) return ADAPT_ERROR(ADAPT_EINVAL, "quant plugin '%s': no file named", text);
+    return ADAPT_OK;
+}
+
+enum adapt_status quant_plugin_split(const char *text, char *path, char *name)
+{
+    return split_text(text, path, name, 0);
+}
+
+/* 1 when plugin files a and b are the same file for dlopen: both bare names (searched for) and
+ * equal, or both paths that realpath resolves to the same file (equal when unresolved). */
+static int same_file(const char *a, const char *b)
+{
+    int bare_a = !strchr(a, '/'), bare_b = !strchr(b, '/');
+    if (bare_a || bare_b) return bare_a && bare_b && !strcmp(a, b);
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    int same = ra && rb ? !strcmp(ra, rb) : !ra && !rb && !strcmp(a, b);
+    free(ra);
+    free(rb);
+    return same;
+}
+
+int quant_plugin_allowed(const char *text, const char *const *allow, int n)
+{
+    char path[QUANT_PLUGIN_TEXT_MAX + 1], sym[QUANT_PLUGIN_TEXT_MAX + 1];
+    char apath[QUANT_PLUGIN_TEXT_MAX + 1], asym[QUANT_PLUGIN_TEXT_MAX + 1];
+    if (split_text(text, path, sym, 0) != ADAPT_OK) return 0;
+    for (int i = 0; i < n; i++)
+        if (allow[i] && split_text(allow[i], apath, asym, 1) == ADAPT_OK &&
+            (!asym[0] || !strcmp(asym, sym)) && same_file(path, apath))
+            return 1;
+    int loaded = __atomic_load_n(&nplugins, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < loaded; i++)
+        if (!strcmp(plugins[i].symbol, sym) && same_file(path, plugins[i].path)) return 1;
+    return 0;
+}
+
+static int forbidden; /* quant_plugin_forbid */
+
+void quant_plugin_forbid(void) { __atomic_store_n(&forbidden, 1, __ATOMIC_RELEASE); }
+
+enum adapt_status quant_plugin_load(const char *text, int *id)
+{
+    if (__atomic_load_n(&forbidden, __ATOMIC_ACQUIRE))
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "quant plugin %.*s: loading plugins is turned off in this process",
+                           QUANT_PLUGIN_TEXT_MAX, text ? text : "");
+    struct plugin *cand = calloc(1, sizeof *cand);
+    if (!cand) return ADAPT_ERROR(ADAPT_ENOMEM, "quant plugin: out of memory");
+    enum adapt_status st = split_text(text, cand->path, cand->symbol, 0);
+    if (st != ADAPT_OK) goto free_cand;
+    snprintf(cand->text, sizeof cand->text, "%s", text);
     pthread_mutex_lock(&plugins_lock);
     for (int i = 0; i < nplugins; i++)
         if (!strcmp(plugins[i].path, cand->path) && !strcmp(plugins[i].symbol, cand->symbol)) {

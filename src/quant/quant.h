@@ -240,6 +240,9 @@ int quant_spec_bias(const struct quant_spec *s);
 enum adapt_status quant_format_define(const char *name, const struct quant_spec *s);
 /* The spec registered as name; ADAPT_ENOENT (no message recorded) when there is none. */
 enum adapt_status quant_format_lookup(const char *name, struct quant_spec *s);
+/* Forgets every named format (for programs that read many unrelated configurations in one
+ * process: the fuzz harnesses). Specs parsed before keep their values. */
+void quant_format_clear(void);
 /* 1 when name cannot be defined: a built-in format's name ("fixed", "float", "e4m3", "mxfp4",
  * "plugin", ...) or "float32" / "fp32" (what traces and checkpoints call float32 units). */
 int quant_format_reserved(const char *name);
@@ -308,18 +311,47 @@ void quant_plugin_row_ref(const struct quant_plan *p, const float *x, float *y, 
  * `#pragma omp declare simd` so that the compiler also emits its x86-64 vector variants
  * (_ZGVbN4vv_NAME, _ZGVdN8vv_NAME, _ZGVeN16vv_NAME), and optionally `int NAME_bits(void)`, its
  * storage bits per element (1..32; 32 when absent). It is named "plugin(PATH)" (NAME: the file
- * name up to its first dot) or "plugin(PATH:NAME)". Loading opens the file (dlopen), finds the
- * symbols and checks every vector variant this CPU can run against the scalar function on a
- * fixed test vector; the widest variant that agrees then runs the rows, the scalar function the
- * tails and the reference twin. Loaded plugins stay loaded for the life of the process, in a
+ * name up to its first dot) or "plugin(PATH:NAME)". Loading first reads the file's ELF header
+ * and program headers (a shared object of this machine's class, byte order and e_machine, every
+ * segment inside the file; a bare name is checked where LD_LIBRARY_PATH finds it, and left to the
+ * system's library folders otherwise), then opens it (dlopen), finds the symbols (each must be a
+ * function: STT_FUNC or STT_GNU_IFUNC) and checks every vector variant this CPU can run against
+ * the scalar function on a fixed test vector; the widest variant that agrees then runs the rows,
+ * the scalar function the tails and the reference twin. Loaded plugins stay loaded for the life of the process, in a
  * registry of QUANT_PLUGIN_MAX entries; loading the same PATH and NAME again gives the same
  * number. Thread-safe. */
 #define QUANT_PLUGIN_MAX 16
 #define QUANT_PLUGIN_TEXT_MAX 480
 /* text: "PATH" or "PATH:NAME" (the inside of plugin(...)). ADAPT_EIO (file), ADAPT_ENOENT
- * (symbol), ADAPT_EFORMAT (vector variant disagrees, bad NAME_bits), ADAPT_EINVAL (syntax),
+ * (symbol), ADAPT_EFORMAT (not a shared object of this machine, cut short, a symbol that is not a
+ * function, vector variant disagrees, bad NAME_bits), ADAPT_EINVAL (syntax),
  * ADAPT_ERANGE (registry full, text too long); the message names the file and symbol. */
 enum adapt_status quant_plugin_load(const char *text, int *id);
+/* The file and function of a plugin text as quant_plugin_load reads it: "PATH:NAME" when the text
+ * after its last ':' is an identifier, else "PATH" with NAME the file name up to its first dot.
+ * path and name hold QUANT_PLUGIN_TEXT_MAX + 1 bytes. ADAPT_EINVAL / ADAPT_ERANGE as
+ * quant_plugin_load. */
+enum adapt_status quant_plugin_split(const char *text, char *path, char *name);
+/* Plugins named by data. A format read from a file the user did not write (a checkpoint's stored
+ * formats) must not load code on its own: quant_spec_plugin_text says, without loading anything,
+ * which plugin quant_spec_parse would load for a text, and quant_plugin_allowed whether the user
+ * allowed it. */
+/* 1 when quant_spec_parse(text) would load a plugin (the format's name is plugin): inner
+ * (QUANT_PLUGIN_TEXT_MAX + 1 bytes) = the text it would load ("PATH" or "PATH:NAME"), or "" when
+ * the parameters are malformed (quant_spec_parse then refuses the text without loading anything;
+ * a message may be recorded). 0 when the text names no plugin: parsing it loads nothing. */
+int quant_spec_plugin_text(const char *text, char *inner);
+/* 1 when plugin text ("PATH" or "PATH:NAME") is allowed: an entry of allow[0..n) names the same
+ * file ("PATH": any function of it; "PATH:NAME": that function), or the same file and function is
+ * loaded in this process already (the formats of the configuration, which the user wrote, are
+ * loaded when it is checked and its policy built). The same file: both are bare names (no '/',
+ * which dlopen searches for in the library folders) and equal, or both contain a '/' and
+ * realpath resolves them to the same file (when neither resolves, the texts are equal). */
+int quant_plugin_allowed(const char *text, const char *const *allow, int n);
+/* Turns plugin loading off for the rest of the process: every later quant_plugin_load (and
+ * quant_spec_parse of a plugin format) fails with ADAPT_EUNSUPPORTED. For programs that parse
+ * formats from untrusted text (the fuzz harnesses). */
+void quant_plugin_forbid(void);
 /* 1 when id is a loaded plugin. */
 int quant_plugin_valid(int id);
 /* The text it was loaded with ("PATH" or "PATH:NAME"); "" for an unknown id. */

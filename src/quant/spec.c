@@ -320,9 +320,10 @@ static int parse_args(const char *p, int want, int *v)
     return *p ? -1 : n;
 }
 
-/* "(PATH)" or "(PATH:NAME)" after "plugin" (a points at the parenthesis): loads the plugin. The
- * path runs to the last ')' and loses its surrounding blanks. */
-static enum adapt_status parse_plugin(const char *text, const char *a, struct quant_spec *out)
+/* The inside of "(PATH)" or "(PATH:NAME)" after "plugin" (a points at the parenthesis) into inner
+ * (QUANT_PLUGIN_TEXT_MAX + 1 bytes): the path runs to the last ')' and loses its surrounding
+ * blanks. ADAPT_EINVAL / ADAPT_ERANGE with a message when the syntax is bad. */
+static enum adapt_status plugin_inner(const char *text, const char *a, char *inner)
 {
     const char *close = strrchr(a, ')');
     const char *rest = close ? close + 1 : a;
@@ -338,12 +339,19 @@ static enum adapt_status parse_plugin(const char *text, const char *a, struct qu
     if ((size_t)(e - b) > QUANT_PLUGIN_TEXT_MAX)
         return ADAPT_ERROR(ADAPT_ERANGE, "quant format '%.60s...': path longer than %d characters",
                            text, QUANT_PLUGIN_TEXT_MAX);
-    char inner[QUANT_PLUGIN_TEXT_MAX + 1];
     memcpy(inner, b, (size_t)(e - b));
     inner[e - b] = '\0';
+    return ADAPT_OK;
+}
+
+/* After "plugin": loads the plugin. */
+static enum adapt_status parse_plugin(const char *text, const char *a, struct quant_spec *out)
+{
+    char inner[QUANT_PLUGIN_TEXT_MAX + 1];
     int id;
-    enum adapt_status st = quant_plugin_load(inner, &id);
+    enum adapt_status st = plugin_inner(text, a, inner);
     if (st != ADAPT_OK) return st;
+    if ((st = quant_plugin_load(inner, &id)) != ADAPT_OK) return st;
     struct quant_spec s;
     quant_spec_init(&s, QUANT_FORMAT_PLUGIN);
     s.plugin = id;
@@ -435,21 +443,40 @@ static int parse_float_args(const char *p, struct quant_spec *s, char *why, size
     return *p != '\0';
 }
 
-enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
+/* The format name at the start of text (blanks skipped) into name; returns where its parameters
+ * start (blanks skipped), or NULL when there is no name or it is too long. */
+static const char *format_name(const char *text, char name[QUANT_FORMAT_NAME_MAX])
 {
-    if (!text) return ADAPT_ERROR(ADAPT_EINVAL, "quant format: NULL text");
     const char *p = text;
     while (isspace((unsigned char)*p)) p++;
     size_t len = 0;
     while (isalnum((unsigned char)p[len]) || p[len] == '_') len++;
-    char name[QUANT_FORMAT_NAME_MAX];
-    if (len == 0 || len >= sizeof name) return ADAPT_ERROR(ADAPT_EINVAL, UNKNOWN_FORMAT, text);
+    if (len == 0 || len >= QUANT_FORMAT_NAME_MAX) return NULL;
     memcpy(name, p, len);
     name[len] = '\0';
-    const struct quant_type *t = quant_type_find(name);
-    struct quant_spec s;
     const char *a = p + len;
     while (isspace((unsigned char)*a)) a++;
+    return a;
+}
+
+int quant_spec_plugin_text(const char *text, char *inner)
+{
+    char name[QUANT_FORMAT_NAME_MAX];
+    const char *a = text ? format_name(text, name) : NULL;
+    inner[0] = '\0';
+    if (!a || strcmp(name, quant_type_of(QUANT_FORMAT_PLUGIN)->name)) return 0;
+    if (plugin_inner(text, a, inner) != ADAPT_OK) inner[0] = '\0'; /* parsing refuses it */
+    return 1;
+}
+
+enum adapt_status quant_spec_parse(const char *text, struct quant_spec *out)
+{
+    if (!text) return ADAPT_ERROR(ADAPT_EINVAL, "quant format: NULL text");
+    char name[QUANT_FORMAT_NAME_MAX];
+    const char *a = format_name(text, name);
+    if (!a) return ADAPT_ERROR(ADAPT_EINVAL, UNKNOWN_FORMAT, text);
+    const struct quant_type *t = quant_type_find(name);
+    struct quant_spec s;
     if (!t) {
         if (quant_format_lookup(name, &s) != ADAPT_OK)
             return ADAPT_ERROR(ADAPT_EINVAL, UNKNOWN_FORMAT, text);

@@ -3,6 +3,7 @@
  *   adapt-train --config FILE [--set section.key=value ...] [--out DIR]
  *               [--resume | --force] [--dry-run] [--init-from FILE] [--quiet]
  *   adapt-train --eval-only --init-from FILE [--config FILE] [--set ...] [--eval-json FILE]
+ *               [--allow-plugin PATH ...]
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -43,6 +44,11 @@ static void usage(FILE *f)
             "  --eval-only            score --init-from FILE on the test set (at the formats\n"
             "                         stored with it) and stop\n"
             "  --eval-json FILE       with --eval-only: also write the result as JSON\n"
+            "  --allow-plugin PATH    with --eval-only: let the checkpoint's stored formats load\n"
+            "                         the rounding plugin in file PATH (PATH:NAME: only that\n"
+            "                         function); repeatable. A checkpoint is data: a plugin it\n"
+            "                         names is refused unless allowed here or named by the\n"
+            "                         configuration's formats\n"
             "  --quiet                no progress output\n"
             "  --device cpu|cuda      where the training step runs (run.device; run.gpu picks\n"
             "                         the GPU); cuda needs a CUDA build and a GPU\n"
@@ -82,11 +88,14 @@ int main(int argc, char **argv)
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {"estimate", optional_argument, 0, 'E'},
+                                         {"allow-plugin", required_argument, 0, 'A'},
                                          {0, 0, 0, 0}};
     const char *config = NULL, *out = NULL, *init_from = NULL, *eval_json = NULL;
     const char *sets[64];
     const char *device = NULL;
     int nsets = 0, resume = 0, force = 0, dry = 0, eval_only = 0, quiet = 0, estimate = 0, c;
+    static const char *allow_plugins[64]; /* --allow-plugin */
+    int n_allow_plugins = 0;
     while ((c = getopt_long(argc, argv, "c:s:o:i:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': config = optarg; break;
@@ -109,6 +118,10 @@ int main(int argc, char **argv)
         }
         case 'e': eval_only = 1; break;
         case 'j': eval_json = optarg; break;
+        case 'A':
+            if (n_allow_plugins == 64) return fail("too many --allow-plugin options (at most 64)");
+            allow_plugins[n_allow_plugins++] = optarg;
+            break;
         case 'q': quiet = 1; break;
         case 'D': device = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -223,7 +236,7 @@ int main(int argc, char **argv)
     }
 
     struct adapt_train_opts o = {out_dir, resume, force, init_from, eval_only, eval_json, quiet,
-                                 NULL};
+                                 NULL, allow_plugins, n_allow_plugins};
     enum adapt_status st = adapt_train_run(&cfg, &o);
     if (st != ADAPT_OK) {
         fprintf(stderr, "adapt-train: %s\n", adapt_error_message());

@@ -325,8 +325,69 @@ static char *unit_formats_json(const struct adapt_policy *pol)
     return js;
 }
 
+/* One entry of the stored unit_formats as written (nothing loaded): its unit name, whether it
+ * is active, and the spec fields (format, wl, ...; bias and nan as stored). 0 when malformed. */
+struct stored_unit {
+    const char *name;
+    int active;
+    struct quant_spec sp;
+};
+
+static int read_stored_unit(json_t *o, struct stored_unit *e)
+{
+    int format = 0, block = 0, tie = 0, overflow = 0, nan = QUANT_NAN_IEEE;
+    memset(e, 0, sizeof *e);
+    e->sp.bias = QUANT_BIAS_IEEE; /* checkpoints of older versions store neither bias nor nan */
+    if (json_unpack(o, "{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s?i,s?i}", "unit", &e->name,
+                    "active", &e->active, "format", &format, "wl", &e->sp.wl, "fl", &e->sp.fl,
+                    "exp_bits", &e->sp.exp_bits, "man_bits", &e->sp.man_bits, "block", &block,
+                    "tie", &tie, "overflow", &overflow, "subnormals", &e->sp.subnormals, "bias",
+                    &e->sp.bias, "nan", &nan))
+        return 0;
+    e->sp.format = (enum quant_format)format;
+    e->sp.block = (enum quant_block)block;
+    e->sp.tie = (enum quant_tie)tie;
+    e->sp.overflow = (enum quant_overflow)overflow;
+    e->sp.nan = (enum quant_nan)nan;
+    return 1;
+}
+
+/* A checkpoint is data: the plugin that a stored plugin format names is loaded only when the
+ * user allowed it (quant_plugin_allowed: --allow-plugin, or the configuration's formats). Every
+ * unit is checked before any plugin is loaded. */
+static enum adapt_status check_stored_plugins(json_t *a, const char *path,
+                                              const struct adapt_precision *pr,
+                                              const char *const *allow, int nallow)
+{
+    for (int u = 0; u < pr->nunits; u++) {
+        struct stored_unit e;
+        if (!read_stored_unit(json_array_get(a, (size_t)u), &e) || !e.active ||
+            e.sp.format != QUANT_FORMAT_PLUGIN)
+            continue; /* nothing of it is loaded (a malformed entry is refused in its turn) */
+        const char *txt = json_string_value(json_object_get(json_array_get(a, (size_t)u), "spec"));
+        char inner[QUANT_PLUGIN_TEXT_MAX + 1], file[QUANT_PLUGIN_TEXT_MAX + 1],
+            fn[QUANT_PLUGIN_TEXT_MAX + 1];
+        if (!txt || !quant_spec_plugin_text(txt, inner) || !inner[0] ||
+            quant_plugin_split(inner, file, fn) != ADAPT_OK)
+            return ADAPT_ERROR(ADAPT_EFORMAT,
+                               "%s: metadata 'unit_formats': unit %s has the plugin format, and "
+                               "its 'spec' (%s) is not plugin(PATH) or plugin(PATH:NAME)",
+                               path, e.name, txt ? txt : "missing");
+        if (!quant_plugin_allowed(inner, allow, nallow))
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "%s: unit %s is stored in the format %s, a rounding plugin: "
+                               "loading it would run code from %s, and a checkpoint runs no code "
+                               "that you did not allow. If you trust that file, allow it with "
+                               "--allow-plugin %s (or name the plugin in the configuration's "
+                               "formats); nothing was loaded",
+                               path, e.name, txt, file, file);
+    }
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *path, long *step,
-                                          FILE *report)
+                                          FILE *report, const char *const *allow_plugins,
+                                          int n_allow_plugins)
 {
     struct adapt_safetensors *f = NULL;
     enum adapt_status st = adapt_safetensors_load(&f, path);
@@ -365,43 +426,36 @@ enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *
         json_decref(a);
         goto free_file;
     }
+    if ((st = check_stored_plugins(a, path, pr, allow_plugins, n_allow_plugins))) {
+        json_decref(a);
+        goto free_file;
+    }
     if (report) fprintf(report, "formats (%s, step %" PRId64 "):", path, s64);
     for (int u = 0; u < pr->nunits; u++) {
         json_t *o = json_array_get(a, (size_t)u);
-        const char *name = NULL;
-        int active = 0, format = 0, block = 0, tie = 0, overflow = 0, nan = QUANT_NAN_IEEE;
-        struct quant_spec sp;
-        memset(&sp, 0, sizeof sp);
-        sp.bias = QUANT_BIAS_IEEE; /* checkpoints of older versions store neither bias nor nan */
-        if (json_unpack(o, "{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s?i,s?i}", "unit",
-                        &name, "active", &active, "format", &format, "wl", &sp.wl, "fl", &sp.fl,
-                        "exp_bits", &sp.exp_bits, "man_bits", &sp.man_bits, "block", &block,
-                        "tie", &tie, "overflow", &overflow, "subnormals", &sp.subnormals, "bias",
-                        &sp.bias, "nan", &nan) ||
-            strcmp(name, pr->u[u].layer->name)) {
+        struct stored_unit e;
+        if (!read_stored_unit(o, &e) || strcmp(e.name, pr->u[u].layer->name)) {
             st = ADAPT_ERROR(ADAPT_EFORMAT,
                              "%s: metadata 'unit_formats' entry %d is malformed or not unit %s",
                              path, u, pr->u[u].layer->name);
             break;
         }
-        sp.format = (enum quant_format)format;
-        if (active && sp.format == QUANT_FORMAT_PLUGIN) { /* registry numbers are per process: */
-            const char *txt = json_string_value(json_object_get(o, "spec")); /* load by name */
-            struct quant_spec ps;
-            if (!txt || (st = quant_spec_parse(txt, &ps))) {
+        const char *name = e.name;
+        struct quant_spec sp = e.sp;
+        if (e.active && sp.format == QUANT_FORMAT_PLUGIN) { /* registry numbers are per process: */
+            const char *txt = json_string_value(json_object_get(o, "spec")); /* load by name, */
+            struct quant_spec ps;                                  /* allowed above */
+            if (!txt || (st = quant_spec_parse(txt, &ps)) || ps.format != QUANT_FORMAT_PLUGIN) {
                 st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: unit %s: plugin format: %s", path, name,
-                                 txt ? adapt_error_message() : "no 'spec' text");
+                                 !txt ? "no 'spec' text" : st ? adapt_error_message()
+                                                              : "'spec' is not a plugin format");
                 break;
             }
             sp.plugin = ps.plugin;
         }
-        sp.block = (enum quant_block)block;
-        sp.tie = (enum quant_tie)tie;
-        sp.overflow = (enum quant_overflow)overflow;
-        sp.nan = (enum quant_nan)nan;
         if (sp.format != QUANT_FORMAT_FLOAT) sp.bias = QUANT_BIAS_IEEE; /* the format's own */
         char txt[QUANT_SPEC_STR_MAX];
-        if (active) {
+        if (e.active) {
             if ((st = quant_spec_check(&sp))) {
                 st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: unit %s: %s", path, name,
                                  adapt_error_message());
@@ -413,7 +467,7 @@ enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *
         }
         if (report)
             fprintf(report, " %s %s", name,
-                    active ? quant_spec_str(&sp, txt, sizeof txt) : "float32");
+                    e.active ? quant_spec_str(&sp, txt, sizeof txt) : "float32");
     }
     if (report) fputc('\n', report);
     json_decref(a);

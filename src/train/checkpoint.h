@@ -72,8 +72,15 @@ enum adapt_status adapt_ckpt_load_weights(struct adapt_net *net, const char *pat
  * last weight rounding). Files without them (PyTorch's, or a policy without
  * precision units) leave pol unchanged and *step = 0; formats of another
  * policy are not applied. When report is not NULL, prints the formats used
- * (or why none) and a note when the policies differ. */
+ * (or why none) and a note when the policies differ.
+ * A checkpoint is data and loads no code on its own: a stored plugin format
+ * is loaded only when quant_plugin_allowed(its text, allow_plugins,
+ * n_allow_plugins) (src/quant/quant.h: the files the user allowed, and the
+ * plugins the configuration loaded); otherwise ADAPT_EINVAL names the file,
+ * the unit, the stored format and --allow-plugin, before any plugin of the
+ * file is loaded. */
 enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *path, long *step,
-                                          FILE *report);
+                                          FILE *report, const char *const *allow_plugins,
+                                          int n_allow_plugins);
 
 #endif

@@ -690,7 +690,8 @@ free_graph:
     if ((st = adapt_policy_alloc(&r->pol, cfg, r->net, seed))) return st;
     *eval_step = 0;
     if (opts->eval_only &&
-        (st = adapt_ckpt_load_formats(r->pol, opts->init_from, eval_step, stdout)))
+        (st = adapt_ckpt_load_formats(r->pol, opts->init_from, eval_step, stdout,
+                                      opts->allow_plugins, opts->n_allow_plugins)))
         return st;
     /* evaluation: the weight copies of the checkpoint's last step */
     if (r->pol->prec) adapt_precision_refresh_weights(r->pol->prec, *eval_step);

@@ -43,6 +43,10 @@ struct adapt_train_opts {
     /* the model description already resolved for the configuration's class count (the dry
      * run prints it first); NULL: resolved from the configuration. Not owned. */
     const struct adapt_graph *graph;
+    /* eval_only: the rounding plugins init_from's stored formats may load ("PATH" or
+     * "PATH:NAME", adapt_ckpt_load_formats), besides the configuration's own. Not owned. */
+    const char *const *allow_plugins;
+    int n_allow_plugins;
 };
 
 /* What --dry-run checks beyond the configuration: loads the data set (files present, sizes

@@ -1,11 +1,16 @@
 /* tests/fuzz/fuzz_ini.c: libFuzzer harness for the run configuration: an INI
- * file loaded, checked, printed and read back. */
+ * file loaded, checked, printed and read back. Checking parses policy.format,
+ * which may name a rounding plugin: loading plugins is turned off here, so no
+ * input runs code from a file it names. */
 #include "src/config/config.h"
+#include "src/quant/quant.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct adapt_config cfg, again;
+    quant_plugin_forbid();
+    quant_format_clear(); /* each input defines its own [format NAME] sections */
     adapt_config_init(&cfg);
     const char *p = fuzz_file(data, size, "x.ini");
     if (adapt_config_load(&cfg, p) != ADAPT_OK || adapt_config_check(&cfg) != ADAPT_OK) return 0;

@@ -1,14 +1,17 @@
 #!/bin/sh
 # tests/fuzz/seeds.sh: seed corpora for the fuzz harnesses, made from small
 # valid files: IDX and CIFAR files written here, the experiment INI files, a
-# safetensors file, and the trace and checkpoint of a 1-epoch adapt-train run
-# on the IDX files (./adapt-train of the build directory, when built).
+# safetensors file, the trace and checkpoint of a 1-epoch adapt-train run
+# on the IDX files (./adapt-train of the build directory, when built), and
+# format texts: every built-in format with parameters, a plugin (never loaded)
+# and [format NAME] sections.
 #   tests/fuzz/seeds.sh OUTDIR          (run from the build directory)
 set -eu
 out=$1
 src=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$out"
-mkdir -p "$out/idx" "$out/cifar" "$out/safetensors" "$out/ini" "$out/trace" "$out/data"
+mkdir -p "$out/idx" "$out/cifar" "$out/safetensors" "$out/ini" "$out/trace" "$out/data" \
+  "$out/format"
 
 # be32 N: four big-endian bytes
 # byte N: one byte of value N (0..255)
@@ -50,6 +53,26 @@ while [ $((${#h} % 8)) -ne 0 ]; do h="$h "; done
   > "$out/safetensors/small.safetensors"
 
 cp "$src"/experiments/configs/*.ini "$out/ini/"
+
+# format texts (fuzz_format: the first line; the rest an INI file with [format NAME] sections)
+i=0
+for f in fixed 'fixed(8,4)' 'fixed(32,31)' 'fixed(1,0)' 'fixed(5,9)' 'fixed(16,0)' bfp 'bfp(8)' \
+  'bfp(2)' 'bfp(32)' muppet 'muppet(12)' 'muppet(2)' fp16 bf16 e4m3 e5m2 'float(5,10)' \
+  'float(8,23)' 'float(2,1)' 'float(4,3,nan=fn)' 'float(5,2,ovf=inf)' 'float(2,1,nan=none)' \
+  'float(4,3,bias=8,nan=fn,sub=0,ovf=sat)' 'float(5,2,bias=-20,nan=fn,ovf=inf)' \
+  'float(6,4,bias=127)' 'float(7,20,bias=40,ovf=inf)' ' float ( 3 , 2 , sub = 0 ) ' \
+  mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4 mxint8 'plugin(/nonexistent/rule.so:rule)'; do
+  printf '%s' "$f" > "$out/format/text$i"
+  i=$((i + 1))
+done
+printf 'myfp8\n[format myfp8]\nkind = float\nexp_bits = 4\nman_bits = 3\nbias = 8\n'\
+'subnormals = true\noverflow = saturate\nnan = fn\n' > "$out/format/section_float"
+printf 'q8\n[format q8]\nkind = fixed\nwl = 8\nfl = 5\n' > "$out/format/section_fixed"
+printf 'wide\n[format wide]\nkind = float\nexp_bits = 8\nman_bits = 2\nsubnormals = false\n'\
+'overflow = inf\n[format tiny]\nkind = float\nexp_bits = 2\nman_bits = 1\nnan = none\n' \
+  > "$out/format/sections"
+{ echo e4m3_b11; cat "$src/experiments/configs/fmnist_lenet5_custom_format.ini"; } \
+  > "$out/format/custom_format_ini"
 
 # a short run: trace (cut to a few records) and checkpoint
 if [ -x ./adapt-train ]; then
