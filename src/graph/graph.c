@@ -8,6 +8,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,10 +61,14 @@ int graph_vars_get(const struct graph_vars *vars, const char *name, int64_t *v)
     return 0;
 }
 
-static enum adapt_status err_at(struct ctx *c, const char *fmt, const char *a, const char *b)
+__attribute__((format(printf, 2, 3))) static enum adapt_status err_at(struct ctx *c,
+                                                                      const char *fmt, ...)
 {
-    char msg[400];
-    snprintf(msg, sizeof msg, fmt, a ? a : "", b ? b : "");
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%d: %s", c->file, c->line, msg);
 }
 
@@ -75,7 +80,7 @@ static enum adapt_status vars_set(struct ctx *c, const char *name, int64_t v)
             vs->value[i] = v;
             return ADAPT_OK;
         }
-    if (vs->n == GRAPH_MAX_VARS) return err_at(c, "more than 64 names defined", NULL, NULL);
+    if (vs->n == GRAPH_MAX_VARS) return err_at(c, "more than %d names defined", GRAPH_MAX_VARS);
     snprintf(vs->name[vs->n], sizeof vs->name[0], "%s", name);
     vs->value[vs->n++] = v;
     return ADAPT_OK;
@@ -92,7 +97,7 @@ static int is_ident(const char *s)
 static enum adapt_status eval(struct ctx *c, const char *s, int64_t *v)
 {
     char err[300];
-    if (!graph_eval(s, &c->vars, v, err, sizeof err)) return err_at(c, "%s", err, NULL);
+    if (!graph_eval(s, &c->vars, v, err, sizeof err)) return err_at(c, "%s", err);
     return ADAPT_OK;
 }
 
@@ -131,7 +136,7 @@ static enum adapt_status interpolate(struct ctx *c, const char *src, char *dst, 
         n += len;
     }
     dst[n] = 0;
-    if (!n) return err_at(c, "%s is empty", what, NULL);
+    if (!n) return err_at(c, "%s is empty", what);
     return ADAPT_OK;
 }
 
@@ -195,14 +200,13 @@ static enum adapt_status name_eq_expr(struct ctx *c, const char *rest, const cha
     size_t n = eq ? (size_t)(eq - rest) : 0;
     while (n && (rest[n - 1] == ' ' || rest[n - 1] == '\t')) n--;
     if (!eq || !n || n >= ADAPT_GRAPH_NAME_MAX)
-        return err_at(c, "expected '%s NAME = EXPRESSION'", kw, NULL);
+        return err_at(c, "expected '%s NAME = EXPRESSION'", kw);
     memcpy(name, rest, n);
     name[n] = 0;
     if (!is_ident(name))
-        return err_at(c, "'%s' is not a name (letters, digits and '_', not first a digit)", name,
-                      NULL);
+        return err_at(c, "'%s' is not a name (letters, digits and '_', not first a digit)", name);
     if (!strcmp(name, "classes") || !strcmp(name, "input"))
-        return err_at(c, "'%s' is predefined and cannot be set", name, NULL);
+        return err_at(c, "'%s' is predefined and cannot be set", name);
     *expr = eq + 1;
     return ADAPT_OK;
 }
@@ -216,9 +220,9 @@ static enum adapt_status run_repeat(struct ctx *c, int i, const char *rest)
     enum adapt_status st = name_eq_expr(c, rest, "repeat", var, &range);
     if (st) return st;
     const char *dots = strstr(range, "..");
-    if (!dots) return err_at(c, "expected 'repeat %s = FIRST..LAST'", var, NULL);
+    if (!dots) return err_at(c, "expected 'repeat %s = FIRST..LAST'", var);
     char a[128];
-    if ((size_t)(dots - range) >= sizeof a) return err_at(c, "range too long", NULL, NULL);
+    if ((size_t)(dots - range) >= sizeof a) return err_at(c, "range too long");
     memcpy(a, range, (size_t)(dots - range));
     a[dots - range] = 0;
     int64_t lo, hi;
@@ -247,10 +251,10 @@ static enum adapt_status run_require(struct ctx *c, const char *rest)
     const char *q = strchr(rest, '"');
     size_t len = strlen(rest);
     if (!q || len < 2 || rest[len - 1] != '"' || q == rest + len - 1)
-        return err_at(c, "expected 'require EXPRESSION \"message\"'", NULL, NULL);
+        return err_at(c, "expected 'require EXPRESSION \"message\"'");
     char expr[256], msg[200];
     if ((size_t)(q - rest) >= sizeof expr || (size_t)(rest + len - 1 - q) >= sizeof msg)
-        return err_at(c, "require line too long", NULL, NULL);
+        return err_at(c, "require line too long");
     memcpy(expr, rest, (size_t)(q - rest));
     expr[q - rest] = 0;
     memcpy(msg, q + 1, (size_t)(rest + len - 2 - q));
@@ -258,7 +262,7 @@ static enum adapt_status run_require(struct ctx *c, const char *rest)
     int64_t v;
     enum adapt_status st = eval(c, expr, &v);
     if (st) return st;
-    if (!v) return err_at(c, "requirement failed: %s", msg, NULL);
+    if (!v) return err_at(c, "requirement failed: %s", msg);
     return ADAPT_OK;
 }
 
@@ -270,7 +274,7 @@ static enum adapt_status run_param(struct ctx *c, const char *rest)
     if (st) return st;
     int64_t v;
     if (graph_vars_get(&c->vars, name, &v))
-        return err_at(c, "'%s' is already defined", name, NULL);
+        return err_at(c, "'%s' is already defined", name);
     if ((st = eval(c, expr, &v))) return st;
     for (int a = 0; a < c->n_args; a++)
         if (!strcmp(c->arg_name[a], name)) {
@@ -283,15 +287,15 @@ static enum adapt_status run_param(struct ctx *c, const char *rest)
 static enum adapt_status run_input(struct ctx *c, char *rest)
 {
     char *w[4];
-    if (c->have_input) return err_at(c, "a second 'input' line", NULL, NULL);
-    if (c->n_layers_seen) return err_at(c, "'input' must come before the first layer", NULL, NULL);
-    if (split(rest, w, 4) != 3) return err_at(c, "expected 'input CHANNELS HEIGHT WIDTH'", NULL, NULL);
+    if (c->have_input) return err_at(c, "a second 'input' line");
+    if (c->n_layers_seen) return err_at(c, "'input' must come before the first layer");
+    if (split(rest, w, 4) != 3) return err_at(c, "expected 'input CHANNELS HEIGHT WIDTH'");
     for (int d = 0; d < 3; d++) {
         int64_t v;
         enum adapt_status st = eval(c, w[d], &v);
         if (st) return st;
         if (v < 1 || v > 65536)
-            return err_at(c, "input size '%s' must be between 1 and 65536", w[d], NULL);
+            return err_at(c, "input size '%s' must be between 1 and 65536", w[d]);
         c->g->in_chw[d] = (int)v;
     }
     c->have_input = 1;
@@ -301,7 +305,7 @@ static enum adapt_status run_input(struct ctx *c, char *rest)
 static enum adapt_status new_node(struct ctx *c, struct adapt_graph_node **out)
 {
     struct adapt_graph *g = c->g;
-    if (g->n_nodes == GRAPH_MAX_NODES) return err_at(c, "more than 10000 layers", NULL, NULL);
+    if (g->n_nodes == GRAPH_MAX_NODES) return err_at(c, "more than 10000 layers");
     if (g->n_nodes == c->cap_nodes) {
         int nc = c->cap_nodes ? 2 * c->cap_nodes : 32;
         struct adapt_graph_node *n = realloc(g->nodes, (size_t)nc * sizeof *n);
@@ -318,8 +322,8 @@ static enum adapt_status new_node(struct ctx *c, struct adapt_graph_node **out)
 static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, char **w, int nw)
 {
     enum adapt_status st;
-    if (!c->have_input) return err_at(c, "the 'input' line must come before the first layer", NULL, NULL);
-    if (nw < 2) return err_at(c, "expected '%s NAME [key=value ...]'", w[0], NULL);
+    if (!c->have_input) return err_at(c, "the 'input' line must come before the first layer");
+    if (nw < 2) return err_at(c, "expected '%s NAME [key=value ...]'", w[0]);
     c->n_layers_seen++;
     struct adapt_graph_node *n = NULL;
     if ((st = new_node(c, &n))) return st;
@@ -327,7 +331,7 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
     n->kind = kind;
     n->unit = -1;
     if ((st = interpolate(c, w[1], n->name, sizeof n->name, "layer name"))) return st;
-    if (!strcmp(n->name, "input")) return err_at(c, "'input' is the network input's name", NULL, NULL);
+    if (!strcmp(n->name, "input")) return err_at(c, "'input' is the network input's name");
     int prev = find_node(c, n->name);
     if (prev >= 0) {
         char first[32];
@@ -340,11 +344,11 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
     for (int i = 2; i < nw; i++) {
         char *eq = strchr(w[i], '=');
         if (!eq || eq == w[i] || !eq[1])
-            return err_at(c, "expected key=value, got '%s'", w[i], NULL);
+            return err_at(c, "expected key=value, got '%s'", w[i]);
         *eq = 0;
         const char *key = w[i], *val = eq + 1;
         if (!strcmp(key, "in")) {
-            if (la.n_in) return err_at(c, "key 'in' given twice", NULL, NULL);
+            if (la.n_in) return err_at(c, "key 'in' given twice");
             char list[1024]; /* a line has at most 1000 characters */
             snprintf(list, sizeof list, "%s", val);
             for (char *save = NULL, *t = strtok_r(list, ",", &save); t;
@@ -361,12 +365,12 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
                 }
                 la.in[la.n_in++] = id;
             }
-            if (!la.n_in) return err_at(c, "in= names no layer", NULL, NULL);
+            if (!la.n_in) return err_at(c, "in= names no layer");
             continue;
         }
         int k = graph_layer_key(key);
-        if (k < 0) return err_at(c, "unknown key '%s' (see doc/model-format.md)", key, NULL);
-        if (la.set[k]) return err_at(c, "key '%s' given twice", key, NULL);
+        if (k < 0) return err_at(c, "unknown key '%s' (see doc/model-format.md)", key);
+        if (la.set[k]) return err_at(c, "key '%s' given twice", key);
         const char *words = NULL;
         int word = graph_key_word(k, val, &words);
         if (word == -1) {
@@ -402,9 +406,9 @@ static enum adapt_status run_line(struct ctx *c, int i)
     if (*rest) *rest++ = 0;
     while (*rest == ' ' || *rest == '\t') rest++;
     const char *kw = buf;
-    if (c->have_loss) return err_at(c, "nothing may follow the 'loss' line", NULL, NULL);
+    if (c->have_loss) return err_at(c, "nothing may follow the 'loss' line");
     if (!strcmp(kw, "param")) {
-        if (c->n_layers_seen) return err_at(c, "'param' must come before the first layer", NULL, NULL);
+        if (c->n_layers_seen) return err_at(c, "'param' must come before the first layer");
         return run_param(c, rest);
     }
     if (!strcmp(kw, "let")) {
@@ -417,7 +421,7 @@ static enum adapt_status run_line(struct ctx *c, int i)
     }
     if (!strcmp(kw, "model")) {
         if (!is_ident(rest) || strlen(rest) >= sizeof c->g->name)
-            return err_at(c, "expected 'model NAME' (letters, digits, '_')", NULL, NULL);
+            return err_at(c, "expected 'model NAME' (letters, digits, '_')");
         snprintf(c->g->name, sizeof c->g->name, "%s", rest);
         return ADAPT_OK;
     }
@@ -428,12 +432,12 @@ static enum adapt_status run_line(struct ctx *c, int i)
         enum adapt_status st = interpolate(c, rest, name, sizeof name, "label");
         if (st) return st;
         if (strchr(name, ' ') || !strcmp(name, "input"))
-            return err_at(c, "expected 'label NAME'", NULL, NULL);
+            return err_at(c, "expected 'label NAME'");
         return add_label(c, name, c->cur);
     }
     if (!strcmp(kw, "loss")) {
         if (strcmp(rest, "softmax_xent"))
-            return err_at(c, "expected 'loss softmax_xent' (the only loss), got '%.80s'", rest, NULL);
+            return err_at(c, "expected 'loss softmax_xent' (the only loss), got '%.80s'", rest);
         c->have_loss = 1;
         return ADAPT_OK;
     }
@@ -444,11 +448,12 @@ static enum adapt_status run_line(struct ctx *c, int i)
             char *w[40];
             snprintf(buf, sizeof buf, "%s", c->lines[i].text);
             int nw = split(buf, w, 40);
-            if (nw > 40) return err_at(c, "too many words", NULL, NULL);
+            if (nw > 40) return err_at(c, "too many words");
             return run_layer(c, (enum adapt_graph_kind)k, w, nw);
         }
     return err_at(c, "unknown line '%.80s' (expected a layer kind or a keyword; see "
-                     "doc/model-format.md)", kw, NULL);
+                     "doc/model-format.md)",
+                  kw);
 }
 
 static enum adapt_status run_block(struct ctx *c, int from, int to)
@@ -482,11 +487,11 @@ static enum adapt_status scan(struct ctx *c, char *text)
         for (char *q = p; *q; q++)
             if ((unsigned char)*q < 0x20 && *q != '\t') {
                 c->line = no;
-                return err_at(c, "control character in the line (a text file expected)", NULL, NULL);
+                return err_at(c, "control character in the line (a text file expected)");
             }
         if (strlen(p) > 1000) {
             c->line = no;
-            return err_at(c, "line longer than 1000 characters", NULL, NULL);
+            return err_at(c, "line longer than 1000 characters");
         }
         if (c->n_lines == cap) {
             cap *= 2;
@@ -503,18 +508,18 @@ static enum adapt_status scan(struct ctx *c, char *text)
         char kw[8] = "";
         sscanf(p, "%7s", kw);
         if (!strcmp(kw, "repeat") || !strcmp(kw, "if")) {
-            if (depth == 64) return err_at(c, "blocks nested deeper than 64", NULL, NULL);
+            if (depth == 64) return err_at(c, "blocks nested deeper than 64");
             stack[depth++] = c->n_lines;
             l->block = 1;
         } else if (!strcmp(kw, "else")) {
-            if (strcmp(p, "else")) return err_at(c, "nothing may follow 'else' on its line", NULL, NULL);
+            if (strcmp(p, "else")) return err_at(c, "nothing may follow 'else' on its line");
             if (!depth || strncmp(c->lines[stack[depth - 1]].text, "if", 2) ||
                 c->lines[stack[depth - 1]].els >= 0)
-                return err_at(c, "'else' without an open 'if'", NULL, NULL);
+                return err_at(c, "'else' without an open 'if'");
             c->lines[stack[depth - 1]].els = c->n_lines;
         } else if (!strcmp(kw, "end")) {
-            if (strcmp(p, "end")) return err_at(c, "nothing may follow 'end' on its line", NULL, NULL);
-            if (!depth) return err_at(c, "'end' without an open 'repeat' or 'if'", NULL, NULL);
+            if (strcmp(p, "end")) return err_at(c, "nothing may follow 'end' on its line");
+            if (!depth) return err_at(c, "'end' without an open 'repeat' or 'if'");
             struct line *open = &c->lines[stack[--depth]];
             open->end = c->n_lines;
             if (open->els >= 0) c->lines[open->els].end = c->n_lines;
@@ -526,7 +531,7 @@ static enum adapt_status scan(struct ctx *c, char *text)
     }
     if (depth) {
         c->line = c->lines[stack[depth - 1]].no;
-        return err_at(c, "this block has no 'end'", NULL, NULL);
+        return err_at(c, "this block has no 'end'");
     }
     /* else lines end the if-branch: run_block stops at them through els */
     for (int i = 0; i < c->n_lines; i++)
@@ -602,7 +607,7 @@ enum adapt_status adapt_graph_parse(struct adapt_graph **out, const char *text, 
             goto done;
         }
     if (!c.have_input) {
-        st = err_at(&c, "no 'input CHANNELS HEIGHT WIDTH' line", NULL, NULL);
+        st = err_at(&c, "no 'input CHANNELS HEIGHT WIDTH' line");
         goto done;
     }
     if ((st = graph_check_output(g, file))) goto done;
