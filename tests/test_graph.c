@@ -188,9 +188,11 @@ START_TEST(test_bad_descriptions)
         {"input 1 8 8\nconv2d c out=0 k=3\n", ":2:", "out=0, expected 1.."},
         {"input 1 8 8\nconv2d c out=2 k=3\nconv2d c out=2 k=3\n", ":3:",
          "'c' is already used (line 2)"},
-        /* a label of the same name does not hide the earlier layer */
-        {"input 1 8 8\nrelu x\nrelu y\nlabel x\nrelu x\n", ":5:",
-         "'x' is already used (line 2)"},
+        /* a label cannot take a layer's name, nor a layer a label's */
+        {"input 1 8 8\nrelu x\nrelu y\nlabel x\nrelu z in=x\n", ":4:",
+         "label 'x': a layer has that name (line 2)"},
+        {"input 1 8 8\nrelu y\nlabel x\nrelu z\nrelu x\n", ":5:",
+         "layer name 'x' is a label's (line 3)"},
         {"input 1 8 8\nconv2d c out=2 k=3\nadd a in=c,d\n", ":3:",
          "no earlier layer or label is called 'd'"},
         {"input 1 8 8\nconv2d c out=2 k=3\nlinear fc out=classes\n", ":3:",
@@ -263,6 +265,78 @@ START_TEST(test_bad_descriptions)
         ck_assert_msg(strstr(msg, bad[i].want), "case %zu: message '%s' lacks '%s'", i, msg,
                       bad[i].want);
     }
+}
+END_TEST
+
+/* Refusal of t.model (10 classes, args) with t.model:LINE and what was wrong. */
+static void refused(const char *text, const char *args, const char *where, const char *want)
+{
+    struct adapt_graph *g = (struct adapt_graph *)1;
+    enum adapt_status st = adapt_graph_parse(&g, text, "t.model", 10, args);
+    const char *msg = adapt_error_message();
+    ck_assert_msg(st != ADAPT_OK && g == NULL, "accepted: %.200s", text);
+    ck_assert_msg(!strncmp(msg, "t.model", 7) && strstr(msg, where), "message '%s' lacks t.model%s",
+                  msg, where);
+    ck_assert_msg(strstr(msg, want), "message '%s' lacks '%s'", msg, want);
+}
+
+#define TAIL "flatten f\nlinear fc out=classes\n"
+
+/* What running a description may cost is bounded (doc/model-format.md, "Limits"): passes of
+ * one repeat, the work of all lines run (a loop without layers, nested loops), nesting and
+ * label names, each refused at its line. Every case here ran without end before. */
+START_TEST(test_run_bounds)
+{
+    refused("input 1 8 8\nrepeat i = 0..9223372036854775807\nend\n" TAIL, NULL, ":2:",
+            "repeat i = 0..9223372036854775807 makes more than 100000 passes");
+    refused("input 1 8 8\nrepeat i = 1..10000000000\n  let x = i\nend\n" TAIL, NULL, ":2:",
+            "more than 100000 passes (the bound of one repeat)");
+    /* a parameter set by the caller makes the loop long */
+    refused("param n = 1\ninput 1 8 8\nrepeat i = 1..n\nend\n" TAIL, "n=100001", ":3:",
+            "more than 100000 passes");
+    refused("input 1 8 8\nrepeat i = -9223372036854775807-1..9223372036854775807\nend\n" TAIL,
+            NULL, ":2:", "more than 100000 passes");
+    /* 2^31 passes of the innermost loop; each pass counts one, so the work bound stops it
+     * after 10^7 */
+    char text[4096] = "input 1 8 8\n";
+    for (int i = 0; i < 31; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "repeat i%d = 0..1\n", i);
+    for (int i = 0; i < 31; i++) strcat(text, "end\n");
+    strcat(text, TAIL);
+    refused(text, NULL, ":", "runs more than 10000000 characters of lines");
+    /* 100000 passes of a body of 100 characters: 10.1 million */
+    refused("input 1 8 8\nrepeat i = 0..99999\n  let x = i + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 "
+            "+ 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1\nend\n" TAIL,
+            NULL, ":3:", "runs more than 10000000 characters of lines");
+    /* nesting: 32 blocks are fine, the 33rd is refused */
+    snprintf(text, sizeof text, "input 1 8 8\n");
+    for (int i = 0; i < 32; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "if %d\n", i + 1);
+    for (int i = 0; i < 32; i++) strcat(text, "end\n");
+    strcat(text, TAIL);
+    struct adapt_graph *g = parse_ok(text, 10, NULL);
+    adapt_graph_free(g);
+    snprintf(text, sizeof text, "input 1 8 8\n");
+    for (int i = 0; i < 33; i++) strcat(text, "repeat i = 0..0\n");
+    for (int i = 0; i < 33; i++) strcat(text, "end\n");
+    strcat(text, TAIL);
+    refused(text, NULL, ":34:", "blocks nested deeper than 32");
+    /* labels: 10000 names, looked up by hash (the last one by a layer), then one more */
+    g = parse_ok("input 1 8 8\nrepeat i = 0..9999\n  label L{i}\nend\nrelu r in=L9999\n" TAIL,
+                 10, NULL);
+    ck_assert_int_eq(g->nodes[0].in[0], -1);
+    adapt_graph_free(g);
+    refused("input 1 8 8\nrepeat i = 0..99999999\n  label L{i}\nend\n" TAIL, NULL, ":2:",
+            "more than 100000 passes");
+    refused("input 1 8 8\nrepeat i = 0..10000\n  label L{i}\nend\n" TAIL, NULL, ":3:",
+            "label 'L10000': more than 10000 label names");
+    /* ResNet at the layer bound: depth 6n + 2 with n = 475 makes 3 + 3 * 475 * 7 + 2 * 2 + 3 =
+     * 9985 layers */
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet", 10, "depth=2852"), ADAPT_OK);
+    ck_assert_int_eq(g->n_nodes, 9985);
+    adapt_graph_free(g);
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet", 10, "depth=2858"), ADAPT_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "more than 10000 layers"));
 }
 END_TEST
 
@@ -405,5 +479,11 @@ int main(void)
     tcase_add_test(tc, test_gelu_kind);
     tcase_add_test(tc, test_files);
     suite_add_tcase(s, tc);
+    /* descriptions at the bounds: 10^4 layers, 10^7 characters run (about 1 s on an idle
+     * machine, several times that in the sanitizer build) */
+    TCase *tb = tcase_create("bounds");
+    tcase_set_timeout(tb, 120);
+    tcase_add_test(tb, test_run_bounds);
+    suite_add_tcase(s, tb);
     return tu_run_suite(s, CK_FORK);
 }

@@ -16,9 +16,6 @@
 #include "src/graph/internal.h"
 #include "src/graph/shape.h"
 
-/* A bound on the layers one description may make (repeat counts come from expressions). */
-#define GRAPH_MAX_NODES 10000
-
 struct line {
     int no;      /* 1-based line number */
     char *text;  /* comment and surrounding blanks stripped; "" for a blank line */
@@ -27,9 +24,12 @@ struct line {
     int block;   /* 1: a repeat or if line */
 };
 
-struct label {
+/* A layer or a label: one name space, so that in= never has to choose between them. */
+struct name {
     char name[ADAPT_GRAPH_NAME_MAX];
-    int node;
+    int label; /* 1: a label, 0: a layer */
+    int node;  /* the layer, or the node the label names (-1: the network input) */
+    int line;  /* where it was made (a label: where it was last set) */
 };
 
 struct ctx {
@@ -39,11 +39,16 @@ struct ctx {
     struct graph_vars vars;
     struct adapt_graph *g;
     int cap_nodes;
-    struct label *labels;
-    int n_labels, cap_labels;
+    /* layers and labels by name: the names in order, and an open-addressing table of indices
+     * into them (-1: a free slot; at most half full) */
+    struct name *names;
+    int n_names, cap_names, n_labels;
+    int *slots;
+    unsigned n_slots; /* a power of two, or 0 */
     int cur;          /* the node the next layer reads by default; -1: the network input */
     int have_input, have_loss, n_layers_seen;
     int line;         /* the line being run, for messages */
+    long work;        /* of the lines run so far (ADAPT_GRAPH_MAX_WORK) */
     /* parameter settings given by the caller */
     int n_args;
     char arg_name[GRAPH_MAX_VARS][ADAPT_GRAPH_NAME_MAX];
@@ -140,41 +145,84 @@ static enum adapt_status interpolate(struct ctx *c, const char *src, char *dst, 
     return ADAPT_OK;
 }
 
-/* -1 for "input", else the node or label of that name; -2 when unknown. */
-/* The layer called name, or -1 (layer names are unique). */
-static int find_node(const struct ctx *c, const char *name)
+/* FNV-1a */
+static unsigned name_hash(const char *s)
 {
-    for (int i = c->g->n_nodes - 1; i >= 0; i--)
-        if (!strcmp(c->g->nodes[i].name, name)) return i;
-    return -1;
+    unsigned h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
 }
 
+/* The layer or label called name, or NULL. */
+static struct name *name_find(const struct ctx *c, const char *name)
+{
+    if (!c->n_slots) return NULL;
+    for (unsigned i = name_hash(name) & (c->n_slots - 1);; i = (i + 1) & (c->n_slots - 1)) {
+        int e = c->slots[i];
+        if (e < 0) return NULL;
+        if (!strcmp(c->names[e].name, name)) return &c->names[e];
+    }
+}
+
+/* Adds a name that name_find does not know. */
+static enum adapt_status name_add(struct ctx *c, const char *name, int label, int node)
+{
+    if (c->n_names == c->cap_names) {
+        int nc = c->cap_names ? 2 * c->cap_names : 64;
+        struct name *e = realloc(c->names, (size_t)nc * sizeof *e);
+        if (!e) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
+        c->names = e;
+        c->cap_names = nc;
+    }
+    if (2 * ((unsigned)c->n_names + 1) > c->n_slots) {
+        unsigned ns = c->n_slots ? 2 * c->n_slots : 128;
+        int *s = malloc(ns * sizeof *s);
+        if (!s) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
+        free(c->slots);
+        c->slots = s;
+        c->n_slots = ns;
+        for (unsigned i = 0; i < ns; i++) s[i] = -1;
+        for (int e = 0; e < c->n_names; e++) {
+            unsigned i = name_hash(c->names[e].name) & (ns - 1);
+            while (s[i] >= 0) i = (i + 1) & (ns - 1);
+            s[i] = e;
+        }
+    }
+    struct name *e = &c->names[c->n_names];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->label = label;
+    e->node = node;
+    e->line = c->line;
+    unsigned i = name_hash(name) & (c->n_slots - 1);
+    while (c->slots[i] >= 0) i = (i + 1) & (c->n_slots - 1);
+    c->slots[i] = c->n_names++;
+    return ADAPT_OK;
+}
+
+/* -1 for "input", else the node a layer or label of that name reads; -2 when unknown. */
 static int lookup(const struct ctx *c, const char *name)
 {
     if (!strcmp(name, "input")) return -1;
-    for (int i = c->n_labels - 1; i >= 0; i--)
-        if (!strcmp(c->labels[i].name, name)) return c->labels[i].node;
-    int i = find_node(c, name);
-    return i >= 0 ? i : -2;
+    const struct name *e = name_find(c, name);
+    return e ? e->node : -2;
 }
 
-static enum adapt_status add_label(struct ctx *c, const char *name, int node)
+static enum adapt_status set_label(struct ctx *c, const char *name, int node)
 {
-    for (int i = 0; i < c->n_labels; i++)
-        if (!strcmp(c->labels[i].name, name)) {
-            c->labels[i].node = node;
-            return ADAPT_OK;
-        }
-    if (c->n_labels == c->cap_labels) {
-        int nc = c->cap_labels ? 2 * c->cap_labels : 16;
-        struct label *l = realloc(c->labels, (size_t)nc * sizeof *l);
-        if (!l) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
-        c->labels = l;
-        c->cap_labels = nc;
+    struct name *e = name_find(c, name);
+    if (e && !e->label)
+        return err_at(c, "label '%s': a layer has that name (line %d); a label and a layer "
+                         "cannot share a name",
+                      name, e->line);
+    if (e) {
+        e->node = node;
+        e->line = c->line;
+        return ADAPT_OK;
     }
-    snprintf(c->labels[c->n_labels].name, ADAPT_GRAPH_NAME_MAX, "%s", name);
-    c->labels[c->n_labels++].node = node;
-    return ADAPT_OK;
+    if (c->n_labels == ADAPT_GRAPH_MAX_LABELS)
+        return err_at(c, "label '%s': more than %d label names", name, ADAPT_GRAPH_MAX_LABELS);
+    c->n_labels++;
+    return name_add(c, name, 1, node);
 }
 
 /* Splits s at blanks outside {} in place; returns the number of words (at most cap). */
@@ -213,6 +261,19 @@ static enum adapt_status name_eq_expr(struct ctx *c, const char *rest, const cha
 
 static enum adapt_status run_block(struct ctx *c, int from, int to);
 
+/* Counts the work of running a line (its length plus one) or a repeat pass (1) against
+ * ADAPT_GRAPH_MAX_WORK. */
+static enum adapt_status work(struct ctx *c, size_t n)
+{
+    c->work += (long)n;
+    if (c->work > ADAPT_GRAPH_MAX_WORK)
+        return err_at(c, "the description runs more than %d characters of lines (each line "
+                         "counts its length plus one each time it runs, each repeat pass one): "
+                         "is a repeat's range too large?",
+                      ADAPT_GRAPH_MAX_WORK);
+    return ADAPT_OK;
+}
+
 static enum adapt_status run_repeat(struct ctx *c, int i, const char *rest)
 {
     char var[ADAPT_GRAPH_NAME_MAX];
@@ -227,9 +288,14 @@ static enum adapt_status run_repeat(struct ctx *c, int i, const char *rest)
     a[dots - range] = 0;
     int64_t lo, hi;
     if ((st = eval(c, a, &lo)) || (st = eval(c, dots + 2, &hi))) return st;
-    for (int64_t v = lo; v <= hi; v++) {
+    if (hi >= lo && (uint64_t)hi - (uint64_t)lo >= ADAPT_GRAPH_MAX_REPEAT)
+        return err_at(c, "repeat %s = %lld..%lld makes more than %d passes (the bound of one "
+                         "repeat)",
+                      var, (long long)lo, (long long)hi, ADAPT_GRAPH_MAX_REPEAT);
+    int64_t passes = hi >= lo ? hi - lo + 1 : 0;
+    for (int64_t k = 0; k < passes; k++) {
         c->line = c->lines[i].no;
-        if ((st = vars_set(c, var, v))) return st;
+        if ((st = work(c, 1)) || (st = vars_set(c, var, lo + k))) return st;
         if ((st = run_block(c, i + 1, c->lines[i].end))) return st;
     }
     return ADAPT_OK;
@@ -305,7 +371,8 @@ static enum adapt_status run_input(struct ctx *c, char *rest)
 static enum adapt_status new_node(struct ctx *c, struct adapt_graph_node **out)
 {
     struct adapt_graph *g = c->g;
-    if (g->n_nodes == GRAPH_MAX_NODES) return err_at(c, "more than 10000 layers");
+    if (g->n_nodes == ADAPT_GRAPH_MAX_NODES)
+        return err_at(c, "more than %d layers", ADAPT_GRAPH_MAX_NODES);
     if (g->n_nodes == c->cap_nodes) {
         int nc = c->cap_nodes ? 2 * c->cap_nodes : 32;
         struct adapt_graph_node *n = realloc(g->nodes, (size_t)nc * sizeof *n);
@@ -332,12 +399,13 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
     n->unit = -1;
     if ((st = interpolate(c, w[1], n->name, sizeof n->name, "layer name"))) return st;
     if (!strcmp(n->name, "input")) return err_at(c, "'input' is the network input's name");
-    int prev = find_node(c, n->name);
-    if (prev >= 0) {
-        char first[32];
-        snprintf(first, sizeof first, "%d", c->g->nodes[prev].line);
-        return err_at(c, "layer name '%s' is already used (line %s)", n->name, first);
-    }
+    const struct name *prev = name_find(c, n->name);
+    if (prev && !prev->label)
+        return err_at(c, "layer name '%s' is already used (line %d)", n->name, prev->line);
+    if (prev)
+        return err_at(c, "layer name '%s' is a label's (line %d); a layer and a label cannot "
+                         "share a name",
+                      n->name, prev->line);
     struct graph_layer_args la;
     graph_layer_args_init(&la);
     la.default_in = c->cur;
@@ -394,7 +462,7 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
     if ((st = graph_resolve_node(c->g, n, &la, c->file))) return st;
     c->g->n_nodes++;
     c->cur = c->g->n_nodes - 1;
-    return ADAPT_OK;
+    return name_add(c, n->name, 0, c->cur);
 }
 
 static enum adapt_status run_line(struct ctx *c, int i)
@@ -433,7 +501,7 @@ static enum adapt_status run_line(struct ctx *c, int i)
         if (st) return st;
         if (strchr(name, ' ') || !strcmp(name, "input"))
             return err_at(c, "expected 'label NAME'");
-        return add_label(c, name, c->cur);
+        return set_label(c, name, c->cur);
     }
     if (!strcmp(kw, "loss")) {
         if (strcmp(rest, "softmax_xent"))
@@ -461,8 +529,8 @@ static enum adapt_status run_block(struct ctx *c, int from, int to)
     for (int i = from; i < to; i++) {
         if (!c->lines[i].text[0]) continue;
         c->line = c->lines[i].no;
-        enum adapt_status st = run_line(c, i);
-        if (st) return st;
+        enum adapt_status st = work(c, strlen(c->lines[i].text) + 1);
+        if (st || (st = run_line(c, i))) return st;
         if (c->lines[i].block) i = c->lines[i].end;
     }
     return ADAPT_OK;
@@ -471,7 +539,7 @@ static enum adapt_status run_block(struct ctx *c, int from, int to)
 /* Strips comments and blanks, pairs repeat/if/else with end. */
 static enum adapt_status scan(struct ctx *c, char *text)
 {
-    int cap = 64, stack[64], depth = 0;
+    int cap = 64, stack[ADAPT_GRAPH_MAX_DEPTH], depth = 0;
     c->lines = malloc((size_t)cap * sizeof *c->lines);
     if (!c->lines) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
     int no = 0;
@@ -489,9 +557,9 @@ static enum adapt_status scan(struct ctx *c, char *text)
                 c->line = no;
                 return err_at(c, "control character in the line (a text file expected)");
             }
-        if (strlen(p) > 1000) {
+        if (strlen(p) > ADAPT_GRAPH_MAX_LINE) {
             c->line = no;
-            return err_at(c, "line longer than 1000 characters");
+            return err_at(c, "line longer than %d characters", ADAPT_GRAPH_MAX_LINE);
         }
         if (c->n_lines == cap) {
             cap *= 2;
@@ -508,7 +576,8 @@ static enum adapt_status scan(struct ctx *c, char *text)
         char kw[8] = "";
         sscanf(p, "%7s", kw);
         if (!strcmp(kw, "repeat") || !strcmp(kw, "if")) {
-            if (depth == 64) return err_at(c, "blocks nested deeper than 64");
+            if (depth == ADAPT_GRAPH_MAX_DEPTH)
+                return err_at(c, "blocks nested deeper than %d", ADAPT_GRAPH_MAX_DEPTH);
             stack[depth++] = c->n_lines;
             l->block = 1;
         } else if (!strcmp(kw, "else")) {
@@ -621,7 +690,8 @@ enum adapt_status adapt_graph_parse(struct adapt_graph **out, const char *text, 
     }
 done:
     free(c.lines);
-    free(c.labels);
+    free(c.names);
+    free(c.slots);
     free(work);
     if (st) {
         adapt_graph_free(g);

@@ -25,8 +25,20 @@
 
 #include "src/base/status.h"
 
-#define ADAPT_GRAPH_NAME_MAX 64
-#define ADAPT_GRAPH_MAX_IN 16 /* inputs of one layer (concat) */
+#define ADAPT_GRAPH_NAME_MAX 64 /* bytes of a name, its NUL included */
+#define ADAPT_GRAPH_MAX_IN 16   /* inputs of one layer (concat) */
+
+/* What a description may make, checked where it is read (doc/model-format.md, "Limits"). The
+ * engine (src/net) checks the same constants, so every graph that resolves can be built. */
+#define ADAPT_GRAPH_MAX_NODES 10000  /* layers */
+#define ADAPT_GRAPH_MAX_LABELS 10000 /* distinct label names */
+#define ADAPT_GRAPH_MAX_REPEAT 100000 /* passes of one repeat */
+/* The work of running a description: each line counts its length plus one each time it runs
+ * (a line of a repeat's body once per pass), each pass of a repeat one. A ResNet at the
+ * layer bound (resnet.model with depth=2852, 9985 layers) runs 536,547. */
+#define ADAPT_GRAPH_MAX_WORK 10000000
+#define ADAPT_GRAPH_MAX_DEPTH 32 /* repeat and if blocks inside one another */
+#define ADAPT_GRAPH_MAX_LINE 1000 /* characters of a line, its comment removed */
 
 enum adapt_graph_kind {
     ADAPT_GRAPH_CONV2D = 0,

@@ -140,12 +140,19 @@ static enum adapt_status window(const struct adapt_graph *g, struct adapt_graph_
 }
 
 /* Input cells the windows of one axis read: the sum over outputs o < no of the length of
- * [o s - p, o s - p + k) within [0, n). */
+ * [o s - p, o s - p + k) within [0, n). The windows from o0 = ceil(p / s) to
+ * o1 = floor((n - k + p) / s) lie inside and read k each; only those before and after them,
+ * at most about (p + k) / s + 2, are summed one by one. */
 static int64_t axis_reads(int n, int no, int k, int s, int p)
 {
-    int64_t r = 0;
-    for (int o = 0; o < no; o++) {
-        int a = o * s - p, b = a + k;
+    int64_t o0 = ((int64_t)p + s - 1) / s, o1 = n - k + p >= 0 ? ((int64_t)n - k + p) / s : -1;
+    if (o0 > no) o0 = no;
+    if (o1 > (int64_t)no - 1) o1 = (int64_t)no - 1;
+    int64_t r = o1 >= o0 ? (o1 - o0 + 1) * k : 0;
+    for (int64_t o = 0; o < no; o++) {
+        if (o >= o0 && o <= o1) o = o1 + 1;
+        if (o >= no) break;
+        int64_t a = o * s - p, b = a + k;
         r += (b < n ? b : n) - (a > 0 ? a : 0);
     }
     return r;
