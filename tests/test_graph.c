@@ -340,6 +340,28 @@ START_TEST(test_run_bounds)
 }
 END_TEST
 
+/* Descriptions are UTF-8, comments included (the text goes into the trace header, JSON): a
+ * byte that is not is refused with its line and its place in the line. */
+START_TEST(test_utf8)
+{
+    refused("input 1 8 8 # caf\xe9\n" TAIL, NULL, ":1:", "byte 18 of the line (0xe9) is not UTF-8");
+    refused("input 1 8 8\n# \xc0\xaf overlong\n" TAIL, NULL, ":2:", "byte 3 of the line (0xc0)");
+    refused("input 1 8 8\n" TAIL "# \xed\xa0\x80 a surrogate\n", NULL, ":4:",
+            "byte 3 of the line (0xed)");
+    refused("input 1 8 8\nrelu r\xf4\x90\x80\x80\n" TAIL, NULL, ":2:", "byte 7 of the line (0xf4)");
+    refused("input 1 8 8\nrelu r\xe2\x82\n" TAIL, NULL, ":2:", "byte 7 of the line (0xe2)");
+    /* well-formed characters are text like any other */
+    struct adapt_graph *g = parse_ok("# caf\xc3\xa9, 20 \xe2\x82\xac, \xf0\x9f\x98\x80\n"
+                                     "input 1 8 8\nrelu r\xc3\xa9lu\n" TAIL, 10, NULL);
+    ck_assert_str_eq(g->nodes[0].name, "r\xc3\xa9lu");
+    adapt_graph_free(g);
+    /* the file name goes into the trace too */
+    ck_assert_int_eq(adapt_graph_parse(&g, "input 1 8 8\n" TAIL, "caf\xe9.model", 10, NULL),
+                     ADAPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "is not UTF-8"));
+}
+END_TEST
+
 /* The other kinds: sigmoid, hardswish, relu6, dropout, concat, grouped conv. */
 START_TEST(test_more_kinds)
 {
@@ -478,6 +500,7 @@ int main(void)
     tcase_add_test(tc, test_concat_three);
     tcase_add_test(tc, test_gelu_kind);
     tcase_add_test(tc, test_files);
+    tcase_add_test(tc, test_utf8);
     suite_add_tcase(s, tc);
     /* descriptions at the bounds: 10^4 layers, 10^7 characters run (about 1 s on an idle
      * machine, several times that in the sanitizer build) */

@@ -99,6 +99,35 @@ static int is_ident(const char *s)
     return 1;
 }
 
+/* The offset of the first byte of s[0..n) that does not belong to a well-formed UTF-8
+ * sequence (no overlong forms, surrogates or code points above U+10FFFF, as JSON writers
+ * require), or -1 when all do. */
+static long utf8_bad(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char b = s[i];
+        size_t len;
+        unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        if (b >= 0xc2 && b <= 0xdf) len = 2;
+        else if (b >= 0xe0 && b <= 0xef) len = 3;
+        else if (b >= 0xf0 && b <= 0xf4) len = 4;
+        else return (long)i;
+        if (b == 0xe0) lo = 0xa0;      /* overlong */
+        else if (b == 0xed) hi = 0x9f; /* surrogates */
+        else if (b == 0xf0) lo = 0x90; /* overlong */
+        else if (b == 0xf4) hi = 0x8f; /* above U+10FFFF */
+        if (i + 1 >= n || s[i + 1] < lo || s[i + 1] > hi) return (long)i;
+        for (size_t k = 2; k < len; k++)
+            if (i + k >= n || (s[i + k] & 0xc0) != 0x80) return (long)i;
+        i += len;
+    }
+    return -1;
+}
+
 static enum adapt_status eval(struct ctx *c, const char *s, int64_t *v)
 {
     char err[300];
@@ -539,6 +568,20 @@ static enum adapt_status run_block(struct ctx *c, int from, int to)
 /* Strips comments and blanks, pairs repeat/if/else with end. */
 static enum adapt_status scan(struct ctx *c, char *text)
 {
+    /* UTF-8 everywhere, comments included: the text goes into the trace, a JSON file */
+    long bad = utf8_bad((const unsigned char *)text, strlen(text));
+    if (bad >= 0) {
+        const char *line_start = text;
+        c->line = 1;
+        for (const char *q = text; q < text + bad; q++)
+            if (*q == '\n') {
+                c->line++;
+                line_start = q + 1;
+            }
+        return err_at(c, "byte %ld of the line (0x%02x) is not UTF-8 (a description is UTF-8 "
+                         "text)",
+                      (long)(text + bad - line_start) + 1, (unsigned char)text[bad]);
+    }
     int cap = 64, stack[ADAPT_GRAPH_MAX_DEPTH], depth = 0;
     c->lines = malloc((size_t)cap * sizeof *c->lines);
     if (!c->lines) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
@@ -653,6 +696,10 @@ enum adapt_status adapt_graph_parse(struct adapt_graph **out, const char *text, 
     *out = NULL;
     if (classes < 2)
         return ADAPT_ERROR(ADAPT_EINVAL, "%s: need at least 2 classes, got %d", file, classes);
+    if (utf8_bad((const unsigned char *)file, strlen(file)) >= 0)
+        return ADAPT_ERROR(ADAPT_EINVAL, "model file name '%s' is not UTF-8 (the trace records "
+                                         "it)",
+                           file);
     struct ctx c = {.file = file, .cur = -1};
     struct adapt_graph *g = c.g = calloc(1, sizeof *g);
     char *work = adapt_strdup(text);
@@ -684,9 +731,10 @@ enum adapt_status adapt_graph_parse(struct adapt_graph **out, const char *text, 
         const char *b = strrchr(file, '/');
         b = b ? b + 1 : file;
         size_t n = strcspn(b, ".");
-        if (n >= sizeof g->name) n = sizeof g->name - 1;
+        while (n >= sizeof g->name || (n && (b[n] & 0xc0) == 0x80)) n--; /* whole characters */
         memcpy(g->name, b, n);
         g->name[n] = 0;
+        if (!n) snprintf(g->name, sizeof g->name, "model");
     }
 done:
     free(c.lines);
