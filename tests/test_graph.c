@@ -340,6 +340,38 @@ START_TEST(test_run_bounds)
 }
 END_TEST
 
+/* Sizes and costs in checked 64-bit arithmetic, tensors within the engine's bound
+ * (ADAPT_GRAPH_MAX_NUMEL = 2^28 elements): before, these resolved with wrapped products. */
+START_TEST(test_size_bounds)
+{
+    /* 2 x 33025 x 65026 = 2^32 + 4 elements: flatten gave 4 features */
+    refused("input 2 33025 65026\n" TAIL, NULL, ":1:",
+            "input 2x33025x65026 has 4294967300 elements per sample, more than 268435456");
+    /* a weight tensor of 2^20 x 2^20 x 1024 x 1024 = 2^60 elements */
+    refused("input 1 1 1\nconv2d a out=1048576 k=1\nconv2d b out=1048576 k=1024 pad=512\n"
+            "avgpool2d g global=1\n" TAIL,
+            NULL, ":3:", "conv2d b: its weight tensor 1048576x1048576x1024x1024 has more than "
+                         "268435456 elements");
+    /* 2^28 weights are fine, 16385 x 16384 are not */
+    struct adapt_graph *g = parse_ok("input 16384 1 1\nconv2d c out=16384 k=1 bias=0\n" TAIL, 10,
+                                     NULL);
+    ck_assert_int_eq(g->nodes[0].params, 1 << 28);
+    adapt_graph_free(g);
+    refused("input 16384 1 1\nconv2d c out=16385 k=1\n" TAIL, NULL, ":2:", "more than 268435456");
+    refused("input 1 1 1\nflatten f\nlinear a out=16777216\nlinear b out=16777216\n", NULL, ":4:",
+            "linear b: its weight tensor 16777216x16777216 has more than 268435456 elements");
+    /* outputs: 2^14 x 2^14 x 2 channels, and a plane wider than 65536 */
+    refused("input 1 16384 16384\nconv2d c out=2 k=1\n" TAIL, NULL, ":2:",
+            "its output 2x16384x16384 has 536870912 elements per sample, more than 268435456");
+    refused("input 1 1 65536\nconv2d c out=1 k=1 pad=1\n" TAIL, NULL, ":2:",
+            "its output plane 3x65538 is larger than 65536 in a dimension");
+    /* 9000 convolutions of 2049^2 x 2^28 MACs (about 2^50) each: the total passes 2^63 */
+    refused("input 256 1024 1024\nrepeat i = 0..8999\n  conv2d c{i} in=input out=1 k=1024 "
+            "pad=1024 bias=0\nend\n" TAIL,
+            NULL, ":3:", "the network's total parameters or MACs overflow 64 bits");
+}
+END_TEST
+
 /* Descriptions are UTF-8, comments included (the text goes into the trace header, JSON): a
  * byte that is not is refused with its line and its place in the line. */
 START_TEST(test_utf8)
@@ -507,6 +539,7 @@ int main(void)
     TCase *tb = tcase_create("bounds");
     tcase_set_timeout(tb, 120);
     tcase_add_test(tb, test_run_bounds);
+    tcase_add_test(tb, test_size_bounds);
     suite_add_tcase(s, tb);
     return tu_run_suite(s, CK_FORK);
 }

@@ -279,6 +279,23 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* Constructors check the products they keep in int: before, flatten of 2^32 + 4 elements gave
+ * 4 features, and the convolutions' Cin*k*k of 2^36 wrapped. */
+START_TEST(test_int_products)
+{
+    const int big[3] = {2, 33025, 65026}, deep[3] = {65536, 1, 1};
+    ck_assert_ptr_null(adapt_flatten_create("f", big));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "has more than 2147483647 elements"));
+    ck_assert_ptr_null(adapt_conv2d_create("c", deep, 1, 1024, 1, 512, 0));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "more than 2147483647 elements"));
+    ck_assert_ptr_null(adapt_gconv2d_create("g", deep, 65536, 1024, 1, 512, 2, 1, 0));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "more than 2147483647 elements"));
+    const int wide[3] = {1, 1, 1 << 20};
+    ck_assert_ptr_null(adapt_linear_create("l", wide, 4096, 1));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "more than 2147483647"));
+}
+END_TEST
+
 /* The GEMMs go to OpenBLAS (not GSL's reference CBLAS, which a wrong link
  * order would silently pick up): the library that defines cblas_sgemm in
  * this process is libopenblas, and it is the OpenMP build. */
@@ -304,6 +321,7 @@ int main(void)
     tcase_add_test(tc, test_state_dict_names);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_int_products);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("gradcheck");
     tcase_set_timeout(tg, 300); /* about 25 s on an idle 2-core machine */

@@ -385,14 +385,20 @@ static enum adapt_status run_input(struct ctx *c, char *rest)
     if (c->have_input) return err_at(c, "a second 'input' line");
     if (c->n_layers_seen) return err_at(c, "'input' must come before the first layer");
     if (split(rest, w, 4) != 3) return err_at(c, "expected 'input CHANNELS HEIGHT WIDTH'");
+    int *chw = c->g->in_chw;
     for (int d = 0; d < 3; d++) {
         int64_t v;
         enum adapt_status st = eval(c, w[d], &v);
         if (st) return st;
-        if (v < 1 || v > 65536)
-            return err_at(c, "input size '%s' must be between 1 and 65536", w[d]);
-        c->g->in_chw[d] = (int)v;
+        if (v < 1 || v > ADAPT_GRAPH_MAX_DIM)
+            return err_at(c, "input size '%s' must be between 1 and %d", w[d], ADAPT_GRAPH_MAX_DIM);
+        chw[d] = (int)v;
     }
+    int64_t numel = (int64_t)chw[0] * chw[1] * chw[2];
+    if (numel > ADAPT_GRAPH_MAX_NUMEL)
+        return err_at(c, "input %dx%dx%d has %lld elements per sample, more than %d (the "
+                         "engine's bound on one tensor)",
+                      chw[0], chw[1], chw[2], (long long)numel, ADAPT_GRAPH_MAX_NUMEL);
     c->have_input = 1;
     return ADAPT_OK;
 }

@@ -30,6 +30,12 @@
 
 /* What a description may make, checked where it is read (doc/model-format.md, "Limits"). The
  * engine (src/net) checks the same constants, so every graph that resolves can be built. */
+/* Elements of one tensor: a layer's output (or the input) for one sample, or a parameter
+ * tensor. 2^28 (1 GiB of float32) keeps the engine's int sizes and indices, including the
+ * padded planes and strided phases of its convolutions, far from INT_MAX. */
+#define ADAPT_GRAPH_MAX_NUMEL (1 << 28)
+/* Height and width of the input and of every layer's output. */
+#define ADAPT_GRAPH_MAX_DIM 65536
 #define ADAPT_GRAPH_MAX_NODES 10000  /* layers */
 #define ADAPT_GRAPH_MAX_LABELS 10000 /* distinct label names */
 #define ADAPT_GRAPH_MAX_REPEAT 100000 /* passes of one repeat */

@@ -83,7 +83,24 @@ int graph_key_word(int key, const char *val, const char **expected)
     return -1;
 }
 
-static int64_t numel(const int d[3]) { return (int64_t)d[0] * d[1] * d[2]; }
+/* a * b; a product that leaves int64 sets *ovf (and gives INT64_MAX) */
+static int64_t mul(int64_t a, int64_t b, int *ovf)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) {
+        *ovf = 1;
+        return INT64_MAX;
+    }
+    return r;
+}
+
+/* Dimensions are positive ints, so the product of three fits int64 only with care. */
+static int64_t numel(const int d[3])
+{
+    int ovf = 0;
+    int64_t n = mul(mul(d[0], d[1], &ovf), d[2], &ovf);
+    return ovf ? INT64_MAX : n;
+}
 
 static void dims(char *buf, size_t cap, const int d[3])
 {
@@ -124,18 +141,24 @@ static enum adapt_status window(const struct adapt_graph *g, struct adapt_graph_
                                 const char *file)
 {
     const int *x = n->in_dim[0];
-    int ph = x[1] + 2 * n->pad, pw = x[2] + 2 * n->pad;
-    int span = (n->k - 1) * (n->dilation > 1 ? n->dilation : 1) + 1;
+    int64_t ph = (int64_t)x[1] + 2 * n->pad, pw = (int64_t)x[2] + 2 * n->pad;
+    int64_t span = (int64_t)(n->k - 1) * (n->dilation > 1 ? n->dilation : 1) + 1;
     if (span > ph || span > pw) {
         char w[96], d[32];
         who(g, in_id, w, sizeof w);
         dims(d, sizeof d, x);
-        return FAIL("%s:%d: %s %s: kernel %d (spanning %d) is larger than its padded input "
+        return FAIL("%s:%d: %s %s: kernel %d (spanning %lld) is larger than its padded input "
                     "(%s from %s, padding %d)",
-                    file, n->line, kind_names[n->kind], n->name, n->k, span, d, w, n->pad);
+                    file, n->line, kind_names[n->kind], n->name, n->k, (long long)span, d, w,
+                    n->pad);
     }
-    n->out_dim[1] = (ph - span) / n->stride + 1;
-    n->out_dim[2] = (pw - span) / n->stride + 1;
+    int64_t oh = (ph - span) / n->stride + 1, ow = (pw - span) / n->stride + 1;
+    if (oh > ADAPT_GRAPH_MAX_DIM || ow > ADAPT_GRAPH_MAX_DIM)
+        return FAIL("%s:%d: %s %s: its output plane %lldx%lld is larger than %d in a dimension",
+                    file, n->line, kind_names[n->kind], n->name, (long long)oh, (long long)ow,
+                    ADAPT_GRAPH_MAX_DIM);
+    n->out_dim[1] = (int)oh;
+    n->out_dim[2] = (int)ow;
     return ADAPT_OK;
 }
 
@@ -184,6 +207,7 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
     memcpy(n->out_dim, x, sizeof n->out_dim);
     char w[96], d[32], e[32];
     enum adapt_status st = ADAPT_OK;
+    int ovf = 0; /* set by mul() */
     switch (n->kind) {
     case ADAPT_GRAPH_CONV2D: {
         int in_c = x[0];
@@ -207,9 +231,14 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
                         file, n->line, n->name, n->groups, x[0], n->out);
         if ((st = window(g, n, n->in[0], file))) return st;
         n->out_dim[0] = n->out;
-        n->weights = (int64_t)n->out * (x[0] / n->groups) * n->k * n->k;
+        n->weights = mul(mul(mul(n->out, x[0] / n->groups, &ovf), n->k, &ovf), n->k, &ovf);
+        if (ovf || n->weights > ADAPT_GRAPH_MAX_NUMEL)
+            return FAIL("%s:%d: conv2d %s: its weight tensor %dx%dx%dx%d has more than %d "
+                        "elements (the engine's bound on one tensor)",
+                        file, n->line, n->name, n->out, x[0] / n->groups, n->k, n->k,
+                        ADAPT_GRAPH_MAX_NUMEL);
         n->params = n->weights + (n->bias ? n->out : 0);
-        n->macs = (int64_t)n->out_dim[1] * n->out_dim[2] * n->weights;
+        n->macs = mul(mul(n->out_dim[1], n->out_dim[2], &ovf), n->weights, &ovf);
         n->unit = g->n_units++;
         break;
     }
@@ -234,7 +263,11 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
         }
         n->out_dim[0] = n->out;
         n->out_dim[1] = n->out_dim[2] = 1;
-        n->weights = f * n->out;
+        n->weights = mul(f, n->out, &ovf);
+        if (ovf || n->weights > ADAPT_GRAPH_MAX_NUMEL)
+            return FAIL("%s:%d: linear %s: its weight tensor %dx%lld has more than %d elements "
+                        "(the engine's bound on one tensor)",
+                        file, n->line, n->name, n->out, (long long)f, ADAPT_GRAPH_MAX_NUMEL);
         n->params = n->weights + (n->bias ? n->out : 0);
         n->macs = n->weights;
         n->unit = g->n_units++;
@@ -278,8 +311,9 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
                         "at most k/2 = %d, as PyTorch",
                         file, n->line, kn, n->name, n->pad, n->k, n->k / 2);
         if ((st = window(g, n, n->in[0], file))) return st;
-        n->elementwise = x[0] * axis_reads(x[1], n->out_dim[1], n->k, n->stride, n->pad) *
-                         axis_reads(x[2], n->out_dim[2], n->k, n->stride, n->pad);
+        n->elementwise =
+            mul(mul(x[0], axis_reads(x[1], n->out_dim[1], n->k, n->stride, n->pad), &ovf),
+                axis_reads(x[2], n->out_dim[2], n->k, n->stride, n->pad), &ovf);
         break;
     }
     case ADAPT_GRAPH_BATCHNORM2D:
@@ -337,9 +371,20 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
     default:
         return FAIL("%s:%d: unknown layer kind", file, n->line);
     }
-    if (numel(n->out_dim) > ((int64_t)1 << 31))
-        return FAIL("%s:%d: %s %s: output of %lld elements per sample is too large", file,
-                    n->line, kn, n->name, (long long)numel(n->out_dim));
+    if (ovf)
+        return FAIL("%s:%d: %s %s: its operation count overflows 64 bits", file, n->line, kn,
+                    n->name);
+    if (n->out_dim[1] > ADAPT_GRAPH_MAX_DIM || n->out_dim[2] > ADAPT_GRAPH_MAX_DIM)
+        return FAIL("%s:%d: %s %s: its output plane %dx%d is larger than %d in a dimension",
+                    file, n->line, kn, n->name, n->out_dim[1], n->out_dim[2],
+                    ADAPT_GRAPH_MAX_DIM);
+    if (numel(n->out_dim) > ADAPT_GRAPH_MAX_NUMEL) {
+        dims(d, sizeof d, n->out_dim);
+        return FAIL("%s:%d: %s %s: its output %s has %lld elements per sample, more than %d "
+                    "(the engine's bound on one tensor)",
+                    file, n->line, kn, n->name, d, (long long)numel(n->out_dim),
+                    ADAPT_GRAPH_MAX_NUMEL);
+    }
     return ADAPT_OK;
 }
 
@@ -357,8 +402,11 @@ enum adapt_status graph_check_output(struct adapt_graph *g, const char *file)
     if (!g->n_units) return FAIL("%s: has no conv2d or linear layer (no precision unit)", file);
     g->params = g->macs = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        g->params += g->nodes[i].params;
-        g->macs += g->nodes[i].macs;
+        const struct adapt_graph_node *n = &g->nodes[i];
+        if (__builtin_add_overflow(g->params, n->params, &g->params) ||
+            __builtin_add_overflow(g->macs, n->macs, &g->macs))
+            return FAIL("%s:%d: %s %s: the network's total parameters or MACs overflow 64 bits",
+                        file, n->line, kind_names[n->kind], n->name);
     }
     return ADAPT_OK;
 }

@@ -1,6 +1,7 @@
 /* src/net/layers/layer.c: what every layer kind shares: base-field setup,
  * parameter naming (PyTorch state_dict keys "<module>.weight", ...), freeing
  * and the fixed defaults of batch-norm parameters. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,10 @@ enum adapt_status adapt_layer_setup(struct adapt_layer *l, const struct adapt_la
         return ADAPT_ERROR(ADAPT_EINVAL, "%s: input shape (%d, %d, %d) must be positive", name,
                            in_chw ? in_chw[0] : 0, in_chw ? in_chw[1] : 0,
                            in_chw ? in_chw[2] : 0);
+    /* kinds keep C*H*W and products of its parts in int */
+    if ((int64_t)in_chw[0] * in_chw[1] * in_chw[2] > INT_MAX)
+        return ADAPT_ERROR(ADAPT_EINVAL, "%s: input shape (%d, %d, %d) has more than %d elements",
+                           name, in_chw[0], in_chw[1], in_chw[2], INT_MAX);
     ADAPT_ASSERT(nin >= 1 && nin <= ADAPT_LAYER_MAX_IN);
     l->ops = ops;
     strcpy(l->name, name);
