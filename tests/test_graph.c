@@ -394,6 +394,45 @@ START_TEST(test_utf8)
 }
 END_TEST
 
+/* The engine's limits, checked where the description says them: layer names of at most 50
+ * characters (checkpoint keys NAME.running_mean fit 63), dropout p and batch-norm eps as the
+ * engine's floats see them, eps written as strtod reads it. */
+START_TEST(test_engine_limits)
+{
+    static const char name50[] = "a23456789b23456789c23456789d23456789e23456789f2345";
+    char text[512];
+    snprintf(text, sizeof text, "input 1 8 8\nbatchnorm2d %s\n" TAIL, name50);
+    struct adapt_graph *g = parse_ok(text, 10, NULL);
+    ck_assert_uint_eq(strlen(g->nodes[0].name), 50);
+    adapt_graph_free(g);
+    snprintf(text, sizeof text, "input 1 8 8\nbatchnorm2d %sX\n" TAIL, name50);
+    refused(text, NULL, ":2:", "is too long (at most 50 characters)");
+    snprintf(text, sizeof text, "input 1 8 8\nlet i = 1\nrelu %.49s{i}0\n" TAIL, name50);
+    refused(text, NULL, ":3:", "is too long (at most 50 characters)");
+    /* p < 1 as a double but 1 as a float; the float below 1 is fine */
+    refused("input 1 8 8\ndropout d p=0.99999999999\n" TAIL, NULL, ":2:",
+            "p=0.99999999999 rounds to 1 in single precision");
+    g = parse_ok("input 1 8 8\ndropout d p=0.99999994\n" TAIL, 10, NULL);
+    ck_assert((float)g->nodes[0].p < 1.0f);
+    adapt_graph_free(g);
+    /* eps: below FLT_MIN (2^-126) a float is 0 or denormal; strtod's ERANGE no longer reads
+     * as "not a number" */
+    refused("input 1 8 8\nbatchnorm2d b eps=4.9e-324\n" TAIL, NULL, ":2:",
+            "eps=4.94066e-324, expected 1.17549e-38 <= eps < 1 in single precision");
+    refused("input 1 8 8\nbatchnorm2d b eps=1e-39\n" TAIL, NULL, ":2:", "expected 1.17549e-38");
+    refused("input 1 8 8\nbatchnorm2d b eps=1e999\n" TAIL, NULL, ":2:", "eps=inf, expected");
+    refused("input 1 8 8\nbatchnorm2d b eps=0.99999999999\n" TAIL, NULL, ":2:", "eps < 1");
+    refused("input 1 8 8\nbatchnorm2d b eps=nan\n" TAIL, NULL, ":2:", "eps=nan: expected a number");
+    refused("input 1 8 8\nbatchnorm2d b momentum=1.5\n" TAIL, NULL, ":2:",
+            "momentum=1.5, expected 0 <= momentum <= 1");
+    g = parse_ok("input 1 8 8\nbatchnorm2d b eps=0x1p-3 momentum=1e-320\nbatchnorm2d c "
+                 "eps=1.1754944e-38\n" TAIL, 10, NULL);
+    ck_assert(g->nodes[0].eps == 0.125);
+    ck_assert(g->nodes[1].eps > 0);
+    adapt_graph_free(g);
+}
+END_TEST
+
 /* The other kinds: sigmoid, hardswish, relu6, dropout, concat, grouped conv. */
 START_TEST(test_more_kinds)
 {
@@ -533,6 +572,7 @@ int main(void)
     tcase_add_test(tc, test_gelu_kind);
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_utf8);
+    tcase_add_test(tc, test_engine_limits);
     suite_add_tcase(s, tc);
     /* descriptions at the bounds: 10^4 layers, 10^7 characters run (about 1 s on an idle
      * machine, several times that in the sanitizer build) */

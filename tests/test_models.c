@@ -279,6 +279,35 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The limits the description reader checks are the engine's (src/graph/graph.h): a name of
+ * ADAPT_GRAPH_LAYER_NAME_MAX = 50 characters builds, with checkpoint keys up to
+ * NAME.running_mean (63 characters), and the engine refuses 51 with that number; the floats
+ * the reader accepts at the edges build. */
+START_TEST(test_limits_shared_with_graph)
+{
+    static const char name50[] = "a23456789b23456789c23456789d23456789e23456789f2345";
+    char text[512], name51[64];
+    snprintf(text, sizeof text,
+             "input 1 4 4\nbatchnorm2d %s eps=1.1754944e-38\ndropout d p=0.99999994\nflatten f\n"
+             "linear %.49sZ out=classes\n",
+             name50, name50);
+    struct adapt_graph *g = NULL;
+    ck_assert_int_eq(adapt_graph_parse(&g, text, "t.model", 10, NULL), ADAPT_OK);
+    struct adapt_net *net = adapt_net_from_graph(g);
+    ck_assert_msg(net, "%s", adapt_error_message());
+    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
+    ck_assert_uint_eq(strlen(net->param[2]->name), 63);
+    ck_assert_ptr_nonnull(strstr(net->param[2]->name, "f2345.running_mean"));
+    ck_assert(net->nodes[1].layer->p < 1.0f);
+    adapt_net_free(net);
+    adapt_graph_free(g);
+    int in[3] = {1, 4, 4};
+    snprintf(name51, sizeof name51, "%sX", name50);
+    ck_assert_ptr_null(adapt_relu_create(name51, in));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "is longer than 50 characters"));
+}
+END_TEST
+
 /* Constructors check the products they keep in int: before, flatten of 2^32 + 4 elements gave
  * 4 features, and the convolutions' Cin*k*k of 2^36 wrapped. */
 START_TEST(test_int_products)
@@ -321,6 +350,7 @@ int main(void)
     tcase_add_test(tc, test_state_dict_names);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_limits_shared_with_graph);
     tcase_add_test(tc, test_int_products);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("gradcheck");

@@ -7,7 +7,6 @@
  * error stops the run with the file, the line and what was expected.
  */
 #include <ctype.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +164,9 @@ static enum adapt_status interpolate(struct ctx *c, const char *src, char *dst, 
             len = 1;
             p++;
         }
-        if (n + len >= cap) return err_at(c, "%s '%s' is too long (at most 63 characters)", what, src);
+        if (n + len >= cap)
+            return err_at(c, "%s '%.200s' is too long (at most %zu characters)", what, src,
+                          cap - 1);
         memcpy(dst + n, add, len);
         n += len;
     }
@@ -432,7 +433,9 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
     n->line = c->line;
     n->kind = kind;
     n->unit = -1;
-    if ((st = interpolate(c, w[1], n->name, sizeof n->name, "layer name"))) return st;
+    _Static_assert(ADAPT_GRAPH_LAYER_NAME_MAX < sizeof n->name, "a layer name fits a node");
+    if ((st = interpolate(c, w[1], n->name, ADAPT_GRAPH_LAYER_NAME_MAX + 1, "layer name")))
+        return st;
     if (!strcmp(n->name, "input")) return err_at(c, "'input' is the network input's name");
     const struct name *prev = name_find(c, n->name);
     if (prev && !prev->label)
@@ -484,10 +487,12 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
         if (word >= 0) {
             la.val[k] = word;
         } else if (graph_key_is_real(k)) {
+            /* as strtod reads it (hexadecimal too); a value outside double's range reads as 0, a
+             * denormal or an infinity, which the kind's range check refuses with the range */
             char *end;
-            errno = 0;
             double d = strtod(val, &end);
-            if (*end || errno || !(d == d)) return err_at(c, "%s=%s: expected a number", key, val);
+            if (end == val || *end || !(d == d))
+                return err_at(c, "%s=%s: expected a number", key, val);
             la.real[k] = d;
         } else {
             if ((st = eval(c, val, &la.val[k]))) return st;

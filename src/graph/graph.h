@@ -30,6 +30,9 @@
 
 /* What a description may make, checked where it is read (doc/model-format.md, "Limits"). The
  * engine (src/net) checks the same constants, so every graph that resolves can be built. */
+/* Characters of a layer name: the engine appends a parameter suffix of up to 13 characters
+ * (".running_mean") to make checkpoint keys of at most ADAPT_GRAPH_NAME_MAX - 1. */
+#define ADAPT_GRAPH_LAYER_NAME_MAX 50
 /* Elements of one tensor: a layer's output (or the input) for one sample, or a parameter
  * tensor. 2^28 (1 GiB of float32) keeps the engine's int sizes and indices, including the
  * padded planes and strided phases of its convolutions, far from INT_MAX. */

@@ -7,6 +7,7 @@
  * (activations, add), per input element (batch norm, global average pool) or per input
  * element a window reads (pools: padding is not read); flatten and concat none (copies).
  */
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -317,19 +318,30 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
         break;
     }
     case ADAPT_GRAPH_BATCHNORM2D:
+        /* the engine computes in single precision: its eps, (float)eps, must be a normal
+         * float (a smaller one rounds to 0 or loses precision as a denormal) */
         n->eps = a->set[GK_EPS] ? a->real[GK_EPS] : 1e-5;
         n->momentum = a->set[GK_MOMENTUM] ? a->real[GK_MOMENTUM] : 0.1;
-        if (!(n->eps > 0 && n->eps < 1) || !(n->momentum >= 0 && n->momentum <= 1))
-            return FAIL("%s:%d: batchnorm2d %s: eps must be in (0, 1) and momentum in [0, 1]",
-                        file, n->line, n->name);
+        if (!(n->eps > 0 && n->eps < 1) || (float)n->eps < FLT_MIN || (float)n->eps >= 1.0f)
+            return FAIL("%s:%d: batchnorm2d %s: eps=%g, expected %g <= eps < 1 in single "
+                        "precision (the engine's)",
+                        file, n->line, n->name, n->eps, (double)FLT_MIN);
+        if (!(n->momentum >= 0 && n->momentum <= 1))
+            return FAIL("%s:%d: batchnorm2d %s: momentum=%g, expected 0 <= momentum <= 1", file,
+                        n->line, n->name, n->momentum);
         n->params = 2 * (int64_t)x[0];
         n->elementwise = numel(x);
         break;
     case ADAPT_GRAPH_DROPOUT:
+        /* the engine's p is (float)p */
         n->p = a->set[GK_P] ? a->real[GK_P] : 0.5;
         if (!(n->p >= 0 && n->p < 1))
             return FAIL("%s:%d: dropout %s: p=%g, expected 0 <= p < 1", file, n->line, n->name,
                         n->p);
+        if ((float)n->p >= 1.0f)
+            return FAIL("%s:%d: dropout %s: p=%.17g rounds to 1 in single precision (the "
+                        "engine's), expected 0 <= p <= %.9g (the float below 1)",
+                        file, n->line, n->name, n->p, (double)(1.0f - FLT_EPSILON / 2));
         n->elementwise = numel(x);
         break;
     case ADAPT_GRAPH_CONCAT: {

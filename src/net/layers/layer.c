@@ -7,15 +7,17 @@
 
 #include "src/net/layers/layers_impl.h"
 
-/* Longest parameter suffix a kind uses (".running_mean"). */
+/* Longest parameter suffix a kind uses (".running_mean"), its dot included. */
 #define ADAPT_SUFFIX_MAX 13
+_Static_assert(ADAPT_GRAPH_LAYER_NAME_MAX + ADAPT_SUFFIX_MAX < ADAPT_NAME_MAX,
+               "a layer name with a parameter suffix fits a parameter name");
 
 enum adapt_status adapt_layer_setup(struct adapt_layer *l, const struct adapt_layer_ops *ops,
                                     const char *name, int nin, const int in_chw[3])
 {
-    if (!name || strlen(name) + ADAPT_SUFFIX_MAX + 1 > ADAPT_NAME_MAX)
+    if (!name || strlen(name) > ADAPT_GRAPH_LAYER_NAME_MAX)
         return ADAPT_ERROR(ADAPT_EINVAL, "layer name '%s' is longer than %d characters",
-                           name ? name : "(null)", ADAPT_NAME_MAX - ADAPT_SUFFIX_MAX - 2);
+                           name ? name : "(null)", ADAPT_GRAPH_LAYER_NAME_MAX);
     if (!in_chw || in_chw[0] <= 0 || in_chw[1] <= 0 || in_chw[2] <= 0)
         return ADAPT_ERROR(ADAPT_EINVAL, "%s: input shape (%d, %d, %d) must be positive", name,
                            in_chw ? in_chw[0] : 0, in_chw ? in_chw[1] : 0,
