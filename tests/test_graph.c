@@ -433,6 +433,29 @@ START_TEST(test_engine_limits)
 }
 END_TEST
 
+/* "resnet20" sets depth=20: arguments that say the same are fine, others are refused with
+ * both values (before, depth=56 built ResNet-56 called resnet20). */
+START_TEST(test_name_depth)
+{
+    struct adapt_graph *g = NULL;
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet20", 10, "depth=56"), ADAPT_EINVAL);
+    const char *msg = adapt_error_message();
+    ck_assert_msg(strstr(msg, "model resnet20 sets depth=20, but the model arguments set "
+                              "depth=56: name the model resnet56 or resnet"),
+                  "%s", msg);
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet20", 10, " depth = 20 "), ADAPT_OK);
+    ck_assert_str_eq(g->name, "resnet20");
+    ck_assert_int_eq(g->n_units, 22);
+    adapt_graph_free(g);
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet", 10, "depth=56"), ADAPT_OK);
+    ck_assert_int_eq(g->n_units, 58);
+    adapt_graph_free(g);
+    /* a parameter set twice is refused too */
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet", 10, "depth=56,depth=20"), ADAPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "'depth' is set twice"));
+}
+END_TEST
+
 /* The other kinds: sigmoid, hardswish, relu6, dropout, concat, grouped conv. */
 START_TEST(test_more_kinds)
 {
@@ -573,6 +596,7 @@ int main(void)
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_utf8);
     tcase_add_test(tc, test_engine_limits);
+    tcase_add_test(tc, test_name_depth);
     suite_add_tcase(s, tc);
     /* descriptions at the bounds: 10^4 layers, 10^7 characters run (about 1 s on an idle
      * machine, several times that in the sanitizer build) */

@@ -685,6 +685,10 @@ static enum adapt_status parse_args(struct ctx *c, const char *args)
         struct graph_vars none = {0};
         if (!graph_eval(eq + 1, &none, &c->arg_value[c->n_args], err, sizeof err))
             return ADAPT_ERROR(ADAPT_EINVAL, "%s: model argument %s: %s", c->file, t, err);
+        for (int a = 0; a < c->n_args; a++)
+            if (!strcmp(c->arg_name[a], t))
+                return ADAPT_ERROR(ADAPT_EINVAL, "%s: model arguments '%s': '%s' is set twice",
+                                   c->file, args, t);
         snprintf(c->arg_name[c->n_args], ADAPT_GRAPH_NAME_MAX, "%s", t);
         c->arg_used[c->n_args++] = 0;
     }
@@ -792,6 +796,36 @@ enum adapt_status adapt_graph_load(struct adapt_graph **out, const char *name, i
         }
         if (st)
             return ADAPT_ERROR(st, "unknown model '%s': %s", name, adapt_error_message());
+    }
+    /* "resnet20" sets depth=20: the model arguments may say it again, not contradict it */
+    if (depth_arg[0] && args && args[0]) {
+        size_t d = strlen(name) - (strlen(depth_arg) - 6);
+        char list[600], err[300];
+        snprintf(list, sizeof list, "%s", args);
+        struct graph_vars none = {0};
+        int64_t want, got;
+        for (char *save = NULL, *t = strtok_r(list, ",", &save); t;
+             t = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(t, '=');
+            if (!eq) continue;
+            *eq = 0;
+            t += strspn(t, " ");
+            size_t n = strlen(t);
+            while (n && t[n - 1] == ' ') t[--n] = 0;
+            if (strcmp(t, "depth") || !graph_eval(depth_arg + 6, &none, &want, err, sizeof err) ||
+                !graph_eval(eq + 1, &none, &got, err, sizeof err))
+                continue; /* what does not read is parse_args's to refuse */
+            if (got != want) {
+                free(path);
+                return ADAPT_ERROR(ADAPT_EINVAL,
+                                   "model %s sets depth=%lld, but the model arguments set "
+                                   "depth=%lld: name the model %.*s%lld or %.*s, or drop depth "
+                                   "from the arguments",
+                                   name, (long long)want, (long long)got, (int)d, name,
+                                   (long long)got, (int)d, name);
+            }
+            depth_arg[0] = 0; /* the arguments set it */
+        }
     }
     st = adapt_read_text(path, 1 << 20, &text);
     if (st) {
