@@ -10,7 +10,7 @@ n=$2
 here=$(cd "$(dirname "$0")" && pwd)
 seeds=fuzz-seeds
 "$here/seeds.sh" "$PWD/$seeds"
-for h in idx cifar safetensors ini trace; do
+for h in idx cifar safetensors ini trace model; do
   bin=tests/fuzz/fuzz_$h
   work=fuzz-corpus/$h
   mkdir -p "$work"
@@ -19,6 +19,8 @@ for h in idx cifar safetensors ini trace; do
     long) opts="-max_total_time=$n -print_final_stats=1" ;;
     *) echo "run.sh: expected smoke or long, got '$mode'" >&2; exit 2 ;;
   esac
+  # a dictionary of the format's words, where there is one (tests/fuzz/NAME.dict)
+  if [ -f "$here/$h.dict" ]; then opts="$opts -dict=$here/$h.dict"; fi
   echo "=== fuzz_$h ($mode $n)"
   # -rss_limit_mb: the parsers allocate what the file holds, never much more
   "$bin" $opts -rss_limit_mb=1024 -timeout=10 -max_len=65536 -detect_leaks=1 \
