@@ -188,9 +188,11 @@ START_TEST(test_bad_descriptions)
         {"input 1 8 8\nconv2d c out=0 k=3\n", ":2:", "out=0, expected 1.."},
         {"input 1 8 8\nconv2d c out=2 k=3\nconv2d c out=2 k=3\n", ":3:",
          "'c' is already used (line 2)"},
-        /* a label of the same name does not hide the earlier layer */
-        {"input 1 8 8\nrelu x\nrelu y\nlabel x\nrelu x\n", ":5:",
-         "'x' is already used (line 2)"},
+        /* a label cannot take a layer's name, nor a layer a label's */
+        {"input 1 8 8\nrelu x\nrelu y\nlabel x\nrelu z in=x\n", ":4:",
+         "label 'x': a layer has that name (line 2)"},
+        {"input 1 8 8\nrelu y\nlabel x\nrelu z\nrelu x\n", ":5:",
+         "layer name 'x' is a label's (line 3)"},
         {"input 1 8 8\nconv2d c out=2 k=3\nadd a in=c,d\n", ":3:",
          "no earlier layer or label is called 'd'"},
         {"input 1 8 8\nconv2d c out=2 k=3\nlinear fc out=classes\n", ":3:",
@@ -263,6 +265,194 @@ START_TEST(test_bad_descriptions)
         ck_assert_msg(strstr(msg, bad[i].want), "case %zu: message '%s' lacks '%s'", i, msg,
                       bad[i].want);
     }
+}
+END_TEST
+
+/* Refusal of t.model (10 classes, args) with t.model:LINE and what was wrong. */
+static void refused(const char *text, const char *args, const char *where, const char *want)
+{
+    struct adapt_graph *g = (struct adapt_graph *)1;
+    enum adapt_status st = adapt_graph_parse(&g, text, "t.model", 10, args);
+    const char *msg = adapt_error_message();
+    ck_assert_msg(st != ADAPT_OK && g == NULL, "accepted: %.200s", text);
+    ck_assert_msg(!strncmp(msg, "t.model", 7) && strstr(msg, where), "message '%s' lacks t.model%s",
+                  msg, where);
+    ck_assert_msg(strstr(msg, want), "message '%s' lacks '%s'", msg, want);
+}
+
+#define TAIL "flatten f\nlinear fc out=classes\n"
+
+/* What running a description may cost is bounded (doc/model-format.md, "Limits"): passes of
+ * one repeat, the work of all lines run (a loop without layers, nested loops), nesting and
+ * label names, each refused at its line. Every case here ran without end before. */
+START_TEST(test_run_bounds)
+{
+    refused("input 1 8 8\nrepeat i = 0..9223372036854775807\nend\n" TAIL, NULL, ":2:",
+            "repeat i = 0..9223372036854775807 makes more than 100000 passes");
+    refused("input 1 8 8\nrepeat i = 1..10000000000\n  let x = i\nend\n" TAIL, NULL, ":2:",
+            "more than 100000 passes (the bound of one repeat)");
+    /* a parameter set by the caller makes the loop long */
+    refused("param n = 1\ninput 1 8 8\nrepeat i = 1..n\nend\n" TAIL, "n=100001", ":3:",
+            "more than 100000 passes");
+    refused("input 1 8 8\nrepeat i = -9223372036854775807-1..9223372036854775807\nend\n" TAIL,
+            NULL, ":2:", "more than 100000 passes");
+    /* 2^31 passes of the innermost loop; each pass counts one, so the work bound stops it
+     * after 10^7 */
+    char text[4096] = "input 1 8 8\n";
+    for (int i = 0; i < 31; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "repeat i%d = 0..1\n", i);
+    for (int i = 0; i < 31; i++) strcat(text, "end\n");
+    strcat(text, TAIL);
+    refused(text, NULL, ":", "runs more than 10000000 characters of lines");
+    /* 100000 passes of a body of 100 characters: 10.1 million */
+    refused("input 1 8 8\nrepeat i = 0..99999\n  let x = i + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 "
+            "+ 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1\nend\n" TAIL,
+            NULL, ":3:", "runs more than 10000000 characters of lines");
+    /* nesting: 32 blocks are fine, the 33rd is refused */
+    snprintf(text, sizeof text, "input 1 8 8\n");
+    for (int i = 0; i < 32; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "if %d\n", i + 1);
+    for (int i = 0; i < 32; i++) strcat(text, "end\n");
+    strcat(text, TAIL);
+    struct adapt_graph *g = parse_ok(text, 10, NULL);
+    adapt_graph_free(g);
+    snprintf(text, sizeof text, "input 1 8 8\n");
+    for (int i = 0; i < 33; i++) strcat(text, "repeat i = 0..0\n");
+    for (int i = 0; i < 33; i++) strcat(text, "end\n");
+    strcat(text, TAIL);
+    refused(text, NULL, ":34:", "blocks nested deeper than 32");
+    /* labels: 10000 names, looked up by hash (the last one by a layer), then one more */
+    g = parse_ok("input 1 8 8\nrepeat i = 0..9999\n  label L{i}\nend\nrelu r in=L9999\n" TAIL,
+                 10, NULL);
+    ck_assert_int_eq(g->nodes[0].in[0], -1);
+    adapt_graph_free(g);
+    refused("input 1 8 8\nrepeat i = 0..99999999\n  label L{i}\nend\n" TAIL, NULL, ":2:",
+            "more than 100000 passes");
+    refused("input 1 8 8\nrepeat i = 0..10000\n  label L{i}\nend\n" TAIL, NULL, ":3:",
+            "label 'L10000': more than 10000 label names");
+    /* ResNet at the layer bound: depth 6n + 2 with n = 475 makes 3 + 3 * 475 * 7 + 2 * 2 + 3 =
+     * 9985 layers */
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet", 10, "depth=2852"), ADAPT_OK);
+    ck_assert_int_eq(g->n_nodes, 9985);
+    adapt_graph_free(g);
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet", 10, "depth=2858"), ADAPT_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "more than 10000 layers"));
+}
+END_TEST
+
+/* Sizes and costs in checked 64-bit arithmetic, tensors within the engine's bound
+ * (ADAPT_GRAPH_MAX_NUMEL = 2^28 elements): before, these resolved with wrapped products. */
+START_TEST(test_size_bounds)
+{
+    /* 2 x 33025 x 65026 = 2^32 + 4 elements: flatten gave 4 features */
+    refused("input 2 33025 65026\n" TAIL, NULL, ":1:",
+            "input 2x33025x65026 has 4294967300 elements per sample, more than 268435456");
+    /* a weight tensor of 2^20 x 2^20 x 1024 x 1024 = 2^60 elements */
+    refused("input 1 1 1\nconv2d a out=1048576 k=1\nconv2d b out=1048576 k=1024 pad=512\n"
+            "avgpool2d g global=1\n" TAIL,
+            NULL, ":3:", "conv2d b: its weight tensor 1048576x1048576x1024x1024 has more than "
+                         "268435456 elements");
+    /* 2^28 weights are fine, 16385 x 16384 are not */
+    struct adapt_graph *g = parse_ok("input 16384 1 1\nconv2d c out=16384 k=1 bias=0\n" TAIL, 10,
+                                     NULL);
+    ck_assert_int_eq(g->nodes[0].params, 1 << 28);
+    adapt_graph_free(g);
+    refused("input 16384 1 1\nconv2d c out=16385 k=1\n" TAIL, NULL, ":2:", "more than 268435456");
+    refused("input 1 1 1\nflatten f\nlinear a out=16777216\nlinear b out=16777216\n", NULL, ":4:",
+            "linear b: its weight tensor 16777216x16777216 has more than 268435456 elements");
+    /* outputs: 2^14 x 2^14 x 2 channels, and a plane wider than 65536 */
+    refused("input 1 16384 16384\nconv2d c out=2 k=1\n" TAIL, NULL, ":2:",
+            "its output 2x16384x16384 has 536870912 elements per sample, more than 268435456");
+    refused("input 1 1 65536\nconv2d c out=1 k=1 pad=1\n" TAIL, NULL, ":2:",
+            "its output plane 3x65538 is larger than 65536 in a dimension");
+    /* 9000 convolutions of 2049^2 x 2^28 MACs (about 2^50) each: the total passes 2^63 */
+    refused("input 256 1024 1024\nrepeat i = 0..8999\n  conv2d c{i} in=input out=1 k=1024 "
+            "pad=1024 bias=0\nend\n" TAIL,
+            NULL, ":3:", "the network's total parameters or MACs overflow 64 bits");
+}
+END_TEST
+
+/* Descriptions are UTF-8, comments included (the text goes into the trace header, JSON): a
+ * byte that is not is refused with its line and its place in the line. */
+START_TEST(test_utf8)
+{
+    refused("input 1 8 8 # caf\xe9\n" TAIL, NULL, ":1:", "byte 18 of the line (0xe9) is not UTF-8");
+    refused("input 1 8 8\n# \xc0\xaf overlong\n" TAIL, NULL, ":2:", "byte 3 of the line (0xc0)");
+    refused("input 1 8 8\n" TAIL "# \xed\xa0\x80 a surrogate\n", NULL, ":4:",
+            "byte 3 of the line (0xed)");
+    refused("input 1 8 8\nrelu r\xf4\x90\x80\x80\n" TAIL, NULL, ":2:", "byte 7 of the line (0xf4)");
+    refused("input 1 8 8\nrelu r\xe2\x82\n" TAIL, NULL, ":2:", "byte 7 of the line (0xe2)");
+    /* well-formed characters are text like any other */
+    struct adapt_graph *g = parse_ok("# caf\xc3\xa9, 20 \xe2\x82\xac, \xf0\x9f\x98\x80\n"
+                                     "input 1 8 8\nrelu r\xc3\xa9lu\n" TAIL, 10, NULL);
+    ck_assert_str_eq(g->nodes[0].name, "r\xc3\xa9lu");
+    adapt_graph_free(g);
+    /* the file name goes into the trace too */
+    ck_assert_int_eq(adapt_graph_parse(&g, "input 1 8 8\n" TAIL, "caf\xe9.model", 10, NULL),
+                     ADAPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "is not UTF-8"));
+}
+END_TEST
+
+/* The engine's limits, checked where the description says them: layer names of at most 50
+ * characters (checkpoint keys NAME.running_mean fit 63), dropout p and batch-norm eps as the
+ * engine's floats see them, eps written as strtod reads it. */
+START_TEST(test_engine_limits)
+{
+    static const char name50[] = "a23456789b23456789c23456789d23456789e23456789f2345";
+    char text[512];
+    snprintf(text, sizeof text, "input 1 8 8\nbatchnorm2d %s\n" TAIL, name50);
+    struct adapt_graph *g = parse_ok(text, 10, NULL);
+    ck_assert_uint_eq(strlen(g->nodes[0].name), 50);
+    adapt_graph_free(g);
+    snprintf(text, sizeof text, "input 1 8 8\nbatchnorm2d %sX\n" TAIL, name50);
+    refused(text, NULL, ":2:", "is too long (at most 50 characters)");
+    snprintf(text, sizeof text, "input 1 8 8\nlet i = 1\nrelu %.49s{i}0\n" TAIL, name50);
+    refused(text, NULL, ":3:", "is too long (at most 50 characters)");
+    /* p < 1 as a double but 1 as a float; the float below 1 is fine */
+    refused("input 1 8 8\ndropout d p=0.99999999999\n" TAIL, NULL, ":2:",
+            "p=0.99999999999 rounds to 1 in single precision");
+    g = parse_ok("input 1 8 8\ndropout d p=0.99999994\n" TAIL, 10, NULL);
+    ck_assert((float)g->nodes[0].p < 1.0f);
+    adapt_graph_free(g);
+    /* eps: below FLT_MIN (2^-126) a float is 0 or denormal; strtod's ERANGE no longer reads
+     * as "not a number" */
+    refused("input 1 8 8\nbatchnorm2d b eps=4.9e-324\n" TAIL, NULL, ":2:",
+            "eps=4.94066e-324, expected 1.17549e-38 <= eps < 1 in single precision");
+    refused("input 1 8 8\nbatchnorm2d b eps=1e-39\n" TAIL, NULL, ":2:", "expected 1.17549e-38");
+    refused("input 1 8 8\nbatchnorm2d b eps=1e999\n" TAIL, NULL, ":2:", "eps=inf, expected");
+    refused("input 1 8 8\nbatchnorm2d b eps=0.99999999999\n" TAIL, NULL, ":2:", "eps < 1");
+    refused("input 1 8 8\nbatchnorm2d b eps=nan\n" TAIL, NULL, ":2:", "eps=nan: expected a number");
+    refused("input 1 8 8\nbatchnorm2d b momentum=1.5\n" TAIL, NULL, ":2:",
+            "momentum=1.5, expected 0 <= momentum <= 1");
+    g = parse_ok("input 1 8 8\nbatchnorm2d b eps=0x1p-3 momentum=1e-320\nbatchnorm2d c "
+                 "eps=1.1754944e-38\n" TAIL, 10, NULL);
+    ck_assert(g->nodes[0].eps == 0.125);
+    ck_assert(g->nodes[1].eps > 0);
+    adapt_graph_free(g);
+}
+END_TEST
+
+/* "resnet20" sets depth=20: arguments that say the same are fine, others are refused with
+ * both values (before, depth=56 built ResNet-56 called resnet20). */
+START_TEST(test_name_depth)
+{
+    struct adapt_graph *g = NULL;
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet20", 10, "depth=56"), ADAPT_EINVAL);
+    const char *msg = adapt_error_message();
+    ck_assert_msg(strstr(msg, "model resnet20 sets depth=20, but the model arguments set "
+                              "depth=56: name the model resnet56 or resnet"),
+                  "%s", msg);
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet20", 10, " depth = 20 "), ADAPT_OK);
+    ck_assert_str_eq(g->name, "resnet20");
+    ck_assert_int_eq(g->n_units, 22);
+    adapt_graph_free(g);
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet", 10, "depth=56"), ADAPT_OK);
+    ck_assert_int_eq(g->n_units, 58);
+    adapt_graph_free(g);
+    /* a parameter set twice is refused too */
+    ck_assert_int_eq(adapt_graph_load(&g, "resnet", 10, "depth=56,depth=20"), ADAPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "'depth' is set twice"));
 }
 END_TEST
 
@@ -404,6 +594,16 @@ int main(void)
     tcase_add_test(tc, test_concat_three);
     tcase_add_test(tc, test_gelu_kind);
     tcase_add_test(tc, test_files);
+    tcase_add_test(tc, test_utf8);
+    tcase_add_test(tc, test_engine_limits);
+    tcase_add_test(tc, test_name_depth);
     suite_add_tcase(s, tc);
+    /* descriptions at the bounds: 10^4 layers, 10^7 characters run (about 1 s on an idle
+     * machine, several times that in the sanitizer build) */
+    TCase *tb = tcase_create("bounds");
+    tcase_set_timeout(tb, 120);
+    tcase_add_test(tb, test_run_bounds);
+    tcase_add_test(tb, test_size_bounds);
+    suite_add_tcase(s, tb);
     return tu_run_suite(s, CK_FORK);
 }

@@ -279,6 +279,52 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The limits the description reader checks are the engine's (src/graph/graph.h): a name of
+ * ADAPT_GRAPH_LAYER_NAME_MAX = 50 characters builds, with checkpoint keys up to
+ * NAME.running_mean (63 characters), and the engine refuses 51 with that number; the floats
+ * the reader accepts at the edges build. */
+START_TEST(test_limits_shared_with_graph)
+{
+    static const char name50[] = "a23456789b23456789c23456789d23456789e23456789f2345";
+    char text[512], name51[64];
+    snprintf(text, sizeof text,
+             "input 1 4 4\nbatchnorm2d %s eps=1.1754944e-38\ndropout d p=0.99999994\nflatten f\n"
+             "linear %.49sZ out=classes\n",
+             name50, name50);
+    struct adapt_graph *g = NULL;
+    ck_assert_int_eq(adapt_graph_parse(&g, text, "t.model", 10, NULL), ADAPT_OK);
+    struct adapt_net *net = adapt_net_from_graph(g);
+    ck_assert_msg(net, "%s", adapt_error_message());
+    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
+    ck_assert_uint_eq(strlen(net->param[2]->name), 63);
+    ck_assert_ptr_nonnull(strstr(net->param[2]->name, "f2345.running_mean"));
+    ck_assert(net->nodes[1].layer->p < 1.0f);
+    adapt_net_free(net);
+    adapt_graph_free(g);
+    int in[3] = {1, 4, 4};
+    snprintf(name51, sizeof name51, "%sX", name50);
+    ck_assert_ptr_null(adapt_relu_create(name51, in));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "is longer than 50 characters"));
+}
+END_TEST
+
+/* Constructors check the products they keep in int: before, flatten of 2^32 + 4 elements gave
+ * 4 features, and the convolutions' Cin*k*k of 2^36 wrapped. */
+START_TEST(test_int_products)
+{
+    const int big[3] = {2, 33025, 65026}, deep[3] = {65536, 1, 1};
+    ck_assert_ptr_null(adapt_flatten_create("f", big));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "has more than 2147483647 elements"));
+    ck_assert_ptr_null(adapt_conv2d_create("c", deep, 1, 1024, 1, 512, 0));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "more than 2147483647 elements"));
+    ck_assert_ptr_null(adapt_gconv2d_create("g", deep, 65536, 1024, 1, 512, 2, 1, 0));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "more than 2147483647 elements"));
+    const int wide[3] = {1, 1, 1 << 20};
+    ck_assert_ptr_null(adapt_linear_create("l", wide, 4096, 1));
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "more than 2147483647"));
+}
+END_TEST
+
 /* The GEMMs go to OpenBLAS (not GSL's reference CBLAS, which a wrong link
  * order would silently pick up): the library that defines cblas_sgemm in
  * this process is libopenblas, and it is the OpenMP build. */
@@ -304,6 +350,8 @@ int main(void)
     tcase_add_test(tc, test_state_dict_names);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_limits_shared_with_graph);
+    tcase_add_test(tc, test_int_products);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("gradcheck");
     tcase_set_timeout(tg, 300); /* about 25 s on an idle 2-core machine */

@@ -7,16 +7,13 @@
  * error stops the run with the file, the line and what was expected.
  */
 #include <ctype.h>
-#include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "src/base/fileio.h"
 #include "src/graph/internal.h"
 #include "src/graph/shape.h"
-
-/* A bound on the layers one description may make (repeat counts come from expressions). */
-#define GRAPH_MAX_NODES 10000
 
 struct line {
     int no;      /* 1-based line number */
@@ -26,9 +23,12 @@ struct line {
     int block;   /* 1: a repeat or if line */
 };
 
-struct label {
+/* A layer or a label: one name space, so that in= never has to choose between them. */
+struct name {
     char name[ADAPT_GRAPH_NAME_MAX];
-    int node;
+    int label; /* 1: a label, 0: a layer */
+    int node;  /* the layer, or the node the label names (-1: the network input) */
+    int line;  /* where it was made (a label: where it was last set) */
 };
 
 struct ctx {
@@ -38,11 +38,16 @@ struct ctx {
     struct graph_vars vars;
     struct adapt_graph *g;
     int cap_nodes;
-    struct label *labels;
-    int n_labels, cap_labels;
+    /* layers and labels by name: the names in order, and an open-addressing table of indices
+     * into them (-1: a free slot; at most half full) */
+    struct name *names;
+    int n_names, cap_names, n_labels;
+    int *slots;
+    unsigned n_slots; /* a power of two, or 0 */
     int cur;          /* the node the next layer reads by default; -1: the network input */
     int have_input, have_loss, n_layers_seen;
     int line;         /* the line being run, for messages */
+    long work;        /* of the lines run so far (ADAPT_GRAPH_MAX_WORK) */
     /* parameter settings given by the caller */
     int n_args;
     char arg_name[GRAPH_MAX_VARS][ADAPT_GRAPH_NAME_MAX];
@@ -60,10 +65,14 @@ int graph_vars_get(const struct graph_vars *vars, const char *name, int64_t *v)
     return 0;
 }
 
-static enum adapt_status err_at(struct ctx *c, const char *fmt, const char *a, const char *b)
+__attribute__((format(printf, 2, 3))) static enum adapt_status err_at(struct ctx *c,
+                                                                      const char *fmt, ...)
 {
-    char msg[400];
-    snprintf(msg, sizeof msg, fmt, a ? a : "", b ? b : "");
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%d: %s", c->file, c->line, msg);
 }
 
@@ -75,7 +84,7 @@ static enum adapt_status vars_set(struct ctx *c, const char *name, int64_t v)
             vs->value[i] = v;
             return ADAPT_OK;
         }
-    if (vs->n == GRAPH_MAX_VARS) return err_at(c, "more than 64 names defined", NULL, NULL);
+    if (vs->n == GRAPH_MAX_VARS) return err_at(c, "more than %d names defined", GRAPH_MAX_VARS);
     snprintf(vs->name[vs->n], sizeof vs->name[0], "%s", name);
     vs->value[vs->n++] = v;
     return ADAPT_OK;
@@ -89,10 +98,39 @@ static int is_ident(const char *s)
     return 1;
 }
 
+/* The offset of the first byte of s[0..n) that does not belong to a well-formed UTF-8
+ * sequence (no overlong forms, surrogates or code points above U+10FFFF, as JSON writers
+ * require), or -1 when all do. */
+static long utf8_bad(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char b = s[i];
+        size_t len;
+        unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        if (b >= 0xc2 && b <= 0xdf) len = 2;
+        else if (b >= 0xe0 && b <= 0xef) len = 3;
+        else if (b >= 0xf0 && b <= 0xf4) len = 4;
+        else return (long)i;
+        if (b == 0xe0) lo = 0xa0;      /* overlong */
+        else if (b == 0xed) hi = 0x9f; /* surrogates */
+        else if (b == 0xf0) lo = 0x90; /* overlong */
+        else if (b == 0xf4) hi = 0x8f; /* above U+10FFFF */
+        if (i + 1 >= n || s[i + 1] < lo || s[i + 1] > hi) return (long)i;
+        for (size_t k = 2; k < len; k++)
+            if (i + k >= n || (s[i + k] & 0xc0) != 0x80) return (long)i;
+        i += len;
+    }
+    return -1;
+}
+
 static enum adapt_status eval(struct ctx *c, const char *s, int64_t *v)
 {
     char err[300];
-    if (!graph_eval(s, &c->vars, v, err, sizeof err)) return err_at(c, "%s", err, NULL);
+    if (!graph_eval(s, &c->vars, v, err, sizeof err)) return err_at(c, "%s", err);
     return ADAPT_OK;
 }
 
@@ -126,50 +164,95 @@ static enum adapt_status interpolate(struct ctx *c, const char *src, char *dst, 
             len = 1;
             p++;
         }
-        if (n + len >= cap) return err_at(c, "%s '%s' is too long (at most 63 characters)", what, src);
+        if (n + len >= cap)
+            return err_at(c, "%s '%.200s' is too long (at most %zu characters)", what, src,
+                          cap - 1);
         memcpy(dst + n, add, len);
         n += len;
     }
     dst[n] = 0;
-    if (!n) return err_at(c, "%s is empty", what, NULL);
+    if (!n) return err_at(c, "%s is empty", what);
     return ADAPT_OK;
 }
 
-/* -1 for "input", else the node or label of that name; -2 when unknown. */
-/* The layer called name, or -1 (layer names are unique). */
-static int find_node(const struct ctx *c, const char *name)
+/* FNV-1a */
+static unsigned name_hash(const char *s)
 {
-    for (int i = c->g->n_nodes - 1; i >= 0; i--)
-        if (!strcmp(c->g->nodes[i].name, name)) return i;
-    return -1;
+    unsigned h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
 }
 
+/* The layer or label called name, or NULL. */
+static struct name *name_find(const struct ctx *c, const char *name)
+{
+    if (!c->n_slots) return NULL;
+    for (unsigned i = name_hash(name) & (c->n_slots - 1);; i = (i + 1) & (c->n_slots - 1)) {
+        int e = c->slots[i];
+        if (e < 0) return NULL;
+        if (!strcmp(c->names[e].name, name)) return &c->names[e];
+    }
+}
+
+/* Adds a name that name_find does not know. */
+static enum adapt_status name_add(struct ctx *c, const char *name, int label, int node)
+{
+    if (c->n_names == c->cap_names) {
+        int nc = c->cap_names ? 2 * c->cap_names : 64;
+        struct name *e = realloc(c->names, (size_t)nc * sizeof *e);
+        if (!e) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
+        c->names = e;
+        c->cap_names = nc;
+    }
+    if (2 * ((unsigned)c->n_names + 1) > c->n_slots) {
+        unsigned ns = c->n_slots ? 2 * c->n_slots : 128;
+        int *s = malloc(ns * sizeof *s);
+        if (!s) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
+        free(c->slots);
+        c->slots = s;
+        c->n_slots = ns;
+        for (unsigned i = 0; i < ns; i++) s[i] = -1;
+        for (int e = 0; e < c->n_names; e++) {
+            unsigned i = name_hash(c->names[e].name) & (ns - 1);
+            while (s[i] >= 0) i = (i + 1) & (ns - 1);
+            s[i] = e;
+        }
+    }
+    struct name *e = &c->names[c->n_names];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->label = label;
+    e->node = node;
+    e->line = c->line;
+    unsigned i = name_hash(name) & (c->n_slots - 1);
+    while (c->slots[i] >= 0) i = (i + 1) & (c->n_slots - 1);
+    c->slots[i] = c->n_names++;
+    return ADAPT_OK;
+}
+
+/* -1 for "input", else the node a layer or label of that name reads; -2 when unknown. */
 static int lookup(const struct ctx *c, const char *name)
 {
     if (!strcmp(name, "input")) return -1;
-    for (int i = c->n_labels - 1; i >= 0; i--)
-        if (!strcmp(c->labels[i].name, name)) return c->labels[i].node;
-    int i = find_node(c, name);
-    return i >= 0 ? i : -2;
+    const struct name *e = name_find(c, name);
+    return e ? e->node : -2;
 }
 
-static enum adapt_status add_label(struct ctx *c, const char *name, int node)
+static enum adapt_status set_label(struct ctx *c, const char *name, int node)
 {
-    for (int i = 0; i < c->n_labels; i++)
-        if (!strcmp(c->labels[i].name, name)) {
-            c->labels[i].node = node;
-            return ADAPT_OK;
-        }
-    if (c->n_labels == c->cap_labels) {
-        int nc = c->cap_labels ? 2 * c->cap_labels : 16;
-        struct label *l = realloc(c->labels, (size_t)nc * sizeof *l);
-        if (!l) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
-        c->labels = l;
-        c->cap_labels = nc;
+    struct name *e = name_find(c, name);
+    if (e && !e->label)
+        return err_at(c, "label '%s': a layer has that name (line %d); a label and a layer "
+                         "cannot share a name",
+                      name, e->line);
+    if (e) {
+        e->node = node;
+        e->line = c->line;
+        return ADAPT_OK;
     }
-    snprintf(c->labels[c->n_labels].name, ADAPT_GRAPH_NAME_MAX, "%s", name);
-    c->labels[c->n_labels++].node = node;
-    return ADAPT_OK;
+    if (c->n_labels == ADAPT_GRAPH_MAX_LABELS)
+        return err_at(c, "label '%s': more than %d label names", name, ADAPT_GRAPH_MAX_LABELS);
+    c->n_labels++;
+    return name_add(c, name, 1, node);
 }
 
 /* Splits s at blanks outside {} in place; returns the number of words (at most cap). */
@@ -195,19 +278,31 @@ static enum adapt_status name_eq_expr(struct ctx *c, const char *rest, const cha
     size_t n = eq ? (size_t)(eq - rest) : 0;
     while (n && (rest[n - 1] == ' ' || rest[n - 1] == '\t')) n--;
     if (!eq || !n || n >= ADAPT_GRAPH_NAME_MAX)
-        return err_at(c, "expected '%s NAME = EXPRESSION'", kw, NULL);
+        return err_at(c, "expected '%s NAME = EXPRESSION'", kw);
     memcpy(name, rest, n);
     name[n] = 0;
     if (!is_ident(name))
-        return err_at(c, "'%s' is not a name (letters, digits and '_', not first a digit)", name,
-                      NULL);
+        return err_at(c, "'%s' is not a name (letters, digits and '_', not first a digit)", name);
     if (!strcmp(name, "classes") || !strcmp(name, "input"))
-        return err_at(c, "'%s' is predefined and cannot be set", name, NULL);
+        return err_at(c, "'%s' is predefined and cannot be set", name);
     *expr = eq + 1;
     return ADAPT_OK;
 }
 
 static enum adapt_status run_block(struct ctx *c, int from, int to);
+
+/* Counts the work of running a line (its length plus one) or a repeat pass (1) against
+ * ADAPT_GRAPH_MAX_WORK. */
+static enum adapt_status work(struct ctx *c, size_t n)
+{
+    c->work += (long)n;
+    if (c->work > ADAPT_GRAPH_MAX_WORK)
+        return err_at(c, "the description runs more than %d characters of lines (each line "
+                         "counts its length plus one each time it runs, each repeat pass one): "
+                         "is a repeat's range too large?",
+                      ADAPT_GRAPH_MAX_WORK);
+    return ADAPT_OK;
+}
 
 static enum adapt_status run_repeat(struct ctx *c, int i, const char *rest)
 {
@@ -216,16 +311,21 @@ static enum adapt_status run_repeat(struct ctx *c, int i, const char *rest)
     enum adapt_status st = name_eq_expr(c, rest, "repeat", var, &range);
     if (st) return st;
     const char *dots = strstr(range, "..");
-    if (!dots) return err_at(c, "expected 'repeat %s = FIRST..LAST'", var, NULL);
+    if (!dots) return err_at(c, "expected 'repeat %s = FIRST..LAST'", var);
     char a[128];
-    if ((size_t)(dots - range) >= sizeof a) return err_at(c, "range too long", NULL, NULL);
+    if ((size_t)(dots - range) >= sizeof a) return err_at(c, "range too long");
     memcpy(a, range, (size_t)(dots - range));
     a[dots - range] = 0;
     int64_t lo, hi;
     if ((st = eval(c, a, &lo)) || (st = eval(c, dots + 2, &hi))) return st;
-    for (int64_t v = lo; v <= hi; v++) {
+    if (hi >= lo && (uint64_t)hi - (uint64_t)lo >= ADAPT_GRAPH_MAX_REPEAT)
+        return err_at(c, "repeat %s = %lld..%lld makes more than %d passes (the bound of one "
+                         "repeat)",
+                      var, (long long)lo, (long long)hi, ADAPT_GRAPH_MAX_REPEAT);
+    int64_t passes = hi >= lo ? hi - lo + 1 : 0;
+    for (int64_t k = 0; k < passes; k++) {
         c->line = c->lines[i].no;
-        if ((st = vars_set(c, var, v))) return st;
+        if ((st = work(c, 1)) || (st = vars_set(c, var, lo + k))) return st;
         if ((st = run_block(c, i + 1, c->lines[i].end))) return st;
     }
     return ADAPT_OK;
@@ -247,10 +347,10 @@ static enum adapt_status run_require(struct ctx *c, const char *rest)
     const char *q = strchr(rest, '"');
     size_t len = strlen(rest);
     if (!q || len < 2 || rest[len - 1] != '"' || q == rest + len - 1)
-        return err_at(c, "expected 'require EXPRESSION \"message\"'", NULL, NULL);
+        return err_at(c, "expected 'require EXPRESSION \"message\"'");
     char expr[256], msg[200];
     if ((size_t)(q - rest) >= sizeof expr || (size_t)(rest + len - 1 - q) >= sizeof msg)
-        return err_at(c, "require line too long", NULL, NULL);
+        return err_at(c, "require line too long");
     memcpy(expr, rest, (size_t)(q - rest));
     expr[q - rest] = 0;
     memcpy(msg, q + 1, (size_t)(rest + len - 2 - q));
@@ -258,7 +358,7 @@ static enum adapt_status run_require(struct ctx *c, const char *rest)
     int64_t v;
     enum adapt_status st = eval(c, expr, &v);
     if (st) return st;
-    if (!v) return err_at(c, "requirement failed: %s", msg, NULL);
+    if (!v) return err_at(c, "requirement failed: %s", msg);
     return ADAPT_OK;
 }
 
@@ -270,7 +370,7 @@ static enum adapt_status run_param(struct ctx *c, const char *rest)
     if (st) return st;
     int64_t v;
     if (graph_vars_get(&c->vars, name, &v))
-        return err_at(c, "'%s' is already defined", name, NULL);
+        return err_at(c, "'%s' is already defined", name);
     if ((st = eval(c, expr, &v))) return st;
     for (int a = 0; a < c->n_args; a++)
         if (!strcmp(c->arg_name[a], name)) {
@@ -283,17 +383,23 @@ static enum adapt_status run_param(struct ctx *c, const char *rest)
 static enum adapt_status run_input(struct ctx *c, char *rest)
 {
     char *w[4];
-    if (c->have_input) return err_at(c, "a second 'input' line", NULL, NULL);
-    if (c->n_layers_seen) return err_at(c, "'input' must come before the first layer", NULL, NULL);
-    if (split(rest, w, 4) != 3) return err_at(c, "expected 'input CHANNELS HEIGHT WIDTH'", NULL, NULL);
+    if (c->have_input) return err_at(c, "a second 'input' line");
+    if (c->n_layers_seen) return err_at(c, "'input' must come before the first layer");
+    if (split(rest, w, 4) != 3) return err_at(c, "expected 'input CHANNELS HEIGHT WIDTH'");
+    int *chw = c->g->in_chw;
     for (int d = 0; d < 3; d++) {
         int64_t v;
         enum adapt_status st = eval(c, w[d], &v);
         if (st) return st;
-        if (v < 1 || v > 65536)
-            return err_at(c, "input size '%s' must be between 1 and 65536", w[d], NULL);
-        c->g->in_chw[d] = (int)v;
+        if (v < 1 || v > ADAPT_GRAPH_MAX_DIM)
+            return err_at(c, "input size '%s' must be between 1 and %d", w[d], ADAPT_GRAPH_MAX_DIM);
+        chw[d] = (int)v;
     }
+    int64_t numel = (int64_t)chw[0] * chw[1] * chw[2];
+    if (numel > ADAPT_GRAPH_MAX_NUMEL)
+        return err_at(c, "input %dx%dx%d has %lld elements per sample, more than %d (the "
+                         "engine's bound on one tensor)",
+                      chw[0], chw[1], chw[2], (long long)numel, ADAPT_GRAPH_MAX_NUMEL);
     c->have_input = 1;
     return ADAPT_OK;
 }
@@ -301,7 +407,8 @@ static enum adapt_status run_input(struct ctx *c, char *rest)
 static enum adapt_status new_node(struct ctx *c, struct adapt_graph_node **out)
 {
     struct adapt_graph *g = c->g;
-    if (g->n_nodes == GRAPH_MAX_NODES) return err_at(c, "more than 10000 layers", NULL, NULL);
+    if (g->n_nodes == ADAPT_GRAPH_MAX_NODES)
+        return err_at(c, "more than %d layers", ADAPT_GRAPH_MAX_NODES);
     if (g->n_nodes == c->cap_nodes) {
         int nc = c->cap_nodes ? 2 * c->cap_nodes : 32;
         struct adapt_graph_node *n = realloc(g->nodes, (size_t)nc * sizeof *n);
@@ -318,33 +425,36 @@ static enum adapt_status new_node(struct ctx *c, struct adapt_graph_node **out)
 static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, char **w, int nw)
 {
     enum adapt_status st;
-    if (!c->have_input) return err_at(c, "the 'input' line must come before the first layer", NULL, NULL);
-    if (nw < 2) return err_at(c, "expected '%s NAME [key=value ...]'", w[0], NULL);
+    if (!c->have_input) return err_at(c, "the 'input' line must come before the first layer");
+    if (nw < 2) return err_at(c, "expected '%s NAME [key=value ...]'", w[0]);
     c->n_layers_seen++;
     struct adapt_graph_node *n = NULL;
     if ((st = new_node(c, &n))) return st;
     n->line = c->line;
     n->kind = kind;
     n->unit = -1;
-    if ((st = interpolate(c, w[1], n->name, sizeof n->name, "layer name"))) return st;
-    if (!strcmp(n->name, "input")) return err_at(c, "'input' is the network input's name", NULL, NULL);
-    int prev = find_node(c, n->name);
-    if (prev >= 0) {
-        char first[32];
-        snprintf(first, sizeof first, "%d", c->g->nodes[prev].line);
-        return err_at(c, "layer name '%s' is already used (line %s)", n->name, first);
-    }
+    _Static_assert(ADAPT_GRAPH_LAYER_NAME_MAX < sizeof n->name, "a layer name fits a node");
+    if ((st = interpolate(c, w[1], n->name, ADAPT_GRAPH_LAYER_NAME_MAX + 1, "layer name")))
+        return st;
+    if (!strcmp(n->name, "input")) return err_at(c, "'input' is the network input's name");
+    const struct name *prev = name_find(c, n->name);
+    if (prev && !prev->label)
+        return err_at(c, "layer name '%s' is already used (line %d)", n->name, prev->line);
+    if (prev)
+        return err_at(c, "layer name '%s' is a label's (line %d); a layer and a label cannot "
+                         "share a name",
+                      n->name, prev->line);
     struct graph_layer_args la;
     graph_layer_args_init(&la);
     la.default_in = c->cur;
     for (int i = 2; i < nw; i++) {
         char *eq = strchr(w[i], '=');
         if (!eq || eq == w[i] || !eq[1])
-            return err_at(c, "expected key=value, got '%s'", w[i], NULL);
+            return err_at(c, "expected key=value, got '%s'", w[i]);
         *eq = 0;
         const char *key = w[i], *val = eq + 1;
         if (!strcmp(key, "in")) {
-            if (la.n_in) return err_at(c, "key 'in' given twice", NULL, NULL);
+            if (la.n_in) return err_at(c, "key 'in' given twice");
             char list[1024]; /* a line has at most 1000 characters */
             snprintf(list, sizeof list, "%s", val);
             for (char *save = NULL, *t = strtok_r(list, ",", &save); t;
@@ -361,12 +471,12 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
                 }
                 la.in[la.n_in++] = id;
             }
-            if (!la.n_in) return err_at(c, "in= names no layer", NULL, NULL);
+            if (!la.n_in) return err_at(c, "in= names no layer");
             continue;
         }
         int k = graph_layer_key(key);
-        if (k < 0) return err_at(c, "unknown key '%s' (see doc/model-format.md)", key, NULL);
-        if (la.set[k]) return err_at(c, "key '%s' given twice", key, NULL);
+        if (k < 0) return err_at(c, "unknown key '%s' (see doc/model-format.md)", key);
+        if (la.set[k]) return err_at(c, "key '%s' given twice", key);
         const char *words = NULL;
         int word = graph_key_word(k, val, &words);
         if (word == -1) {
@@ -377,10 +487,12 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
         if (word >= 0) {
             la.val[k] = word;
         } else if (graph_key_is_real(k)) {
+            /* as strtod reads it (hexadecimal too); a value outside double's range reads as 0, a
+             * denormal or an infinity, which the kind's range check refuses with the range */
             char *end;
-            errno = 0;
             double d = strtod(val, &end);
-            if (*end || errno || !(d == d)) return err_at(c, "%s=%s: expected a number", key, val);
+            if (end == val || *end || !(d == d))
+                return err_at(c, "%s=%s: expected a number", key, val);
             la.real[k] = d;
         } else {
             if ((st = eval(c, val, &la.val[k]))) return st;
@@ -390,7 +502,7 @@ static enum adapt_status run_layer(struct ctx *c, enum adapt_graph_kind kind, ch
     if ((st = graph_resolve_node(c->g, n, &la, c->file))) return st;
     c->g->n_nodes++;
     c->cur = c->g->n_nodes - 1;
-    return ADAPT_OK;
+    return name_add(c, n->name, 0, c->cur);
 }
 
 static enum adapt_status run_line(struct ctx *c, int i)
@@ -402,9 +514,9 @@ static enum adapt_status run_line(struct ctx *c, int i)
     if (*rest) *rest++ = 0;
     while (*rest == ' ' || *rest == '\t') rest++;
     const char *kw = buf;
-    if (c->have_loss) return err_at(c, "nothing may follow the 'loss' line", NULL, NULL);
+    if (c->have_loss) return err_at(c, "nothing may follow the 'loss' line");
     if (!strcmp(kw, "param")) {
-        if (c->n_layers_seen) return err_at(c, "'param' must come before the first layer", NULL, NULL);
+        if (c->n_layers_seen) return err_at(c, "'param' must come before the first layer");
         return run_param(c, rest);
     }
     if (!strcmp(kw, "let")) {
@@ -417,7 +529,7 @@ static enum adapt_status run_line(struct ctx *c, int i)
     }
     if (!strcmp(kw, "model")) {
         if (!is_ident(rest) || strlen(rest) >= sizeof c->g->name)
-            return err_at(c, "expected 'model NAME' (letters, digits, '_')", NULL, NULL);
+            return err_at(c, "expected 'model NAME' (letters, digits, '_')");
         snprintf(c->g->name, sizeof c->g->name, "%s", rest);
         return ADAPT_OK;
     }
@@ -428,12 +540,12 @@ static enum adapt_status run_line(struct ctx *c, int i)
         enum adapt_status st = interpolate(c, rest, name, sizeof name, "label");
         if (st) return st;
         if (strchr(name, ' ') || !strcmp(name, "input"))
-            return err_at(c, "expected 'label NAME'", NULL, NULL);
-        return add_label(c, name, c->cur);
+            return err_at(c, "expected 'label NAME'");
+        return set_label(c, name, c->cur);
     }
     if (!strcmp(kw, "loss")) {
         if (strcmp(rest, "softmax_xent"))
-            return err_at(c, "expected 'loss softmax_xent' (the only loss), got '%.80s'", rest, NULL);
+            return err_at(c, "expected 'loss softmax_xent' (the only loss), got '%.80s'", rest);
         c->have_loss = 1;
         return ADAPT_OK;
     }
@@ -444,11 +556,12 @@ static enum adapt_status run_line(struct ctx *c, int i)
             char *w[40];
             snprintf(buf, sizeof buf, "%s", c->lines[i].text);
             int nw = split(buf, w, 40);
-            if (nw > 40) return err_at(c, "too many words", NULL, NULL);
+            if (nw > 40) return err_at(c, "too many words");
             return run_layer(c, (enum adapt_graph_kind)k, w, nw);
         }
     return err_at(c, "unknown line '%.80s' (expected a layer kind or a keyword; see "
-                     "doc/model-format.md)", kw, NULL);
+                     "doc/model-format.md)",
+                  kw);
 }
 
 static enum adapt_status run_block(struct ctx *c, int from, int to)
@@ -456,8 +569,8 @@ static enum adapt_status run_block(struct ctx *c, int from, int to)
     for (int i = from; i < to; i++) {
         if (!c->lines[i].text[0]) continue;
         c->line = c->lines[i].no;
-        enum adapt_status st = run_line(c, i);
-        if (st) return st;
+        enum adapt_status st = work(c, strlen(c->lines[i].text) + 1);
+        if (st || (st = run_line(c, i))) return st;
         if (c->lines[i].block) i = c->lines[i].end;
     }
     return ADAPT_OK;
@@ -466,7 +579,21 @@ static enum adapt_status run_block(struct ctx *c, int from, int to)
 /* Strips comments and blanks, pairs repeat/if/else with end. */
 static enum adapt_status scan(struct ctx *c, char *text)
 {
-    int cap = 64, stack[64], depth = 0;
+    /* UTF-8 everywhere, comments included: the text goes into the trace, a JSON file */
+    long bad = utf8_bad((const unsigned char *)text, strlen(text));
+    if (bad >= 0) {
+        const char *line_start = text;
+        c->line = 1;
+        for (const char *q = text; q < text + bad; q++)
+            if (*q == '\n') {
+                c->line++;
+                line_start = q + 1;
+            }
+        return err_at(c, "byte %ld of the line (0x%02x) is not UTF-8 (a description is UTF-8 "
+                         "text)",
+                      (long)(text + bad - line_start) + 1, (unsigned char)text[bad]);
+    }
+    int cap = 64, stack[ADAPT_GRAPH_MAX_DEPTH], depth = 0;
     c->lines = malloc((size_t)cap * sizeof *c->lines);
     if (!c->lines) return ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", c->file);
     int no = 0;
@@ -482,11 +609,11 @@ static enum adapt_status scan(struct ctx *c, char *text)
         for (char *q = p; *q; q++)
             if ((unsigned char)*q < 0x20 && *q != '\t') {
                 c->line = no;
-                return err_at(c, "control character in the line (a text file expected)", NULL, NULL);
+                return err_at(c, "control character in the line (a text file expected)");
             }
-        if (strlen(p) > 1000) {
+        if (strlen(p) > ADAPT_GRAPH_MAX_LINE) {
             c->line = no;
-            return err_at(c, "line longer than 1000 characters", NULL, NULL);
+            return err_at(c, "line longer than %d characters", ADAPT_GRAPH_MAX_LINE);
         }
         if (c->n_lines == cap) {
             cap *= 2;
@@ -503,18 +630,19 @@ static enum adapt_status scan(struct ctx *c, char *text)
         char kw[8] = "";
         sscanf(p, "%7s", kw);
         if (!strcmp(kw, "repeat") || !strcmp(kw, "if")) {
-            if (depth == 64) return err_at(c, "blocks nested deeper than 64", NULL, NULL);
+            if (depth == ADAPT_GRAPH_MAX_DEPTH)
+                return err_at(c, "blocks nested deeper than %d", ADAPT_GRAPH_MAX_DEPTH);
             stack[depth++] = c->n_lines;
             l->block = 1;
         } else if (!strcmp(kw, "else")) {
-            if (strcmp(p, "else")) return err_at(c, "nothing may follow 'else' on its line", NULL, NULL);
+            if (strcmp(p, "else")) return err_at(c, "nothing may follow 'else' on its line");
             if (!depth || strncmp(c->lines[stack[depth - 1]].text, "if", 2) ||
                 c->lines[stack[depth - 1]].els >= 0)
-                return err_at(c, "'else' without an open 'if'", NULL, NULL);
+                return err_at(c, "'else' without an open 'if'");
             c->lines[stack[depth - 1]].els = c->n_lines;
         } else if (!strcmp(kw, "end")) {
-            if (strcmp(p, "end")) return err_at(c, "nothing may follow 'end' on its line", NULL, NULL);
-            if (!depth) return err_at(c, "'end' without an open 'repeat' or 'if'", NULL, NULL);
+            if (strcmp(p, "end")) return err_at(c, "nothing may follow 'end' on its line");
+            if (!depth) return err_at(c, "'end' without an open 'repeat' or 'if'");
             struct line *open = &c->lines[stack[--depth]];
             open->end = c->n_lines;
             if (open->els >= 0) c->lines[open->els].end = c->n_lines;
@@ -526,7 +654,7 @@ static enum adapt_status scan(struct ctx *c, char *text)
     }
     if (depth) {
         c->line = c->lines[stack[depth - 1]].no;
-        return err_at(c, "this block has no 'end'", NULL, NULL);
+        return err_at(c, "this block has no 'end'");
     }
     /* else lines end the if-branch: run_block stops at them through els */
     for (int i = 0; i < c->n_lines; i++)
@@ -557,6 +685,10 @@ static enum adapt_status parse_args(struct ctx *c, const char *args)
         struct graph_vars none = {0};
         if (!graph_eval(eq + 1, &none, &c->arg_value[c->n_args], err, sizeof err))
             return ADAPT_ERROR(ADAPT_EINVAL, "%s: model argument %s: %s", c->file, t, err);
+        for (int a = 0; a < c->n_args; a++)
+            if (!strcmp(c->arg_name[a], t))
+                return ADAPT_ERROR(ADAPT_EINVAL, "%s: model arguments '%s': '%s' is set twice",
+                                   c->file, args, t);
         snprintf(c->arg_name[c->n_args], ADAPT_GRAPH_NAME_MAX, "%s", t);
         c->arg_used[c->n_args++] = 0;
     }
@@ -579,6 +711,10 @@ enum adapt_status adapt_graph_parse(struct adapt_graph **out, const char *text, 
     *out = NULL;
     if (classes < 2)
         return ADAPT_ERROR(ADAPT_EINVAL, "%s: need at least 2 classes, got %d", file, classes);
+    if (utf8_bad((const unsigned char *)file, strlen(file)) >= 0)
+        return ADAPT_ERROR(ADAPT_EINVAL, "model file name '%s' is not UTF-8 (the trace records "
+                                         "it)",
+                           file);
     struct ctx c = {.file = file, .cur = -1};
     struct adapt_graph *g = c.g = calloc(1, sizeof *g);
     char *work = adapt_strdup(text);
@@ -602,7 +738,7 @@ enum adapt_status adapt_graph_parse(struct adapt_graph **out, const char *text, 
             goto done;
         }
     if (!c.have_input) {
-        st = err_at(&c, "no 'input CHANNELS HEIGHT WIDTH' line", NULL, NULL);
+        st = err_at(&c, "no 'input CHANNELS HEIGHT WIDTH' line");
         goto done;
     }
     if ((st = graph_check_output(g, file))) goto done;
@@ -610,13 +746,15 @@ enum adapt_status adapt_graph_parse(struct adapt_graph **out, const char *text, 
         const char *b = strrchr(file, '/');
         b = b ? b + 1 : file;
         size_t n = strcspn(b, ".");
-        if (n >= sizeof g->name) n = sizeof g->name - 1;
+        while (n >= sizeof g->name || (n && (b[n] & 0xc0) == 0x80)) n--; /* whole characters */
         memcpy(g->name, b, n);
         g->name[n] = 0;
+        if (!n) snprintf(g->name, sizeof g->name, "model");
     }
 done:
     free(c.lines);
-    free(c.labels);
+    free(c.names);
+    free(c.slots);
     free(work);
     if (st) {
         adapt_graph_free(g);
@@ -658,6 +796,36 @@ enum adapt_status adapt_graph_load(struct adapt_graph **out, const char *name, i
         }
         if (st)
             return ADAPT_ERROR(st, "unknown model '%s': %s", name, adapt_error_message());
+    }
+    /* "resnet20" sets depth=20: the model arguments may say it again, not contradict it */
+    if (depth_arg[0] && args && args[0]) {
+        size_t d = strlen(name) - (strlen(depth_arg) - 6);
+        char list[600], err[300];
+        snprintf(list, sizeof list, "%s", args);
+        struct graph_vars none = {0};
+        int64_t want, got;
+        for (char *save = NULL, *t = strtok_r(list, ",", &save); t;
+             t = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(t, '=');
+            if (!eq) continue;
+            *eq = 0;
+            t += strspn(t, " ");
+            size_t n = strlen(t);
+            while (n && t[n - 1] == ' ') t[--n] = 0;
+            if (strcmp(t, "depth") || !graph_eval(depth_arg + 6, &none, &want, err, sizeof err) ||
+                !graph_eval(eq + 1, &none, &got, err, sizeof err))
+                continue; /* what does not read is parse_args's to refuse */
+            if (got != want) {
+                free(path);
+                return ADAPT_ERROR(ADAPT_EINVAL,
+                                   "model %s sets depth=%lld, but the model arguments set "
+                                   "depth=%lld: name the model %.*s%lld or %.*s, or drop depth "
+                                   "from the arguments",
+                                   name, (long long)want, (long long)got, (int)d, name,
+                                   (long long)got, (int)d, name);
+            }
+            depth_arg[0] = 0; /* the arguments set it */
+        }
     }
     st = adapt_read_text(path, 1 << 20, &text);
     if (st) {

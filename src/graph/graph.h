@@ -25,8 +25,29 @@
 
 #include "src/base/status.h"
 
-#define ADAPT_GRAPH_NAME_MAX 64
-#define ADAPT_GRAPH_MAX_IN 16 /* inputs of one layer (concat) */
+#define ADAPT_GRAPH_NAME_MAX 64 /* bytes of a name, its NUL included */
+#define ADAPT_GRAPH_MAX_IN 16   /* inputs of one layer (concat) */
+
+/* What a description may make, checked where it is read (doc/model-format.md, "Limits"). The
+ * engine (src/net) checks the same constants, so every graph that resolves can be built. */
+/* Characters of a layer name: the engine appends a parameter suffix of up to 13 characters
+ * (".running_mean") to make checkpoint keys of at most ADAPT_GRAPH_NAME_MAX - 1. */
+#define ADAPT_GRAPH_LAYER_NAME_MAX 50
+/* Elements of one tensor: a layer's output (or the input) for one sample, or a parameter
+ * tensor. 2^28 (1 GiB of float32) keeps the engine's int sizes and indices, including the
+ * padded planes and strided phases of its convolutions, far from INT_MAX. */
+#define ADAPT_GRAPH_MAX_NUMEL (1 << 28)
+/* Height and width of the input and of every layer's output. */
+#define ADAPT_GRAPH_MAX_DIM 65536
+#define ADAPT_GRAPH_MAX_NODES 10000  /* layers */
+#define ADAPT_GRAPH_MAX_LABELS 10000 /* distinct label names */
+#define ADAPT_GRAPH_MAX_REPEAT 100000 /* passes of one repeat */
+/* The work of running a description: each line counts its length plus one each time it runs
+ * (a line of a repeat's body once per pass), each pass of a repeat one. A ResNet at the
+ * layer bound (resnet.model with depth=2852, 9985 layers) runs 536,547. */
+#define ADAPT_GRAPH_MAX_WORK 10000000
+#define ADAPT_GRAPH_MAX_DEPTH 32 /* repeat and if blocks inside one another */
+#define ADAPT_GRAPH_MAX_LINE 1000 /* characters of a line, its comment removed */
 
 enum adapt_graph_kind {
     ADAPT_GRAPH_CONV2D = 0,

@@ -7,6 +7,7 @@
  * (activations, add), per input element (batch norm, global average pool) or per input
  * element a window reads (pools: padding is not read); flatten and concat none (copies).
  */
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,7 +84,24 @@ int graph_key_word(int key, const char *val, const char **expected)
     return -1;
 }
 
-static int64_t numel(const int d[3]) { return (int64_t)d[0] * d[1] * d[2]; }
+/* a * b; a product that leaves int64 sets *ovf (and gives INT64_MAX) */
+static int64_t mul(int64_t a, int64_t b, int *ovf)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) {
+        *ovf = 1;
+        return INT64_MAX;
+    }
+    return r;
+}
+
+/* Dimensions are positive ints, so the product of three fits int64 only with care. */
+static int64_t numel(const int d[3])
+{
+    int ovf = 0;
+    int64_t n = mul(mul(d[0], d[1], &ovf), d[2], &ovf);
+    return ovf ? INT64_MAX : n;
+}
 
 static void dims(char *buf, size_t cap, const int d[3])
 {
@@ -124,28 +142,41 @@ static enum adapt_status window(const struct adapt_graph *g, struct adapt_graph_
                                 const char *file)
 {
     const int *x = n->in_dim[0];
-    int ph = x[1] + 2 * n->pad, pw = x[2] + 2 * n->pad;
-    int span = (n->k - 1) * (n->dilation > 1 ? n->dilation : 1) + 1;
+    int64_t ph = (int64_t)x[1] + 2 * n->pad, pw = (int64_t)x[2] + 2 * n->pad;
+    int64_t span = (int64_t)(n->k - 1) * (n->dilation > 1 ? n->dilation : 1) + 1;
     if (span > ph || span > pw) {
         char w[96], d[32];
         who(g, in_id, w, sizeof w);
         dims(d, sizeof d, x);
-        return FAIL("%s:%d: %s %s: kernel %d (spanning %d) is larger than its padded input "
+        return FAIL("%s:%d: %s %s: kernel %d (spanning %lld) is larger than its padded input "
                     "(%s from %s, padding %d)",
-                    file, n->line, kind_names[n->kind], n->name, n->k, span, d, w, n->pad);
+                    file, n->line, kind_names[n->kind], n->name, n->k, (long long)span, d, w,
+                    n->pad);
     }
-    n->out_dim[1] = (ph - span) / n->stride + 1;
-    n->out_dim[2] = (pw - span) / n->stride + 1;
+    int64_t oh = (ph - span) / n->stride + 1, ow = (pw - span) / n->stride + 1;
+    if (oh > ADAPT_GRAPH_MAX_DIM || ow > ADAPT_GRAPH_MAX_DIM)
+        return FAIL("%s:%d: %s %s: its output plane %lldx%lld is larger than %d in a dimension",
+                    file, n->line, kind_names[n->kind], n->name, (long long)oh, (long long)ow,
+                    ADAPT_GRAPH_MAX_DIM);
+    n->out_dim[1] = (int)oh;
+    n->out_dim[2] = (int)ow;
     return ADAPT_OK;
 }
 
 /* Input cells the windows of one axis read: the sum over outputs o < no of the length of
- * [o s - p, o s - p + k) within [0, n). */
+ * [o s - p, o s - p + k) within [0, n). The windows from o0 = ceil(p / s) to
+ * o1 = floor((n - k + p) / s) lie inside and read k each; only those before and after them,
+ * at most about (p + k) / s + 2, are summed one by one. */
 static int64_t axis_reads(int n, int no, int k, int s, int p)
 {
-    int64_t r = 0;
-    for (int o = 0; o < no; o++) {
-        int a = o * s - p, b = a + k;
+    int64_t o0 = ((int64_t)p + s - 1) / s, o1 = n - k + p >= 0 ? ((int64_t)n - k + p) / s : -1;
+    if (o0 > no) o0 = no;
+    if (o1 > (int64_t)no - 1) o1 = (int64_t)no - 1;
+    int64_t r = o1 >= o0 ? (o1 - o0 + 1) * k : 0;
+    for (int64_t o = 0; o < no; o++) {
+        if (o >= o0 && o <= o1) o = o1 + 1;
+        if (o >= no) break;
+        int64_t a = o * s - p, b = a + k;
         r += (b < n ? b : n) - (a > 0 ? a : 0);
     }
     return r;
@@ -177,6 +208,7 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
     memcpy(n->out_dim, x, sizeof n->out_dim);
     char w[96], d[32], e[32];
     enum adapt_status st = ADAPT_OK;
+    int ovf = 0; /* set by mul() */
     switch (n->kind) {
     case ADAPT_GRAPH_CONV2D: {
         int in_c = x[0];
@@ -200,9 +232,14 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
                         file, n->line, n->name, n->groups, x[0], n->out);
         if ((st = window(g, n, n->in[0], file))) return st;
         n->out_dim[0] = n->out;
-        n->weights = (int64_t)n->out * (x[0] / n->groups) * n->k * n->k;
+        n->weights = mul(mul(mul(n->out, x[0] / n->groups, &ovf), n->k, &ovf), n->k, &ovf);
+        if (ovf || n->weights > ADAPT_GRAPH_MAX_NUMEL)
+            return FAIL("%s:%d: conv2d %s: its weight tensor %dx%dx%dx%d has more than %d "
+                        "elements (the engine's bound on one tensor)",
+                        file, n->line, n->name, n->out, x[0] / n->groups, n->k, n->k,
+                        ADAPT_GRAPH_MAX_NUMEL);
         n->params = n->weights + (n->bias ? n->out : 0);
-        n->macs = (int64_t)n->out_dim[1] * n->out_dim[2] * n->weights;
+        n->macs = mul(mul(n->out_dim[1], n->out_dim[2], &ovf), n->weights, &ovf);
         n->unit = g->n_units++;
         break;
     }
@@ -227,7 +264,11 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
         }
         n->out_dim[0] = n->out;
         n->out_dim[1] = n->out_dim[2] = 1;
-        n->weights = f * n->out;
+        n->weights = mul(f, n->out, &ovf);
+        if (ovf || n->weights > ADAPT_GRAPH_MAX_NUMEL)
+            return FAIL("%s:%d: linear %s: its weight tensor %dx%lld has more than %d elements "
+                        "(the engine's bound on one tensor)",
+                        file, n->line, n->name, n->out, (long long)f, ADAPT_GRAPH_MAX_NUMEL);
         n->params = n->weights + (n->bias ? n->out : 0);
         n->macs = n->weights;
         n->unit = g->n_units++;
@@ -271,24 +312,36 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
                         "at most k/2 = %d, as PyTorch",
                         file, n->line, kn, n->name, n->pad, n->k, n->k / 2);
         if ((st = window(g, n, n->in[0], file))) return st;
-        n->elementwise = x[0] * axis_reads(x[1], n->out_dim[1], n->k, n->stride, n->pad) *
-                         axis_reads(x[2], n->out_dim[2], n->k, n->stride, n->pad);
+        n->elementwise =
+            mul(mul(x[0], axis_reads(x[1], n->out_dim[1], n->k, n->stride, n->pad), &ovf),
+                axis_reads(x[2], n->out_dim[2], n->k, n->stride, n->pad), &ovf);
         break;
     }
     case ADAPT_GRAPH_BATCHNORM2D:
+        /* the engine computes in single precision: its eps, (float)eps, must be a normal
+         * float (a smaller one rounds to 0 or loses precision as a denormal) */
         n->eps = a->set[GK_EPS] ? a->real[GK_EPS] : 1e-5;
         n->momentum = a->set[GK_MOMENTUM] ? a->real[GK_MOMENTUM] : 0.1;
-        if (!(n->eps > 0 && n->eps < 1) || !(n->momentum >= 0 && n->momentum <= 1))
-            return FAIL("%s:%d: batchnorm2d %s: eps must be in (0, 1) and momentum in [0, 1]",
-                        file, n->line, n->name);
+        if (!(n->eps > 0 && n->eps < 1) || (float)n->eps < FLT_MIN || (float)n->eps >= 1.0f)
+            return FAIL("%s:%d: batchnorm2d %s: eps=%g, expected %g <= eps < 1 in single "
+                        "precision (the engine's)",
+                        file, n->line, n->name, n->eps, (double)FLT_MIN);
+        if (!(n->momentum >= 0 && n->momentum <= 1))
+            return FAIL("%s:%d: batchnorm2d %s: momentum=%g, expected 0 <= momentum <= 1", file,
+                        n->line, n->name, n->momentum);
         n->params = 2 * (int64_t)x[0];
         n->elementwise = numel(x);
         break;
     case ADAPT_GRAPH_DROPOUT:
+        /* the engine's p is (float)p */
         n->p = a->set[GK_P] ? a->real[GK_P] : 0.5;
         if (!(n->p >= 0 && n->p < 1))
             return FAIL("%s:%d: dropout %s: p=%g, expected 0 <= p < 1", file, n->line, n->name,
                         n->p);
+        if ((float)n->p >= 1.0f)
+            return FAIL("%s:%d: dropout %s: p=%.17g rounds to 1 in single precision (the "
+                        "engine's), expected 0 <= p <= %.9g (the float below 1)",
+                        file, n->line, n->name, n->p, (double)(1.0f - FLT_EPSILON / 2));
         n->elementwise = numel(x);
         break;
     case ADAPT_GRAPH_CONCAT: {
@@ -330,9 +383,20 @@ enum adapt_status graph_resolve_node(struct adapt_graph *g, struct adapt_graph_n
     default:
         return FAIL("%s:%d: unknown layer kind", file, n->line);
     }
-    if (numel(n->out_dim) > ((int64_t)1 << 31))
-        return FAIL("%s:%d: %s %s: output of %lld elements per sample is too large", file,
-                    n->line, kn, n->name, (long long)numel(n->out_dim));
+    if (ovf)
+        return FAIL("%s:%d: %s %s: its operation count overflows 64 bits", file, n->line, kn,
+                    n->name);
+    if (n->out_dim[1] > ADAPT_GRAPH_MAX_DIM || n->out_dim[2] > ADAPT_GRAPH_MAX_DIM)
+        return FAIL("%s:%d: %s %s: its output plane %dx%d is larger than %d in a dimension",
+                    file, n->line, kn, n->name, n->out_dim[1], n->out_dim[2],
+                    ADAPT_GRAPH_MAX_DIM);
+    if (numel(n->out_dim) > ADAPT_GRAPH_MAX_NUMEL) {
+        dims(d, sizeof d, n->out_dim);
+        return FAIL("%s:%d: %s %s: its output %s has %lld elements per sample, more than %d "
+                    "(the engine's bound on one tensor)",
+                    file, n->line, kn, n->name, d, (long long)numel(n->out_dim),
+                    ADAPT_GRAPH_MAX_NUMEL);
+    }
     return ADAPT_OK;
 }
 
@@ -350,8 +414,11 @@ enum adapt_status graph_check_output(struct adapt_graph *g, const char *file)
     if (!g->n_units) return FAIL("%s: has no conv2d or linear layer (no precision unit)", file);
     g->params = g->macs = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        g->params += g->nodes[i].params;
-        g->macs += g->nodes[i].macs;
+        const struct adapt_graph_node *n = &g->nodes[i];
+        if (__builtin_add_overflow(g->params, n->params, &g->params) ||
+            __builtin_add_overflow(g->macs, n->macs, &g->macs))
+            return FAIL("%s:%d: %s %s: the network's total parameters or MACs overflow 64 bits",
+                        file, n->line, kind_names[n->kind], n->name);
     }
     return ADAPT_OK;
 }

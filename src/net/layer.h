@@ -34,8 +34,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "src/graph/graph.h"
 #include "src/net/tensor.h"
 
+/* A parameter name: the layer's (at most ADAPT_GRAPH_LAYER_NAME_MAX characters), a dot and a
+ * suffix, with its NUL. */
 #define ADAPT_NAME_MAX 64
 #define ADAPT_LAYER_MAX_IN 16 /* inputs of one layer (concat); the others read 1 or 2 */
 #define ADAPT_LAYER_MAX_PARAMS 4

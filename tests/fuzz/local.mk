@@ -2,8 +2,9 @@
 # (configure CC=clang --enable-fuzzers; make fuzz). seeds.sh makes their seed
 # corpora from small valid files; run.sh runs them.
 FUZZ_HARNESSES = tests/fuzz/fuzz_idx tests/fuzz/fuzz_cifar tests/fuzz/fuzz_safetensors \
-	tests/fuzz/fuzz_ini tests/fuzz/fuzz_trace tests/fuzz/fuzz_format
-EXTRA_DIST += tests/fuzz/seeds.sh tests/fuzz/run.sh tests/fuzz/fuzz.h tests/fuzz/format.dict
+	tests/fuzz/fuzz_ini tests/fuzz/fuzz_trace tests/fuzz/fuzz_format tests/fuzz/fuzz_model
+EXTRA_DIST += tests/fuzz/seeds.sh tests/fuzz/run.sh tests/fuzz/fuzz.h tests/fuzz/format.dict \
+	tests/fuzz/model.dict
 CLEANFILES += $(FUZZ_HARNESSES)
 if FUZZERS
 EXTRA_PROGRAMS += $(FUZZ_HARNESSES)
@@ -16,7 +17,9 @@ tests_fuzz_fuzz_cifar_LDFLAGS = $(FUZZER_LINK)
 tests_fuzz_fuzz_safetensors_LDFLAGS = $(FUZZER_LINK)
 tests_fuzz_fuzz_ini_LDFLAGS = $(FUZZER_LINK)
 tests_fuzz_fuzz_trace_LDFLAGS = $(FUZZER_LINK)
-tests_fuzz_fuzz_format_LDFLAGS = $(FUZZER_LINK)
+	tests/fuzz/fuzz_ini tests/fuzz/fuzz_trace tests/fuzz/fuzz_format tests/fuzz/fuzz_model
+EXTRA_DIST += tests/fuzz/seeds.sh tests/fuzz/run.sh tests/fuzz/fuzz.h tests/fuzz/format.dict \
+	tests/fuzz/model.dict
 
 fuzz: $(FUZZ_HARNESSES)
 # A smoke run: each harness over its seeds and FUZZ_RUNS more inputs.

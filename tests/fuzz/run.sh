@@ -11,7 +11,7 @@ n=$2
 here=$(cd "$(dirname "$0")" && pwd)
 seeds=fuzz-seeds
 "$here/seeds.sh" "$PWD/$seeds"
-for h in idx cifar safetensors ini trace format; do
+for h in idx cifar safetensors ini trace format model; do
   bin=tests/fuzz/fuzz_$h
   work=fuzz-corpus/$h
   mkdir -p "$work"
@@ -20,11 +20,11 @@ for h in idx cifar safetensors ini trace format; do
     long) opts="-max_total_time=$n -print_final_stats=1" ;;
     *) echo "run.sh: expected smoke or long, got '$mode'" >&2; exit 2 ;;
   esac
-  dict=
-  [ -f "$here/$h.dict" ] && dict=-dict=$here/$h.dict
+  # a dictionary of the format's words, where there is one (tests/fuzz/NAME.dict)
+  if [ -f "$here/$h.dict" ]; then opts="$opts -dict=$here/$h.dict"; fi
   echo "=== fuzz_$h ($mode $n)"
   # -rss_limit_mb: the parsers allocate what the file holds, never much more
-  "$bin" $opts $dict -rss_limit_mb=1024 -timeout=10 -max_len=65536 -detect_leaks=1 \
+  "$bin" $opts -rss_limit_mb=1024 -timeout=10 -max_len=65536 -detect_leaks=1 \
     "$work" "$seeds/$h" 2>&1 | grep -E '^#[0-9]+ +(INITED|DONE|pulse)|stat::|ERROR|SUMMARY|Done' |
     tail -n 12
   # grep ends the pipe; the harness's status is what counts

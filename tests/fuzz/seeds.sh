@@ -1,17 +1,18 @@
 #!/bin/sh
 # tests/fuzz/seeds.sh: seed corpora for the fuzz harnesses, made from small
 # valid files: IDX and CIFAR files written here, the experiment INI files, a
-# safetensors file, the trace and checkpoint of a 1-epoch adapt-train run
-# on the IDX files (./adapt-train of the build directory, when built), and
-# format texts: every built-in format with parameters, a plugin (never loaded)
-# and [format NAME] sections.
+# safetensors file, the shipped model descriptions (with their parameters set
+# after a NUL byte) and one with every layer kind and key, format texts (every
+# built-in format with parameters, a plugin (never loaded) and [format NAME]
+# sections), and the trace and checkpoint of a 1-epoch adapt-train run
+# on the IDX files (./adapt-train of the build directory, when built).
 #   tests/fuzz/seeds.sh OUTDIR          (run from the build directory)
 set -eu
 out=$1
 src=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$out"
 mkdir -p "$out/idx" "$out/cifar" "$out/safetensors" "$out/ini" "$out/trace" "$out/data" \
-  "$out/format"
+  "$out/format" "$out/model"
 
 # be32 N: four big-endian bytes
 # byte N: one byte of value N (0..255)
@@ -73,6 +74,55 @@ printf 'wide\n[format wide]\nkind = float\nexp_bits = 8\nman_bits = 2\nsubnormal
   > "$out/format/sections"
 { echo e4m3_b11; cat "$src/experiments/configs/fmnist_lenet5_custom_format.ini"; } \
   > "$out/format/custom_format_ini"
+
+# model descriptions: the text, then optionally a NUL byte and the model arguments
+cp "$src"/models/*.model "$out/model/"
+with_args() { # file args
+  { cat "$src/models/$1.model"; printf '\000%s' "$2"; } > "$out/model/$1-$2"
+}
+with_args resnet depth=32
+with_args resnet depth=8
+with_args vgg depth=11
+with_args mlp hidden=100
+with_args alexnet_cifar channels=1
+cat > "$out/model/every_kind.model" <<'MODEL'
+# every layer kind and key
+model every_kind
+param width = 4
+input 3 12 12
+let w2 = width * 2
+conv2d stem out=w2 k=3 stride=1 pad=1 bias=1 in_channels=3 groups=1 dilation=1
+batchnorm2d bn eps=1e-3 momentum=0.2
+relu r0
+label trunk
+conv2d dw out=w2 k=3 pad=2 dilation=2 groups=w2 bias=0
+relu6 r6
+conv2d pw out=width k=1
+hardswish hs
+sigmoid sg in=trunk
+tanh th
+gelu ge approximate=tanh
+gelu ge2 in=hs approximate=none
+maxpool2d mp in=ge2 k=3 stride=2 pad=1
+avgpool2d ap in=th k=3 stride=2 pad=1 count_include_pad=0
+conv2d sq in=ap out=width k=1
+add sum in=mp,sq
+concat cat in=sum,mp,sq
+dropout dr p=0.25
+repeat i = 0..1
+  if i == 0
+    conv2d blk{i} out=8 k=1
+  else
+    conv2d blk{i}.b out=8 k=1
+  end
+end
+require width % 2 == 0 "width must be even"
+avgpool2d gap global=1
+flatten fl
+linear fc out=classes bias=1 in_features=8
+loss softmax_xent
+MODEL
+{ cat "$out/model/every_kind.model"; printf '\000width=6'; } > "$out/model/every_kind-width=6"
 
 # a short run: trace (cut to a few records) and checkpoint
 if [ -x ./adapt-train ]; then

@@ -32,6 +32,7 @@
  * dW and db, whose per-thread partial sums are added in thread order.
  * macs = Hout*Wout*Cout*Cin*k*k; fan_in of weight and bias = Cin*k*k
  * (PyTorch's default initialisation bounds use it). */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,13 +482,28 @@ struct adapt_layer *adapt_conv2d_create(const char *name, const int in_chw[3], i
     }
     struct adapt_layer *l = &c->base;
     if (adapt_layer_setup(l, &conv_ops, name, 1, in_chw) != ADAPT_OK) goto free_layer;
-    if (cout <= 0 || k <= 0 || stride <= 0 || pad < 0 || in_chw[1] + 2 * pad < k ||
-        in_chw[2] + 2 * pad < k) {
+    if (cout <= 0 || k <= 0 || stride <= 0 || pad < 0 || (int64_t)in_chw[1] + 2 * pad < k ||
+        (int64_t)in_chw[2] + 2 * pad < k) {
         ADAPT_ERROR(ADAPT_EINVAL,
                     "%s: conv2d out %d kernel %d stride %d padding %d does not fit input "
                     "(%d, %d, %d)",
                     name, cout, k, stride, pad, in_chw[0], in_chw[1], in_chw[2]);
         goto free_layer;
+    }
+    /* the int sizes below: the weight tensor (and so Cin*k*k), the output plane rounded up,
+     * the padded input plane */
+    {
+        const int64_t ho = ((int64_t)in_chw[1] + 2 * pad - k) / stride + 1;
+        const int64_t wo = ((int64_t)in_chw[2] + 2 * pad - k) / stride + 1;
+        if ((int64_t)cout * in_chw[0] * k * k > INT_MAX || ho * wo + 32 > INT_MAX ||
+            cout > INT_MAX - 16 ||
+            ((int64_t)in_chw[1] + 2 * pad) * ((int64_t)in_chw[2] + 2 * pad) > INT_MAX) {
+            ADAPT_ERROR(ADAPT_EINVAL,
+                        "%s: conv2d out %d kernel %d stride %d padding %d on input (%d, %d, %d): "
+                        "a weight tensor or plane of more than %d elements",
+                        name, cout, k, stride, pad, in_chw[0], in_chw[1], in_chw[2], INT_MAX);
+            goto free_layer;
+        }
     }
     struct adapt_conv_geom *g = &c->g;
     g->cin = in_chw[0];

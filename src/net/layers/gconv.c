@@ -32,6 +32,7 @@
  * dy stacks. The dW task reads a channel's planes sample after sample, which the hardware
  * prefetchers do not follow when the planes are small: it prefetches the next stack itself.
  * macs = Hout*Wout*Cout*(Cin/groups)*k*k; fan_in = (Cin/groups)*k*k (PyTorch's). */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -804,9 +805,10 @@ static const struct adapt_layer_ops gconv_ops = {
 struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], int cout, int k,
                                          int stride, int pad, int groups, int dilation, int bias)
 {
-    int span = dilation >= 1 && k >= 1 ? (k - 1) * dilation + 1 : 0;
+    int64_t span = dilation >= 1 && k >= 1 ? (int64_t)(k - 1) * dilation + 1 : 0;
     if (groups < 1 || cout < 1 || in_chw[0] % groups || cout % groups || k < 1 || stride < 1 ||
-        pad < 0 || dilation < 1 || in_chw[1] + 2 * pad < span || in_chw[2] + 2 * pad < span) {
+        pad < 0 || dilation < 1 || (int64_t)in_chw[1] + 2 * pad < span ||
+        (int64_t)in_chw[2] + 2 * pad < span) {
         ADAPT_ERROR(ADAPT_EINVAL,
                     "%s: bad grouped conv2d (in %dx%dx%d, out %d, k %d, stride %d, pad %d, "
                     "groups %d, dilation %d: groups must divide both channel counts, the "
@@ -815,10 +817,21 @@ struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], 
                     groups, dilation);
         return NULL;
     }
+    /* int sizes: the weight tensor (and so Cin/groups*k*k), the padded input plane; the
+     * phase offsets are checked below */
+    const int64_t hp = (int64_t)in_chw[1] + 2 * pad, wp64 = (int64_t)in_chw[2] + 2 * pad;
+    if ((int64_t)cout * (in_chw[0] / groups) * k * k > INT_MAX || hp * wp64 > INT_MAX) {
+        ADAPT_ERROR(ADAPT_EINVAL,
+                    "%s: conv2d out %d kernel %d padding %d groups %d on input (%d, %d, %d): a "
+                    "weight tensor or padded plane of more than %d elements",
+                    name ? name : "?", cout, k, pad, groups, in_chw[0], in_chw[1], in_chw[2],
+                    INT_MAX);
+        return NULL;
+    }
     const size_t HW = (size_t)in_chw[1] * in_chw[2], kk = (size_t)k * k;
-    const int ho = (in_chw[1] + 2 * pad - span) / stride + 1;
-    const int wo = (in_chw[2] + 2 * pad - span) / stride + 1;
-    const int lanes = (in_chw[1] + 2 * pad) * (in_chw[2] + 2 * pad) <= GCONV_LANES_POS;
+    const int ho = (int)((hp - span) / stride + 1);
+    const int wo = (int)((wp64 - span) / stride + 1);
+    const int lanes = hp * wp64 <= GCONV_LANES_POS;
     const size_t ntab = 2 * kk + (stride > 2 ? HW : 0) + (lanes ? HW + (size_t)ho * wo + kk : 0);
     struct adapt_gconv *c = calloc(1, sizeof *c + ntab * sizeof(int));
     if (!c) {
@@ -857,6 +870,15 @@ struct adapt_layer *adapt_gconv2d_create(const char *name, const int in_chw[3], 
         c->mq = (size_t)c->nb * c->rq * c->wq;
         c->reach = (size_t)((k - 1) * dilation / s) * c->wq + (size_t)((k - 1) * dilation / s);
         const size_t lq = r16(c->mq + c->reach);
+        if ((size_t)s * s * lq > INT_MAX) { /* the largest of xoff and tsh */
+            ADAPT_ERROR(ADAPT_EINVAL,
+                        "%s: conv2d stride %d dilation %d on input (%d, %d, %d): phases of "
+                        "more than %d elements",
+                        name ? name : "?", stride, dilation, in_chw[0], in_chw[1], in_chw[2],
+                        INT_MAX);
+            free(c);
+            return NULL;
+        }
         c->tph = c->tab;
         c->tsh = c->tab + kk;
         c->xoff = c->tab + 2 * kk;

@@ -1,24 +1,31 @@
 /* src/net/layers/layer.c: what every layer kind shares: base-field setup,
  * parameter naming (PyTorch state_dict keys "<module>.weight", ...), freeing
  * and the fixed defaults of batch-norm parameters. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "src/net/layers/layers_impl.h"
 
-/* Longest parameter suffix a kind uses (".running_mean"). */
+/* Longest parameter suffix a kind uses (".running_mean"), its dot included. */
 #define ADAPT_SUFFIX_MAX 13
+_Static_assert(ADAPT_GRAPH_LAYER_NAME_MAX + ADAPT_SUFFIX_MAX < ADAPT_NAME_MAX,
+               "a layer name with a parameter suffix fits a parameter name");
 
 enum adapt_status adapt_layer_setup(struct adapt_layer *l, const struct adapt_layer_ops *ops,
                                     const char *name, int nin, const int in_chw[3])
 {
-    if (!name || strlen(name) + ADAPT_SUFFIX_MAX + 1 > ADAPT_NAME_MAX)
+    if (!name || strlen(name) > ADAPT_GRAPH_LAYER_NAME_MAX)
         return ADAPT_ERROR(ADAPT_EINVAL, "layer name '%s' is longer than %d characters",
-                           name ? name : "(null)", ADAPT_NAME_MAX - ADAPT_SUFFIX_MAX - 2);
+                           name ? name : "(null)", ADAPT_GRAPH_LAYER_NAME_MAX);
     if (!in_chw || in_chw[0] <= 0 || in_chw[1] <= 0 || in_chw[2] <= 0)
         return ADAPT_ERROR(ADAPT_EINVAL, "%s: input shape (%d, %d, %d) must be positive", name,
                            in_chw ? in_chw[0] : 0, in_chw ? in_chw[1] : 0,
                            in_chw ? in_chw[2] : 0);
+    /* kinds keep C*H*W and products of its parts in int */
+    if ((int64_t)in_chw[0] * in_chw[1] * in_chw[2] > INT_MAX)
+        return ADAPT_ERROR(ADAPT_EINVAL, "%s: input shape (%d, %d, %d) has more than %d elements",
+                           name, in_chw[0], in_chw[1], in_chw[2], INT_MAX);
     ADAPT_ASSERT(nin >= 1 && nin <= ADAPT_LAYER_MAX_IN);
     l->ops = ops;
     strcpy(l->name, name);

@@ -1,6 +1,7 @@
 /* src/net/layers/linear.c: fully connected layer, mirroring torch.nn.Linear
  * (y = x W^T + b, weight (out, in), bias (out)). The input is read as flat
  * C*H*W features per sample, as after torch.nn.Flatten. */
+#include <limits.h>
 #include <stdlib.h>
 
 #include "src/net/layers/layers_impl.h"
@@ -44,6 +45,11 @@ struct adapt_layer *adapt_linear_create(const char *name, const int in_chw[3], i
     if (adapt_layer_setup(l, &linear_ops, name, 1, in_chw) != ADAPT_OK) goto free_layer;
     if (out <= 0) {
         ADAPT_ERROR(ADAPT_EINVAL, "%s: output features %d must be positive", name, out);
+        goto free_layer;
+    }
+    if ((int64_t)out * adapt_layer_in_numel(l, 0) > INT_MAX) {
+        ADAPT_ERROR(ADAPT_EINVAL, "%s: a weight tensor of %d x %zu elements is more than %d",
+                    name, out, adapt_layer_in_numel(l, 0), INT_MAX);
         goto free_layer;
     }
     f->in = (int)adapt_layer_in_numel(l, 0);
