@@ -98,35 +98,6 @@ static int is_ident(const char *s)
     return 1;
 }
 
-/* The offset of the first byte of s[0..n) that does not belong to a well-formed UTF-8
- * sequence (no overlong forms, surrogates or code points above U+10FFFF, as JSON writers
- * require), or -1 when all do. */
-static long utf8_bad(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned char b = s[i];
-        size_t len;
-        unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
-        if (b < 0x80) {
-            i++;
-            continue;
-        }
-        if (b >= 0xc2 && b <= 0xdf) len = 2;
-        else if (b >= 0xe0 && b <= 0xef) len = 3;
-        else if (b >= 0xf0 && b <= 0xf4) len = 4;
-        else return (long)i;
-        if (b == 0xe0) lo = 0xa0;      /* overlong */
-        else if (b == 0xed) hi = 0x9f; /* surrogates */
-        else if (b == 0xf0) lo = 0x90; /* overlong */
-        else if (b == 0xf4) hi = 0x8f; /* above U+10FFFF */
-        if (i + 1 >= n || s[i + 1] < lo || s[i + 1] > hi) return (long)i;
-        for (size_t k = 2; k < len; k++)
-            if (i + k >= n || (s[i + k] & 0xc0) != 0x80) return (long)i;
-        i += len;
-    }
-    return -1;
-}
-
 static enum adapt_status eval(struct ctx *c, const char *s, int64_t *v)
 {
     char err[300];
@@ -580,7 +551,7 @@ static enum adapt_status run_block(struct ctx *c, int from, int to)
 static enum adapt_status scan(struct ctx *c, char *text)
 {
     /* UTF-8 everywhere, comments included: the text goes into the trace, a JSON file */
-    long bad = utf8_bad((const unsigned char *)text, strlen(text));
+    long bad = adapt_utf8_invalid_at(text, strlen(text));
     if (bad >= 0) {
         const char *line_start = text;
         c->line = 1;
@@ -711,7 +682,7 @@ enum adapt_status adapt_graph_parse(struct adapt_graph **out, const char *text, 
     *out = NULL;
     if (classes < 2)
         return ADAPT_ERROR(ADAPT_EINVAL, "%s: need at least 2 classes, got %d", file, classes);
-    if (utf8_bad((const unsigned char *)file, strlen(file)) >= 0)
+    if (adapt_utf8_invalid_at(file, strlen(file)) >= 0)
         return ADAPT_ERROR(ADAPT_EINVAL, "model file name '%s' is not UTF-8 (the trace records "
                                          "it)",
                            file);
