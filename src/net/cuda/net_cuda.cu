@@ -1313,8 +1313,12 @@ enum adapt_status list_of(struct adapt_cuda_net *d, float *const *x, float *cons
     }
     h[k].first = blocks;
     cudaError_t e = cudaMalloc(&l->table, ((size_t)k + 1) * sizeof *h);
+    /* on the engine's stream, which does not wait for the legacy stream a plain cudaMemcpy
+     * would use: the readers queued next on d->s see the table; a pageable source is staged
+     * before the call returns, so h may be freed at once */
     if (e == cudaSuccess)
-        e = cudaMemcpy(l->table, h, ((size_t)k + 1) * sizeof *h, cudaMemcpyHostToDevice);
+        e = cudaMemcpyAsync(l->table, h, ((size_t)k + 1) * sizeof *h, cudaMemcpyHostToDevice,
+                            d->s);
     free(h);
     if (e != cudaSuccess) {
         list_clear(l);
