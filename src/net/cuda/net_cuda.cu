@@ -1516,6 +1516,7 @@ extern "C" enum adapt_status adapt_cuda_net_hist(struct adapt_cuda_net *d, const
                                 sizeof(unsigned long long), "histogram");
     if (st != ADAPT_OK) return st;
     acu_hist(x, count, lo, hi, bins, d->d_hist, d->s);
+    CU(cudaGetLastError(), "histogram launch"); /* the copy and the wait do not report it */
     CU(cudaMemcpyAsync(d->h_hist, d->d_hist, (size_t)bins * sizeof(unsigned long long),
                        cudaMemcpyDeviceToHost, d->s),
        "histogram to the host");

@@ -520,11 +520,34 @@ extern "C" enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, cons
     return ADAPT_OK;
 }
 
+/* A job of a list: a format that rounds in a list, arrays where there are elements, and its
+ * plan (into *plan) when it has elements. */
+static enum adapt_status list_job_plan(const struct quant_cuda_job *j, struct quant_plan *plan)
+{
+    if (!quant_cuda_list_fits(j->s)) {
+        enum adapt_status st = quant_spec_check(j->s);
+        return st != ADAPT_OK ? st
+                              : ADAPT_ERROR(ADAPT_EINVAL,
+                                            "quant cuda: %s takes its scale from the data or "
+                                            "blocks; it does not round in a list",
+                                            quant_type_of(j->s->format)->name);
+    }
+    if (j->n == 0) return ADAPT_OK;
+    if (!j->x || !j->y) return ADAPT_ERROR(ADAPT_EINVAL, "quant cuda: NULL array");
+    return quant_plan_init(j->s, NULL, j->key, plan);
+}
+
 extern "C" enum adapt_status quant_cuda_list_on(const struct quant_cuda_job *jobs, int k,
                                                 void *stream)
 {
     cudaStream_t cs = (cudaStream_t)stream;
     const int threads = g_threads ? g_threads : 256;
+    /* every job checked before the first launch: a bad one rounds nothing */
+    for (int i = 0; i < k; i++) {
+        struct quant_plan plan;
+        enum adapt_status st = list_job_plan(&jobs[i], &plan);
+        if (st != ADAPT_OK) return st;
+    }
     list_args a;
     a.k = 0;
     a.blocks = 0;
@@ -538,18 +561,9 @@ extern "C" enum adapt_status quant_cuda_list_on(const struct quant_cuda_job *job
         }
         if (i == k) break;
         const struct quant_cuda_job *j = &jobs[i];
-        if (!quant_cuda_list_fits(j->s)) {
-            enum adapt_status st = quant_spec_check(j->s);
-            return st != ADAPT_OK ? st
-                                  : ADAPT_ERROR(ADAPT_EINVAL,
-                                                "quant cuda: %s takes its scale from the data or "
-                                                "blocks; it does not round in a list",
-                                                quant_type_of(j->s->format)->name);
-        }
         if (j->n == 0) continue;
-        if (!j->x || !j->y) return ADAPT_ERROR(ADAPT_EINVAL, "quant cuda: NULL array");
         list_item &it = a.it[a.k];
-        enum adapt_status st = quant_plan_init(j->s, NULL, j->key, &it.plan);
+        enum adapt_status st = list_job_plan(j, &it.plan);
         if (st != ADAPT_OK) return st;
         it.x = j->x;
         it.y = j->y;
