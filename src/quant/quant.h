@@ -388,7 +388,7 @@ enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, const float *d_
                                      size_t rows, size_t cols, struct quant_key key,
                                      uint8_t *d_mask, unsigned long long *d_counts, void *scratch,
                                      size_t scratch_bytes, void *stream);
-/* Several roundings queued on a stream in one launch (per 64): job i is quant_cuda_rows_on of
+/* Several roundings queued on a stream in one launch (per 64; per 30 with CUDA before 12.1): job i is quant_cuda_rows_on of
  * n elements (one row) with its spec and key, no mask, no scratch, counted into counts (NULL:
  * not counted); the same bits. For the formats quant_cuda_list_fits accepts: those whose grid
  * comes neither from the data (bfp, muppet) nor from blocks (MX), and not plugins. */

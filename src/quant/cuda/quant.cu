@@ -206,9 +206,14 @@ __global__ void round_kernel(const float *x, float *y, uint8_t *mask, size_t n, 
 
 /* ---- several roundings in one launch (quant_cuda_list_on) */
 
-/* Entries per launch: the arguments travel as one kernel parameter (at most 32 KB on sm_70 and
- * later). */
+/* Entries per launch: the arguments travel as one kernel parameter. CUDA 12.1 and later take up
+ * to 32 KB of parameters on sm_70 and later (64 entries: 8.7 KB); earlier toolkits, and drivers
+ * before R530, take 4 KB (30 entries). */
+#if CUDART_VERSION >= 12010
 constexpr int kListMax = 64;
+#else
+constexpr int kListMax = 30;
+#endif
 
 struct list_item {
     const float *x;
@@ -224,6 +229,8 @@ struct list_args {
     unsigned blocks; /* in all */
     list_item it[kListMax];
 };
+static_assert(CUDART_VERSION >= 12010 || sizeof(list_args) <= 4096,
+              "the list's kernel parameter exceeds 4 KB, the limit before CUDA 12.1");
 
 /* Blocks of one rounding of n elements from index: a thread per Philox block, at most
  * kListBlocks (grid-stride beyond). */
