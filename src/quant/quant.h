@@ -317,9 +317,9 @@ void quant_plugin_row_ref(const struct quant_plan *p, const float *x, float *y, 
  * system's library folders otherwise), then opens it (dlopen), finds the symbols (each must be a
  * function: STT_FUNC or STT_GNU_IFUNC) and checks every vector variant this CPU can run against
  * the scalar function on a fixed test vector; the widest variant that agrees then runs the rows,
- * the scalar function the tails and the reference twin. Loaded plugins stay loaded for the life of the process, in a
- * registry of QUANT_PLUGIN_MAX entries; loading the same PATH and NAME again gives the same
- * number. Thread-safe. */
+ * the scalar function the tails and the reference twin. Loaded plugins stay loaded for the life
+ * of the process, in a registry of QUANT_PLUGIN_MAX entries; loading the same PATH and NAME
+ * again gives the same number. Thread-safe. */
 #define QUANT_PLUGIN_MAX 16
 #define QUANT_PLUGIN_TEXT_MAX 480
 /* text: "PATH" or "PATH:NAME" (the inside of plugin(...)). ADAPT_EIO (file), ADAPT_ENOENT
@@ -388,10 +388,11 @@ enum adapt_status quant_cuda_rows_on(const struct quant_spec *s, const float *d_
                                      size_t rows, size_t cols, struct quant_key key,
                                      uint8_t *d_mask, unsigned long long *d_counts, void *scratch,
                                      size_t scratch_bytes, void *stream);
-/* Several roundings queued on a stream in one launch (per 64; per 30 with CUDA before 12.1): job i is quant_cuda_rows_on of
- * n elements (one row) with its spec and key, no mask, no scratch, counted into counts (NULL:
- * not counted); the same bits. For the formats quant_cuda_list_fits accepts: those whose grid
- * comes neither from the data (bfp, muppet) nor from blocks (MX), and not plugins. */
+/* Several roundings queued on a stream in one launch (per 64; per 30 with CUDA before 12.1):
+ * job i is quant_cuda_rows_on of n elements (one row) with its spec and key, no mask, no
+ * scratch, counted into counts (NULL: not counted); the same bits. For the formats
+ * quant_cuda_list_fits accepts: those whose grid comes neither from the data (bfp, muppet) nor
+ * from blocks (MX), and not plugins. */
 struct quant_cuda_job {
     const struct quant_spec *s;
     const float *x;
