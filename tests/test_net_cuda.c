@@ -537,6 +537,13 @@ static void model_step(const char *model, int n, const char *fmt, double grad_to
         expect_close(label, pp->value.data, cw + o, pp->value.numel, 1e-6);
         o += pp->value.numel;
     }
+    /* a batch without labels: the step computes no loss, and the result says so instead of
+     * repeating the step's before */
+    ck_assert_int_eq(adapt_cuda_net_upload(d, x, NULL, n), ADAPT_OK);
+    ck_assert_int_eq(adapt_cuda_net_step(d, 0, 0), ADAPT_OK);
+    ck_assert_int_eq(adapt_cuda_net_result(d, &g_loss, &g_correct), ADAPT_OK);
+    ck_assert_msg(isnan(g_loss) && g_correct == 0, "%s: no labels: loss %g, %d correct", model,
+                  g_loss, g_correct);
     adapt_sgd_free(&opt);
     for (int p = 0; p < net->nparam; p++) free(wq[p]);
     free(wq), free(x), free(y), free(dl), free(cg), free(gg), free(cw);

@@ -74,7 +74,7 @@ enum adapt_status adapt_cuda_net_upload(struct adapt_cuda_net *d, const float *x
  * parameter gradients, as the CPU). Asynchronous. */
 enum adapt_status adapt_cuda_net_step(struct adapt_cuda_net *d, int training, int backward);
 /* Waits for the last step; *loss_sum = sum of the rows' losses, *correct = rows whose
- * arg-max is the label. */
+ * arg-max is the label (NaN and 0 after a step of a batch without labels). */
 enum adapt_status adapt_cuda_net_result(struct adapt_cuda_net *d, double *loss_sum, int *correct);
 /* SGD on every trainable parameter (src/net/optim.h: adapt_sgd_prepare without L1, then
  * adapt_sgd_update), then zero gradients. The first call starts the momentum buffers. */

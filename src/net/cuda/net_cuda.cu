@@ -108,6 +108,7 @@ struct adapt_cuda_net {
     int *h_y[2];
     int slot, n, has_labels, pending_slot;
     double *d_stats, *h_stats;
+    int step_stats; /* the last step computed the loss into h_stats (it had labels) */
     struct dlayer *L;
     long steps;
     /* quantized training (src/policy/precision.c) */
@@ -1043,6 +1044,7 @@ extern "C" enum adapt_status adapt_cuda_net_step(struct adapt_cuda_net *d, int t
         if (st != ADAPT_OK) return st;
     }
     int last = net->nact - 1;
+    d->step_stats = d->has_labels; /* what adapt_cuda_net_result reads of this step */
     if (d->has_labels) {
         acu_softmax_xent(d->act[last], d->yin[k], n, net->classes, backward ? d->dact[last] : NULL,
                          d->d_stats, d->s);
@@ -1072,8 +1074,9 @@ extern "C" enum adapt_status adapt_cuda_net_result(struct adapt_cuda_net *d, dou
                                                    int *correct)
 {
     CU(cudaStreamSynchronize(d->s), "step");
-    if (loss_sum) *loss_sum = d->h_stats[0];
-    if (correct) *correct = (int)d->h_stats[1];
+    /* a step without labels computed no loss: NaN and 0, never an earlier step's */
+    if (loss_sum) *loss_sum = d->step_stats ? d->h_stats[0] : NAN;
+    if (correct) *correct = d->step_stats ? (int)d->h_stats[1] : 0;
     return ADAPT_OK;
 }
 
