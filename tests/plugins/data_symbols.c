@@ -22,5 +22,5 @@ static float ifunc_rule_impl(float x, uint32_t random_bits)
 }
 
 typedef float (*rule_fn)(float, uint32_t);
-static rule_fn ifunc_rule_resolve(void) { return ifunc_rule_impl; }
+__attribute__((used)) static rule_fn ifunc_rule_resolve(void) { return ifunc_rule_impl; }
 float ifunc_rule(float x, uint32_t random_bits) __attribute__((ifunc("ifunc_rule_resolve")));
