@@ -17,9 +17,8 @@ tests_fuzz_fuzz_cifar_LDFLAGS = $(FUZZER_LINK)
 tests_fuzz_fuzz_safetensors_LDFLAGS = $(FUZZER_LINK)
 tests_fuzz_fuzz_ini_LDFLAGS = $(FUZZER_LINK)
 tests_fuzz_fuzz_trace_LDFLAGS = $(FUZZER_LINK)
-	tests/fuzz/fuzz_ini tests/fuzz/fuzz_trace tests/fuzz/fuzz_format tests/fuzz/fuzz_model
-EXTRA_DIST += tests/fuzz/seeds.sh tests/fuzz/run.sh tests/fuzz/fuzz.h tests/fuzz/format.dict \
-	tests/fuzz/model.dict
+tests_fuzz_fuzz_format_LDFLAGS = $(FUZZER_LINK)
+tests_fuzz_fuzz_model_LDFLAGS = $(FUZZER_LINK)
 
 fuzz: $(FUZZ_HARNESSES)
 # A smoke run: each harness over its seeds and FUZZ_RUNS more inputs.
