@@ -394,6 +394,11 @@ static long tmp_name_pid(const char *name)
 
 int adapt_fileio_is_tmp_name(const char *name) { return tmp_name_pid(name) >= 0; }
 
+int adapt_process_alive(long pid)
+{
+    return pid > 0 && (pid_t)pid == pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
 enum adapt_status adapt_fileio_remove_tmp(const char *dir, int *n_removed)
 {
     if (n_removed) *n_removed = 0;
@@ -407,9 +412,7 @@ enum adapt_status adapt_fileio_remove_tmp(const char *dir, int *n_removed)
         if (pid < 0) continue;
         /* another live process's write in progress (a picture or a report written into a run
          * directory) is its own */
-        if (pid != (long)getpid() && pid > 0 && pid < 100000000 &&
-            (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-            continue;
+        if (pid != (long)getpid() && pid < 100000000 && adapt_process_alive(pid)) continue;
         char *p = adapt_path_join(dir, e->d_name);
         if (!p) {
             st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: out of memory", dir);

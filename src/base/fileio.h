@@ -50,6 +50,8 @@ enum adapt_status adapt_atomic_symlink(const char *target, const char *linkpath)
 
 /* Syncs a directory (its entries: created, renamed and removed names). */
 enum adapt_status adapt_fileio_sync_dir(const char *dir);
+/* 1 when a process of that id is alive (this machine; one of another user counts too). */
+int adapt_process_alive(long pid);
 /* Whether a file name is one of adapt_atomic's temporaries ("*.tmp.<digits>"). */
 int adapt_fileio_is_tmp_name(const char *name);
 /* Removes the temporaries an interrupted write left in dir; *n_removed (may

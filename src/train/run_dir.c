@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -68,7 +67,7 @@ static long lock_holder(int fd)
         if (n > 0) {
             text[n] = '\0';
             long pid = strtol(text, NULL, 10);
-            if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) return pid;
+            if (adapt_process_alive(pid)) return pid;
         }
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
