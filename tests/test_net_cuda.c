@@ -590,14 +590,14 @@ int main(void)
            adapt_cuda_net_built() == 2 ? "cuDNN" : "im2col and cuBLAS");
     Suite *su = suite_create("net_cuda");
     TCase *tl = tcase_create("layers");
-    tcase_set_timeout(tl, 120);
+    tu_watchdog(tl, "layers", 120);
     tcase_add_test(tl, test_layer_conv);
     tcase_add_test(tl, test_layer_linear);
     tcase_add_test(tl, test_layer_half);
     tcase_add_test(tl, test_layer_elementwise);
     suite_add_tcase(su, tl);
     TCase *tm = tcase_create("models");
-    tcase_set_timeout(tm, 300);
+    tu_watchdog(tm, "models", 300);
     tcase_add_test(tm, test_model_lenet5);
     tcase_add_test(tm, test_model_alexnet);
     tcase_add_test(tm, test_model_resnet20);

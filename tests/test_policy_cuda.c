@@ -246,7 +246,7 @@ int main(void)
     if (!tu_cuda_device("test_policy_cuda", adapt_cuda_net_built(), desc, sizeof desc)) return 77;
     Suite *su = suite_create("policy_cuda");
     TCase *tc = tcase_create("steps");
-    tcase_set_timeout(tc, 300);
+    tu_watchdog(tc, "steps", 300);
     tcase_add_test(tc, test_lenet5);
     tcase_add_test(tc, test_alexnet);
     tcase_add_test(tc, test_resnet20);

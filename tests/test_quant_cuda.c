@@ -193,7 +193,7 @@ int main(void)
     if (!tu_cuda_device("test_quant_cuda", quant_cuda_built(), desc, sizeof desc)) return 77;
     Suite *su = suite_create("quant_cuda");
     TCase *tc = tcase_create("parity");
-    tcase_set_timeout(tc, 120);
+    tu_watchdog(tc, "parity", 120);
     tcase_add_test(tc, test_cuda_parity);
     tcase_add_test(tc, test_cuda_launch_shape);
     tcase_add_test(tc, test_cuda_inplace);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <float.h>
 #include <ftw.h>
+#include <signal.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -197,6 +198,63 @@ double tu_ulp_error(float a, double r)
 }
 
 /* ---- main ---- */
+
+enum { WD_SLOTS = 8 };
+static unsigned wd_seconds[WD_SLOTS];
+static const char *wd_case[WD_SLOTS];
+static volatile sig_atomic_t wd_current = -1;
+
+static void wd_fire(int sig)
+{
+    (void)sig;
+    char msg[256];
+    int k = wd_current;
+    int n = snprintf(msg, sizeof msg, "\nwatchdog: a test of case '%s' ran longer than %u s; "
+                     "stopped (exit 124)\n", k >= 0 ? wd_case[k] : "?", k >= 0 ? wd_seconds[k] : 0);
+    if (n > 0) (void)!write(STDERR_FILENO, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+    _exit(124);
+}
+
+static void wd_arm(int k)
+{
+    double mult = 1.0;
+    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
+    if (m && *m) {
+        char *end;
+        double v = strtod(m, &end);
+        if (*end == '\0' && v > 0 && v < 1e6) mult = v;
+    }
+    double s = wd_seconds[k] * mult;
+    wd_current = k;
+    signal(SIGALRM, wd_fire);
+    alarm(s < 1 ? 1 : s > 1e8 ? 100000000u : (unsigned)s);
+}
+
+static void wd_disarm(void)
+{
+    alarm(0);
+    wd_current = -1;
+}
+
+#define WD_SETUP(k) static void wd_setup##k(void) { wd_arm(k); }
+WD_SETUP(0) WD_SETUP(1) WD_SETUP(2) WD_SETUP(3) WD_SETUP(4) WD_SETUP(5) WD_SETUP(6) WD_SETUP(7)
+static void (*const wd_setup[WD_SLOTS])(void) = {
+    wd_setup0, wd_setup1, wd_setup2, wd_setup3, wd_setup4, wd_setup5, wd_setup6, wd_setup7,
+};
+
+void tu_watchdog(TCase *tc, const char *name, unsigned seconds)
+{
+    static int used;
+    if (used == WD_SLOTS) {
+        fprintf(stderr, "tu_watchdog: more than %d test cases\n", WD_SLOTS);
+        abort();
+    }
+    wd_seconds[used] = seconds;
+    wd_case[used] = name;
+    tcase_set_timeout(tc, seconds);
+    tcase_add_checked_fixture(tc, wd_setup[used], wd_disarm);
+    used++;
+}
 
 int tu_run_suite(Suite *s, enum fork_status fs)
 {

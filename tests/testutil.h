@@ -107,6 +107,13 @@ double tu_ulp_error(float a, double r);
 
 /* ---- main ---- */
 
+/* A watchdog for the tests of tc when the suite runs in CK_NOFORK mode, where Check's own
+ * tcase_set_timeout sets no timer: before each test an alarm of seconds (times
+ * CK_TIMEOUT_MULTIPLIER when set, as Check does) is armed, and when it goes off the program
+ * prints the name of the test case that timed out and exits 124, like timeout(1). Also sets Check's timeout,
+ * which holds in fork mode. At most 8 test cases per program. */
+void tu_watchdog(TCase *tc, const char *name, unsigned seconds);
+
 /* Runs every test of s (fs: CK_FORK_GETENV, Check's default, or CK_NOFORK for programs
  * whose state does not survive fork, such as CUDA), prints Check's report (CK_VERBOSITY,
  * normal by default), frees s and returns EXIT_SUCCESS or EXIT_FAILURE for main. */
