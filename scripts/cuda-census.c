@@ -125,6 +125,13 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 g, dim3 b, void **args, size
                 "cuda-census: a launch with an empty grid or more than 1024 threads a block\n");
         abort();
     }
+    /* a real device refuses gridDim.y or gridDim.z above 65535 (cudaErrorInvalidConfiguration) */
+    if (g.y > 65535 || g.z > 65535) {
+        fprintf(stderr,
+                "cuda-census: a launch with gridDim (%u, %u, %u): y and z may not exceed 65535\n",
+                g.x, g.y, g.z);
+        abort();
+    }
     c_launch++;
     for (int i = 0; i < nkern; i++)
         if (kern[i].fun == (const void *)k) {
@@ -185,10 +192,13 @@ const char *cudaGetErrorString(cudaError_t e)
 {
     return "cuda-census error";
 }
+/* Device memory starts as 0xFF bytes, not zeros (the real cudaMalloc does not clear it): a float
+ * read before anything wrote it is a NaN, which shows in what the program prints. */
 cudaError_t cudaMalloc(void **p, size_t n)
 {
     c_malloc++;
-    *p = calloc(1, n ? n : 1);
+    *p = malloc(n ? n : 1);
+    if (*p) memset(*p, 0xff, n ? n : 1);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void *p)
