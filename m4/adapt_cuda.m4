@@ -100,6 +100,8 @@ _ACEOF
       CUDA_LIBS="-L$cudnn_libdir -Wl,-rpath,$cudnn_libdir $cudnn_l $CUDA_LIBS"
       AC_DEFINE([ADAPT_HAVE_CUDNN], [1],
                 [Define to 1 when the GPU convolutions, pooling and batch-norm may use cuDNN])
+      AC_DEFINE_UNQUOTED([ADAPT_CUDNN_DIR], ["$cudnn_dir"],
+                [The folder of the cuDNN the build links (include/ and lib/ or lib64/)])
     ], [AS_IF([test "x$with_cudnn" != xcheck],
                 [AC_MSG_ERROR([cuDNN not usable in $cudnn_dir (see config.log)])])])
   ])

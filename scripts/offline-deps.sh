@@ -15,6 +15,11 @@
 #       On the offline machine: unpacks every DIR/*.deb into PREFIX (dpkg -x,
 #       nothing is installed system-wide) and points the pkg-config files at
 #       PREFIX.
+#   scripts/offline-deps.sh list [--with-data]
+#       Prints the names of the packages download would fetch, one per line.
+#   scripts/offline-deps.sh relocate PREFIX
+#       Points the pkg-config files and absolute symbolic links of files
+#       unpacked into PREFIX at PREFIX (unpack does this itself).
 #   scripts/offline-deps.sh env PREFIX
 #       Prints the shell assignments (PATH, PKG_CONFIG_PATH, CPPFLAGS, LDFLAGS,
 #       LD_LIBRARY_PATH) that build against PREFIX; use: eval "$(... env PREFIX)".
@@ -33,22 +38,43 @@ MODULES="gsl openblas check inih jansson zlib libarchive cairo cairo-png cairo-s
 # provided by the offline machine's own toolchain: never packed
 EXCLUDE_RE='^(libc6|libc6-dev|libc-dev-bin|linux-libc-dev|libgcc-s1|libstdc\+\+6|libgomp1|libcrypt1|libcrypt-dev|gcc-.*-base)$'
 
-owner_of() { # package owning a file (following symlinks)
-    local f p
-    f=$(readlink -f "$1")
-    p=$(dpkg -S "$f" 2>/dev/null | head -n 1 | cut -d: -f1) ||
-        p=$(dpkg -S "$1" 2>/dev/null | head -n 1 | cut -d: -f1) || true
-    [ -n "$p" ] || p=$(dpkg -S "$1" 2>/dev/null | head -n 1 | cut -d: -f1) || true
-    echo "$p"
+# owners FILE...: the package owning each file's target, else the file (a link); /lib and /usr/lib
+# are one folder under merged /usr), one per line, from one pass over dpkg's file lists
+owners() {
+    local f c
+    local -a cands=()
+    for f in "$@"; do
+        for c in "$(readlink -f "$f")" "$f"; do
+            cands+=("$c")
+            case $c in /usr/lib/*) cands+=("${c#/usr}") ;; /lib/*) cands+=("/usr$c") ;; esac
+        done
+    done
+    local -A owner=()
+    local line path pkg
+    while IFS= read -r line; do
+        pkg=${line%%.list:*}; pkg=${pkg##*/}; pkg=${pkg%%:*}
+        path=${line#*.list:}
+        [ -n "${owner[$path]:-}" ] || owner[$path]=$pkg
+    done < <(printf '%s\n' "${cands[@]}" | sort -u |
+             grep -H -F -x -f - /var/lib/dpkg/info/*.list 2>/dev/null)
+    for f in "$@"; do
+        pkg=""
+        c=$(readlink -f "$f")
+        for path in "$c" "$f" "${f#/usr}" "/usr$f" "${c#/usr}" "/usr$c"; do
+            [ -n "${owner[$path]:-}" ] && { pkg=${owner[$path]}; break; }
+        done
+        echo "$pkg"
+    done
 }
 
-download() {
-    local dir=$1 with_data=${2:-}
+# select_packages [--with-data]: sets the array LIST to the packages the build needs (sorted)
+select_packages() {
+    local with_data=${1:-}
     command -v pkg-config > /dev/null || die "pkg-config is not installed (run scripts/setup-deps.sh)"
-    mkdir -p "$dir"
     local -A mods=() pkgs=() seen_lib=()
     local queue=($MODULES) m r
-    add() { local o; o=$(owner_of "$1"); [ -n "$o" ] && pkgs[$o]=1 || true; }
+    local -a files=()
+    add() { files+=("$1"); }
     # 1. pkg-config modules, with everything they require (private too: --cflags walks those)
     while [ ${#queue[@]} -gt 0 ]; do
         m=${queue[0]}; queue=("${queue[@]:1}")
@@ -85,6 +111,8 @@ download() {
             add "$dep"
         done
     done
+    local o
+    while IFS= read -r o; do [ -n "$o" ] && pkgs[$o]=1; done < <(owners "${files[@]}")
     # 4. tools
     for p in pkg-config pkgconf pkgconf-bin libpkgconf3; do
         dpkg-query -W "$p" > /dev/null 2>&1 && pkgs[$p]=1
@@ -96,7 +124,14 @@ download() {
         [[ $p =~ $EXCLUDE_RE ]] && continue
         list+=("$p")
     done
-    IFS=$'\n' list=($(sort <<< "${list[*]}")); unset IFS
+    IFS=$'\n' LIST=($(sort <<< "${list[*]}")); unset IFS
+}
+
+download() {
+    local dir=$1 with_data=${2:-} list p
+    select_packages "$with_data"
+    list=("${LIST[@]}")
+    mkdir -p "$dir"
     echo "offline-deps: ${#list[@]} packages: ${list[*]}"
     # the installed version of each, so the headers match the libraries this machine built with
     local spec=()
@@ -125,6 +160,15 @@ unpack() {
         dpkg-deb -x "$deb" "$prefix" || die "cannot unpack $deb"
         n=$((n + 1))
     done
+    relocate "$prefix"
+    echo "offline-deps: unpacked $n packages into $prefix"
+}
+
+# relocate PREFIX: points the pkg-config files and absolute symbolic links of files unpacked
+# from packages into PREFIX at PREFIX
+relocate() {
+    local prefix
+    prefix=$(cd "$1" && pwd) || die "no such prefix: $1"
     # pkg-config files: /usr -> PREFIX/usr
     local pc
     while IFS= read -r -d '' pc; do
@@ -138,7 +182,6 @@ unpack() {
         t=$(readlink "$l")
         case $t in /*) ln -sfn "$prefix$t" "$l" ;; esac
     done < <(find "$prefix" -type l -print0)
-    echo "offline-deps: unpacked $n packages into $prefix"
 }
 
 print_env() {
@@ -173,9 +216,11 @@ build() {
 }
 
 case ${1:-} in
+    list) select_packages "${2:-}"; printf '%s\n' "${LIST[@]}" ;;
+    relocate) [ $# -eq 2 ] || die "usage: $0 relocate PREFIX"; relocate "$2" ;;
     download) [ $# -ge 2 ] || die "usage: $0 download DIR [--with-data]"; download "$2" "${3:-}" ;;
     unpack) [ $# -eq 3 ] || die "usage: $0 unpack DIR PREFIX"; unpack "$2" "$3" ;;
     env) [ $# -eq 2 ] || die "usage: $0 env PREFIX"; print_env "$2" ;;
     build) [ $# -ge 3 ] || die "usage: $0 build PREFIX SRCDIR [CONFIGURE-ARGS...]"; build "${@:2}" ;;
-    *) die "usage: $0 download DIR [--with-data] | unpack DIR PREFIX | env PREFIX | build PREFIX SRCDIR [ARGS...]" ;;
+    *) die "usage: $0 download DIR [--with-data] | list [--with-data] | relocate PREFIX | unpack DIR PREFIX | env PREFIX | build PREFIX SRCDIR [ARGS...]" ;;
 esac

@@ -9,8 +9,8 @@ one step is timed to choose the steps per sample (at least MIN_SAMPLE_S seconds 
 then REPEATS samples are taken; the output is one JSON line with the median, lowest and highest
 images per second, in adapt-bench train's keys.
 
-  scripts/torch_train_step.py --model NAME|FILE.model   (lenet5, resnet20, vgg11, mobilenetv2, ...)
-                              [--batch 128] [--classes 10] [--repeats 7] [--warmup 3]
+  scripts/torch_train_step.py --model NAME|FILE.model[,...]   (lenet5, resnet20, vgg11, ...)
+                              [--batch 128[,...]] [--classes 10] [--repeats 7] [--warmup 3]
                               [--min-sample-s 0.5] [--threads N] [--device cpu|cuda]
 
 Threads: --threads, else OMP_NUM_THREADS, else every CPU (torch.set_num_threads). Needs
@@ -42,8 +42,8 @@ def build(name, classes):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--model", required=True, help="NAME[,NAME...]: one line each")
+    ap.add_argument("--batch", default="128", help="B[,B...]: one line each")
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--warmup", type=int, default=3)
@@ -51,7 +51,11 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = ap.parse_args()
-    if a.batch < 1 or a.classes < 2 or not 1 <= a.repeats <= 64 or a.warmup < 0 \
+    try:
+        batches = [int(b) for b in a.batch.split(",")]
+    except ValueError:
+        sys.exit("torch_train_step: --batch expects whole numbers separated by commas")
+    if min(batches) < 1 or a.classes < 2 or not 1 <= a.repeats <= 64 or a.warmup < 0 \
             or not a.min_sample_s > 0:
         sys.exit("torch_train_step: need --batch >= 1, --classes >= 2, --repeats 1..64, "
                  "--warmup >= 0, --min-sample-s > 0")
@@ -62,9 +66,16 @@ def main():
         sys.exit("torch_train_step: needs PyTorch (Debian: apt-get install python3-torch)")
     threads = a.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or os.cpu_count()
     torch.set_num_threads(threads)
+    for model in a.model.split(","):
+        for batch in batches:
+            one_model(torch, F, a, model, batch, threads)
+
+
+def one_model(torch, F, a, model, batch, threads):
+    """One JSON line: the float32 training throughput of model at batch."""
     torch.manual_seed(1)
     try:
-        net, shape = build(a.model, a.classes)
+        net, shape = build(model, a.classes)
     except (ValueError, OSError) as e:
         sys.exit("torch_train_step: %s" % e)
     cuda = a.device == "cuda"
@@ -80,8 +91,8 @@ def main():
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator().manual_seed(7)
     # approximately standard normal, as adapt-bench train: a sum of 4 uniforms, scaled
-    pool = [((torch.rand(4, a.batch, *shape, generator=g).sum(0) - 2.0) * 3.0 ** 0.5,
-             torch.randint(0, a.classes, (a.batch,), generator=g)) for _ in range(4)]
+    pool = [((torch.rand(4, batch, *shape, generator=g).sum(0) - 2.0) * 3.0 ** 0.5,
+             torch.randint(0, a.classes, (batch,), generator=g)) for _ in range(4)]
     pool = [(x.to(dev), y.to(dev)) for x, y in pool]
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     it = [0]
@@ -107,8 +118,8 @@ def main():
         for _ in range(steps):
             step()
         sync()
-        ips.append(a.batch * steps / (time.perf_counter() - t0))
-    print(json.dumps({"bench": "torch_train", "model": a.model, "batch": a.batch,
+        ips.append(batch * steps / (time.perf_counter() - t0))
+    print(json.dumps({"bench": "torch_train", "model": model, "batch": batch,
                       "threads": threads, "torch": torch.__version__, "device": a.device,
                       "gpu": torch.cuda.get_device_name(0) if cuda else None,
                       "img_per_s_median": round(statistics.median(ips), 1),

@@ -51,6 +51,11 @@ void adapt_version_print(FILE *f, const char *prog)
 #else
     fprintf(f, "CUDA:       no (configured without CUDA)\n");
 #endif
+#if defined(ADAPT_HAVE_CUDNN)
+    fprintf(f, "cuDNN:      yes (%s)\n", ADAPT_CUDNN_DIR);
+#elif defined(ADAPT_HAVE_CUDA)
+    fprintf(f, "cuDNN:      no (GPU convolutions by im2col and cuBLAS)\n");
+#endif
 #if defined(ADAPT_NATIVE)
     fprintf(f, "ISA:        -march=native of the build machine; this CPU: %s\n", cpu_level());
 #elif defined(ADAPT_HAVE_HOT_CLONES)
