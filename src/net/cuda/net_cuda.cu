@@ -64,6 +64,11 @@ struct dlayer {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    /* the algorithms cudnnFind* picked at n_max; fwd, bwd_data and bwd_filter are those of
+     * desc_n, re-checked at every other batch size (conv_describe) */
+    cudnnConvolutionFwdAlgo_t fwd_max;
+    cudnnConvolutionBwdDataAlgo_t bwd_data_max;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter_max;
     int desc_n; /* batch size the tensor descriptors describe */
 #endif
 };
@@ -214,7 +219,75 @@ size_t im2col_floats(const struct adapt_layer *l)
 #endif
 
 #if ADAPT_HAVE_CUDNN
-enum adapt_status conv_describe(struct dlayer *dl, int n)
+/* From cuDNN's heuristic ranking for the descriptors as they are (cudnnGet*Algorithm_v7), the
+ * first algorithm with float32 math whose workspace fits in cap bytes. */
+template <typename Perf, typename Algo>
+int pick_fitting(const Perf *perf, int got, size_t cap, Algo *algo)
+{
+    for (int i = 0; i < got; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH &&
+            perf[i].memory <= cap) {
+            *algo = perf[i].algo;
+            return 1;
+        }
+    return 0;
+}
+
+/* The algorithms for a batch of n. cudnnFind* timed them at n_max; an algorithm that is
+ * fastest there may not take a smaller batch, or may need more workspace for it (cuDNN then
+ * fails the call with CUDNN_STATUS_BAD_PARAM), so at any other n each one is kept only when
+ * cuDNN reports a workspace need for it at n within the engine's workspace, and is otherwise
+ * replaced by cuDNN's own choice for n within that workspace. */
+enum adapt_status conv_algos_for(struct adapt_cuda_net *d, struct dlayer *dl, int n)
+{
+    const struct adapt_layer *l = dl->l;
+    dl->fwd = dl->fwd_max;
+    dl->bwd_data = dl->bwd_data_max;
+    dl->bwd_filter = dl->bwd_filter_max;
+    if (n == d->n_max) return ADAPT_OK;
+    size_t need = 0, cap = d->ws_bytes;
+    int got = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(d->dnn, dl->xd, dl->wd, dl->cd, dl->yd, dl->fwd,
+                                                &need) != CUDNN_STATUS_SUCCESS || need > cap) {
+        cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        DNN(cudnnGetConvolutionForwardAlgorithm_v7(d->dnn, dl->xd, dl->wd, dl->cd, dl->yd,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp),
+            "forward algorithm");
+        if (!pick_fitting(fp, got, cap, &dl->fwd))
+            return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: cuDNN has no float32 forward algorithm "
+                               "for a batch of %d in %zu bytes", l->name, n, cap);
+    }
+    if (cudnnGetConvolutionBackwardDataWorkspaceSize(d->dnn, dl->wd, dl->yd, dl->cd, dl->xd,
+                                                     dl->bwd_data, &need) != CUDNN_STATUS_SUCCESS ||
+        need > cap) {
+        cudnnConvolutionBwdDataAlgoPerf_t bp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(d->dnn, dl->wd, dl->yd, dl->cd, dl->xd,
+                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                                                        bp),
+            "backward-data algorithm");
+        if (!pick_fitting(bp, got, cap, &dl->bwd_data))
+            return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: cuDNN has no float32 backward-data "
+                               "algorithm for a batch of %d in %zu bytes", l->name, n, cap);
+    }
+    if (cudnnGetConvolutionBackwardFilterWorkspaceSize(d->dnn, dl->xd, dl->yd, dl->cd, dl->wd,
+                                                       dl->bwd_filter, &need) !=
+            CUDNN_STATUS_SUCCESS ||
+        need > cap) {
+        cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(d->dnn, dl->xd, dl->yd, dl->cd, dl->wd,
+                                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                          &got, wp),
+            "backward-filter algorithm");
+        if (!pick_fitting(wp, got, cap, &dl->bwd_filter))
+            return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s: cuDNN has no float32 backward-filter "
+                               "algorithm for a batch of %d in %zu bytes", l->name, n, cap);
+    }
+    return ADAPT_OK;
+}
+
+/* The tensor descriptors and algorithms for a batch of n (d == NULL: the descriptors only, as
+ * conv_setup needs them before any algorithm is known). */
+enum adapt_status conv_describe(struct adapt_cuda_net *d, struct dlayer *dl, int n)
 {
     const struct adapt_layer *l = dl->l;
     if (dl->desc_n == n) return ADAPT_OK;
@@ -224,6 +297,11 @@ enum adapt_status conv_describe(struct dlayer *dl, int n)
     DNN(cudnnSetTensor4dDescriptor(dl->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, l->out_dim[0],
                                    l->out_dim[1], l->out_dim[2]),
         "output descriptor");
+    dl->desc_n = 0;
+    if (d) {
+        enum adapt_status st = conv_algos_for(d, dl, n);
+        if (st != ADAPT_OK) return st;
+    }
     dl->desc_n = n;
     return ADAPT_OK;
 }
@@ -261,7 +339,7 @@ enum adapt_status conv_setup(struct adapt_cuda_net *d, struct dlayer *dl, size_t
         "convolution descriptor");
     DNN(cudnnSetConvolutionGroupCount(dl->cd, g), "group count");
     DNN(cudnnSetConvolutionMathType(dl->cd, CUDNN_FMA_MATH), "math type");
-    enum adapt_status st = conv_describe(dl, d->n_max);
+    enum adapt_status st = conv_describe(NULL, dl, d->n_max);
     if (st != ADAPT_OK) return st;
     /* the fastest algorithm of each direction that has float32 math, timed at n_max on
      * scratch the size of the activations (cudnnFind* allocates its own workspace) */
@@ -282,6 +360,9 @@ enum adapt_status conv_setup(struct adapt_cuda_net *d, struct dlayer *dl, size_t
                                                     wp),
         "find backward-filter algorithm");
     if ((st = pick_fma(wp, got, l, "backward-filter", &dl->bwd_filter, ws_bytes))) return st;
+    dl->fwd_max = dl->fwd;
+    dl->bwd_data_max = dl->bwd_data;
+    dl->bwd_filter_max = dl->bwd_filter;
     return ADAPT_OK;
 }
 #endif
@@ -424,7 +505,7 @@ enum adapt_status conv_forward(struct adapt_cuda_net *d, struct dlayer *dl, cons
     const float *w = d->puse[dl->pidx[0]];
     if (dl->half) return conv_half_forward(d, dl, x, y, n);
 #if ADAPT_HAVE_CUDNN
-    enum adapt_status st = conv_describe(dl, n);
+    enum adapt_status st = conv_describe(d, dl, n);
     if (st != ADAPT_OK) return st;
     const float one = 1.0f, zero = 0.0f;
     DNN(cudnnConvolutionForward(d->dnn, &one, dl->xd, x, dl->wd, w, dl->cd, dl->fwd, d->ws,
@@ -462,7 +543,7 @@ enum adapt_status conv_backward(struct adapt_cuda_net *d, struct dlayer *dl, con
     const float one = 1.0f, zero = 0.0f;
     if (dl->half) return conv_half_backward(d, dl, x, dy, dx, acc, n);
 #if ADAPT_HAVE_CUDNN
-    enum adapt_status st = conv_describe(dl, n);
+    enum adapt_status st = conv_describe(d, dl, n);
     if (st != ADAPT_OK) return st;
     DNN(cudnnConvolutionBackwardFilter(d->dnn, &one, dl->xd, x, dl->yd, dy, dl->cd, dl->bwd_filter,
                                        d->ws, d->ws_bytes, &one, dl->wd, dw),
