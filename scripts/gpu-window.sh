@@ -20,18 +20,18 @@
 #       and the next one starts. Logs stay outside OUT and are packed into OUT/logs.tgz after
 #       every part, so a kill at the limit still returns every finished part. OUT ends with at
 #       most 8 files: summary.txt, logs.tgz, bench.jsonl, quant.jsonl, accuracy.tgz.
-#         probe      10 s  nvidia-smi, driver, toolkit, where cuDNN is, compute-sanitizer
-#         build      90 s  unpack, configure (this GPU's architecture only; cuDNN from the
+#         probe      15 s  nvidia-smi, driver, toolkit, where cuDNN is, compute-sanitizer
+#         build      60 s  unpack, configure (this GPU's architecture only; cuDNN from the
 #                          toolkit or PyTorch's nvidia-cudnn wheel), make the programs and tests
-#         tests     150 s  tests/test_quant_cuda, test_net_cuda and test_policy_cuda at once,
+#         tests      90 s  tests/test_quant_cuda, test_net_cuda and test_policy_cuda at once,
 #                          with every failed case named
-#         sanitizer  60 s  compute-sanitizer memcheck on a few steps of every policy and model,
+#         sanitizer  75 s  compute-sanitizer memcheck on a few steps of every policy and model,
 #                          initcheck on LeNet-5 (skipped with a line when the tool is absent or
 #                          refuses the device)
-#         bench     110 s  adapt-bench train beside PyTorch's float32 step, batch 128 and 512
-#         quant      15 s  stochastic and nearest rounding against the device-to-device copy
+#         bench     135 s  adapt-bench train beside PyTorch's float32 step, batch 128 and 512
+#         quant      20 s  stochastic and nearest rounding against the device-to-device copy
 #         accuracy   45 s  the two cut recipes on the device against the carried CPU traces
-#       (480 s in all). --device cpu runs the same parts on the CPU engine (a build without
+#       (440 s in all). --device cpu runs the same parts on the CPU engine (a build without
 #       CUDA; the GPU parts then skip), which is what rehearse does.
 #   scripts/gpu-window.sh rehearse OUT
 #       Here, without a GPU: pack --quick into a scratch copy of what travels, then run
@@ -57,8 +57,8 @@ recipe_sets() { # QUICK
 }
 part_names="probe build tests sanitizer bench quant accuracy"
 budget_of() {
-    case $1 in probe) echo 10 ;; build) echo 90 ;; tests) echo 150 ;; sanitizer) echo 60 ;;
-    bench) echo 110 ;; quant) echo 15 ;; accuracy) echo 45 ;; esac
+    case $1 in probe) echo 15 ;; build) echo 60 ;; tests) echo 90 ;; sanitizer) echo 75 ;;
+    bench) echo 135 ;; quant) echo 20 ;; accuracy) echo 45 ;; esac
 }
 
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
@@ -115,6 +115,12 @@ pack() {
         grep -E '^/(usr/)?(include/.+|lib/.+\.so(\.[0-9][0-9.]*)?|lib/.+/pkgconfig/.+\.pc|share/pkgconfig/.+\.pc|share/aclocal/pkg\.m4|bin/(make|pkgconf|pkg-config|x86_64-linux-gnu-pkg-config))$' |
         while IFS= read -r f; do [ -e "$f" ] || [ -L "$f" ] && [ ! -d "$f" ] && echo "${f#/}"; done \
         > "$dir/prefix.files"
+    # static archives of the libraries that come without a shared one (check: libcheck_pic.a)
+    local a
+    # shellcheck disable=SC2086
+    for a in $(dpkg -L $pkgs 2>/dev/null | grep -E '^/(usr/)?lib/.+/lib[^/]+\.a$' | sort -u); do
+        [ -e "${a%.a}.so" ] || echo "${a#/}" >> "$dir/prefix.files"
+    done
     # the openblas alternative's links live outside the package lists
     local alt
     for alt in /usr/lib/x86_64-linux-gnu/libopenblas.so /usr/lib/x86_64-linux-gnu/libopenblas.so.0 \
@@ -283,12 +289,24 @@ part_sanitizer() {
         { say "  skipped: compute-sanitizer absent"; return 0; }
     local rc=0 tool r
     for tool in memcheck initcheck; do
-        local models=lenet5,resnet20 policies=fp32,fixed,adapt,muppet,amp lim=38
-        [ $tool = initcheck ] && { models=lenet5; lim=15; }
-        timeout -k 3 $((lim * ${GW_SCALE:-1})) "$cs" --tool $tool --error-exitcode 3 \
+        local models=lenet5,resnet20 policies=fp32,fixed,adapt,muppet,amp lim=22
+        [ $tool = initcheck ] && { models=lenet5; lim=48; }
+        timeout -k 3 $((lim * ${GW_SCALE:-1})) "$cs" --tool $tool --error-exitcode 3 --print-limit 100000 \
             ./adapt-bench train --device cuda --model $models --policy $policies --batch 16 \
             --repeats 1 --warmup 1 --steps 2 > "$GW_LOG/sanitizer-$tool.log" 2>&1
         r=$?
+        # cudnnFind* times every algorithm on buffers it allocates itself and never fills: the
+        # reads of those at the engine's creation (conv_setup) are cuDNN's, not the engine's
+        local n_find n_other
+        read -r n_find n_other < <(awk '
+            /^========= [A-Z]/ && !/ERROR SUMMARY|COMPUTE-SANITIZER/ { if (inb) { f += find; o += !find }; inb = 1; find = 0; next }
+            /^=========[ \t]*$/ { if (inb) { f += find; o += !find }; inb = 0; next }
+            inb && /conv_setup|cudnnFind/ { find = 1 }
+            END { if (inb) { f += find; o += !find }; print f + 0, o + 0 }' "$GW_LOG/sanitizer-$tool.log")
+        if [ "$r" = 3 ] && [ "$tool" = initcheck ] && [ "$n_other" = 0 ] && [ "$n_find" -gt 0 ]; then
+            say "  $tool ($models; $policies; 2 steps each): no error in the engine's kernels ($n_find reads of cuDNN's own unfilled buffers inside cudnnFind* at creation)"
+            continue
+        fi
         case $r in
         0) say "  $tool ($models; $policies; 2 steps each): no error" ;;
         124|137) say "  $tool: TIMEOUT after ${lim} s"; rc=1 ;;
@@ -296,7 +314,7 @@ part_sanitizer() {
               ! grep -q '=========.*Invalid\|========= Program hit' "$GW_LOG/sanitizer-$tool.log"; then
                say "  $tool: skipped, the tool refused: $(grep -m1 -iE 'not supported|unable' "$GW_LOG/sanitizer-$tool.log" | cut -c1-200)"
            else
-               say "  $tool: ERRORS (exit $r): $(grep -m1 -E '^========= [A-Z]' "$GW_LOG/sanitizer-$tool.log" | cut -c1-200)"
+               say "  $tool: ERRORS (exit $r; $n_other outside cudnnFind*): $(grep -m1 -E '^========= [A-Z]' "$GW_LOG/sanitizer-$tool.log" | cut -c1-200)"
                grep -m1 -E 'ERROR SUMMARY' "$GW_LOG/sanitizer-$tool.log" | sed 's/^/    /' | tee -a "$GW_OUT/summary.txt"
                rc=1
            fi ;;
