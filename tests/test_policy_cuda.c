@@ -318,6 +318,51 @@ START_TEST(test_policy_step)
 }
 END_TEST
 
+/* A policy attached to the same engine again (a resume, a bench that attaches twice) frees
+ * the device arrays of its earlier attachment: the engine holds as many arrays after the
+ * second attachment as after the first, and a step still runs. Needs no kernel to give right
+ * values, so tests/cuda_census.test runs it under the counting stand-in too. */
+static const char *const *const reattach_sets[] = {fixed8, adapt_quick, muppet_quick, amp16};
+enum { NREATTACH = sizeof reattach_sets / sizeof reattach_sets[0] };
+
+START_TEST(test_reattach)
+{
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    const char *const *sets = reattach_sets[_i];
+    for (int i = 0; sets[i]; i++)
+        ck_assert_msg(adapt_config_set(&cfg, sets[i]) == ADAPT_OK, "%s: %s", sets[i],
+                      adapt_error_message());
+    struct side *g = &live_g;
+    side_init(g, "lenet5", 8, &cfg);
+    ck_assert_msg(adapt_cuda_net_create(g->net, 0, &live_d) == ADAPT_OK, "%s",
+                  adapt_error_message());
+    ck_assert_int_eq(adapt_cuda_net_push_sgd(live_d, &g->opt), ADAPT_OK);
+    ck_assert_msg(adapt_policy_use_cuda(g->pol, live_d, 0) == ADAPT_OK, "%s", adapt_error_message());
+    int first = adapt_cuda_net_arrays(live_d);
+    ck_assert_msg(adapt_policy_use_cuda(g->pol, live_d, 0) == ADAPT_OK, "%s", adapt_error_message());
+    int second = adapt_cuda_net_arrays(live_d);
+    ck_assert_msg(adapt_policy_use_cuda(g->pol, live_d, 0) == ADAPT_OK, "%s", adapt_error_message());
+    int third = adapt_cuda_net_arrays(live_d);
+    ck_assert_msg(first == second && second == third,
+                  "%s: the engine holds %d policy arrays after the first attachment, %d after "
+                  "the second, %d after the third", sets[0], first, second, third);
+    size_t in = g->net->act_numel[0] * 8;
+    float *x = malloc(in * sizeof *x);
+    int *y = malloc(8 * sizeof *y);
+    ck_assert(x && y);
+    fill(x, in, y, 8, 1);
+    ck_assert_int_eq(adapt_cuda_net_upload(live_d, x, y, 8), ADAPT_OK);
+    ck_assert_msg(adapt_cuda_net_step(live_d, 1, 1) == ADAPT_OK, "%s", adapt_error_message());
+    double loss = 0.0;
+    ck_assert_int_eq(adapt_cuda_net_result(live_d, &loss, NULL), ADAPT_OK);
+    ck_assert_msg(adapt_policy_step(g->pol, &g->opt, 1, loss / 8, 1, 1, NULL) == ADAPT_OK, "%s",
+                  adapt_error_message());
+    free(x), free(y);
+    release_live();
+}
+END_TEST
+
 int main(void)
 {
     char desc[256];
@@ -329,5 +374,10 @@ int main(void)
     tcase_add_checked_fixture(tc, NULL, release_live);
     tcase_add_loop_test(tc, test_policy_step, 0, NCASES);
     suite_add_tcase(su, tc);
+    TCase *tr = tcase_create("reattach");
+    tu_watchdog(tr, "reattach", 60);
+    tcase_add_checked_fixture(tr, NULL, release_live);
+    tcase_add_loop_test(tr, test_reattach, 0, NREATTACH);
+    suite_add_tcase(su, tr);
     return tu_run_suite(su, CK_NOFORK);
 }

@@ -115,6 +115,16 @@ void adapt_cuda_net_set_hooks(struct adapt_cuda_net *d, const struct adapt_cuda_
 
 /* floats of device memory, zeroed, owned by the engine (freed with it). */
 enum adapt_status adapt_cuda_net_alloc(struct adapt_cuda_net *d, size_t floats, float **out);
+/* Frees an array adapt_cuda_net_alloc made on d before d is freed, after the work queued so
+ * far (a policy attached again frees its earlier arrays); NULL, or an array d does not own
+ * (an earlier engine's), is left alone. */
+void adapt_cuda_net_release(struct adapt_cuda_net *d, float *array);
+/* How many arrays adapt_cuda_net_alloc made on d are held. */
+int adapt_cuda_net_arrays(const struct adapt_cuda_net *d);
+/* A number no other engine of this process has had (0 for NULL): a policy keeps the one of the
+ * engine its arrays are on, so that it frees them only on that engine, never on a later one
+ * that happens to have the same address. */
+uint64_t adapt_cuda_net_id(const struct adapt_cuda_net *d);
 /* k counter slots of (saturated, flushed, zeros), zeroed; replaces earlier slots. */
 enum adapt_status adapt_cuda_net_counters(struct adapt_cuda_net *d, int k);
 /* Waits for the queued work, adds the slots' counts to host[0 .. 3k-1] and zeroes them. */

@@ -110,6 +110,23 @@ enum adapt_status adapt_cuda_net_alloc(struct adapt_cuda_net *d, size_t floats, 
     NO_CUDA;
 }
 
+void adapt_cuda_net_release(struct adapt_cuda_net *d, float *array)
+{
+    (void)d, (void)array;
+}
+
+int adapt_cuda_net_arrays(const struct adapt_cuda_net *d)
+{
+    (void)d;
+    return 0;
+}
+
+uint64_t adapt_cuda_net_id(const struct adapt_cuda_net *d)
+{
+    (void)d;
+    return 0;
+}
+
 enum adapt_status adapt_cuda_net_counters(struct adapt_cuda_net *d, int k)
 {
     (void)d, (void)k;

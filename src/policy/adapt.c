@@ -30,6 +30,7 @@ struct adapt_state {
      * gradient arrays there, their sizes and accumulators, the units' weight sizes, and
      * room for the sums of either list */
     float **dG, *d_scratch;
+    uint64_t dev_arrays; /* adapt_cuda_net_id of the engine dG and d_scratch are on */
     int ntrain;
     float **tg, **tacc; /* tacc: the unit's G for a unit's weights, else NULL */
     size_t *tn, *gn;
@@ -521,6 +522,13 @@ static enum adapt_status adapt_cuda(struct adapt_policy *p, int to_device)
         return st;
     }
     size_t wmax = 0, most = (size_t)(net->nparam > nu ? net->nparam : nu);
+    /* attached to this engine before: its earlier arrays go */
+    if (a->dev_arrays == adapt_cuda_net_id(p->dev)) {
+        for (int u = 0; a->dG && u < nu; u++) adapt_cuda_net_release(p->dev, a->dG[u]);
+        adapt_cuda_net_release(p->dev, a->d_scratch);
+    }
+    a->d_scratch = NULL;
+    a->dev_arrays = adapt_cuda_net_id(p->dev);
     free(a->dG), free(a->gn), free(a->tacc), free(a->tg), free(a->tn), free(a->sums);
     a->dG = calloc((size_t)nu + 1, sizeof *a->dG);
     a->gn = calloc((size_t)nu + 1, sizeof *a->gn);

@@ -28,6 +28,7 @@
 #define MUPPET_MAX_R 64
 
 struct muppet_state {
+    uint64_t dev_arrays;         /* adapt_cuda_net_id of the engine d_ring is on */
     int nlevels, level;          /* level == nlevels: float32 */
     int levels[ADAPT_SCHEMA_LIST_MAX];
     int replay;                  /* schedule given */
@@ -305,6 +306,9 @@ static enum adapt_status muppet_cuda(struct adapt_policy *p, int to_device)
     enum adapt_status st = ADAPT_OK;
     if (m->replay) return ADAPT_OK;
     if (to_device) { /* tables for this engine (its arrays are freed with it) */
+        for (int t = 0; m->dev_arrays == adapt_cuda_net_id(p->dev) && m->d_ring && t < m->nt; t++)
+            adapt_cuda_net_release(p->dev, m->d_ring[t]); /* attached to this engine before */
+        m->dev_arrays = adapt_cuda_net_id(p->dev);
         free(m->d_ring);
         free(m->tn);
         free(m->sums);

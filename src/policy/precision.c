@@ -631,6 +631,20 @@ enum adapt_status adapt_precision_use_cuda(struct adapt_precision *p, struct ada
         !(p->dev_counts = calloc(3 * 2 * (size_t)p->nunits + 1, sizeof *p->dev_counts)))
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the rounding counts");
     enum adapt_status st = adapt_cuda_net_counters(d, 2 * p->nunits);
+    /* attached to this engine before: its earlier arrays go (an earlier engine's are that
+     * engine's to free) */
+    const int same = p->dev_arrays == adapt_cuda_net_id(d);
+    for (int k = 0; k < p->nunits; k++) {
+        struct adapt_unit_prec *u = &p->u[k];
+        if (same) {
+            adapt_cuda_net_release(d, u->d_wq), adapt_cuda_net_release(d, u->d_bq);
+            adapt_cuda_net_release(d, u->d_qin);
+        }
+        u->d_wq = u->d_bq = u->d_qin = NULL;
+    }
+    for (int k = 0; same && p->d_acopy && k < p->net->nparam; k++)
+        adapt_cuda_net_release(d, p->d_acopy[k]);
+    p->dev_arrays = adapt_cuda_net_id(d);
     for (int k = 0; k < p->nunits && !st; k++) {
         struct adapt_unit_prec *u = &p->u[k];
         const struct adapt_layer *l = u->layer;

@@ -101,6 +101,7 @@ struct adapt_precision {
     /* run.device = cuda: the GPU engine the step runs on (adapt_precision_use_cuda), the
      * device copies of acopy, and the first failure of a device rounding */
     struct adapt_cuda_net *dev;
+    uint64_t dev_arrays; /* adapt_cuda_net_id of the engine d_wq, d_bq, d_qin, d_acopy are on */
     float **d_acopy;
     uint64_t *dev_counts; /* (3 * 2 * nunits) the engine's rounding counts, read at each sync */
     int counts_pending;   /* the engine holds counts not yet taken (adapt_precision_sync) */

@@ -118,6 +118,7 @@ struct adapt_cuda_net {
     long steps;
     /* quantized training (src/policy/precision.c) */
     struct adapt_cuda_hooks hooks;
+    uint64_t id;   /* adapt_cuda_net_id */
     void **allocs; /* adapt_cuda_net_alloc's arrays */
     int nallocs;
     unsigned long long *counters, *h_counters; /* (3 * ncounters), on the device and pinned */
@@ -915,6 +916,8 @@ enum adapt_status create(struct adapt_net *net, int gpu, struct adapt_cuda_net *
     d->net = net;
     d->gpu = gpu;
     d->n_max = net->n_max;
+    static uint64_t serial; /* engines are made one at a time (adapt_cuda_net_create) */
+    d->id = __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED);
     d->loss_scale = 1.0f;
     int ndev = adapt_cuda_device_count(d->device, sizeof d->device);
     if (ndev <= 0) return ADAPT_ERROR(ADAPT_EUNSUPPORTED, "%s", d->device);
@@ -1200,6 +1203,28 @@ extern "C" enum adapt_status adapt_cuda_net_alloc(struct adapt_cuda_net *d, size
     CU(cudaMemsetAsync(m, 0, (floats + 1) * sizeof(float), d->s), "memset");
     *out = (float *)m;
     return ADAPT_OK;
+}
+
+extern "C" void adapt_cuda_net_release(struct adapt_cuda_net *d, float *array)
+{
+    if (!d || !array) return;
+    for (int k = 0; k < d->nallocs; k++) {
+        if (d->allocs[k] != (void *)array) continue;
+        cudaStreamSynchronize(d->s); /* work queued on it may still read it */
+        cudaFree(array);
+        d->allocs[k] = d->allocs[--d->nallocs];
+        return;
+    }
+}
+
+extern "C" int adapt_cuda_net_arrays(const struct adapt_cuda_net *d)
+{
+    return d ? d->nallocs : 0;
+}
+
+extern "C" uint64_t adapt_cuda_net_id(const struct adapt_cuda_net *d)
+{
+    return d ? d->id : 0;
 }
 
 extern "C" enum adapt_status adapt_cuda_net_counters(struct adapt_cuda_net *d, int k)
