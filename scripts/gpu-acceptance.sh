@@ -1,6 +1,6 @@
 #!/bin/bash
 # scripts/gpu-acceptance.sh: the GPU engine's figures in one go, on a machine with an NVIDIA GPU
-# and a CUDA build of this tree (./configure --with-cuda; README "Building on a machine without
+# and a CUDA build of this tree (./configure --with-cuda; doc/install.md, "Building on a machine without
 # network" for a GPU server without network). Each part writes its logs and JSON lines into
 # OUTDIR, and every figure with its target goes to OUTDIR/summary.txt (also printed).
 #

@@ -41,7 +41,7 @@
 #   scripts/gpu-window.sh report OUT
 #       Here, after the window: adapt-perf and adapt-heatmap over the returned device traces.
 #
-# README.md, "GPU": how the lent machine is called and what came back.
+# doc/gpu.md: how the lent machine is called and what came back.
 set -uo pipefail
 
 die() { echo "gpu-window: $*" >&2; exit 1; }

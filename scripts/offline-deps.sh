@@ -28,7 +28,7 @@
 #       with ./configure already generated) against PREFIX.
 #
 # The .deb folder is not part of the project (it is tens of megabytes): make it
-# anew where you need it. README.md, "Building on a machine without network".
+# anew where you need it. doc/install.md, "Building on a machine without network".
 set -euo pipefail
 
 die() { echo "offline-deps: $*" >&2; exit 1; }

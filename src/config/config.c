@@ -242,7 +242,7 @@ static const struct adapt_schema_key keys[] = {
            propagation_enum,
            "amp and fixed: which layers round their outputs: unit (every unit, and with "
            "round_layers = all the layers after it, in its format) or graph (allow / infer / "
-           "deny sets of layer kinds propagated upstream over the model graph; README)"),
+           "deny sets of layer kinds propagated upstream over the model graph; doc/policies.md)"),
     K_ENUM("quantization", "graph_preset", quantization.graph_preset, "default",
            graph_preset_enum,
            "graph: the kinds of each set. conservative: only relu, relu6, maxpool2d, flatten "

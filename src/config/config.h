@@ -120,7 +120,7 @@ enum adapt_config_ste {
     ADAPT_CONFIG_STE_SATURATING
 };
 enum adapt_config_auto_bool { ADAPT_CONFIG_AUTO, ADAPT_CONFIG_TRUE, ADAPT_CONFIG_FALSE };
-/* quantization.precision_propagation: which layers round, and in which format (README,
+/* quantization.precision_propagation: which layers round, and in which format (doc/policies.md,
  * "Graph precision propagation"; src/policy/graphamp.h). */
 enum adapt_config_propagation {
     ADAPT_CONFIG_PROPAGATION_UNIT = 0, /* "unit": the round_layers rules */

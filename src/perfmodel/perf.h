@@ -1,4 +1,4 @@
-/* src/perfmodel/perf.h: the performance model over run traces (README, "Performance model").
+/* src/perfmodel/perf.h: the performance model over run traces (doc/reports.md, "Performance model and reports").
  *
  * Prices a training run from its trace (src/trace/trace.h): per precision unit and
  * logged step, forward, backward-data and weight-gradient MACs weighted by

@@ -14,7 +14,7 @@ libquant_a_SOURCES += src/quant/cuda_none.c
 endif
 EXTRA_DIST += src/quant/cuda/quant.cu src/quant/cuda_none.c
 
-# The example rounding plugin (README, "Writing a rounding plugin"), a shared object built with
+# The example rounding plugin (doc/policies.md, "Writing a rounding plugin"), a shared object built with
 # plain compiler flags: the project's own flags (sanitizers, coverage) stay out of it, and
 # -fopenmp-simd makes gcc emit the vector variants of its `declare simd` function.
 PLUGIN_CFLAGS = -shared -fPIC -fopenmp-simd -O2 -std=gnu11 -Wall -Wextra $(WERROR_CFLAGS)

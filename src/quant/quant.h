@@ -306,7 +306,7 @@ void quant_plugin_row(const struct quant_plan *p, const float *x, float *y, size
 void quant_plugin_row_ref(const struct quant_plan *p, const float *x, float *y, size_t n,
                           uint64_t index, uint8_t *mask, struct quant_stats *stats);
 
-/* ---- rounding plugins (src/quant/plugin.c; README, "Writing a rounding plugin") ----
+/* ---- rounding plugins (src/quant/plugin.c; doc/policies.md, "Writing a rounding plugin") ----
  * A plugin is a shared object exporting `float NAME(float x, uint32_t random_bits)`, declared
  * `#pragma omp declare simd` so that the compiler also emits its x86-64 vector variants
  * (_ZGVbN4vv_NAME, _ZGVdN8vv_NAME, _ZGVeN16vv_NAME), and optionally `int NAME_bits(void)`, its

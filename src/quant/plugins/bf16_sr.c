@@ -1,4 +1,4 @@
-/* src/quant/plugins/bf16_sr.c: an example rounding plugin (README, "Writing a rounding plugin"):
+/* src/quant/plugins/bf16_sr.c: an example rounding plugin (doc/policies.md, "Writing a rounding plugin"):
  * bfloat16 (8 exponent bits, 7 mantissa bits, IEEE-like with subnormals and infinities).
  *
  * The magnitude's bit pattern keeps its top 16 bits after adding the top 16 random bits to the
