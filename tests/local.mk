@@ -87,8 +87,14 @@ EXTRA_DIST += tests/python.test tests/notebook.test tests/python-env.sh \
 	python/tests/validate_trace.py python/tests/test_model.py \
 	python/tests/run_notebook.py python/tests/test_trace.py python/tests/test_safetensors.py \
 	python/tests/test_schema.py python/tests/test_torch.py python/tests/test_install.py \
-	python/tests/test_report.py \
+	python/tests/test_report.py python/tests/test_quantize.py \
+	python/adaptsim/quant.py \
 	experiments/notebooks/reading_traces.ipynb
+
+# adaptsim.quantize (python/tests/test_quantize.py, run by tests/python.test) against this helper,
+# which rounds with libquant.a's quant_rows directly.
+check_PROGRAMS += tests/quant_rows_dump
+tests_quant_rows_dump_LDADD = $(QUANT_LIBS) $(ADAPT_EXT_LIBS)
 
 # Rounding plugins: the example plugin against its rule, threads, the reference twin, a plugin
 # whose vector variant disagrees with its scalar function and one whose symbols are data, and

@@ -877,9 +877,52 @@ def _g(x):
     return "%g" % x
 
 
+def models_dirs():
+    """The folders a built-in model name is looked up in, in order, as adapt-sim's programs
+    look (adapt_find_file): ``models`` in every folder of $ADAPT_DATA_PATH, the ``models``
+    folder of the source tree this package sits in, then the installed data folder
+    PREFIX/share/adapt-sim/models for the PREFIX of the adapt-train on PATH, of this Python
+    (sys.prefix), /usr/local and /usr. Only existing folders are listed."""
+    import os
+    import shutil
+    import sys
+    out = [os.path.join(p, "models") for p in os.environ.get("ADAPT_DATA_PATH", "").split(":")
+           if p]
+    out.append(os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), "models"))
+    prefixes = []
+    train = shutil.which("adapt-train")
+    if train:
+        prefixes.append(os.path.dirname(os.path.dirname(os.path.realpath(train))))
+    prefixes += [sys.prefix, "/usr/local", "/usr"]
+    out += [os.path.join(p, "share", "adapt-sim", "models") for p in prefixes]
+    seen = []
+    for d in out:
+        if os.path.isdir(d) and d not in seen:
+            seen.append(d)
+    return seen
+
+
+def _models_dir(name):
+    """The first of :func:`models_dirs` holding NAME.model, or else the base name of a name
+    ending in digits; the source tree's folder when none does (the error names it)."""
+    import os
+    dirs = models_dirs()
+    m = re.match(r"^(.*?)([0-9]+)$", name)
+    for d in dirs:
+        if os.path.exists(os.path.join(d, name + ".model")):
+            return d
+    for d in dirs:
+        if m and m.group(1) and os.path.exists(os.path.join(d, m.group(1) + ".model")):
+            return d
+    return dirs[0] if dirs else os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), "models")
+
+
 def load(name, classes, args="", models_dir=None):
     """:func:`parse` of a file path, or of a built-in name looked up in ``models_dir`` (default:
-    the ``models`` folder of the source tree this package sits in) as adapt-sim does:
+    the first of :func:`models_dirs` that has it: $ADAPT_DATA_PATH, this source tree, the
+    installed data folder) as adapt-sim does:
     ``NAME.model``, else a name ending in digits names the file without them with ``depth``
     set (``resnet56``: ``resnet.model``, depth=56); model arguments may repeat that depth but
     not contradict it."""
@@ -892,8 +935,7 @@ def load(name, classes, args="", models_dir=None):
         if not name or len(name) > 48 or not _IDENT.match(name):
             raise ValueError("unknown model '%s' (expected a built-in name such as lenet5 or "
                              "resnet56, or a .model file)" % name)
-        d = models_dir or os.path.join(os.path.dirname(os.path.dirname(
-            os.path.dirname(os.path.abspath(__file__)))), "models")
+        d = models_dir or _models_dir(name)
         path = os.path.join(d, name + ".model")
         m = re.match(r"^(.*?)([0-9]+)$", name)
         if not os.path.exists(path) and m and m.group(1):
@@ -901,7 +943,13 @@ def load(name, classes, args="", models_dir=None):
             if os.path.exists(base):
                 path, extra = base, m.group(2)
         if not os.path.exists(path):
-            raise ValueError("unknown model '%s' (no %s)" % (name, path))
+            if models_dir:
+                raise ValueError("unknown model '%s' (no %s)" % (name, path))
+            raise ValueError("unknown model '%s' (no %s.model in %s; ADAPT_DATA_PATH names "
+                             "folders holding models/, and `make install` puts the built-in "
+                             "models in PREFIX/share/adapt-sim/models)"
+                             % (name, name, ", ".join(models_dirs()) or "no models folder: none in "
+                                "$ADAPT_DATA_PATH, the source tree or PREFIX/share/adapt-sim"))
     if extra and args:
         for t in args.split(","):
             k, eq, v = t.partition("=")
