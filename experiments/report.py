@@ -32,6 +32,17 @@ Subcommands (python3 standard library only; the programs do the work):
 RUNLIST: one run per line, `NAME CONFIG.ini [--set section.key=value ...]`
 (shell quoting; '#' starts a comment). Relative paths are taken from the
 repository root. Programs are found in --bin (default: the repository root).
+NAME is the run's folder (DIR/runs/NAME) and its name: `run` passes
+--set run.name=NAME to adapt-train (before the line's own --set, which may
+override it), so that two lines of one configuration file are told apart.
+
+Runs are named in every table and figure (README.md, adapt-perf's tables,
+adapt-heatmap's legends) by one rule: the trace's run.name when set, else its
+configuration file's stem ([reference] for AdaPT's reference variant, the seed
+when not 1), else its folder; runs that still share a name get the fewest
+trailing components of their path that tell them apart, in parentheses:
+runs/long/adapt and runs/my/adapt are "fmnist_lenet5 (long/adapt)" and
+"fmnist_lenet5 (my/adapt)". A unique name is kept as it is.
 """
 import argparse
 import datetime
@@ -129,7 +140,7 @@ def write_commands(args, runs):
     lines = []
     for name, cfg, extra in runs:
         rd = os.path.join(out, "runs", name)
-        cmd = [train, "--config", cfg, "--out", rd, "--quiet"] + extra
+        cmd = [train, "--config", cfg, "--out", rd, "--quiet", "--set", "run.name=" + name] + extra
         if getattr(args, "threads", 0):
             cmd += ["--set", "run.threads=%d" % args.threads]
         for kv in getattr(args, "set", None) or []:
@@ -330,13 +341,50 @@ def run_name(path):
     return os.path.basename(d) if f == "trace.jsonl" else os.path.splitext(f)[0]
 
 
+def location(path):
+    """A run's place as path components (as adapt-perf's perf_runs_label): the folder of
+    DIR/trace.jsonl, else the trace's path without its extension; empty and "." left out."""
+    d, f = os.path.split(path)
+    loc = d if f == "trace.jsonl" and d else os.path.splitext(path)[0]
+    return [c for c in loc.split("/") if c not in ("", ".")]
+
+
+def path_ends(names, paths):
+    """For runs named `names` at `paths`, the components that tell apart runs of one name (as
+    adapt-perf's perf_runs_label): the fewest trailing components of the run's location that
+    no other run of that name has (runs at the same location are passed over); None for a
+    name no other run has."""
+    locs = [location(p) for p in paths]
+    ends = []
+    for i, (name, loc) in enumerate(zip(names, locs)):
+        others = [locs[j] for j in range(len(names)) if j != i and names[j] == name and locs[j]]
+        if not loc or not others:
+            ends.append(None)
+            continue
+        k = 1
+        while k < len(loc) and any(o != loc and o[-k:] == loc[-k:] for o in others):
+            k += 1
+        ends.append(loc[-k:])
+    return ends
+
+
+def tell_apart(names, paths):
+    """The labels of runs named `names` at `paths`: "NAME (END)" with END the path_ends joined
+    by '/' for a name that other runs share, the name alone when it is unique."""
+    return [n if e is None else "%s (%s)" % (n, "/".join(e))
+            for n, e in zip(names, path_ends(names, paths))]
+
+
 def run_label(header, path):
-    """The name adapt-perf gives a run: its configuration file's stem, then
-    [reference] for AdaPT's reference variant and the seed when not 1; the
-    folder when the run had no configuration file. Also the compat mode."""
+    """The name adapt-perf gives a run: its run.name when set; else its configuration file's
+    stem, then [reference] for AdaPT's reference variant and the seed when not 1; the folder
+    when the run had no configuration file. Also the compat mode."""
     compat = ""
     if header.get("policy") == "adapt":
         compat = (header.get("config") or {}).get("quantization", {}).get("compat", "corrected")
+    name = ((header.get("config") or {}).get("run") or {}).get("name")
+    if isinstance(name, str) and name:
+        return name, compat
     cf = header.get("config_file") or ""
     if not cf:
         return run_name(path), compat
@@ -364,7 +412,9 @@ def check(cmd, what):
 
 def cmd_build(args):
     traces = find_traces(args.traces)
+    # pictures are named by the trace's folder, or by the end of its path that tells it apart
     names = [run_name(t) for t in traces]
+    names = [n if e is None else "_".join(e) for n, e in zip(names, path_ends(names, traces))]
     if len(set(names)) != len(names):
         die("two traces share a run name: %s" % ", ".join(names))
     perf, heat = program(args, "adapt-perf"), program(args, "adapt-heatmap")
@@ -385,10 +435,8 @@ def cmd_build(args):
         check([perf, "--format", fmt, "-o", os.path.join(out, "table." + ext)] + base + hw + traces,
               "adapt-perf --format " + fmt)
     infos = [trace_info(t) for t in traces]
-    labels = [info["label"] for info in infos]
-    for info, name in zip(infos, names):
-        if labels.count(info["label"]) > 1:
-            info["label"] += " (" + name + ")"
+    for info, label in zip(infos, tell_apart([info["label"] for info in infos], traces)):
+        info["label"] = label
     scales = shared_scales(infos)
     sections = []
     for t, name, info in zip(traces, names, infos):
@@ -425,9 +473,10 @@ def cmd_build(args):
           "Generated %s by" % when, "", "    " + cmdline, "",
           "from the traces below; the same command regenerates it (pictures in `pictures/`,",
           "PNG, SVG and PDF; the table also as `table.csv` and `table.json`).", "",
-          "Runs are named by their configuration file ([reference]: AdaPT's reference",
-          "variant; the seed when it is not 1; the folder in parentheses when two runs",
-          "would share a name).", "",
+          "Runs are named by their run.name (the run list's NAME), else by their",
+          "configuration file ([reference]: AdaPT's reference variant; the seed when it is",
+          "not 1); runs that would share a name get the end of their path that tells them",
+          "apart in parentheses.", "",
           "| run | policy | compat | model | data set | trace |", "|---|---|---|---|---|---|"]
     for name, t, policy, model, dataset, _, label, compat, _ in sections:
         lines.append("| %s | %s | %s | %s | %s | %s |"

@@ -44,6 +44,7 @@ START_TEST(test_defaults)
     adapt_config_init(&c);
     ck_assert_int_eq(c.run.seed, 1);
     ck_assert_str_eq(c.run.out, "");
+    ck_assert_str_eq(c.run.name, "");
     ck_assert_int_eq(c.run.threads, 0);
     ck_assert_int_eq(c.run.log_every, 1);
     ck_assert_int_eq(c.run.checkpoint_every, 1);
@@ -795,8 +796,13 @@ START_TEST(test_json)
     adapt_config_init(&c);
     ck_assert_int_eq(adapt_config_set(&c, "policy.muppet_schedule=8:16,32:45"), ADAPT_OK);
     ck_assert_int_eq(adapt_config_set(&c, "run.seed=2385"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "run.name=fixed8"), ADAPT_OK);
+    ck_assert_str_eq(c.run.name, "fixed8");
     json_t *j = adapt_config_to_json(&c);
     ck_assert_ptr_nonnull(j);
+    /* the run's name goes into the trace header's config like every key */
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "run"), "name")),
+                     "fixed8");
     ck_assert_int_eq(json_object_size(j),
                      8); /* run data model train optim schedule policy quantization */
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "run"), "seed")), 2385);

@@ -393,6 +393,7 @@ START_TEST(test_trace_typed_header_and_lines)
     ck_assert_int_eq(t->header.cfg.accumulation, 1);
     ck_assert_int_eq(t->header.cfg.muppet_r, 0);
     ck_assert_ptr_null(t->header.cfg.compat);
+    ck_assert_ptr_null(t->header.cfg.name);
     ck_assert_int_eq(t->n_steps, 3);
     ck_assert_int_eq(t->step_line[0], 2);
     ck_assert_int_eq(t->step_line[1], 3);
@@ -403,9 +404,9 @@ START_TEST(test_trace_typed_header_and_lines)
     adapt_trace_free(t);
 
     /* every value set: header, epoch 1, then 70 steps (the arrays grow past 64) */
-    json_t *cfg = json_pack("{s:{s:i,s:i,s:i},s:{s:i},s:{s:s}}", "train", "batch", 64,
+    json_t *cfg = json_pack("{s:{s:i,s:i,s:i},s:{s:i},s:{s:s},s:{s:s}}", "train", "batch", 64,
                             "accumulation_steps", 4, "epochs", 2, "policy", "muppet_r", 5,
-                            "quantization", "compat", "reference");
+                            "quantization", "compat", "reference", "run", "name", "mxfp8");
     struct adapt_trace_writer *w;
     ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
     struct adapt_trace_header h = make_header(cfg);
@@ -425,6 +426,7 @@ START_TEST(test_trace_typed_header_and_lines)
     ck_assert_int_eq(t->header.cfg.accumulation, 4);
     ck_assert_int_eq(t->header.cfg.muppet_r, 5);
     ck_assert_str_eq(t->header.cfg.compat, "reference");
+    ck_assert_str_eq(t->header.cfg.name, "mxfp8");
     ck_assert_int_eq(t->n_epochs, 1);
     ck_assert_int_eq(t->epoch_line[0], 2);
     ck_assert_int_eq(t->n_steps, 70);
@@ -560,6 +562,8 @@ static const struct bad_trace bad_traces[] = {
      "field \"config.policy.muppet_r\" must be an integer"},
     {HDR_CONFIG("{\"quantization\":{\"compat\":1}}"), "t.jsonl:1:",
      "field \"config.quantization.compat\" must be a string"},
+    {HDR_CONFIG("{\"run\":{\"name\":[\"a\"]}}"), "t.jsonl:1:",
+     "field \"config.run.name\" must be a string"},
     {HDR_CONFIG("{\"train\":[]}"), "t.jsonl:1:", "field \"config.train\" must be an object"},
     /* numbers a consumer counts with are bounded by what a run writes (trace.h) */
     {HDR STEP_AT("9223372036854775807", "0", UNITS32), "t.jsonl:2:",

@@ -67,6 +67,7 @@ struct syn_opts {
     const struct adapt_trace_layer *layers; /* header layers (NULL: syn_layers) */
     const char *model_name;  /* header model.name (NULL: "tiny") */
     const char *unit0_name;  /* header units[0].name (NULL: "c1") */
+    const char *run_name;    /* config run.name (NULL: key absent) */
 };
 
 static void syn_header(struct adapt_trace_header *h, json_t **cfg, int batch, int unit1_macs,
@@ -114,6 +115,7 @@ static void syn_write(const char *path, const struct syn_opts *o)
     json_object_set_new(cfg, "policy", json_pack("{s:i}", "muppet_r", 2));
     if (o->compat)
         json_object_set_new(cfg, "quantization", json_pack("{s:s}", "compat", o->compat));
+    if (o->run_name) json_object_set_new(cfg, "run", json_pack("{s:s}", "name", o->run_name));
     ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
     ck_assert_int_eq(adapt_trace_write_header(w, &h), ADAPT_OK);
     json_decref(cfg);
@@ -172,7 +174,7 @@ static void syn_write(const char *path, const struct syn_opts *o)
 
 static struct syn_opts syn_default(void)
 {
-    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24, NULL, NULL, NULL, NULL, NULL, NULL};
+    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     return o;
 }
 
@@ -644,6 +646,97 @@ START_TEST(test_report_names)
         ck_assert_msg(strstr(txt, heads[i]) != NULL, "lacks '%s':\n%s", heads[i], txt);
     free(txt);
     perf_run_free(r);
+}
+END_TEST
+
+/* A synthetic run of experiments/configs/fmnist_lenet5.ini (run.name `name`, NULL: none) at
+ * tmpdir/DIR/trace.jsonl; its path in `path`. */
+static void labelled_write(char *path, size_t cap, const char *dir, const char *name)
+{
+    char out[512], d[256];
+    tu_path(d, sizeof d, tmpdir, dir);
+    ck_assert_int_eq(tu_run(out, sizeof out, "mkdir -p '%s'", d), 0);
+    tu_path(path, cap, d, "trace.jsonl");
+    struct syn_opts o = syn_default();
+    o.config_file = "experiments/configs/fmnist_lenet5.ini";
+    o.run_name = name;
+    syn_write(path, &o);
+}
+
+/* adapt-perf on two runs of one configuration file in runs/long/adapt and runs/my/adapt:
+ * each row is named with the end of its path that tells them apart; a run.name names its
+ * row. */
+START_TEST(test_run_labels_cli)
+{
+    if (!tu_have_program("./adapt-perf")) return;
+    char a[256], b[256], out[8192];
+    labelled_write(a, sizeof a, "runs/long/adapt", NULL);
+    labelled_write(b, sizeof b, "runs/my/adapt", NULL);
+    char da[256], db[256];
+    snprintf(da, sizeof da, "%.*s", (int)(strrchr(a, '/') - a), a);
+    snprintf(db, sizeof db, "%.*s", (int)(strrchr(b, '/') - b), b);
+    ck_assert_msg(tu_run(out, sizeof out, "./adapt-perf --format csv %s %s", da, db) == 0, "%s",
+                  out);
+    ck_assert_msg(strstr(out, "\nfmnist_lenet5 seed 7 (long/adapt),"), "%s", out);
+    ck_assert_msg(strstr(out, "\nfmnist_lenet5 seed 7 (my/adapt),"), "%s", out);
+    /* a run.name wins: the named run is "mxfp8", the other keeps its stem */
+    labelled_write(b, sizeof b, "runs/my/adapt", "mxfp8");
+    ck_assert_msg(tu_run(out, sizeof out, "./adapt-perf --format csv %s %s", da, db) == 0, "%s",
+                  out);
+    ck_assert_msg(strstr(out, "\nfmnist_lenet5 seed 7,"), "%s", out);
+    ck_assert_msg(strstr(out, "\nmxfp8,"), "%s", out);
+    /* markdown and text tables name them alike */
+    ck_assert_msg(tu_run(out, sizeof out, "./adapt-perf --format markdown %s %s", da, db) == 0,
+                  "%s", out);
+    ck_assert_msg(strstr(out, "\n| mxfp8 | adapt |"), "%s", out);
+    ck_assert_msg(tu_run(out, sizeof out, "./adapt-perf %s %s", da, db) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "mxfp8 "), "%s", out);
+}
+END_TEST
+
+/* perf_runs_label: runs of one name get the fewest trailing path components that tell them
+ * apart (the folder alone when it does, as before); unique names, and runs.name, are kept. */
+START_TEST(test_run_labels)
+{
+    static const struct {
+        const char *dir[3], *name[3], *want[3];
+    } cases[] = {
+        {{"runs/long/adapt", "runs/my/adapt", NULL}, {NULL, NULL, NULL},
+         {"fmnist_lenet5 seed 7 (long/adapt)", "fmnist_lenet5 seed 7 (my/adapt)", NULL}},
+        /* the folder alone tells them apart: today's labels */
+        {{"runs/fixed8", "runs/mxfp8", NULL}, {NULL, NULL, NULL},
+         {"fmnist_lenet5 seed 7 (fixed8)", "fmnist_lenet5 seed 7 (mxfp8)", NULL}},
+        /* a run.name wins; names that differ get nothing appended */
+        {{"runs/long/adapt", "runs/my/adapt", NULL}, {"fixed8", "mxfp8", NULL},
+         {"fixed8", "mxfp8", NULL}},
+        {{"runs/long/adapt", "runs/my/adapt", NULL}, {NULL, "mxfp8", NULL},
+         {"fmnist_lenet5 seed 7", "mxfp8", NULL}},
+        /* each run the fewest components: a/x and b/x need two, c/y one */
+        {{"a/x", "b/x", "c/y"}, {NULL, NULL, NULL},
+         {"fmnist_lenet5 seed 7 (a/x)", "fmnist_lenet5 seed 7 (b/x)", "fmnist_lenet5 seed 7 (y)"}},
+        /* one run.name twice: told apart by the path as well */
+        {{"p/q/r", "s/q/r", NULL}, {"same", "same", NULL}, {"same (p/q/r)", "same (s/q/r)", NULL}},
+    };
+    struct perf_params p;
+    perf_params_init(&p);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct perf_run *r[3] = {NULL, NULL, NULL};
+        int n = 0;
+        char path[256];
+        for (; n < 3 && cases[c].dir[n]; n++) {
+            char dir[64];
+            snprintf(dir, sizeof dir, "c%zu/%s", c, cases[c].dir[n]);
+            labelled_write(path, sizeof path, dir, cases[c].name[n]);
+            r[n] = analyze_file(path, &p, NULL);
+        }
+        ck_assert_int_eq(perf_runs_label(r, n), ADAPT_OK);
+        for (int i = 0; i < n; i++) {
+            ck_assert_msg(!strcmp(r[i]->name, cases[c].want[i]), "case %zu run %d: \"%s\", not "
+                          "\"%s\"", c, i, r[i]->name, cases[c].want[i]);
+            perf_run_free(r[i]);
+        }
+    }
+    ck_assert_int_eq(perf_runs_label(NULL, 0), ADAPT_OK);
 }
 END_TEST
 
@@ -1157,6 +1250,8 @@ int main(void)
     tcase_add_test(tc, test_sparsity_weight_gradient);
     tcase_add_test(tc, test_su3_su2_reference);
     tcase_add_test(tc, test_report_names);
+    tcase_add_test(tc, test_run_labels_cli);
+    tcase_add_test(tc, test_run_labels);
     tcase_add_test(tc, test_schedule_muppet);
     tcase_add_test(tc, test_hw_calibrated);
     tcase_add_test(tc, test_bad_traces);

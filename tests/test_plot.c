@@ -805,6 +805,106 @@ START_TEST(test_accuracy_epoch_numbers)
 }
 END_TEST
 
+/* Sets the header's config_file, seed 1 and config.run.name (NULL: absent) of trace `path`. */
+static void header_set(const char *path, const char *config_file, const char *run_name)
+{
+    size_t n;
+    char *text = (char *)tu_read_file(path, &n);
+    size_t h = strcspn(text, "\n");
+    json_error_t err;
+    json_t *hd = json_loadb(text, h, 0, &err);
+    ck_assert_msg(hd != NULL, "%s", err.text);
+    json_object_set_new(hd, "config_file", json_string(config_file));
+    json_object_set_new(hd, "seed", json_integer(1)); /* no " seed N" in the run's name */
+    if (run_name)
+        json_object_set_new(json_object_get(hd, "config"), "run",
+                            json_pack("{s:s}", "name", run_name));
+    char *line = json_dumps(hd, JSON_COMPACT);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(line, f);
+    fwrite(text + h, 1, n - h, f);
+    ck_assert_int_eq(fclose(f), 0);
+    free(line);
+    json_decref(hd);
+    free(text);
+}
+
+/* Whether two PNGs have the same pixels. */
+static int same_pixels(const char *a, const char *b)
+{
+    cairo_surface_t *sa = png_load(a), *sb = png_load(b);
+    int w = cairo_image_surface_get_width(sa), hh = cairo_image_surface_get_height(sa);
+    int same = w == cairo_image_surface_get_width(sb) &&
+               hh == cairo_image_surface_get_height(sb);
+    for (int y = 0; y < hh && same; y++)
+        for (int x = 0; x < w && same; x++) {
+            int pa[3], pb[3];
+            surface_pixel(sa, x, y, pa);
+            surface_pixel(sb, x, y, pb);
+            same = !memcmp(pa, pb, sizeof pa);
+        }
+    cairo_surface_destroy(sa);
+    cairo_surface_destroy(sb);
+    return same;
+}
+
+/* adapt-heatmap's --cost-curve and --accuracy legends name runs as adapt-perf does
+ * (perf_runs_label): two runs of experiments/configs/fmnist_lenet5.ini in runs/long/adapt and
+ * runs/my/adapt are "fmnist_lenet5 (long/adapt)" and "fmnist_lenet5 (my/adapt)"; with run.name
+ * set, the names. Each picture is compared with the one drawn with those legend texts. */
+START_TEST(test_legend_names)
+{
+    static const struct {
+        const char *run_name[2], *want[2];
+    } cases[] = {
+        {{NULL, NULL}, {"fmnist_lenet5 (long/adapt)", "fmnist_lenet5 (my/adapt)"}},
+        {{"fixed8", "mxfp8"}, {"fixed8", "mxfp8"}},
+    };
+    if (!tu_have_program("./adapt-heatmap")) return;
+    char tr[2][300], dir[2][300], out[4096], got[300], want[300];
+    static const char *const where[2] = {"runs/long/adapt", "runs/my/adapt"};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int i = 0; i < 2; i++) {
+            snprintf(dir[i], sizeof dir[i], "%s/c%zu/%s", tmpdir, c, where[i]);
+            ck_assert_int_eq(tu_run(out, sizeof out, "mkdir -p '%s'", dir[i]), 0);
+            snprintf(tr[i], sizeof tr[i], "%s/trace.jsonl", dir[i]);
+            synth_write(tr[i], "lenet5", 3, 0);
+            header_set(tr[i], "experiments/configs/fmnist_lenet5.ini", cases[c].run_name[i]);
+        }
+        struct perf_params p;
+        perf_params_init(&p);
+        struct perf_run *runs[2];
+        struct adapt_trace *t[2];
+        for (int i = 0; i < 2; i++) {
+            ck_assert_int_eq(perf_trace_load(tr[i], 0, &p, NULL, &t[i], &runs[i]), ADAPT_OK);
+            free(runs[i]->name);
+            runs[i]->name = malloc(strlen(cases[c].want[i]) + 1);
+            strcpy(runs[i]->name, cases[c].want[i]);
+        }
+        for (int acc = 0; acc < 2; acc++) {
+            snprintf(got, sizeof got, "%s/c%zu/%s_got.png", tmpdir, c, acc ? "acc" : "cost");
+            snprintf(want, sizeof want, "%s/c%zu/%s_want.png", tmpdir, c, acc ? "acc" : "cost");
+            ck_assert_msg(tu_run(out, sizeof out, "./adapt-heatmap %s %s %s -o %s",
+                                 acc ? "--accuracy" : "--cost-curve", dir[0], dir[1], got) == 0,
+                          "%s", out);
+            const char *names[2] = {cases[c].want[0], cases[c].want[1]};
+            ck_assert_int_eq(acc ? perf_accuracy_write((const struct adapt_trace *const *)t, names,
+                                                       2, NULL, want)
+                                 : perf_costcurve_write(runs, 2, NULL, want),
+                             ADAPT_OK);
+            ck_assert_msg(same_pixels(got, want), "case %zu: adapt-heatmap %s's legend is not "
+                          "\"%s\", \"%s\" (%s)", c, acc ? "--accuracy" : "--cost-curve",
+                          cases[c].want[0], cases[c].want[1], got);
+        }
+        for (int i = 0; i < 2; i++) {
+            perf_run_free(runs[i]);
+            adapt_trace_free(t[i]);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_cost_curve)
 {
     char a[300], b[300], png[300], svg[300];
@@ -949,6 +1049,7 @@ int main(void)
     tcase_add_test(tc, test_accuracy);
     tcase_add_test(tc, test_accuracy_epoch_numbers);
     tcase_add_test(tc, test_cost_curve);
+    tcase_add_test(tc, test_legend_names);
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_programs_agree_on_bad_traces);
     tcase_add_test(tc, test_colormap);

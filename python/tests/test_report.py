@@ -1,5 +1,6 @@
 """experiments/report.py build: one colour scale per metric shared by the heatmaps of a report,
 and one README line plus a word-length heatmap for a run whose per-unit formats never change."""
+import argparse
 import importlib.util
 import json
 import os
@@ -10,7 +11,7 @@ import sys
 import tempfile
 import unittest
 
-from common import REPORT_TRACES, SRCDIR, needs_report, program
+from common import FMNIST, REPORT_TRACES, SRCDIR, needs_report, needs_trainer, program
 
 spec = importlib.util.spec_from_file_location(
     "report", os.path.join(SRCDIR, "experiments", "report.py"))
@@ -124,6 +125,144 @@ class TestBuild(unittest.TestCase):
             self.assertIn(f, pics)
         self.assertIn("## Loss and accuracy per epoch", md)
         self.assertIn("![adapt_ref wldist](pictures/adapt_ref_wldist.png)", md)
+
+
+def first_epoch(src, dst, **header):
+    """The header (its fields updated from `header`; run_name: config.run.name) and first epoch
+    of trace src, written to dst (its folder made)."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    with open(src) as f, open(dst, "w") as g:
+        for line in f:  # the header and the first epoch: steps 1..215, its epoch record
+            rec = json.loads(line)
+            if rec["type"] == "header":
+                name = header.pop("run_name", None)
+                if name is not None:
+                    rec["config"]["run"]["name"] = name
+                rec.update(header)
+            elif rec["type"] == "step" and rec["step"] > 215 or rec["type"] == "epoch" \
+                    and rec["epoch"] > 0 or rec["type"] in ("test", "end"):
+                continue
+            g.write(json.dumps(rec) + "\n")
+    return dst
+
+
+def run_rows(md):
+    """The (run, policy) cells of the rows of README.md's first table and of adapt-perf's
+    comparison table (the one after "## Comparison")."""
+    def rows(text):
+        lines = text.split("\n")
+        start = next(i for i, l in enumerate(lines) if l.startswith("| run |"))
+        out = []
+        for l in lines[start + 2:]:
+            if not l.startswith("|"):
+                break
+            out.append(tuple(c.strip() for c in l.strip("|").split("|")[:2]))
+        return out
+    return rows(md), rows(md.split("## Comparison", 1)[1])
+
+
+class TestRunNames(unittest.TestCase):
+    """Runs are named by one rule (adapt-perf's perf_runs_label): run.name, else the
+    configuration file's stem; runs that share a name get the fewest trailing path components
+    that tell them apart."""
+
+    def test_tell_apart(self):
+        t = report.tell_apart
+        self.assertEqual(t(["fmnist_lenet5"] * 2, ["runs/long/adapt/trace.jsonl",
+                                                   "runs/my/adapt/trace.jsonl"]),
+                         ["fmnist_lenet5 (long/adapt)", "fmnist_lenet5 (my/adapt)"])
+        # the folder alone tells them apart: the labels of before
+        self.assertEqual(t(["s", "s"], ["out/runs/fixed8/trace.jsonl", "out/runs/mxfp8/trace.jsonl"]),
+                         ["s (fixed8)", "s (mxfp8)"])
+        # each run the fewest components; unique names kept; trace files by their stem
+        self.assertEqual(t(["s", "s", "s", "u"], ["a/x/trace.jsonl", "b/x/trace.jsonl",
+                                                  "./c//y.jsonl", "a/x/trace.jsonl"]),
+                         ["s (a/x)", "s (b/x)", "s (y)", "u"])
+        hdr = {"policy": "fixed", "config_file": "experiments/configs/fmnist_lenet5_fixed.ini",
+               "config": {"run": {"name": "fixed8"}}}
+        self.assertEqual(report.run_label(hdr, "x/trace.jsonl"), ("fixed8", ""))
+        hdr["config"]["run"]["name"] = ""
+        self.assertEqual(report.run_label(hdr, "x/trace.jsonl"), ("fmnist_lenet5_fixed", ""))
+
+    @needs_trainer
+    def test_commands_name_runs(self):
+        """`run` passes the run list's NAME as run.name, before the line's own --set."""
+        tmp = tempfile.mkdtemp(prefix="adapt-report-")
+        self.addCleanup(shutil.rmtree, tmp)
+        rl = os.path.join(tmp, "runs.txt")
+        with open(rl, "w") as f:
+            f.write("fixed8  experiments/configs/fmnist_lenet5_fixed.ini --set policy.wl=8\n"
+                    "fixed12 experiments/configs/fmnist_lenet5_fixed.ini --set policy.wl=12\n")
+        args = argparse.Namespace(out=tmp, bin=os.path.dirname(program("adapt-train")),
+                                  threads=1, set=None)
+        with open(report.write_commands(args, report.read_runlist(rl))) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 2)
+        for line, name, wl in zip(lines, ("fixed8", "fixed12"), ("8", "12")):
+            self.assertIn(" --set run.name=%s --set policy.wl=%s " % (name, wl), line)
+
+    @needs_report
+    @needs_programs
+    def test_build_same_folder(self):
+        """Two runs of one configuration in runs/long/adapt and runs/my/adapt: the README's
+        table and adapt-perf's name them by the ends of their paths, and their pictures are
+        named apart; a run.name names its run."""
+        out = tempfile.mkdtemp(prefix="adapt-report-")
+        self.addCleanup(shutil.rmtree, out)
+        src = os.path.join(REPORT_TRACES, "fixed16.jsonl")
+        dirs = [os.path.join(out, "runs", w, "adapt") for w in ("long", "my")]
+        for d in dirs:
+            first_epoch(src, os.path.join(d, "trace.jsonl"))
+        cmd = [sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
+               "--bin", os.path.dirname(program("adapt-perf")), "build"] + dirs + ["--out", out]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
+        with open(os.path.join(out, "README.md")) as f:
+            md = f.read()
+        want = [("fmnist_lenet5_fixed (long/adapt)", "fixed"),
+                ("fmnist_lenet5_fixed (my/adapt)", "fixed")]
+        self.assertEqual(run_rows(md), (want, want))
+        pics = os.listdir(os.path.join(out, "pictures"))
+        for f in ("long_adapt_wl.png", "my_adapt_wl.png"):
+            self.assertIn(f, pics)
+        first_epoch(src, os.path.join(dirs[1], "trace.jsonl"), run_name="mxfp8")
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
+        with open(os.path.join(out, "README.md")) as f:
+            md = f.read()
+        want = [("fmnist_lenet5_fixed", "fixed"), ("mxfp8", "fixed")]
+        self.assertEqual(run_rows(md), (want, want))
+
+    @needs_trainer
+    @needs_programs
+    @unittest.skipUnless(os.path.isfile(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")),
+                         "no Fashion-MNIST in " + FMNIST)
+    def test_all_names_runs(self):
+        """`report.py all` on a run list of two lines of one configuration (a short run each):
+        the README's run table, adapt-perf's tables and table.csv carry the run list's NAMEs."""
+        out = tempfile.mkdtemp(prefix="adapt-report-")
+        self.addCleanup(shutil.rmtree, out)
+        rl = os.path.join(out, "runs.txt")
+        with open(rl, "w") as f:
+            f.write("fixed8  experiments/configs/fmnist_lenet5_fixed.ini "
+                    "--set policy.wl=8 --set policy.fl=4\n"
+                    "fixed12 experiments/configs/fmnist_lenet5_fixed.ini "
+                    "--set policy.wl=12 --set policy.fl=6\n")
+        cmd = [sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
+               "--bin", os.path.dirname(program("adapt-perf")), "all", rl, "--out", out,
+               "--jobs", "1", "--threads", "1"]
+        for kv in ("train.epochs=1", "data.train_limit=300", "data.val_size=100",
+                   "data.test_limit=100"):
+            cmd += ["--set", kv]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=out)
+        self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
+        with open(os.path.join(out, "README.md")) as f:
+            md = f.read()
+        want = [("fixed12", "fixed"), ("fixed8", "fixed")]  # runs/* in sorted order
+        self.assertEqual(run_rows(md), (want, want))
+        with open(os.path.join(out, "table.csv")) as f:
+            self.assertEqual([l.split(",")[0] for l in f.read().splitlines()[1:]],
+                             ["fixed12", "fixed8"])
 
 
 class TestMarkdownEscapes(unittest.TestCase):

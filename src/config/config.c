@@ -78,6 +78,9 @@ static const struct adapt_schema_key keys[] = {
     K_I64("run", "seed", run.seed, "1", "[0, 9223372036854775807]",
           "seed of every random stream (Philox key)"),
     K_STR("run", "out", run.out, "", "output directory; empty = runs/<config file stem>"),
+    K_STR("run", "name", run.name, "",
+          "the run's name in the tables and figures of adapt-perf, adapt-heatmap and "
+          "experiments/report.py; empty = its configuration file's stem"),
     K_INT("run", "threads", run.threads, "0", "[0, 1024]", "OpenMP threads; 0 = OpenMP default"),
     K_INT("run", "log_every", run.log_every, "1", "[1, 1000000]",
           "optimizer steps between trace step lines"),

@@ -163,6 +163,8 @@ struct adapt_config {
     struct {
         int64_t seed;                   /* [0, 2^63) */
         char out[ADAPT_CONFIG_PATH_MAX]; /* "" = runs/<config file stem> (adapt_config_out_dir) */
+        char name[128];                 /* the run's name in tables and figures; "" = named by
+                                           adapt-perf / adapt-heatmap (config file stem) */
         int threads;                    /* 0 = OpenMP default */
         int log_every;                  /* optimizer steps between trace step lines */
         int checkpoint_every;           /* epochs; 0 = only at the end */

@@ -27,7 +27,9 @@ static void usage(FILE *f)
         "   or: adapt-perf --gemm-shapes --model NAME [--batch B]\n"
         "Prices training runs with the performance model (one row per run):\n"
         "SU1, SU2, training memory (with the policy's state), model size, inference\n"
-        "speed-up, overhead, sparsity; runs named by their configuration file.\n"
+        "speed-up, overhead, sparsity. Runs are named by their run.name, else by their\n"
+        "configuration file; runs that share a name get the end of their path that tells\n"
+        "them apart, e.g. \"fmnist_lenet5 (long/adapt)\".\n"
         "A TRACE may also be a run directory of adapt-train (its trace.jsonl).\n"
         "  --baseline TRACE     float32 run for SU2 (default: the first TRACE of policy fp32)\n"
         "  --target ACC         SU2 target validation accuracy (default: baseline best - tol)\n"
@@ -52,45 +54,6 @@ static void usage(FILE *f)
         "                       55000 for MNIST-family models: 5000 held out)\n"
         "  --gemm-shapes        print the model's GEMM shapes MxNxK,... (adapt-bench gemm "
         "--shapes)\n");
-}
-
-/* Runs that share a name (the same configuration file, seed and variant)
- * get their trace's folder (or file stem) appended: "name (folder)". */
-static int disambiguate(struct perf_run **runs, int n)
-{
-    char **nn = calloc((size_t)n + 1, sizeof *nn);
-    if (!nn) return -1;
-    for (int i = 0; i < n; i++) {
-        int dup = 0;
-        for (int j = 0; j < n; j++) dup |= j != i && !strcmp(runs[i]->name, runs[j]->name);
-        if (!dup || !runs[i]->path[0]) continue;
-        char folder[256];
-        const char *path = runs[i]->path, *slash = strrchr(path, '/');
-        const char *file = slash ? slash + 1 : path;
-        if (!strcmp(file, "trace.jsonl") && slash) {
-            const char *q = slash;
-            while (q > path && q[-1] != '/') q--;
-            snprintf(folder, sizeof folder, "%.*s", (int)(slash - q), q);
-        } else {
-            snprintf(folder, sizeof folder, "%s", file);
-            char *dot = strrchr(folder, '.');
-            if (dot && dot != folder) *dot = 0;
-        }
-        size_t len = strlen(runs[i]->name) + strlen(folder) + 4;
-        if (!(nn[i] = malloc(len))) {
-            for (int k = 0; k < n; k++) free(nn[k]);
-            free(nn);
-            return -1;
-        }
-        snprintf(nn[i], len, "%s (%s)", runs[i]->name, folder);
-    }
-    for (int i = 0; i < n; i++)
-        if (nn[i]) {
-            free(runs[i]->name);
-            runs[i]->name = nn[i];
-        }
-    free(nn);
-    return 0;
 }
 
 static int fail(const char *what)
@@ -277,8 +240,8 @@ int main(int argc, char **argv)
             }
             nruns++;
         }
-        if (disambiguate(runs, nruns)) {
-            fail("out of memory");
+        if (perf_runs_label(runs, nruns) != ADAPT_OK) {
+            fail(adapt_error_message());
             goto free_runs;
         }
         if (baseline) {

@@ -156,11 +156,12 @@ static const char *run_compat(const struct adapt_trace *t)
     return t->header.cfg.compat ? t->header.cfg.compat : "corrected";
 }
 
-/* A run's name: the stem of its configuration file, with the AdaPT compat
- * mode when it is "reference" and the seed when it is not 1; the trace's
- * folder when the run had no configuration file. */
+/* A run's name: its run.name when set; else the stem of its configuration
+ * file, with the AdaPT compat mode when it is "reference" and the seed when
+ * it is not 1; the trace's folder when the run had no configuration file. */
 static const char *run_name(const struct adapt_trace *t, char *buf, size_t n)
 {
+    if (t->header.cfg.name && t->header.cfg.name[0]) return t->header.cfg.name;
     const char *cf = t->header.config_file;
     if (!cf || !cf[0]) return base_name(t->path, buf, n);
     const char *slash = strrchr(cf, '/');

@@ -163,7 +163,9 @@ struct perf_point {
 };
 
 struct perf_run {
-    char *name;       /* configuration file stem [+ " [reference]"] [+ " seed N"]; else folder */
+    char *name;       /* run.name when the trace's configuration sets one; else configuration
+                         file stem [+ " [reference]"] [+ " seed N"]; else folder
+                         (perf_runs_label: + " (location)" among runs of one name) */
     char *path, *policy, *model, *dataset;
     char *config;     /* the configuration file the run was started with ("" none) */
     char *compat;     /* AdaPT: "corrected" or "reference"; "" for other policies */
@@ -226,6 +228,17 @@ enum adapt_status perf_schedule_price(struct perf_run **out, const char *schedul
                                       int64_t samples_per_epoch, const struct perf_params *p,
                                       const struct perf_hw *hw);
 void perf_run_free(struct perf_run *r);
+/* The one rule by which adapt-perf, adapt-heatmap (and experiments/report.py) name runs in
+ * tables and figures. A run is named by its run.name when its configuration set one, else by
+ * its configuration file's stem (with " [reference]" for AdaPT's reference variant and
+ * " seed N" for a seed other than 1), else by its trace's folder (perf_run_analyze). Runs that
+ * still share a name get " (SUFFIX)" appended, SUFFIX the fewest trailing components of the
+ * run's location (the folder of a DIR/trace.jsonl, else the trace's path without its
+ * extension) that no other run of that name shares: runs/long/adapt and runs/my/adapt give
+ * "fmnist_lenet5 (long/adapt)" and "fmnist_lenet5 (my/adapt)", runs/a and runs/b "NAME (a)" and
+ * "NAME (b)". A run whose name is unique keeps it; runs without a trace path (priced
+ * schedules), and runs at the same location, get nothing appended. Replaces runs[i]->name. */
+enum adapt_status perf_runs_label(struct perf_run **runs, int n);
 /* The cost of `samples` samples over `steps` optimizer steps with `accum` micro-batches of
  * `batch`, dense, at per-unit word lengths wl[u] (32: float32) with layer i's element-wise
  * work and activations at the word length of unit gov[i] (-1: float32): a per-layer precision

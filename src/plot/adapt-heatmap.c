@@ -41,7 +41,9 @@ static void usage(FILE *f)
             "(--accuracy), or per unit the share of a run's training steps at each word\n"
             "length (--wl-dist).\n"
             "FILE ends in .png, .svg or .pdf. A TRACE may also be a run directory (its\n"
-            "trace.jsonl).\n"
+            "trace.jsonl). Legends name runs as adapt-perf does: by run.name, else by the\n"
+            "configuration file, with the end of the path that tells apart runs that\n"
+            "share a name, e.g. \"fmnist_lenet5 (long/adapt)\".\n"
             "  --metric M       wl (default), fl, lb (lookback), r (histogram resolution),\n"
             "                   sparsity\n"
             "  --vmin V, --vmax V  a fixed colour scale of a heatmap or --wl-dist (default:\n"
@@ -227,9 +229,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
             goto free_runs;
         }
-        names[nr] = runs[nr]->name;
         nr++;
     }
+    /* the legends name runs as adapt-perf's rows do */
+    if (perf_runs_label(runs, nr) != ADAPT_OK) {
+        fprintf(stderr, "adapt-heatmap: %s\n", adapt_error_message());
+        goto free_runs;
+    }
+    for (int i = 0; i < nr; i++) names[i] = runs[i]->name;
     struct perf_curve_opts o;
     perf_curve_opts_init(&o);
     if (width) o.width = width;

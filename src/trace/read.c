@@ -269,6 +269,7 @@ static void header_free(struct adapt_trace_header *h)
     free((char *)h->config_file);
     json_decref(h->config);
     free((char *)h->cfg.compat);
+    free((char *)h->cfg.name);
     for (int i = 0; i < h->n_overrides; i++) free((char *)h->overrides[i]);
     free((void *)h->overrides);
     free((char *)h->dataset.name);
@@ -354,17 +355,28 @@ static int rd_config_count(struct rd *r, json_t *cfg, const char *sec, const cha
     return (int)x;
 }
 
+/* A string config.SECTION.KEY (a copy); NULL when missing. */
+static const char *rd_config_string(struct rd *r, json_t *cfg, const char *sec, const char *key)
+{
+    json_t *v = rd_config(r, cfg, sec, key);
+    if (!v) return NULL;
+    if (!json_is_string(v)) {
+        rd_fail(r, "field \"config.%s.%s\" must be a string", sec, key);
+        return NULL;
+    }
+    const char *s = adapt_strdup(json_string_value(v));
+    if (!s) rd_nomem(r);
+    return s;
+}
+
 /* The typed view of config (struct adapt_trace_header.cfg). */
 static void read_config_values(struct rd *r, json_t *cfg, struct adapt_trace_header *h)
 {
     h->cfg.batch = rd_config_count(r, cfg, "train", "batch", 0);
     h->cfg.accumulation = rd_config_count(r, cfg, "train", "accumulation_steps", 1);
     h->cfg.muppet_r = rd_config_count(r, cfg, "policy", "muppet_r", 0);
-    json_t *compat = rd_config(r, cfg, "quantization", "compat");
-    if (!compat) return;
-    if (!json_is_string(compat))
-        rd_fail(r, "field \"config.quantization.compat\" must be a string");
-    else if (!(h->cfg.compat = adapt_strdup(json_string_value(compat)))) rd_nomem(r);
+    h->cfg.compat = rd_config_string(r, cfg, "quantization", "compat");
+    h->cfg.name = rd_config_string(r, cfg, "run", "name");
 }
 
 static void read_overrides(struct rd *r, json_t *o, struct adapt_trace_header *h)

@@ -132,6 +132,7 @@ struct adapt_trace_header {
         int accumulation;  /* train.accumulation_steps (>= 1); 1 when absent */
         int muppet_r;      /* policy.muppet_r (>= 1); 0 = absent */
         const char *compat; /* quantization.compat; NULL = absent */
+        const char *name;   /* run.name; NULL = absent */
     } cfg;
     const char *config_file; /* NULL or "" = none */
     int n_overrides;
