@@ -99,7 +99,8 @@ static const struct adapt_schema_key keys[] = {
     K_BOOL("data", "normalize", data.normalize, "true",
            "normalise inputs with the dataset mean and std"),
     K_INT("data", "train_limit", data.train_limit, "0", "[0, 1000000000]",
-          "use only the first N training samples; 0 = all"),
+          "train on N samples; data.val_size more are held out for validation from the rest "
+          "of the training file (refused when it is shorter); 0 = all"),
     K_INT("data", "test_limit", data.test_limit, "0", "[0, 1000000000]",
           "use only the first N test samples; 0 = all"),
 
