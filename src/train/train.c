@@ -896,6 +896,47 @@ free_run:
     return st;
 }
 
+/* The end of a run's output: per unit the mean and final word length (and fraction) and the
+ * final sparsity, the run's SU1, training memory relative to float32 and final sparsity, all
+ * as adapt-perf prices the trace just written (perf_trace_load), and the commands that look
+ * further. A trace the performance model refuses is said in one line, not an error. */
+static void print_summary(const struct run *r)
+{
+    struct perf_params pp;
+    perf_params_init(&pp);
+    struct perf_run *pr = NULL;
+    const char *out = r->opts->out_dir;
+    if (perf_trace_load(r->dir.trace_path, 0, &pp, NULL, NULL, &pr)) {
+        printf("precision summary: not available (%s)\n", adapt_error_message());
+        return;
+    }
+    printf("precision per unit (the trace, priced as adapt-perf does):\n"
+           "  %-12s %8s  %-8s %8s\n",
+           "unit", "mean WL", "final", "sparsity");
+    for (int u = 0; u < pr->n_units; u++) {
+        const struct perf_unit_result *ur = &pr->units[u];
+        char fin[32], sp[32] = "-";
+        if (ur->final_fl >= 0 && ur->final_wl < 32)
+            snprintf(fin, sizeof fin, "<%d,%d>", ur->final_wl, ur->final_fl);
+        else
+            snprintf(fin, sizeof fin, "%d bits", ur->final_wl);
+        if (ur->final_sparsity == ur->final_sparsity)
+            snprintf(sp, sizeof sp, "%.1f%%", 100.0 * ur->final_sparsity);
+        printf("  %-12.12s %8.2f  %-8s %8s\n", ur->name, ur->mean_wl, fin, sp);
+    }
+    char sp[32] = "n/a";
+    if (pr->sparsity_final == pr->sparsity_final)
+        snprintf(sp, sizeof sp, "%.1f%%", 100.0 * pr->sparsity_final);
+    printf("SU1 %.2f (float32 cost / this run's), training memory %.2f x float32, final "
+           "sparsity %s\n",
+           pr->su1, pr->mem_rel, sp);
+    printf("next: adapt-perf %s --per-unit\n"
+           "      adapt-heatmap %s -o wl.png\n"
+           "      experiments/report.py all RUNLIST --out DIR   (several runs, one report)\n",
+           out, r->dir.trace_path);
+    perf_run_free(pr);
+}
+
 enum adapt_status adapt_train_run(const struct adapt_config *cfg,
                                   const struct adapt_train_opts *opts)
 {
@@ -988,6 +1029,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
         printf("test  loss %.4f  accuracy %.2f%%  (%d images)\n", test_loss, 100.0 * test_acc,
                r.test.n);
         printf("trace:      %s\ncheckpoint: %s\n", r.dir.trace_path, r.dir.model_path);
+        print_summary(&r);
     }
 free_run:
     adapt_comp_result_free(&search);
