@@ -167,7 +167,7 @@ PY
 part_accuracy() {
     say "accuracy (AdaPT, LeNet-5, Fashion-MNIST):"
     local sets=() acc
-    [ "$quick" = 1 ] && sets=(--set train.epochs=1 --set data.train_limit=3000 --set data.val_size=1000 --set data.test_limit=1000)
+    [ "$quick" = 1 ] && sets=(--set train.epochs=1 --set data.train_limit=2000 --set data.val_size=1000 --set data.test_limit=1000)
     ./adapt-train --config experiments/configs/fmnist_lenet5.ini --device "$device" "${sets[@]}" \
         --out "$out/fmnist_adapt" --force --quiet > "$out/accuracy.log" 2>&1 ||
         die "adapt-train on $device failed: $out/accuracy.log"

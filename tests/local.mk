@@ -60,6 +60,11 @@ EXTRA_DIST += tests/layering.test
 TESTS += tests/cli_small.test
 EXTRA_DIST += tests/cli_small.test
 
+# what adapt-train says about a run: the data split, the configuration it evaluates under,
+# formats it refuses, the precision summary at the end
+TESTS += tests/train_cli.test
+EXTRA_DIST += tests/train_cli.test
+
 # one process per run directory: two adapt-train processes on one --out
 TESTS += tests/run_lock.test
 EXTRA_DIST += tests/run_lock.test

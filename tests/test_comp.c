@@ -253,7 +253,7 @@ static char out_buf[1 << 16];
 
 static const char *cfg_text =
     "[run]\nseed = 3\nthreads = 1\n[data]\ndataset = fashion-mnist\npath = " FMNIST "\n"
-    "val_size = 200\ntrain_limit = 800\ntest_limit = 500\n"
+    "val_size = 200\ntrain_limit = 600\ntest_limit = 500\n"
     "[model]\nname = lenet5\n[train]\nepochs = 2\nbatch = 100\n[optim]\nlr = 0.05\n"
     "momentum = 0.9\n[policy]\nname = comp\ncomp_sample_steps = 3\n"
     "[quantization]\nrounding = nearest\n";

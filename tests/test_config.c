@@ -529,6 +529,47 @@ START_TEST(test_cross_checks)
 }
 END_TEST
 
+/* A fixed-point format with FL >= WL (no integer bit) is refused wherever it is configured,
+ * naming the keys and values, unless policy.allow_no_int_bits; FL = WL - 1 passes. */
+START_TEST(test_no_int_bits)
+{
+    static struct adapt_config c;
+    adapt_config_init(&c);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.name=fixed"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.wl=8"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.fl=10"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_EINVAL);
+    ck_assert_msg_has("--set policy.fl=10: policy.wl = 8, policy.fl = 10: fixed(8,10) has FL = "
+                      "10 >= WL = 8, no integer bit");
+    ck_assert_msg_has("policy.allow_no_int_bits = true");
+    ck_assert_int_eq(adapt_config_set(&c, "policy.allow_no_int_bits=true"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.allow_no_int_bits=false"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.fl=7"), ADAPT_OK); /* a sign bit: warned */
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.format=fixed(32,32)"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_EINVAL);
+    ck_assert_msg_has("policy.format = fixed(32,32): fixed(32,32) has FL = 32 >= WL = 32");
+    ck_assert_int_eq(adapt_config_set(&c, "policy.format=fixed(32,28)"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.per_unit=8:4,6:6"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_EINVAL);
+    ck_assert_msg_has("policy.per_unit entry 2 = 6:6: fixed(6,6) has FL = 6 >= WL = 6");
+    ck_assert_int_eq(adapt_config_set(&c, "policy.per_unit="), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "format.q.kind=fixed"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "format.q.wl=4"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "format.q.fl=5"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_EINVAL);
+    ck_assert_msg_has("format.q.wl = 4, format.q.fl = 5: fixed(4,5) has FL = 5 >= WL = 4");
+    ck_assert_int_eq(adapt_config_set(&c, "format.q.fl=2"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "policy.name=adapt"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.start_wl=6"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.start_fl=6"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_EINVAL);
+    ck_assert_msg_has("quantization.start_wl = 6, quantization.start_fl = 6: fixed(6,6) has FL");
+}
+END_TEST
+
 /* [format NAME] sections: read from anywhere in the file (here after [policy], which names
  * one), resolved and registered by adapt_config_check, named by policy.format and by
  * quant_spec_parse, set by --set, printed and read back, in JSON, compared by name. */
@@ -1059,6 +1100,7 @@ int main(void)
     tcase_add_test(tc, test_file_access_errors);
     tcase_add_test(tc, test_set);
     tcase_add_test(tc, test_format_sections);
+    tcase_add_test(tc, test_no_int_bits);
     tcase_add_loop_test(tc, test_format_errors, 0,
                         (int)(sizeof bad_formats / sizeof bad_formats[0]));
     tcase_add_test(tc, test_cross_checks);

@@ -50,16 +50,17 @@ static void expect_fail(const char *what, int rc, const char *needle1, const cha
                      needle2 ? " / " : "", needle2 ? needle2 : "", out_tail());
 }
 
-/* 3,000 training images in batches of 100 (30 steps an epoch); in quick mode (tu_quick) 1,000
- * in batches of 50 (20 steps), enough for AdaPT's push-downs to happen within the 3 epochs. */
+/* 2,500 training images (and 500 for validation) in batches of 100; in quick mode (tu_quick)
+ * 800 (and 200) in batches of 50 (16 steps), enough for AdaPT's push-downs to happen within the
+ * 3 epochs. */
 static const char *small_cfg_full =
     "[run]\nseed = 7\n[data]\ndataset = fashion-mnist\npath = " FMNIST "\n"
-    "val_size = 500\ntrain_limit = 3000\ntest_limit = 1000\n"
+    "val_size = 500\ntrain_limit = 2500\ntest_limit = 1000\n"
     "[model]\nname = lenet5\n[train]\nepochs = 3\nbatch = 100\n[optim]\nlr = 0.05\nmomentum = "
     "0.9\n";
 static const char *small_cfg_quick =
     "[run]\nseed = 7\n[data]\ndataset = fashion-mnist\npath = " FMNIST "\n"
-    "val_size = 200\ntrain_limit = 1000\ntest_limit = 300\n"
+    "val_size = 200\ntrain_limit = 800\ntest_limit = 300\n"
     "[model]\nname = lenet5\n[train]\nepochs = 3\nbatch = 50\n[optim]\nlr = 0.05\nmomentum = "
     "0.9\n";
 #define small_cfg (tu_quick() ? small_cfg_quick : small_cfg_full)
@@ -156,11 +157,11 @@ START_TEST(test_dry_run)
     rc = run("./adapt-train --config %s/ok.ini --dry-run --estimate=2 --set policy.name=adapt",
              tmpdir);
     ck_assert_msg(rc == 0, "dry run with --estimate: %s", out_tail());
-    const int n_train = tu_quick() ? 1000 : 3000, n_val = tu_quick() ? 200 : 500;
-    char want[160];
-    snprintf(want, sizeof want, "data:   fashion-mnist from " FMNIST ": %d training images "
-             "(%d train, %d validation), %d test, 10 classes, 1 x 32 x 32 input",
-             n_train, n_train - n_val, n_val, tu_quick() ? 300 : 1000);
+    const int n_train = tu_quick() ? 800 : 2500, n_val = tu_quick() ? 200 : 500;
+    char want[200];
+    snprintf(want, sizeof want, "data:   fashion-mnist from " FMNIST ": %d train + %d validation "
+             "images (of the training file's 60000), %d test, 10 classes, 1 x 32 x 32 input",
+             n_train, n_val, tu_quick() ? 300 : 1000);
     ck_assert_msg(strstr(out_buf, want), "expected '%s' in: %s", want, out_tail());
     ck_assert_ptr_nonnull(strstr(out_buf, "policy: adapt, 5 precision units"));
     ck_assert_msg(strstr(out_buf, "estimate: ") && strstr(out_buf, "2 timed after 2 warm-up") &&

@@ -52,7 +52,7 @@ def train(out, config, *sets):
 
 
 BASE_CONFIG = "experiments/configs/fmnist_lenet5.ini"
-TINY = ("data.train_limit=512", "data.val_size=256", "data.test_limit=256", "train.epochs=2",
+TINY = ("data.train_limit=256", "data.val_size=256", "data.test_limit=256", "train.epochs=2",
         "train.eval_batch=256")
 
 

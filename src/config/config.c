@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/log.h"
+
 /* The names of each enum's values, indexed by value (the enums in config.h,
  * src/trace/trace.h and src/quant/quant.h). */
 static const char *const dataset_names[] = {"mnist", "fashion-mnist", "emnist-balanced",
@@ -102,7 +104,8 @@ static const struct adapt_schema_key keys[] = {
     K_BOOL("data", "normalize", data.normalize, "true",
            "normalise inputs with the dataset mean and std"),
     K_INT("data", "train_limit", data.train_limit, "0", "[0, 1000000000]",
-          "use only the first N training samples; 0 = all"),
+          "train on N samples; data.val_size more are held out for validation from the rest "
+          "of the training file (refused when it is shorter); 0 = all"),
     K_INT("data", "test_limit", data.test_limit, "0", "[0, 1000000000]",
           "use only the first N test samples; 0 = all"),
 
@@ -153,6 +156,10 @@ static const struct adapt_schema_key keys[] = {
           "plugin(PATH), ..., or the NAME of a [format NAME] section)"),
     K_INT("policy", "wl", policy.wl, "16", "[1, 32]", "fixed: word length"),
     K_INT("policy", "fl", policy.fl, "8", "[0, 32]", "fixed: fractional length"),
+    K_BOOL("policy", "allow_no_int_bits", policy.allow_no_int_bits, "false",
+           "accept fixed-point formats with FL >= WL (policy.wl/fl, fixed(W,F), per_unit, "
+           "[format] sections, quantization.start_wl/start_fl): no integer bit, all values "
+           "below 2^(WL-1-FL) < 1 in magnitude; refused otherwise"),
     K_PAIRS("policy", "per_unit", policy.per_unit, "", "[1, 32]", "[0, 32]", wl_fl_labels,
             "fixed: WL:FL per precision unit, overriding wl and fl"),
     K_INTS("policy", "muppet_levels", policy.muppet_levels, "8,12,14,16", "[2, 32]",
@@ -509,6 +516,77 @@ static enum adapt_status check_formats(const struct adapt_config *cfg)
     return ADAPT_OK;
 }
 
+/* A fixed-point format <wl, fl> named by key `key` (row: where it was set; -1: say `where`):
+ * FL >= WL leaves no integer bit (every value below 2^(WL-1-FL) <= 1/2 in magnitude) and
+ * trains at chance, refused unless policy.allow_no_int_bits; FL = WL - 1 (a sign bit, values
+ * in (-1, 1)) is warned about. */
+static enum adapt_status check_fixed_bits(const struct adapt_config *cfg, const char *key, int row,
+                                          const char *where, int wl, int fl)
+{
+    if (fl < wl - 1 || cfg->policy.allow_no_int_bits) return ADAPT_OK;
+    char o[ADAPT_CONFIG_OVERRIDE_LEN + 64];
+    if (row >= 0)
+        origin_text(cfg, row, o, sizeof o);
+    else
+        snprintf(o, sizeof o, "%s", where);
+    if (fl == wl - 1) {
+        adapt_log(ADAPT_LOG_WARN,
+                  "%s: %s: fixed(%d,%d) has a sign bit and no integer bit: every value is "
+                  "clamped to (-1, 1)",
+                  o, key, wl, fl);
+        return ADAPT_OK;
+    }
+    return ADAPT_ERROR(ADAPT_EINVAL,
+                       "%s: %s: fixed(%d,%d) has FL = %d >= WL = %d, no integer bit: every value "
+                       "is clamped below 2^%d in magnitude and training stays at chance; use FL <= "
+                       "WL - 2 = %d (FL = WL - 1 keeps only a sign bit), or set "
+                       "policy.allow_no_int_bits = true",
+                       o, key, wl, fl, fl, wl, wl - 1 - fl, wl - 2);
+}
+
+/* Every fixed-point format the configuration names, through check_fixed_bits. */
+static enum adapt_status check_int_bits(const struct adapt_config *cfg)
+{
+    enum adapt_status st;
+    char key[ADAPT_CONFIG_STR_MAX + 640];
+    int fl_row = adapt_schema_find(&schema, "policy", "fl");
+    for (int i = 0; i < cfg->formats.n; i++) {
+        const struct adapt_config_format *f = &cfg->formats.f[i];
+        char o[ADAPT_CONFIG_OVERRIDE_LEN + 64];
+        if (f->kind != ADAPT_CONFIG_FORMAT_FIXED) continue;
+        format_origin(cfg, f, -1, o, sizeof o);
+        snprintf(key, sizeof key, "format.%s.wl = %d, format.%s.fl = %d", f->head.name, f->wl,
+                 f->head.name, f->fl);
+        if ((st = check_fixed_bits(cfg, key, -1, o, f->wl, f->fl))) return st;
+    }
+    if (cfg->policy.name == ADAPT_CONFIG_POLICY_ADAPT) {
+        snprintf(key, sizeof key, "quantization.start_wl = %d, quantization.start_fl = %d",
+                 cfg->quantization.start_wl, cfg->quantization.start_fl);
+        return check_fixed_bits(cfg, key, adapt_schema_find(&schema, "quantization", "start_fl"),
+                                NULL, cfg->quantization.start_wl, cfg->quantization.start_fl);
+    }
+    if (cfg->policy.name != ADAPT_CONFIG_POLICY_FIXED) return ADAPT_OK;
+    const struct adapt_schema_pairs *pu = &cfg->policy.per_unit;
+    for (int u = 0; u < pu->n; u++) {
+        snprintf(key, sizeof key, "policy.per_unit entry %d = %d:%d", u + 1, pu->a[u], pu->b[u]);
+        if ((st = check_fixed_bits(cfg, key, adapt_schema_find(&schema, "policy", "per_unit"),
+                                   NULL, pu->a[u], pu->b[u])))
+            return st;
+    }
+    if (pu->n) return ADAPT_OK;
+    struct quant_spec s;
+    if (quant_spec_parse(cfg->policy.format, &s) != ADAPT_OK || s.format != QUANT_FORMAT_FIXED)
+        return ADAPT_OK;
+    if (!strcmp(cfg->policy.format, "fixed")) { /* the bare name: policy.wl and policy.fl */
+        snprintf(key, sizeof key, "policy.wl = %d, policy.fl = %d", cfg->policy.wl,
+                 cfg->policy.fl);
+        return check_fixed_bits(cfg, key, fl_row, NULL, cfg->policy.wl, cfg->policy.fl);
+    }
+    snprintf(key, sizeof key, "policy.format = %s", cfg->policy.format);
+    return check_fixed_bits(cfg, key, adapt_schema_find(&schema, "policy", "format"), NULL, s.wl,
+                            s.fl);
+}
+
 enum adapt_status adapt_config_check(const struct adapt_config *cfg)
 {
     enum adapt_status st;
@@ -516,7 +594,8 @@ enum adapt_status adapt_config_check(const struct adapt_config *cfg)
     if ((st = check_ge(cfg, "quantization", "lb_upr", "lb_lwr")) != ADAPT_OK) return st;
     if ((st = check_ge(cfg, "quantization", "start_fl", "fl_min")) != ADAPT_OK) return st;
     if ((st = check_propagation(cfg)) != ADAPT_OK) return st;
-    return check_formats(cfg);
+    if ((st = check_formats(cfg)) != ADAPT_OK) return st;
+    return check_int_bits(cfg);
 }
 
 enum adapt_status adapt_config_print(const struct adapt_config *cfg, FILE *f, unsigned flags)

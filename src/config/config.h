@@ -214,6 +214,7 @@ struct adapt_config {
         enum adapt_config_policy name;
         char format[ADAPT_CONFIG_STR_MAX]; /* quant format name, validated by src/quant/ */
         int wl, fl;
+        bool allow_no_int_bits; /* accept fixed formats with FL >= WL (checked otherwise) */
         struct adapt_schema_pairs per_unit; /* a = WL, b = FL per precision unit */
         struct adapt_schema_ints muppet_levels; /* increasing word lengths */
         int muppet_r;

@@ -4,12 +4,14 @@
  *               [--resume | --force] [--dry-run] [--init-from FILE] [--quiet]
  *   adapt-train --eval-only --init-from FILE [--config FILE] [--set ...] [--eval-json FILE]
  *               [--allow-plugin PATH ...]
+ *   (without --config, --eval-only reads the config.ini of the run directory holding FILE)
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <config.h>
 #include "src/base/fileio.h"
@@ -42,7 +44,8 @@ static void usage(FILE *f)
             "  --init-from FILE       start from the weights in a safetensors file (or a run\n"
             "                         directory: its model.safetensors)\n"
             "  --eval-only            score --init-from FILE on the test set (at the formats\n"
-            "                         stored with it) and stop\n"
+            "                         stored with it) and stop; without --config, under the\n"
+            "                         config.ini of the run directory holding FILE\n"
             "  --eval-json FILE       with --eval-only: also write the result as JSON\n"
             "  --allow-plugin PATH    with --eval-only: let the checkpoint's stored formats load\n"
             "                         the rounding plugin in file PATH (PATH:NAME: only that\n"
@@ -156,9 +159,28 @@ int main(int argc, char **argv)
         init_from = init_file;
     }
 
+    /* --eval-only without --config: the configuration the run directory holding the weights
+     * was trained with (its config.ini), else the defaults */
+    const char *config_what = "--config";
+    if (eval_only && !config) {
+        const char *slash = strrchr(init_from, '/'); /* a run directory's is joined above */
+        int dlen = slash ? (int)(slash - init_from) : 1;
+        const char *dir = slash ? init_from : ".";
+        char *p = malloc((size_t)dlen + sizeof "/config.ini");
+        if (!p) return fail("out of memory");
+        sprintf(p, "%.*s/config.ini", dlen, dir);
+        if (access(p, R_OK) == 0) {
+            config_file = p;
+            config = config_file;
+            config_what = "the run's own, as no --config was given";
+        } else {
+            free(p);
+        }
+    }
+
     /* --config NAME: a path, or the name of a shipped configuration (adapt_find_file) */
     static const char *const config_dirs[] = {"", "experiments/configs", NULL};
-    if (config) {
+    if (config && !config_file) {
         if (adapt_find_file(config, "configuration file", config_dirs, &config_file))
             return fail(adapt_error_message());
         config = config_file;
@@ -235,6 +257,9 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    if (eval_only)
+        printf("configuration: %s (%s)\n", config ? config : "the defaults",
+               config ? config_what : "no --config, and no config.ini beside the weights");
     struct adapt_train_opts o = {out_dir, resume, force, init_from, eval_only, eval_json, quiet,
                                  NULL, allow_plugins, n_allow_plugins};
     enum adapt_status st = adapt_train_run(&cfg, &o);

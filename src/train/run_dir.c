@@ -368,6 +368,27 @@ static enum adapt_status check_same_config(struct adapt_run_dir *d, const struct
     return ADAPT_OK;
 }
 
+/* On resume the data split must be the one the run's trace header recorded: a run directory
+ * written when data.train_limit still counted the validation images as well holds the same
+ * config.ini but trained on fewer images. */
+static enum adapt_status check_same_split(struct adapt_run_dir *d,
+                                          const struct adapt_run_info *info)
+{
+    struct adapt_trace *t;
+    enum adapt_status st = adapt_trace_load(&t, d->trace_path, ADAPT_TRACE_LOAD_PARTIAL);
+    if (st) return st;
+    int train = (int)t->header.dataset.train, val = (int)t->header.dataset.val;
+    adapt_trace_free(t);
+    if (train != info->n_train || val != info->n_val)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "--resume: the run in %s trained on %d images and validated on %d "
+                           "(its trace header), but its configuration now gives %d and %d "
+                           "(data.train_limit counts training images only, data.val_size comes "
+                           "on top); start the run again with --force",
+                           d->out_dir, train, val, info->n_train, info->n_val);
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_run_dir_open(struct adapt_run_dir *d, const struct adapt_config *cfg,
                                      const struct adapt_run_dir_opts *opts, struct adapt_net *net,
                                      struct adapt_sgd *opt, struct adapt_sched *sched,
@@ -389,6 +410,7 @@ enum adapt_status adapt_run_dir_open(struct adapt_run_dir *d, const struct adapt
         if ((st = check_same_config(d, cfg))) return st;
         if ((st = adapt_ckpt_resume(d, net, opt, sched, pol, start_epoch, start_step, &found)))
             return st;
+        if (found && (st = check_same_split(d, info))) return st;
         if (!found) {
             /* stopped before its first checkpoint: the run starts again */
             if ((st = write_config(d, cfg))) return st;

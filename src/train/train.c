@@ -15,6 +15,7 @@
 #endif
 
 #include <config.h>
+#include "src/base/log.h"
 #include "src/data/data.h"
 #include "src/cuda/device.h"
 #include "src/net/net.h"
@@ -47,6 +48,7 @@ struct run {
     const struct adapt_train_opts *opts;
     struct adapt_dataset train, test;
     int have_train, have_test;
+    int train_file_n; /* images in the training file (train.n: those used, train + val) */
     struct adapt_holdout ho;
     int have_ho;
     struct adapt_loader tl, vl, sl;
@@ -101,8 +103,20 @@ static enum adapt_status load_data(struct run *r, int need_train)
         if ((st = adapt_dataset_load(&r->train, dataset_name(cfg), path, ADAPT_DATA_TRAIN)))
             return st;
         r->have_train = 1;
-        if (cfg->data.train_limit > 0 && cfg->data.train_limit < r->train.n)
-            r->train.n = cfg->data.train_limit;
+        r->train_file_n = r->train.n;
+        /* data.train_limit counts training images; the validation split (data.val_size) comes
+         * on top of them, from the rest of the training file */
+        if (cfg->data.train_limit > 0) {
+            long need = (long)cfg->data.train_limit + cfg->data.val_size;
+            if (need > r->train.n)
+                return ADAPT_ERROR(ADAPT_EINVAL,
+                                   "data.train_limit = %d training images plus data.val_size = "
+                                   "%d validation images need %ld images, but the %s training "
+                                   "file has %d; lower data.train_limit or data.val_size",
+                                   cfg->data.train_limit, cfg->data.val_size, need,
+                                   dataset_name(cfg), r->train.n);
+            r->train.n = (int)need;
+        }
     }
     if ((st = adapt_dataset_load(&r->test, dataset_name(cfg), path, ADAPT_DATA_TEST))) return st;
     r->have_test = 1;
@@ -716,6 +730,11 @@ static enum adapt_status setup_training(struct run *r)
                            dataset_name(cfg), r->train.n);
     if ((st = adapt_holdout_alloc(&r->ho, r->train.n, val, seed))) return st;
     r->have_ho = 1;
+    if (r->ho.n_val > r->ho.n_train)
+        adapt_log(ADAPT_LOG_WARN,
+                  "data.val_size = %d: validation takes most of the %d images used (%d left to "
+                  "train on); raise data.train_limit or lower data.val_size",
+                  r->ho.n_val, r->train.n, r->ho.n_train);
     unsigned flags = ADAPT_LOADER_SHUFFLE |
                      (adapt_config_augment_enabled(cfg) ? ADAPT_LOADER_AUGMENT : 0);
     if ((st = adapt_loader_alloc(&r->tl, &r->train, r->ho.train, r->ho.n_train, cfg->train.batch,
@@ -864,9 +883,9 @@ enum adapt_status adapt_train_check(const struct adapt_config *cfg,
         goto free_run;
     const char *path = cfg->data.path[0] ? cfg->data.path
                                          : adapt_dataset_default_path(dataset_name(cfg));
-    printf("data:   %s from %s: %d training images (%d train, %d validation), %d test, %d "
-           "classes, %d x %d x %d input\n",
-           dataset_name(cfg), path, r.train.n, r.ho.n_train, r.ho.n_val, r.test.n,
+    printf("data:   %s from %s: %d train + %d validation images (of the training file's %d), "
+           "%d test, %d classes, %d x %d x %d input\n",
+           dataset_name(cfg), path, r.ho.n_train, r.ho.n_val, r.train_file_n, r.test.n,
            r.test.classes, r.test.c, r.test.h, r.test.w);
     printf("policy: %s, %d precision units: checked against the model\n",
            adapt_config_enum_str(cfg, "policy", "name"), r.pol->prec ? r.pol->prec->nunits : 0);
@@ -875,6 +894,47 @@ enum adapt_status adapt_train_check(const struct adapt_config *cfg,
 free_run:
     run_free(&r);
     return st;
+}
+
+/* The end of a run's output: per unit the mean and final word length (and fraction) and the
+ * final sparsity, the run's SU1, training memory relative to float32 and final sparsity, all
+ * as adapt-perf prices the trace just written (perf_trace_load), and the commands that look
+ * further. A trace the performance model refuses is said in one line, not an error. */
+static void print_summary(const struct run *r)
+{
+    struct perf_params pp;
+    perf_params_init(&pp);
+    struct perf_run *pr = NULL;
+    const char *out = r->opts->out_dir;
+    if (perf_trace_load(r->dir.trace_path, 0, &pp, NULL, NULL, &pr)) {
+        printf("precision summary: not available (%s)\n", adapt_error_message());
+        return;
+    }
+    printf("precision per unit (the trace, priced as adapt-perf does):\n"
+           "  %-12s %8s  %-8s %8s\n",
+           "unit", "mean WL", "final", "sparsity");
+    for (int u = 0; u < pr->n_units; u++) {
+        const struct perf_unit_result *ur = &pr->units[u];
+        char fin[32], sp[32] = "-";
+        if (ur->final_fl >= 0 && ur->final_wl < 32)
+            snprintf(fin, sizeof fin, "<%d,%d>", ur->final_wl, ur->final_fl);
+        else
+            snprintf(fin, sizeof fin, "%d bits", ur->final_wl);
+        if (ur->final_sparsity == ur->final_sparsity)
+            snprintf(sp, sizeof sp, "%.1f%%", 100.0 * ur->final_sparsity);
+        printf("  %-12.12s %8.2f  %-8s %8s\n", ur->name, ur->mean_wl, fin, sp);
+    }
+    char sp[32] = "n/a";
+    if (pr->sparsity_final == pr->sparsity_final)
+        snprintf(sp, sizeof sp, "%.1f%%", 100.0 * pr->sparsity_final);
+    printf("SU1 %.2f (float32 cost / this run's), training memory %.2f x float32, final "
+           "sparsity %s\n",
+           pr->su1, pr->mem_rel, sp);
+    printf("next: adapt-perf %s --per-unit\n"
+           "      adapt-heatmap %s -o wl.png\n"
+           "      experiments/report.py all RUNLIST --out DIR   (several runs, one report)\n",
+           out, r->dir.trace_path);
+    perf_run_free(pr);
 }
 
 enum adapt_status adapt_train_run(const struct adapt_config *cfg,
@@ -937,6 +997,8 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
                PACKAGE_VERSION, model_name(cfg), dataset_name(cfg), r.ho.n_train, r.ho.n_val,
                r.test.n, adapt_config_enum_str(cfg, "policy", "name"), cfg->train.epochs,
                cfg->train.batch, (long long)cfg->run.seed);
+        printf("data: %d train + %d validation images (of the training file's %d), %d test\n",
+               r.ho.n_train, r.ho.n_val, r.train_file_n, r.test.n);
         if (start_epoch > 0)
             printf("resuming after epoch %d (step %ld)\n", start_epoch, start_step);
         fflush(stdout);
@@ -967,6 +1029,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
         printf("test  loss %.4f  accuracy %.2f%%  (%d images)\n", test_loss, 100.0 * test_acc,
                r.test.n);
         printf("trace:      %s\ncheckpoint: %s\n", r.dir.trace_path, r.dir.model_path);
+        print_summary(&r);
     }
 free_run:
     adapt_comp_result_free(&search);
