@@ -15,8 +15,10 @@ libnet_a_SOURCES = \
 
 # the GPU engine (src/net/net_cuda.h): cuDNN/cuBLAS and the engine's own kernels; a stub
 # without CUDA
-libnet_a_SOURCES += src/net/net_cuda.h src/net/cuda/kernels.h src/net/cuda/kernels_impl.cuh
-NET_CUDA_SOURCES = src/net/cuda/net_cuda.cu src/net/cuda/act.cu src/net/cuda/pool.cu \
+libnet_a_SOURCES += src/net/net_cuda.h src/net/cuda/kernels.h src/net/cuda/kernels_impl.cuh \
+	src/net/cuda/engine.h
+NET_CUDA_SOURCES = src/net/cuda/net_cuda.cu src/net/cuda/conv_linear.cu src/net/cuda/policy_api.cu \
+	src/net/cuda/act.cu src/net/cuda/pool.cu \
 	src/net/cuda/batchnorm.cu src/net/cuda/conv.cu src/net/cuda/xent.cu src/net/cuda/optim.cu \
 	src/net/cuda/policy.cu
 if HAVE_CUDA
