@@ -69,6 +69,12 @@ EXTRA_DIST += tests/train_cli.test
 TESTS += tests/run_lock.test
 EXTRA_DIST += tests/run_lock.test
 
+# experiments/report.py's Slurm job array on a private single-node Slurm cluster (munged,
+# slurmctld, slurmd started as root in a temporary folder), then the same list under GNU
+# parallel; skips without root or the Debian packages slurm-wlm and munge
+TESTS += tests/slurm_sweep.test
+EXTRA_DIST += tests/slurm_sweep.test
+
 # every command the README shows runs (shortened)
 TESTS += tests/readme_commands.test
 EXTRA_DIST += tests/readme_commands.test
