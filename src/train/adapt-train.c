@@ -75,6 +75,23 @@ static int fail(const char *what)
     return 1;
 }
 
+/* 1 when s ends in suffix. */
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* What a word left over after the options probably meant, written to hint (empty when no guess
+ * fits): a configuration file given without --config (have_config: --config was given). */
+static void stray_hint(const char *word, int have_config, char *hint, size_t size)
+{
+    struct stat sb;
+    hint[0] = '\0';
+    if (!have_config && ends_with(word, ".ini") && stat(word, &sb) == 0 && S_ISREG(sb.st_mode))
+        snprintf(hint, size, "did you mean --config %s?", word);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"config", required_argument, 0, 'c'},
@@ -135,6 +152,13 @@ int main(int argc, char **argv)
         }
     }
     if (optind < argc) {
+        /* a likely slip gets its correction instead of the whole usage */
+        char hint[512];
+        stray_hint(argv[optind], config != NULL, hint, sizeof hint);
+        if (hint[0]) {
+            fprintf(stderr, "adapt-train: unexpected argument '%s': %s\n", argv[optind], hint);
+            return 2;
+        }
         fprintf(stderr, "adapt-train: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
