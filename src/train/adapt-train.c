@@ -32,6 +32,7 @@ static void usage(FILE *f)
             "                         (c100_alexnet.ini, reference/lenet_msgd_fp_mnist.ini),\n"
             "                         looked up in $ADAPT_DATA_PATH, the source tree's\n"
             "                         experiments/configs and the installed configurations\n"
+            "                         (the .ini may be left out: --config quickstart)\n"
             "  --set SECTION.KEY=VAL  override one configuration value (repeatable)\n"
             "  --out DIR              output directory (default: run.out, or runs/<config stem>)\n"
             "  --resume               continue the run in the output directory\n"
@@ -202,10 +203,25 @@ int main(int argc, char **argv)
         }
     }
 
-    /* --config NAME: a path, or the name of a shipped configuration (adapt_find_file) */
+    /* --config NAME: a path, or the name of a shipped configuration (adapt_find_file); a
+     * NAME without .ini that is no file stands for NAME.ini, looked up the same way */
     static const char *const config_dirs[] = {"", "experiments/configs", NULL};
     if (config && !config_file) {
-        if (adapt_find_file(config, "configuration file", config_dirs, &config_file))
+        struct stat cb;
+        if (!ends_with(config, ".ini") && stat(config, &cb) != 0) {
+            char *with_ini = malloc(strlen(config) + sizeof ".ini");
+            if (!with_ini) return fail("out of memory");
+            sprintf(with_ini, "%s.ini", config);
+            if (adapt_find_file(with_ini, "configuration file", config_dirs, &config_file) ==
+                    ADAPT_OK &&
+                stat(config_file, &cb) != 0) { /* an explicit path is not looked up */
+                free(config_file);
+                config_file = NULL;
+            }
+            free(with_ini);
+        }
+        if (!config_file &&
+            adapt_find_file(config, "configuration file", config_dirs, &config_file))
             return fail(adapt_error_message());
         config = config_file;
     }
