@@ -388,6 +388,13 @@ static const struct bad_case bad_cases[] = {
     {"[format 8bit]\n", ADAPT_EINVAL, ":1:", "[format 8bit]", "a letter or '_'"},
     {"[format a b]\n", ADAPT_EINVAL, ":1:", "[format a b]", "needs one name"},
     {"[formats f8]\n", ADAPT_EINVAL, ":1:", "unknown section [formats f8]", "format NAME"},
+    /* '#' after a value is part of the value (inih's inline comments start with ';') */
+    {"[train]\nepochs = 2 # two\n", ADAPT_EINVAL, ":2:", "train.epochs = \"2 # two\": not an "
+     "integer", "inline comments start with ';'"},
+    {"[optim]\nlr = 0.1\t# lower later\n", ADAPT_EINVAL, ":2:", "not a number",
+     "inline comments start with ';'"},
+    {"[format f8]\nexp_bits = 4 # four\n", ADAPT_EINVAL, ":2:", "format.f8.exp_bits",
+     "inline comments start with ';'"},
 };
 
 START_TEST(test_file_errors)

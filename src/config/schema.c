@@ -274,6 +274,17 @@ static int parse_list(const struct adapt_schema_key *k, const char *text, void *
     return 0;
 }
 
+/* What to add to the error of a value that holds " #": inih takes only ';' for a comment after
+ * a value, so "epochs = 2 # two" hands "2 # two" to the value parser. "" otherwise. */
+static const char *comment_hint(const char *value)
+{
+    for (const char *p = value; (p = strchr(p, '#')) != NULL; p++)
+        if (p > value && (p[-1] == ' ' || p[-1] == '\t'))
+            return "; inline comments start with ';' (inih): '#' starts a comment only at the "
+                   "beginning of a line";
+    return "";
+}
+
 /* Parses text into the field of key k. 0 on success; otherwise why says what is wrong. */
 static int key_parse(const struct adapt_schema_key *k, const char *text, void *field, char *why,
                      size_t why_size)
@@ -446,8 +457,8 @@ static enum adapt_status apply(const struct adapt_schema *s, void *obj, const ch
     const struct adapt_schema_key *k = &s->keys[row];
     if (key_parse(k, value, field_ptr(obj, k), why, sizeof why)) {
         key_expect(k, expect, sizeof expect);
-        snprintf(msg, msg_size, "%s: %s.%s = \"%.80s\": %s; expected %s", where, section, key,
-                 value, why, expect);
+        snprintf(msg, msg_size, "%s: %s.%s = \"%.80s\": %s; expected %s%s", where, section, key,
+                 value, why, expect, comment_hint(value));
         return ADAPT_EINVAL;
     }
     *row_out = row;
@@ -592,8 +603,8 @@ static enum adapt_status apply_named(const struct adapt_schema_named *f,
     const struct adapt_schema_key *k = &f->keys[row];
     if (key_parse(k, value, field_ptr(it, k), why, sizeof why)) {
         key_expect(k, expect, sizeof expect);
-        snprintf(msg, msg_size, "%s: %s.%s.%s = \"%.80s\": %s; expected %s", where, f->prefix,
-                 it->name, key, value, why, expect);
+        snprintf(msg, msg_size, "%s: %s.%s.%s = \"%.80s\": %s; expected %s%s", where,
+                 f->prefix, it->name, key, value, why, expect, comment_hint(value));
         return ADAPT_EINVAL;
     }
     it->set[row] = line;
