@@ -8,6 +8,12 @@ EXTRA_DIST += $(H2M_FILES)
 if HAVE_HELP2MAN
 nodist_man1_MANS = doc/adapt-train.1 doc/adapt-perf.1 doc/adapt-heatmap.1 doc/adapt-bench.1
 CLEANFILES += $(nodist_man1_MANS)
+# adapt-sim.ini(5): every configuration key with its help, accepted values and default, written
+# by adapt-train from its key table (src/config/config.c); made with the other man pages
+nodist_man5_MANS = doc/adapt-sim.ini.5
+CLEANFILES += $(nodist_man5_MANS)
+doc/adapt-sim.ini.5: adapt-train$(EXEEXT)
+	$(AM_V_GEN)$(MKDIR_P) doc && ./adapt-train --print-schema=man > $@.tmp && mv -f $@.tmp $@
 H2M = $(AM_V_GEN)$(MKDIR_P) doc && $(HELP2MAN) --no-info --no-discard-stderr \
 	--version-string="$(VERSION)"
 doc/adapt-train.1: adapt-train$(EXEEXT) doc/common.h2m doc/adapt-train.h2m

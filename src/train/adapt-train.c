@@ -135,6 +135,8 @@ int main(int argc, char **argv)
                                          {"version", no_argument, 0, 'V'},
                                          {"estimate", optional_argument, 0, 'E'},
                                          {"allow-plugin", required_argument, 0, 'A'},
+                                         /* not in --help: the build makes adapt-sim.ini(5) */
+                                         {"print-schema", required_argument, 0, 'S'},
                                          {0, 0, 0, 0}};
     const char *config = NULL, *out = NULL, *init_from = NULL, *eval_json = NULL;
     const char *sets[64];
@@ -175,6 +177,10 @@ int main(int argc, char **argv)
             break;
         case 'q': quiet = 1; break;
         case 'D': device = optarg; break;
+        case 'S':
+            if (strcmp(optarg, "man")) return fail("--print-schema=man is the only form");
+            return adapt_config_print_man(stdout, PACKAGE_VERSION) ? fail(adapt_error_message())
+                                                                    : 0;
         case 'h': usage(stdout); return 0;
         case 'V':
             adapt_version_print(stdout, "adapt-train");
