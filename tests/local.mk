@@ -60,6 +60,11 @@ EXTRA_DIST += tests/layering.test
 TESTS += tests/cli_small.test
 EXTRA_DIST += tests/cli_small.test
 
+# what the programs say to a command line that is nearly right (a missing --config, a missing
+# '=', a file of the wrong kind)
+TESTS += tests/cli_hints.test
+EXTRA_DIST += tests/cli_hints.test
+
 # what adapt-train says about a run: the data split, the configuration it evaluates under,
 # formats it refuses, the precision summary at the end
 TESTS += tests/train_cli.test

@@ -388,6 +388,13 @@ static const struct bad_case bad_cases[] = {
     {"[format 8bit]\n", ADAPT_EINVAL, ":1:", "[format 8bit]", "a letter or '_'"},
     {"[format a b]\n", ADAPT_EINVAL, ":1:", "[format a b]", "needs one name"},
     {"[formats f8]\n", ADAPT_EINVAL, ":1:", "unknown section [formats f8]", "format NAME"},
+    /* '#' after a value is part of the value (inih's inline comments start with ';') */
+    {"[train]\nepochs = 2 # two\n", ADAPT_EINVAL, ":2:", "train.epochs = \"2 # two\": not an "
+     "integer", "inline comments start with ';'"},
+    {"[optim]\nlr = 0.1\t# lower later\n", ADAPT_EINVAL, ":2:", "not a number",
+     "inline comments start with ';'"},
+    {"[format f8]\nexp_bits = 4 # four\n", ADAPT_EINVAL, ":2:", "format.f8.exp_bits",
+     "inline comments start with ';'"},
 };
 
 START_TEST(test_file_errors)
@@ -909,6 +916,38 @@ static const struct adapt_schema_key toy_keys[] = {
 };
 static const struct adapt_schema toy_schema = {toy_keys, 8, sizeof(struct toy), NULL, 0};
 
+/* adapt-sim.ini(5): the page frame, a heading per section and a paragraph per key, with the
+ * key's default; text is escaped for roff */
+START_TEST(test_print_man)
+{
+    char path[256];
+    tu_path(path, sizeof path, tmpdir, "a.5");
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(adapt_config_print_man(f, "9.9"), ADAPT_OK);
+    fclose(f);
+    char *text = (char *)tu_read_file(path, NULL);
+    ck_assert_ptr_nonnull(strstr(text, ".TH ADAPT\\-SIM.INI 5 \"\" \"adapt\\-sim 9.9\""));
+    ck_assert_ptr_nonnull(strstr(text, ".SH KEYS\n.SS \"[run]\"\n.TP\n.B seed\n"));
+    ck_assert_ptr_nonnull(strstr(text, ".SS \"[train]\"\n"));
+    ck_assert_ptr_nonnull(strstr(text, ".TP\n.B epochs\n"));
+    ck_assert_ptr_nonnull(strstr(text, ".SS \"[format NAME]\"\n"));
+    ck_assert_ptr_nonnull(strstr(text, "default \\fBfashion\\-mnist\\fR."));
+    /* no line starts with a character roff would take for a request, bar the requests */
+    for (const char *l = text; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
+        if (*l == '\'') ck_abort_msg("a line starts with a quote: %.60s", l);
+    free(text);
+    /* the escaping on its own */
+    tu_path(path, sizeof path, tmpdir, "t.roff");
+    f = fopen(path, "w");
+    adapt_schema_roff_text(f, ".a-b\\c\n'd");
+    fclose(f);
+    text = (char *)tu_read_file(path, NULL);
+    ck_assert_str_eq(text, "\\&.a\\-b\\ec\n\\&'d");
+    free(text);
+}
+END_TEST
+
 START_TEST(test_schema_engine)
 {
     struct toy t, u, before;
@@ -1107,6 +1146,7 @@ int main(void)
     tcase_add_test(tc, test_print_roundtrip);
     tcase_add_test(tc, test_print_format);
     tcase_add_test(tc, test_json);
+    tcase_add_test(tc, test_print_man);
     tcase_add_test(tc, test_schema_engine);
     tcase_add_test(tc, test_schema_named);
     suite_add_tcase(s, tc);

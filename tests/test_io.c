@@ -518,6 +518,12 @@ static const struct bad_trace bad_traces[] = {
      "t.jsonl:4:", "truncated"},
     {STEP EPOCH, "t.jsonl:1:", "missing header: the first line is a step record"},
     {"", "t.jsonl:", "missing header: the trace is empty"},
+    /* a configuration file given for a trace: said so, not "malformed JSON at column 1" */
+    {"; a run\n[run]\nseed = 1\n", "t.jsonl:1:", "not a trace (it looks like a configuration file)"},
+    {"[train]\nepochs = 2\n", "t.jsonl:1:", "not a trace (it looks like a configuration file)"},
+    {"epochs = 2\n", "t.jsonl:1:", "not a trace (it looks like a configuration file)"},
+    {"[1, 2\n", "t.jsonl:1:", "malformed JSON"},
+    {"{\"type\":\n", "t.jsonl:1:", "malformed JSON"},
     {"{\"type\":\"header\",\"schema\":2}\n", "t.jsonl:1:", "unknown schema version 2"},
     {"{\"type\":\"header\",\"schema\":\"1\"}\n", "t.jsonl:1:", "\"schema\" must be an integer"},
     {HDR "{\"type\":\"step\",\"step\":1,\"epoch\":1,\"lr\":\"fast\",\"loss\":2.3,\"strategy\":null,"

@@ -265,7 +265,9 @@ enum adapt_status adapt_atomic_open(struct adapt_atomic *a, const char *path)
     }
     int fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
-        enum adapt_status st = ADAPT_ERROR(ADAPT_EIO, "%s: cannot create %s: %s", path, a->tmp,
+        /* the path asked for: its temporary fails for the same reasons (no folder, no
+         * permission), and its name means nothing to the reader */
+        enum adapt_status st = ADAPT_ERROR(ADAPT_EIO, "cannot create %s: %s", path,
                                            strerror(errno));
         release(a);
         return st;

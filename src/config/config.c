@@ -616,6 +616,76 @@ enum adapt_status adapt_config_print(const struct adapt_config *cfg, FILE *f, un
                               flags & ADAPT_CONFIG_PRINT_HELP ? ADAPT_SCHEMA_PRINT_HELP : 0);
 }
 
+enum adapt_status adapt_config_print_man(FILE *f, const char *version)
+{
+    fputs(".TH ADAPT\\-SIM.INI 5 \"\" \"adapt\\-sim ", f);
+    adapt_schema_roff_text(f, version);
+    fputs("\" \"File Formats\"\n"
+          ".SH NAME\n"
+          "adapt\\-sim.ini \\- the run configuration of adapt\\-train\n"
+          ".SH SYNOPSIS\n"
+          ".B adapt\\-train \\-\\-config\n"
+          ".I FILE\n"
+          "[\\fB\\-\\-set\\fR \\fISECTION\\fR.\\fIKEY\\fR=\\fIVALUE\\fR ...]\n"
+          ".SH DESCRIPTION\n"
+          "A configuration is an INI file:\n"
+          ".B [section]\n"
+          "headers, then\n"
+          ".I key\n"
+          "=\n"
+          ".I value\n"
+          "lines (or \\fIkey\\fR: \\fIvalue\\fR). A line that starts with ';' or '#' is a\n"
+          "comment, and so is the rest of a line after a ';' that follows a blank; a '#'\n"
+          "after a value is part of the value. Keys are lower case; each may be set once\n"
+          "per file. A key line holds at most \n",
+          f);
+    fprintf(f, "%d characters.\n", ADAPT_SCHEMA_LINE_MAX);
+    fputs(".PP\n"
+          "Every key has a default, so a file names only what it changes. Each\n"
+          "\\fB\\-\\-set\\fR \\fIsection\\fR.\\fIkey\\fR=\\fIvalue\\fR of\n"
+          ".BR adapt\\-train (1)\n"
+          "overrides one key of the file;\n"
+          ".B adapt\\-train \\-\\-dry\\-run\n"
+          "prints the resolved configuration with the help of every key, and a run\n"
+          "directory keeps it as \\fIconfig.ini\\fR.\n"
+          ".PP\n"
+          "Values: integers and reals within the range given (\"[\" and \"]\" include the\n"
+          "end, \"(\" and \")\" exclude it); booleans true or false (also yes/no, on/off,\n"
+          "1/0); strings bare or in double quotes; names from the list given; lists\n"
+          "such as 8,12,14,16; pair lists such as 16:8,12:6.\n"
+          ".SH KEYS\n",
+          f);
+    enum adapt_status st = adapt_schema_print_man(&schema, f);
+    if (st != ADAPT_OK) return st;
+    fputs(".SH EXAMPLE\n"
+          ".nf\n"
+          "; LeNet\\-5 on Fashion\\-MNIST under AdaPT\n"
+          "[data]\n"
+          "dataset = fashion\\-mnist\n"
+          "[model]\n"
+          "name = lenet5\n"
+          "[train]\n"
+          "epochs = 15   ; a comment after a value starts with ';'\n"
+          "batch = 256\n"
+          "[policy]\n"
+          "name = adapt\n"
+          ".fi\n"
+          ".SH FILES\n"
+          ".TP\n"
+          ".I experiments/configs/*.ini\n"
+          "The shipped configurations, found by name (\\fB\\-\\-config quickstart\\fR) in\n"
+          "$ADAPT_DATA_PATH, the source tree and the installed data folder.\n"
+          ".SH SEE ALSO\n"
+          ".BR adapt\\-train (1),\n"
+          ".BR adapt\\-perf (1),\n"
+          ".BR adapt\\-heatmap (1);\n"
+          "doc/running.md and doc/numerics.md in the source tree.\n",
+          f);
+    if (fflush(f) != 0 || ferror(f))
+        return ADAPT_ERROR(ADAPT_EIO, "cannot write the man page: %s", strerror(errno));
+    return ADAPT_OK;
+}
+
 json_t *adapt_config_to_json(const struct adapt_config *cfg)
 {
     return adapt_schema_to_json(&schema, cfg);

@@ -310,6 +310,11 @@ enum adapt_status adapt_config_format_spec(const struct adapt_config *cfg,
 #define ADAPT_CONFIG_PRINT_HELP 1u
 enum adapt_status adapt_config_print(const struct adapt_config *cfg, FILE *f, unsigned flags);
 
+/* Writes the man page adapt-sim.ini(5) (roff): the file syntax, then every key of the schema
+ * table with its help text, what it accepts and its default, and the [format NAME] sections.
+ * version goes into the page's footer. ADAPT_EIO on write error. */
+enum adapt_status adapt_config_print_man(FILE *f, const char *version);
+
 /* {"run":{"seed":1,...},"data":{...},...}: integers, reals, booleans,
  * strings (enums by name), lists as arrays, pair lists as arrays of [a, b].
  * NULL only when out of memory. */

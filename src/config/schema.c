@@ -274,6 +274,17 @@ static int parse_list(const struct adapt_schema_key *k, const char *text, void *
     return 0;
 }
 
+/* What to add to the error of a value that holds " #": inih takes only ';' for a comment after
+ * a value, so "epochs = 2 # two" hands "2 # two" to the value parser. "" otherwise. */
+static const char *comment_hint(const char *value)
+{
+    for (const char *p = value; (p = strchr(p, '#')) != NULL; p++)
+        if (p > value && (p[-1] == ' ' || p[-1] == '\t'))
+            return "; inline comments start with ';' (inih): '#' starts a comment only at the "
+                   "beginning of a line";
+    return "";
+}
+
 /* Parses text into the field of key k. 0 on success; otherwise why says what is wrong. */
 static int key_parse(const struct adapt_schema_key *k, const char *text, void *field, char *why,
                      size_t why_size)
@@ -446,8 +457,8 @@ static enum adapt_status apply(const struct adapt_schema *s, void *obj, const ch
     const struct adapt_schema_key *k = &s->keys[row];
     if (key_parse(k, value, field_ptr(obj, k), why, sizeof why)) {
         key_expect(k, expect, sizeof expect);
-        snprintf(msg, msg_size, "%s: %s.%s = \"%.80s\": %s; expected %s", where, section, key,
-                 value, why, expect);
+        snprintf(msg, msg_size, "%s: %s.%s = \"%.80s\": %s; expected %s%s", where, section, key,
+                 value, why, expect, comment_hint(value));
         return ADAPT_EINVAL;
     }
     *row_out = row;
@@ -592,8 +603,8 @@ static enum adapt_status apply_named(const struct adapt_schema_named *f,
     const struct adapt_schema_key *k = &f->keys[row];
     if (key_parse(k, value, field_ptr(it, k), why, sizeof why)) {
         key_expect(k, expect, sizeof expect);
-        snprintf(msg, msg_size, "%s: %s.%s.%s = \"%.80s\": %s; expected %s", where, f->prefix,
-                 it->name, key, value, why, expect);
+        snprintf(msg, msg_size, "%s: %s.%s.%s = \"%.80s\": %s; expected %s%s", where,
+                 f->prefix, it->name, key, value, why, expect, comment_hint(value));
         return ADAPT_EINVAL;
     }
     it->set[row] = line;
@@ -950,6 +961,68 @@ enum adapt_status adapt_schema_print(const struct adapt_schema *s, const void *o
     }
     if (fflush(f) != 0 || ferror(f))
         return ADAPT_ERROR(ADAPT_EIO, "cannot write the configuration: %s", strerror(errno));
+    return ADAPT_OK;
+}
+
+void adapt_schema_roff_text(FILE *f, const char *text)
+{
+    int bol = 1; /* at the beginning of an output line */
+    for (const char *p = text; *p; p++) {
+        if (bol && (*p == '.' || *p == '\'')) fputs("\\&", f);
+        if (*p == '\\') fputs("\\e", f);
+        else if (*p == '-') fputs("\\-", f);
+        else fputc(*p, f);
+        bol = *p == '\n';
+    }
+}
+
+/* One key as a tagged paragraph; with_default: name the default (the keys of named sections
+ * have none of their own to name: theirs may depend on other keys). */
+static void key_man(FILE *f, const struct adapt_schema_key *k, int with_default)
+{
+    char expect[512];
+    key_expect(k, expect, sizeof expect);
+    fputs(".TP\n.B ", f);
+    adapt_schema_roff_text(f, k->key);
+    fputs("\n", f);
+    adapt_schema_roff_text(f, k->help ? k->help : "");
+    fputs(".\nAccepts ", f);
+    adapt_schema_roff_text(f, expect);
+    if (with_default) {
+        fputs("; default ", f);
+        if (k->def[0]) {
+            fputs("\\fB", f);
+            adapt_schema_roff_text(f, k->def);
+            fputs("\\fR", f);
+        } else {
+            fputs("empty", f);
+        }
+    }
+    fputs(".\n", f);
+}
+
+enum adapt_status adapt_schema_print_man(const struct adapt_schema *s, FILE *f)
+{
+    for (int i = 0; i < s->n; i++) {
+        const struct adapt_schema_key *k = &s->keys[i];
+        if (i == 0 || strcmp(k->section, s->keys[i - 1].section)) {
+            fputs(".SS \"[", f);
+            adapt_schema_roff_text(f, k->section);
+            fputs("]\"\n", f);
+        }
+        key_man(f, k, 1);
+    }
+    for (int g = 0; g < s->nnamed; g++) {
+        const struct adapt_schema_named *fam = &s->named[g];
+        fputs(".SS \"[", f);
+        adapt_schema_roff_text(f, fam->prefix);
+        fprintf(f, " NAME]\"\nAt most %d such sections; NAME is a letter or '_' followed by "
+                "letters, digits and '_' (at most %d characters).\n",
+                fam->max, ADAPT_SCHEMA_NAME_MAX - 1);
+        for (int r = 0; r < fam->n; r++) key_man(f, &fam->keys[r], 0);
+    }
+    if (fflush(f) != 0 || ferror(f))
+        return ADAPT_ERROR(ADAPT_EIO, "cannot write the key reference: %s", strerror(errno));
     return ADAPT_OK;
 }
 

@@ -189,6 +189,16 @@ enum adapt_status adapt_schema_set(const struct adapt_schema *s, void *obj, cons
 enum adapt_status adapt_schema_print(const struct adapt_schema *s, const void *obj, FILE *f,
                                      unsigned flags);
 
+/* Writes the key table as the body of a man page (roff): per section a ".SS [section]"
+ * heading, per key a tagged paragraph with its name, help text, what it accepts and its
+ * default; then each family of named sections as ".SS [PREFIX NAME]" with its keys. Flushes f;
+ * ADAPT_EIO when anything written to f failed. */
+enum adapt_status adapt_schema_print_man(const struct adapt_schema *s, FILE *f);
+
+/* Writes text for roff: backslashes and hyphens escaped, a '.' or '\'' that would start a
+ * line made text. */
+void adapt_schema_roff_text(FILE *f, const char *text);
+
 /* {section: {key: value}}: integers, reals, booleans, strings (enums by
  * name), lists as arrays, pair lists as arrays of [a, b]. NULL only when out
  * of memory. */

@@ -251,7 +251,8 @@ enum adapt_status perf_price_plan(const struct perf_model *m, const struct perf_
 /* The trace reader of adapt-perf and adapt-heatmap: loads path (a trace, or a run directory
  * holding trace.jsonl; adapt_trace_load flags) and prices it, so that a trace either program
  * accepts passes every consistency check of perf_run_analyze. *trace and
- * *run are set on success when not NULL (free them); hw may be NULL. */
+ * *run are set on success when not NULL (free them); hw may be NULL. A trace refused for its
+ * incomplete last line names --partial (both programs' ADAPT_TRACE_LOAD_PARTIAL) in the error. */
 enum adapt_status perf_trace_load(const char *path, unsigned flags, const struct perf_params *p,
                                   const struct perf_hw *hw, struct adapt_trace **trace,
                                   struct perf_run **run);

@@ -1,5 +1,6 @@
 /* src/trace/read.c: the validating trace reader (schema 1), the record vocabulary and the
  * bounded line reader. See trace.h. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -654,6 +655,26 @@ static int nested_deeper(const char *s, size_t n, int max)
     return 0;
 }
 
+/* 1 when a line (n bytes) reads as a line of an INI file and not as JSON: a comment (';' or
+ * '#'), a [section] header or key = value. */
+static int ini_like(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
+    if (i == n) return 0;
+    if (s[i] == ';' || s[i] == '#') return 1;
+    int header = s[i] == '[';
+    if (header) i++;
+    size_t start = i;
+    while (i < n && (isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '.' || s[i] == '-' ||
+                     (header && s[i] == ' ')))
+        i++;
+    if (i == start || !isalpha((unsigned char)s[start])) return 0;
+    if (header) return i < n && s[i] == ']';
+    while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
+    return i < n && s[i] == '=';
+}
+
 /* Parses one complete line (n bytes, '\n' included) into a record object with a "type"
  * string, sets r.rec to that type and checks that only the first line is a header. */
 static enum adapt_status parse_line(struct loader *ld, const char *line, ssize_t n,
@@ -672,6 +693,11 @@ static enum adapt_status parse_line(struct loader *ld, const char *line, ssize_t
     int oom;
     json_t *o = adapt_trace_parse_json(line, (size_t)n, JSON_REJECT_DUPLICATES, &err, &oom);
     if (oom) return ADAPT_ERROR(ADAPT_ENOMEM, "%s:%lld: out of memory reading the trace", path, ln);
+    if (!o && ln == 1 && ini_like(line, (size_t)n))
+        return ADAPT_ERROR(ADAPT_EFORMAT,
+                           "%s:1: not a trace (it looks like a configuration file): a trace is "
+                           "the trace.jsonl adapt-train writes in its run directory",
+                           path);
     if (!o)
         return ADAPT_ERROR(ADAPT_EFORMAT, "%s:%lld: malformed JSON at column %d: %s", path, ln,
                            err.column, err.text);

@@ -32,6 +32,7 @@ static void usage(FILE *f)
             "                         (c100_alexnet.ini, reference/lenet_msgd_fp_mnist.ini),\n"
             "                         looked up in $ADAPT_DATA_PATH, the source tree's\n"
             "                         experiments/configs and the installed configurations\n"
+            "                         (the .ini may be left out: --config quickstart)\n"
             "  --set SECTION.KEY=VAL  override one configuration value (repeatable)\n"
             "  --out DIR              output directory (default: run.out, or runs/<config stem>)\n"
             "  --resume               continue the run in the output directory\n"
@@ -59,20 +60,62 @@ static void usage(FILE *f)
             "Configuration keys, their defaults and ranges: adapt-train --dry-run.\n");
 }
 
-/* The resolved --config and --init-from paths (allocated), freed at exit on every path out of
- * main. */
+/* The resolved --config and --init-from paths and the copy of argv (allocated), freed at exit
+ * on every path out of main. */
 static char *config_file, *init_file;
+static char **orig;
 
 static void free_paths(void)
 {
     free(config_file);
     free(init_file);
+    free(orig);
 }
 
 static int fail(const char *what)
 {
     fprintf(stderr, "adapt-train: %s\n", what);
     return 1;
+}
+
+/* 1 when s ends in suffix. */
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* 1 when s is a non-empty run of decimal digits. */
+static int all_digits(const char *s)
+{
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9') return 0;
+    return 1;
+}
+
+/* What the word left over after the options, args[at] (args: the arguments in the order given,
+ * before getopt_long moved the words that are no options to the end), probably meant, written
+ * to hint (empty when no guess fits): the value of --set or --estimate after a space instead
+ * of '='; a configuration file given without --config (have_config: --config was given). */
+static void stray_hint(char *const *args, int at, int have_config, char *hint, size_t size)
+{
+    const char *word = args[at], *prev = at > 1 ? args[at - 1] : "";
+    const char *prev2 = at > 2 ? args[at - 2] : "";
+    struct stat sb;
+    hint[0] = '\0';
+    if (!strcmp(prev, "--estimate") && all_digits(word)) {
+        snprintf(hint, size, "did you mean --estimate=%s? (its number follows '=')", word);
+    } else if ((!strcmp(prev2, "--set") || !strcmp(prev2, "-s")) && !strchr(prev, '=')) {
+        snprintf(hint, size, "did you mean --set %s=%s? (--set takes one word, "
+                 "section.key=value)", prev, word);
+    } else if (!strncmp(prev, "--set=", 6) && !strchr(prev + 6, '=')) {
+        snprintf(hint, size, "did you mean --set %s=%s? (--set takes one word, "
+                 "section.key=value)", prev + 6, word);
+    } else if (!have_config && ends_with(word, ".ini") && stat(word, &sb) == 0 &&
+               S_ISREG(sb.st_mode)) {
+        snprintf(hint, size, "did you mean --config %s?", word);
+    }
 }
 
 int main(int argc, char **argv)
@@ -92,6 +135,8 @@ int main(int argc, char **argv)
                                          {"version", no_argument, 0, 'V'},
                                          {"estimate", optional_argument, 0, 'E'},
                                          {"allow-plugin", required_argument, 0, 'A'},
+                                         /* not in --help: the build makes adapt-sim.ini(5) */
+                                         {"print-schema", required_argument, 0, 'S'},
                                          {0, 0, 0, 0}};
     const char *config = NULL, *out = NULL, *init_from = NULL, *eval_json = NULL;
     const char *sets[64];
@@ -99,6 +144,11 @@ int main(int argc, char **argv)
     int nsets = 0, resume = 0, force = 0, dry = 0, eval_only = 0, quiet = 0, estimate = 0, c;
     static const char *allow_plugins[64]; /* --allow-plugin */
     int n_allow_plugins = 0;
+    /* the arguments as given (getopt_long reorders argv), for the hints on a stray word */
+    atexit(free_paths);
+    orig = malloc(sizeof *orig * (size_t)(argc + 1));
+    if (!orig) return fail("out of memory");
+    memcpy(orig, argv, sizeof *orig * (size_t)(argc + 1));
     while ((c = getopt_long(argc, argv, "c:s:o:i:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': config = optarg; break;
@@ -127,6 +177,10 @@ int main(int argc, char **argv)
             break;
         case 'q': quiet = 1; break;
         case 'D': device = optarg; break;
+        case 'S':
+            if (strcmp(optarg, "man")) return fail("--print-schema=man is the only form");
+            return adapt_config_print_man(stdout, PACKAGE_VERSION) ? fail(adapt_error_message())
+                                                                    : 0;
         case 'h': usage(stdout); return 0;
         case 'V':
             adapt_version_print(stdout, "adapt-train");
@@ -135,6 +189,16 @@ int main(int argc, char **argv)
         }
     }
     if (optind < argc) {
+        /* a likely slip gets its correction instead of the whole usage */
+        char hint[512];
+        int at = 1;
+        while (at < argc && orig[at] != argv[optind]) at++;
+        hint[0] = '\0';
+        if (at < argc) stray_hint(orig, at, config != NULL, hint, sizeof hint);
+        if (hint[0]) {
+            fprintf(stderr, "adapt-train: unexpected argument '%s': %s\n", argv[optind], hint);
+            return 2;
+        }
         fprintf(stderr, "adapt-train: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
@@ -151,7 +215,6 @@ int main(int argc, char **argv)
                                          "--init-from cannot be combined with it");
 
     /* --init-from a run directory: its weights */
-    atexit(free_paths);
     struct stat sb;
     if (init_from && stat(init_from, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         if (!(init_file = adapt_path_join(init_from, "model.safetensors")))
@@ -178,10 +241,25 @@ int main(int argc, char **argv)
         }
     }
 
-    /* --config NAME: a path, or the name of a shipped configuration (adapt_find_file) */
+    /* --config NAME: a path, or the name of a shipped configuration (adapt_find_file); a
+     * NAME without .ini that is no file stands for NAME.ini, looked up the same way */
     static const char *const config_dirs[] = {"", "experiments/configs", NULL};
     if (config && !config_file) {
-        if (adapt_find_file(config, "configuration file", config_dirs, &config_file))
+        struct stat cb;
+        if (!ends_with(config, ".ini") && stat(config, &cb) != 0) {
+            char *with_ini = malloc(strlen(config) + sizeof ".ini");
+            if (!with_ini) return fail("out of memory");
+            sprintf(with_ini, "%s.ini", config);
+            if (adapt_find_file(with_ini, "configuration file", config_dirs, &config_file) ==
+                    ADAPT_OK &&
+                stat(config_file, &cb) != 0) { /* an explicit path is not looked up */
+                free(config_file);
+                config_file = NULL;
+            }
+            free(with_ini);
+        }
+        if (!config_file &&
+            adapt_find_file(config, "configuration file", config_dirs, &config_file))
             return fail(adapt_error_message());
         config = config_file;
     }

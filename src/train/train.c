@@ -200,18 +200,22 @@ static void evaluate(struct run *r, struct adapt_loader *l, double *loss, double
     *acc = count ? (double)correct / (double)count : NAN;
 }
 
-static void format_eta(double s, char *buf, size_t n)
+/* s seconds as m:ss, or h:mm:ss from an hour on (always h:mm:ss with hours: --estimate's
+ * times, whose line says "h:mm:ss"); dashes when s is no time or over 10^7 s. */
+static void format_time(double s, int hours, char *buf, size_t n)
 {
     if (!(s >= 0) || s > 1e7) {
-        snprintf(buf, n, "--:--");
+        snprintf(buf, n, hours ? "-:--:--" : "--:--");
         return;
     }
     long t = (long)(s + 0.5);
-    if (t >= 3600)
+    if (hours || t >= 3600)
         snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
     else
         snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
+
+static void format_eta(double s, char *buf, size_t n) { format_time(s, 0, buf, n); }
 
 /* Forward, loss (scaled by the policy's loss scale for the backward pass) and backward of the
  * nb samples in r->x, r->y; the mean loss, *correct the right answers. */
@@ -851,9 +855,9 @@ static enum adapt_status estimate(struct run *r, int warmup, int steps)
     double train_s = per_step * steps_per_epoch * cfg->train.epochs;
     double eval_s = per_image * ((double)r->ho.n_val * cfg->train.epochs + r->test.n);
     char a[32], b[32], t[32];
-    format_eta(train_s, a, sizeof a);
-    format_eta(eval_s, b, sizeof b);
-    format_eta(train_s + eval_s, t, sizeof t);
+    format_time(train_s, 1, a, sizeof a);
+    format_time(eval_s, 1, b, sizeof b);
+    format_time(train_s + eval_s, 1, t, sizeof t);
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
