@@ -108,9 +108,11 @@ EXTRA_DIST += tests/python.test tests/notebook.test tests/python-env.sh \
 	experiments/notebooks/reading_traces.ipynb
 
 # adaptsim.quantize (python/tests/test_quantize.py, run by tests/python.test) against this helper,
-# which rounds with libquant.a's quant_rows directly.
-check_PROGRAMS += tests/quant_rows_dump
+# which rounds with libquant.a's quant_rows directly; made by make check (check_DATA), not a test
+# itself (TESTS holds check_PROGRAMS)
+EXTRA_PROGRAMS += tests/quant_rows_dump
 tests_quant_rows_dump_LDADD = $(QUANT_LIBS) $(ADAPT_EXT_LIBS)
+CLEANFILES += tests/quant_rows_dump
 
 # Rounding plugins: the example plugin against its rule, threads, the reference twin, a plugin
 # whose vector variant disagrees with its scalar function and one whose symbols are data, and
@@ -118,7 +120,7 @@ tests_quant_rows_dump_LDADD = $(QUANT_LIBS) $(ADAPT_EXT_LIBS)
 # are found through ADAPT_BUILDDIR (AM_TESTS_ENVIRONMENT).
 check_PROGRAMS += tests/test_plugin
 tests_test_plugin_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
-check_DATA = tests/plugins/bad_simd.so tests/plugins/data_symbols.so
+check_DATA = tests/plugins/bad_simd.so tests/plugins/data_symbols.so tests/quant_rows_dump
 tests/plugins/bad_simd.so: tests/plugins/bad_simd.c
 	@$(MKDIR_P) tests/plugins
 	$(AM_V_CC)$(CC) $(PLUGIN_CFLAGS) -o $@ $(srcdir)/tests/plugins/bad_simd.c
