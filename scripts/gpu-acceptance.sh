@@ -122,26 +122,8 @@ part_bench() {
                     "${reps[@]}" > "$out/torch_${m}_$b.json" 2> "$out/torch_${m}_$b.log" ||
                     die "torch_train_step.py --model $m --batch $b failed: $out/torch_${m}_$b.log"
             fi
-            report < <(python3 - "$out/bench_$b.json" "$m" "$b" "$out/torch_${m}_$b.json" <<'PY'
-import json, os, sys
-path, model, batch, tpath = sys.argv[1:5]
-rows = {r["policy"]: r for r in map(json.loads, filter(lambda l: l.startswith("{"), open(path)))
-        if r.get("model") == model}
-line = "%-13s batch %4s:" % (model, batch)
-for name, r in rows.items():
-    line += "  %s %.0f (x%.3f)" % (name, r["img_per_s_median"], r["step_cost_vs_fp32"])
-torch = None
-if os.path.exists(tpath) and os.path.getsize(tpath):
-    torch = [json.loads(l) for l in open(tpath) if l.startswith("{")][-1]["img_per_s_median"]
-    line += "  PyTorch fp32 %.0f" % torch
-print("L", line)
-if torch:
-    print("F %s batch %s float32 ours/PyTorch|%.3f|>=|1.0"
-          % (model, batch, rows["fp32"]["img_per_s_median"] / torch))
-print("F %s batch %s adapt step / fp32 step|%.3f|<=|1.15"
-      % (model, batch, rows["adapt"]["step_cost_vs_fp32"]))
-PY
-            )
+            report < <(python3 scripts/gpu_figures.py bench "$out/bench_$b.json" "$m" "$b" \
+                "$out/torch_${m}_$b.json")
         done
     done
 }
@@ -152,16 +134,7 @@ part_quant() {
     [ "$quick" = 1 ] && sizes=64K
     ./adapt-bench quant --device "$device" --sizes "$sizes" --formats "fixed(8,4),fixed(16,8),fp16,bf16" \
         --json > "$out/quant.json" 2> "$out/quant.log" || die "adapt-bench quant failed: $out/quant.log"
-    report < <(python3 - "$out/quant.json" <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    if l.startswith("{"):
-        r = json.loads(l)
-        if r["rounding"] == "stochastic":
-            print("F stochastic %s, %d elements / copy|%.3f|>=|0.8"
-                  % (r["format"], r["elements"], r["ratio"]))
-PY
-    )
+    report < <(python3 scripts/gpu_figures.py quant "$out/quant.json")
 }
 
 part_accuracy() {

@@ -346,29 +346,8 @@ part_bench() {
             grep '^{' "$GW_LOG/torch_$b.json" 2>/dev/null >> "$GW_OUT/bench.jsonl"
         fi
         for m in ${models//,/ }; do
-            python3 - "$GW_LOG/bench_$b.json" "$m" "$b" "$GW_LOG/torch_$b.json" > "$GW_LOG/fig.txt" <<'PY'
-import json, os, sys
-path, model, batch, tpath = sys.argv[1:5]
-rows = {r["policy"]: r for r in map(json.loads, filter(lambda l: l.startswith("{"), open(path)))
-        if r.get("model") == model}
-line = "%-13s batch %4s:" % (model, batch)
-for name, r in rows.items():
-    line += "  %s %.0f (x%.3f)" % (name, r["img_per_s_median"], r["step_cost_vs_fp32"])
-torch = None
-if os.path.exists(tpath) and os.path.getsize(tpath):
-    t = [r for r in (json.loads(l) for l in open(tpath) if l.startswith("{"))
-         if r.get("model") == model]
-    if t:
-        torch = t[-1]["img_per_s_median"]
-        line += "  PyTorch fp32 %.0f" % torch
-print("L", line)
-if torch and "fp32" in rows:
-    print("F %s batch %s float32 ours/PyTorch|%.3f|>=|1.0"
-          % (model, batch, rows["fp32"]["img_per_s_median"] / torch))
-if "adapt" in rows:
-    print("F %s batch %s adapt step / fp32 step|%.3f|<=|1.15"
-          % (model, batch, rows["adapt"]["step_cost_vs_fp32"]))
-PY
+            python3 scripts/gpu_figures.py bench "$GW_LOG/bench_$b.json" "$m" "$b" \
+                "$GW_LOG/torch_$b.json" > "$GW_LOG/fig.txt"
             local kind rest name value op target
             while read -r kind rest; do
                 case $kind in
@@ -392,15 +371,7 @@ part_quant() {
         --formats "fixed(8,4),fixed(16,8),fp16,bf16" --json > "$GW_LOG/quant.json" 2> "$GW_LOG/quant.log" ||
         { say "  adapt-bench quant FAILED: $(tail -n 1 "$GW_LOG/quant.log")"; return 1; }
     grep '^{' "$GW_LOG/quant.json" >> "$GW_OUT/quant.jsonl"
-    python3 - "$GW_OUT/quant.jsonl" > "$GW_LOG/fig.txt" <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    print("L %-10s %-10s %9d elements: %.1f GB/s, %.3f of the copy"
-          % (r["format"], r["rounding"], r["elements"], r.get("gb_per_s", 0.0), r["ratio"]))
-    if r["rounding"] == "stochastic":
-        print("F stochastic %s, %d elements / copy|%.3f|>=|0.8" % (r["format"], r["elements"], r["ratio"]))
-PY
+    python3 scripts/gpu_figures.py quant "$GW_OUT/quant.jsonl" > "$GW_LOG/fig.txt"
     local kind rest name value op target
     while read -r kind rest; do
         case $kind in
