@@ -110,22 +110,6 @@ static void release_live(void)
     live_net = NULL;
 }
 
-/* One assertion per array: the first element whose bits differ (NaN equal to NaN), both
- * values and bit patterns, and how many differ. */
-static void expect_same_bits(const char *what, const float *gpu, const float *cpu, size_t n)
-{
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!tu_same_bits(gpu[i], cpu[i]) && bad++ == 0) first = i;
-    if (bad == 0) return;
-    uint32_t gb, cb;
-    memcpy(&gb, &gpu[first], sizeof gb);
-    memcpy(&cb, &cpu[first], sizeof cb);
-    ck_abort_msg("%s: %zu of %zu elements differ; first [%zu]: CPU %a (0x%08x) GPU %a (0x%08x)",
-                 what, bad, n, first, (double)cpu[first], (unsigned)cb, (double)gpu[first],
-                 (unsigned)gb);
-}
-
 /* ---- one layer on the same input: x -> dropout(p = 0) (exact copy, so the layer's input
  * gets a gradient) -> LAYER -> flatten -> softmax cross-entropy over all outputs ---- */
 
@@ -531,7 +515,7 @@ static void model_step(const char *model, int n, int cap, const char *fmt, doubl
                 ADAPT_OK);
             char label[256];
             snprintf(label, sizeof label, "%.60s %.100s quantized copy", model, pp->name);
-            expect_same_bits(label, back, wq[p], pp->value.numel);
+            tu_expect_same_bits(label, back, wq[p], pp->value.numel);
             pp->use = wq[p];
             free(back);
         }
@@ -776,16 +760,16 @@ START_TEST(test_reductions)
             normalize_ref(hx + red_off[i], acc, exp + red_off[i], ea, n, 1.0f);
         }
     }
-    expect_same_bits("normalize_acc: g", ga, exp, RED_TOT);
-    expect_same_bits("normalize_acc: acc", gb, expacc, RED_TOT);
+    tu_expect_same_bits("normalize_acc: g", ga, exp, RED_TOT);
+    tu_expect_same_bits("normalize_acc: acc", gb, expacc, RED_TOT);
     ck_assert_int_eq(adapt_cuda_net_put(d, A, hx, RED_TOT), ADAPT_OK);
     ck_assert_int_eq(adapt_cuda_net_normalize_acc(d, xs, NULL, red_n, NT), ADAPT_OK);
     ck_assert_int_eq(adapt_cuda_net_get(d, A, ga, RED_TOT), ADAPT_OK);
     float *gb2 = malloc(RED_TOT * sizeof *gb2);
     ck_assert(gb2);
     ck_assert_int_eq(adapt_cuda_net_get(d, B, gb2, RED_TOT), ADAPT_OK);
-    expect_same_bits("normalize_acc without acc: g", ga, exp, RED_TOT);
-    expect_same_bits("normalize_acc without acc: acc untouched", gb2, gb, RED_TOT);
+    tu_expect_same_bits("normalize_acc without acc: g", ga, exp, RED_TOT);
+    tu_expect_same_bits("normalize_acc without acc: acc untouched", gb2, gb, RED_TOT);
     free(gb2);
 
     /* MuPPET's two sums over rings of r = 3 slices */
@@ -874,7 +858,7 @@ START_TEST(test_reductions)
     memcpy(expacc, hacc, RED_TOT * sizeof *expacc);
     for (size_t j = 0; j < 333; j++) expacc[5 + j] = hr[1 + 3 * j];
     for (size_t j = 0; j < 7; j++) expacc[1001 + j] = hr[1024 + j];
-    expect_same_bits("gather", gb, expacc, RED_TOT);
+    tu_expect_same_bits("gather", gb, expacc, RED_TOT);
 
     free(hr), free(hx), free(hacc), free(ga), free(gb), free(exp), free(expacc);
     release_live(); /* A and B go with the engine */
@@ -977,7 +961,7 @@ START_TEST(test_pipeline)
     }
     int deterministic = tu_first_bit_diff(w[2], w[0], ng) < 0 && loss[2] == loss[0];
     if (deterministic) {
-        expect_same_bits("pipelined steps: weights", w[1], w[0], ng);
+        tu_expect_same_bits("pipelined steps: weights", w[1], w[0], ng);
         ck_assert_msg(loss[1] == loss[0] && correct[1] == correct[0],
                       "pipelined steps: last loss %a (%d correct), sequential %a (%d correct)",
                       loss[1], correct[1], loss[0], correct[0]);

@@ -108,22 +108,6 @@ static void release_live(void)
     live_d = NULL;
 }
 
-/* One assertion per array: the first element whose bits differ (NaN equal to NaN), both
- * values and bit patterns, and how many differ. */
-static void expect_same_bits(const char *what, const float *gpu, const float *cpu, size_t n)
-{
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!tu_same_bits(gpu[i], cpu[i]) && bad++ == 0) first = i;
-    if (bad == 0) return;
-    uint32_t gb, cb;
-    memcpy(&gb, &gpu[first], sizeof gb);
-    memcpy(&cb, &cpu[first], sizeof cb);
-    ck_abort_msg("%s: %zu of %zu elements differ; first [%zu]: CPU %a (0x%08x) GPU %a (0x%08x)",
-                 what, bad, n, first, (double)cpu[first], (unsigned)cb, (double)gpu[first],
-                 (unsigned)gb);
-}
-
 static double rel_norm_diff(const float *a, const float *b, size_t n)
 {
     double d = 0.0, r = 0.0;
@@ -188,7 +172,7 @@ static void policy_steps(const char *model, int n, int cap, const char *const *s
         ck_assert_int_eq(adapt_cuda_net_get(d, gu->d_wq, back, m), ADAPT_OK);
         char label[256];
         snprintf(label, sizeof label, "%s n %d %s unit %d weight copy", model, n, what, u);
-        expect_same_bits(label, back, cu->wq, m);
+        tu_expect_same_bits(label, back, cu->wq, m);
         free(back);
     }
 

@@ -197,6 +197,20 @@ double tu_ulp_error(float a, double r)
     return fabs((double)a - r) / ldexp(1.0, lsb);
 }
 
+void tu_expect_same_bits(const char *what, const float *got, const float *want, size_t n)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!tu_same_bits(got[i], want[i]) && bad++ == 0) first = i;
+    if (bad == 0) return;
+    uint32_t gb, wb;
+    memcpy(&gb, &got[first], sizeof gb);
+    memcpy(&wb, &want[first], sizeof wb);
+    ck_abort_msg("%s: %zu of %zu elements differ; first [%zu]: CPU %a (0x%08x) GPU %a (0x%08x)",
+                 what, bad, n, first, (double)want[first], (unsigned)wb, (double)got[first],
+                 (unsigned)gb);
+}
+
 /* ---- main ---- */
 
 enum { WD_SLOTS = 8 };

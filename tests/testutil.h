@@ -97,6 +97,10 @@ static inline int tu_same_bits(float a, float b)
     return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
 }
 
+/* One Check assertion for a whole array: when any element of got differs in its bits from want
+ * (any NaN equals any NaN), fails with how many differ and the first one's index, both values
+ * (%a) and bit patterns; got is the GPU's, want the CPU's in the CUDA tests' messages. */
+void tu_expect_same_bits(const char *what, const float *got, const float *want, size_t n);
 /* Index of the first element whose bits differ, -1 when a and b are bit-identical. */
 long tu_first_bit_diff(const float *a, const float *b, size_t n);
 /* sum (a - ref)^2 / sum ref^2 (0 when both are zero). */
