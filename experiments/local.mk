@@ -16,6 +16,7 @@ CLEANFILES += adapt-report
 adapt-report: Makefile
 	$(AM_V_GEN){ echo '#!/bin/sh'; \
 	  echo '# adapt-report: the report script of the installed adapt-sim, with its programs'; \
+	  echo 'ADAPT_REPORT_PROG=adapt-report; export ADAPT_REPORT_PROG'; \
 	  echo 'exec python3 "$(pkgdatadir)/experiments/report.py" --bin "$(bindir)" "$$@"'; \
 	} > $@.tmp && chmod +x $@.tmp && mv -f $@.tmp $@
 

@@ -265,6 +265,36 @@ class TestRunNames(unittest.TestCase):
                              ["fixed12", "fixed8"])
 
 
+class TestLookup(unittest.TestCase):
+    """Run lists and configurations found by name, as adapt-train --config finds a
+    configuration; messages name the command (adapt-report when installed)."""
+
+    def test_runlist_by_name(self):
+        runs = report.read_runlist("fmnist_lenet5_policies")  # no folder, no .txt
+        self.assertGreaterEqual(len(runs), 3)
+        for _, cfg, _ in runs:
+            self.assertTrue(os.path.isfile(cfg), cfg)
+
+    def test_config_by_name(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "mine.txt")
+            with open(path, "w") as f:
+                f.write("a fmnist_lenet5_fp32 --set train.epochs=1\nb fmnist_lenet5.ini\n")
+            runs = report.read_runlist(path)
+            self.assertEqual([os.path.basename(c) for _, c, _ in runs],
+                             ["fmnist_lenet5_fp32.ini", "fmnist_lenet5.ini"])
+
+    def test_missing_names_the_command_and_places(self):
+        env = dict(os.environ, ADAPT_REPORT_PROG="adapt-report")
+        r = subprocess.run([sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
+                            "slurm", "no_such_list", "--out", "x"], env=env,
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertTrue(r.stderr.startswith("adapt-report: no_such_list: no such run list "
+                                            "(looked in the current directory"), r.stderr)
+        self.assertIn(os.path.join("experiments", "runlists"), r.stderr)
+
+
 class TestMarkdownEscapes(unittest.TestCase):
     def test_md(self):
         """One helper escapes every name from a trace: '|', '\\' and '`' get a backslash, HTML's

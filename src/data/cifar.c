@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "src/base/log.h"
@@ -81,12 +82,15 @@ static int has_batches(const struct cifar_layout *L, const char *dir)
 static enum adapt_status cifar_missing(const struct cifar_layout *L, const char *path,
                                        const char *why)
 {
+    char cwd[512];
+    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, "the current directory");
     return ADAPT_ERROR(ADAPT_ENOENT,
                        "%s: %s data not found (%s). Get the binary version, %s, from %s and "
-                       "either unpack it so that the batches are in data/%s (or in the %s folder "
-                       "under the path given by data.path), or set data.path to the .tar.gz "
-                       "itself",
-                       path, L->title, why, L->archive, CIFAR_URL, L->folder, L->folder);
+                       "either unpack it so that the batches are in data/%s under the current "
+                       "directory (%s/data/%s), or in the %s folder under the path given by "
+                       "data.path, or set data.path to the .tar.gz itself",
+                       path, L->title, why, L->archive, CIFAR_URL, L->folder, cwd, L->folder,
+                       L->folder);
 }
 
 static size_t record_bytes(const struct cifar_layout *L) { return L->label_bytes + CIFAR_PIXELS; }

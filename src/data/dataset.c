@@ -29,8 +29,8 @@ static const struct dataset_desc datasets[] = {
     {"mnist", SOURCE_IDX, "data/mnist", "", {"train", "t10k"}, 10, 0, 0,
      {0.1307f, 0, 0}, {0.3081f, 1, 1},
      "get the four MNIST IDX files (train-images-idx3-ubyte.gz, ...) from "
-     "https://yann.lecun.com/exdb/mnist/ or a mirror and put them in data/mnist or the folder "
-     "given by data.path"},
+     "https://yann.lecun.com/exdb/mnist/ or a mirror and put them in data/mnist (under the "
+     "current directory) or the folder given by data.path"},
     {"fashion-mnist", SOURCE_IDX, "/usr/share/datasets/fashion-mnist", "", {"train", "t10k"}, 10,
      0, 0, {0.1307f, 0, 0}, {0.3081f, 1, 1},
      "install the Debian package dataset-fashion-mnist, or get the four IDX files from "
@@ -39,7 +39,8 @@ static const struct dataset_desc datasets[] = {
     {"emnist-balanced", SOURCE_IDX, "data/emnist", "emnist-balanced-", {"train", "test"}, 47, 1, 0,
      {0.1307f, 0, 0}, {0.3081f, 1, 1},
      "get gzip.zip from https://www.nist.gov/itl/products-and-services/emnist-dataset, unpack "
-     "its emnist-balanced-* files into data/emnist or the folder given by data.path"},
+     "its emnist-balanced-* files into data/emnist (under the current directory) or the folder "
+     "given by data.path"},
     /* CIFAR: "data" holds the extracted folder or the .tar.gz (cifar.c looks for both) */
     {"cifar10", SOURCE_CIFAR10, "data", NULL, {NULL, NULL}, 10, 0, 1,
      {0.4914f, 0.4822f, 0.4465f}, {0.2023f, 0.1994f, 0.2010f}, NULL},
