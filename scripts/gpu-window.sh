@@ -470,7 +470,7 @@ rehearse() {
         tar -xf - -C "$scratch" || die "rehearse: cannot copy the tree"
     pack "$scratch/.gpu" 1 | tee "$out/pack.txt" || { rm -rf "$scratch"; die "rehearse: pack failed"; }
     local tb pb
-    tb=$(cd "$here" && git ls-files -co --exclude-standard -z | xargs -0 -r stat -L -c %s -- | awk '{ s += $1 } END { print s + 0 }')
+    tb=$(tree_bytes "$here")
     pb=$(du -sb "$scratch/.gpu" | cut -f1)
     echo "gpu-window rehearse: carry $(mib $((tb + pb))) MiB of $carry_max_mib (tree $(mib "$tb"), pack $(mib "$pb"))"
     (cd "$scratch" && GW_PREFIX=$scratch/prefix "$scratch/scripts/gpu-window.sh" run "$out/OUT" --device cpu \
