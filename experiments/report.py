@@ -14,14 +14,16 @@ Subcommands (python3 standard library only; the programs do the work):
          ones); otherwise one after another. A run whose directory holds a
          checkpoint continues with --resume.
   build  TRACE|DIR... --out DIR [--baseline TRACE] [--hw TABLE] [--title T]
+         [--notes FILE]
          writes DIR/README.md with the comparison table of adapt-perf (markdown;
          the ratio and the AdaPT paper's convention), per-unit tables, one
-         heatmap per run and recorded metric, and the cost curve of all runs;
+         heatmap per run and recorded metric that changes, and the cost curve of
+         all runs;
          DIR/table.{md,csv,json}; pictures in DIR/pictures (PNG, SVG and PDF).
          All heatmaps of one metric share one colour scale (the metric's range
-         over the runs drawn), so that runs compare by colour; a run whose
-         per-unit formats never change (fp32, fixed, amp) gets one line
-         instead of heatmaps. A DIR argument means DIR/trace.jsonl, or
+         over the runs drawn, rounded outward), so that runs compare by colour;
+         a run whose per-unit formats never change (fp32, fixed, amp) gets one
+         line instead of word-length heatmaps. A DIR argument means DIR/trace.jsonl, or
          DIR/runs/*/trace.jsonl.
   all    RUNLIST --out DIR ...: run, then build from DIR/runs.
   slurm  RUNLIST --out DIR [--partition P] [--time HH:MM:SS] [--cpus C]
@@ -48,6 +50,7 @@ import argparse
 import datetime
 import glob
 import json
+import math
 import os
 import shlex
 import shutil
@@ -349,27 +352,46 @@ def comp_search_line(path):
                            md_code(chosen[-1] if chosen else "?")))
 
 
+def drawn_metrics(info):
+    """The metrics of a run's heatmaps: its word length and every other recorded metric that
+    changes during the run (a heatmap of one colour says nothing), except that a run whose
+    formats never change (its one line says them) gets only the policy state that changes
+    (an AdaPT run that never left its start format still adapts its lookback and
+    resolution)."""
+    def varies(m):
+        return m in info["ranges"] and info["ranges"][m][1] > info["ranges"][m][0]
+    if not constant_line(info):
+        return [m for m in info["metrics"] if m == "wl" or varies(m)]
+    return [m for m in info["metrics"] if m in ("lb", "r") and varies(m)]
+
+
+def nice_range(lo, hi):
+    """(lo, hi) widened outward to a round step a tenth of the span's order of magnitude:
+    lookback 25.2849 to 63.9531 becomes 25 to 64; integers stay as they are."""
+    if hi <= lo or (float(lo).is_integer() and float(hi).is_integer()):
+        return lo, hi
+    step = 10.0 ** (math.floor(math.log10(hi - lo)) - 1)
+    a, b = math.floor(lo / step) * step, math.ceil(hi / step) * step
+    digits = max(0, -int(math.floor(math.log10(step))))
+    return round(a, digits), round(b, digits)
+
+
 def shared_scales(infos):
-    """Per metric, the (least, greatest) value over the runs that get heatmaps of it: the
-    colour scale all their heatmaps share. A run whose formats never change gets a WL heatmap
-    only (none for float32)."""
+    """Per metric, the (least, greatest) value over the runs that get heatmaps of it, widened
+    to round numbers: the colour scale all their heatmaps share."""
     scales = {}
     for info in infos:
-        if constant_line(info):  # drawn: WL of a quantized run; FL's 0 of float32 not counted
-            metrics = ["wl"] if info["policy"] != "fp32" else []
-        else:
-            metrics = info["metrics"]
-        for m in metrics:
+        for m in drawn_metrics(info):
             if m in info["ranges"]:
                 lo, hi = info["ranges"][m]
                 a, b = scales.get(m, (lo, hi))
                 scales[m] = (min(a, lo), max(b, hi))
-    return scales
+    return {m: nice_range(*r) for m, r in scales.items()}
 
 
 def scale_args(scales, m):
     """adapt-heatmap's --vmin/--vmax for metric m (none for a single value: the program
-    draws a band around it, the same for every run)."""
+    draws it on the metric's own range, the same for every run)."""
     lo, hi = scales.get(m, (0, 0))
     return ["--vmin", "%r" % lo, "--vmax", "%r" % hi] if hi > lo else []
 
@@ -449,7 +471,25 @@ def check(cmd, what):
     return p.stdout
 
 
+def read_notes(path):
+    """The text of --notes FILE (None without it), refused before anything is written when
+    the file cannot be read or is not UTF-8 text."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read().strip()
+    except OSError as e:
+        die("--notes %s: cannot read it: %s" % (path, e.strerror))
+    except UnicodeDecodeError as e:
+        die("--notes %s: not UTF-8 text (byte %d)" % (path, e.start))
+    if not text:
+        die("--notes %s: the file is empty (expected Markdown text)" % path)
+    return text
+
+
 def cmd_build(args):
+    notes = read_notes(args.notes)
     traces = find_traces(args.traces)
     # pictures are named by the trace's folder, or by the end of its path that tells it apart
     names = [run_name(t) for t in traces]
@@ -487,8 +527,7 @@ def cmd_build(args):
                 f = os.path.join(pics, "%s_wldist.%s" % (name, ext))
                 check([heat, "--wl-dist", t, "-o", f], "adapt-heatmap --wl-dist")
             pictures.append("wldist")
-        # a run with constant formats: its WL heatmap only (float32 runs none)
-        for m in (["wl"] if info["policy"] != "fp32" else []) if fixed else info["metrics"]:
+        for m in drawn_metrics(info):
             for ext in ("png", "svg", "pdf"):
                 f = os.path.join(pics, "%s_%s.%s" % (name, m, ext))
                 check([heat, t, "--metric", m] + scale_args(scales, m) + ["-o", f],
@@ -523,7 +562,10 @@ def cmd_build(args):
                         md_code(os.path.relpath(t, out))))
     lines += ["", "## Comparison", "", table.rstrip(), "",
            "### In the AdaPT paper's convention (SU = 2 C32 / (Cq + C32)), with the reference",
-           "analysis' SU2 ref and SU3", "", paper.rstrip(), "",
+           "analysis' SU2 ref and SU3", "", paper.rstrip(), ""]
+    if notes:
+        lines += ["## Reading the numbers", "", notes, ""]
+    lines += [
            "## Training cost relative to float32", "",
            "![cost curve](pictures/cost_curve.png)", "",
            "([SVG](pictures/cost_curve.svg), [PDF](pictures/cost_curve.pdf))", ""]
@@ -534,8 +576,8 @@ def cmd_build(args):
     lines += ["## Per-unit formats", ""]
     fixed = [sec[8] for sec in sections if sec[8]]
     if fixed:
-        lines += ["Runs whose per-unit formats never change (their word-length heatmaps below):",
-                  ""]
+        lines += ["Runs whose per-unit formats never change (no word-length heatmap; an "
+                  "AdaPT run's lookback and resolution are drawn where they change):", ""]
         lines += ["- " + line for line in fixed] + [""]
     drawn = [m for m in METRICS if any(m in sec[5] for sec in sections)]
     if drawn:
@@ -573,6 +615,7 @@ def cmd_build(args):
 
 
 def cmd_all(args):
+    read_notes(args.notes)  # a bad --notes is refused before hours of training
     cmd_run(args)
     args.traces = [os.path.join(args.out, "runs")]
     cmd_build(args)
@@ -619,6 +662,9 @@ def main():
         p.add_argument("--baseline", help="float32 trace for SU2 (default: the first fp32 run)")
         p.add_argument("--hw", help="timing table for hardware-calibrated columns")
         p.add_argument("--title", help="report title")
+        p.add_argument("--notes", metavar="FILE",
+                       help="Markdown to print under 'Reading the numbers', after the "
+                            "comparison tables (what a reader should take from them)")
 
     def set_opt(p):
         p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",

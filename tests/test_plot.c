@@ -338,6 +338,19 @@ START_TEST(test_heatmaps)
     snprintf(svg, sizeof svg, "%s/lenet5_wl.svg", tmpdir);
     ck_assert_int_eq(perf_heatmap_write(t, &o, svg), ADAPT_OK);
     check_svg(svg, 1100, 348);
+    /* SVG text is text, not glyph outlines: the title (escaped for XML) and the rotated axis
+     * label are <text> elements, and cairo wrote no glyph symbols */
+    o.title = "a < b & \"c\"";
+    ck_assert_int_eq(perf_heatmap_write(t, &o, svg), ADAPT_OK);
+    check_svg(svg, 1100, 348);
+    char *doc = (char *)tu_read_file(svg, NULL);
+    ck_assert_ptr_nonnull(strstr(doc, "font-weight=\"bold\" text-anchor=\"start\""));
+    ck_assert_ptr_nonnull(strstr(doc, ">a &lt; b &amp; &quot;c&quot;</text>"));
+    ck_assert_ptr_nonnull(strstr(doc, "transform=\"rotate(-90.00 "));
+    ck_assert_ptr_nonnull(strstr(doc, ">word length (bits)</text>"));
+    ck_assert_ptr_null(strstr(doc, "glyph"));
+    free(doc);
+    o.title = NULL;
     adapt_trace_free(t);
 
     snprintf(tr, sizeof tr, "%s/resnet20_adapt.jsonl", tmpdir);
@@ -356,7 +369,8 @@ END_TEST
 
 /* A fixed colour scale: the float32 run (WL 32 everywhere) drawn on [0, 64] is the map's
  * middle (level round(0.5 * 255) = 128) in every cell, on [8, 32] its top, and on [4, 16]
- * clamped to the top; vmin >= vmax is refused naming the trace, and nothing is written.
+ * clamped to the top; with no scale given, on WL's own range [0, 32], its top; vmin >= vmax
+ * is refused naming the trace, and nothing is written.
  * The pixel (600, 106) lies in the first row (86 + 40/2) of LeNet-5's plot area (x from
  * about 130 to 990 at width 1100). */
 START_TEST(test_heatmap_scale)
@@ -381,6 +395,12 @@ START_TEST(test_heatmap_scale)
         check_level(png, 600, 106, cases[i].level);
         check_level(png, 600, 86 + 4 * 40 + 20, cases[i].level); /* the last row */
     }
+    /* no scale given: a metric that never changes is drawn on its own range (WL 0 to 32 bits),
+     * so the float32 run's 32 bits are the map's top, not the middle of a band around 32 */
+    o.vmin = o.vmax = NAN;
+    snprintf(png, sizeof png, "%s/scale_const.png", tmpdir);
+    ck_assert_int_eq(perf_heatmap_write(t, &o, png), ADAPT_OK);
+    check_level(png, 600, 106, 255);
     /* only one end given: the other is the run's value (32) */
     o.vmin = 0;
     o.vmax = NAN;

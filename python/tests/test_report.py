@@ -1,5 +1,6 @@
 """experiments/report.py build: one colour scale per metric shared by the heatmaps of a report,
-and one README line plus a word-length heatmap for a run whose per-unit formats never change."""
+and one README line instead of word-length heatmaps for a run whose per-unit formats never
+change."""
 import argparse
 import importlib.util
 import json
@@ -66,14 +67,15 @@ class TestScalesAndConstantRuns(unittest.TestCase):
         self.assertIsNone(report.constant_line(moving))
 
     def test_shared_scale(self):
-        """An 8-bit run and one that reaches 32 bits are drawn on one scale, 8 to 32; of the
-        constant runs only the quantized one's WL is drawn and counts (float32's FL 0 would
-        widen FL's)."""
+        """An 8-bit run and one that reaches 32 bits are drawn on one scale, 8 to 32; the
+        constant runs' formats are not drawn and do not count (fixed16's 16 bits would not
+        widen WL's, float32's FL 0 would widen FL's)."""
         low = self.trace("low", "adapt", [[(8, 4), (8, 4)], [(10, 6), (8, 4)]])
         high = self.trace("high", "adapt", [[(16, 8), (20, 8)], [(32, 28), (24, 8)]])
         fixed = self.trace("fixed16", "fixed", [[(16, 8), (16, 8)]] * 2)
         fp32 = self.trace("fp32", "fp32", [[(32, 0), (32, 0)]] * 2)
-        self.assertEqual(report.shared_scales([low, fixed, fp32])["wl"], (8, 16))
+        self.assertEqual(report.shared_scales([low, fixed, fp32])["wl"], (8, 10))
+        self.assertNotIn("wl", report.shared_scales([fixed, fp32]))
         self.assertEqual(low["ranges"]["wl"], (8, 10))
         self.assertEqual(high["ranges"]["fl"], (8, 28))
         scales = report.shared_scales([low, high, fixed, fp32])
@@ -83,15 +85,30 @@ class TestScalesAndConstantRuns(unittest.TestCase):
         for m in ("wl", "fl"):
             self.assertEqual(report.scale_args(scales, m),
                              ["--vmin", repr(scales[m][0]), "--vmax", repr(scales[m][1])])
-        # one value in every run: no scale, adapt-heatmap draws the same band for each
+        # one value in every run: no scale, adapt-heatmap draws it on the metric's own range
         self.assertEqual(report.scale_args({"r": (50, 50)}, "r"), [])
+
+    def test_constant_formats_moving_lookback(self):
+        """An AdaPT run that never left its start format: no WL or FL heatmap, but its
+        lookback, which changes, is drawn."""
+        still = self.trace("still", "adapt", [[(8, 4), (8, 4)]] * 3)
+        self.assertEqual(report.constant_line(still), "still: every unit `<8,4>` for the whole run")
+        self.assertEqual(report.drawn_metrics(still), ["lb"])
+        self.assertEqual(report.shared_scales([still])["lb"], (26, 28))
+
+    def test_nice_range(self):
+        """Scale ends rounded outward to a tenth of the span's order of magnitude (the review's
+        lookback 25.2849 to 63.9531 reads 25 to 64); integer ends stay."""
+        self.assertEqual(report.nice_range(25.2849, 63.9531), (25, 64))
+        self.assertEqual(report.nice_range(0.0123, 0.4567), (0.01, 0.46))
+        self.assertEqual(report.nice_range(8, 32), (8, 32))
+        self.assertEqual(report.nice_range(3.5, 3.5), (3.5, 3.5))
 
 
 @needs_report
 @needs_programs
 class TestBuild(unittest.TestCase):
-    """The committed Fashion-MNIST traces: fixed16 and fp32 get one line each, fixed16 its WL
-    heatmap and fp32 no picture; the two AdaPT runs get heatmaps in PNG, SVG and PDF on one scale per metric and
+    """The committed Fashion-MNIST traces: fixed16 and fp32 get one line each and no picture; the two AdaPT runs get heatmaps in PNG, SVG and PDF on one scale per metric and
     word-length shares; one loss and accuracy picture shows all runs."""
 
     def test_build(self):
@@ -102,17 +119,29 @@ class TestBuild(unittest.TestCase):
         cmd = [sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
                "--bin", os.path.dirname(program("adapt-perf")), "build"] + traces + \
               ["--baseline", traces[0], "--out", out]
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # a --notes file that cannot be read is refused by name before anything is written
+        bad = subprocess.run(cmd + ["--notes", os.path.join(out, "none.md")],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn(b"--notes %s: cannot read it" % os.path.join(out, "none.md").encode(),
+                      bad.stdout)
+        self.assertEqual(os.listdir(out), [])
+        notes = os.path.join(out, "notes.md")
+        with open(notes, "w") as f:
+            f.write("AdaPT's memory is **1.03** of float32's.\n")
+        p = subprocess.run(cmd + ["--notes", notes], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
         self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
         with open(os.path.join(out, "README.md")) as f:
             md = f.read()
+        self.assertIn("## Reading the numbers\n\nAdaPT's memory is **1.03** of float32's.\n"
+                      "\n## Training cost relative to float32", md)
         self.assertIn("- fmnist_lenet5_fixed: every unit `<16,8>` for the whole run\n", md)
         self.assertIn("- fmnist_lenet5_fp32: every unit float32 for the whole run\n", md)
         self.assertIn("share one colour scale, its range over the runs drawn: wl 8 to 32;", md)
         pics = sorted(os.listdir(os.path.join(out, "pictures")))
         self.assertFalse([f for f in pics if f.startswith("fp32_")], pics)
-        self.assertEqual([f for f in pics if f.startswith("fixed16_")],
-                         ["fixed16_wl.pdf", "fixed16_wl.png", "fixed16_wl.svg"])
+        self.assertFalse([f for f in pics if f.startswith("fixed16_")], pics)
         for run in ("adapt", "adapt_ref"):
             for ext in ("png", "svg", "pdf"):
                 self.assertIn("%s_wl.%s" % (run, ext), pics)
@@ -209,7 +238,7 @@ class TestRunNames(unittest.TestCase):
         named apart; a run.name names its run."""
         out = tempfile.mkdtemp(prefix="adapt-report-")
         self.addCleanup(shutil.rmtree, out)
-        src = os.path.join(REPORT_TRACES, "fixed16.jsonl")
+        src = os.path.join(REPORT_TRACES, "adapt.jsonl")
         dirs = [os.path.join(out, "runs", w, "adapt") for w in ("long", "my")]
         for d in dirs:
             first_epoch(src, os.path.join(d, "trace.jsonl"))
@@ -219,8 +248,8 @@ class TestRunNames(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
         with open(os.path.join(out, "README.md")) as f:
             md = f.read()
-        want = [("fmnist_lenet5_fixed (long/adapt)", "fixed"),
-                ("fmnist_lenet5_fixed (my/adapt)", "fixed")]
+        want = [("fmnist_lenet5 (long/adapt)", "adapt"),
+                ("fmnist_lenet5 (my/adapt)", "adapt")]
         self.assertEqual(run_rows(md), (want, want))
         pics = os.listdir(os.path.join(out, "pictures"))
         for f in ("long_adapt_wl.png", "my_adapt_wl.png"):
@@ -230,7 +259,7 @@ class TestRunNames(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
         with open(os.path.join(out, "README.md")) as f:
             md = f.read()
-        want = [("fmnist_lenet5_fixed", "fixed"), ("mxfp8", "fixed")]
+        want = [("fmnist_lenet5", "adapt"), ("mxfp8", "adapt")]
         self.assertEqual(run_rows(md), (want, want))
 
     @needs_trainer

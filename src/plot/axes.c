@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -151,6 +152,106 @@ double plot_text_width(cairo_t *cr, const char *s)
     return e.x_advance;
 }
 
+/* ------------------------------------------------------------ SVG text
+ *
+ * cairo's SVG surface writes text as glyph outlines, which an editor or a
+ * journal's typesetting cannot change or search. So on an SVG surface the
+ * figures' text is not drawn by cairo: each string is kept (its anchor point
+ * in page coordinates, rotation, size, weight and colour) and written as an SVG
+ * <text> element, with text-anchor for the alignment, before the closing
+ * </svg>. Text is the last thing drawn in every figure, so drawing it on top
+ * changes nothing. The layout still measures text with cairo's metrics. */
+
+struct svg_text {
+    double x, y, angle, size, rgb[3];
+    int bold, anchor; /* 0 start, 1 middle, 2 end */
+    char *s;
+};
+
+struct svg_texts {
+    struct svg_text *v;
+    int n, cap, failed;
+};
+
+static const cairo_user_data_key_t svg_texts_key;
+
+static void svg_text_keep(cairo_t *cr, struct svg_texts *st, double x, double y, const char *s,
+                          double ax)
+{
+    if (st->n == st->cap) {
+        int cap = st->cap ? 2 * st->cap : 64;
+        struct svg_text *v = realloc(st->v, (size_t)cap * sizeof *v);
+        if (!v) {
+            st->failed = 1;
+            return;
+        }
+        st->v = v;
+        st->cap = cap;
+    }
+    struct svg_text *t = &st->v[st->n];
+    cairo_matrix_t m;
+    cairo_get_matrix(cr, &m);
+    t->x = x;
+    t->y = y;
+    cairo_user_to_device(cr, &t->x, &t->y);
+    t->angle = atan2(m.yx, m.xx) * 180 / M_PI;
+    cairo_matrix_t fm;
+    cairo_get_font_matrix(cr, &fm);
+    t->size = hypot(fm.xx, fm.yx) * hypot(m.xx, m.yx);
+    t->bold = cairo_toy_font_face_get_weight(cairo_get_font_face(cr)) == CAIRO_FONT_WEIGHT_BOLD;
+    t->anchor = ax <= 0.25 ? 0 : ax >= 0.75 ? 2 : 1;
+    double a;
+    if (cairo_pattern_get_rgba(cairo_get_source(cr), &t->rgb[0], &t->rgb[1], &t->rgb[2], &a) !=
+        CAIRO_STATUS_SUCCESS)
+        t->rgb[0] = t->rgb[1] = t->rgb[2] = 0;
+    if (!(t->s = adapt_strdup(s))) {
+        st->failed = 1;
+        return;
+    }
+    st->n++;
+}
+
+static void svg_texts_free(struct svg_texts *st)
+{
+    for (int i = 0; i < st->n; i++) free(st->v[i].s);
+    free(st->v);
+}
+
+/* s with XML's five special characters escaped and control characters (not allowed in XML)
+ * as '?'. */
+static void svg_escaped(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '&') fputs("&amp;", f);
+        else if (c == '<') fputs("&lt;", f);
+        else if (c == '>') fputs("&gt;", f);
+        else if (c == '"') fputs("&quot;", f);
+        else if (c == '\'') fputs("&apos;", f);
+        else if (c < 0x20 || c == 0x7f) fputc('?', f);
+        else fputc(c, f);
+    }
+}
+
+static void svg_texts_write(FILE *f, const struct svg_texts *st)
+{
+    static const char *const anchor[] = {"start", "middle", "end"};
+    for (int i = 0; i < st->n; i++) {
+        const struct svg_text *t = &st->v[i];
+        fprintf(f,
+                "<text x=\"%.2f\" y=\"%.2f\" font-family=\"DejaVu Sans, sans-serif\" "
+                "font-size=\"%.2f\"%s text-anchor=\"%s\" fill=\"rgb(%d,%d,%d)\"",
+                t->x, t->y, t->size, t->bold ? " font-weight=\"bold\"" : "", anchor[t->anchor],
+                (int)lround(255 * t->rgb[0]), (int)lround(255 * t->rgb[1]),
+                (int)lround(255 * t->rgb[2]));
+        if (fabs(t->angle) > 1e-9)
+            fprintf(f, " transform=\"rotate(%.2f %.2f %.2f)\"", t->angle, t->x, t->y);
+        fputs(" xml:space=\"preserve\">", f);
+        svg_escaped(f, t->s);
+        fputs("</text>\n", f);
+    }
+}
+
 void plot_text_at(cairo_t *cr, double x, double y, const char *s, double ax, double ay)
 {
     cairo_text_extents_t e;
@@ -159,6 +260,11 @@ void plot_text_at(cairo_t *cr, double x, double y, const char *s, double ax, dou
     cairo_font_extents(cr, &fe);
     double cap = fe.ascent * 0.72;
     double by = ay >= 1 ? y : y + cap * 0.5;
+    struct svg_texts *st = cairo_surface_get_user_data(cairo_get_target(cr), &svg_texts_key);
+    if (st) {
+        svg_text_keep(cr, st, x, by, s, ax);
+        return;
+    }
     cairo_move_to(cr, x - ax * e.x_advance, by);
     cairo_show_text(cr, s);
 }
@@ -204,6 +310,21 @@ static cairo_status_t to_stream(void *closure, const unsigned char *data, unsign
     return fwrite(data, 1, len, closure) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
 
+/* The SVG document cairo wrote to mem (n bytes), with the kept text before its closing
+ * </svg>, to f. */
+static cairo_status_t svg_with_text(FILE *f, const char *mem, size_t n,
+                                    const struct svg_texts *st)
+{
+    const char *end = NULL;
+    for (size_t i = n >= 6 ? n - 6 + 1 : 0; i-- > 0 && !end;)
+        if (!memcmp(mem + i, "</svg>", 6)) end = mem + i;
+    if (!end || st->failed) return CAIRO_STATUS_NO_MEMORY;
+    fwrite(mem, 1, (size_t)(end - mem), f);
+    svg_texts_write(f, st);
+    fwrite(end, 1, n - (size_t)(end - mem), f);
+    return ferror(f) ? CAIRO_STATUS_WRITE_ERROR : CAIRO_STATUS_SUCCESS;
+}
+
 enum adapt_status plot_render(const char *path, enum plot_image kind, int w, int h,
                               plot_draw_fn draw, void *ctx)
 {
@@ -211,8 +332,18 @@ enum adapt_status plot_render(const char *path, enum plot_image kind, int w, int
     enum adapt_status st = adapt_atomic_open(&a, path);
     if (st) return st;
     cairo_surface_t *s;
-    if (kind == PLOT_SVG) s = cairo_svg_surface_create_for_stream(to_stream, a.f, w, h);
-    else if (kind == PLOT_PDF) s = cairo_pdf_surface_create_for_stream(to_stream, a.f, w, h);
+    struct svg_texts texts = {0};
+    char *mem = NULL;
+    size_t mem_n = 0;
+    FILE *svg = kind == PLOT_SVG ? open_memstream(&mem, &mem_n) : NULL;
+    if (kind == PLOT_SVG && !svg) {
+        adapt_atomic_abort(&a);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "%s: cannot write the picture: out of memory", path);
+    }
+    if (kind == PLOT_SVG) {
+        s = cairo_svg_surface_create_for_stream(to_stream, svg, w, h);
+        cairo_surface_set_user_data(s, &svg_texts_key, &texts, NULL);
+    } else if (kind == PLOT_PDF) s = cairo_pdf_surface_create_for_stream(to_stream, a.f, w, h);
     else s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h);
     cairo_t *cr = cairo_create(s);
     cairo_font_options_t *fo = cairo_font_options_create();
@@ -229,6 +360,12 @@ enum adapt_status plot_render(const char *path, enum plot_image kind, int w, int
     cairo_surface_finish(s);
     if (cs == CAIRO_STATUS_SUCCESS) cs = cairo_surface_status(s);
     cairo_surface_destroy(s);
+    if (svg) {
+        if (fclose(svg) != 0 && cs == CAIRO_STATUS_SUCCESS) cs = CAIRO_STATUS_NO_MEMORY;
+        if (cs == CAIRO_STATUS_SUCCESS) cs = svg_with_text(a.f, mem, mem_n, &texts);
+        free(mem);
+        svg_texts_free(&texts);
+    }
     if (cs != CAIRO_STATUS_SUCCESS) {
         adapt_atomic_abort(&a);
         return ADAPT_ERROR(ADAPT_EIO, "%s: cannot write the picture: %s", path,

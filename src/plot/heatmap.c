@@ -238,8 +238,31 @@ static void heatmap_draw(cairo_t *cr, void *ctx)
 
 /* ----------------------------------------------------------------- layout */
 
-/* The range of the metric over the step records (a band around a single value), or the
- * options' fixed scale. */
+/* A run whose metric never changes: the metric's own range (word and fraction length 0 to
+ * 32 bits, sparsity 0 to 1; lookback and resolution 0 to the next 1, 2 or 5 times a power of
+ * ten at or above the value), widened to hold the value, so that one colour means one value
+ * in every picture instead of the middle of a band around it. */
+static void degenerate_range(struct heatmap *h)
+{
+    double v = h->vmin, lo = 0, hi;
+    switch (h->metric) {
+    case PERF_METRIC_WL:
+    case PERF_METRIC_FL: hi = 32; break;
+    case PERF_METRIC_SPARSITY: hi = 1; break;
+    default: {
+        double a = fabs(v) > 1 ? fabs(v) : 1, p = pow(10, floor(log10(a)));
+        hi = a <= p ? p : a <= 2 * p ? 2 * p : a <= 5 * p ? 5 * p : 10 * p;
+        break;
+    }
+    }
+    if (v < lo) lo = metric_integer(h->metric) ? floor(v) : v - 0.05 * (hi - v);
+    if (v > hi) hi = v;
+    h->vmin = lo;
+    h->vmax = hi;
+}
+
+/* The range of the metric over the step records (the metric's own range for a single
+ * value), or the options' fixed scale. */
 static enum adapt_status heatmap_range(struct heatmap *h, const struct perf_heatmap_opts *o)
 {
     const struct adapt_trace *t = h->t;
@@ -258,13 +281,7 @@ static enum adapt_status heatmap_range(struct heatmap *h, const struct perf_heat
                            t->path, perf_metric_name(h->metric), t->header.policy);
     h->dmin = h->vmin;
     h->dmax = h->vmax;
-    if (h->vmax - h->vmin < 1e-12 && isnan(o->vmin) && isnan(o->vmax)) {
-        /* one value: a band around it, so the colour bar shows one tick */
-        double pad = metric_integer(h->metric) ? 0.5
-                                               : (fabs(h->vmin) > 0 ? 0.05 * fabs(h->vmin) : 0.05);
-        h->vmin -= pad;
-        h->vmax += pad;
-    }
+    if (h->vmax - h->vmin < 1e-12) degenerate_range(h);
     if (!isnan(o->vmin)) h->vmin = o->vmin;
     if (!isnan(o->vmax)) h->vmax = o->vmax;
     if (!isfinite(h->vmin) || !isfinite(h->vmax) || !(h->vmin < h->vmax))
