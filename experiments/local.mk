@@ -37,4 +37,8 @@ installcheck-local:
 	"$(DESTDIR)$(bindir)/adapt-report" --help > /dev/null
 if HAVE_HELP2MAN
 	test -f "$(DESTDIR)$(man1dir)/adapt-train.1"
+	test -f "$(DESTDIR)$(man5dir)/adapt-sim.ini.5"
+endif
+if HAVE_REPORT_MAN
+	test -f "$(DESTDIR)$(man1dir)/adapt-report.1"
 endif

@@ -649,14 +649,29 @@ def cmd_slurm(args):
     sys.stdout.write("\n".join(lines))
 
 
+def print_version(args):
+    """'adapt-report (adapt-sim) VERSION', the version of the adapt-train it runs, then that
+    program's build lines."""
+    train = program(args, "adapt-train")
+    p = subprocess.run([train, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines = p.stdout.decode(errors="replace").splitlines()
+    if p.returncode != 0 or not lines or " (adapt-sim) " not in lines[0]:
+        die("%s --version failed (exit %d)" % (train, p.returncode))
+    print("%s (adapt-sim) %s" % (PROG, lines[0].split(" (adapt-sim) ", 1)[1]))
+    print("programs:   %s" % os.path.dirname(train))
+    for line in lines[1:]:
+        print(line)
+
+
 def main():
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__)
+                                 epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--bin", default=ROOT,
                     help="directory of adapt-train, adapt-perf, adapt-heatmap")
+    ap.add_argument("--version", action="store_true",
+                    help="print the version of adapt-sim whose programs it runs, and exit")
     sub = ap.add_subparsers(dest="cmd")
-    sub.required = True
 
     def build_opts(p):
         p.add_argument("--baseline", help="float32 trace for SU2 (default: the first fp32 run)")
@@ -701,6 +716,11 @@ def main():
     set_opt(p)
     p.set_defaults(fn=cmd_slurm)
     args = ap.parse_args()
+    if args.version:
+        print_version(args)
+        return
+    if not args.cmd:
+        ap.error("a subcommand is required (run, build, all or slurm)")
     for kv in getattr(args, "set", None) or []:
         if "=" not in kv or "." not in kv.split("=", 1)[0]:
             die("--set expects SECTION.KEY=VALUE, got '%s'" % kv)

@@ -64,6 +64,9 @@ EXTRA_DIST += tests/cli_small.test
 # '=', a file of the wrong kind)
 TESTS += tests/cli_hints.test
 EXTRA_DIST += tests/cli_hints.test
+# The man pages help2man makes: each exists, has its sections and renders without a groff warning
+TESTS += tests/man_pages.test
+EXTRA_DIST += tests/man_pages.test
 
 # what adapt-train says about a run: the data split, the configuration it evaluates under,
 # formats it refuses, the precision summary at the end
