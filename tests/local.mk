@@ -17,7 +17,7 @@ check_PROGRAMS += tests/test_base tests/test_quant tests/test_quant_cuda tests/t
 	tests/test_data tests/test_layers tests/test_models tests/test_optim tests/test_gemm_int \
 	tests/test_policy tests/test_train tests/test_checkpoint tests/test_io tests/test_perf \
 	tests/test_plot tests/test_graph tests/test_net_cuda tests/test_graphamp tests/test_comp \
-	tests/test_policy_cuda
+	tests/test_policy_cuda tests/test_roles
 tests_test_base_LDADD = $(NET_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_cuda_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
@@ -31,6 +31,7 @@ tests_test_optim_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_gemm_int_SOURCES = tests/test_gemm_int.c src/bench/gemm_int.c
 tests_test_gemm_int_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_policy_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_roles_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_graphamp_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_comp_LDADD = $(PERF_LIBS) $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_train_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)

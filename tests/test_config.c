@@ -702,7 +702,7 @@ START_TEST(test_format_sections)
 
     /* JSON: {"format": {NAME: {the keys set}}} */
     json_t *j = adapt_config_to_json(&c);
-    ck_assert_int_eq(json_object_size(j), 9);
+    ck_assert_int_eq(json_object_size(j), 10); /* the sections of test_json, and format */
     char *js = json_dumps(json_object_get(json_object_get(j, "format"), "q8"), JSON_COMPACT);
     ck_assert_str_eq(js, "{\"kind\":\"fixed\",\"wl\":8,\"fl\":5}");
     free(js);
@@ -852,7 +852,7 @@ START_TEST(test_json)
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "run"), "name")),
                      "fixed8");
     ck_assert_int_eq(json_object_size(j),
-                     8); /* run data model train optim schedule policy quantization */
+                     9); /* run data model train optim schedule policy quantization roles */
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "run"), "seed")), 2385);
     json_t *optim = json_object_get(j, "optim");
     ck_assert(json_is_real(json_object_get(optim, "lr")));

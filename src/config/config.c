@@ -40,7 +40,19 @@ static const char *const device_names[] = {[ADAPT_CONFIG_DEVICE_CPU] = "cpu",
 static const char *const wl_fl_labels[] = {"WL", "FL"};
 static const char *const wl_epochs_labels[] = {"WL", "EPOCHS"};
 
+static const char *const recipe_names[] = {
+    [ADAPT_RECIPE_NONE] = "none", [ADAPT_RECIPE_FP8_HYBRID_DELAYED] = "fp8_hybrid_delayed",
+    [ADAPT_RECIPE_FP8_CURRENT] = "fp8_current", [ADAPT_RECIPE_MXFP8] = "mxfp8",
+    [ADAPT_RECIPE_BF16_SR_MASTER] = "bf16_sr_master", [ADAPT_RECIPE_W4A8] = "w4a8"};
+static const char *const amax_compute_names[] = {[ADAPT_AMAX_MAX] = "max",
+                                                 [ADAPT_AMAX_MOST_RECENT] = "most_recent"};
+static const char *const scale_kind_names[] = {[ADAPT_SCALE_FLOAT32] = "float32",
+                                               [ADAPT_SCALE_POW2] = "pow2"};
+
 #define NAMES(a) {a, (int)(sizeof a / sizeof a[0]), NULL}
+static const struct adapt_schema_enum recipe_enum = NAMES(recipe_names);
+static const struct adapt_schema_enum amax_compute_enum = NAMES(amax_compute_names);
+static const struct adapt_schema_enum scale_kind_enum = NAMES(scale_kind_names);
 static const struct adapt_schema_enum dataset_enum = NAMES(dataset_names);
 static const struct adapt_schema_enum augment_enum = NAMES(augment_names);
 static const struct adapt_schema_enum schedule_enum = NAMES(schedule_names);
@@ -68,6 +80,10 @@ static const struct adapt_schema_enum device_enum = NAMES(device_names);
     {s, k, ADAPT_SCHEMA_BOOL, FIELD(f), def, NULL, NULL, NULL, NULL, 0, help}
 #define K_STR(s, k, f, def, help) \
     {s, k, ADAPT_SCHEMA_STRING, FIELD(f), def, NULL, NULL, NULL, NULL, 0, help}
+#define ROLE_KEY(r, k, help) \
+    K_STR("roles", k, roles.role[r], "auto", \
+          help ": auto (what the policy rounds), unit (the unit's format), float32 or a "    \
+          "format, then optionally nearest or stochastic, and unscaled, current or delayed")
 #define K_ENUM(s, k, f, def, choices, help) \
     {s, k, ADAPT_SCHEMA_ENUM, FIELD(f), def, NULL, NULL, &choices, NULL, 0, help}
 #define K_INTS(s, k, f, def, range, flags, help) \
@@ -270,6 +286,37 @@ static const struct adapt_schema_key keys[] = {
     K_STR("quantization", "graph_float", quantization.graph_float, "",
           "graph: layer names kept float32 whatever their kind's set, e.g. 11 (LeNet-5's "
           "classifier)"),
+    K_ENUM("roles", "recipe", roles.recipe, "none", recipe_enum,
+           "formats, rounding and scaling of the tensor roles together (doc/numerics.md, "
+           "\"Recipes\"): fp8_hybrid_delayed (E4M3 weights and inputs, E5M2 output "
+           "gradients, delayed scaling), fp8_current (the same, scaled from each tensor), "
+           "mxfp8 (MXFP8 E4M3 operands), bf16_sr_master (bf16 everywhere, master weights "
+           "rounded stochastically), w4a8 (4-bit weights, 8-bit inputs, integer grids scaled "
+           "from each tensor); the role keys below override it"),
+    ROLE_KEY(ADAPT_ROLE_WEIGHT, "weight", "the weight copy the unit computes with"),
+    ROLE_KEY(ADAPT_ROLE_BIAS, "bias", "the bias copy"),
+    ROLE_KEY(ADAPT_ROLE_INPUT, "input", "the unit's input activation"),
+    ROLE_KEY(ADAPT_ROLE_OUTPUT, "output",
+             "the unit's output activation and the layers after it that take its format"),
+    ROLE_KEY(ADAPT_ROLE_GRAD_WEIGHT, "grad_weight", "the weight gradient"),
+    ROLE_KEY(ADAPT_ROLE_GRAD_BIAS, "grad_bias", "the bias gradient"),
+    ROLE_KEY(ADAPT_ROLE_GRAD_OUTPUT, "grad_output",
+             "the error gradient the unit receives (w.r.t. its output), before its backward"),
+    ROLE_KEY(ADAPT_ROLE_GRAD_INPUT, "grad_input",
+             "the error gradient the unit sends back (w.r.t. its input)"),
+    ROLE_KEY(ADAPT_ROLE_MASTER, "master",
+             "the float32 master weights, rounded in place after every update (e.g. bf16 "
+             "stochastic: a bf16 master updated with stochastic rounding)"),
+    K_INT("roles", "amax_history", roles.amax_history, "1024", "[1, 1000000]",
+          "delayed scaling: amax values remembered per tensor (Transformer Engine's "
+          "amax_history_len)"),
+    K_ENUM("roles", "amax_compute", roles.amax_compute, "max", amax_compute_enum,
+           "delayed scaling: the amax a scale is computed from: the history's max or its "
+           "most recent value"),
+    K_INT("roles", "margin", roles.margin, "0", "[0, 64]",
+          "scaling: scale = (largest finite value / amax) / 2^margin"),
+    K_ENUM("roles", "scale", roles.scale, "float32", scale_kind_enum,
+           "scaling: a float32 scale, or the power of two at or below it"),
 };
 
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -330,6 +377,14 @@ static void origin_text(const struct adapt_config *cfg, int row, char *buf, size
     case ADAPT_CONFIG_FROM_SET: snprintf(buf, size, "--set %s", cfg->overrides[o->line - 1]); break;
     default: snprintf(buf, size, "default"); break;
     }
+}
+
+void adapt_config_origin_str(const struct adapt_config *cfg, const char *section,
+                             const char *key, char *buf, size_t size)
+{
+    int row = adapt_schema_find(&schema, section, key);
+    if (row < 0) snprintf(buf, size, "%s.%s", section, key);
+    else origin_text(cfg, row, buf, size);
 }
 
 void adapt_config_init(struct adapt_config *cfg)
@@ -587,6 +642,33 @@ static enum adapt_status check_int_bits(const struct adapt_config *cfg)
                             s.fl);
 }
 
+/* Every role parses; roles need a policy that quantizes; scaling only of formats without their
+ * own scales. */
+static enum adapt_status check_roles(const struct adapt_config *cfg)
+{
+    if (!adapt_config_roles_set(cfg)) return ADAPT_OK;
+    char o[ADAPT_CONFIG_OVERRIDE_LEN + 32];
+    if (cfg->policy.name == ADAPT_CONFIG_POLICY_FP32) {
+        int row = adapt_schema_find(&schema, "policy", "name");
+        origin_text(cfg, row, o, sizeof o);
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: policy.name = fp32 with [roles] set: tensor roles need a policy "
+                           "that quantizes (fixed, adapt, muppet or amp)", o);
+    }
+    if (cfg->policy.name == ADAPT_CONFIG_POLICY_COMP) {
+        origin_text(cfg, adapt_schema_find(&schema, "policy", "name"), o, sizeof o);
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: policy.name = comp with [roles] set: the plan search chooses "
+                           "each layer's format itself; use fixed, adapt, muppet or amp", o);
+    }
+    for (int r = 0; r < ADAPT_ROLE_N; r++) {
+        struct adapt_role_fmt f;
+        enum adapt_status st = adapt_config_role(cfg, (enum adapt_role)r, &f);
+        if (st) return st;
+    }
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_config_check(const struct adapt_config *cfg)
 {
     enum adapt_status st;
@@ -595,6 +677,7 @@ enum adapt_status adapt_config_check(const struct adapt_config *cfg)
     if ((st = check_ge(cfg, "quantization", "start_fl", "fl_min")) != ADAPT_OK) return st;
     if ((st = check_propagation(cfg)) != ADAPT_OK) return st;
     if ((st = check_formats(cfg)) != ADAPT_OK) return st;
+    if ((st = check_roles(cfg)) != ADAPT_OK) return st;
     return check_int_bits(cfg);
 }
 

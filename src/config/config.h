@@ -133,6 +133,50 @@ enum adapt_config_graph_preset {
     ADAPT_CONFIG_GRAPH_AGGRESSIVE        /* "aggressive" */
 };
 
+/* [roles]: a number format, rounding and scaling per tensor role of every precision unit
+ * (doc/numerics.md, "Tensor roles and scaling"; src/config/roles.c parses them,
+ * src/policy/precision.h applies them). */
+enum adapt_role {
+    ADAPT_ROLE_WEIGHT = 0,  /* the weight copy the unit computes with */
+    ADAPT_ROLE_BIAS,        /* the bias copy */
+    ADAPT_ROLE_INPUT,       /* the unit's input activation */
+    ADAPT_ROLE_OUTPUT,      /* its output activation (and the layers that take its format) */
+    ADAPT_ROLE_GRAD_WEIGHT, /* the weight gradient */
+    ADAPT_ROLE_GRAD_BIAS,   /* the bias gradient */
+    ADAPT_ROLE_GRAD_OUTPUT, /* the error gradient the unit receives (w.r.t. its output) */
+    ADAPT_ROLE_GRAD_INPUT,  /* the error gradient it sends back (w.r.t. its input) */
+    ADAPT_ROLE_MASTER,      /* the master weights themselves, after every update */
+    ADAPT_ROLE_N
+};
+enum adapt_role_kind {
+    ADAPT_ROLE_AUTO = 0, /* what the policy rounds without roles (the default) */
+    ADAPT_ROLE_UNIT,     /* the unit's current format (the policy's choice) */
+    ADAPT_ROLE_FLOAT,    /* float32: not rounded */
+    ADAPT_ROLE_FORMAT    /* a fixed format, spec */
+};
+enum adapt_role_scaling {
+    ADAPT_SCALING_NONE = 0, /* values rounded as they are */
+    ADAPT_SCALING_CURRENT,  /* x * s rounded, then * 1/s, s from this tensor's amax */
+    ADAPT_SCALING_DELAYED   /* s from the amax history of the earlier tensors of the role */
+};
+struct adapt_role_fmt {
+    enum adapt_role_kind kind;
+    struct quant_spec spec; /* ADAPT_ROLE_FORMAT */
+    int rounding;           /* -1: quantization.rounding; else an enum quant_rounding */
+    enum adapt_role_scaling scaling;
+};
+enum adapt_config_recipe {
+    ADAPT_RECIPE_NONE = 0,
+    ADAPT_RECIPE_FP8_HYBRID_DELAYED,
+    ADAPT_RECIPE_FP8_CURRENT,
+    ADAPT_RECIPE_MXFP8,
+    ADAPT_RECIPE_BF16_SR_MASTER,
+    ADAPT_RECIPE_W4A8
+};
+enum adapt_config_amax_compute { ADAPT_AMAX_MAX = 0, ADAPT_AMAX_MOST_RECENT };
+enum adapt_config_scale_kind { ADAPT_SCALE_FLOAT32 = 0, ADAPT_SCALE_POW2 };
+extern const char *const adapt_role_names[ADAPT_ROLE_N];
+
 /* Where a value came from (for messages): a line of the loaded file, a --set, or the default. */
 /* [format NAME] sections: number formats defined in the configuration (doc/numerics.md,
  * "Formats defined in the configuration"). */
@@ -259,6 +303,16 @@ struct adapt_config {
             graph_deny[ADAPT_CONFIG_STR_MAX];
         char graph_low[ADAPT_CONFIG_STR_MAX], graph_float[ADAPT_CONFIG_STR_MAX];
     } quantization;
+    struct {
+        enum adapt_config_recipe recipe;
+        /* per role: "auto", "unit", "float32" or a format, then optionally a rounding
+         * (nearest, stochastic) and a scaling (unscaled, current, delayed); "" = auto */
+        char role[ADAPT_ROLE_N][ADAPT_CONFIG_STR_MAX];
+        int amax_history;                      /* delayed scaling: tensors remembered */
+        enum adapt_config_amax_compute amax_compute;
+        int margin;                            /* scale / 2^margin */
+        enum adapt_config_scale_kind scale;    /* float32 or a power of two */
+    } roles;
 
     struct {
         int n;
@@ -297,6 +351,18 @@ enum adapt_status adapt_config_set(struct adapt_config *cfg, const char *assignm
  * reads it; with policy.name = fixed, policy.format is parsed here too (the error names where
  * it was set). */
 enum adapt_status adapt_config_check(const struct adapt_config *cfg);
+/* The resolved role r of every unit (the recipe, then the [roles] keys): *out; fails with a
+ * message naming roles.KEY on a value that does not parse (formats of [format NAME] sections
+ * must be registered: adapt_config_check does it). */
+enum adapt_status adapt_config_role(const struct adapt_config *cfg, enum adapt_role r,
+                                    struct adapt_role_fmt *out);
+/* Where section.key's value came from: "FILE:LINE", "--set k=v" or "default". */
+void adapt_config_origin_str(const struct adapt_config *cfg, const char *section,
+                             const char *key, char *buf, size_t size);
+/* 1 when some role is not auto (a recipe or a [roles] key). */
+int adapt_config_roles_set(const struct adapt_config *cfg);
+/* "e4m3 nearest delayed", "unit", "float32", "auto": the canonical text of f. */
+const char *adapt_role_fmt_str(const struct adapt_role_fmt *f, char *buf, size_t n);
 
 /* The quant spec of format section f (what adapt_config_check registers). ADAPT_EINVAL or
  * ADAPT_ERANGE with a message naming where the offending key was set. */

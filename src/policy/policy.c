@@ -26,6 +26,20 @@ const struct adapt_policy_type *adapt_policy_find(const char *name)
     return NULL;
 }
 
+/* The [roles] of the configuration on the precision state. */
+static enum adapt_status apply_roles(struct adapt_policy *p, const struct adapt_config *cfg)
+{
+    struct adapt_role_fmt roles[ADAPT_ROLE_N];
+    for (int r = 0; r < ADAPT_ROLE_N; r++) {
+        enum adapt_status st = adapt_config_role(cfg, (enum adapt_role)r, &roles[r]);
+        if (st) return st;
+    }
+    struct adapt_roles_opts o = {cfg->roles.amax_history,
+                                 cfg->roles.amax_compute == ADAPT_AMAX_MOST_RECENT,
+                                 cfg->roles.margin, cfg->roles.scale == ADAPT_SCALE_POW2};
+    return adapt_precision_set_roles(p->prec, roles, &o);
+}
+
 enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct adapt_config *cfg,
                                      struct adapt_net *net, uint64_t seed)
 {
@@ -40,6 +54,7 @@ enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct ada
     p->seed = seed;
     p->loss_scale = 1.0;
     enum adapt_status st = t->init(p);
+    if (!st && p->prec && adapt_config_roles_set(cfg)) st = apply_roles(p, cfg);
     if (st) {
         adapt_policy_free(p);
         return st;
@@ -153,6 +168,10 @@ enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg)
                            "run.device = cuda: policy.name = %s does not run on the GPU engine "
                            "(fp32, fixed, adapt, muppet and amp do); use run.device = cpu",
                            name);
+    if (adapt_config_roles_set(cfg))
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: [roles] (roles.recipe and the role keys) run on "
+                           "the CPU engine only for now; use run.device = cpu");
     return ADAPT_OK;
 }
 

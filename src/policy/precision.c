@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "src/base/rng.h"
+#include "src/policy/roles.h"
 
 enum what {
-    Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B, Q_ATTACHED, Q_GRAD_ATT, Q_GRAD_X
+    Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B, Q_ATTACHED, Q_GRAD_ATT, Q_GRAD_X,
+    Q_MASTER, Q_GRAD_Y
 };
 
 static struct quant_key key_of(const struct adapt_precision *p, enum what w, int tensor,
@@ -29,17 +31,47 @@ static struct quant_spec with_rounding(const struct quant_spec *s, enum quant_ro
     return t;
 }
 
+/* Role r of unit ui (adapt_precision_set_roles): 1 with its format in *out (rounding set) and
+ * its scaling in *sc when the role rounds, 0 when the tensor stays float32. auto_spec is what
+ * the tensor is rounded to without roles (NULL: nothing), with auto_round; training 0
+ * (evaluation) rounds to nearest. An inactive unit computes in float32 in every role. */
+static int role_spec(const struct adapt_precision *p, int ui, enum adapt_role r,
+                     const struct quant_spec *auto_spec, enum quant_rounding auto_round,
+                     int training, struct quant_spec *out, enum adapt_role_scaling *sc)
+{
+    const struct adapt_unit_prec *u = &p->u[ui];
+    const struct adapt_role_fmt *f = &p->roles[r];
+    *sc = ADAPT_SCALING_NONE;
+    if (!u->active) return 0;
+    switch (f->kind) {
+    case ADAPT_ROLE_AUTO:
+        if (!auto_spec) return 0;
+        *out = with_rounding(auto_spec, auto_round);
+        return 1;
+    case ADAPT_ROLE_FLOAT: return 0;
+    case ADAPT_ROLE_UNIT: *out = u->spec; break;
+    case ADAPT_ROLE_FORMAT: *out = f->spec; break;
+    }
+    out->rounding = !training ? QUANT_ROUND_NEAREST
+                    : f->rounding >= 0 ? (enum quant_rounding)f->rounding : p->rounding;
+    *sc = f->scaling;
+    return 1;
+}
+
 /* 1 when every value of fixed-point format a is exactly representable in
  * fixed-point format b (finer or equal step, at least as many integer bits):
  * rounding an a-value to b is then the identity, in either rounding mode. */
-/* The format the node producing activation `act` rounded its output to, or
- * NULL when that output is not rounded (or is the network input). */
-static const struct quant_spec *producer_spec(const struct adapt_precision *p, int act)
+/* 1 and the format the node producing activation `act` rounded its output to in *out; 0 when
+ * that output is not rounded onto a fixed grid (not rounded, scaled, or the network input). */
+static int producer_spec(const struct adapt_precision *p, int act, struct quant_spec *out)
 {
     int node = act - 1;
-    if (node < 0 || !p->round_out[node] || p->node_unit[node] < 0) return NULL;
+    if (node < 0 || !p->round_out[node] || p->node_unit[node] < 0) return 0;
     const struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
-    return u->active ? &u->spec : NULL;
+    enum adapt_role_scaling sc;
+    return role_spec(p, p->node_unit[node], ADAPT_ROLE_OUTPUT, &u->spec, u->spec.rounding, 1, out,
+                     &sc) &&
+           sc == ADAPT_SCALING_NONE;
 }
 
 /* quant_rows on host arrays, or with a GPU engine attached on its device arrays, queued on its
@@ -98,18 +130,35 @@ static enum adapt_status round_batch(const struct adapt_precision *p, const stru
 static enum adapt_status in_run(struct adapt_precision *p, int node, const float **xs, int n,
                                 int training, int backward)
 {
-    if (!p->round_in[node]) return ADAPT_OK;
-    struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
+    int role = p->roles[ADAPT_ROLE_INPUT].kind != ADAPT_ROLE_AUTO;
+    if (!p->round_in[node] && !role) return ADAPT_OK;
+    int ui = p->node_unit[node];
+    if (ui < 0 || p->u[ui].node != node) return ADAPT_OK;
+    struct adapt_unit_prec *u = &p->u[ui];
+    struct quant_spec s, prev;
+    enum adapt_role_scaling sc;
+    if (!role_spec(p, ui, ADAPT_ROLE_INPUT, p->round_in[node] ? &u->spec : NULL,
+                   training ? p->rounding : QUANT_ROUND_NEAREST, training, &s, &sc))
+        return ADAPT_OK;
     float *qin = p->dev ? u->d_qin : u->qin;
-    if (!u->active || !qin) return ADAPT_OK;
-    const struct quant_spec *prev = producer_spec(p, p->net->nodes[node].in[0]);
-    if (prev && quant_spec_within(prev, &u->spec)) return ADAPT_OK; /* already on the grid */
+    if (!qin && !p->dev) { /* an input role of a unit whose input is not rounded otherwise */
+        size_t m = adapt_layer_in_numel(u->layer, 0) * (size_t)p->net->n_max;
+        if (!u->role_qin && !(u->role_qin = malloc(sizeof(float) * m)))
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate a rounded input");
+        qin = u->role_qin;
+    }
+    if (!qin) return ADAPT_OK;
+    if (sc == ADAPT_SCALING_NONE && producer_spec(p, p->net->nodes[node].in[0], &prev) &&
+        quant_spec_within(&prev, &s))
+        return ADAPT_OK; /* already on the grid */
     if (!backward) {
-        struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
         size_t m = adapt_layer_in_numel(u->layer, 0);
         struct quant_key k = key_of(p, Q_INPUT, p->node_unit[node], p->iter);
         enum adapt_status st;
-        if (p->per_image_input) { /* one scale per image (MuPPET): an image per dim-0 slice */
+        if (sc != ADAPT_SCALING_NONE) {
+            st = adapt_role_round_scaled(p, ADAPT_ROLE_INPUT, ui, sc, &s, xs[0], qin, 1,
+                                         m * (size_t)n, k, NULL);
+        } else if (p->per_image_input) { /* one scale per image (MuPPET): an image per dim-0 slice */
             if (quant_type_of(s.format)->needs_range) s.block = QUANT_BLOCK_DIM0;
             st = round_rows(p, &s, xs[0], qin, (size_t)n, m, k, -1, NULL);
         } else { /* one scale per batch */
@@ -123,17 +172,28 @@ static enum adapt_status in_run(struct adapt_precision *p, int node, const float
 
 static enum adapt_status out_run(struct adapt_precision *p, int node, float *y, int n, int training)
 {
-    if (!p->round_out[node]) return ADAPT_OK;
     int ui = p->node_unit[node];
+    int own = ui >= 0 && p->u[ui].node == node &&
+              p->roles[ADAPT_ROLE_OUTPUT].kind != ADAPT_ROLE_AUTO;
+    if (!p->round_out[node] && !own) return ADAPT_OK;
     struct adapt_unit_prec *u = &p->u[ui];
-    if (!u->active) return ADAPT_OK;
-    if (p->round_out[node] == 2 && quant_format_keeps_subsets(u->spec.format)) return ADAPT_OK;
-    struct quant_spec s = with_rounding(&u->spec, training ? p->rounding : QUANT_ROUND_NEAREST);
+    struct quant_spec s;
+    enum adapt_role_scaling sc;
+    if (!role_spec(p, ui, ADAPT_ROLE_OUTPUT, &u->spec,
+                   training ? p->rounding : QUANT_ROUND_NEAREST, training, &s, &sc))
+        return ADAPT_OK;
+    if (p->round_out[node] == 2 &&
+        (sc != ADAPT_SCALING_NONE || quant_format_keeps_subsets(s.format)))
+        return ADAPT_OK;
     size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
     struct quant_stats qs = {0, 0, 0};
+    struct quant_key key = key_of(p, Q_OUTPUT, node, p->iter);
     enum adapt_status st =
-        round_batch(p, &s, y, y, m / (size_t)n, n, key_of(p, Q_OUTPUT, node, p->iter),
-                    training ? SLOT_OUT(ui) : -1, training ? &qs : NULL);
+        sc != ADAPT_SCALING_NONE
+            ? adapt_role_round_scaled(p, ADAPT_ROLE_OUTPUT, node, sc, &s, y, y, 1, m, key,
+                                      training ? &qs : NULL)
+            : round_batch(p, &s, y, y, m / (size_t)n, n, key, training ? SLOT_OUT(ui) : -1,
+                          training ? &qs : NULL);
     if (st) return st;
     if (training) {
         /* on a device the saturated count comes from its counters (adapt_precision_sync) */
@@ -158,10 +218,31 @@ static enum adapt_status half_grad(struct adapt_precision *p, int node, float *g
  * gradient asking it to grow (dy < 0), one at its lower bound none asking it
  * to shrink (dy > 0). A value that rounded onto a bound without saturating is
  * treated alike: the forward cannot move it further out either. */
+/* An error-gradient role (grad_output, grad_input) on gradient g of m values per sample of unit
+ * node `node`'s output or input k: g rounded in place; nothing at other nodes. */
+static enum adapt_status grad_role(struct adapt_precision *p, enum adapt_role r, int node, int k,
+                                   float *g, size_t m, int n)
+{
+    int ui = p->node_unit[node];
+    if (!g || ui < 0 || p->u[ui].node != node) return ADAPT_OK;
+    struct quant_spec s;
+    enum adapt_role_scaling sc;
+    if (!role_spec(p, ui, r, NULL, p->rounding, 1, &s, &sc)) return ADAPT_OK;
+    struct quant_key key = r == ADAPT_ROLE_GRAD_OUTPUT ? key_of(p, Q_GRAD_Y, node, p->iter)
+                                                       : key_of(p, Q_GRAD_X, node * 2 + k, p->iter);
+    if (sc != ADAPT_SCALING_NONE)
+        return adapt_role_round_scaled(p, r, node, sc, &s, g, g, 1, m * (size_t)n, key, NULL);
+    return round_batch(p, &s, g, g, m, n, key, -1, NULL);
+}
+
 static enum adapt_status dout_run(struct adapt_precision *p, int node, const float *y, float *dy,
                                   int n)
 {
-    if (p->half_backward) {
+    if (p->roles[ADAPT_ROLE_GRAD_OUTPUT].kind != ADAPT_ROLE_AUTO) {
+        enum adapt_status st = grad_role(p, ADAPT_ROLE_GRAD_OUTPUT, node, 0, dy,
+                                         adapt_layer_out_numel(p->net->nodes[node].layer), n);
+        if (st) return st;
+    } else if (p->half_backward) {
         enum adapt_status st =
             half_grad(p, node, dy, adapt_layer_out_numel(p->net->nodes[node].layer), n);
         if (st) return st;
@@ -188,6 +269,14 @@ static int is_pool(const struct adapt_layer *l)
 static enum adapt_status grad_run(struct adapt_precision *p, int node, float **dxs, int n)
 {
     struct adapt_layer *l = p->net->nodes[node].layer;
+    if (p->roles[ADAPT_ROLE_GRAD_INPUT].kind != ADAPT_ROLE_AUTO) {
+        for (int k = 0; k < l->nin; k++) {
+            enum adapt_status st = grad_role(p, ADAPT_ROLE_GRAD_INPUT, node, k, dxs[k],
+                                             adapt_layer_in_numel(l, k), n);
+            if (st) return st;
+        }
+        return ADAPT_OK;
+    }
     if (p->half_backward) return half_grad(p, node, dxs[0], adapt_layer_in_numel(l, 0), n);
     int unit = p->node_unit[node];
     if (unit < 0 || !p->u[unit].active || !(l->is_unit || is_pool(l))) return ADAPT_OK;
@@ -225,6 +314,11 @@ static void grad_hook(void *ctx, int node, float **dxs, int n)
 {
     enum adapt_status st = grad_run(ctx, node, dxs, n);
     ADAPT_ASSERT(st == ADAPT_OK);
+}
+
+void adapt_precision_install_grad_hook(struct adapt_precision *p)
+{
+    p->net->grad_hook = grad_hook;
 }
 
 /* ... and the GPU engine's (device arrays; a failed launch stops the step) */
@@ -413,6 +507,11 @@ void adapt_precision_free(struct adapt_precision *p)
     }
     if (p->acopy)
         for (int k = 0; k < p->net->nparam; k++) free(p->acopy[k]);
+    for (int k = 0; p->u && k < p->nunits; k++) free(p->u[k].role_qin);
+    if (p->rstate)
+        for (size_t i = 0; i < (size_t)ADAPT_ROLE_N * (size_t)p->net->nnodes; i++)
+            free(p->rstate[i].hist);
+    free(p->rstate);
     free(p->acopy);
     free(p->d_acopy); /* the arrays are the engine's */
     free(p->dev_counts);
@@ -534,21 +633,57 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
         }
         struct quant_stats st = {0, 0, 0};
         const struct adapt_param *w = &l->param[0];
+        const size_t rows = (size_t)w->value.dim[0], cols = w->value.numel / rows;
+        enum adapt_role_scaling sc;
+        struct quant_spec *rs = u->rspec;
+        if (role_spec(p, k, ADAPT_ROLE_MASTER, NULL, p->rounding, 1, &rs[ADAPT_ROLE_MASTER],
+                      &sc)) { /* the masters themselves, rounded in place */
+            for (int q = 0; q < l->nparam && q < 2 && !s; q++) {
+                float *v = param_value(p, u->param[q]);
+                size_t n = l->param[q].value.numel;
+                struct quant_key mk = key_of(p, Q_MASTER, 2 * k + q, step);
+                s = sc != ADAPT_SCALING_NONE
+                        ? adapt_role_round_scaled(p, ADAPT_ROLE_MASTER, k, sc,
+                                                  &rs[ADAPT_ROLE_MASTER], v, v, 1, n, mk, NULL)
+                        : gather(p, &g, &rs[ADAPT_ROLE_MASTER], v, v, q ? 1 : rows,
+                                 q ? n : cols, mk, -1, NULL);
+            }
+            if (!s && p->dev) s = flush(p, &g); /* the copies below read the rounded masters */
+            if (s) break;
+        }
         float *wq = p->dev ? u->d_wq : u->wq;
-        s = gather(p, &g, &u->spec, param_value(p, u->param[0]), wq, (size_t)w->value.dim[0],
-                   w->value.numel / (size_t)w->value.dim[0], key_of(p, Q_WEIGHT, k, step),
-                   SLOT_WEIGHT(k), &st);
+        if (!role_spec(p, k, ADAPT_ROLE_WEIGHT, &u->spec, u->spec.rounding, 1,
+                       &rs[ADAPT_ROLE_WEIGHT], &sc)) {
+            use_param(p, u->param[0], NULL); /* the weight role is float32 */
+            wq = NULL;
+        } else if (sc != ADAPT_SCALING_NONE) {
+            s = adapt_role_round_scaled(p, ADAPT_ROLE_WEIGHT, k, sc, &rs[ADAPT_ROLE_WEIGHT],
+                                        param_value(p, u->param[0]), wq, rows, cols,
+                                        key_of(p, Q_WEIGHT, k, step), &st);
+        } else {
+            s = gather(p, &g, &rs[ADAPT_ROLE_WEIGHT], param_value(p, u->param[0]), wq, rows,
+                       cols, key_of(p, Q_WEIGHT, k, step), SLOT_WEIGHT(k), &st);
+        }
         if (s) break;
-        use_param(p, u->param[0], wq);
+        if (wq) use_param(p, u->param[0], wq);
         if (!p->dev) { /* on a device: from its counters, when read (adapt_precision_sync) */
-            u->sparsity = (double)st.zeros / (double)w->value.numel;
+            u->sparsity = wq ? (double)st.zeros / (double)w->value.numel : 0.0;
             u->sat = st.saturated;
             u->flush = st.flushed;
         }
         if (u->bq) {
             float *bq = p->dev ? u->d_bq : u->bq;
-            s = gather(p, &g, &u->spec, param_value(p, u->param[1]), bq, 1, l->param[1].value.numel,
-                       key_of(p, Q_BIAS, k, step), -1, NULL);
+            struct quant_key bk = key_of(p, Q_BIAS, k, step);
+            size_t nb = l->param[1].value.numel;
+            if (!role_spec(p, k, ADAPT_ROLE_BIAS, &u->spec, u->spec.rounding, 1,
+                           &rs[ADAPT_ROLE_BIAS], &sc))
+                bq = NULL;
+            else if (sc != ADAPT_SCALING_NONE)
+                s = adapt_role_round_scaled(p, ADAPT_ROLE_BIAS, k, sc, &rs[ADAPT_ROLE_BIAS],
+                                            param_value(p, u->param[1]), bq, 1, nb, bk, NULL);
+            else
+                s = gather(p, &g, &rs[ADAPT_ROLE_BIAS], param_value(p, u->param[1]), bq, 1, nb,
+                           bk, -1, NULL);
             if (s) break;
             use_param(p, u->param[1], bq);
         }
@@ -580,12 +715,19 @@ enum adapt_status adapt_precision_quantize_grads(struct adapt_precision *p, long
         struct adapt_layer *l = u->layer;
         for (int q = 0; q < l->nparam && q < 2 && !s; q++) {
             struct adapt_param *pp = &l->param[q];
-            size_t rows = !q && quant_format_is_mx(u->spec.format) /* MX: blocks as in */
-                              ? (size_t)pp->grad.dim[0]                /* the weights */
+            enum adapt_role r = q ? ADAPT_ROLE_GRAD_BIAS : ADAPT_ROLE_GRAD_WEIGHT;
+            enum adapt_role_scaling sc;
+            if (!role_spec(p, k, r, &u->spec, u->spec.rounding, 1, &u->rspec[r], &sc)) continue;
+            size_t rows = !q && quant_format_is_mx(u->rspec[r].format) /* MX: blocks as in */
+                              ? (size_t)pp->grad.dim[0]                    /* the weights */
                               : 1;
             float *gr = param_grad(p, u->param[q]);
-            s = gather(p, &g, &u->spec, gr, gr, rows, pp->grad.numel / rows,
-                       key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step), -1, NULL);
+            struct quant_key key = key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step);
+            s = sc != ADAPT_SCALING_NONE
+                    ? adapt_role_round_scaled(p, r, k, sc, &u->rspec[r], gr, gr, rows,
+                                              pp->grad.numel / rows, key, NULL)
+                    : gather(p, &g, &u->rspec[r], gr, gr, rows, pp->grad.numel / rows, key, -1,
+                             NULL);
         }
     }
     for (int k = 0; p->round_attached && !s && k < p->net->nparam; k++) {

@@ -38,6 +38,7 @@
 
 #include <stdint.h>
 
+#include "src/config/config.h"
 #include "src/quant/quant.h"
 #include "src/net/net.h"
 #include "src/net/net_cuda.h"
@@ -70,6 +71,21 @@ struct adapt_unit_prec {
     uint64_t sat, flush;     /* saturated / flushed weights */
     /* rounded outputs of training forwards since the last adapt_precision_take_act_sat */
     uint64_t out_sat, out_n; /* saturated / all */
+    /* adapt_precision_set_roles: each role's format as last resolved (the weight and gradient
+     * roundings read them until a device list is flushed) and a host input copy for an input
+     * role of a unit whose input is not rounded otherwise */
+    struct quant_spec rspec[ADAPT_ROLE_N];
+    float *role_qin;
+};
+
+/* The scale state of one tensor of a scaled role (adapt_precision_set_roles): the scale the
+ * next rounding uses, the amax history (delayed scaling) and what the roundings did. */
+struct adapt_role_state {
+    float scale;       /* 1 until an amax > 0 was seen (delayed), the last one used */
+    float amax;        /* of the last tensor rounded */
+    float *hist;       /* (amax_history) delayed: the amax values, most recent at hist_pos */
+    int hist_n, hist_pos;
+    uint64_t n, sat, flush; /* values rounded, saturated, flushed to zero */
 };
 
 struct adapt_precision {
@@ -107,6 +123,21 @@ struct adapt_precision {
     int counts_pending;   /* the engine holds counts not yet taken (adapt_precision_sync) */
     enum adapt_status dev_st;
     struct adapt_arena arena;
+    /* adapt_precision_set_roles (roles_on = 0: every role auto, as without roles) */
+    int roles_on;
+    struct adapt_role_fmt roles[ADAPT_ROLE_N];
+    int amax_history, amax_most_recent, margin, scale_pow2;
+    struct adapt_role_state *rstate; /* (ADAPT_ROLE_N * nnodes): [role * nnodes + id], id the
+                                        unit (weights, bias, their gradients, master) or the
+                                        node (activations, error gradients) */
+};
+
+/* Options of scaled roles (the [roles] keys). */
+struct adapt_roles_opts {
+    int amax_history;  /* delayed: amax values remembered */
+    int most_recent;   /* delayed: the scale from the most recent amax instead of the max */
+    int margin;        /* scale = (largest finite / amax) / 2^margin */
+    int pow2;          /* the scale rounded down to a power of two */
 };
 
 enum adapt_status adapt_precision_alloc(struct adapt_precision **out, struct adapt_net *net,
@@ -123,6 +154,18 @@ enum adapt_status adapt_precision_alloc_nodes(struct adapt_precision **out, stru
                                               const unsigned char *round_out,
                                               enum quant_rounding rounding, uint64_t seed);
 void adapt_precision_free(struct adapt_precision *p);
+
+/* A format, rounding and scaling per tensor role (every unit alike; doc/numerics.md, "Tensor
+ * roles and scaling"); roles left ADAPT_ROLE_AUTO round what they round without roles. Call
+ * once, after alloc and before the first step; CPU engine only. Each scaled rounding computes
+ * y = Q(x s) * (1/s) in float32 with s from the tensor's amax (current) or from the amax
+ * history of the role's earlier tensors (delayed: s = 1 until one had an amax > 0). */
+enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
+                                            const struct adapt_role_fmt roles[ADAPT_ROLE_N],
+                                            const struct adapt_roles_opts *o);
+/* The state of role r's tensor id (unit or node, as rstate), NULL without scaling. */
+const struct adapt_role_state *adapt_precision_role_state(const struct adapt_precision *p,
+                                                          enum adapt_role r, int id);
 
 /* Unit u computes in `spec` from now on (the weight copy follows at the next
  * refresh). The rounding mode of spec is replaced by the module's. */

@@ -1,0 +1,128 @@
+/* src/policy/roles.c: tensor roles of the precision state (src/policy/precision.h) and their
+ * scaling: per-tensor scales from the current amax or from an amax history, as Transformer
+ * Engine's current and delayed scaling describe them (doc/numerics.md, "Tensor roles and
+ * scaling"). */
+#include "src/policy/roles.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+float adapt_role_format_max(const struct quant_spec *s)
+{
+    struct quant_spec t = *s;
+    t.overflow = QUANT_OVERFLOW_SATURATE;
+    t.rounding = QUANT_ROUND_NEAREST;
+    const float big = FLT_MAX;
+    float m = 0.0f;
+    struct quant_key k = {0, 0, 0};
+    if (quant_array(&t, &big, &m, 1, k, NULL, NULL) != ADAPT_OK || !isfinite(m)) return 0.0f;
+    return m;
+}
+
+float adapt_role_scale_for(const struct adapt_precision *p, float fmax, float amax)
+{
+    if (!(amax > 0.0f) || !isfinite(amax) || !(fmax > 0.0f)) return 0.0f;
+    double sc = ldexp((double)fmax / (double)amax, -p->margin);
+    if (p->scale_pow2) sc = ldexp(1.0, (int)floor(log2(sc)));
+    if (sc > FLT_MAX) sc = ldexp(1.0, 127); /* an amax that small: the largest power of two */
+    if (sc < FLT_MIN) return 0.0f;
+    return (float)sc;
+}
+
+enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
+                                            const struct adapt_role_fmt roles[ADAPT_ROLE_N],
+                                            const struct adapt_roles_opts *o)
+{
+    if (p->dev)
+        return ADAPT_ERROR(ADAPT_EINVAL, "[roles]: tensor roles run on the CPU engine only "
+                                         "(run.device = cpu)");
+    int scaled = 0;
+    for (int r = 0; r < ADAPT_ROLE_N; r++) {
+        p->roles[r] = roles[r];
+        scaled |= roles[r].scaling != ADAPT_SCALING_NONE;
+        if (roles[r].kind != ADAPT_ROLE_AUTO) p->roles_on = 1;
+    }
+    p->amax_history = o->amax_history > 0 ? o->amax_history : 1;
+    p->amax_most_recent = o->most_recent;
+    p->margin = o->margin;
+    p->scale_pow2 = o->pow2;
+    if (scaled) {
+        size_t n = (size_t)ADAPT_ROLE_N * (size_t)p->net->nnodes;
+        if (!(p->rstate = calloc(n, sizeof *p->rstate)))
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the scale states");
+        for (size_t i = 0; i < n; i++) p->rstate[i].scale = 1.0f;
+    }
+    /* error-gradient roles need the backward hook */
+    if (roles[ADAPT_ROLE_GRAD_INPUT].kind != ADAPT_ROLE_AUTO)
+        adapt_precision_install_grad_hook(p);
+    return ADAPT_OK;
+}
+
+const struct adapt_role_state *adapt_precision_role_state(const struct adapt_precision *p,
+                                                          enum adapt_role r, int id)
+{
+    if (!p->rstate || p->roles[r].scaling == ADAPT_SCALING_NONE) return NULL;
+    return &p->rstate[(size_t)r * (size_t)p->net->nnodes + (size_t)id];
+}
+
+/* The delayed scale after this amax joins the history: from the history's max or its most
+ * recent value; unchanged when that gives none (all zero so far, or inf/NaN). */
+static void delayed_update(struct adapt_precision *p, struct adapt_role_state *rs, float amax,
+                           float fmax)
+{
+    if (!rs->hist && !(rs->hist = calloc((size_t)p->amax_history, sizeof *rs->hist))) return;
+    rs->hist_pos = (rs->hist_pos + 1) % p->amax_history;
+    rs->hist[rs->hist_pos] = amax;
+    if (rs->hist_n < p->amax_history) rs->hist_n++;
+    float a = amax;
+    if (!p->amax_most_recent)
+        for (int i = 0; i < rs->hist_n; i++)
+            if (rs->hist[i] > a || isnan(rs->hist[i])) a = rs->hist[i];
+    float s = adapt_role_scale_for(p, fmax, a);
+    if (s > 0.0f) rs->scale = s;
+}
+
+enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_role r, int id,
+                                          enum adapt_role_scaling sc, const struct quant_spec *s,
+                                          const float *x, float *y, size_t rows, size_t cols,
+                                          struct quant_key key, struct quant_stats *st)
+{
+    ADAPT_ASSERT(p->rstate && !p->dev);
+    struct adapt_role_state *rs = &p->rstate[(size_t)r * (size_t)p->net->nnodes + (size_t)id];
+    size_t n = rows * cols;
+    struct quant_range rg;
+    quant_range_compute(x, n, &rg);
+    /* an inf or NaN anywhere: amax inf (TE's amax is NaN/inf then too), no scale from it */
+    int nonfinite = 0;
+    #pragma omp parallel for reduction(|| : nonfinite) schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) nonfinite = nonfinite || !isfinite(x[i]);
+    float amax = nonfinite ? INFINITY : rg.maxabs;
+    float fmax = adapt_role_format_max(s);
+    float scale = rs->scale;
+    if (sc == ADAPT_SCALING_CURRENT) {
+        float c = adapt_role_scale_for(p, fmax, amax);
+        scale = c > 0.0f ? c : 1.0f;
+    }
+    const float inv = 1.0f / scale;
+    #pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * scale;
+    struct quant_stats qs = {0, 0, 0};
+    enum adapt_status e = quant_rows(s, y, y, rows, cols, key, NULL, &qs);
+    if (e) return e;
+    #pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) y[i] *= inv;
+    rs->scale = scale;
+    rs->amax = amax;
+    rs->n += n;
+    rs->sat += qs.saturated;
+    rs->flush += qs.flushed;
+    if (sc == ADAPT_SCALING_DELAYED) delayed_update(p, rs, amax, fmax);
+    if (st) {
+        st->saturated += qs.saturated;
+        st->flushed += qs.flushed;
+        st->zeros += qs.zeros;
+    }
+    return ADAPT_OK;
+}

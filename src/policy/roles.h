@@ -1,0 +1,24 @@
+/* src/policy/roles.h: scaled rounding of the tensor roles (src/policy/roles.c), shared by
+ * precision.c. Private to src/policy. */
+#ifndef ADAPT_POLICY_ROLES_H
+#define ADAPT_POLICY_ROLES_H
+
+#include "src/policy/precision.h"
+
+/* y = Q(x s) * (1/s) over rows x cols values in format s (its rounding set), with the scale of
+ * role r's tensor id as the role's scaling says (current: from this x; delayed: from the
+ * history, which then takes this x's amax). Counts go to the tensor's state and to st (may be
+ * NULL). Host arrays only. */
+enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_role r, int id,
+                                          enum adapt_role_scaling sc, const struct quant_spec *s,
+                                          const float *x, float *y, size_t rows, size_t cols,
+                                          struct quant_key key, struct quant_stats *st);
+/* Installs the backward hook on the error gradients (precision.c). */
+void adapt_precision_install_grad_hook(struct adapt_precision *p);
+/* The largest finite value of format s (its overflow set to saturate). */
+float adapt_role_format_max(const struct quant_spec *s);
+/* The scale for amax with the state's options: (fmax / amax) / 2^margin, a power of two at or
+ * below it with pow2; 0 when amax is 0, inf or NaN (no scale from it). */
+float adapt_role_scale_for(const struct adapt_precision *p, float fmax, float amax);
+
+#endif
