@@ -103,8 +103,8 @@ TESTS += tests/python.test tests/notebook.test
 EXTRA_DIST += tests/python.test tests/notebook.test tests/python-env.sh \
 	doc/trace.schema.json python/pyproject.toml python/README.md \
 	python/adaptsim/__init__.py python/adaptsim/trace.py python/adaptsim/safetensors.py \
-	python/adaptsim/torch_io.py python/adaptsim/model.py python/tests/common.py \
-	python/tests/validate_trace.py python/tests/test_model.py \
+	python/adaptsim/torch_io.py python/adaptsim/model.py python/adaptsim/_model_reader.py \
+	python/tests/common.py python/tests/validate_trace.py python/tests/test_model.py \
 	python/tests/run_notebook.py python/tests/test_trace.py python/tests/test_safetensors.py \
 	python/tests/test_schema.py python/tests/test_torch.py python/tests/test_install.py \
 	python/tests/test_report.py python/tests/test_quantize.py \

@@ -18,7 +18,7 @@ Errors are :class:`TraceError` and name the file and line, as in
 Unknown fields are ignored (fields may be added within schema 1); another
 schema version is refused.
 
-The reader accepts what the C reader (src/trace/read.c) accepts, with the same bounds
+The reader accepts what the C reader (src/trace/read*.c) accepts, with the same bounds
 (src/trace/trace.h, doc/trace.schema.json): lines of at most 4 MiB (a longer one is refused
 without being read whole), at most 64 nested arrays and objects, no duplicate field, finite
 numbers and 64-bit integers only; step numbers 1..2^53 and increasing; epoch numbers

@@ -24,8 +24,8 @@ class TestInstall(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout.decode(errors="replace"))
             self.assertEqual(sorted(f for f in os.listdir(os.path.join(site, "adaptsim"))
                                     if f.endswith(".py")),
-                             ["__init__.py", "model.py", "quant.py", "safetensors.py",
-                              "torch_io.py", "trace.py"])
+                             ["__init__.py", "_model_reader.py", "model.py", "quant.py",
+                              "safetensors.py", "torch_io.py", "trace.py"])
             self.assertFalse(os.path.exists(os.path.join(site, "tests")))
             code = "import adaptsim; print(adaptsim.__file__, adaptsim.__version__)"
             r = subprocess.run([sys.executable, "-c", code], cwd=d, stdout=subprocess.PIPE,

@@ -1,7 +1,9 @@
 /* src/trace/internal.h: what the trace writer and reader share (not a public API).
  *
  * The record vocabulary (event kinds, end statuses) and the bounded line reader that both the
- * reader and adapt_trace_truncate_after_epoch use. Defined in src/trace/read.c.
+ * reader and adapt_trace_truncate_after_epoch use, defined in src/trace/read.c; and between the
+ * reader's two files, read.c (lines into JSON records, adapt_trace_load) and read_records.c (the
+ * typed fields and records), the reader's state and the one call from the first to the second.
  */
 #ifndef ADAPT_TRACE_INTERNAL_H
 #define ADAPT_TRACE_INTERNAL_H
@@ -30,5 +32,26 @@ enum adapt_status adapt_trace_line_error(const char *path, int64_t line, ssize_t
  * as syntax errors) from a malformed line. */
 json_t *adapt_trace_parse_json(const char *line, size_t n, size_t flags, json_error_t *err,
                                int *oom);
+
+/* Where the reader is, for messages; the first problem is kept. */
+struct adapt_trace_rd {
+    const char *path;
+    int64_t line;
+    const char *rec;
+    int bad;
+    enum adapt_status st;
+    char msg[512];
+};
+
+/* A trace being read: where the reader is, and the capacities of its growing arrays. */
+struct adapt_trace_loader {
+    struct adapt_trace_rd r;
+    struct adapt_trace *t;
+    int64_t step_cap, step_line_cap, epoch_cap, epoch_line_cap, sample_cap;
+};
+
+/* Reads record o of type `type` (its "type" field) into ld->t; problems are left in ld->r
+ * (src/trace/read_records.c, which also has adapt_trace_free). */
+void adapt_trace_read_record(struct adapt_trace_loader *ld, json_t *o, const char *type);
 
 #endif
