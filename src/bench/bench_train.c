@@ -43,7 +43,8 @@ static void usage(FILE *f)
         "                         [--steps N] [--device cpu|cuda]\n"
         "  --model   lenet5, alexnet_cifar, alexnet_mnist, resnet20 (default: "
         "lenet5,alexnet_cifar,resnet20)\n"
-        "  --policy  fp32, fixed, adapt, muppet, amp with their default settings (default: fp32);\n"
+        "  --policy  fp32, fixed, adapt, muppet, amp with their default settings (default: fp32),\n"
+        "            or POLICY+RECIPE with a [roles] recipe (fixed+fp8_hybrid_delayed);\n"
         "            several are timed alternately and compared with the first\n"
         "  --batch   batch size (default 128)\n"
         "  --classes output classes (default 10)\n"
@@ -89,17 +90,29 @@ static void setup_free(struct bench_setup *b)
     adapt_net_free(b->net);
 }
 
+/* --policy's NAME or NAME+RECIPE (a [roles] recipe) into cfg; the message set on error. */
+static enum adapt_status policy_config(const char *policy, struct adapt_config *cfg)
+{
+    char set[96];
+    size_t n = strcspn(policy, "+");
+    adapt_config_init(cfg);
+    snprintf(set, sizeof set, "policy.name=%.*s", (int)(n < 40 ? n : 40), policy);
+    enum adapt_status st = adapt_config_set(cfg, set);
+    if (!st && policy[n]) {
+        snprintf(set, sizeof set, "roles.recipe=%.60s", policy + n + 1);
+        st = adapt_config_set(cfg, set);
+    }
+    return st ? st : adapt_config_check(cfg);
+}
+
 static int setup_init(struct bench_setup *b, const char *model, const char *policy, int batch,
                       int classes, int cuda)
 {
     memset(b, 0, sizeof *b);
     b->batch = batch;
     b->classes = classes;
-    char set[64];
-    adapt_config_init(&b->cfg);
-    snprintf(set, sizeof set, "policy.name=%s", policy);
     b->net = adapt_model_build(model, classes);
-    if (!b->net || adapt_config_set(&b->cfg, set) || adapt_net_finalize(b->net, batch) ||
+    if (!b->net || policy_config(policy, &b->cfg) || adapt_net_finalize(b->net, batch) ||
         adapt_sgd_init(&b->opt, b->net, 0.01, 0.9, 0.0, 0.0, 0))
         return -1;
     adapt_net_init_params(b->net, 1, 0.5);
@@ -305,15 +318,12 @@ int adapt_bench_train(int argc, char **argv)
     /* every name is checked before anything is printed or timed */
     for (char *save = NULL, *q = strtok_r(plist, ",", &save); q; q = strtok_r(NULL, ",", &save)) {
         struct adapt_config cfg;
-        char set[96];
-        adapt_config_init(&cfg);
         if (npol == 16) {
             fprintf(stderr, "adapt-bench train: --policy: at most 16 policies\n");
             rc = 2;
             goto done;
         }
-        if (snprintf(set, sizeof set, "policy.name=%s", q) >= (int)sizeof set ||
-            adapt_config_set(&cfg, set) != ADAPT_OK) {
+        if (strlen(q) > 90 || policy_config(q, &cfg) != ADAPT_OK) {
             fprintf(stderr, "adapt-bench train: --policy: %s\n", adapt_error_message());
             rc = 2;
             goto done;
