@@ -362,6 +362,12 @@ START_TEST(test_eval_only_quantized)
         /* the same images right: the trace's accuracy times the test images is an integer */
         ck_assert_int_eq(correct, (json_int_t)llround(want * n_test));
         ck_assert_double_eq_tol(got, want, 1e-12);
+        /* reals with 10 significant digits, not jansson's 17 ("0.88539999999999996") */
+        char *text = (char *)tu_read_file(path, NULL);
+        const char *acc = strstr(text, "\"accuracy\": ");
+        ck_assert_ptr_nonnull(acc);
+        ck_assert_msg(strspn(acc + 12, "0123456789.") <= 12, "%s", acc);
+        free(text);
         ck_assert_int_eq(json_array_size(json_object_get(j, "unit_formats")), 5);
         json_decref(j);
     }

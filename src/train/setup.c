@@ -148,7 +148,8 @@ enum adapt_status train_write_eval_json(struct train_run *r, const struct adapt_
                           "accuracy", acc, "unit_formats", units ? units : json_null());
     if (!o) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot build the evaluation record");
     FILE *f = fopen(opts->eval_json, "w");
-    int bad = !f || json_dumpf(o, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0;
+    /* 10 significant digits: accuracies of up to 10^5 images stay exact, loss reads well */
+    int bad = !f || json_dumpf(o, f, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) != 0;
     if (f) bad |= fputc('\n', f) == EOF;
     if (f) bad |= fclose(f) != 0;
     json_decref(o);
@@ -364,6 +365,36 @@ static enum adapt_status estimate(struct train_run *r, int warmup, int steps)
     return ADAPT_OK;
 }
 
+/* The dry run's table of unit x role: each role's format, rounding and scaling as the precision
+ * state resolved them ("unit" and "auto" name the unit's present format). */
+static void print_roles(const struct adapt_precision *p)
+{
+    printf("roles:  %-12s", "unit");
+    for (int r = 0; r < ADAPT_ROLE_N; r++) printf(" | %s", adapt_role_names[r]);
+    printf("\n");
+    for (int u = 0; u < p->nunits; u++) {
+        char unit[QUANT_SPEC_STR_MAX];
+        quant_spec_str(&p->u[u].spec, unit, sizeof unit);
+        printf("        %-12s", p->u[u].layer->name);
+        for (int r = 0; r < ADAPT_ROLE_N; r++) {
+            const struct adapt_role_fmt *f = &p->roles[r];
+            char buf[QUANT_SPEC_STR_MAX + 64];
+            if (!p->u[u].active) snprintf(buf, sizeof buf, "float32");
+            else if (f->kind == ADAPT_ROLE_AUTO) snprintf(buf, sizeof buf, "auto (%s)", unit);
+            else if (f->kind == ADAPT_ROLE_UNIT) {
+                struct adapt_role_fmt g = *f;
+                g.kind = ADAPT_ROLE_FORMAT;
+                g.spec = p->u[u].spec;
+                adapt_role_fmt_str(&g, buf, sizeof buf);
+            } else adapt_role_fmt_str(f, buf, sizeof buf);
+            printf(" | %s", buf);
+        }
+        printf("\n");
+    }
+    printf("        (auto: rounded as the policy rounds without roles, in the unit's format or "
+           "not at all; doc/numerics.md)\n");
+}
+
 enum adapt_status adapt_train_check(const struct adapt_config *cfg,
                                     const struct adapt_train_opts *opts, int estimate_steps)
 {
@@ -387,6 +418,7 @@ enum adapt_status adapt_train_check(const struct adapt_config *cfg,
            r.test.classes, r.test.c, r.test.h, r.test.w);
     printf("policy: %s, %d precision units: checked against the model\n",
            adapt_config_enum_str(cfg, "policy", "name"), r.pol->prec ? r.pol->prec->nunits : 0);
+    if (r.pol->prec && adapt_config_roles_set(cfg)) print_roles(r.pol->prec);
     if (adapt_policy_comp_needs_search(r.pol) && (st = train_print_search_space(&r))) goto free_run;
     if (estimate_steps > 0) st = estimate(&r, 2, estimate_steps);
 free_run:
