@@ -236,6 +236,8 @@ static enum adapt_status analysis_init(struct analysis *a, const struct perf_hw 
     if ((st = perf_plan_init(&a->pl, a->m, hw, (int)a->batch)) != ADAPT_OK) return st;
     int mr = t->header.cfg.muppet_r > 0 ? t->header.cfg.muppet_r : a->p->muppet_r;
     a->pl.state_bits = perf_policy_state_bits(t->header.policy, a->pl.Wsum, mr, &a->pl.grad32);
+    a->pl.has_roles = t->header.has_roles;
+    memcpy(a->pl.role_bits, t->header.role_bits, sizeof a->pl.role_bits);
     int64_t last = t->steps[t->n_steps - 1].step;
     a->end = last;
     if (t->n_epochs && t->epochs[t->n_epochs - 1].step > a->end)

@@ -45,6 +45,10 @@ struct perf_plan {
     double *tg, *tf;  /* (nu * PERF_WL_SLOTS) all GEMMs / forward GEMM; NaN = not yet */
     double *te;       /* (ne * PERF_WL_SLOTS) one pass of the layer's element operations */
     double t_op32;    /* seconds per FP32 element operation */
+    /* [roles] (the trace header's "roles"): the operand bits of weight, input and output
+     * gradient (-1: the unit's WL); each GEMM is priced at the wider of its two operands */
+    int has_roles;
+    int role_bits[ADAPT_TRACE_ROLES];
 };
 
 /* hw may be NULL (analytical only); batch is the micro-batch of the timed GEMMs. */

@@ -17,6 +17,10 @@
  *            AdaPT (units that carry a lookback): D * weights_u * gacc_ops
  *            (the overhead is counted by the caller, src/perfmodel/analyze.c)
  *
+ * With tensor roles (the header's "roles") each GEMM is priced at the wider of its operands'
+ * bits instead of WL_u: forward max(input, weight) * nz, backward-data max(grad_output,
+ * weight) * nz, weight gradient max(grad_output, input), a role in the unit's format at WL_u.
+ *
  * C32 prices the same intervals at WL 32, dense, without overhead. With a
  * timing table the same interval is also priced in measured seconds per
  * micro-batch, cached per unit, layer and word length.
@@ -43,6 +47,20 @@ void perf_plan_free(struct perf_plan *pl)
     free(pl->tf);
     free(pl->te);
     memset(pl, 0, sizeof *pl);
+}
+
+/* Unit u's GEMMs in 32-bit MAC-equivalents per forward MAC: WL_u (nz (passes - 1) + 1) / 32, or
+ * with roles each GEMM at its wider operand (the header comment). */
+static double unit_gemm_factor(const struct perf_plan *pl, int u, int wl, double nz, int passes)
+{
+    if (!pl->has_roles) return wl / 32.0 * (nz * (passes - 1) + 1.0);
+    const int *rb = pl->role_bits;
+    const double w = rb[0] < 0 ? wl : rb[0], x = rb[2] < 0 ? wl : rb[2],
+                 g = rb[6] < 0 ? wl : rb[6];
+    (void)u;
+    double f = fmax(x, w) * nz + fmax(g, x);
+    if (passes >= 3) f += fmax(g, w) * nz;
+    return f / 32.0;
 }
 
 /* The word length of governing unit g: -1 is a float32 layer (graph propagation). */
@@ -213,7 +231,7 @@ enum adapt_status perf_price_interval(struct perf_plan *pl, const struct perf_pa
         double full = samples * pl->passes[u] * (double)pl->F[u];
         /* forward and backward-data multiply by W and skip its zeros; the weight
          * gradient dW = dY X^T reads no weight and stays dense */
-        double q = samples * (double)pl->F[u] * wl[u] / 32.0 * (nz[u] * (pl->passes[u] - 1) + 1.0);
+        double q = samples * (double)pl->F[u] * unit_gemm_factor(pl, u, wl[u], nz[u], pl->passes[u]);
         c32 += full;
         cq += q;
         if (iv->unit_c32) iv->unit_c32[u] += full;
@@ -251,7 +269,11 @@ void perf_forward_cost(const struct perf_plan *pl, const int *wl, const double *
     double a = 0, b = 0;
     for (int u = 0; u < pl->nu; u++) {
         a += (double)pl->F[u];
-        b += (double)pl->F[u] * nz[u] * wl[u] / 32.0;
+        b += (double)pl->F[u] * nz[u] *
+             (pl->has_roles ? fmax(pl->role_bits[0] < 0 ? wl[u] : pl->role_bits[0],
+                                   pl->role_bits[2] < 0 ? wl[u] : pl->role_bits[2])
+                            : wl[u]) /
+             32.0;
     }
     for (int j = 0; j < pl->ne; j++) {
         a += (double)pl->E[j];

@@ -182,6 +182,7 @@ static void header_free(struct adapt_trace_header *h)
     json_decref(h->config);
     free((char *)h->cfg.compat);
     free((char *)h->cfg.name);
+    for (int k = 0; k < ADAPT_TRACE_ROLES; k++) free((char *)h->role_text[k]);
     for (int i = 0; i < h->n_overrides; i++) free((char *)h->overrides[i]);
     free((void *)h->overrides);
     free((char *)h->dataset.name);
@@ -311,6 +312,24 @@ static void read_overrides(struct adapt_trace_rd *r, json_t *o, struct adapt_tra
     }
 }
 
+/* "roles" (optional): per role its format text and operand bits (-1: the unit's format). */
+static void read_roles(struct adapt_trace_rd *r, json_t *o, struct adapt_trace_header *h)
+{
+    for (int k = 0; k < ADAPT_TRACE_ROLES; k++) h->role_bits[k] = -1;
+    json_t *ro = rd_typed(r, o, "roles", 1, JSON_OBJECT);
+    if (!ro) return;
+    h->has_roles = 1;
+    for (int k = 0; k < ADAPT_TRACE_ROLES && !r->bad; k++) {
+        json_t *e = rd_typed(r, ro, adapt_trace_role_names[k], 1, JSON_OBJECT);
+        if (!e) continue;
+        int64_t b = rd_int(r, e, "bits", 0, -1, -1, 64);
+        if (b == 0) rd_fail(r, "roles.%s.bits = 0, expected -1 (the unit's format) or 1 .. 64",
+                            adapt_trace_role_names[k]);
+        h->role_bits[k] = (int)b;
+        h->role_text[k] = rd_str(r, e, "format", 1);
+    }
+}
+
 static void read_dataset(struct adapt_trace_rd *r, json_t *o, struct adapt_trace_header *h)
 {
     json_t *ds = rd_typed(r, o, "dataset", 0, JSON_OBJECT);
@@ -406,6 +425,7 @@ static void read_header(struct adapt_trace_rd *r, json_t *o, struct adapt_trace_
     }
     h->config_file = rd_str(r, o, "config_file", 1);
     read_overrides(r, o, h);
+    read_roles(r, o, h);
     read_dataset(r, o, h);
     read_model(r, o, h);
     read_units(r, o, h);

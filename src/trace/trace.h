@@ -117,6 +117,7 @@ struct adapt_trace_unit {
     int64_t macs;     /* forward MACs per sample */
 };
 
+#define ADAPT_TRACE_ROLES 9 /* tensor roles of a header's "roles" */
 struct adapt_trace_header {
     int schema;            /* read only: ADAPT_TRACE_SCHEMA */
     const char *program;   /* read only: "adapt-sim" */
@@ -134,6 +135,12 @@ struct adapt_trace_header {
         const char *compat; /* quantization.compat; NULL = absent */
         const char *name;   /* run.name; NULL = absent */
     } cfg;
+    /* the tensor roles' operand widths, written when the run sets [roles] (doc/numerics.md):
+     * per role of adapt_trace_role_names, the bits of its format, 32 for float32, -1 for the
+     * unit's own format (auto, unit; also when absent), and the role's text */
+    int has_roles;
+    int role_bits[ADAPT_TRACE_ROLES];
+    const char *role_text[ADAPT_TRACE_ROLES]; /* NULL when absent */
     const char *config_file; /* NULL or "" = none */
     int n_overrides;
     const char *const *overrides; /* (n_overrides) "section.key=value" */
@@ -167,6 +174,8 @@ enum adapt_trace_strategy {
 };
 /* The names of the strategies, indexed by value (NONE: NULL). */
 extern const char *const adapt_trace_strategy_names[ADAPT_TRACE_STRATEGY_MAX + 1];
+/* The header's "roles" keys, in the order of src/config/config.h's enum adapt_role. */
+extern const char *const adapt_trace_role_names[ADAPT_TRACE_ROLES];
 
 /* State of one precision unit at a logged step. */
 struct adapt_trace_unit_state {

@@ -271,6 +271,17 @@ enum adapt_status adapt_trace_write_header(struct adapt_trace_writer *w,
     for (int i = 0; ov && i < h->n_overrides; i++)
         if (json_array_append_new(ov, json_string(h->overrides[i]))) bad = 1;
     put(o, "overrides", ov, &bad);
+    if (h->has_roles) {
+        json_t *ro = json_object();
+        for (int k = 0; ro && k < ADAPT_TRACE_ROLES; k++) {
+            ADAPT_ASSERT(h->role_bits[k] == -1 || (h->role_bits[k] >= 1 && h->role_bits[k] <= 64));
+            put(ro, adapt_trace_role_names[k],
+                json_pack("{s:s,s:i}", "format", h->role_text[k] ? h->role_text[k] : "",
+                          "bits", h->role_bits[k]),
+                &bad);
+        }
+        put(o, "roles", ro, &bad);
+    }
 
     json_t *ds = json_object();
     put(ds, "name", json_string(h->dataset.name ? h->dataset.name : ""), &bad);

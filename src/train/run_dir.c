@@ -223,6 +223,7 @@ struct header {
     struct adapt_trace_unit *units;
     const char **ov;
     json_t *cj;
+    char roles[ADAPT_TRACE_ROLES][ADAPT_CONFIG_STR_MAX + 64];
 };
 
 static void header_free(struct header *hd)
@@ -301,6 +302,20 @@ static enum adapt_status header_build(struct header *hd, const struct adapt_conf
     h->config_file = cfg->file;
     h->n_overrides = cfg->n_overrides;
     h->overrides = ov;
+    /* [roles]: each role's resolved text and operand bits for the performance model */
+    h->has_roles = adapt_config_roles_set(cfg);
+    for (int k = 0; h->has_roles && k < ADAPT_ROLE_N && k < ADAPT_TRACE_ROLES; k++) {
+        struct adapt_role_fmt f;
+        enum adapt_status rst = adapt_config_role(cfg, (enum adapt_role)k, &f);
+        if (rst) {
+            header_free(hd);
+            return rst;
+        }
+        h->role_bits[k] = f.kind == ADAPT_ROLE_FLOAT    ? 32
+                          : f.kind == ADAPT_ROLE_FORMAT ? quant_spec_bits(&f.spec)
+                                                        : -1;
+        h->role_text[k] = adapt_role_fmt_str(&f, hd->roles[k], sizeof hd->roles[k]);
+    }
     h->dataset.name = info->dataset;
     h->dataset.train = info->n_train;
     h->dataset.val = info->n_val;
