@@ -25,6 +25,9 @@ tests_test_net_cuda_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_policy_cuda_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_config_LDADD = $(CONFIG_LIBS) $(TEST_LIBS)
 tests_test_data_LDADD = $(DATA_LIBS) $(TEST_LIBS)
+tests_test_layers_SOURCES = tests/test_layers.c tests/test_layers_gconv.c tests/test_layers_act.c \
+	tests/test_layers_join.c tests/test_layers_pool.c tests/test_layers_bn.c \
+	tests/test_layers_api.c tests/test_layers.h
 tests_test_layers_LDADD = tests/libtestutil_net.a $(NET_LIBS) $(TEST_LIBS)
 tests_test_models_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_optim_LDADD = $(NET_LIBS) $(TEST_LIBS)
