@@ -40,6 +40,8 @@ tests_test_graphamp_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_comp_LDADD = $(PERF_LIBS) $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_train_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)
 tests_test_checkpoint_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)
+tests_test_io_SOURCES = tests/test_io.c tests/test_io_read.c tests/test_io_oom.c \
+	tests/test_io_safetensors.c tests/test_io.h
 tests_test_io_LDADD = $(TRACE_LIBS) $(TEST_LIBS)
 tests_test_graph_LDADD = $(GRAPH_LIBS) $(TEST_LIBS)
 # test_io fails chosen allocations of the trace reader (test_trace_out_of_memory)
