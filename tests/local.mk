@@ -48,6 +48,8 @@ tests_test_graph_LDADD = $(GRAPH_LIBS) $(TEST_LIBS)
 tests_test_io_LDFLAGS = -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc
 # test_perf compares the performance model's built-in model table with the engine's models,
 # so it also links src/net.
+tests_test_perf_SOURCES = tests/test_perf.c tests/test_perf_models.c tests/test_perf_errors.c \
+	tests/test_perf_report.c tests/test_perf.h
 tests_test_perf_LDADD = $(PERF_LIBS) $(NET_LIBS) $(TEST_LIBS)
 tests_test_plot_LDADD = $(PLOT_LIBS) $(CAIRO_LIBS) $(TEST_LIBS)
 TESTS += $(check_PROGRAMS)
