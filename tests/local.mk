@@ -25,6 +25,9 @@ tests_test_quant_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_cuda_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_net_cuda_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_policy_cuda_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_config_SOURCES = tests/test_config.c tests/test_config_errors.c \
+	tests/test_config_formats.c tests/test_config_print.c tests/test_config_schema.c \
+	tests/test_config.h
 tests_test_config_LDADD = $(CONFIG_LIBS) $(TEST_LIBS)
 tests_test_data_LDADD = $(DATA_LIBS) $(TEST_LIBS)
 tests_test_layers_SOURCES = tests/test_layers.c tests/test_layers_gconv.c tests/test_layers_act.c \
