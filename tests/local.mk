@@ -29,6 +29,8 @@ tests_test_config_SOURCES = tests/test_config.c tests/test_config_errors.c \
 	tests/test_config_formats.c tests/test_config_print.c tests/test_config_schema.c \
 	tests/test_config.h
 tests_test_config_LDADD = $(CONFIG_LIBS) $(TEST_LIBS)
+tests_test_data_SOURCES = tests/test_data.c tests/test_data_cifar.c tests/test_data_order.c \
+	tests/test_data.h
 tests_test_data_LDADD = $(DATA_LIBS) $(TEST_LIBS)
 tests_test_layers_SOURCES = tests/test_layers.c tests/test_layers_gconv.c tests/test_layers_act.c \
 	tests/test_layers_join.c tests/test_layers_pool.c tests/test_layers_bn.c \
