@@ -56,6 +56,8 @@ tests_test_io_LDFLAGS = -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc
 tests_test_perf_SOURCES = tests/test_perf.c tests/test_perf_models.c tests/test_perf_errors.c \
 	tests/test_perf_report.c tests/test_perf.h
 tests_test_perf_LDADD = $(PERF_LIBS) $(NET_LIBS) $(TEST_LIBS)
+tests_test_plot_SOURCES = tests/test_plot.c tests/test_plot_heatmap.c tests/test_plot_curves.c \
+	tests/test_plot.h
 tests_test_plot_LDADD = $(PLOT_LIBS) $(CAIRO_LIBS) $(TEST_LIBS)
 TESTS += $(check_PROGRAMS)
 
