@@ -23,6 +23,8 @@ tests_test_quant_SOURCES = tests/test_quant.c tests/test_quant_kernels.c tests/t
 	tests/test_quant_float.c tests/test_quant_custom.c tests/test_quant_stats.c tests/test_quant.h
 tests_test_quant_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_cuda_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
+tests_test_net_cuda_SOURCES = tests/test_net_cuda.c tests/test_net_cuda_layers.c \
+	tests/test_net_cuda_models.c tests/test_net_cuda_reductions.c tests/test_net_cuda.h
 tests_test_net_cuda_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_policy_cuda_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_config_SOURCES = tests/test_config.c tests/test_config_errors.c \
