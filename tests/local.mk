@@ -1,6 +1,7 @@
 # tests/: one Check program per module. Each links its module's libraries (the *_LIBS lists in
 # Makefile.am) and nothing above them, so a test that compiles against a module also checks
-# that the module stays in its layer. Sources default to tests/<name>.c.
+# that the module stays in its layer. Sources default to tests/<name>.c; a program built from
+# several files lists them (and its private header tests/<name>.h) in its _SOURCES.
 #
 # tests/libtestutil.a (tests/testutil.h: temporary directories, files, commands, fills, float
 # comparisons, the suite runner) needs only src/base, Check and libc, so every test links it.
