@@ -1,6 +1,7 @@
 # tests/: one Check program per module. Each links its module's libraries (the *_LIBS lists in
 # Makefile.am) and nothing above them, so a test that compiles against a module also checks
-# that the module stays in its layer. Sources default to tests/<name>.c.
+# that the module stays in its layer. Sources default to tests/<name>.c; a program built from
+# several files lists them (and its private header tests/<name>.h) in its _SOURCES.
 #
 # tests/libtestutil.a (tests/testutil.h: temporary directories, files, commands, fills, float
 # comparisons, the suite runner) needs only src/base, Check and libc, so every test links it.
@@ -19,30 +20,50 @@ check_PROGRAMS += tests/test_base tests/test_quant tests/test_quant_cuda tests/t
 	tests/test_plot tests/test_graph tests/test_net_cuda tests/test_graphamp tests/test_comp \
 	tests/test_policy_cuda tests/test_roles
 tests_test_base_LDADD = $(NET_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
+tests_test_quant_SOURCES = tests/test_quant.c tests/test_quant_kernels.c tests/test_quant_fixed.c \
+	tests/test_quant_float.c tests/test_quant_custom.c tests/test_quant_stats.c tests/test_quant.h
 tests_test_quant_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_cuda_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
+tests_test_net_cuda_SOURCES = tests/test_net_cuda.c tests/test_net_cuda_layers.c \
+	tests/test_net_cuda_models.c tests/test_net_cuda_reductions.c tests/test_net_cuda.h
 tests_test_net_cuda_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_policy_cuda_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_config_SOURCES = tests/test_config.c tests/test_config_errors.c \
+	tests/test_config_formats.c tests/test_config_print.c tests/test_config_schema.c \
+	tests/test_config.h
 tests_test_config_LDADD = $(CONFIG_LIBS) $(TEST_LIBS)
+tests_test_data_SOURCES = tests/test_data.c tests/test_data_cifar.c tests/test_data_order.c \
+	tests/test_data.h
 tests_test_data_LDADD = $(DATA_LIBS) $(TEST_LIBS)
+tests_test_layers_SOURCES = tests/test_layers.c tests/test_layers_gconv.c tests/test_layers_act.c \
+	tests/test_layers_join.c tests/test_layers_pool.c tests/test_layers_bn.c \
+	tests/test_layers_api.c tests/test_layers.h
 tests_test_layers_LDADD = tests/libtestutil_net.a $(NET_LIBS) $(TEST_LIBS)
 tests_test_models_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_optim_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_gemm_int_SOURCES = tests/test_gemm_int.c src/bench/gemm_int.c
 tests_test_gemm_int_LDADD = $(NET_LIBS) $(TEST_LIBS)
+tests_test_policy_SOURCES = tests/test_policy.c tests/test_policy_engine.c \
+	tests/test_policy_amp_muppet.c tests/test_policy.h
 tests_test_policy_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_roles_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_graphamp_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_comp_LDADD = $(PERF_LIBS) $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_train_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)
 tests_test_checkpoint_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)
+tests_test_io_SOURCES = tests/test_io.c tests/test_io_read.c tests/test_io_oom.c \
+	tests/test_io_safetensors.c tests/test_io.h
 tests_test_io_LDADD = $(TRACE_LIBS) $(TEST_LIBS)
 tests_test_graph_LDADD = $(GRAPH_LIBS) $(TEST_LIBS)
 # test_io fails chosen allocations of the trace reader (test_trace_out_of_memory)
 tests_test_io_LDFLAGS = -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc
 # test_perf compares the performance model's built-in model table with the engine's models,
 # so it also links src/net.
+tests_test_perf_SOURCES = tests/test_perf.c tests/test_perf_models.c tests/test_perf_errors.c \
+	tests/test_perf_report.c tests/test_perf.h
 tests_test_perf_LDADD = $(PERF_LIBS) $(NET_LIBS) $(TEST_LIBS)
+tests_test_plot_SOURCES = tests/test_plot.c tests/test_plot_heatmap.c tests/test_plot_curves.c \
+	tests/test_plot.h
 tests_test_plot_LDADD = $(PLOT_LIBS) $(CAIRO_LIBS) $(TEST_LIBS)
 TESTS += $(check_PROGRAMS)
 
