@@ -163,7 +163,7 @@ class TestSchema(unittest.TestCase):
 
     def test_format_sections(self):
         """[format NAME] sections as the writer puts them under config.format (the keys a
-        configuration set, tests/test_config.c test_format_sections)."""
+        configuration set, tests/test_config_formats.c test_format_sections)."""
         h = copy.deepcopy(self.records()["header"])
         h["config"]["format"] = {
             "myfp8": {"kind": "float", "exp_bits": 4, "man_bits": 3, "bias": 8, "nan": "fn",

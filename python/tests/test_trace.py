@@ -276,10 +276,10 @@ def nested(depth):
 
 
 class TestBounds(TmpTrace):
-    """What the C reader refuses (src/trace/trace.h, tests/test_io.c), refused here with the same
+    """What the C reader refuses (src/trace/trace.h, tests/test_io_read.c), refused here with the same
     message; and adapt-perf, which reads with the C reader, says the same where it is built."""
 
-    # (text, line, message): the same cases and messages as tests/test_io.c's bad_traces
+    # (text, line, message): the same cases and messages as tests/test_io_read.c's bad_traces
     BAD = [
         (lines(HEADER, changed(STEP, step=(1 << 63) - 1)), 2,
          'step record: field "step" = 9223372036854775807 is out of range [1, 9007199254740992]'),

@@ -1,6 +1,6 @@
 /* src/perfmodel/model.c: the performance model's view of a network, built
  * from a model description (src/graph: the graph the engine trains) or from a
- * trace header, and the GEMM shapes of a unit. tests/test_perf.c compares the
+ * trace header, and the GEMM shapes of a unit. tests/test_perf_models.c compares the
  * description's layers with the engine's, field by field.
  */
 #include <stdlib.h>

@@ -23,7 +23,7 @@
  * off), then compare with the largest finite value: on the bit pattern when emin is float32's
  * (-126), by exact power-of-two scaling otherwise.
  *
- * Special values (documented contract, tested in tests/test_quant.c):
+ * Special values (documented contract, tested in tests/test_quant_custom.c):
  *   NaN  -> the same NaN, never counted as saturated.
  *   +-inf-> grid formats: the range end, counted as saturated;
  *           float formats: +-inf when overflow = inf, else the largest finite, counted as

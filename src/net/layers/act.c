@@ -17,7 +17,7 @@
  * for negative x), wherever Phi is a normal float; below x = -13.09 Phi flushes to 0 (gelu -0).
  * The error comes mostly from the rounding of t, which the polynomial amplifies about twice.
  * PyTorch forms 0.5 x (1 + erf(x / sqrt 2)), which cancels for negative x (at x = -5 its value
- * is 4% off); this one keeps its relative accuracy there. tests/test_layers.c
+ * is 4% off); this one keeps its relative accuracy there. tests/test_layers_act.c
  * test_gelu_accuracy asserts 8 ulp on a sample of both signs. GELU(-inf) = NaN,
  * GELU(inf) = inf, as PyTorch. The tanh form uses the tanh below.
  *
@@ -32,7 +32,7 @@
  * (0.3 ulp); the roundings of the remaining steps (one each for the scaling
  * sum, the denominator and the division) bring the maximum error, measured
  * over every 7th float in [0, 12] against tanh() in double, to 2.4 ulp
- * (relative 1.9e-7); tests/test_layers.c test_tanh_accuracy asserts <= 3 ulp
+ * (relative 1.9e-7); tests/test_layers_act.c test_tanh_accuracy asserts <= 3 ulp
  * on a sample of both signs. NaN propagates, tanh(+-inf) = +-1,
  * tanh(-0) = -0.
  * Every loop is branch-free and vectorises (AVX-512 / AVX2 clones).

@@ -44,12 +44,12 @@
 
 /* floats of one stack in all phases: about this many (at least one sample). Larger stacks
  * read more planes at once, which the memory system serves worse; smaller ones pay more per
- * call. (tests/test_layers.c sizes its batches to leave partial stacks with 512.) */
+ * call. (tests/test_layers_gconv.c sizes its batches to leave partial stacks with 512.) */
 #define GCONV_STACK_FLOATS 512
 
 /* Forward of planes whose padded plane has at most this many positions (40x40: MobileNet's
  * planes up to 32x32 with padding 1): eight samples side by side (see lanes_forward); the
- * stacks serve the rest and the backward pass. (tests/test_layers.c has a larger plane.) */
+ * stacks serve the rest and the backward pass. (tests/test_layers_gconv.c has a larger plane.) */
 #define GCONV_LANES_POS 1600
 
 static size_t r16(size_t v)
