@@ -80,6 +80,40 @@ void syn_header(struct adapt_trace_header *h, json_t **cfg, int batch, int unit1
     h->units = units;
 }
 
+void syn_write(const char *path, const struct syn_opts *o);
+
+/* Tensor roles (the header's "roles": weight 8 bits, input 4, grad_output float32, the rest the
+ * units' own): each GEMM at its wider operand, f = max(x, w) nz + max(g, x) for c1 (no
+ * backward-data), + max(g, w) nz for fc, times F / 32 (src/perfmodel/price.c):
+ *   c1: 72/32 (8 nz0 + 32);  fc: 24/32 (8 nz1 + 32 + 32 nz1) = 24/32 (40 nz1 + 32)
+ *   step 1 (nz .75 | .5):     85.5  + 39   = 124.5
+ *   steps 2,3 (.625 | .5):    83.25 + 39   = 122.25
+ *   step 4 (.625 | .75):      83.25 + 46.5 = 129.75
+ *   steps 5,6 (.875 | .75):   87.75 + 46.5 = 134.25
+ *   samples 4, 6, 4, 6: 498 + 733.5 + 519 + 805.5 = 2556; the element-wise layers keep the
+ * units' WL (76), and the reader gives back the bits written. */
+START_TEST(test_role_pricing)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/roles.jsonl", tmpdir);
+    static const int bits[ADAPT_TRACE_ROLES] = {8, -1, 4, -1, -1, -1, 32, -1, -1};
+    struct syn_opts o = syn_default();
+    o.role_bits = bits;
+    syn_write(path, &o);
+    struct adapt_trace *t;
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    ck_assert_int_eq(t->header.has_roles, 1);
+    ck_assert_mem_eq(t->header.role_bits, bits, sizeof bits);
+    adapt_trace_free(t);
+    struct perf_params p;
+    perf_params_init(&p);
+    struct perf_run *r = analyze_file(path, &p, NULL);
+    ck_assert_close(r->cq_compute, 2556.0);
+    ck_assert_close(r->cq_ew, 76.0);
+    perf_run_free(r);
+}
+END_TEST
+
 void syn_write(const char *path, const struct syn_opts *o)
 {
     struct adapt_trace_writer *w;
@@ -97,6 +131,10 @@ void syn_write(const char *path, const struct syn_opts *o)
     if (o->compat)
         json_object_set_new(cfg, "quantization", json_pack("{s:s}", "compat", o->compat));
     if (o->run_name) json_object_set_new(cfg, "run", json_pack("{s:s}", "name", o->run_name));
+    if (o->role_bits) {
+        h.has_roles = 1;
+        memcpy(h.role_bits, o->role_bits, sizeof h.role_bits);
+    }
     ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
     ck_assert_int_eq(adapt_trace_write_header(w, &h), ADAPT_OK);
     json_decref(cfg);
@@ -155,7 +193,8 @@ void syn_write(const char *path, const struct syn_opts *o)
 
 struct syn_opts syn_default(void)
 {
-    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    struct syn_opts o = {0, 1, 6, {0.8125, 0.83}, 4, 24, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                         NULL};
     return o;
 }
 
@@ -471,6 +510,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_synthetic_costs);
     tcase_add_test(tc, test_graph_precision_pricing);
+    tcase_add_test(tc, test_role_pricing);
     tcase_add_test(tc, test_su2);
     tcase_add_test(tc, test_log_every_and_tail);
     tcase_add_test(tc, test_policy_memory);

@@ -45,6 +45,7 @@ struct syn_opts {
     const char *model_name;  /* header model.name (NULL: "tiny") */
     const char *unit0_name;  /* header units[0].name (NULL: "c1") */
     const char *run_name;    /* config run.name (NULL: key absent) */
+    const int *role_bits;    /* header roles' operand bits (NULL: no roles) */
 };
 
 /* the header of the synthetic run (batch: config train.batch, 0 leaves the key out), its units
