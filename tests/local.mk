@@ -45,8 +45,8 @@ tests_test_gemm_int_SOURCES = tests/test_gemm_int.c src/bench/gemm_int.c
 tests_test_gemm_int_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_policy_SOURCES = tests/test_policy.c tests/test_policy_engine.c \
 	tests/test_policy_amp_muppet.c tests/test_policy.h
-tests_test_policy_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
-tests_test_roles_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_policy_LDADD = tests/libtestutil_net.a $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_roles_LDADD = tests/libtestutil_net.a $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_graphamp_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_comp_LDADD = $(PERF_LIBS) $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_train_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)

@@ -8,9 +8,7 @@
 
 #include "src/net/net.h"
 
-/* LeNet-5 (10 classes) finalised for batches of n, parameters initialised with seed 2385 and
- * gain 0.5 (tests/test_policy_engine.c) */
-struct adapt_net *small_lenet(int n);
+#include "tests/testutil_net.h" /* small_lenet */
 /* every element of every trained parameter's gradient set to v */
 void set_grads(struct adapt_net *net, float v);
 

@@ -17,15 +17,6 @@
 #include "tests/testutil.h"
 
 /* tests/test_policy.h */
-struct adapt_net *small_lenet(int n)
-{
-    struct adapt_net *net = adapt_model_build("lenet5", 10);
-    ck_assert_ptr_nonnull(net);
-    ck_assert_int_eq(adapt_net_finalize(net, n), ADAPT_OK);
-    adapt_net_init_params(net, 2385, 0.5);
-    return net;
-}
-
 /* Weight copies: fixed <8,4> nearest puts every weight of an active unit on
  * the grid k/16 inside [-8, 8 - 1/16] and the layer computes with the copy;
  * a float unit computes with the master. Outputs of every layer after a unit

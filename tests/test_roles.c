@@ -12,7 +12,7 @@
 #include "src/net/net.h"
 #include "src/policy/precision.h"
 #include "src/policy/roles.h"
-#include "tests/testutil.h"
+#include "tests/testutil_net.h"
 
 static struct adapt_role_fmt role_of(const char *set, enum adapt_role r)
 {
@@ -121,15 +121,6 @@ START_TEST(test_scale_for)
     ck_assert_float_eq(adapt_role_scale_for(&p, 448.0f, NAN), 0.0f);
 }
 END_TEST
-
-static struct adapt_net *small_lenet(int n)
-{
-    struct adapt_net *net = adapt_model_build("lenet5", 10);
-    ck_assert_ptr_nonnull(net);
-    ck_assert_int_eq(adapt_net_finalize(net, n), ADAPT_OK);
-    adapt_net_init_params(net, 2385, 0.5);
-    return net;
-}
 
 static struct adapt_precision *fixed16(struct adapt_net *net, const char *const set[ADAPT_ROLE_N],
                                        const struct adapt_roles_opts *o)

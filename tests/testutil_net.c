@@ -8,6 +8,7 @@
 
 #include "src/base/status.h"
 #include "src/net/tensor.h"
+#include <check.h>
 
 static float *tu_zalloc(size_t nfloats)
 {
@@ -143,4 +144,13 @@ size_t tu_gradcheck(tu_loss_fn f, void *ctx, float *v, size_t n, const float *an
                 res.failed, res.checked, res.worst, res.worst_an, res.worst_fd, res.worst_ratio);
     if (r) *r = res;
     return res.failed;
+}
+
+struct adapt_net *small_lenet(int n)
+{
+    struct adapt_net *net = adapt_model_build("lenet5", 10);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(adapt_net_finalize(net, n), ADAPT_OK);
+    adapt_net_init_params(net, 2385, 0.5);
+    return net;
 }
