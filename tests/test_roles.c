@@ -285,6 +285,70 @@ START_TEST(test_roles_master)
 }
 END_TEST
 
+/* roles.units: overrides by unit name, values with commas inside parentheses kept whole,
+ * several units separated by '|'; what does not parse is refused naming the unit and role. */
+START_TEST(test_role_overrides)
+{
+    struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=fixed"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "roles.units= 0: weight=fixed(8,4) stochastic, "
+                                            "input=float32 |11:grad_output=float(5,2) current"),
+                     ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&cfg), ADAPT_OK);
+    struct adapt_role_override ov[ADAPT_ROLE_OVERRIDES_MAX];
+    int n;
+    ck_assert_int_eq(adapt_config_role_overrides(&cfg, ov, &n), ADAPT_OK);
+    ck_assert_int_eq(n, 3);
+    char buf[128];
+    ck_assert_str_eq(ov[0].unit, "0");
+    ck_assert_int_eq(ov[0].role, ADAPT_ROLE_WEIGHT);
+    ck_assert_str_eq(adapt_role_fmt_str(&ov[0].fmt, buf, sizeof buf), "fixed(8,4) stochastic");
+    ck_assert_int_eq(ov[1].role, ADAPT_ROLE_INPUT);
+    ck_assert_int_eq(ov[1].fmt.kind, ADAPT_ROLE_FLOAT);
+    ck_assert_str_eq(ov[2].unit, "11");
+    ck_assert_str_eq(adapt_role_fmt_str(&ov[2].fmt, buf, sizeof buf), "float(5,2) current");
+    static const struct {
+        const char *set, *msg;
+    } bad[] = {
+        {"roles.units=0 weight=e4m3", "expected NAME: role=value"},
+        {"roles.units=0: wieght=e4m3", "unit 0: \"wieght\": expected role=value"},
+        {"roles.units=3: input=e4m3 sideways", "unit 3: input = \"e4m3 sideways\": unknown word"},
+        {"roles.units=: input=e4m3", "a unit without a name"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=fixed"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, bad[i].set), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_check(&cfg), ADAPT_EINVAL);
+        ck_assert_msg(strstr(adapt_error_message(), bad[i].msg), "%s: %s", bad[i].set,
+                      adapt_error_message());
+    }
+}
+END_TEST
+
+/* A unit's own role beside the others': unit 1 (conv "3") takes fixed(4,2) weights, the other
+ * units keep <16,8> (auto); only unit 1's copy is on the 1/4 grid within [-2, 1.75]. */
+START_TEST(test_roles_per_unit)
+{
+    struct adapt_net *net = small_lenet(1);
+    struct adapt_precision *p = fixed16(net, NULL, NULL);
+    struct adapt_role_fmt f = role_of("roles.weight=fixed(4,2) nearest", ADAPT_ROLE_WEIGHT);
+    ck_assert_int_eq(adapt_precision_set_unit_role(p, 1, ADAPT_ROLE_WEIGHT, &f), ADAPT_OK);
+    ck_assert_int_eq(adapt_precision_role(p, 1, ADAPT_ROLE_WEIGHT)->kind, ADAPT_ROLE_FORMAT);
+    ck_assert_int_eq(adapt_precision_role(p, 0, ADAPT_ROLE_WEIGHT)->kind, ADAPT_ROLE_AUTO);
+    ck_assert_int_eq(adapt_precision_refresh_weights(p, 1), ADAPT_OK);
+    for (int u = 0; u < p->nunits; u++) {
+        const struct adapt_param *w = &p->u[u].layer->param[0];
+        int coarse = on_grid(w->use, w->value.numel, 0.25f, -2.0f, 1.75f);
+        ck_assert_msg(coarse == (u == 1), "unit %d", u);
+        ck_assert(on_grid(w->use, w->value.numel, 1.0f / 256, -128, 128));
+    }
+    adapt_precision_free(p);
+    adapt_net_free(net);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("roles");
@@ -296,6 +360,8 @@ int main(void)
     tcase_add_test(c, test_roles_current);
     tcase_add_test(c, test_roles_delayed);
     tcase_add_test(c, test_roles_master);
+    tcase_add_test(c, test_role_overrides);
+    tcase_add_test(c, test_roles_per_unit);
     suite_add_tcase(s, c);
     return tu_run_suite(s, CK_FORK_GETENV);
 }

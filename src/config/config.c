@@ -307,6 +307,10 @@ static const struct adapt_schema_key keys[] = {
     ROLE_KEY(ADAPT_ROLE_MASTER, "master",
              "the float32 master weights, rounded in place after every update (e.g. bf16 "
              "stochastic: a bf16 master updated with stochastic rounding)"),
+    K_STR("roles", "units", roles.units, "",
+          "per-unit overrides by layer name: NAME: role=value, role=value | NAME: ... (e.g. "
+          "\"0: weight=fixed(8,4), input=float32 | 11: grad_output=float32\"); a value as "
+          "for the role keys"),
     K_INT("roles", "amax_history", roles.amax_history, "1024", "[1, 1000000]",
           "delayed scaling: amax values remembered per tensor (Transformer Engine's "
           "amax_history_len)"),
@@ -666,7 +670,9 @@ static enum adapt_status check_roles(const struct adapt_config *cfg)
         enum adapt_status st = adapt_config_role(cfg, (enum adapt_role)r, &f);
         if (st) return st;
     }
-    return ADAPT_OK;
+    struct adapt_role_override ov[ADAPT_ROLE_OVERRIDES_MAX];
+    int n;
+    return adapt_config_role_overrides(cfg, ov, &n);
 }
 
 enum adapt_status adapt_config_check(const struct adapt_config *cfg)

@@ -308,6 +308,8 @@ struct adapt_config {
         /* per role: "auto", "unit", "float32" or a format, then optionally a rounding
          * (nearest, stochastic) and a scaling (unscaled, current, delayed); "" = auto */
         char role[ADAPT_ROLE_N][ADAPT_CONFIG_STR_MAX];
+        /* per-unit overrides: "NAME: role=value, role=value | NAME: ..."; "" = none */
+        char units[ADAPT_CONFIG_PATH_MAX];
         int amax_history;                      /* delayed scaling: tensors remembered */
         enum adapt_config_amax_compute amax_compute;
         int margin;                            /* scale / 2^margin */
@@ -359,6 +361,17 @@ enum adapt_status adapt_config_role(const struct adapt_config *cfg, enum adapt_r
 /* Where section.key's value came from: "FILE:LINE", "--set k=v" or "default". */
 void adapt_config_origin_str(const struct adapt_config *cfg, const char *section,
                              const char *key, char *buf, size_t size);
+/* roles.units, one override: unit (layer) name, role and its value. */
+struct adapt_role_override {
+    char unit[64];
+    enum adapt_role role;
+    struct adapt_role_fmt fmt;
+};
+#define ADAPT_ROLE_OVERRIDES_MAX 64
+/* Parses roles.units into out (at most ADAPT_ROLE_OVERRIDES_MAX), *n of them; fails with a
+ * message naming roles.units and the piece that does not parse. */
+enum adapt_status adapt_config_role_overrides(const struct adapt_config *cfg,
+                                              struct adapt_role_override *out, int *n);
 /* 1 when some role is not auto (a recipe or a [roles] key). */
 int adapt_config_roles_set(const struct adapt_config *cfg);
 /* "e4m3 nearest delayed", "unit", "float32", "auto": the canonical text of f. */

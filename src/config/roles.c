@@ -62,7 +62,7 @@ static const struct recipe_role *recipe_table(enum adapt_config_recipe r)
 
 int adapt_config_roles_set(const struct adapt_config *cfg)
 {
-    if (cfg->roles.recipe != ADAPT_RECIPE_NONE) return 1;
+    if (cfg->roles.recipe != ADAPT_RECIPE_NONE || cfg->roles.units[0]) return 1;
     for (int r = 0; r < ADAPT_ROLE_N; r++)
         if (cfg->roles.role[r][0] && strcmp(cfg->roles.role[r], "auto")) return 1;
     return 0;
@@ -162,4 +162,83 @@ const char *adapt_role_fmt_str(const struct adapt_role_fmt *f, char *buf, size_t
              : f->scaling == ADAPT_SCALING_DELAYED ? " delayed"
                                                    : "");
     return buf;
+}
+
+/* the next piece of s up to sep at parenthesis depth 0 ("fixed(4,2)" stays whole): its length */
+static size_t piece(const char *s, char sep)
+{
+    int depth = 0;
+    size_t i = 0;
+    for (; s[i] && !(s[i] == sep && depth == 0); i++)
+        depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
+    return i;
+}
+
+static void trim(char *s)
+{
+    size_t n = strlen(s), a = 0;
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = '\0';
+    while (s[a] == ' ' || s[a] == '\t') a++;
+    memmove(s, s + a, n - a + 1);
+}
+
+enum adapt_status adapt_config_role_overrides(const struct adapt_config *cfg,
+                                              struct adapt_role_override *out, int *n)
+{
+    char o[ADAPT_CONFIG_OVERRIDE_LEN + 32];
+    char msg[ADAPT_CONFIG_STR_MAX + 160];
+    *n = 0;
+    for (const char *s = cfg->roles.units; *s;) {
+        size_t len = piece(s, '|');
+        char unit[ADAPT_CONFIG_PATH_MAX];
+        snprintf(unit, sizeof unit, "%.*s", (int)len, s);
+        s += len + (s[len] == '|');
+        char *colon = strchr(unit, ':');
+        trim(unit);
+        if (!unit[0]) continue;
+        adapt_config_origin_str(cfg, "roles", "units", o, sizeof o);
+        if (!colon)
+            return ADAPT_ERROR(ADAPT_EINVAL, "%s: roles.units: \"%s\": expected NAME: "
+                                             "role=value, role=value", o, unit);
+        colon = strchr(unit, ':');
+        *colon = '\0';
+        char name[64];
+        snprintf(name, sizeof name, "%s", unit);
+        trim(name);
+        if (!name[0])
+            return ADAPT_ERROR(ADAPT_EINVAL, "%s: roles.units: a unit without a name before "
+                                             "':'", o);
+        for (const char *a = colon + 1; *a;) {
+            size_t al = piece(a, ',');
+            char as[ADAPT_CONFIG_PATH_MAX];
+            snprintf(as, sizeof as, "%.*s", (int)al, a);
+            a += al + (a[al] == ',');
+            trim(as);
+            if (!as[0]) continue;
+            char *eq = strchr(as, '=');
+            if (eq) *eq = '\0';
+            trim(as);
+            int r = -1;
+            for (int k = 0; eq && k < ADAPT_ROLE_N; k++)
+                if (!strcmp(as, adapt_role_names[k])) r = k;
+            if (r < 0)
+                return ADAPT_ERROR(ADAPT_EINVAL, "%s: roles.units: unit %s: \"%s\": expected "
+                                                 "role=value with a role of weight, bias, input, "
+                                                 "output, grad_weight, grad_bias, grad_output, "
+                                                 "grad_input, master", o, name, as);
+            if (*n == ADAPT_ROLE_OVERRIDES_MAX)
+                return ADAPT_ERROR(ADAPT_EINVAL, "%s: roles.units: more than %d overrides", o,
+                                   ADAPT_ROLE_OVERRIDES_MAX);
+            struct adapt_role_override *ov = &out[*n];
+            snprintf(ov->unit, sizeof ov->unit, "%s", name);
+            ov->role = (enum adapt_role)r;
+            char *val = eq + 1;
+            trim(val);
+            if (parse_role(val, &ov->fmt, msg, sizeof msg))
+                return ADAPT_ERROR(ADAPT_EINVAL, "%s: roles.units: unit %s: %s = \"%s\": %s", o,
+                                   name, adapt_role_names[r], val, msg);
+            (*n)++;
+        }
+    }
+    return ADAPT_OK;
 }

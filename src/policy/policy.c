@@ -37,7 +37,27 @@ static enum adapt_status apply_roles(struct adapt_policy *p, const struct adapt_
     struct adapt_roles_opts o = {cfg->roles.amax_history,
                                  cfg->roles.amax_compute == ADAPT_AMAX_MOST_RECENT,
                                  cfg->roles.margin, cfg->roles.scale == ADAPT_SCALE_POW2};
-    return adapt_precision_set_roles(p->prec, roles, &o);
+    enum adapt_status st = adapt_precision_set_roles(p->prec, roles, &o);
+    struct adapt_role_override ov[ADAPT_ROLE_OVERRIDES_MAX];
+    int n = 0;
+    if (!st) st = adapt_config_role_overrides(cfg, ov, &n);
+    for (int i = 0; !st && i < n; i++) {
+        int u = -1;
+        for (int k = 0; k < p->prec->nunits; k++)
+            if (!strcmp(p->prec->u[k].layer->name, ov[i].unit)) u = k;
+        if (u < 0) {
+            char names[512] = "";
+            for (int k = 0; k < p->prec->nunits; k++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         k ? ", " : "", p->prec->u[k].layer->name);
+            char o[ADAPT_CONFIG_OVERRIDE_LEN + 32];
+            adapt_config_origin_str(cfg, "roles", "units", o, sizeof o);
+            return ADAPT_ERROR(ADAPT_EINVAL, "%s: roles.units: no precision unit named '%s' (the "
+                                             "units: %s)", o, ov[i].unit, names);
+        }
+        st = adapt_precision_set_unit_role(p->prec, u, ov[i].role, &ov[i].fmt);
+    }
+    return st;
 }
 
 enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct adapt_config *cfg,

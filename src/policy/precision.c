@@ -35,12 +35,20 @@ static struct quant_spec with_rounding(const struct quant_spec *s, enum quant_ro
  * its scaling in *sc when the role rounds, 0 when the tensor stays float32. auto_spec is what
  * the tensor is rounded to without roles (NULL: nothing), with auto_round; training 0
  * (evaluation) rounds to nearest. An inactive unit computes in float32 in every role. */
+/* Role r of node `node` when it is a unit's own node and that unit's role is not auto. */
+static int node_role(const struct adapt_precision *p, int node, enum adapt_role r)
+{
+    int ui = p->node_unit[node];
+    return ui >= 0 && p->u[ui].node == node &&
+           adapt_precision_role(p, ui, r)->kind != ADAPT_ROLE_AUTO;
+}
+
 static int role_spec(const struct adapt_precision *p, int ui, enum adapt_role r,
                      const struct quant_spec *auto_spec, enum quant_rounding auto_round,
                      int training, struct quant_spec *out, enum adapt_role_scaling *sc)
 {
     const struct adapt_unit_prec *u = &p->u[ui];
-    const struct adapt_role_fmt *f = &p->roles[r];
+    const struct adapt_role_fmt *f = adapt_precision_role(p, ui, r);
     *sc = ADAPT_SCALING_NONE;
     if (!u->active) return 0;
     switch (f->kind) {
@@ -130,8 +138,7 @@ static enum adapt_status round_batch(const struct adapt_precision *p, const stru
 static enum adapt_status in_run(struct adapt_precision *p, int node, const float **xs, int n,
                                 int training, int backward)
 {
-    int role = p->roles[ADAPT_ROLE_INPUT].kind != ADAPT_ROLE_AUTO;
-    if (!p->round_in[node] && !role) return ADAPT_OK;
+    if (!p->round_in[node] && !node_role(p, node, ADAPT_ROLE_INPUT)) return ADAPT_OK;
     int ui = p->node_unit[node];
     if (ui < 0 || p->u[ui].node != node) return ADAPT_OK;
     struct adapt_unit_prec *u = &p->u[ui];
@@ -173,9 +180,7 @@ static enum adapt_status in_run(struct adapt_precision *p, int node, const float
 static enum adapt_status out_run(struct adapt_precision *p, int node, float *y, int n, int training)
 {
     int ui = p->node_unit[node];
-    int own = ui >= 0 && p->u[ui].node == node &&
-              p->roles[ADAPT_ROLE_OUTPUT].kind != ADAPT_ROLE_AUTO;
-    if (!p->round_out[node] && !own) return ADAPT_OK;
+    if (!p->round_out[node] && !node_role(p, node, ADAPT_ROLE_OUTPUT)) return ADAPT_OK;
     struct adapt_unit_prec *u = &p->u[ui];
     struct quant_spec s;
     enum adapt_role_scaling sc;
@@ -238,7 +243,7 @@ static enum adapt_status grad_role(struct adapt_precision *p, enum adapt_role r,
 static enum adapt_status dout_run(struct adapt_precision *p, int node, const float *y, float *dy,
                                   int n)
 {
-    if (p->roles[ADAPT_ROLE_GRAD_OUTPUT].kind != ADAPT_ROLE_AUTO) {
+    if (node_role(p, node, ADAPT_ROLE_GRAD_OUTPUT)) {
         enum adapt_status st = grad_role(p, ADAPT_ROLE_GRAD_OUTPUT, node, 0, dy,
                                          adapt_layer_out_numel(p->net->nodes[node].layer), n);
         if (st) return st;
@@ -269,7 +274,7 @@ static int is_pool(const struct adapt_layer *l)
 static enum adapt_status grad_run(struct adapt_precision *p, int node, float **dxs, int n)
 {
     struct adapt_layer *l = p->net->nodes[node].layer;
-    if (p->roles[ADAPT_ROLE_GRAD_INPUT].kind != ADAPT_ROLE_AUTO) {
+    if (node_role(p, node, ADAPT_ROLE_GRAD_INPUT)) {
         for (int k = 0; k < l->nin; k++) {
             enum adapt_status st = grad_role(p, ADAPT_ROLE_GRAD_INPUT, node, k, dxs[k],
                                              adapt_layer_in_numel(l, k), n);
@@ -512,6 +517,7 @@ void adapt_precision_free(struct adapt_precision *p)
         for (size_t i = 0; i < (size_t)ADAPT_ROLE_N * (size_t)p->net->nnodes; i++)
             free(p->rstate[i].hist);
     free(p->rstate);
+    free(p->roles);
     free(p->acopy);
     free(p->d_acopy); /* the arrays are the engine's */
     free(p->dev_counts);

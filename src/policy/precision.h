@@ -125,7 +125,8 @@ struct adapt_precision {
     struct adapt_arena arena;
     /* adapt_precision_set_roles (roles_on = 0: every role auto, as without roles) */
     int roles_on;
-    struct adapt_role_fmt roles[ADAPT_ROLE_N];
+    struct adapt_role_fmt *roles; /* (nunits * ADAPT_ROLE_N): unit u's role r at
+                                     [u * ADAPT_ROLE_N + r]; NULL: every role auto */
     int amax_history, amax_most_recent, margin, scale_pow2;
     struct adapt_role_state *rstate; /* (ADAPT_ROLE_N * nnodes): [role * nnodes + id], id the
                                         unit (weights, bias, their gradients, master) or the
@@ -163,7 +164,13 @@ void adapt_precision_free(struct adapt_precision *p);
 enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
                                             const struct adapt_role_fmt roles[ADAPT_ROLE_N],
                                             const struct adapt_roles_opts *o);
-/* The state of role r's tensor id (unit or node, as rstate), NULL without scaling. */
+/* Unit u's role r from now on (roles.units: an override by name); after set_roles. */
+enum adapt_status adapt_precision_set_unit_role(struct adapt_precision *p, int u,
+                                                enum adapt_role r, const struct adapt_role_fmt *f);
+/* Unit u's role r (auto without roles). */
+const struct adapt_role_fmt *adapt_precision_role(const struct adapt_precision *p, int u,
+                                                  enum adapt_role r);
+/* The state of role r's tensor id (unit or node, as rstate), NULL when no role is scaled. */
 const struct adapt_role_state *adapt_precision_role_state(const struct adapt_precision *p,
                                                           enum adapt_role r, int id);
 

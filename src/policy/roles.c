@@ -31,6 +31,31 @@ float adapt_role_scale_for(const struct adapt_precision *p, float fmax, float am
     return (float)sc;
 }
 
+const struct adapt_role_fmt *adapt_precision_role(const struct adapt_precision *p, int u,
+                                                  enum adapt_role r)
+{
+    static const struct adapt_role_fmt auto_role = {ADAPT_ROLE_AUTO, {0}, -1, ADAPT_SCALING_NONE};
+    return p->roles ? &p->roles[(size_t)u * ADAPT_ROLE_N + (size_t)r] : &auto_role;
+}
+
+enum adapt_status adapt_precision_set_unit_role(struct adapt_precision *p, int u,
+                                                enum adapt_role r, const struct adapt_role_fmt *f)
+{
+    ADAPT_ASSERT(p->roles && u >= 0 && u < p->nunits && r >= 0 && r < ADAPT_ROLE_N);
+    p->roles[(size_t)u * ADAPT_ROLE_N + (size_t)r] = *f;
+    if (f->kind != ADAPT_ROLE_AUTO) p->roles_on = 1;
+    if (f->scaling != ADAPT_SCALING_NONE && !p->rstate) {
+        size_t n = (size_t)ADAPT_ROLE_N * (size_t)p->net->nnodes;
+        if (!(p->rstate = calloc(n, sizeof *p->rstate)))
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the scale states");
+        for (size_t i = 0; i < n; i++) p->rstate[i].scale = 1.0f;
+    }
+    /* error-gradient roles need the backward hook */
+    if (r == ADAPT_ROLE_GRAD_INPUT && f->kind != ADAPT_ROLE_AUTO)
+        adapt_precision_install_grad_hook(p);
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
                                             const struct adapt_role_fmt roles[ADAPT_ROLE_N],
                                             const struct adapt_roles_opts *o)
@@ -38,32 +63,25 @@ enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
     if (p->dev)
         return ADAPT_ERROR(ADAPT_EINVAL, "[roles]: tensor roles run on the CPU engine only "
                                          "(run.device = cpu)");
-    int scaled = 0;
-    for (int r = 0; r < ADAPT_ROLE_N; r++) {
-        p->roles[r] = roles[r];
-        scaled |= roles[r].scaling != ADAPT_SCALING_NONE;
-        if (roles[r].kind != ADAPT_ROLE_AUTO) p->roles_on = 1;
-    }
     p->amax_history = o->amax_history > 0 ? o->amax_history : 1;
     p->amax_most_recent = o->most_recent;
     p->margin = o->margin;
     p->scale_pow2 = o->pow2;
-    if (scaled) {
-        size_t n = (size_t)ADAPT_ROLE_N * (size_t)p->net->nnodes;
-        if (!(p->rstate = calloc(n, sizeof *p->rstate)))
-            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the scale states");
-        for (size_t i = 0; i < n; i++) p->rstate[i].scale = 1.0f;
-    }
-    /* error-gradient roles need the backward hook */
-    if (roles[ADAPT_ROLE_GRAD_INPUT].kind != ADAPT_ROLE_AUTO)
-        adapt_precision_install_grad_hook(p);
+    if (!p->roles && !(p->roles = calloc((size_t)p->nunits * ADAPT_ROLE_N + 1, sizeof *p->roles)))
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the tensor roles");
+    for (int u = 0; u < p->nunits; u++)
+        for (int r = 0; r < ADAPT_ROLE_N; r++) {
+            enum adapt_status st = adapt_precision_set_unit_role(p, u, (enum adapt_role)r,
+                                                                 &roles[r]);
+            if (st) return st;
+        }
     return ADAPT_OK;
 }
 
 const struct adapt_role_state *adapt_precision_role_state(const struct adapt_precision *p,
                                                           enum adapt_role r, int id)
 {
-    if (!p->rstate || p->roles[r].scaling == ADAPT_SCALING_NONE) return NULL;
+    if (!p->rstate) return NULL;
     return &p->rstate[(size_t)r * (size_t)p->net->nnodes + (size_t)id];
 }
 

@@ -377,7 +377,7 @@ static void print_roles(const struct adapt_precision *p)
         quant_spec_str(&p->u[u].spec, unit, sizeof unit);
         printf("        %-12s", p->u[u].layer->name);
         for (int r = 0; r < ADAPT_ROLE_N; r++) {
-            const struct adapt_role_fmt *f = &p->roles[r];
+            const struct adapt_role_fmt *f = adapt_precision_role(p, u, (enum adapt_role)r);
             char buf[QUANT_SPEC_STR_MAX + 64];
             if (!p->u[u].active) snprintf(buf, sizeof buf, "float32");
             else if (f->kind == ADAPT_ROLE_AUTO) snprintf(buf, sizeof buf, "auto (%s)", unit);
