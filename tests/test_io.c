@@ -22,6 +22,9 @@
 #include "src/base/safetensors.h"
 #include "src/trace/trace.h"
 #include "tests/test_io.h"
+
+/* a unit state's scale statistics when no role is scaled */
+#define NO_SCALES {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}
 #include "tests/testutil.h"
 
 char tmpdir[64];
@@ -103,9 +106,11 @@ struct adapt_trace_header make_header(json_t *config)
 }
 
 static struct adapt_trace_unit_state ustate[3][2] = {
-    {{8, 4, 37.25, 51, 0.0625, 12, 345, 0.25}, {10, 6, 25.0, 50, 0.125, 0, 7, 0.0}},
-    {{32, 0, NAN, -1, NAN, -1, -1, NAN}, {32, 0, NAN, -1, NAN, -1, -1, NAN}},
-    {{9, 5, 99.5, 150, 0.5, 1, 2, 0.5}, {12, 8, 100.0, 149, 0.2385, 3, 4, NAN}},
+    {{8, 4, 37.25, 51, 0.0625, 12, 345, 0.25, NO_SCALES}, {10, 6, 25.0, 50, 0.125, 0, 7, 0.0, NO_SCALES}},
+    {{32, 0, NAN, -1, NAN, -1, -1, NAN, NO_SCALES}, {32, 0, NAN, -1, NAN, -1, -1, NAN, NO_SCALES}},
+    /* [roles] scale statistics: weight and grad_output scaled, input not; an amax of inf */
+    {{9, 5, 99.5, 150, 0.5, 1, 2, 0.5, {{1.5, 256.0, 3, 1}, {0, 0, 0, 0}, {INFINITY, 4096.0, 0, 2}}},
+     {12, 8, 100.0, 149, 0.2385, 3, 4, NAN, NO_SCALES}},
 };
 static struct adapt_trace_event events[2] = {
     {1, ADAPT_TRACE_EVENT_PD, {10, 6}, {8, 5}, 4, 5, 4096, 0},
@@ -197,6 +202,13 @@ static void check_step(const struct adapt_trace_step *got, int i)
         ck_assert_int_eq(a->r, b->r);
         ck_assert(same(a->sparsity, b->sparsity));
         ck_assert(same(a->act_sat, b->act_sat));
+        for (int k = 0; k < ADAPT_TRACE_SCALED_ROLES; k++) { /* an inf amax reads back NaN */
+            ck_assert(isinf(b->scaled[k].amax) ? isnan(a->scaled[k].amax)
+                                               : same(a->scaled[k].amax, b->scaled[k].amax));
+            ck_assert(same(a->scaled[k].scale, b->scaled[k].scale));
+            ck_assert_int_eq(a->scaled[k].sat, b->scaled[k].sat);
+            ck_assert_int_eq(a->scaled[k].flush, b->scaled[k].flush);
+        }
         ck_assert_int_eq(a->sat, b->sat);
         ck_assert_int_eq(a->flush, b->flush);
     }

@@ -141,6 +141,7 @@ void syn_write(const char *path, const struct syn_opts *o)
     for (int s = 1; s <= 6; s++) {
         if (s % o->log_every == 0 && s <= o->last_step) {
             struct adapt_trace_unit_state us[2];
+            memset(us, 0, sizeof us); /* no scale statistics */
             struct adapt_trace_event ev[1];
             struct adapt_trace_step st;
             memset(&st, 0, sizeof st);

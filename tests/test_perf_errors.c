@@ -14,6 +14,9 @@
 #include "src/net/net.h"
 #include "src/trace/trace.h"
 #include "tests/test_perf.h"
+
+/* a unit state's scale statistics when no role is scaled */
+#define NO_SCALES {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}
 #include "tests/testutil.h"
 
 /* ==================================================================== errors */
@@ -135,8 +138,8 @@ static void one_sample_write(const char *path, const int64_t *steps, int ns,
     ck_assert_int_eq(adapt_trace_write_header(w, &h), ADAPT_OK);
     json_decref(cfg);
     for (int i = 0; i < ns; i++) {
-        struct adapt_trace_unit_state us[2] = {{8, 4, NAN, -1, NAN, -1, -1, NAN},
-                                              {16, 8, NAN, -1, NAN, -1, -1, NAN}};
+        struct adapt_trace_unit_state us[2] = {{8, 4, NAN, -1, NAN, -1, -1, NAN, NO_SCALES},
+                                              {16, 8, NAN, -1, NAN, -1, -1, NAN, NO_SCALES}};
         struct adapt_trace_step st = {steps[i], 0, 0.01, 1.0, ADAPT_TRACE_STRATEGY_NONE, 2, us,
                                       0, NULL, 1, 0};
         ck_assert_int_eq(adapt_trace_write_step(w, &st), ADAPT_OK);

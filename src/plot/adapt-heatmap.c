@@ -1,7 +1,7 @@
 /* src/plot/adapt-heatmap.c: pictures of training runs (PNG, SVG or PDF, by the
  * output name's extension).
  *
- *   adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--vmin V] [--vmax V]
+ *   adapt-heatmap TRACE -o FILE [--metric M] [--vmin V] [--vmax V]
  *                 [--title T] [--subtitle T | --no-subtitle] [--width PX]
  *   adapt-heatmap --cost-curve TRACE... -o FILE [--cumulative-only] [--smooth N] [--title T]
  *                 [--subtitle T | --no-subtitle] [--width PX] [--height PX]
@@ -24,7 +24,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: adapt-heatmap TRACE -o FILE [--metric wl|fl|lb|r|sparsity] [--vmin V] "
+            "Usage: adapt-heatmap TRACE -o FILE [--metric M] [--vmin V] "
             "[--vmax V]\n"
             "                     [--title T] [--subtitle T | --no-subtitle] [--width PX]\n"
             "   or: adapt-heatmap --cost-curve TRACE... -o FILE [--cumulative-only] [--smooth N]\n"
@@ -45,7 +45,8 @@ static void usage(FILE *f)
             "configuration file, with the end of the path that tells apart runs that\n"
             "share a name, e.g. \"fmnist_lenet5 (long/adapt)\".\n"
             "  --metric M       wl (default), fl, lb (lookback), r (histogram resolution),\n"
-            "                   sparsity\n"
+            "                   sparsity; with [roles] scaling, scale_weight, scale_input,\n"
+            "                   scale_grad_output (log2 of the role's scale)\n"
             "  --vmin V, --vmax V  a fixed colour scale of a heatmap or --wl-dist (default:\n"
             "                   the run's range; a metric that never changes, its own\n"
             "                   range: WL and FL 0-32, sparsity 0-1); values outside it\n"

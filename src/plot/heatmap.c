@@ -19,16 +19,22 @@
 
 /* ---------------------------------------------------------------- metrics */
 
-static const char *const metric_names[] = {"wl", "fl", "lb", "r", "sparsity"};
+static const char *const metric_names[] = {"wl",       "fl",           "lb",         "r",
+                                           "sparsity", "scale_weight", "scale_input",
+                                           "scale_grad_output"};
+#define N_METRICS ((int)(sizeof metric_names / sizeof metric_names[0]))
 
 enum adapt_status perf_metric_parse(const char *s, enum perf_metric *out)
 {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < N_METRICS; i++)
         if (!strcmp(s, metric_names[i])) {
             *out = (enum perf_metric)i;
             return ADAPT_OK;
         }
-    return ADAPT_ERROR(ADAPT_EINVAL, "unknown metric '%s' (expected wl, fl, lb, r or sparsity)", s);
+    return ADAPT_ERROR(ADAPT_EINVAL,
+                       "unknown metric '%s' (expected wl, fl, lb, r, sparsity, scale_weight, "
+                       "scale_input or scale_grad_output)",
+                       s);
 }
 
 const char *perf_metric_name(enum perf_metric m)
@@ -38,8 +44,10 @@ const char *perf_metric_name(enum perf_metric m)
 
 static const char *metric_title(enum perf_metric m)
 {
-    static const char *const t[] = {"Word length", "Fraction length", "Lookback",
-                                    "Histogram resolution", "Weight sparsity"};
+    static const char *const t[] = {"Word length",          "Fraction length",
+                                    "Lookback",             "Histogram resolution",
+                                    "Weight sparsity",      "Weight scale",
+                                    "Input scale",          "Output-gradient scale"};
     return t[m];
 }
 
@@ -47,13 +55,15 @@ static const char *metric_axis(enum perf_metric m)
 {
     static const char *const t[] = {"word length (bits)", "fraction length (bits)",
                                     "lookback (steps)", "resolution (bins)",
-                                    "sparsity (fraction of zero weights)"};
+                                    "sparsity (fraction of zero weights)",
+                                    "log2 of the weight scale", "log2 of the input scale",
+                                    "log2 of the output-gradient scale"};
     return t[m];
 }
 
 static int metric_integer(enum perf_metric m)
 {
-    return m != PERF_METRIC_LB && m != PERF_METRIC_SPARSITY;
+    return m != PERF_METRIC_LB && m != PERF_METRIC_SPARSITY && m < PERF_METRIC_SCALE_WEIGHT;
 }
 
 static double metric_value(const struct adapt_trace_unit_state *u, enum perf_metric m)
@@ -64,6 +74,12 @@ static double metric_value(const struct adapt_trace_unit_state *u, enum perf_met
     case PERF_METRIC_LB: return u->lb;
     case PERF_METRIC_R: return u->r < 0 ? NAN : u->r;
     case PERF_METRIC_SPARSITY: return u->sparsity;
+    case PERF_METRIC_SCALE_WEIGHT:
+    case PERF_METRIC_SCALE_INPUT:
+    case PERF_METRIC_SCALE_GRAD_OUTPUT: {
+        double s = u->scaled[m - PERF_METRIC_SCALE_WEIGHT].scale;
+        return s > 0 ? log2(s) : NAN;
+    }
     }
     return NAN;
 }

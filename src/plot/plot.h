@@ -48,10 +48,14 @@ enum perf_metric {
     PERF_METRIC_FL,
     PERF_METRIC_LB,
     PERF_METRIC_R,
-    PERF_METRIC_SPARSITY
+    PERF_METRIC_SPARSITY,
+    /* [roles] with scaling: log2 of the scale of the weight, input or grad_output role */
+    PERF_METRIC_SCALE_WEIGHT,
+    PERF_METRIC_SCALE_INPUT,
+    PERF_METRIC_SCALE_GRAD_OUTPUT
 };
 
-/* "wl", "fl", "lb", "r" or "sparsity". */
+/* "wl", "fl", "lb", "r", "sparsity", "scale_weight", "scale_input" or "scale_grad_output". */
 enum adapt_status perf_metric_parse(const char *s, enum perf_metric *out);
 const char *perf_metric_name(enum perf_metric m);
 

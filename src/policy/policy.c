@@ -120,7 +120,9 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
     s->sparsity = NAN;
     s->sat = s->flush = -1;
     s->act_sat = NAN;
+    memset(s->scaled, 0, sizeof s->scaled);
     if (!p->prec) return;
+    adapt_precision_take_scales(p->prec, u, s->scaled);
     adapt_precision_sync(p->prec); /* a failure is kept in the precision state's dev_st */
     const struct adapt_unit_prec *up = &p->prec->u[u];
     s->sparsity = up->sparsity;

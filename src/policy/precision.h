@@ -86,6 +86,7 @@ struct adapt_role_state {
     float *hist;       /* (amax_history) delayed: the amax values, most recent at hist_pos */
     int hist_n, hist_pos;
     uint64_t n, sat, flush; /* values rounded, saturated, flushed to zero */
+    uint64_t sat_taken, flush_taken; /* of them, reported already (adapt_precision_take_scale) */
 };
 
 struct adapt_precision {
@@ -164,6 +165,11 @@ void adapt_precision_free(struct adapt_precision *p);
 enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
                                             const struct adapt_role_fmt roles[ADAPT_ROLE_N],
                                             const struct adapt_roles_opts *o);
+/* Unit u's scale statistics of the GEMM operand roles for a step record: weight, input and
+ * grad_output in trace order (scale 0 where the role is not scaled); the saturated and flushed
+ * counts since the last call. */
+void adapt_precision_take_scales(struct adapt_precision *p, int u,
+                                 struct adapt_trace_role_scale out[ADAPT_TRACE_SCALED_ROLES]);
 /* Unit u's role r from now on (roles.units: an override by name); after set_roles. */
 enum adapt_status adapt_precision_set_unit_role(struct adapt_precision *p, int u,
                                                 enum adapt_role r, const struct adapt_role_fmt *f);

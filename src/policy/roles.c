@@ -144,3 +144,24 @@ enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_
     }
     return ADAPT_OK;
 }
+
+void adapt_precision_take_scales(struct adapt_precision *p, int u,
+                                 struct adapt_trace_role_scale out[ADAPT_TRACE_SCALED_ROLES])
+{
+    static const enum adapt_role roles[ADAPT_TRACE_SCALED_ROLES] = {
+        ADAPT_ROLE_WEIGHT, ADAPT_ROLE_INPUT, ADAPT_ROLE_GRAD_OUTPUT};
+    for (int k = 0; k < ADAPT_TRACE_SCALED_ROLES; k++) {
+        memset(&out[k], 0, sizeof out[k]);
+        enum adapt_role r = roles[k];
+        if (!p->rstate || adapt_precision_role(p, u, r)->scaling == ADAPT_SCALING_NONE) continue;
+        int id = r == ADAPT_ROLE_GRAD_OUTPUT ? p->u[u].node : u; /* as the roundings key them */
+        struct adapt_role_state *rs = &p->rstate[(size_t)r * (size_t)p->net->nnodes + (size_t)id];
+        if (!rs->n) continue; /* not rounded yet */
+        out[k].amax = rs->amax;
+        out[k].scale = rs->scale;
+        out[k].sat = (int64_t)(rs->sat - rs->sat_taken);
+        out[k].flush = (int64_t)(rs->flush - rs->flush_taken);
+        rs->sat_taken = rs->sat;
+        rs->flush_taken = rs->flush;
+    }
+}

@@ -17,6 +17,8 @@
 const char *const adapt_trace_role_names[ADAPT_TRACE_ROLES] = {
     "weight", "bias", "input", "output", "grad_weight", "grad_bias", "grad_output", "grad_input",
     "master"};
+const char *const adapt_trace_scaled_role_names[ADAPT_TRACE_SCALED_ROLES] = {"weight", "input",
+                                                                            "grad_output"};
 const char *const adapt_trace_strategy_names[ADAPT_TRACE_STRATEGY_MAX + 1] = {NULL, "min", "mean",
                                                                              "max"};
 const char *const adapt_trace_event_names[2] = {"pd", "pu"};

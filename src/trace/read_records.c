@@ -449,6 +449,19 @@ static void read_unit_state(struct adapt_trace_rd *r, json_t *uo, struct adapt_t
     u->sat = rd_int(r, uo, "sat", 1, -1, 0, INT64_MAX);
     u->flush = rd_int(r, uo, "flush", 1, -1, 0, INT64_MAX);
     u->act_sat = rd_num_in(r, uo, "act_sat", 1, 1, 0, 1);
+    json_t *sc = rd_typed(r, uo, "scaled", 1, JSON_OBJECT);
+    for (int k = 0; sc && k < ADAPT_TRACE_SCALED_ROLES && !r->bad; k++) {
+        json_t *e = rd_typed(r, sc, adapt_trace_scaled_role_names[k], 1, JSON_OBJECT);
+        if (!e) continue;
+        struct adapt_trace_role_scale *rs = &u->scaled[k];
+        rs->amax = rd_num(r, e, "amax", 1); /* null: inf or NaN in the tensor */
+        rs->scale = rd_num(r, e, "scale", 0);
+        rs->sat = rd_int(r, e, "sat", 0, 0, 0, INT64_MAX);
+        rs->flush = rd_int(r, e, "flush", 0, 0, 0, INT64_MAX);
+        if (!r->bad && !(rs->scale > 0) )
+            rd_fail(r, "scaled.%s.scale = %g, expected > 0", adapt_trace_scaled_role_names[k],
+                    rs->scale);
+    }
 }
 
 /* A [WL, FL] pair: WL 1..32, FL 0..32 (quant's fixed(WL,FL)). */

@@ -178,6 +178,7 @@ extern const char *const adapt_trace_strategy_names[ADAPT_TRACE_STRATEGY_MAX + 1
 extern const char *const adapt_trace_role_names[ADAPT_TRACE_ROLES];
 
 /* State of one precision unit at a logged step. */
+#define ADAPT_TRACE_SCALED_ROLES 3 /* weight, input, grad_output */
 struct adapt_trace_unit_state {
     int wl, fl;           /* fp32: 32, 0 */
     double lb;            /* lookback; NaN = absent */
@@ -186,7 +187,16 @@ struct adapt_trace_unit_state {
     int64_t sat, flush;   /* saturated / flushed-to-zero elements; -1 = absent */
     double act_sat;       /* fraction of the unit's rounded outputs that saturated in the
                            * training forwards since the previous step record; NaN = absent */
+    /* [roles] with scaling: the GEMM operands' scale statistics (weight, input, grad_output):
+     * the last tensor's amax and scale, and the values saturated and flushed to zero since
+     * the previous step record; scale 0 = absent (the role is not scaled) */
+    struct adapt_trace_role_scale {
+        double amax, scale;
+        int64_t sat, flush;
+    } scaled[ADAPT_TRACE_SCALED_ROLES];
 };
+/* the roles of adapt_trace_unit_state.scaled, in order: "weight", "input", "grad_output" */
+extern const char *const adapt_trace_scaled_role_names[ADAPT_TRACE_SCALED_ROLES];
 
 enum adapt_trace_event_kind { ADAPT_TRACE_EVENT_PD = 0, ADAPT_TRACE_EVENT_PU };
 

@@ -347,6 +347,17 @@ enum adapt_status adapt_trace_write_step(struct adapt_trace_writer *w,
         if (u->sat >= 0) put(uo, "sat", json_integer(u->sat), &bad);
         if (u->flush >= 0) put(uo, "flush", json_integer(u->flush), &bad);
         if (!isnan(u->act_sat)) put(uo, "act_sat", jnum(u->act_sat), &bad);
+        json_t *sc = NULL;
+        for (int k = 0; k < ADAPT_TRACE_SCALED_ROLES; k++) {
+            const struct adapt_trace_role_scale *rs = &u->scaled[k];
+            if (!(rs->scale > 0)) continue;
+            if (!sc && !(sc = json_object())) bad = 1;
+            put(sc, adapt_trace_scaled_role_names[k],
+                json_pack("{s:o,s:o,s:I,s:I}", "amax", jnum(rs->amax), "scale", jnum(rs->scale),
+                          "sat", (json_int_t)rs->sat, "flush", (json_int_t)rs->flush),
+                &bad);
+        }
+        if (sc) put(uo, "scaled", sc, &bad);
         if (json_array_append_new(units, uo)) bad = 1;
     }
     put(o, "units", units, &bad);
