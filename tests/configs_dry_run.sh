@@ -26,9 +26,11 @@ done
 for rl in "$src"/experiments/runlists/*.txt; do
     while read -r name cfg rest; do
         case $name in ''|'#'*) continue ;; esac
-        rest=${rest%%#*}
-        # shellcheck disable=SC2086 # the overrides are --set words
-        if ! out=$(cd "$src" && "$OLDPWD/$bin" --config "$cfg" $rest --dry-run $nodata 2>&1) &&
+        # the overrides split as report.py splits them (shlex: quotes, '#' comments)
+        eval "set -- $(python3 -c 'import shlex, sys
+print(" ".join(shlex.quote(w) for w in shlex.split(sys.argv[1], comments=True)))' "$rest")"
+        # shellcheck disable=SC2086 # $nodata is --set words
+        if ! out=$(cd "$src" && "$OLDPWD/$bin" --config "$cfg" "$@" --dry-run $nodata 2>&1) &&
            ! echo "$out" | grep -q "^data:   not available: "; then
             echo "FAIL: $rl: run $name"
             echo "$out" | tail -5

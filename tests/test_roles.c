@@ -259,7 +259,7 @@ START_TEST(test_roles_delayed)
         struct adapt_trace_role_scale sc[ADAPT_TRACE_SCALED_ROLES];
         adapt_precision_take_scales(p, 0, sc);
         ck_assert_float_eq(sc[0].amax, 1.0);
-        ck_assert_float_eq(sc[0].scale, after[recent][3]);
+        ck_assert_float_eq(sc[0].scale, used[recent][3]);
         ck_assert_int_eq(sc[0].sat, 1);
         ck_assert(sc[1].scale == 0 && sc[2].scale == 0); /* input, grad_output: not scaled */
         adapt_precision_take_scales(p, 0, sc);

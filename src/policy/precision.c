@@ -163,8 +163,10 @@ static enum adapt_status in_run(struct adapt_precision *p, int node, const float
         struct quant_key k = key_of(p, Q_INPUT, p->node_unit[node], p->iter);
         enum adapt_status st;
         if (sc != ADAPT_SCALING_NONE) {
+            p->eval_round = !training;
             st = adapt_role_round_scaled(p, ADAPT_ROLE_INPUT, ui, sc, &s, xs[0], qin, 1,
                                          m * (size_t)n, k, NULL);
+            p->eval_round = 0;
         } else if (p->per_image_input) { /* one scale per image (MuPPET): an image per dim-0 slice */
             if (quant_type_of(s.format)->needs_range) s.block = QUANT_BLOCK_DIM0;
             st = round_rows(p, &s, xs[0], qin, (size_t)n, m, k, -1, NULL);
@@ -193,12 +195,14 @@ static enum adapt_status out_run(struct adapt_precision *p, int node, float *y, 
     size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
     struct quant_stats qs = {0, 0, 0};
     struct quant_key key = key_of(p, Q_OUTPUT, node, p->iter);
+    p->eval_round = !training;
     enum adapt_status st =
         sc != ADAPT_SCALING_NONE
             ? adapt_role_round_scaled(p, ADAPT_ROLE_OUTPUT, node, sc, &s, y, y, 1, m, key,
                                       training ? &qs : NULL)
             : round_batch(p, &s, y, y, m / (size_t)n, n, key, training ? SLOT_OUT(ui) : -1,
                           training ? &qs : NULL);
+    p->eval_round = 0;
     if (st) return st;
     if (training) {
         /* on a device the saturated count comes from its counters (adapt_precision_sync) */
@@ -709,6 +713,14 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
     if (!s && p->dev) s = flush(p, &g);
     if (!s && p->dev) p->counts_pending = 1;
     return note(p, s);
+}
+
+enum adapt_status adapt_precision_refresh_again(struct adapt_precision *p, long step)
+{
+    p->replay = 1;
+    enum adapt_status st = adapt_precision_refresh_weights(p, step);
+    p->replay = 0;
+    return st;
 }
 
 enum adapt_status adapt_precision_quantize_grads(struct adapt_precision *p, long step)

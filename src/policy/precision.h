@@ -81,7 +81,8 @@ struct adapt_unit_prec {
 /* The scale state of one tensor of a scaled role (adapt_precision_set_roles): the scale the
  * next rounding uses, the amax history (delayed scaling) and what the roundings did. */
 struct adapt_role_state {
-    float scale;       /* 1 until an amax > 0 was seen (delayed), the last one used */
+    float scale;       /* the next rounding's (delayed: 1 until an amax > 0 was seen) */
+    float last_scale;  /* the last rounding's */
     float amax;        /* of the last tensor rounded */
     float *hist;       /* (amax_history) delayed: the amax values, most recent at hist_pos */
     int hist_n, hist_pos;
@@ -129,6 +130,8 @@ struct adapt_precision {
     struct adapt_role_fmt *roles; /* (nunits * ADAPT_ROLE_N): unit u's role r at
                                      [u * ADAPT_ROLE_N + r]; NULL: every role auto */
     int amax_history, amax_most_recent, margin, scale_pow2;
+    int replay; /* adapt_precision_refresh_again: scaled roundings repeat their last scale */
+    int eval_round; /* an evaluation forward's rounding: scales, histories and counts untouched */
     struct adapt_role_state *rstate; /* (ADAPT_ROLE_N * nnodes): [role * nnodes + id], id the
                                         unit (weights, bias, their gradients, master) or the
                                         node (activations, error gradients) */
@@ -170,6 +173,18 @@ enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
  * counts since the last call. */
 void adapt_precision_take_scales(struct adapt_precision *p, int u,
                                  struct adapt_trace_role_scale out[ADAPT_TRACE_SCALED_ROLES]);
+/* The weight copies of the last refresh made again (a resumed run, after its checkpoint's
+ * state was restored): as adapt_precision_refresh_weights, but scaled roles round with the
+ * scale they last used and leave their histories and counts alone. */
+enum adapt_status adapt_precision_refresh_again(struct adapt_precision *p, long step);
+/* The scale states of the scaled roles for a checkpoint: {"history": H, "tensors": [[role, id,
+ * scale, hist_pos, hist_n, [H amax values] or [], last scale, saturated and
+ * flushed values not reported yet], ...]} (NULL when no role is scaled, or
+ * without memory), and their restoring from it; load fails naming `path` on a record that does
+ * not fit this state (another history length, a role or tensor out of range). */
+json_t *adapt_precision_scales_json(const struct adapt_precision *p);
+enum adapt_status adapt_precision_scales_load(struct adapt_precision *p, const json_t *j,
+                                              const char *path);
 /* Unit u's role r from now on (roles.units: an override by name); after set_roles. */
 enum adapt_status adapt_precision_set_unit_role(struct adapt_precision *p, int u,
                                                 enum adapt_role r, const struct adapt_role_fmt *f);

@@ -48,7 +48,7 @@ enum adapt_status adapt_precision_set_unit_role(struct adapt_precision *p, int u
         size_t n = (size_t)ADAPT_ROLE_N * (size_t)p->net->nnodes;
         if (!(p->rstate = calloc(n, sizeof *p->rstate)))
             return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the scale states");
-        for (size_t i = 0; i < n; i++) p->rstate[i].scale = 1.0f;
+        for (size_t i = 0; i < n; i++) p->rstate[i].scale = p->rstate[i].last_scale = 1.0f;
     }
     /* error-gradient roles need the backward hook */
     if (r == ADAPT_ROLE_GRAD_INPUT && f->kind != ADAPT_ROLE_AUTO)
@@ -118,8 +118,8 @@ enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_
     for (size_t i = 0; i < n; i++) nonfinite = nonfinite || !isfinite(x[i]);
     float amax = nonfinite ? INFINITY : rg.maxabs;
     float fmax = adapt_role_format_max(s);
-    float scale = rs->scale;
-    if (sc == ADAPT_SCALING_CURRENT) {
+    float scale = p->replay ? rs->last_scale : rs->scale;
+    if (sc == ADAPT_SCALING_CURRENT && !p->replay) { /* evaluation too: this tensor's scale */
         float c = adapt_role_scale_for(p, fmax, amax);
         scale = c > 0.0f ? c : 1.0f;
     }
@@ -131,17 +131,21 @@ enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_
     if (e) return e;
     #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) y[i] *= inv;
-    rs->scale = scale;
-    rs->amax = amax;
+    /* evaluation, and the same rounding again after a resume (the step record before the
+     * checkpoint reported it): the training's state untouched */
+    if (p->eval_round || p->replay) return ADAPT_OK;
     rs->n += n;
     rs->sat += qs.saturated;
     rs->flush += qs.flushed;
-    if (sc == ADAPT_SCALING_DELAYED) delayed_update(p, rs, amax, fmax);
     if (st) {
         st->saturated += qs.saturated;
         st->flushed += qs.flushed;
         st->zeros += qs.zeros;
     }
+    rs->last_scale = scale;
+    if (sc == ADAPT_SCALING_CURRENT) rs->scale = scale;
+    rs->amax = amax;
+    if (sc == ADAPT_SCALING_DELAYED) delayed_update(p, rs, amax, fmax);
     return ADAPT_OK;
 }
 
@@ -158,10 +162,81 @@ void adapt_precision_take_scales(struct adapt_precision *p, int u,
         struct adapt_role_state *rs = &p->rstate[(size_t)r * (size_t)p->net->nnodes + (size_t)id];
         if (!rs->n) continue; /* not rounded yet */
         out[k].amax = rs->amax;
-        out[k].scale = rs->scale;
+        out[k].scale = rs->last_scale; /* the scale that tensor was rounded with */
         out[k].sat = (int64_t)(rs->sat - rs->sat_taken);
         out[k].flush = (int64_t)(rs->flush - rs->flush_taken);
         rs->sat_taken = rs->sat;
         rs->flush_taken = rs->flush;
     }
+}
+
+json_t *adapt_precision_scales_json(const struct adapt_precision *p)
+{
+    if (!p->rstate) return NULL;
+    json_t *t = json_array();
+    size_t nn = (size_t)p->net->nnodes;
+    for (size_t i = 0; t && i < (size_t)ADAPT_ROLE_N * nn; i++) {
+        const struct adapt_role_state *rs = &p->rstate[i];
+        if (!rs->n && !rs->hist_n) continue;
+        json_t *h = json_array();
+        for (int k = 0; h && rs->hist && k < p->amax_history; k++)
+            json_array_append_new(h, json_real(rs->hist[k]));
+        json_t *e = h ? json_pack("[iifiiofII]", (int)(i / nn), (int)(i % nn), (double)rs->scale,
+                                  rs->hist_pos, rs->hist_n, h, (double)rs->last_scale,
+                                  (json_int_t)(rs->sat - rs->sat_taken),
+                                  (json_int_t)(rs->flush - rs->flush_taken))
+                      : NULL;
+        if (!e || json_array_append_new(t, e)) {
+            json_decref(t);
+            return NULL;
+        }
+    }
+    json_t *o = t ? json_pack("{s:i,s:o}", "history", p->amax_history, "tensors", t) : NULL;
+    return o;
+}
+
+enum adapt_status adapt_precision_scales_load(struct adapt_precision *p, const json_t *j,
+                                              const char *path)
+{
+    if (!p->rstate)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s: the checkpoint holds scale states, but no role of "
+                                          "this run is scaled", path);
+    json_int_t hist = json_integer_value(json_object_get(j, "history"));
+    const json_t *t = json_object_get(j, "tensors");
+    if (hist != p->amax_history || !json_is_array(t))
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s: role_scales: amax history of %lld values, the run "
+                                          "keeps %d (roles.amax_history)",
+                           path, (long long)hist, p->amax_history);
+    size_t nn = (size_t)p->net->nnodes;
+    for (size_t i = 0; i < json_array_size(t); i++) {
+        const json_t *e = json_array_get(t, i);
+        int r = (int)json_integer_value(json_array_get(e, 0));
+        int id = (int)json_integer_value(json_array_get(e, 1));
+        double scale = json_number_value(json_array_get(e, 2));
+        int pos = (int)json_integer_value(json_array_get(e, 3));
+        int n = (int)json_integer_value(json_array_get(e, 4));
+        const json_t *h = json_array_get(e, 5);
+        size_t hn = json_array_size(h);
+        double last = json_number_value(json_array_get(e, 6));
+        json_int_t sat = json_integer_value(json_array_get(e, 7));
+        json_int_t flush = json_integer_value(json_array_get(e, 8));
+        if (json_array_size(e) != 9 || sat < 0 || flush < 0 || !(last > 0) || !isfinite(last) || r < 0 || r >= ADAPT_ROLE_N || id < 0 || (size_t)id >= nn ||
+            !(scale > 0) || !isfinite(scale) || pos < 0 || pos >= p->amax_history || n < 0 ||
+            n > p->amax_history || (hn && hn != (size_t)p->amax_history) || (n && !hn))
+            return ADAPT_ERROR(ADAPT_EFORMAT, "%s: role_scales tensor %zu does not fit this run",
+                               path, i);
+        struct adapt_role_state *rs = &p->rstate[(size_t)r * nn + (size_t)id];
+        rs->scale = (float)scale;
+        rs->last_scale = (float)last;
+        rs->sat = (uint64_t)sat; /* not reported by a step record yet */
+        rs->flush = (uint64_t)flush;
+        rs->sat_taken = rs->flush_taken = 0;
+        rs->hist_pos = pos;
+        rs->hist_n = n;
+        rs->n = 1; /* rounded before */
+        if (hn && !rs->hist && !(rs->hist = calloc((size_t)p->amax_history, sizeof *rs->hist)))
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate an amax history");
+        for (size_t k = 0; k < hn; k++) rs->hist[k] = (float)json_number_value(json_array_get(h, k));
+    }
+    return ADAPT_OK;
 }

@@ -266,6 +266,19 @@ static enum adapt_status load_checkpoint(const struct adapt_run_dir *d, struct a
         json_decref(j);
         if (st) goto free_files;
     }
+    if (pol->prec && pol->prec->rstate) {
+        const char *rs = adapt_safetensors_meta_get(o, "role_scales");
+        json_error_t jerr;
+        json_t *j = rs ? json_loads(rs, 0, &jerr) : NULL;
+        if (!j) {
+            st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: role_scales missing or not JSON (a checkpoint "
+                                            "of a run without scaled roles?)", d->optim_path);
+            goto free_files;
+        }
+        st = adapt_precision_scales_load(pol->prec, j, d->optim_path);
+        json_decref(j);
+        if (st) goto free_files;
+    }
     opt->steps = (long)steps;
     sched->lr = lr;
     sched->best = best;
@@ -632,7 +645,7 @@ enum adapt_status adapt_ckpt_write(struct adapt_run_dir *d, const struct adapt_n
     if ((st = adapt_trace_flush(d->tw))) return st;
     struct ckpt_tensors c;
     if ((st = ckpt_tensors_build(&c, net, opt, pol))) return st;
-    char *pstate = NULL;
+    char *pstate = NULL, *rscales = NULL;
     char s_epoch[32], s_step[32], s_seed[32], s_steps[32], s_lr[40], s_best[40],
         s_le[32], s_bad[32], s_cd[32], s_rng[160];
     snprintf(s_epoch, sizeof s_epoch, "%d", epochs_done);
@@ -678,6 +691,13 @@ enum adapt_status adapt_ckpt_write(struct adapt_run_dir *d, const struct adapt_n
         json_t *pj = pol->type->save_json ? pol->type->save_json(pol) : json_object();
         pstate = pj ? json_dumps(pj, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(pj);
+        json_t *rj = pol->prec ? adapt_precision_scales_json(pol->prec) : NULL;
+        rscales = rj ? json_dumps(rj, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+        json_decref(rj);
+        if (pol->prec && pol->prec->rstate && !rscales) {
+            st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot write the scale states of the checkpoint");
+            goto free_all;
+        }
         struct adapt_safetensors_meta om[] = {{"format", CKPT_FORMAT},
                                               {"epoch", s_epoch},
                                               {"sgd_steps", s_steps},
@@ -687,15 +707,19 @@ enum adapt_status adapt_ckpt_write(struct adapt_run_dir *d, const struct adapt_n
                                               {"sched_num_bad", s_bad},
                                               {"sched_cooldown_counter", s_cd},
                                               {"policy", pol->type->name},
-                                              {"policy_state", pstate ? pstate : "{}"}};
+                                              {"policy_state", pstate ? pstate : "{}"},
+                                              {"role_scales", rscales ? rscales : "{}"}};
+        /* [roles] with scaling: the scales and amax histories, so that --resume continues
+         * with them (no key without scaled roles) */
         if ((st = adapt_run_dir_join(path, sizeof path, dir, "optim.safetensors")) == ADAPT_OK)
             st = adapt_safetensors_write(path, c.t + c.n_model, c.n_optim, om,
-                                         (int)(sizeof om / sizeof om[0]));
+                                         (int)(sizeof om / sizeof om[0]) - !rscales);
     }
     if (st == ADAPT_OK) st = publish_checkpoint(d, ckpt, old_ckpt);
 free_all:
     free(formats);
     free(pstate);
+    free(rscales);
     ckpt_tensors_free(&c);
     return st;
 }

@@ -303,19 +303,6 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
     struct adapt_comp_result search = {0};
     struct adapt_run_dir_opts dir_opts = {opts->out_dir, opts->resume, opts->force};
     if ((st = train_device_check(cfg))) goto free_run;
-    for (int k = 0; opts->resume && k < ADAPT_ROLE_N && adapt_config_roles_set(cfg); k++) {
-        struct adapt_role_fmt f;
-        if ((st = adapt_config_role(cfg, (enum adapt_role)k, &f))) goto free_run;
-        if (f.scaling == ADAPT_SCALING_DELAYED) {
-            st = ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                             "--resume: roles.%s uses delayed scaling, whose amax history a "
-                             "checkpoint does not keep; the run would continue with other "
-                             "scales than it had. Start it afresh (--force), or use current "
-                             "scaling",
-                             adapt_role_names[k]);
-            goto free_run;
-        }
-    }
     /* an existing run directory is this process's from before the data loads until the run
      * ends; a new one from when it is created (adapt_run_dir_open) */
     if (!opts->eval_only && (st = adapt_run_dir_claim(&r.dir, &dir_opts))) goto free_run;
@@ -343,7 +330,7 @@ enum adapt_status adapt_train_run(const struct adapt_config *cfg,
         goto free_run;
     if (search.n_samples && (st = train_write_samples(&r, &search))) goto free_run;
     /* the quantized copies the uninterrupted run had after its last step */
-    if (r.pol->prec && start_step > 0) adapt_precision_refresh_weights(r.pol->prec, start_step);
+    if (r.pol->prec && start_step > 0) adapt_precision_refresh_again(r.pol->prec, start_step);
     /* the GPU engine starts from the host's weights and optimizer state (a resumed run's) */
     if (cfg->run.device == ADAPT_CONFIG_DEVICE_CUDA &&
         ((st = adapt_cuda_net_create(r.net, cfg->run.gpu, &r.dev)) ||
