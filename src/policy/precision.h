@@ -125,8 +125,7 @@ struct adapt_precision {
     int counts_pending;   /* the engine holds counts not yet taken (adapt_precision_sync) */
     enum adapt_status dev_st;
     struct adapt_arena arena;
-    /* adapt_precision_set_roles (roles_on = 0: every role auto, as without roles) */
-    int roles_on;
+    /* adapt_precision_set_roles */
     struct adapt_role_fmt *roles; /* (nunits * ADAPT_ROLE_N): unit u's role r at
                                      [u * ADAPT_ROLE_N + r]; NULL: every role auto */
     int amax_history, amax_most_recent, margin, scale_pow2;

@@ -43,7 +43,6 @@ enum adapt_status adapt_precision_set_unit_role(struct adapt_precision *p, int u
 {
     ADAPT_ASSERT(p->roles && u >= 0 && u < p->nunits && r >= 0 && r < ADAPT_ROLE_N);
     p->roles[(size_t)u * ADAPT_ROLE_N + (size_t)r] = *f;
-    if (f->kind != ADAPT_ROLE_AUTO) p->roles_on = 1;
     if (f->scaling != ADAPT_SCALING_NONE && !p->rstate) {
         size_t n = (size_t)ADAPT_ROLE_N * (size_t)p->net->nnodes;
         if (!(p->rstate = calloc(n, sizeof *p->rstate)))
