@@ -137,23 +137,49 @@ enum adapt_status conv_setup(struct adapt_cuda_net *d, struct dlayer *dl, size_t
     enum adapt_status st = conv_describe(NULL, dl, d->n_max);
     if (st != ADAPT_OK) return st;
     /* the fastest algorithm of each direction that has float32 math, timed at n_max on
-     * scratch the size of the activations (cudnnFind* allocates its own workspace) */
+     * scratch the size of the activations (cudnnFind* allocates its own workspace); or, with
+     * ADAPT_CUDNN_ALGO=heuristic in the environment, cuDNN's heuristic ranking
+     * (cudnnGet*Algorithm_v7), which runs nothing: the same algorithms from run to run, and
+     * no timing runs for compute-sanitizer to report on (cudnnFind* times its candidates on
+     * buffers it never fills) */
+    const char *how = getenv("ADAPT_CUDNN_ALGO");
+    int heuristic = how && !strcmp(how, "heuristic");
+    if (how && *how && !heuristic && strcmp(how, "find"))
+        return ADAPT_ERROR(ADAPT_EINVAL, "ADAPT_CUDNN_ALGO=%s: expected find or heuristic", how);
     int got = 0;
     cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    DNN(cudnnFindConvolutionForwardAlgorithm(d->dnn, dl->xd, dl->wd, dl->cd, dl->yd,
-                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp),
-        "find forward algorithm");
+    if (heuristic)
+        DNN(cudnnGetConvolutionForwardAlgorithm_v7(d->dnn, dl->xd, dl->wd, dl->cd, dl->yd,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp),
+            "forward algorithm");
+    else
+        DNN(cudnnFindConvolutionForwardAlgorithm(d->dnn, dl->xd, dl->wd, dl->cd, dl->yd,
+                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp),
+            "find forward algorithm");
     if ((st = pick_fma(fp, got, l, "forward", &dl->fwd, ws_bytes))) return st;
     cudnnConvolutionBwdDataAlgoPerf_t bp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    DNN(cudnnFindConvolutionBackwardDataAlgorithm(d->dnn, dl->wd, dl->yd, dl->cd, dl->xd,
-                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, bp),
-        "find backward-data algorithm");
+    if (heuristic)
+        DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(d->dnn, dl->wd, dl->yd, dl->cd, dl->xd,
+                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                                                        bp),
+            "backward-data algorithm");
+    else
+        DNN(cudnnFindConvolutionBackwardDataAlgorithm(d->dnn, dl->wd, dl->yd, dl->cd, dl->xd,
+                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                                                      bp),
+            "find backward-data algorithm");
     if ((st = pick_fma(bp, got, l, "backward-data", &dl->bwd_data, ws_bytes))) return st;
     cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    DNN(cudnnFindConvolutionBackwardFilterAlgorithm(d->dnn, dl->xd, dl->yd, dl->cd, dl->wd,
-                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
-                                                    wp),
-        "find backward-filter algorithm");
+    if (heuristic)
+        DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                d->dnn, dl->xd, dl->yd, dl->cd, dl->wd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                &got, wp),
+            "backward-filter algorithm");
+    else
+        DNN(cudnnFindConvolutionBackwardFilterAlgorithm(d->dnn, dl->xd, dl->yd, dl->cd, dl->wd,
+                                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                        &got, wp),
+            "find backward-filter algorithm");
     if ((st = pick_fma(wp, got, l, "backward-filter", &dl->bwd_filter, ws_bytes))) return st;
     dl->fwd_max = dl->fwd;
     dl->bwd_data_max = dl->bwd_data;
