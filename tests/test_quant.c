@@ -308,6 +308,68 @@ START_TEST(test_range)
 }
 END_TEST
 
+/* quant_rows_scaled against its definition, the three steps apart through the scalar
+ * reference (x * scale, quant_rows_ref, times inv): the same bits and the same counts, for
+ * formats rounded in one pass (fixed, e4m3, e5m2, bf16 nearest and stochastic) and for those
+ * that keep the three passes (bfp per row, mxfp8), at an odd starting index, over several
+ * chunks with a tail; and quant_amax_compute against a plain loop. */
+START_TEST(test_scaled_rows)
+{
+    static const char *const fmts[] = {"fixed(8,4)", "float(4,3)", "float(5,2)", "bf16",
+                                       "bfp(8)", "mxfp8_e4m3"};
+    const size_t rows = 3, cols = QUANT_CHUNK + 4133, n = rows * cols;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *r = malloc(n * sizeof *r);
+    ck_assert(x && y && r);
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++)
+        for (int mode = 0; mode < 2; mode++) {
+            struct quant_spec s;
+            ck_assert_int_eq(quant_spec_parse(fmts[f], &s), ADAPT_OK);
+            s.rounding = mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST;
+            if (s.format == QUANT_FORMAT_BFP) s.block = QUANT_BLOCK_DIM0;
+            fill_inputs(x, n, &s, 11 + f);
+            for (size_t i = 0; i < n; i += 7) x[i] *= 3e-3f; /* scales that matter */
+            const float scale = mode ? 0.3f : 64.0f, inv = 1.0f / scale;
+            struct quant_key key = {5, 9, 1001};
+            struct quant_stats a = {0, 0, 0}, b = {0, 0, 0};
+            ck_assert_int_eq(quant_rows_scaled(&s, x, y, rows, cols, key, scale, inv, &a),
+                             ADAPT_OK);
+            for (size_t i = 0; i < n; i++) r[i] = x[i] * scale;
+            ck_assert_int_eq(quant_rows_ref(&s, r, r, rows, cols, key, NULL, &b), ADAPT_OK);
+            for (size_t i = 0; i < n; i++) r[i] *= inv;
+            char label[96];
+            snprintf(label, sizeof label, "%s %s scaled", fmts[f], mode ? "stochastic" : "nearest");
+            tu_expect_same_bits(label, y, r, n);
+            ck_assert_msg(a.saturated == b.saturated && a.flushed == b.flushed &&
+                              a.zeros == b.zeros,
+                          "%s: counts %llu %llu %llu, reference %llu %llu %llu", label,
+                          (unsigned long long)a.saturated, (unsigned long long)a.flushed,
+                          (unsigned long long)a.zeros, (unsigned long long)b.saturated,
+                          (unsigned long long)b.flushed, (unsigned long long)b.zeros);
+            memcpy(r, x, n * sizeof *r); /* in place */
+            ck_assert_int_eq(quant_rows_scaled(&s, r, r, rows, cols, key, scale, inv, NULL),
+                             ADAPT_OK);
+            tu_expect_same_bits(label, r, y, n);
+        }
+    /* amax: finite data, then one inf, then one NaN far into the array */
+    struct quant_spec s;
+    quant_spec_init(&s, QUANT_FORMAT_FIXED);
+    fill_inputs(x, n, &s, 3);
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && fabsf(x[i]) > m) m = fabsf(x[i]);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) x[i] = 0.5f;
+    int nf = 1;
+    ck_assert(quant_amax_compute(x, n, &nf) == m && nf == 0);
+    x[n - 5] = -INFINITY;
+    ck_assert(quant_amax_compute(x, n, &nf) == INFINITY && nf == 1);
+    x[n - 5] = NAN;
+    ck_assert(quant_amax_compute(x, n, &nf) == INFINITY && nf == 1);
+    ck_assert(quant_amax_compute(x, 0, &nf) == 0.0f && nf == 0);
+    free(x), free(y), free(r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("quant");
@@ -322,6 +384,7 @@ int main(void)
     test_quant_add_stats(tc);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_range);
+    tcase_add_test(tc, test_scaled_rows);
     suite_add_tcase(su, tc);
     return tu_run_suite(su, CK_FORK_GETENV);
 }

@@ -109,27 +109,18 @@ enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_
     ADAPT_ASSERT(p->rstate && !p->dev);
     struct adapt_role_state *rs = &p->rstate[(size_t)r * (size_t)p->net->nnodes + (size_t)id];
     size_t n = rows * cols;
-    struct quant_range rg;
-    quant_range_compute(x, n, &rg);
     /* an inf or NaN anywhere: amax inf (TE's amax is NaN/inf then too), no scale from it */
     int nonfinite = 0;
-    #pragma omp parallel for reduction(|| : nonfinite) schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) nonfinite = nonfinite || !isfinite(x[i]);
-    float amax = nonfinite ? INFINITY : rg.maxabs;
+    float amax = quant_amax_compute(x, n, &nonfinite);
     float fmax = adapt_role_format_max(s);
     float scale = p->replay ? rs->last_scale : rs->scale;
     if (sc == ADAPT_SCALING_CURRENT && !p->replay) { /* evaluation too: this tensor's scale */
         float c = adapt_role_scale_for(p, fmax, amax);
         scale = c > 0.0f ? c : 1.0f;
     }
-    const float inv = 1.0f / scale;
-    #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) y[i] = x[i] * scale;
     struct quant_stats qs = {0, 0, 0};
-    enum adapt_status e = quant_rows(s, y, y, rows, cols, key, NULL, &qs);
+    enum adapt_status e = quant_rows_scaled(s, x, y, rows, cols, key, scale, 1.0f / scale, &qs);
     if (e) return e;
-    #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) y[i] *= inv;
     /* evaluation, and the same rounding again after a resume (the step record before the
      * checkpoint reported it): the training's state untouched */
     if (p->eval_round || p->replay) return ADAPT_OK;

@@ -331,6 +331,7 @@ void quant_mx_row_ref(const struct quant_plan *p, const float *x, float *y, size
 {
     ADAPT_ASSERT(p->kind == QUANT_KIND_MX);
     uint32_t r[QUANT_MX_BLOCK], sat[QUANT_MX_BLOCK];
+    float xb[QUANT_MX_BLOCK]; /* the block's inputs, for the counts when x == y */
     uint64_t c[3] = {0, 0, 0};
     for (size_t b = 0; b < n; b += QUANT_MX_BLOCK) {
         size_t len = n - b < QUANT_MX_BLOCK ? n - b : QUANT_MX_BLOCK;
@@ -338,11 +339,12 @@ void quant_mx_row_ref(const struct quant_plan *p, const float *x, float *y, size
             r[j] = p->mode == QUANT_MODE_STOCHASTIC
                        ? adapt_rng_u32_at(p->seed, p->stream, index + b + j)
                        : 0u;
-        mx_block_ref(p, x + b, y + b, len, r, sat);
+        memcpy(xb, x + b, len * sizeof *xb);
+        mx_block_ref(p, xb, y + b, len, r, sat);
         for (size_t j = 0; j < len; j++) {
             if (mask) mask[b + j] = (uint8_t)sat[j];
             c[0] += sat[j];
-            c[1] += (y[b + j] == 0.0f && x[b + j] != 0.0f);
+            c[1] += (y[b + j] == 0.0f && xb[j] != 0.0f);
             c[2] += (y[b + j] == 0.0f);
         }
     }
@@ -414,6 +416,93 @@ enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *
     if ((st = quant_plan_init(s, t->needs_range ? &rg : NULL, key, &p)) != ADAPT_OK) return st;
     t->row(&p, x, y, n, key.index, mask, stats);
     return ADAPT_OK;
+}
+
+/* Elements a work item of quant_rows_scaled scales, rounds and scales back while they are in
+ * the first-level cache (a multiple of QUANT_PIECE). */
+#define SCALED_PIECE ((size_t)4096)
+
+static void scale_span(const float *x, float *y, size_t n, float f)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * f;
+}
+
+enum adapt_status quant_rows_scaled(const struct quant_spec *s, const float *x, float *y,
+                                    size_t rows, size_t cols, struct quant_key key, float scale,
+                                    float inv, struct quant_stats *stats)
+{
+    enum adapt_status st = rows_check(s, x, y, rows, cols);
+    if (st != ADAPT_OK) return st;
+    size_t n = rows * cols;
+    if (n == 0) return ADAPT_OK;
+    const struct quant_type *t = quant_type_of(s->format);
+    size_t nchunks = (n + QUANT_CHUNK - 1) / QUANT_CHUNK;
+    if (t->needs_range || quant_format_is_mx(s->format)) { /* scales of their own: 3 passes */
+#pragma omp parallel for schedule(static) if (nchunks > 1)
+        for (size_t c = 0; c < nchunks; c++) {
+            size_t lo = c * QUANT_CHUNK, hi = lo + QUANT_CHUNK < n ? lo + QUANT_CHUNK : n;
+            scale_span(x + lo, y + lo, hi - lo, scale);
+        }
+        if ((st = quant_rows(s, y, y, rows, cols, key, NULL, stats)) != ADAPT_OK) return st;
+#pragma omp parallel for schedule(static) if (nchunks > 1)
+        for (size_t c = 0; c < nchunks; c++) {
+            size_t lo = c * QUANT_CHUNK, hi = lo + QUANT_CHUNK < n ? lo + QUANT_CHUNK : n;
+            scale_span(y + lo, y + lo, hi - lo, inv);
+        }
+        return ADAPT_OK;
+    }
+    struct quant_plan p;
+    if ((st = quant_plan_init(s, NULL, key, &p)) != ADAPT_OK) return st;
+    uint64_t s0 = 0, s1 = 0, s2 = 0;
+    /* chunks in index space as quant_rows (the bits do not depend on the split) */
+    uint64_t c0 = key.index / QUANT_CHUNK, c1 = (key.index + n - 1) / QUANT_CHUNK;
+    long long nitems = (long long)(c1 - c0 + 1);
+#pragma omp parallel for schedule(static) reduction(+ : s0, s1, s2) if (nitems > 1)
+    for (long long it = 0; it < nitems; it++) {
+        uint64_t lo = (c0 + (uint64_t)it) * QUANT_CHUNK, hi = lo + QUANT_CHUNK;
+        if (lo < key.index) lo = key.index;
+        if (hi > key.index + n) hi = key.index + n;
+        for (uint64_t a = lo; a < hi;) {
+            uint64_t b = (a / SCALED_PIECE + 1) * SCALED_PIECE;
+            if (b > hi) b = hi;
+            size_t off = (size_t)(a - key.index), m = (size_t)(b - a);
+            uint64_t c[3] = {0, 0, 0};
+            scale_span(x + off, y + off, m, scale);
+            run_serial(&p, y + off, y + off, m, a, NULL, stats ? c : NULL);
+            scale_span(y + off, y + off, m, inv);
+            s0 += c[0];
+            s1 += c[1];
+            s2 += c[2];
+            a = b;
+        }
+    }
+    uint64_t c[3] = {s0, s1, s2};
+    stats_add(stats, c);
+    return ADAPT_OK;
+}
+
+float quant_amax_compute(const float *x, size_t n, int *nonfinite)
+{
+    float m = 0.0f;
+    int nf = 0;
+    size_t nchunks = (n + QUANT_CHUNK - 1) / QUANT_CHUNK;
+#pragma omp parallel for schedule(static) reduction(max : m) reduction(| : nf) if (nchunks > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t lo = c * QUANT_CHUNK, hi = lo + QUANT_CHUNK < n ? lo + QUANT_CHUNK : n;
+        float cm = 0.0f;
+        int cnf = 0;
+#pragma omp simd reduction(max : cm) reduction(| : cnf)
+        for (size_t i = lo; i < hi; i++) {
+            float a = fabsf(x[i]);
+            cnf |= !(a <= FLT_MAX); /* inf or NaN */
+            cm = a > cm ? a : cm;   /* NaN never taken */
+        }
+        m = cm > m ? cm : m;
+        nf |= cnf;
+    }
+    *nonfinite = nf;
+    return nf ? INFINITY : m;
 }
 
 enum adapt_status quant_rows_ref(const struct quant_spec *s, const float *x, float *y, size_t rows,

@@ -272,6 +272,15 @@ enum adapt_status quant_rows_ref(const struct quant_spec *s, const float *x, flo
                                  size_t cols, struct quant_key key, uint8_t *mask,
                                  struct quant_stats *stats);
 
+/* y = quant_rows(s, x * scale) * inv, element by element with the same bits as those three
+ * steps apart (x == y allowed), in one pass over memory where the format takes no scale from
+ * the data (not bfp, muppet or MX: for those, the three steps). The scaled roles' rounding. */
+enum adapt_status quant_rows_scaled(const struct quant_spec *s, const float *x, float *y,
+                                    size_t rows, size_t cols, struct quant_key key, float scale,
+                                    float inv, struct quant_stats *stats);
+/* max |x| over n floats in one pass (OpenMP + SIMD); *nonfinite = 1 and the result inf when
+ * any x is inf or NaN. */
+float quant_amax_compute(const float *x, size_t n, int *nonfinite);
 /* Finite max, min and max |x| (OpenMP + SIMD) and its scalar twin. */
 void quant_range_compute(const float *x, size_t n, struct quant_range *r);
 void quant_range_compute_ref(const float *x, size_t n, struct quant_range *r);
