@@ -110,6 +110,21 @@ START_TEST(test_role_pricing)
     struct perf_run *r = analyze_file(path, &p, NULL);
     ck_assert_close(r->cq_compute, 2556.0);
     ck_assert_close(r->cq_ew, 76.0);
+    /* memory (src/perfmodel/price.c role_memory_bits), P = 47 parameters of which 42 are the
+     * units' weights (18 + 24), batch 4, input 16 and stored activations 8 + 8 + 3 per sample:
+     * momentum and masters 64 x 47 = 3008; the 5 other gradients 32 x 5 = 160; the weight
+     * gradients at the units' WL, peak at step 1 (8 | 16): 18 x 8 + 24 x 16 = 528; the 8-bit
+     * weight copies 42 x 8 = 336; activations at the input role's 4 bits: 4 x 35 x 4 = 560;
+     * AdaPT's state 1344 (test_policy_memory); 5936 in all against float32's
+     * 96 x 47 + 32 x 35 x 4 = 8992 */
+    ck_assert_msg(fabs(r->mem_rel - 5936.0 / 8992.0) < 1e-12, "mem_rel %.17g", r->mem_rel);
+    perf_run_free(r);
+    /* a bf16 master (16 bits) with the same 8-bit copies: 5936 - 16 x 42 = 5264 */
+    static const int bits16[ADAPT_TRACE_ROLES] = {8, -1, 4, -1, -1, -1, 32, -1, 16};
+    o.role_bits = bits16;
+    syn_write(path, &o);
+    r = analyze_file(path, &p, NULL);
+    ck_assert_msg(fabs(r->mem_rel - 5264.0 / 8992.0) < 1e-12, "mem_rel %.17g", r->mem_rel);
     perf_run_free(r);
 }
 END_TEST

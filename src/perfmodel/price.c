@@ -293,9 +293,32 @@ enum adapt_status perf_forward_seconds(struct perf_plan *pl, const int *wl, doub
  * momentum always; gradients at WL (FP32 for non-unit parameters, and for
  * every parameter with grad32); a quantized weight copy when WL < 32; the
  * policy's own state (state_bits); stored activations at the WL of their
- * unit (the input at unit 0's). */
+ * unit (the input at unit 0's). With [roles] each tensor at its role's format
+ * where the role sets one (role_memory_bits). */
+static double role_memory_bits(const struct perf_plan *pl, const int *wl, int b)
+{
+    const int *rb = pl->role_bits; /* adapt_trace_role_names order; -1: the unit's WL */
+    const double master = rb[8] < 0 ? 32.0 : rb[8];
+    /* momentum float32; the units' weights' masters at the master role's bits, every other
+     * parameter's master and gradient float32 */
+    double m = 32.0 * (double)pl->P + master * (double)pl->Wsum +
+               64.0 * (double)(pl->P - pl->Wsum) + pl->state_bits;
+    for (int u = 0; u < pl->nu; u++) {
+        double w = rb[0] < 0 ? wl[u] : rb[0], g = rb[4] < 0 ? wl[u] : rb[4];
+        if (pl->grad32) g = 32.0;
+        m += (double)pl->W[u] * (g + (w < master ? w : 0.0)); /* a copy narrower than the master */
+    }
+    /* stored activations: what the backward GEMMs read is the units' inputs, at the input
+     * role's bits when it sets them, else at their governing unit's WL as without roles */
+    double act = (double)pl->in_numel * (rb[2] < 0 ? wl[0] : rb[2]);
+    for (int j = 0; j < pl->na; j++)
+        act += (double)pl->A[j] * (rb[2] < 0 ? gov_wl(wl, pl->agov[j]) : rb[2]);
+    return m + act * b;
+}
+
 double perf_memory_bits(const struct perf_plan *pl, const int *wl, int b)
 {
+    if (pl->has_roles) return role_memory_bits(pl, wl, b);
     double m = 64.0 * (double)pl->P + 32.0 * (double)(pl->P - pl->Wsum) + pl->state_bits;
     for (int u = 0; u < pl->nu; u++)
         m += (double)pl->W[u] * ((pl->grad32 ? 32 : wl[u]) + (wl[u] < 32 ? wl[u] : 0));
