@@ -39,6 +39,9 @@ START_TEST(test_role_texts)
     ck_assert_int_eq(f.rounding, QUANT_ROUND_STOCHASTIC);
     ck_assert_int_eq(f.scaling, ADAPT_SCALING_CURRENT);
     ck_assert_str_eq(adapt_role_fmt_str(&f, buf, sizeof buf), "fixed(4,2) stochastic current");
+    f = role_of("roles.input=e4m3 rowwise", ADAPT_ROLE_INPUT);
+    ck_assert_int_eq(f.scaling, ADAPT_SCALING_ROWWISE);
+    ck_assert_str_eq(adapt_role_fmt_str(&f, buf, sizeof buf), "e4m3 rowwise");
     f = role_of(NULL, ADAPT_ROLE_GRAD_INPUT);
     ck_assert_int_eq(f.kind, ADAPT_ROLE_AUTO);
     f = role_of("roles.output=unit nearest", ADAPT_ROLE_OUTPUT);
@@ -232,6 +235,66 @@ START_TEST(test_roles_current)
 }
 END_TEST
 
+/* Rowwise scaling, fixed(4,0) (largest 7) on the weights: every output channel (dim-0 row)
+ * gets its own scale 7 / amax_row, so each row's largest weight comes back exactly and every
+ * copy value times its row's scale is an integer in [-8, 7]; the state keeps the tensor's amax
+ * and the smallest row scale (7 / the tensor's amax). A row of zeros gets scale 1 and stays
+ * zero. The activations' rowwise scale is per sample: unit 0's input with two samples, one
+ * 100 times the other, rounds each on its own grid (both keep their largest value). */
+START_TEST(test_roles_rowwise)
+{
+    struct adapt_net *net = small_lenet(2);
+    const char *set[ADAPT_ROLE_N] = {0};
+    set[ADAPT_ROLE_WEIGHT] = "fixed(4,0) nearest rowwise";
+    set[ADAPT_ROLE_INPUT] = "fixed(4,0) nearest rowwise";
+    struct adapt_precision *p = fixed16(net, set, NULL);
+    struct adapt_param *w0 = &p->u[0].layer->param[0];
+    size_t c0 = w0->value.numel / (size_t)w0->value.dim[0];
+    for (size_t i = 0; i < c0; i++) w0->value.data[i] = 0.0f; /* row 0 of unit 0: all zero */
+    ck_assert_int_eq(adapt_precision_refresh_weights(p, 1), ADAPT_OK);
+    for (int u = 0; u < p->nunits; u++) {
+        const struct adapt_param *w = &p->u[u].layer->param[0];
+        size_t rows = (size_t)w->value.dim[0], c = w->value.numel / rows;
+        float amax = 0.0f, smin = INFINITY;
+        for (size_t r = 0; r < rows; r++) {
+            float a = 0.0f, q = 0.0f;
+            for (size_t i = r * c; i < (r + 1) * c; i++) {
+                a = fmaxf(a, fabsf(w->value.data[i]));
+                q = fmaxf(q, fabsf(w->use[i]));
+            }
+            float sc = a > 0.0f ? 7.0f / a : 1.0f;
+            amax = fmaxf(amax, a);
+            smin = fminf(smin, sc);
+            ck_assert_msg(fabsf(q - a) <= 1e-6f * a, "unit %d row %zu: largest %g, copy %g", u, r,
+                          a, q);
+            for (size_t i = r * c; i < (r + 1) * c; i++) {
+                float k = w->use[i] * sc;
+                ck_assert_msg(fabsf(k - nearbyintf(k)) < 1e-4f && nearbyintf(k) >= -8.0f &&
+                                  nearbyintf(k) <= 7.0f,
+                              "unit %d row %zu weight %zu: %g", u, r, i, k);
+            }
+        }
+        const struct adapt_role_state *rs = adapt_precision_role_state(p, ADAPT_ROLE_WEIGHT, u);
+        ck_assert_float_eq(rs->amax, amax);
+        ck_assert_float_eq(rs->scale, smin);
+    }
+    for (size_t i = 0; i < c0; i++) ck_assert(w0->use[i] == 0.0f);
+    /* the input: two samples */
+    size_t m = net->act_numel[0];
+    float *x = malloc(2 * m * sizeof *x);
+    ck_assert(x);
+    for (size_t i = 0; i < 2 * m; i++) x[i] = (i < m ? 1.0f : 100.0f) * (float)((i % 13) + 1);
+    const float *lg = adapt_net_forward(net, x, 2, 1);
+    ck_assert_ptr_nonnull(lg);
+    const struct adapt_role_state *ri = adapt_precision_role_state(p, ADAPT_ROLE_INPUT, 0);
+    ck_assert_float_eq(ri->amax, 1300.0f);
+    ck_assert_float_eq(ri->scale, 7.0f / 1300.0f);
+    free(x);
+    adapt_precision_free(p);
+    adapt_net_free(net);
+}
+END_TEST
+
 /* Delayed scaling, e4m3 (largest 448), history 2, on unit 0's weight tensor rounded four
  * times with amax 2, 4, 1, 1 (one weight at the amax, the others small):
  *   1st: scale 1 (nothing seen); history {2} -> max 2 -> scale 224;
@@ -366,6 +429,7 @@ int main(void)
     tcase_add_test(c, test_scale_for);
     tcase_add_test(c, test_roles_apply);
     tcase_add_test(c, test_roles_current);
+    tcase_add_test(c, test_roles_rowwise);
     tcase_add_test(c, test_roles_delayed);
     tcase_add_test(c, test_roles_master);
     tcase_add_test(c, test_role_overrides);

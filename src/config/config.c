@@ -83,7 +83,8 @@ static const struct adapt_schema_enum device_enum = NAMES(device_names);
 #define ROLE_KEY(r, k, help) \
     K_STR("roles", k, roles.role[r], "auto", \
           help ": auto (what the policy rounds), unit (the unit's format), float32 or a "    \
-          "format, then optionally nearest or stochastic, and unscaled, current or delayed")
+          "format, then optionally nearest or stochastic, and unscaled, current, delayed or "  \
+          "rowwise (a scale per output channel or sample)")
 #define K_ENUM(s, k, f, def, choices, help) \
     {s, k, ADAPT_SCHEMA_ENUM, FIELD(f), def, NULL, NULL, &choices, NULL, 0, help}
 #define K_INTS(s, k, f, def, range, flags, help) \

@@ -157,7 +157,9 @@ enum adapt_role_kind {
 enum adapt_role_scaling {
     ADAPT_SCALING_NONE = 0, /* values rounded as they are */
     ADAPT_SCALING_CURRENT,  /* x * s rounded, then * 1/s, s from this tensor's amax */
-    ADAPT_SCALING_DELAYED   /* s from the amax history of the earlier tensors of the role */
+    ADAPT_SCALING_DELAYED,  /* s from the amax history of the earlier tensors of the role */
+    ADAPT_SCALING_ROWWISE   /* current, one s per row: a weight's output channel (dim 0), an
+                             * activation's or gradient's sample */
 };
 struct adapt_role_fmt {
     enum adapt_role_kind kind;

@@ -97,18 +97,20 @@ static int parse_role(const char *text, struct adapt_role_fmt *f, char *msg, siz
                 return -1;
             }
             f->rounding = !strcmp(w, "nearest") ? QUANT_ROUND_NEAREST : QUANT_ROUND_STOCHASTIC;
-        } else if (!strcmp(w, "unscaled") || !strcmp(w, "current") || !strcmp(w, "delayed")) {
+        } else if (!strcmp(w, "unscaled") || !strcmp(w, "current") || !strcmp(w, "delayed") ||
+                   !strcmp(w, "rowwise")) {
             if (have_scale++) {
                 snprintf(msg, n, "two scalings (expected at most one of unscaled, current, "
-                                 "delayed)");
+                                 "delayed, rowwise)");
                 return -1;
             }
             f->scaling = !strcmp(w, "current")   ? ADAPT_SCALING_CURRENT
                          : !strcmp(w, "delayed") ? ADAPT_SCALING_DELAYED
+                         : !strcmp(w, "rowwise") ? ADAPT_SCALING_ROWWISE
                                                  : ADAPT_SCALING_NONE;
         } else {
             snprintf(msg, n, "unknown word '%s' after the format (expected nearest or "
-                             "stochastic, and unscaled, current or delayed)", w);
+                             "stochastic, and unscaled, current, delayed or rowwise)", w);
             return -1;
         }
     }
@@ -160,6 +162,7 @@ const char *adapt_role_fmt_str(const struct adapt_role_fmt *f, char *buf, size_t
              f->rounding < 0 ? "" : f->rounding == QUANT_ROUND_NEAREST ? " nearest" : " stochastic",
              f->scaling == ADAPT_SCALING_CURRENT   ? " current"
              : f->scaling == ADAPT_SCALING_DELAYED ? " delayed"
+             : f->scaling == ADAPT_SCALING_ROWWISE ? " rowwise"
                                                    : "");
     return buf;
 }

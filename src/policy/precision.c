@@ -165,7 +165,7 @@ static enum adapt_status in_run(struct adapt_precision *p, int node, const float
         if (sc != ADAPT_SCALING_NONE) {
             p->eval_round = !training;
             st = adapt_role_round_scaled(p, ADAPT_ROLE_INPUT, ui, sc, &s, xs[0], qin, 1,
-                                         m * (size_t)n, k, NULL);
+                                         m * (size_t)n, (size_t)n, k, NULL);
             p->eval_round = 0;
         } else if (p->per_image_input) { /* one scale per image (MuPPET): an image per dim-0 slice */
             if (quant_type_of(s.format)->needs_range) s.block = QUANT_BLOCK_DIM0;
@@ -198,8 +198,8 @@ static enum adapt_status out_run(struct adapt_precision *p, int node, float *y, 
     p->eval_round = !training;
     enum adapt_status st =
         sc != ADAPT_SCALING_NONE
-            ? adapt_role_round_scaled(p, ADAPT_ROLE_OUTPUT, node, sc, &s, y, y, 1, m, key,
-                                      training ? &qs : NULL)
+            ? adapt_role_round_scaled(p, ADAPT_ROLE_OUTPUT, node, sc, &s, y, y, 1, m, (size_t)n,
+                                      key, training ? &qs : NULL)
             : round_batch(p, &s, y, y, m / (size_t)n, n, key, training ? SLOT_OUT(ui) : -1,
                           training ? &qs : NULL);
     p->eval_round = 0;
@@ -240,7 +240,8 @@ static enum adapt_status grad_role(struct adapt_precision *p, enum adapt_role r,
     struct quant_key key = r == ADAPT_ROLE_GRAD_OUTPUT ? key_of(p, Q_GRAD_Y, node, p->iter)
                                                        : key_of(p, Q_GRAD_X, node * 2 + k, p->iter);
     if (sc != ADAPT_SCALING_NONE)
-        return adapt_role_round_scaled(p, r, node, sc, &s, g, g, 1, m * (size_t)n, key, NULL);
+        return adapt_role_round_scaled(p, r, node, sc, &s, g, g, 1, m * (size_t)n, (size_t)n,
+                                       key, NULL);
     return round_batch(p, &s, g, g, m, n, key, -1, NULL);
 }
 
@@ -654,7 +655,8 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
                 struct quant_key mk = key_of(p, Q_MASTER, 2 * k + q, step);
                 s = sc != ADAPT_SCALING_NONE
                         ? adapt_role_round_scaled(p, ADAPT_ROLE_MASTER, k, sc,
-                                                  &rs[ADAPT_ROLE_MASTER], v, v, 1, n, mk, NULL)
+                                                  &rs[ADAPT_ROLE_MASTER], v, v, 1, n,
+                                                  q ? 1 : rows, mk, NULL)
                         : gather(p, &g, &rs[ADAPT_ROLE_MASTER], v, v, q ? 1 : rows,
                                  q ? n : cols, mk, -1, NULL);
             }
@@ -668,7 +670,7 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
             wq = NULL;
         } else if (sc != ADAPT_SCALING_NONE) {
             s = adapt_role_round_scaled(p, ADAPT_ROLE_WEIGHT, k, sc, &rs[ADAPT_ROLE_WEIGHT],
-                                        param_value(p, u->param[0]), wq, rows, cols,
+                                        param_value(p, u->param[0]), wq, rows, cols, rows,
                                         key_of(p, Q_WEIGHT, k, step), &st);
         } else {
             s = gather(p, &g, &rs[ADAPT_ROLE_WEIGHT], param_value(p, u->param[0]), wq, rows,
@@ -690,7 +692,8 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
                 bq = NULL;
             else if (sc != ADAPT_SCALING_NONE)
                 s = adapt_role_round_scaled(p, ADAPT_ROLE_BIAS, k, sc, &rs[ADAPT_ROLE_BIAS],
-                                            param_value(p, u->param[1]), bq, 1, nb, bk, NULL);
+                                            param_value(p, u->param[1]), bq, 1, nb, 1, bk,
+                                            NULL);
             else
                 s = gather(p, &g, &rs[ADAPT_ROLE_BIAS], param_value(p, u->param[1]), bq, 1, nb,
                            bk, -1, NULL);
@@ -743,7 +746,8 @@ enum adapt_status adapt_precision_quantize_grads(struct adapt_precision *p, long
             struct quant_key key = key_of(p, q ? Q_GRAD_B : Q_GRAD_W, k, step);
             s = sc != ADAPT_SCALING_NONE
                     ? adapt_role_round_scaled(p, r, k, sc, &u->rspec[r], gr, gr, rows,
-                                              pp->grad.numel / rows, key, NULL)
+                                              pp->grad.numel / rows,
+                                              q ? 1 : (size_t)pp->grad.dim[0], key, NULL)
                     : gather(p, &g, &u->rspec[r], gr, gr, rows, pp->grad.numel / rows, key, -1,
                              NULL);
         }

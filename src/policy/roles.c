@@ -101,14 +101,62 @@ static void delayed_update(struct adapt_precision *p, struct adapt_role_state *r
     if (s > 0.0f) rs->scale = s;
 }
 
+/* Rowwise: each of the srows rows its own current scale, rounded as the whole tensor would be
+ * (element i keeps its random bits: the key's index + i). The state takes the tensor's amax
+ * and the smallest row scale (the one of the row that holds the amax). */
+static enum adapt_status round_rowwise(struct adapt_precision *p, struct adapt_role_state *rs,
+                                       const struct quant_spec *s, const float *x, float *y,
+                                       size_t n, size_t srows, struct quant_key key,
+                                       struct quant_stats *st)
+{
+    enum adapt_status e = quant_spec_check(s);
+    if (e) return e;
+    ADAPT_ASSERT(srows > 0 && n % srows == 0);
+    const size_t c = n / srows;
+    const float fmax = adapt_role_format_max(s);
+    float amax = 0.0f, smin = INFINITY;
+    uint64_t sat = 0, flush = 0, zeros = 0;
+    #pragma omp parallel for schedule(static) reduction(max : amax) reduction(min : smin) \
+        reduction(+ : sat, flush, zeros) if (n > 65536 && srows > 1)
+    for (size_t r = 0; r < srows; r++) {
+        int nonfinite = 0;
+        float a = quant_amax_compute(x + r * c, c, &nonfinite);
+        float sc = adapt_role_scale_for(p, fmax, a);
+        if (!(sc > 0.0f)) sc = 1.0f; /* an all-zero row, or one with an inf or NaN */
+        struct quant_key k = key;
+        k.index += (uint64_t)(r * c);
+        struct quant_stats q = {0, 0, 0};
+        quant_rows_scaled(s, x + r * c, y + r * c, 1, c, k, sc, 1.0f / sc, &q);
+        amax = a > amax ? a : amax;
+        smin = sc < smin ? sc : smin;
+        sat += q.saturated;
+        flush += q.flushed;
+        zeros += q.zeros;
+    }
+    if (p->eval_round || p->replay) return ADAPT_OK;
+    rs->n += n;
+    rs->sat += sat;
+    rs->flush += flush;
+    if (st) {
+        st->saturated += sat;
+        st->flushed += flush;
+        st->zeros += zeros;
+    }
+    rs->last_scale = rs->scale = smin;
+    rs->amax = amax;
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_role r, int id,
                                           enum adapt_role_scaling sc, const struct quant_spec *s,
                                           const float *x, float *y, size_t rows, size_t cols,
-                                          struct quant_key key, struct quant_stats *st)
+                                          size_t srows, struct quant_key key,
+                                          struct quant_stats *st)
 {
     ADAPT_ASSERT(p->rstate && !p->dev);
     struct adapt_role_state *rs = &p->rstate[(size_t)r * (size_t)p->net->nnodes + (size_t)id];
     size_t n = rows * cols;
+    if (sc == ADAPT_SCALING_ROWWISE) return round_rowwise(p, rs, s, x, y, n, srows, key, st);
     /* an inf or NaN anywhere: amax inf (TE's amax is NaN/inf then too), no scale from it */
     int nonfinite = 0;
     float amax = quant_amax_compute(x, n, &nonfinite);

@@ -7,12 +7,14 @@
 
 /* y = Q(x s) * (1/s) over rows x cols values in format s (its rounding set), with the scale of
  * role r's tensor id as the role's scaling says (current: from this x; delayed: from the
- * history, which then takes this x's amax). Counts go to the tensor's state and to st (may be
- * NULL). Host arrays only. */
+ * history, which then takes this x's amax; rowwise: each of the srows rows of x, which divide
+ * it evenly, from its own amax). Counts go to the tensor's state and to st (may be NULL). Host
+ * arrays only. */
 enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_role r, int id,
                                           enum adapt_role_scaling sc, const struct quant_spec *s,
                                           const float *x, float *y, size_t rows, size_t cols,
-                                          struct quant_key key, struct quant_stats *st);
+                                          size_t srows, struct quant_key key,
+                                          struct quant_stats *st);
 /* Installs the backward hook on the error gradients (precision.c). */
 void adapt_precision_install_grad_hook(struct adapt_precision *p);
 /* The largest finite value of format s (its overflow set to saturate). */
