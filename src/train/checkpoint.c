@@ -610,6 +610,55 @@ static const char *shared_name(const struct adapt_safetensors_tensor *t, int n)
     return dup;
 }
 
+enum adapt_status adapt_ckpt_load_role_scales(struct adapt_policy *pol, const char *path,
+                                              FILE *report, int *loaded)
+{
+    *loaded = 0;
+    if (!pol->prec || !pol->prec->rstate) return ADAPT_OK;
+    char op[4096];
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path) + 1 : 0;
+    if (snprintf(op, sizeof op, "%.*soptim.safetensors", dl, path) >= (int)sizeof op)
+        return ADAPT_ERROR(ADAPT_EINVAL, "%s: path too long", path);
+    if (access(op, R_OK) != 0) {
+        if (report)
+            fprintf(report, "note: no %s beside %s: the scaled roles start at scale 1, not at "
+                            "the run's scales\n", op, path);
+        return ADAPT_OK;
+    }
+    struct adapt_safetensors *m = NULL, *o = NULL;
+    enum adapt_status st;
+    int64_t e_m = -1, e_o = -2;
+    if ((st = adapt_safetensors_load(&m, path)) || (st = adapt_safetensors_load(&o, op)))
+        goto done;
+    const char *rs = adapt_safetensors_meta_get(o, "role_scales");
+    if (read_meta_i64(m, "epoch", &e_m) != ADAPT_OK || read_meta_i64(o, "epoch", &e_o) != ADAPT_OK ||
+        e_m != e_o) {
+        adapt_error_clear();
+        if (report)
+            fprintf(report, "note: %s is not of the same epoch as %s: the scaled roles start "
+                            "at scale 1\n", op, path);
+        goto done;
+    }
+    json_error_t jerr;
+    json_t *j = rs ? json_loads(rs, 0, &jerr) : NULL;
+    if (!j) {
+        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: role_scales missing or not JSON (a checkpoint of a "
+                                        "run without scaled roles?)", op);
+        goto done;
+    }
+    st = adapt_precision_scales_load(pol->prec, j, op);
+    json_decref(j);
+    if (!st) {
+        *loaded = 1;
+        if (report) fprintf(report, "role scales: %s\n", op);
+    }
+done:
+    adapt_safetensors_free(m);
+    adapt_safetensors_free(o);
+    return st;
+}
+
 enum adapt_status adapt_ckpt_check_names(const struct adapt_net *net,
                                          const struct adapt_sgd *opt,
                                          const struct adapt_policy *pol)

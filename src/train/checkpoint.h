@@ -82,5 +82,11 @@ enum adapt_status adapt_ckpt_load_weights(struct adapt_net *net, const char *pat
 enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *path, long *step,
                                           FILE *report, const char *const *allow_plugins,
                                           int n_allow_plugins);
+/* Evaluation of a run with scaled roles (src/policy/roles.c): their scales and amax
+ * histories from the optim.safetensors beside the weights file path, when it is of the same
+ * epoch (*loaded = 1); otherwise a note on report and the roles start at scale 1. A present
+ * file without role_scales, or one that does not fit, is an error naming it. */
+enum adapt_status adapt_ckpt_load_role_scales(struct adapt_policy *pol, const char *path,
+                                              FILE *report, int *loaded);
 
 #endif

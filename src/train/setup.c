@@ -206,8 +206,13 @@ free_graph:
         (st = adapt_ckpt_load_formats(r->pol, opts->init_from, eval_step, stdout,
                                       opts->allow_plugins, opts->n_allow_plugins)))
         return st;
-    /* evaluation: the weight copies of the checkpoint's last step */
-    if (r->pol->prec) adapt_precision_refresh_weights(r->pol->prec, *eval_step);
+    /* evaluation: the weight copies of the checkpoint's last step, with the scales they had */
+    int scales = 0;
+    if (opts->eval_only &&
+        (st = adapt_ckpt_load_role_scales(r->pol, opts->init_from, stdout, &scales)))
+        return st;
+    if (r->pol->prec && scales) adapt_precision_refresh_again(r->pol->prec, *eval_step);
+    else if (r->pol->prec) adapt_precision_refresh_weights(r->pol->prec, *eval_step);
     if ((st = adapt_loader_alloc(&r->sl, &r->test, NULL, r->test.n, cfg->train.eval_batch, 0,
                                  seed)))
         return st;
