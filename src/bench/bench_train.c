@@ -355,9 +355,12 @@ int adapt_bench_train(int argc, char **argv)
         goto done;
     }
     if (cuda && !json) printf("device: %s\n", gpu);
+    int pw = 7; /* the policy column: as wide as the longest name (fixed+fp8_hybrid_delayed) */
+    for (int q = 0; q < npol; q++)
+        if ((int)strlen(pol[q]) > pw) pw = (int)strlen(pol[q]);
     if (!json)
-        printf("%-14s %-7s %6s %8s %12s %12s %12s %10s\n", "model", "policy", "batch", "threads",
-               "img/s median", "img/s min", "img/s max", "step cost");
+        printf("%-14s %-*s %6s %8s %12s %12s %12s %10s\n", "model", pw, "policy", "batch",
+               "threads", "img/s median", "img/s min", "img/s max", "step cost");
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
         struct bench_result res[16];
         if (bench_model(m, pol, npol, batch, classes, repeats, warmup, min_s, fixed_steps, cuda,
@@ -389,8 +392,8 @@ int adapt_bench_train(int argc, char **argv)
                 free(line);
             }
             else
-                printf("%-14s %-7s %6d %8d %12.1f %12.1f %12.1f %9.3fx\n", m, pol[q], batch,
-                       threads, res[q].median, res[q].min, res[q].max, cost);
+                printf("%-14s %-*s %6d %8d %12.1f %12.1f %12.1f %9.3fx\n", m, pw, pol[q],
+                       batch, threads, res[q].median, res[q].min, res[q].max, cost);
         }
         fflush(stdout);
     }
