@@ -118,6 +118,10 @@ START_TEST(test_role_pricing)
      * AdaPT's state 1344 (test_policy_memory); 5936 in all against float32's
      * 96 x 47 + 32 x 35 x 4 = 8992 */
     ck_assert_msg(fabs(r->mem_rel - 5936.0 / 8992.0) < 1e-12, "mem_rel %.17g", r->mem_rel);
+    /* model size at the weight role's 8 bits, the final step's non-zero fractions .875 | .75:
+     * (8 x 18 x .875 + 8 x 24 x .75) / (32 x 42) = 270 / 1344 */
+    ck_assert_msg(fabs(r->model_size - 270.0 / 1344.0) < 1e-12, "model_size %.17g",
+                  r->model_size);
     perf_run_free(r);
     /* a bf16 master (16 bits) with the same 8-bit copies: 5936 - 16 x 42 = 5264 */
     static const int bits16[ADAPT_TRACE_ROLES] = {8, -1, 4, -1, -1, -1, 32, -1, 16};

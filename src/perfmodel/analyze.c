@@ -449,7 +449,9 @@ static enum adapt_status final_formats(struct analysis *a, const struct perf_hw 
         ur->final_sparsity = us->sparsity;
         a->wl[u] = us->wl;
         a->nz[u] = isnan(us->sparsity) ? 1.0 : 1.0 - us->sparsity;
-        size_num += (double)us->wl * (double)pl->W[u] * a->nz[u];
+        /* with [roles], the weights as the weight role stores them */
+        const double wbits = pl->has_roles && pl->role_bits[0] >= 0 ? pl->role_bits[0] : us->wl;
+        size_num += wbits * (double)pl->W[u] * a->nz[u];
         size_den += 32.0 * (double)pl->W[u];
     }
     r->model_size = size_num / size_den;

@@ -192,7 +192,8 @@ struct perf_run {
     int target_epoch, baseline_epoch; /* first epoch (0-based) at the target; -1 */
     double mem_rel;                 /* peak training memory / FP32 training memory, the policy's
                                        state included (perf_policy_state_bits) */
-    double model_size;              /* final sum WL*nnz / sum 32*n over the units */
+    double model_size;              /* final sum WL*nnz / sum 32*n over the units (WL: the
+                                       weight role's bits when [roles] sets them) */
     double inference_su;            /* forward cost at FP32 / at the final formats */
     double overhead_share;          /* overhead / cq */
     double sparsity_final, sparsity_mean; /* weight-weighted over units; NaN when absent */

@@ -197,7 +197,8 @@ static void notes(FILE *f, struct perf_run *const *runs, int n, const struct per
     fprintf(f,
             "%smemory: peak training memory / float32 training, with the policy's own state "
             "(AdaPT's accumulated gradient, MuPPET's kept gradients, AMP's float32 gradients); "
-            "size: final sum WL*nnz / sum 32*n; ovh %%: policy overhead share of the run's cost; "
+            "size: final sum WL*nnz / sum 32*n (WL: the weight role's bits with [roles]); "
+            "ovh %%: policy overhead share of the run's cost; "
             "compat: AdaPT's algorithm variant\n",
             bullet);
     for (int i = 0; i < n; i++) {
