@@ -264,9 +264,33 @@ static enum adapt_status alloc_prec(struct adapt_policy *p, int round_inputs, en
     return st;
 }
 
+/* 1 when low layer i's output is rounded at i, for a consumer that computes in low
+ * precision (GraphAMP downcasts an edge for its consumer only: an allowed operator itself
+ * writes float32). Units that round their own inputs (rin) need no rounding at the producer;
+ * a float32 consumer must read the float32 value. So i rounds when it has a low consumer and
+ * either no float32 one (the values are the same as the consumers' own rounding would give)
+ * or a low consumer without input rounding (a layer without weights: it reads i's array, so a
+ * float32 consumer beside it reads the rounded value too). The network output is rounded as
+ * quantization.round_logits says (adapt_policy_apply_output_rules). */
+static int low_reader(const struct adapt_gamp *g, const struct adapt_gamp_layer *layers,
+                      const unsigned char *rin, int n, int i)
+{
+    if (i == n - 1) return 1;
+    int low = 0, flt = 0, bare = 0;
+    for (int j = i + 1; j < n; j++)
+        for (int k = 0; k < layers[j].n_in; k++) {
+            if (layers[j].in[k] != i) continue;
+            low |= g->low[j];
+            flt |= !g->low[j];
+            bare |= g->low[j] && !rin[j];
+        }
+    return flt ? bare : low;
+}
+
 /* precision_propagation = graph: p->gamp from the configuration's sets and the network's
- * graph, then p->prec with its per-node plan (low layers round their outputs when
- * round_outputs, low units their inputs when round_inputs), then the output rules. */
+ * graph, then p->prec with its per-node plan (low units round their inputs when
+ * round_inputs; low layers their outputs when round_outputs, for their low consumers only:
+ * low_reader), then the output rules. */
 static enum adapt_status alloc_graph_prec(struct adapt_policy *p, int round_inputs,
                                           int round_outputs, enum quant_rounding r)
 {
@@ -284,10 +308,11 @@ static enum adapt_status alloc_graph_prec(struct adapt_policy *p, int round_inpu
     if ((st = adapt_gamp_layers_from_net(net, layers)) ||
         (st = adapt_gamp_resolve(&p->gamp, layers, net->nnodes, &rules)))
         goto free_plan;
-    for (int i = 0; i < net->nnodes; i++) {
-        rout[i] = (unsigned char)(round_outputs && p->gamp->low[i]);
+    for (int i = 0; i < net->nnodes; i++)
         rin[i] = (unsigned char)(round_inputs && p->gamp->low[i] && layers[i].unit >= 0);
-    }
+    for (int i = 0; i < net->nnodes; i++)
+        rout[i] = (unsigned char)(round_outputs && p->gamp->low[i] &&
+                                  low_reader(p->gamp, layers, rin, net->nnodes, i));
     if (!(st = adapt_precision_alloc_nodes(&p->prec, net, p->gamp->fmt_unit, rin, rout, r,
                                            p->seed)))
         adapt_policy_apply_output_rules(p, 0);
