@@ -7,6 +7,7 @@
  * else of the nearest low unit before it. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -426,7 +427,8 @@ static struct adapt_policy *policy(struct adapt_config *cfg, struct adapt_net *n
  * units 0-3 fp16 and active, unit 4 (layer 11) inactive: float32 weights (the master), no
  * input or output rounding. Layers 0-9 are low: rounded outputs, except flatten 8, whose
  * input (tanh 7) is already rounded in the same format (2: rounded again only in a format
- * that does not keep subsets, MX or a plugin); tanh 10 (feeding 11) float32. Units 0-3 round
+ * that does not keep subsets, MX or a plugin), and linear 9, whose only consumer (tanh 10,
+ * feeding 11) is float32: it reads 9's float32 output. Units 0-3 round
  * their inputs; conv 3, 6 and linear 9 read outputs rounded in fp16 already, which the in-hook
  * skips when it runs (fp16 within fp16), so the flags are still set. With unit
  * propagation the same policy rounds the outputs of the units only (the rules). */
@@ -441,7 +443,7 @@ START_TEST(test_amp_policy_state)
     struct adapt_precision *pr = p->prec;
     for (int u = 0; u < 4; u++) ck_assert(pr->u[u].active);
     ck_assert(!pr->u[4].active);
-    static const unsigned char rout[12] = {1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 0, 0};
+    static const unsigned char rout[12] = {1, 1, 1, 1, 1, 1, 1, 1, 2, 0, 0, 0};
     static const unsigned char rin[12] = {1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0};
     for (int i = 0; i < 12; i++) {
         ck_assert_msg(pr->round_out[i] == rout[i], "layer %d: round_out %d", i, pr->round_out[i]);
@@ -477,46 +479,96 @@ START_TEST(test_amp_policy_state)
 }
 END_TEST
 
+/* A training forward of LeNet-5 (2 samples) under the fixed policy, <8,4> nearest, with graph
+ * propagation and the given preset. */
+static struct adapt_policy *fixed_forward(struct adapt_config *cfg, struct adapt_net *net,
+                                          const char *preset, int quant_outputs)
+{
+    char pre[64], qo[64];
+    snprintf(pre, sizeof pre, "quantization.graph_preset=%s", preset);
+    snprintf(qo, sizeof qo, "quantization.quant_outputs=%s", quant_outputs ? "true" : "false");
+    const char *const sets[] = {
+        "policy.name=fixed",
+        "policy.format=fixed(8,4)",
+        "quantization.rounding=nearest",
+        "quantization.precision_propagation=graph",
+        pre,
+        qo,
+    };
+    struct adapt_policy *p = policy(cfg, net, sets, 6);
+    adapt_precision_refresh_weights(p->prec, 1);
+    static float x[2 * 32 * 32];
+    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)((i * 37 % 101) - 50) * 0.031f;
+    adapt_net_forward(net, x, 2, 1);
+    return p;
+}
+
+/* How many of layer `node`'s outputs (2 samples) are off the grid k/16. */
+static size_t off_grid(const struct adapt_net *net, int node)
+{
+    size_t off = 0;
+    for (size_t i = 0; i < net->act_numel[node + 1] * 2; i++) {
+        float v = net->act[node + 1][i] * 16.0f;
+        off += v != nearbyintf(v);
+    }
+    return off;
+}
+
 /* The fixed policy under graph propagation, conservative preset, <8,4> nearest: after a
- * training forward the outputs of the low layers (activations of convs 0, 3, 6, flatten 8,
- * linear 9 and 11) are on the grid k/16, and tanh 1 (float32) is not: its values come from
- * tanh of grid values and are almost never multiples of 1/16. quant_outputs = false keeps
- * every output float32. */
+ * training forward the outputs read by low layers are on the grid k/16: flatten 8 (read by
+ * linear 9; its input, tanh 7, is float32, so it rounds itself: 1) and the logits 11
+ * (round_logits). The convolutions 0, 3, 6 and linear 9 are low but their only consumers are
+ * tanh layers (denied, float32): GraphAMP's allowed operator writes float32, and only an edge
+ * into a low consumer is cast, so their outputs stay float32, as does tanh 1's. Almost none of
+ * those values are multiples of 1/16. quant_outputs = false keeps every output float32. */
 START_TEST(test_fixed_policy_outputs)
 {
     static struct adapt_config cfg;
     struct adapt_net *net = lenet();
-    static const char *const sets[] = {
-        "policy.name=fixed", "policy.format=fixed(8,4)", "quantization.rounding=nearest",
-        "quantization.precision_propagation=graph", "quantization.graph_preset=conservative"};
-    struct adapt_policy *p = policy(&cfg, net, sets, 5);
-    adapt_precision_refresh_weights(p->prec, 1);
-    float x[2 * 32 * 32];
-    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)((i * 37 % 101) - 50) * 0.031f;
-    adapt_net_forward(net, x, 2, 1);
-    static const int low_nodes[] = {0, 3, 6, 8, 9, 11};
-    for (int k = 0; k < 6; k++) {
-        int a = low_nodes[k] + 1;
-        for (size_t i = 0; i < net->act_numel[a] * 2; i++) {
-            float v = net->act[a][i] * 16.0f;
-            ck_assert_msg(v == nearbyintf(v), "layer %d[%zu] = %g is off the grid", low_nodes[k], i,
-                          net->act[a][i]);
-        }
-    }
-    size_t off = 0;
-    for (size_t i = 0; i < net->act_numel[2] * 2; i++) {
-        float v = net->act[2][i] * 16.0f;
-        off += v != nearbyintf(v);
-    }
-    ck_assert_uint_gt(off, net->act_numel[2]); /* most of tanh 1's outputs */
+    struct adapt_policy *p = fixed_forward(&cfg, net, "conservative", 1);
+    static const int low_read[] = {8, 11}, float_read[] = {0, 1, 3, 6, 9};
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(off_grid(net, low_read[k]) == 0, "layer %d: %zu values off the grid",
+                      low_read[k], off_grid(net, low_read[k]));
+    for (int k = 0; k < 5; k++)
+        ck_assert_msg(off_grid(net, float_read[k]) > net->act_numel[float_read[k] + 1],
+                      "layer %d: %zu of %zu values off the grid", float_read[k],
+                      off_grid(net, float_read[k]), 2 * net->act_numel[float_read[k] + 1]);
+    static const unsigned char rout[12] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1};
+    for (int i = 0; i < 12; i++) ck_assert_int_eq(p->prec->round_out[i], rout[i]);
     adapt_policy_free(p);
 
-    static const char *const no_out[] = {"policy.name=fixed", "quantization.quant_outputs=false",
-                                         "quantization.precision_propagation=graph"};
-    p = policy(&cfg, net, no_out, 3);
+    p = fixed_forward(&cfg, net, "default", 0);
     for (int i = 0; i < 12; i++) ck_assert_int_eq(p->prec->round_out[i], 0);
     ck_assert_int_eq(p->prec->round_in[0], 1);
     adapt_policy_free(p);
+    adapt_net_free(net);
+}
+END_TEST
+
+/* conv 0 (allow) -> tanh 1 (deny) under conservative: tanh reads the convolution's float32
+ * output bit for bit, the one the same layer computes from the same rounded input and weights
+ * in a network with no rounding at all. Under default tanh 1 is low (infer, low consumer):
+ * conv 0 rounds its output for it, and tanh reads values on the grid. */
+START_TEST(test_deny_consumer_reads_float32)
+{
+    static struct adapt_config cfg;
+    struct adapt_net *net = lenet(), *ref = lenet();
+    struct adapt_policy *p = fixed_forward(&cfg, net, "conservative", 1);
+    const struct adapt_unit_prec *u = &p->prec->u[0];
+    struct adapt_layer *l = ref->nodes[0].layer;
+    memcpy(l->param[0].value.data, u->wq, sizeof(float) * l->param[0].value.numel);
+    memcpy(l->param[1].value.data, u->bq, sizeof(float) * l->param[1].value.numel);
+    adapt_net_forward(ref, u->qin, 2, 1);
+    ck_assert_uint_gt(off_grid(net, 0), 0);
+    tu_expect_same_bits("tanh 1's input", net->act[1], ref->act[1], 2 * net->act_numel[1]);
+    adapt_policy_free(p);
+
+    p = fixed_forward(&cfg, net, "default", 1);
+    ck_assert_int_eq(p->prec->round_out[0], 1);
+    ck_assert_uint_eq(off_grid(net, 0), 0);
+    adapt_policy_free(p);
+    adapt_net_free(ref);
     adapt_net_free(net);
 }
 END_TEST
@@ -534,6 +586,7 @@ int main(void)
     tcase_add_test(tc, test_config_check);
     tcase_add_test(tc, test_amp_policy_state);
     tcase_add_test(tc, test_fixed_policy_outputs);
+    tcase_add_test(tc, test_deny_consumer_reads_float32);
     suite_add_tcase(s, tc);
     return tu_run_suite(s, CK_FORK);
 }

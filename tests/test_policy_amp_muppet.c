@@ -4,6 +4,7 @@
  * Expected values are worked out in the comment above each test. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,6 +166,58 @@ START_TEST(test_amp_l1_unscaled)
 }
 END_TEST
 
+/* One training step of LeNet-5 (8 samples, lr 0.01, momentum 0, l1_decay l1) under policy
+ * `name`, with the loss gradient scaled by the policy's loss scale as the trainer does: the
+ * drop in sum |w| it makes; *skipped says whether the policy skipped the step. */
+static double l1_step_drop(const char *name, double l1, int *skipped)
+{
+    enum { N = 8 };
+    struct adapt_net *net = small_lenet(N);
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    char set[64];
+    snprintf(set, sizeof set, "policy.name=%s", name);
+    ck_assert_int_eq(adapt_config_set(&cfg, set), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+    if (p->prec) adapt_precision_refresh_weights(p->prec, 0);
+    struct adapt_sgd opt;
+    ck_assert_int_eq(adapt_sgd_init(&opt, net, 0.01, 0.0, 0.0, l1, 0), ADAPT_OK);
+    static float x[N * 32 * 32], dl[N * 10];
+    int y[N], correct;
+    tu_fill_uniform(x, N * 32 * 32, 77, -1.0f, 1.0f);
+    for (int i = 0; i < N; i++) y[i] = (i * 3) % 10;
+    const float *lg = adapt_net_forward(net, x, N, 1);
+    adapt_softmax_xent(lg, y, N, 10, dl, &correct);
+    for (int i = 0; i < N * 10; i++) dl[i] *= (float)p->loss_scale;
+    adapt_net_backward(net, dl, N);
+    double before = adapt_sgd_l1_norm(&opt);
+    ck_assert_int_eq(adapt_policy_step(p, &opt, 1, 2.3, 1, 0, skipped), ADAPT_OK);
+    double drop = before - adapt_sgd_l1_norm(&opt);
+    adapt_sgd_free(&opt);
+    adapt_policy_free(p);
+    adapt_net_free(net);
+    return drop;
+}
+
+/* AMP with l1_decay 1 at loss scale 65536: the scaled L1 gradient l1 * S * sign(w) = 65536
+ * is above fp16's largest finite value 65504, but it is a float32 term added to the float32
+ * gradient after the half-precision backward (PyTorch keeps float32 .grad for float32
+ * parameters), so it does not overflow: the step is taken, and sum |w| drops as under fp32
+ * (482.3177 on these samples; the backward's fp16 rounding moves it by about 1e-6, the test
+ * allows 1e-5 of it). */
+START_TEST(test_amp_l1_no_overflow)
+{
+    int skipped = -1;
+    double fp32 = l1_step_drop("fp32", 1.0, &skipped);
+    ck_assert_int_eq(skipped, 0);
+    double amp = l1_step_drop("amp", 1.0, &skipped);
+    ck_assert_msg(skipped == 0, "amp skipped the step (an overflow)");
+    ck_assert_msg(fp32 > 100.0 && fabs(amp - fp32) <= 1e-5 * fp32,
+                  "sum |w| dropped by %.9g under amp, %.9g under fp32", amp, fp32);
+}
+END_TEST
+
 /* MuPPET's gradient diversity over every trainable tensor, with the weight
  * decay term on the quantized weights (grad = Q(g) + l2 * w_q). LeNet-5, r
  * = 3, level 8; three epochs end with these last-batch gradients (all exact
@@ -295,6 +348,7 @@ void test_policy_add_amp_muppet(TCase *engine)
 {
     tcase_add_test(engine, test_amp_policy_overflow);
     tcase_add_test(engine, test_amp_l1_unscaled);
+    tcase_add_test(engine, test_amp_l1_no_overflow);
     tcase_add_test(engine, test_amp_half_backward);
     tcase_add_test(engine, test_muppet_policy_replay);
     tcase_add_test(engine, test_muppet_gd_all_tensors);

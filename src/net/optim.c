@@ -49,19 +49,34 @@ void adapt_sgd_free(struct adapt_sgd *o)
     memset(o, 0, sizeof *o);
 }
 
-void adapt_sgd_prepare(struct adapt_sgd *o, double grad_scale, double loss_scale)
+void adapt_sgd_scale_grads(struct adapt_sgd *o, double grad_scale)
 {
-    const float s = (float)grad_scale, l1 = (float)(o->l1 * loss_scale);
+    const float s = (float)grad_scale;
+    if (s == 1.0f) return;
+    for (int k = 0; k < o->nbuf; k++) {
+        struct adapt_param *pp = o->par[k];
+        float *g = pp->grad.data;
+        for (size_t i = 0; i < pp->value.numel; i++) g[i] *= s;
+    }
+}
+
+void adapt_sgd_add_l1(struct adapt_sgd *o, double loss_scale)
+{
+    const float l1 = (float)(o->l1 * loss_scale);
+    if (l1 == 0.0f) return;
     for (int k = 0; k < o->nbuf; k++) {
         struct adapt_param *pp = o->par[k];
         float *g = pp->grad.data;
         const float *w = o->l1_quantized && pp->use ? pp->use : pp->value.data;
-        size_t n = pp->value.numel;
-        if (s != 1.0f)
-            for (size_t i = 0; i < n; i++) g[i] *= s;
-        if (l1 != 0.0f)
-            for (size_t i = 0; i < n; i++) g[i] += l1 * (float)((w[i] > 0.0f) - (w[i] < 0.0f));
+        for (size_t i = 0; i < pp->value.numel; i++)
+            g[i] += l1 * (float)((w[i] > 0.0f) - (w[i] < 0.0f));
     }
+}
+
+void adapt_sgd_prepare(struct adapt_sgd *o, double grad_scale, double loss_scale)
+{
+    adapt_sgd_scale_grads(o, grad_scale);
+    adapt_sgd_add_l1(o, loss_scale);
 }
 
 void adapt_sgd_update(struct adapt_sgd *o)

@@ -41,6 +41,12 @@ void adapt_sgd_free(struct adapt_sgd *o);
  * scaling). Separate from the update so gradient processing (quantization,
  * normalisation) can run in between. */
 void adapt_sgd_prepare(struct adapt_sgd *o, double grad_scale, double loss_scale);
+/* Its two halves: every gradient times grad_scale; then, in float32, g += loss_scale * l1 *
+ * sign(w) (nothing when l1 is 0). AMP runs the second after rounding the gradients of its
+ * half-precision backward, as the L1 term is not part of that backward (PyTorch: float32
+ * parameters keep float32 gradients, which the L1 term's float32 gradient adds to). */
+void adapt_sgd_scale_grads(struct adapt_sgd *o, double grad_scale);
+void adapt_sgd_add_l1(struct adapt_sgd *o, double loss_scale);
 /* d = g + l2 * w (w: the master, or param->use with l2_quantized);
  * b = m * b + d; w -= lr * (nesterov ? d + m * b : b);
  * then zeroes the gradients. */

@@ -503,6 +503,7 @@ static enum adapt_status comp_init(struct adapt_policy *p)
         c->scaled &= overflows_to_inf(&c->fmt[f]);
     }
     c->scaler.growth_interval = cfg->policy.amp_growth_interval;
+    p->l1_after_rounding = c->scaled; /* adapt_policy_amp_observe adds it */
     int n = net->nnodes;
     int *unit = malloc(sizeof(int) * (size_t)(n + 1));
     c->names = malloc(sizeof(char *) * (size_t)(n + 1));

@@ -41,10 +41,12 @@
  * of the nearest low unit before it, else the nearest after it. A layer left with no low unit
  * to take a format from stays float32. fmt_unit below names that unit.
  *
- * What a low layer does in this engine (src/policy/precision.h): it rounds its output in the
- * format; a low unit also rounds its weights and its input. A float32 layer rounds nothing,
- * and a float32 unit is inactive (float32 weights, inputs and outputs). Rounding happens at
- * the producer, so an allowed layer without weights reads a low input only where its
+ * What a low layer does in this engine (src/policy/precision.h): a low unit rounds its weights
+ * and its input in the format; a low layer rounds its output for its low consumers only (the
+ * allowed operator writes float32: a float32 consumer reads float32 unless a low layer without
+ * weights reads the same output; src/policy/policy.c, low_reader). A float32 layer rounds
+ * nothing, and a float32 unit is inactive (float32 weights, inputs and outputs). Only units
+ * round their inputs, so an allowed layer without weights reads a low input only where its
  * producer is low (the engine rounds the inputs of conv2d and linear layers only).
  *
  *   struct adapt_gamp_rules r;

@@ -140,9 +140,8 @@ static enum adapt_status device_step(struct adapt_policy *p, struct adapt_sgd *o
                                      double loss, int micro, int last_in_epoch, int *skipped)
 {
     enum adapt_status st;
-    if ((st = adapt_cuda_net_sgd_prepare(p->dev, 1.0 / micro, opt->l1 * p->loss_scale,
-                                         opt->l1_quantized)))
-        return st;
+    const double l1 = p->l1_after_rounding ? 0.0 : opt->l1 * p->loss_scale;
+    if ((st = adapt_cuda_net_sgd_prepare(p->dev, 1.0 / micro, l1, opt->l1_quantized))) return st;
     int skip = p->type->observe(p, step, loss, last_in_epoch);
     if (p->dev_st) return p->dev_st;
     if (p->prec && p->prec->dev_st) return p->prec->dev_st;
@@ -170,9 +169,16 @@ enum adapt_status adapt_policy_step(struct adapt_policy *p, struct adapt_sgd *op
     enum adapt_status st;
     opt->l1_quantized = p->l1_quantized;
     opt->l2_quantized = p->l2_quantized;
-    if (p->dev) return device_step(p, opt, step, loss, micro, last_in_epoch, skipped);
-    adapt_sgd_prepare(opt, 1.0 / micro, p->loss_scale);
+    p->opt = opt;
+    if (p->dev) {
+        st = device_step(p, opt, step, loss, micro, last_in_epoch, skipped);
+        p->opt = NULL;
+        return st;
+    }
+    adapt_sgd_scale_grads(opt, 1.0 / micro);
+    if (!p->l1_after_rounding) adapt_sgd_add_l1(opt, p->loss_scale);
     int skip = p->type->observe(p, step, loss, last_in_epoch);
+    p->opt = NULL;
     if (p->type->decide && (st = p->type->decide(p, step))) return st;
     if (skip) adapt_net_zero_grad(p->net);
     else adapt_sgd_update(opt);
@@ -258,9 +264,33 @@ static enum adapt_status alloc_prec(struct adapt_policy *p, int round_inputs, en
     return st;
 }
 
+/* 1 when low layer i's output is rounded at i, for a consumer that computes in low
+ * precision (GraphAMP downcasts an edge for its consumer only: an allowed operator itself
+ * writes float32). Units that round their own inputs (rin) need no rounding at the producer;
+ * a float32 consumer must read the float32 value. So i rounds when it has a low consumer and
+ * either no float32 one (the values are the same as the consumers' own rounding would give)
+ * or a low consumer without input rounding (a layer without weights: it reads i's array, so a
+ * float32 consumer beside it reads the rounded value too). The network output is rounded as
+ * quantization.round_logits says (adapt_policy_apply_output_rules). */
+static int low_reader(const struct adapt_gamp *g, const struct adapt_gamp_layer *layers,
+                      const unsigned char *rin, int n, int i)
+{
+    if (i == n - 1) return 1;
+    int low = 0, flt = 0, bare = 0;
+    for (int j = i + 1; j < n; j++)
+        for (int k = 0; k < layers[j].n_in; k++) {
+            if (layers[j].in[k] != i) continue;
+            low |= g->low[j];
+            flt |= !g->low[j];
+            bare |= g->low[j] && !rin[j];
+        }
+    return flt ? bare : low;
+}
+
 /* precision_propagation = graph: p->gamp from the configuration's sets and the network's
- * graph, then p->prec with its per-node plan (low layers round their outputs when
- * round_outputs, low units their inputs when round_inputs), then the output rules. */
+ * graph, then p->prec with its per-node plan (low units round their inputs when
+ * round_inputs; low layers their outputs when round_outputs, for their low consumers only:
+ * low_reader), then the output rules. */
 static enum adapt_status alloc_graph_prec(struct adapt_policy *p, int round_inputs,
                                           int round_outputs, enum quant_rounding r)
 {
@@ -278,10 +308,11 @@ static enum adapt_status alloc_graph_prec(struct adapt_policy *p, int round_inpu
     if ((st = adapt_gamp_layers_from_net(net, layers)) ||
         (st = adapt_gamp_resolve(&p->gamp, layers, net->nnodes, &rules)))
         goto free_plan;
-    for (int i = 0; i < net->nnodes; i++) {
-        rout[i] = (unsigned char)(round_outputs && p->gamp->low[i]);
+    for (int i = 0; i < net->nnodes; i++)
         rin[i] = (unsigned char)(round_inputs && p->gamp->low[i] && layers[i].unit >= 0);
-    }
+    for (int i = 0; i < net->nnodes; i++)
+        rout[i] = (unsigned char)(round_outputs && p->gamp->low[i] &&
+                                  low_reader(p->gamp, layers, rin, net->nnodes, i));
     if (!(st = adapt_precision_alloc_nodes(&p->prec, net, p->gamp->fmt_unit, rin, rout, r,
                                            p->seed)))
         adapt_policy_apply_output_rules(p, 0);
@@ -439,6 +470,7 @@ static enum adapt_status amp_init(struct adapt_policy *p)
     a->scaler.scale = cfg->policy.amp_init_scale;
     a->scaler.growth_interval = cfg->policy.amp_growth_interval;
     p->loss_scale = a->scaler.scale;
+    p->l1_after_rounding = 1; /* adapt_policy_amp_observe adds it */
     enum adapt_status st = graph_propagation(p)
                                ? alloc_graph_prec(p, 1, 1, QUANT_ROUND_NEAREST)
                                : alloc_prec(p, 1, ADAPT_QOUT_UNITS, QUANT_ROUND_NEAREST, 0);
@@ -452,11 +484,18 @@ static enum adapt_status amp_init(struct adapt_policy *p)
 }
 
 /* Unit gradients are stored in their unit's format (fp16/bf16 overflow to inf), as a half
- * precision backward would produce them; any inf/NaN skips the step and halves the scale;
- * otherwise all gradients are unscaled. */
+ * precision backward would produce them; the L1 term, scaled as the loss, is added after in
+ * float32 (PyTorch's float32 .grad of a float32 parameter: only the backward's part is half
+ * precision); any inf/NaN skips the step and halves the scale; otherwise all gradients are
+ * unscaled. */
 int adapt_policy_amp_observe(struct adapt_policy *p, struct adapt_amp_scaler *scaler, long step)
 {
     adapt_precision_quantize_grads(p->prec, step);
+    struct adapt_sgd *opt = p->opt;
+    if (opt && opt->l1 != 0.0 && !p->dev) adapt_sgd_add_l1(opt, scaler->scale);
+    if (opt && opt->l1 != 0.0 && p->dev && !p->dev_st)
+        p->dev_st =
+            adapt_cuda_net_sgd_prepare(p->dev, 1.0, opt->l1 * scaler->scale, opt->l1_quantized);
     int overflow = 0;
     struct adapt_net *net = p->net;
     if (p->dev) { /* the check on the device; one flag comes back */

@@ -91,6 +91,9 @@ struct adapt_policy {
     double micro_loss;            /* the last micro-batch's loss (with the L1 term) divided by
                                      the accumulation steps (set by the trainer) */
     int l1_quantized;             /* the optimizer's L1 term reads the quantized copies */
+    int l1_after_rounding;        /* observe adds the L1 term after its gradient rounding
+                                     (adapt_policy_amp_observe); the step does otherwise */
+    struct adapt_sgd *opt;        /* the optimizer, during adapt_policy_step; NULL otherwise */
     int l2_quantized;             /* and its L2 term */
     struct adapt_cuda_net *dev;   /* run.device = cuda: the engine the steps run on, or NULL */
     enum adapt_status dev_st;     /* the first failure of the policy's device work */
@@ -134,7 +137,9 @@ enum adapt_status adapt_policy_add_event(struct adapt_policy *p, const struct ad
 void adapt_policy_clear_events(struct adapt_policy *p);
 
 /* AMP's observe, for the policies that use it (amp, comp): rounds the unit gradients to their
- * formats, skips the step on inf/NaN (returns 1) and updates the dynamic loss scale, else
+ * formats (what a half-precision backward stores), then adds the scaled L1 term in float32
+ * (p->opt's, during adapt_policy_step: it is not part of that backward, so it cannot overflow
+ * the format), skips the step on inf/NaN (returns 1) and updates the dynamic loss scale, else
  * unscales the gradients. */
 int adapt_policy_amp_observe(struct adapt_policy *p, struct adapt_amp_scaler *scaler, long step);
 
