@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the Debian 12 packages adapt-sim builds, tests and runs with.
-# Idempotent; needs root (or sudo). Set ADAPT_SKIP_APT=1 to skip.
+# Idempotent; needs root (or sudo). Set ADAPT_SKIP_APT=1 to skip. ADAPT_WITH_TORCH=1 adds
+# python3-torch (PyTorch, for the tests that compare with it; they skip without it).
 # slurm-wlm and munge serve tests/slurm_sweep.test, which starts its own private munged,
 # slurmctld and slurmd: the packages' services are not started while they are installed (a
 # policy-rc.d that refuses, unless the machine has one), so installing them needs neither
@@ -14,6 +15,7 @@ PKGS="build-essential autoconf automake libtool pkg-config
  dataset-fashion-mnist slurm-wlm munge
  python3 python3-numpy python3-jsonschema python3-matplotlib python3-setuptools python3-pip
  jupyter-nbconvert python3-nbformat python3-ipykernel"
+[ "${ADAPT_WITH_TORCH:-0}" = 1 ] && PKGS="$PKGS python3-torch"
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 missing=""

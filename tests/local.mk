@@ -128,7 +128,7 @@ EXTRA_DIST += tests/python.test tests/notebook.test tests/python-env.sh \
 	python/tests/common.py python/tests/validate_trace.py python/tests/test_model.py \
 	python/tests/run_notebook.py python/tests/test_trace.py python/tests/test_safetensors.py \
 	python/tests/test_schema.py python/tests/test_torch.py python/tests/test_install.py \
-	python/tests/test_report.py python/tests/test_quantize.py \
+	python/tests/test_report.py python/tests/test_quantize.py python/tests/test_roles_reference.py \
 	python/adaptsim/quant.py \
 	experiments/notebooks/reading_traces.ipynb
 
@@ -139,13 +139,21 @@ EXTRA_PROGRAMS += tests/quant_rows_dump
 tests_quant_rows_dump_LDADD = $(QUANT_LIBS) $(ADAPT_EXT_LIBS)
 CLEANFILES += tests/quant_rows_dump
 
+# The [roles] recipes against an outside reference (python/tests/test_roles_reference.py, run by
+# tests/python.test; skipped without torch): this helper writes one forward and backward of a
+# model under a recipe, as the policy leaves it; made by make check (check_DATA), not a test
+EXTRA_PROGRAMS += tests/roles_step_dump
+tests_roles_step_dump_LDADD = $(POLICY_LIBS) $(ADAPT_EXT_LIBS)
+CLEANFILES += tests/roles_step_dump
+
 # Rounding plugins: the example plugin against its rule, threads, the reference twin, a plugin
 # whose vector variant disagrees with its scalar function and one whose symbols are data, and
 # copies of the example cut short or patched (all refused on load). The plugins
 # are found through ADAPT_BUILDDIR (AM_TESTS_ENVIRONMENT).
 check_PROGRAMS += tests/test_plugin
 tests_test_plugin_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
-check_DATA = tests/plugins/bad_simd.so tests/plugins/data_symbols.so tests/quant_rows_dump
+check_DATA = tests/plugins/bad_simd.so tests/plugins/data_symbols.so tests/quant_rows_dump \
+	tests/roles_step_dump
 tests/plugins/bad_simd.so: tests/plugins/bad_simd.c
 	@$(MKDIR_P) tests/plugins
 	$(AM_V_CC)$(CC) $(PLUGIN_CFLAGS) -o $@ $(srcdir)/tests/plugins/bad_simd.c

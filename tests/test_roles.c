@@ -202,6 +202,54 @@ START_TEST(test_roles_apply)
 }
 END_TEST
 
+/* Error gradients under roles, at LeNet-5's average pool 2 (unit 0's group), which sends back
+ * activation 2's gradient, and at conv 3 (unit 1), which sends back activation 3's:
+ *   0: no roles, the backward hook on (as a grad_input role of another unit puts it): nothing
+ *      rounded, as the fixed policy rounds no error gradient;
+ *   1: grad_input float32 (as every recipe has it): nothing rounded;
+ *   2: grad_input fixed(8,4) nearest: both on its 1/16 grid;
+ *   3: MuPPET's rule (ADAPT_QOUT_UNITS_POOLS), no roles: both on <16,8>'s 1/256 grid. */
+START_TEST(test_roles_pool_grad)
+{
+    for (int c = 0; c < 4; c++) {
+        struct adapt_net *net = small_lenet(2);
+        const char *set[ADAPT_ROLE_N] = {0};
+        set[ADAPT_ROLE_GRAD_INPUT] = c == 1 ? "float32" : "fixed(8,4) nearest";
+        struct adapt_precision *p;
+        if (c < 3) {
+            p = fixed16(net, c ? set : NULL, NULL);
+        } else {
+            ck_assert_int_eq(adapt_precision_alloc(&p, net, 1, ADAPT_QOUT_UNITS_POOLS,
+                                                   QUANT_ROUND_NEAREST, 7),
+                             ADAPT_OK);
+            struct quant_spec s;
+            ck_assert_int_eq(quant_spec_parse("fixed(16,8)", &s), ADAPT_OK);
+            for (int u = 0; u < p->nunits; u++) adapt_precision_set(p, u, &s);
+        }
+        if (!c) adapt_precision_install_grad_hook(p);
+        ck_assert_int_eq(adapt_precision_refresh_weights(p, 1), ADAPT_OK);
+        float x[2 * 32 * 32];
+        for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)sin(0.37 * i) * 2.385f;
+        adapt_net_forward(net, x, 2, 1);
+        float dl[2 * 10];
+        for (int i = 0; i < 20; i++) dl[i] = (float)cos(0.7 * i) * 0.3f;
+        adapt_net_zero_grad(net);
+        adapt_net_backward(net, dl, 2);
+        ck_assert_str_eq(net->nodes[2].layer->ops->kind, "avgpool2d");
+        ck_assert_int_eq(net->nodes[2].in[0], 2);
+        ck_assert_int_eq(net->nodes[3].in[0], 3);
+        for (int a = 2; a <= 3; a++) {
+            const size_t m = net->act_numel[a] * 2;
+            ck_assert_msg(on_grid(net->dact[a], m, 1.0f / 256, -128, 128) == (c >= 2),
+                          "case %d, activation %d", c, a);
+            if (c == 2) ck_assert(on_grid(net->dact[a], m, 1.0f / 16, -8, 8));
+        }
+        adapt_precision_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
 /* Current scaling of an integer grid (w4a8's weights): fixed(4,0) holds -8..7, s = 7 / amax
  * per weight tensor, so every copy value times s is an integer in [-8, 7] and the largest
  * magnitude maps back to amax (7 (1/s) = amax within float32 rounding). */
@@ -428,6 +476,7 @@ int main(void)
     tcase_add_test(c, test_role_errors);
     tcase_add_test(c, test_scale_for);
     tcase_add_test(c, test_roles_apply);
+    tcase_add_test(c, test_roles_pool_grad);
     tcase_add_test(c, test_roles_current);
     tcase_add_test(c, test_roles_rowwise);
     tcase_add_test(c, test_roles_delayed);

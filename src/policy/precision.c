@@ -227,13 +227,22 @@ static enum adapt_status half_grad(struct adapt_precision *p, int node, float *g
  * gradient asking it to grow (dy < 0), one at its lower bound none asking it
  * to shrink (dy > 0). A value that rounded onto a bound without saturating is
  * treated alike: the forward cannot move it further out either. */
+static int is_pool(const struct adapt_layer *l)
+{
+    return !strcmp(l->ops->kind, "maxpool2d") || !strcmp(l->ops->kind, "avgpool2d");
+}
+
 /* An error-gradient role (grad_output, grad_input) on gradient g of m values per sample of unit
- * node `node`'s output or input k: g rounded in place; nothing at other nodes. */
+ * node `node`'s output or input k, or (grad_input) of a pooling node of the unit's group: g
+ * rounded in place; nothing at other nodes. */
 static enum adapt_status grad_role(struct adapt_precision *p, enum adapt_role r, int node, int k,
                                    float *g, size_t m, int n)
 {
     int ui = p->node_unit[node];
-    if (!g || ui < 0 || p->u[ui].node != node) return ADAPT_OK;
+    if (!g || ui < 0 ||
+        (p->u[ui].node != node &&
+         (r != ADAPT_ROLE_GRAD_INPUT || !is_pool(p->net->nodes[node].layer))))
+        return ADAPT_OK;
     struct quant_spec s;
     enum adapt_role_scaling sc;
     if (!role_spec(p, ui, r, NULL, p->rounding, 1, &s, &sc)) return ADAPT_OK;
@@ -271,15 +280,15 @@ static enum adapt_status dout_run(struct adapt_precision *p, int node, const flo
     return ADAPT_OK;
 }
 
-static int is_pool(const struct adapt_layer *l)
-{
-    return !strcmp(l->ops->kind, "maxpool2d") || !strcmp(l->ops->kind, "avgpool2d");
-}
-
 static enum adapt_status grad_run(struct adapt_precision *p, int node, float **dxs, int n)
 {
     struct adapt_layer *l = p->net->nodes[node].layer;
-    if (node_role(p, node, ADAPT_ROLE_GRAD_INPUT)) {
+    /* the unit's own gradient, and a pooling layer's of its group, as its grad_input role says
+     * when that is set (otherwise as the policy rounds them, below) */
+    const int ui = p->node_unit[node];
+    if (node_role(p, node, ADAPT_ROLE_GRAD_INPUT) ||
+        (ui >= 0 && is_pool(l) &&
+         adapt_precision_role(p, ui, ADAPT_ROLE_GRAD_INPUT)->kind != ADAPT_ROLE_AUTO)) {
         for (int k = 0; k < l->nin; k++) {
             enum adapt_status st = grad_role(p, ADAPT_ROLE_GRAD_INPUT, node, k, dxs[k],
                                              adapt_layer_in_numel(l, k), n);
@@ -288,8 +297,12 @@ static enum adapt_status grad_run(struct adapt_precision *p, int node, float **d
         return ADAPT_OK;
     }
     if (p->half_backward) return half_grad(p, node, dxs[0], adapt_layer_in_numel(l, 0), n);
+    /* MuPPET's rule (per_image_input): units and pooling layers round what they send back in
+     * their unit's format; other policies round no error gradient without roles (the hook is
+     * here for a role of another unit) */
     int unit = p->node_unit[node];
-    if (unit < 0 || !p->u[unit].active || !(l->is_unit || is_pool(l))) return ADAPT_OK;
+    if (!p->per_image_input || unit < 0 || !p->u[unit].active || !(l->is_unit || is_pool(l)))
+        return ADAPT_OK;
     struct quant_spec s = with_rounding(&p->u[unit].spec, p->rounding);
     for (int k = 0; k < l->nin; k++) {
         if (!dxs[k]) continue;
