@@ -14,6 +14,7 @@ PKGS="build-essential autoconf automake libtool pkg-config
  clang libclang-rt-14-dev libomp-dev git help2man
  dataset-fashion-mnist slurm-wlm munge
  python3 python3-numpy python3-jsonschema python3-matplotlib python3-setuptools python3-pip
+ python3-pil
  jupyter-nbconvert python3-nbformat python3-ipykernel"
 [ "${ADAPT_WITH_TORCH:-0}" = 1 ] && PKGS="$PKGS python3-torch"
 SUDO=""

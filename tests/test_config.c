@@ -56,6 +56,7 @@ START_TEST(test_defaults)
     ck_assert(c.data.normalize);
     ck_assert_int_eq(c.data.train_limit, 0);
     ck_assert_int_eq(c.data.test_limit, 0);
+    ck_assert_int_eq(c.data.resize, ADAPT_CONFIG_RESIZE_PAD);
     ck_assert_str_eq(c.model.name, "lenet5");
     ck_assert_int_eq(c.model.classes, 0);
     ck_assert(c.model.init_gain == 0.5);
@@ -332,13 +333,15 @@ START_TEST(test_set)
     ck_assert_int_eq(c.policy.per_unit.b[1], 6);
     ck_assert_int_eq(adapt_config_set(&c, "schedule.milestones="), ADAPT_OK);
     ck_assert_int_eq(c.schedule.milestones.n, 0);
+    ck_assert_int_eq(adapt_config_set(&c, "data.resize=bilinear"), ADAPT_OK);
+    ck_assert_int_eq(c.data.resize, ADAPT_CONFIG_RESIZE_BILINEAR);
     /* a later --set of the same key wins */
     ck_assert_int_eq(adapt_config_set(&c, "train.epochs=4"), ADAPT_OK);
     ck_assert_int_eq(c.train.epochs, 4);
-    ck_assert_int_eq(c.n_overrides, 6);
+    ck_assert_int_eq(c.n_overrides, 7);
     ck_assert_str_eq(c.overrides[0], "train.epochs=3");
     ck_assert_str_eq(c.overrides[1], " optim.lr = 0.0625 ");
-    ck_assert_str_eq(c.overrides[5], "train.epochs=4");
+    ck_assert_str_eq(c.overrides[6], "train.epochs=4");
 
     before = c;
     static const char *const bad[][3] = {
@@ -353,6 +356,7 @@ START_TEST(test_set)
         {"quantization.precision_propagation=layer", "quantization.precision_propagation",
          "one of unit, graph"},
         {"run.out=a ;b", "run.out", "' ;'"},
+        {"data.resize=nearest", "data.resize", "one of pad, bilinear"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         adapt_error_clear();
@@ -361,7 +365,7 @@ START_TEST(test_set)
         ck_assert_msg_has(bad[i][1]);
         ck_assert_msg_has(bad[i][2]);
         ck_assert(adapt_config_equal(&c, &before, NULL, 0));
-        ck_assert_int_eq(c.n_overrides, 6);
+        ck_assert_int_eq(c.n_overrides, 7);
     }
 }
 END_TEST

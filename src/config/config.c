@@ -19,6 +19,8 @@
 static const char *const dataset_names[] = {"mnist", "fashion-mnist", "emnist-balanced",
                                             "cifar10", "cifar100"};
 static const char *const augment_names[] = {"auto", "on", "off"};
+static const char *const resize_names[] = {[ADAPT_CONFIG_RESIZE_PAD] = "pad",
+                                           [ADAPT_CONFIG_RESIZE_BILINEAR] = "bilinear"};
 static const char *const schedule_names[] = {"constant", "multistep", "plateau"};
 static const char *const policy_names[] = {"fp32", "fixed", "adapt", "muppet", "amp", "comp"};
 static const char *const amp_names[] = {"fp16", "bf16"};
@@ -55,6 +57,7 @@ static const struct adapt_schema_enum amax_compute_enum = NAMES(amax_compute_nam
 static const struct adapt_schema_enum scale_kind_enum = NAMES(scale_kind_names);
 static const struct adapt_schema_enum dataset_enum = NAMES(dataset_names);
 static const struct adapt_schema_enum augment_enum = NAMES(augment_names);
+static const struct adapt_schema_enum resize_enum = NAMES(resize_names);
 static const struct adapt_schema_enum schedule_enum = NAMES(schedule_names);
 static const struct adapt_schema_enum policy_enum = NAMES(policy_names);
 static const struct adapt_schema_enum amp_enum = NAMES(amp_names);
@@ -125,6 +128,11 @@ static const struct adapt_schema_key keys[] = {
           "of the training file (refused when it is shorter); 0 = all"),
     K_INT("data", "test_limit", data.test_limit, "0", "[0, 1000000000]",
           "use only the first N test samples; 0 = all"),
+    K_ENUM("data", "resize", data.resize, "pad", resize_enum,
+           "how 28x28 MNIST-family images become the 32x32 the models read: pad (2 zero "
+           "pixels each side) or bilinear (the AdaPT reference code's torchvision "
+           "Resize((32, 32)): Pillow's 8-bit bilinear arithmetic, doc/running.md); CIFAR "
+           "images are left as they are"),
 
     K_STR("model", "name", model.name, "lenet5",
           "built-in network, models/NAME.model (doc/models.md): lenet5, alexnet_mnist, "

@@ -93,6 +93,8 @@ enum adapt_config_augment {
     ADAPT_CONFIG_AUGMENT_ON,
     ADAPT_CONFIG_AUGMENT_OFF
 };
+/* data.resize: how 28x28 images become the 32x32 the models read */
+enum adapt_config_resize { ADAPT_CONFIG_RESIZE_PAD, ADAPT_CONFIG_RESIZE_BILINEAR };
 enum adapt_config_schedule {
     ADAPT_CONFIG_SCHEDULE_CONSTANT,
     ADAPT_CONFIG_SCHEDULE_MULTISTEP,
@@ -225,6 +227,7 @@ struct adapt_config {
         bool normalize;
         int train_limit;                /* 0 = all */
         int test_limit;                 /* 0 = all */
+        enum adapt_config_resize resize; /* pad (zeros) or bilinear (Pillow's arithmetic) */
     } data;
     struct {
         char name[64];                  /* built-in model: models/NAME.model (src/graph) */

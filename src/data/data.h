@@ -17,9 +17,15 @@
  * .tar.gz archive itself (read with libarchive). NULL selects adapt_dataset_default_path().
  *
  * Images are kept in memory as uint8 (N, C, H, W). MNIST-family 28x28 images are brought to
- * 32x32 by zero-padding 2 pixels on each side of the raw image (value 0 before
- * normalisation, the digits' own background), not by resizing: LeNet-5's 32x32 input as in
- * LeCun et al. 1998, without interpolation.
+ * 32x32 when loaded, in one of two ways (enum adapt_data_resize):
+ *   ADAPT_DATA_RESIZE_PAD       zero-padding 2 pixels on each side of the raw image (value 0
+ *                               before normalisation, the digits' own background), not
+ *                               resizing: LeNet-5's 32x32 input as in LeCun et al. 1998;
+ *   ADAPT_DATA_RESIZE_BILINEAR  a bilinear resize 28 -> 32 with the 8-bit arithmetic of
+ *                               Pillow's resize(BILINEAR) on "L" images, what torchvision's
+ *                               Resize((32, 32)) does in the AdaPT reference code
+ *                               (adapt_resize_bilinear, src/data/resize.c).
+ * CIFAR images are 32x32 already and are left as they are by either.
  *
  * Normalisation: x = (p / 255 - mean[c]) / std[c] in float32, in this order of operations
  * (torchvision ToTensor then Normalize). MNIST family: mean 0.1307, std 0.3081. CIFAR:
@@ -83,6 +89,9 @@ enum adapt_data_part { ADAPT_DATA_TRAIN = 0, ADAPT_DATA_TEST };
 #define ADAPT_DATA_MAX_C 3
 #define ADAPT_DATA_NAME_MAX 32
 
+/* How 28x28 images become the 32x32 the models read (data.resize). */
+enum adapt_data_resize { ADAPT_DATA_RESIZE_PAD = 0, ADAPT_DATA_RESIZE_BILINEAR };
+
 struct adapt_dataset {
     char name[ADAPT_DATA_NAME_MAX]; /* "fashion-mnist", "cifar10", ... */
     enum adapt_data_part part;
@@ -94,6 +103,7 @@ struct adapt_dataset {
     float mean[ADAPT_DATA_MAX_C];   /* per-channel normalisation, first c used */
     float std[ADAPT_DATA_MAX_C];
     int augment;                    /* 1 where the usual training recipe augments (CIFAR) */
+    enum adapt_data_resize resize;  /* how 28x28 images were brought to 32x32 */
 };
 
 /* The built-in default location of a data set ("/usr/share/datasets/fashion-mnist",
@@ -108,6 +118,11 @@ int adapt_dataset_classes_of(const char *name);
  * On error nothing is allocated and the message names the file and what was expected. */
 enum adapt_status adapt_dataset_load(struct adapt_dataset *ds, const char *name, const char *path,
                                      enum adapt_data_part part);
+/* The same with a choice of how 28x28 images become 32x32 (adapt_dataset_load pads). The
+ * resize happens once, here; batches read the stored 32x32 bytes. */
+enum adapt_status adapt_dataset_load_resized(struct adapt_dataset *ds, const char *name,
+                                             const char *path, enum adapt_data_part part,
+                                             enum adapt_data_resize resize);
 void adapt_dataset_free(struct adapt_dataset *ds);
 
 /* Lower level: one IDX file (raw or gzip). Images: magic 0x00000803, dims (n, rows, cols),
@@ -116,6 +131,15 @@ void adapt_dataset_free(struct adapt_dataset *ds);
 enum adapt_status adapt_idx_images_read(const char *path, int *n, int *rows, int *cols,
                                         uint8_t **pixels);
 enum adapt_status adapt_idx_labels_read(const char *path, int *n, uint8_t **labels);
+
+/* Resizes n 8-bit single-channel images (n, sh, sw) into dst (n, dh, dw) with Pillow's
+ * Image.resize((dw, dh), BILINEAR) arithmetic on "L" images, byte for byte: per axis a
+ * triangle filter (support max(1, in / out)) centred at (o + 0.5) * in / out, its weights
+ * normalised to sum 1 and rounded to 22 fraction bits, each output rounded half up and
+ * clamped to [0, 255]; rows first into an 8-bit intermediate, then columns; an axis whose
+ * size is unchanged is copied. The formulas are in src/data/resize.c. */
+enum adapt_status adapt_resize_bilinear(const uint8_t *src, int n, int sh, int sw, uint8_t *dst,
+                                        int dh, int dw);
 
 /* Held-out validation split of n training samples: a seeded random choice of n_val of them
  * (Fisher-Yates permutation with (seed, ADAPT_STREAM_SPLIT); its first n_val entries), both

@@ -99,8 +99,30 @@ static void pad_images(const uint8_t *src, uint8_t *dst, int n, int transpose)
     }
 }
 
+/* 28x28 images (transposed back when asked) resized to 32x32 in place of padding. */
+static enum adapt_status resize_images(const uint8_t *src, uint8_t *dst, int n, int transpose)
+{
+    uint8_t *up = NULL;
+    if (transpose) {
+        if (!(up = malloc((size_t)(unsigned)n * MNIST_SIDE * MNIST_SIDE)))
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate %d images to transpose", n);
+        for (int i = 0; i < n; i++) {
+            const uint8_t *s = src + (size_t)i * MNIST_SIDE * MNIST_SIDE;
+            uint8_t *t = up + (size_t)i * MNIST_SIDE * MNIST_SIDE;
+            for (int r = 0; r < MNIST_SIDE; r++)
+                for (int c = 0; c < MNIST_SIDE; c++) t[r * MNIST_SIDE + c] = s[c * MNIST_SIDE + r];
+        }
+        src = up;
+    }
+    enum adapt_status st = adapt_resize_bilinear(src, n, MNIST_SIDE, MNIST_SIDE, dst, PADDED_SIDE,
+                                                 PADDED_SIDE);
+    free(up);
+    return st;
+}
+
 static enum adapt_status load_idx(const struct dataset_desc *d, const char *dir,
-                                  enum adapt_data_part part, struct adapt_dataset *ds)
+                                  enum adapt_data_part part, enum adapt_data_resize resize,
+                                  struct adapt_dataset *ds)
 {
     enum adapt_status st;
     char ipath[4096], lpath[4096], base[256];
@@ -139,7 +161,11 @@ static enum adapt_status load_idx(const struct dataset_desc *d, const char *dir,
         st = ADAPT_ERROR(ADAPT_ENOMEM, "%s: cannot allocate %d padded images", ipath, n);
         goto free_out;
     }
-    pad_images(pix, img, n, d->transpose);
+    if (resize == ADAPT_DATA_RESIZE_BILINEAR) {
+        if ((st = resize_images(pix, img, n, d->transpose)) != ADAPT_OK) goto free_out;
+    } else {
+        pad_images(pix, img, n, d->transpose);
+    }
     for (int i = 0; i < n; i++) labels[i] = lab[i];
     free(lab);
     free(pix);
@@ -177,6 +203,13 @@ int adapt_dataset_classes_of(const char *name)
 enum adapt_status adapt_dataset_load(struct adapt_dataset *ds, const char *name, const char *path,
                                      enum adapt_data_part part)
 {
+    return adapt_dataset_load_resized(ds, name, path, part, ADAPT_DATA_RESIZE_PAD);
+}
+
+enum adapt_status adapt_dataset_load_resized(struct adapt_dataset *ds, const char *name,
+                                             const char *path, enum adapt_data_part part,
+                                             enum adapt_data_resize resize)
+{
     const struct dataset_desc *d = find_desc(name);
     struct adapt_dataset t;
     enum adapt_status st;
@@ -189,10 +222,13 @@ enum adapt_status adapt_dataset_load(struct adapt_dataset *ds, const char *name,
     if (part != ADAPT_DATA_TRAIN && part != ADAPT_DATA_TEST)
         return ADAPT_ERROR(ADAPT_EINVAL, "data set %s: part %d: expected train (0) or test (1)",
                            d->name, (int)part);
+    if (resize != ADAPT_DATA_RESIZE_PAD && resize != ADAPT_DATA_RESIZE_BILINEAR)
+        return ADAPT_ERROR(ADAPT_EINVAL, "data set %s: resize %d: expected pad (0) or bilinear (1)",
+                           d->name, (int)resize);
     if (!path || !*path) path = d->default_path;
     memset(&t, 0, sizeof t);
     switch (d->source) {
-    case SOURCE_IDX: st = load_idx(d, path, part, &t); break;
+    case SOURCE_IDX: st = load_idx(d, path, part, resize, &t); break;
     case SOURCE_CIFAR10: st = adapt_cifar_load(&t, 10, path, part); break;
     case SOURCE_CIFAR100: st = adapt_cifar_load(&t, 100, path, part); break;
     default: ADAPT_ASSERT(!"unknown data source"); return ADAPT_EINVAL;
@@ -201,6 +237,7 @@ enum adapt_status adapt_dataset_load(struct adapt_dataset *ds, const char *name,
     snprintf(t.name, sizeof t.name, "%s", d->name);
     t.part = part;
     t.augment = d->augment;
+    t.resize = resize;
     for (int c = 0; c < ADAPT_DATA_MAX_C; c++) {
         t.mean[c] = d->mean[c];
         t.std[c] = d->std[c];

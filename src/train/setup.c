@@ -55,9 +55,13 @@ static enum adapt_status load_data(struct train_run *r, int need_train)
 {
     const struct adapt_config *cfg = r->cfg;
     const char *path = cfg->data.path[0] ? cfg->data.path : NULL;
+    enum adapt_data_resize rz = cfg->data.resize == ADAPT_CONFIG_RESIZE_BILINEAR
+                                    ? ADAPT_DATA_RESIZE_BILINEAR
+                                    : ADAPT_DATA_RESIZE_PAD;
     enum adapt_status st;
     if (need_train) {
-        if ((st = adapt_dataset_load(&r->train, train_dataset_name(cfg), path, ADAPT_DATA_TRAIN)))
+        if ((st = adapt_dataset_load_resized(&r->train, train_dataset_name(cfg), path,
+                                             ADAPT_DATA_TRAIN, rz)))
             return st;
         r->have_train = 1;
         r->train_file_n = r->train.n;
@@ -75,7 +79,8 @@ static enum adapt_status load_data(struct train_run *r, int need_train)
             r->train.n = (int)need;
         }
     }
-    if ((st = adapt_dataset_load(&r->test, train_dataset_name(cfg), path, ADAPT_DATA_TEST)))
+    if ((st = adapt_dataset_load_resized(&r->test, train_dataset_name(cfg), path, ADAPT_DATA_TEST,
+                                         rz)))
         return st;
     r->have_test = 1;
     if (cfg->data.test_limit > 0 && cfg->data.test_limit < r->test.n)
