@@ -243,6 +243,115 @@ START_TEST(test_search_stub)
 }
 END_TEST
 
+/* ---- stage 2 with the performance model's prices and the conversions ---- */
+
+struct priced {
+    struct stub s; /* losses (its costs unused) */
+    const struct adapt_comp_space *sp;
+    const struct perf_model *m;
+    struct perf_params pp;
+    int casts; /* price the conversions (else as before they were priced) */
+};
+
+static enum adapt_status priced_epoch(void *ctx, const char *plan, double *loss, long *steps,
+                                      long *samples)
+{
+    return stub_epoch(&((struct priced *)ctx)->s, plan, loss, steps, samples);
+}
+
+static enum adapt_status priced_batch(void *ctx, const char *plan, double *loss, long *samples)
+{
+    return stub_batch(&((struct priced *)ctx)->s, plan, loss, samples);
+}
+
+/* One step of one sample (batch 1), as the search's cost hook prices a plan. */
+static enum adapt_status priced_cost(void *ctx, const char *plan, double *cost)
+{
+    struct priced *c = ctx;
+    int wl[5], gov[12], digit[5], fmt[12];
+    adapt_comp_plan_layers(c->sp, plan, gov, digit);
+    for (int u = 0; u < 5; u++) wl[u] = digit[u] == c->sp->k ? 32 : 16;
+    adapt_comp_plan_formats(c->sp, plan, fmt);
+    return perf_price_plan(c->m, &c->pp, NULL, wl, gov, c->casts ? fmt : NULL, 1, 1.0, 1, 1,
+                           cost, NULL);
+}
+
+/* LeNet-5 (conv1 tanh pool conv2 tanh pool conv3 tanh flatten fc1 tanh fc2), fp16 and float32
+ * ('1'), only conv1 tried. Stage 1: 111111111111 (loss_0), 000000000000 (unsafe),
+ * 111000000000 (safe, the winner). Stage 2 enumerates tanh1 and pool1 between the float32
+ * conv1 and the fp16 conv2: 111000000000 (P_s1), 101000000000, 110000000000, 100000000000.
+ * Only tanh1's and pool1's element-wise work and the conversions differ between them.
+ *
+ * Element-wise, per sample, forward and backward: tanh1 and pool1 read 6x28x28 = 4704
+ * elements each (the pool reads every input once), 2 x 4704 = 9408 at 32 bits, 4704 at 16:
+ *   111: 18816   100: 9408   110: 14112   101: 14112
+ * so without conversions 100000000000 is cheapest: both layers go to fp16.
+ *
+ * Conversions (cast_ops 2 per element, cast_fixed_ops 4096 per conversion and micro-batch;
+ * forward the activation, backward its gradient; conv1 reads the float32 input, and fc2's 10
+ * fp16 logits pass to the float32 loss, 2 x 10 elements, in every plan):
+ *   111: pool1 -> conv2, 6x14x14 = 1176: 2 x (2 x 1176 + 20) + 4 x 4096 = 21128
+ *   100: conv1 -> tanh1, 4704:           2 x (2 x 4704 + 20) + 4 x 4096 = 35240
+ *   110: tanh1 -> pool1, 4704:           35240
+ *   101: conv1 -> tanh1 -> pool1 -> conv2: 2 x (2 x (4704 + 4704 + 1176) + 20) + 8 x 4096
+ *        = 75144
+ * With them: 111: 39944   100: 44648   110: 49352   101: 89256, and stage 2 keeps tanh1 and
+ * pool1 in float32: converting pool1's output costs a quarter of converting conv1's. */
+START_TEST(test_stage2_conversions)
+{
+    struct perf_model *m;
+    ck_assert_int_eq(perf_model_alloc(&m, "lenet5", 10), ADAPT_OK);
+    ck_assert_int_eq(m->n_layers, 12);
+    static const int units[12] = {0, -1, -1, 1, -1, -1, 2, -1, -1, 3, -1, 4};
+    struct adapt_comp_space sp;
+    ck_assert_int_eq(adapt_comp_space_init(&sp, 12, 1, units), ADAPT_OK);
+    for (int i = 1; i < 12; i++) sp.tried[i] = 0;
+    static const char *const plans[] = {"111111111111", "000000000000", "111000000000",
+                                        "101000000000", "110000000000", "100000000000"};
+    static const double epoch_loss[] = {1.0, 1.02, 1.005, NAN, NAN, NAN};
+    static const double batch_loss[] = {NAN, NAN, 2.3, 2.3, 2.3, 2.3};
+    struct priced c = {{plans, epoch_loss, batch_loss, NULL, 6, 0, 0}, &sp, m, {0}, 0};
+    perf_params_init(&c.pp);
+    struct adapt_comp_hooks h = {&c, priced_epoch, priced_batch, priced_cost};
+    struct adapt_comp_result res;
+    /* without the conversions: the plan with the most fp16 layers */
+    ck_assert_int_eq(adapt_comp_search(&sp, &h, 1.01, 64, &res), ADAPT_OK);
+    ck_assert_int_eq(c.s.epochs, 3);
+    ck_assert_int_eq(c.s.batches, 4);
+    ck_assert_str_eq(res.plan, "100000000000");
+    double base[4];
+    for (int i = 0; i < 4; i++) base[i] = res.samples[3 + i].cost;
+    ck_assert_double_eq_tol(base[3] - base[0], 9408 - 18816, 1e-6);
+    ck_assert_double_eq_tol(base[1] - base[0], 14112 - 18816, 1e-6);
+    adapt_comp_result_free(&res);
+    /* with them: tanh1 and pool1 stay float32 */
+    c.casts = 1;
+    ck_assert_int_eq(adapt_comp_search(&sp, &h, 1.01, 64, &res), ADAPT_OK);
+    ck_assert_str_eq(res.plan, "111000000000");
+    ck_assert_str_eq(res.samples[3].plan, "111000000000");
+    ck_assert_int_eq(res.samples[3].chosen, 1);
+    static const double casts[4] = {21128, 75144, 35240, 35240}; /* 111, 101, 110, 100 */
+    for (int i = 0; i < 4; i++)
+        ck_assert_double_eq_tol(res.samples[3 + i].cost - base[i], casts[i], 1e-6);
+    ck_assert_double_eq_tol(res.samples[6].cost - res.samples[3].cost, 44648 - 39944, 1e-6);
+    ck_assert_double_eq_tol(res.samples[4].cost - res.samples[3].cost, 89256 - 39944, 1e-6);
+    adapt_comp_result_free(&res);
+    /* the conversion count: 111000000000 converts pool1's output and fc2's, each both ways */
+    int fmt[12], n;
+    adapt_comp_plan_formats(&sp, "111000000000", fmt);
+    ck_assert_int_eq(fmt[0], -1);
+    ck_assert_int_eq(fmt[3], 0);
+    ck_assert_double_eq_tol(perf_price_casts(m, &c.pp, fmt, 1.0, 1.0, &n), 21128, 1e-6);
+    ck_assert_int_eq(n, 4);
+    /* all float32: nothing to convert */
+    adapt_comp_plan_formats(&sp, "111111111111", fmt);
+    ck_assert_double_eq(perf_price_casts(m, &c.pp, fmt, 64.0, 1.0, &n), 0);
+    ck_assert_int_eq(n, 0);
+    adapt_comp_space_free(&sp);
+    perf_model_free(m);
+}
+END_TEST
+
 /* ---- end to end ---- */
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
@@ -345,6 +454,7 @@ int main(void)
     tcase_add_test(tc, test_stage2_plans);
     tcase_add_test(tc, test_check_and_layers);
     tcase_add_test(tc, test_search_stub);
+    tcase_add_test(tc, test_stage2_conversions);
     suite_add_tcase(s, tc);
     TCase *e2e = tcase_create("end to end");
     tcase_add_checked_fixture(e2e, setup, teardown);

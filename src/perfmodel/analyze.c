@@ -378,8 +378,10 @@ static enum adapt_status price_search(struct analysis *a, const struct perf_hw *
         const struct adapt_trace_sample *s = &t->samples[i];
         int64_t micro = s->samples / a->batch + (s->samples % a->batch != 0);
         double cq, tq;
-        enum adapt_status st = perf_price_plan(a->m, a->p, hw, s->wl, s->gov, (int)a->batch,
-                                               (double)s->samples, s->steps, micro, &cq, &tq);
+        /* without conversions, as the training intervals are priced */
+        enum adapt_status st =
+            perf_price_plan(a->m, a->p, hw, s->wl, s->gov, NULL, (int)a->batch,
+                            (double)s->samples, s->steps, micro, &cq, &tq);
         if (st != ADAPT_OK) return st;
         cq_all += cq;
         if (hw) tq_all += tq;

@@ -110,6 +110,12 @@ struct perf_params {
     double bin_ops;      /* push-down: binning one sampled weight (default 1) */
     double kl_ops;       /* push-down: one KL term per histogram bin (default 1) */
     double gacc_ops;     /* AdaPT: per weight and optimizer step (default 2: G += g, ||G||^2) */
+    /* CoMP's plan prices (perf_price_plan with formats): a conversion between two formats */
+    double cast_ops;     /* per element converted (default 2, as quantize_ops: one rounding pass,
+                            round to the narrower format and saturate) */
+    double cast_fixed_ops; /* per conversion and micro-batch, whatever its size (default 4096:
+                              a kernel launch or loop set-up, about 1 us at the CPU table's
+                              FP32 element-wise rate) */
     int muppet_r;        /* MuPPET's epochs of kept gradients when a trace does not say, and for
                             schedules (default 3) */
 };
@@ -243,12 +249,22 @@ enum adapt_status perf_runs_label(struct perf_run **runs, int n);
 /* The cost of `samples` samples over `steps` optimizer steps with `accum` micro-batches of
  * `batch`, dense, at per-unit word lengths wl[u] (32: float32) with layer i's element-wise
  * work and activations at the word length of unit gov[i] (-1: float32): a per-layer precision
- * plan (the comp policy's). *cq in MAC-equivalents; with hw, *tq (may be NULL) in measured
- * seconds, else NaN. */
+ * plan (the comp policy's). With fmt (may be NULL: no conversions priced), fmt[i] names layer
+ * i's number format (-1 float32; equal values, one format) and the plan also pays for its
+ * conversions (perf_price_casts). *cq in MAC-equivalents; with hw, *tq (may be NULL) in
+ * measured seconds, else NaN. */
 enum adapt_status perf_price_plan(const struct perf_model *m, const struct perf_params *p,
                                   const struct perf_hw *hw, const int *wl, const int *gov,
-                                  int batch, double samples, int64_t steps, int64_t accum,
-                                  double *cq, double *tq);
+                                  const int *fmt, int batch, double samples, int64_t steps,
+                                  int64_t accum, double *cq, double *tq);
+/* The conversions of a per-layer format plan fmt (perf_price_plan) for `samples` samples in
+ * `micro` micro-batches, in MAC-equivalents. In network order, with the network input and the
+ * loss float32, every tensor that passes from a layer to the next of another format is
+ * converted once forward (the activation) and once backward (its error gradient; none for the
+ * network input): samples x cast_ops x elements per conversion, plus micro x cast_fixed_ops
+ * per conversion. *n (may be NULL) is the number of conversions per micro-batch. */
+double perf_price_casts(const struct perf_model *m, const struct perf_params *p, const int *fmt,
+                        double samples, double micro, int *n);
 /* The trace reader of adapt-perf and adapt-heatmap: loads path (a trace, or a run directory
  * holding trace.jsonl; adapt_trace_load flags) and prices it, so that a trace either program
  * accepts passes every consistency check of perf_run_analyze. *trace and

@@ -21,6 +21,12 @@
  * bits instead of WL_u: forward max(input, weight) * nz, backward-data max(grad_output,
  * weight) * nz, weight gradient max(grad_output, input), a role in the unit's format at WL_u.
  *
+ * A per-layer format plan (perf_price_plan with formats: CoMP's search) also pays for its
+ * conversions (perf_price_casts): each tensor passing, in network order, between layers of
+ * different formats (the input and the loss float32) costs cast_ops per element forward and
+ * again backward (its error gradient), plus cast_fixed_ops per conversion and micro-batch.
+ * Traces are priced without them.
+ *
  * C32 prices the same intervals at WL 32, dense, without overhead. With a
  * timing table the same interval is also priced in measured seconds per
  * micro-batch, cached per unit, layer and word length.
@@ -334,10 +340,40 @@ double perf_memory_bits_fp32(const struct perf_plan *pl, int b)
     return 96.0 * (double)pl->P + 32.0 * act * b;
 }
 
+static int64_t out_numel(const struct adapt_trace_layer *l)
+{
+    int64_t n = 1;
+    for (int d = 0; d < l->out_ndim; d++) n *= l->out[d];
+    return n;
+}
+
+double perf_price_casts(const struct perf_model *m, const struct perf_params *p, const int *fmt,
+                        double samples, double micro, int *n)
+{
+    /* the tensor entering layer i: the network input (float32, no gradient), then layer
+     * i-1's output (and its error gradient backward); the loss reads float32 */
+    int prev = -1, passes = 1, count = 0;
+    int64_t numel = (int64_t)m->input[0] * m->input[1] * m->input[2];
+    double elems = 0;
+    for (int i = 0; i <= m->n_layers; i++) {
+        int f = i < m->n_layers ? fmt[i] : -1;
+        if (f != prev) {
+            elems += (double)passes * (double)numel;
+            count += passes;
+        }
+        if (i == m->n_layers) break;
+        prev = f;
+        numel = out_numel(&m->layers[i]);
+        passes = 2;
+    }
+    if (n) *n = count;
+    return samples * p->cast_ops * elems + micro * p->cast_fixed_ops * count;
+}
+
 enum adapt_status perf_price_plan(const struct perf_model *m, const struct perf_params *p,
                                   const struct perf_hw *hw, const int *wl, const int *gov,
-                                  int batch, double samples, int64_t steps, int64_t accum,
-                                  double *cq, double *tq)
+                                  const int *fmt, int batch, double samples, int64_t steps,
+                                  int64_t accum, double *cq, double *tq)
 {
     struct adapt_trace_layer *ls = malloc(sizeof *ls * (size_t)(m->n_layers ? m->n_layers : 1));
     if (!ls) return ADAPT_ERROR(ADAPT_ENOMEM, "model %s: out of memory", m->name);
@@ -358,8 +394,10 @@ enum adapt_status perf_price_plan(const struct perf_model *m, const struct perf_
         struct perf_interval iv = {0};
         st = perf_price_interval(&pl, p, wl, nz, samples, steps, accum, 0.0, &iv);
         if (st == ADAPT_OK) {
-            *cq = iv.cq;
-            if (tq) *tq = hw ? iv.tq : NAN;
+            /* conversions: MAC-equivalents, or FP32 element operations at the table's rate */
+            double casts = fmt ? perf_price_casts(m, p, fmt, samples, samples / batch, NULL) : 0;
+            *cq = iv.cq + casts;
+            if (tq) *tq = hw ? iv.tq + casts * pl.t_op32 : NAN;
         }
         perf_plan_free(&pl);
     }

@@ -19,6 +19,8 @@ void perf_params_init(struct perf_params *p)
     p->bin_ops = 1.0;
     p->kl_ops = 1.0;
     p->gacc_ops = 2.0;
+    p->cast_ops = 2.0;
+    p->cast_fixed_ops = 4096.0;
     p->muppet_r = 3;
 }
 

@@ -221,6 +221,11 @@ void adapt_comp_plan_layers(const struct adapt_comp_space *sp, const char *plan,
     }
 }
 
+void adapt_comp_plan_formats(const struct adapt_comp_space *sp, const char *plan, int *fmt)
+{
+    for (int i = 0; i < sp->n; i++) fmt[i] = plan[i] == fp32_digit(sp) ? -1 : plan[i] - '0';
+}
+
 /* ------------------------------------------------------------------ search */
 
 void adapt_comp_result_free(struct adapt_comp_result *res)

@@ -85,6 +85,9 @@ enum adapt_status adapt_comp_check_plan(const struct adapt_comp_space *sp, const
  * unit's digit (k: float32). The plan must pass adapt_comp_check_plan. */
 void adapt_comp_plan_layers(const struct adapt_comp_space *sp, const char *plan, int *gov,
                             int *digit);
+/* fmt[i] = layer i's digit in plan, -1 for float32 (digit k): the formats perf_price_plan
+ * prices conversions between. */
+void adapt_comp_plan_formats(const struct adapt_comp_space *sp, const char *plan, int *fmt);
 
 /* What the search asks of its caller. Each hook trains or prices the plan it is given from
  * the state the search started in (the caller restores it). */

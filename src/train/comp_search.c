@@ -80,7 +80,7 @@ struct search {
     struct perf_model *pm;
     struct perf_hw *hw;
     struct perf_params pp;
-    int *wl, *gov;
+    int *wl, *gov, *fmt;
     double t_start;
 };
 
@@ -165,10 +165,13 @@ static enum adapt_status search_cost(void *ctx, const char *plan, double *cost)
     struct search *s = ctx;
     const struct adapt_config *cfg = s->r->cfg;
     adapt_policy_comp_cost_view(s->r->pol, plan, s->wl, s->gov);
+    /* the conversions between layers of different formats are part of a plan's price */
+    adapt_comp_plan_formats(adapt_policy_comp_space(s->r->pol), plan, s->fmt);
     int accum = cfg->train.accumulation_steps;
     double cq, tq;
-    enum adapt_status st = perf_price_plan(s->pm, &s->pp, s->hw, s->wl, s->gov, cfg->train.batch,
-                                           (double)cfg->train.batch * accum, 1, accum, &cq, &tq);
+    enum adapt_status st =
+        perf_price_plan(s->pm, &s->pp, s->hw, s->wl, s->gov, s->fmt, cfg->train.batch,
+                        (double)cfg->train.batch * accum, 1, accum, &cq, &tq);
     *cost = s->hw ? tq : cq;
     return st;
 }
@@ -196,7 +199,8 @@ enum adapt_status train_comp_search(struct train_run *r, struct adapt_comp_resul
     }
     s.wl = malloc(sizeof(int) * (size_t)(r->net->nunits + 1));
     s.gov = malloc(sizeof(int) * (size_t)(r->net->nnodes + 1));
-    if (!s.wl || !s.gov) {
+    s.fmt = malloc(sizeof(int) * (size_t)(r->net->nnodes + 1));
+    if (!s.wl || !s.gov || !s.fmt) {
         st = ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the comp search");
         goto free_search;
     }
@@ -221,6 +225,7 @@ free_search:
     snapshot_free(r, &s.snap);
     free(s.wl);
     free(s.gov);
+    free(s.fmt);
     perf_hw_free(s.hw);
     perf_model_free(s.pm);
     return st;
