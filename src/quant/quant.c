@@ -482,27 +482,30 @@ enum adapt_status quant_rows_scaled(const struct quant_spec *s, const float *x, 
     return ADAPT_OK;
 }
 
+/* On the bits of |x|: for non-negative floats their order is that of the unsigned integers,
+ * and inf and NaN are the patterns from 0x7f800000 up (an integer max the compilers vectorize
+ * without fast-math). */
 float quant_amax_compute(const float *x, size_t n, int *nonfinite)
 {
-    float m = 0.0f;
-    int nf = 0;
+    uint32_t m = 0;
     size_t nchunks = (n + QUANT_CHUNK - 1) / QUANT_CHUNK;
-#pragma omp parallel for schedule(static) reduction(max : m) reduction(| : nf) if (nchunks > 1)
+#pragma omp parallel for schedule(static) reduction(max : m) if (nchunks > 1)
     for (size_t c = 0; c < nchunks; c++) {
         size_t lo = c * QUANT_CHUNK, hi = lo + QUANT_CHUNK < n ? lo + QUANT_CHUNK : n;
-        float cm = 0.0f;
-        int cnf = 0;
-#pragma omp simd reduction(max : cm) reduction(| : cnf)
+        uint32_t cm = 0;
         for (size_t i = lo; i < hi; i++) {
-            float a = fabsf(x[i]);
-            cnf |= !(a <= FLT_MAX); /* inf or NaN */
-            cm = a > cm ? a : cm;   /* NaN never taken */
+            uint32_t b;
+            memcpy(&b, &x[i], sizeof b);
+            b &= 0x7fffffffu;
+            cm = b > cm ? b : cm;
         }
         m = cm > m ? cm : m;
-        nf |= cnf;
     }
-    *nonfinite = nf;
-    return nf ? INFINITY : m;
+    *nonfinite = m >= 0x7f800000u;
+    if (*nonfinite) return INFINITY;
+    float a;
+    memcpy(&a, &m, sizeof a);
+    return a;
 }
 
 enum adapt_status quant_rows_ref(const struct quant_spec *s, const float *x, float *y, size_t rows,
