@@ -201,5 +201,6 @@ int main(int argc, char **argv)
     if (adapt_safetensors_write(out, t, nt, meta, 3)) return die(out);
     adapt_policy_free(pol);
     adapt_net_free(net);
+    free(x), free(y), free(dl);
     return 0;
 }
