@@ -182,6 +182,21 @@ enum adapt_status adapt_ckpt_load_weights(struct adapt_net *net, const char *pat
     return st;
 }
 
+/* The scaled roles' states from optim.safetensors o (file path) into p. */
+static enum adapt_status load_scales_meta(struct adapt_precision *p,
+                                          const struct adapt_safetensors *o, const char *path)
+{
+    const char *rs = adapt_safetensors_meta_get(o, "role_scales");
+    json_error_t jerr;
+    json_t *j = rs ? json_loads(rs, 0, &jerr) : NULL;
+    if (!j)
+        return ADAPT_ERROR(ADAPT_EFORMAT, "%s: role_scales missing or not JSON (a checkpoint of "
+                                          "a run without scaled roles?)", path);
+    enum adapt_status st = adapt_precision_scales_load(p, j, path);
+    json_decref(j);
+    return st;
+}
+
 static enum adapt_status load_checkpoint(const struct adapt_run_dir *d, struct adapt_net *net,
                                          struct adapt_sgd *opt, struct adapt_sched *sched,
                                          struct adapt_policy *pol, int *epoch, long *step)
@@ -266,19 +281,9 @@ static enum adapt_status load_checkpoint(const struct adapt_run_dir *d, struct a
         json_decref(j);
         if (st) goto free_files;
     }
-    if (pol->prec && pol->prec->rstate) {
-        const char *rs = adapt_safetensors_meta_get(o, "role_scales");
-        json_error_t jerr;
-        json_t *j = rs ? json_loads(rs, 0, &jerr) : NULL;
-        if (!j) {
-            st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: role_scales missing or not JSON (a checkpoint "
-                                            "of a run without scaled roles?)", d->optim_path);
-            goto free_files;
-        }
-        st = adapt_precision_scales_load(pol->prec, j, d->optim_path);
-        json_decref(j);
-        if (st) goto free_files;
-    }
+    if (pol->prec && pol->prec->rstate &&
+        (st = load_scales_meta(pol->prec, o, d->optim_path)))
+        goto free_files;
     opt->steps = (long)steps;
     sched->lr = lr;
     sched->best = best;
@@ -631,7 +636,6 @@ enum adapt_status adapt_ckpt_load_role_scales(struct adapt_policy *pol, const ch
     int64_t e_m = -1, e_o = -2;
     if ((st = adapt_safetensors_load(&m, path)) || (st = adapt_safetensors_load(&o, op)))
         goto done;
-    const char *rs = adapt_safetensors_meta_get(o, "role_scales");
     if (read_meta_i64(m, "epoch", &e_m) != ADAPT_OK || read_meta_i64(o, "epoch", &e_o) != ADAPT_OK ||
         e_m != e_o) {
         adapt_error_clear();
@@ -640,15 +644,7 @@ enum adapt_status adapt_ckpt_load_role_scales(struct adapt_policy *pol, const ch
                             "at scale 1\n", op, path);
         goto done;
     }
-    json_error_t jerr;
-    json_t *j = rs ? json_loads(rs, 0, &jerr) : NULL;
-    if (!j) {
-        st = ADAPT_ERROR(ADAPT_EFORMAT, "%s: role_scales missing or not JSON (a checkpoint of a "
-                                        "run without scaled roles?)", op);
-        goto done;
-    }
-    st = adapt_precision_scales_load(pol->prec, j, op);
-    json_decref(j);
+    st = load_scales_meta(pol->prec, o, op);
     if (!st) {
         *loaded = 1;
         if (report) fprintf(report, "role scales: %s\n", op);
