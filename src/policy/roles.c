@@ -101,6 +101,20 @@ static void delayed_update(struct adapt_precision *p, struct adapt_role_state *r
     if (s > 0.0f) rs->scale = s;
 }
 
+/* A training rounding's n values and counts into the tensor's state and st (may be NULL). */
+static void add_counts(struct adapt_role_state *rs, size_t n, const struct quant_stats *q,
+                       struct quant_stats *st)
+{
+    rs->n += n;
+    rs->sat += q->saturated;
+    rs->flush += q->flushed;
+    if (st) {
+        st->saturated += q->saturated;
+        st->flushed += q->flushed;
+        st->zeros += q->zeros;
+    }
+}
+
 /* Rowwise: each of the srows rows its own current scale, rounded as the whole tensor would be
  * (element i keeps its random bits: the key's index + i). The state takes the tensor's amax
  * and the smallest row scale (the one of the row that holds the amax). */
@@ -134,14 +148,7 @@ static enum adapt_status round_rowwise(struct adapt_precision *p, struct adapt_r
         zeros += q.zeros;
     }
     if (p->eval_round || p->replay) return ADAPT_OK;
-    rs->n += n;
-    rs->sat += sat;
-    rs->flush += flush;
-    if (st) {
-        st->saturated += sat;
-        st->flushed += flush;
-        st->zeros += zeros;
-    }
+    add_counts(rs, n, &(struct quant_stats){sat, flush, zeros}, st);
     rs->last_scale = rs->scale = smin;
     rs->amax = amax;
     return ADAPT_OK;
@@ -172,14 +179,7 @@ enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_
     /* evaluation, and the same rounding again after a resume (the step record before the
      * checkpoint reported it): the training's state untouched */
     if (p->eval_round || p->replay) return ADAPT_OK;
-    rs->n += n;
-    rs->sat += qs.saturated;
-    rs->flush += qs.flushed;
-    if (st) {
-        st->saturated += qs.saturated;
-        st->flushed += qs.flushed;
-        st->zeros += qs.zeros;
-    }
+    add_counts(rs, n, &qs, st);
     rs->last_scale = scale;
     if (sc == ADAPT_SCALING_CURRENT) rs->scale = scale;
     rs->amax = amax;
