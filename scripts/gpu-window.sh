@@ -8,9 +8,9 @@
 #       shared libraries and pkg-config files of the build dependencies, and GNU make),
 #       autotools.tar.gz (configure, the Makefile.in files, aclocal.m4, config.h.in,
 #       build-aux/: the GPU machine needs no autotools), fmnist-cut/ (the first 9,000
-#       training and 2,000 test images of Fashion-MNIST, idx.gz) and cpu-fp32.jsonl /
-#       cpu-adapt.jsonl (this tree's CPU engine trained on that cut: the float32 and the
-#       AdaPT LeNet-5 recipes, 4 epochs). Prints the carry (tracked tree + DIR) in MiB and
+#       training and 2,000 test images of Fashion-MNIST, idx.gz) and cpu-fp32.jsonl,
+#       cpu-adapt.jsonl and cpu-fp8.jsonl (this tree's CPU engine trained on that cut: the
+#       float32, AdaPT and fp8_hybrid_delayed-roles LeNet-5 recipes, 4 epochs). Prints the carry (tracked tree + DIR) in MiB and
 #       fails above 56 MiB. --quick: a smaller cut and 1 epoch (for rehearse).
 #   scripts/gpu-window.sh run OUT [--pack DIR] [--device cuda|cpu] [--budget-scale X]
 #                         [--parts P,P...]
@@ -30,8 +30,9 @@
 #                          refuses the device)
 #         bench     135 s  adapt-bench train beside PyTorch's float32 step, batch 128 and 512
 #         quant      20 s  stochastic and nearest rounding against the device-to-device copy
-#         accuracy   45 s  the two cut recipes on the device against the carried CPU traces
-#       (440 s in all). --device cpu runs the same parts on the CPU engine (a build without
+#         accuracy   45 s  the three cut recipes on the device against the carried CPU traces
+#         roles      45 s  adapt-bench train under the [roles] recipes beside the fixed policy
+#       (485 s in all). --device cpu runs the same parts on the CPU engine (a build without
 #       CUDA; the GPU parts then skip), which is what rehearse does.
 #   scripts/gpu-window.sh rehearse OUT
 #       Here, without a GPU: pack --quick into a scratch copy of what travels, then run
@@ -55,10 +56,19 @@ recipe_sets() { # QUICK
     [ "$1" = 1 ] && { e=1; v=200; }
     echo "--set train.epochs=$e --set data.val_size=$v --set run.seed=1"
 }
-part_names="probe build tests sanitizer bench quant accuracy"
+part_names="probe build tests sanitizer bench quant accuracy roles"
 budget_of() {
     case $1 in probe) echo 15 ;; build) echo 60 ;; tests) echo 90 ;; sanitizer) echo 75 ;;
-    bench) echo 135 ;; quant) echo 20 ;; accuracy) echo 45 ;; esac
+    bench) echo 135 ;; quant) echo 20 ;; accuracy) echo 45 ;; roles) echo 45 ;; esac
+}
+
+# the cut recipes (pack, accuracy, report) and the policy settings of each
+cut_recipes="fp32 adapt fp8"
+recipe_policy() {
+    case $1 in
+    fp8) echo "--set policy.name=fixed --set roles.recipe=fp8_hybrid_delayed" ;;
+    *) echo "--set policy.name=$1" ;;
+    esac
 }
 
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
@@ -145,10 +155,10 @@ pack() {
     cut_fmnist "$data" "$dir/fmnist-cut" "$ntrain" "$ntest"
     local r scratch
     scratch=$(mktemp -d) || die "pack: no scratch folder"
-    for r in fp32 adapt; do
+    for r in $cut_recipes; do
         # shellcheck disable=SC2046
         "$here/adapt-train" --config "$here/experiments/configs/fmnist_lenet5.ini" --device cpu \
-            --set policy.name=$r --set data.path="$dir/fmnist-cut" $(recipe_sets "$quick") \
+            $(recipe_policy $r) --set data.path="$dir/fmnist-cut" $(recipe_sets "$quick") \
             --out "$scratch/$r" --quiet > "$scratch/$r.log" 2>&1 ||
             { cat "$scratch/$r.log" >&2; rm -rf "$scratch"; die "pack: the CPU $r recipe failed"; }
         cp "$scratch/$r/trace.jsonl" "$dir/cpu-$r.jsonl"
@@ -397,10 +407,10 @@ part_accuracy() {
     local quick r acc cpu rc=0
     quick=$(sed -n 's/^quick //p' "$GW_PACK/MANIFEST")
     mkdir -p "$GW_LOG/accuracy"
-    for r in fp32 adapt; do
+    for r in $cut_recipes; do
         # shellcheck disable=SC2046
         ./adapt-train --config experiments/configs/fmnist_lenet5.ini --device "$GW_DEVICE" \
-            --set policy.name=$r --set data.path="$GW_PACK/fmnist-cut" $(recipe_sets "$quick") \
+            $(recipe_policy $r) --set data.path="$GW_PACK/fmnist-cut" $(recipe_sets "$quick") \
             --out "$GW_LOG/accuracy/$r" --force --quiet > "$GW_LOG/accuracy-$r.log" 2>&1 ||
             { say "  $r recipe on $GW_DEVICE FAILED: $(tail -n 1 "$GW_LOG/accuracy-$r.log")"; rc=1; continue; }
         acc=$(test_acc "$GW_LOG/accuracy/$r/trace.jsonl") || { say "  $r: no test record"; rc=1; continue; }
@@ -411,6 +421,29 @@ part_accuracy() {
     done
     tar -czf "$GW_OUT/accuracy.tgz" -C "$GW_LOG" accuracy 2>/dev/null
     return $rc
+}
+
+part_roles() {
+    cd "$here" || return 1
+    env_build
+    local reps=(--repeats 3 --min-sample-s 0.2) models=lenet5,resnet20 b=128
+    [ "$GW_DEVICE" = cpu ] && { reps=(--repeats 1 --warmup 0 --steps 1); models=lenet5; b=16; }
+    local pols=fixed,fixed+fp8_hybrid_delayed,fixed+fp8_current,fixed+mxfp8,fixed+bf16_sr_master,fixed+w4a8
+    ./adapt-bench train --device "$GW_DEVICE" --model "$models" --policy "$pols" --batch "$b" \
+        "${reps[@]}" --json > "$GW_LOG/roles.json" 2> "$GW_LOG/roles.log" ||
+        { say "  adapt-bench train (roles) FAILED: $(tail -n 1 "$GW_LOG/roles.log")"; return 1; }
+    grep '^{' "$GW_LOG/roles.json" >> "$GW_OUT/bench.jsonl"
+    python3 - "$GW_LOG/roles.json" <<'PY' > "$GW_LOG/roles.txt" || return 1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+for m in dict.fromkeys(r["model"] for r in rows):
+    rs = [r for r in rows if r["model"] == m]
+    print("L %-8s batch %4d: fixed %.0f img/s; step against fixed: %s" % (
+        m, rs[0]["batch"], rs[0]["img_per_s_median"],
+        "  ".join("%s x%.3f" % (r["policy"].split("+", 1)[-1], r["step_cost_vs_fixed"])
+                  for r in rs[1:])))
+PY
+    summarize < "$GW_LOG/roles.txt"
 }
 
 run_parts() {
@@ -501,7 +534,7 @@ report() {
     [ -f "$out/accuracy.tgz" ] || die "report: no $out/accuracy.tgz"
     local x; x=$(mktemp -d) || exit 1
     tar -xzf "$out/accuracy.tgz" -C "$x" || die "report: cannot unpack $out/accuracy.tgz"
-    for r in fp32 adapt; do
+    for r in $cut_recipes; do
         t=$x/accuracy/$r/trace.jsonl
         [ -f "$t" ] || continue
         "$here/adapt-perf" "$t" > "$out/perf-$r.txt" || die "report: adapt-perf could not read $t"

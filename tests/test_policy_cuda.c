@@ -208,6 +208,49 @@ static void trace_params(const char *model, const char *what, int step)
     fflush(stdout);
 }
 
+/* The scale states of the scaled roles (src/policy/roles.c) of the CPU side c and the GPU side
+ * g. Before the first update (step 0) only the weights and masters have been rounded, from the
+ * same masters: amax, scale and counts equal bit for bit. After step s the tensors differ as the
+ * values do (see above): each amax within 1e-2 relative (a largest value moves with its tensor,
+ * by the engines' summation orders and rounding flips, far less than that in these runs) and
+ * each scale within a factor of 2 (a power of two may step once where an amax sits near one),
+ * both printed when they are not. */
+static void check_scales(const struct side *c, const struct side *g, const char *model, int n,
+                         const char *what, int step)
+{
+    const struct adapt_precision *pc = c->pol->prec, *pg = g->pol->prec;
+    if (!pc || !pc->rstate) return;
+    ck_assert_msg(pg && pg->rstate, "%s %s: the GPU side keeps no scale states", model, what);
+    for (int r = 0; r < ADAPT_ROLE_N; r++)
+        for (int id = 0; id < c->net->nnodes; id++) {
+            const struct adapt_role_state *a = adapt_precision_role_state(pc, r, id),
+                                          *b = adapt_precision_role_state(pg, r, id);
+            ck_assert_msg(a->n == b->n, "%s n %d %s step %d role %s tensor %d: %llu values "
+                          "rounded on the CPU, %llu on the GPU", model, n, what, step,
+                          adapt_role_names[r], id, (unsigned long long)a->n,
+                          (unsigned long long)b->n);
+            if (!a->n) continue;
+            if (step == 0) {
+                ck_assert_msg(a->amax == b->amax && a->scale == b->scale &&
+                                  a->last_scale == b->last_scale && a->sat == b->sat &&
+                                  a->flush == b->flush,
+                              "%s n %d %s role %s tensor %d before the first update: amax CPU "
+                              "%.9g GPU %.9g, scale CPU %.9g GPU %.9g, saturated CPU %llu GPU "
+                              "%llu, flushed CPU %llu GPU %llu", model, n, what,
+                              adapt_role_names[r], id, a->amax, b->amax, a->scale, b->scale,
+                              (unsigned long long)a->sat, (unsigned long long)b->sat,
+                              (unsigned long long)a->flush, (unsigned long long)b->flush);
+                continue;
+            }
+            const double ea = fabs((double)a->amax - b->amax) / fmax(fabs(a->amax), 1e-30);
+            const double es = (double)a->last_scale / b->last_scale;
+            ck_assert_msg(ea <= 1e-2 && es >= 0.5 && es <= 2.0,
+                          "%s n %d %s step %d role %s tensor %d: amax CPU %.9g GPU %.9g, scale "
+                          "CPU %.9g GPU %.9g", model, n, what, step, adapt_role_names[r], id,
+                          a->amax, b->amax, a->last_scale, b->last_scale);
+        }
+}
+
 /* `steps` optimizer steps of `model` under the settings `sets` on both engines, with batches
  * of n samples in networks (and a device engine) made for cap >= n: n < cap checks that
  * nothing assumes full batches (per-batch scratch, statistics, the half-precision copies). */
@@ -248,6 +291,10 @@ static void policy_steps(const char *model, int n, int cap, const char *const *s
         tu_expect_same_bits(label, back, cu->wq, m);
         free(back);
     }
+
+    /* scaled roles: the weights' amax and scales (the same masters) bit for bit, and after each
+     * step every scaled tensor's amax, scale and counts against the CPU's (check_scales) */
+    check_scales(c, g, model, n, what, 0);
 
     size_t in = c->net->act_numel[0] * (size_t)n;
     float *x = malloc(in * sizeof *x), *xt = malloc(in * sizeof *xt);
@@ -320,6 +367,7 @@ static void policy_steps(const char *model, int n, int cap, const char *const *s
                           model, what, s, u, a->wl, a->fl, b->wl, b->fl,
                           c->pol->lb ? c->pol->lb[u] : 0.0, g->pol->lb ? g->pol->lb[u] : 0.0);
         }
+        check_scales(c, g, model, n, what, s);
         ck_assert_int_eq(c->pol->n_events, g->pol->n_events);
         adapt_policy_clear_events(c->pol);
         adapt_policy_clear_events(g->pol);
@@ -354,6 +402,25 @@ static const char *const muppet_replay[] = {"policy.name=muppet",
 static const char *const amp16[] = {"policy.name=amp", "policy.amp_type=fp16", NULL};
 static const char *const ampbf16[] = {"policy.name=amp", "policy.amp_type=bf16", NULL};
 static const char *const fp32[] = {"policy.name=fp32", NULL};
+/* tensor roles (doc/numerics.md, "Tensor roles and scaling"): the recipes, rowwise scales and
+ * rounded error gradients sent back, on the fixed and AdaPT policies */
+static const char *const fp8_delayed[] = {"policy.name=fixed", "policy.format=fixed(12,8)",
+                                          "roles.recipe=fp8_hybrid_delayed", NULL};
+static const char *const fp8_current[] = {"policy.name=fixed", "policy.format=fixed(12,8)",
+                                          "roles.recipe=fp8_current", NULL};
+static const char *const mxfp8[] = {"policy.name=fixed", "policy.format=fixed(12,8)",
+                                    "roles.recipe=mxfp8", NULL};
+static const char *const bf16_master[] = {"policy.name=fixed", "policy.format=fixed(12,8)",
+                                          "roles.recipe=bf16_sr_master", NULL};
+static const char *const w4a8[] = {"policy.name=fixed", "policy.format=fixed(12,8)",
+                                   "roles.recipe=w4a8", NULL};
+static const char *const rowwise[] = {"policy.name=fixed", "policy.format=fixed(12,8)",
+                                      "roles.weight=e4m3 nearest rowwise",
+                                      "roles.input=e4m3 stochastic current",
+                                      "roles.grad_input=float(5,2) stochastic delayed", NULL};
+static const char *const adapt_e5m2[] = {"policy.name=adapt", "quantization.lb_lwr=1",
+                                         "quantization.lb_upr=2",
+                                         "roles.grad_output=float(5,2) nearest current", NULL};
 
 /* One case per (model, policy, batch): a failing case reports itself and the next still runs.
  * n < cap: the last batch of an epoch, smaller than the networks were made for. */
@@ -387,6 +454,16 @@ static const struct {
     /* L1 with the loss scale: l1 x S = 65536 overflows fp16 when added before the rounding;
      * AMP adds it in float32 after it (no skipped step), on both engines */
     {"lenet5", amp16, 16, 16, 3, 1.0},
+    {"lenet5", fp8_delayed, 16, 16, 3, 0.0},
+    {"lenet5", fp8_current, 16, 16, 3, 0.0},
+    {"lenet5", mxfp8, 16, 16, 3, 0.0},
+    {"lenet5", bf16_master, 16, 16, 3, 0.0},
+    {"lenet5", w4a8, 13, 16, 3, 0.0},
+    {"lenet5", rowwise, 16, 16, 3, 0.0},
+    {"lenet5", adapt_e5m2, 16, 16, 3, 0.0},
+    {"alexnet_cifar", fp8_delayed, 16, 16, 3, 0.0},
+    {"resnet20", fp8_delayed, 8, 8, 3, 0.0},
+    {"resnet20", mxfp8, 8, 8, 3, 0.0},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
@@ -404,7 +481,8 @@ END_TEST
  * the device arrays of its earlier attachment: the engine holds as many arrays after the
  * second attachment as after the first, and a step still runs. Needs no kernel to give right
  * values, so tests/cuda_census.test runs it under the counting stand-in too. */
-static const char *const *const reattach_sets[] = {fixed8, adapt_quick, muppet_quick, amp16};
+static const char *const *const reattach_sets[] = {fixed8, adapt_quick, muppet_quick, amp16,
+                                                   fp8_delayed};
 enum { NREATTACH = sizeof reattach_sets / sizeof reattach_sets[0] };
 
 START_TEST(test_reattach)
@@ -445,6 +523,85 @@ START_TEST(test_reattach)
 }
 END_TEST
 
+/* The scaled roles' device work (adapt_cuda_net_amax_rows, adapt_cuda_net_round_scaled) against
+ * the CPU's (quant_amax_compute, quant_rows_scaled, which the CPU engine's roles call), bit for
+ * bit with the counts, on rows that hold an inf, a NaN, only zeros, values past the format's
+ * largest and below its smallest, at offsets that are not 16-byte aligned, with one scale per
+ * tensor and one per row. */
+START_TEST(test_scaled_kernels)
+{
+    static struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=fp32"), ADAPT_OK);
+    struct side *g = &live_g;
+    side_init(g, "lenet5", 4, &cfg);
+    ck_assert_msg(adapt_cuda_net_create(g->net, 0, &live_d) == ADAPT_OK, "%s",
+                  adapt_error_message());
+    enum { ROWS = 7, COLS = 1237, N = ROWS * COLS };
+    float *x = malloc((N + 1) * sizeof *x), *want = malloc(N * sizeof *want),
+          *got = malloc(N * sizeof *got), *dx = NULL, *dy = NULL;
+    ck_assert(x && want && got);
+    ck_assert_int_eq(adapt_cuda_net_alloc(live_d, N + 1, &dx), ADAPT_OK);
+    ck_assert_int_eq(adapt_cuda_net_alloc(live_d, N, &dy), ADAPT_OK);
+    struct adapt_rng r;
+    adapt_rng_init(&r, 11, 3);
+    for (int i = 0; i < N + 1; i++) /* magnitudes over 2^-30 .. 2^20 */
+        x[i] = (float)((adapt_rng_uniform(&r) - 0.5) * ldexp(1.0, (int)adapt_rng_below(&r, 50) - 30));
+    x[1 + 1 * COLS + 5] = INFINITY; /* row 1: an inf; row 2: a NaN; row 3: zeros */
+    x[1 + 2 * COLS + 17] = NAN;
+    for (int i = 0; i < COLS; i++) x[1 + 3 * COLS + i] = 0.0f;
+    ck_assert_int_eq(adapt_cuda_net_put(live_d, dx, x, N + 1), ADAPT_OK);
+    float amax[ROWS], want_amax[ROWS];
+    ck_assert_int_eq(adapt_cuda_net_amax_rows(live_d, dx + 1, ROWS, COLS, amax), ADAPT_OK);
+    for (int k = 0; k < ROWS; k++) {
+        int nonfinite = 0;
+        want_amax[k] = quant_amax_compute(x + 1 + (size_t)k * COLS, COLS, &nonfinite);
+        ck_assert_msg(memcmp(&amax[k], &want_amax[k], sizeof amax[k]) == 0,
+                      "row %d: amax GPU %.9g CPU %.9g", k, amax[k], want_amax[k]);
+    }
+    static const char *const fmts[] = {"e4m3", "float(5,2)", "fixed(4,0)", "fixed(8,0)", "bf16"};
+    for (int f = 0; f < 5; f++)
+        for (int rnd = 0; rnd < 2; rnd++) {
+            struct quant_spec s;
+            ck_assert_int_eq(quant_spec_parse(fmts[f], &s), ADAPT_OK);
+            s.rounding = rnd ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST;
+            struct quant_key key = {99, 1234u + (uint64_t)f, 3};
+            float sc[ROWS];
+            for (int k = 0; k < ROWS; k++) /* 2^-k x a float32 scale, and 2^40 (overflow) */
+                sc[k] = k == 4 ? 0x1p40f : (float)ldexp(1.7, 5 - 3 * k);
+            for (int per_row = 0; per_row < 2; per_row++) {
+                const size_t srows = per_row ? ROWS : 1;
+                struct quant_stats ws = {0, 0, 0};
+                for (size_t k = 0; k < srows; k++) {
+                    struct quant_key kk = key;
+                    kk.index += k * (N / srows);
+                    ck_assert_int_eq(quant_rows_scaled(&s, x + 1 + k * (N / srows),
+                                                       want + k * (N / srows), 1, N / srows, kk,
+                                                       sc[k], 1.0f / sc[k], &ws),
+                                     ADAPT_OK);
+                }
+                uint64_t c[3] = {0, 0, 0};
+                ck_assert_msg(adapt_cuda_net_round_scaled(live_d, &s, dx + 1, dy, ROWS, COLS,
+                                                          srows, sc, key, c) == ADAPT_OK,
+                              "%s", adapt_error_message());
+                ck_assert_int_eq(adapt_cuda_net_get(live_d, dy, got, N), ADAPT_OK);
+                char label[128];
+                snprintf(label, sizeof label, "%s %s, %zu scales", fmts[f],
+                         rnd ? "stochastic" : "nearest", srows);
+                tu_expect_same_bits(label, got, want, N);
+                ck_assert_msg(c[0] == ws.saturated && c[1] == ws.flushed && c[2] == ws.zeros,
+                              "%s: saturated GPU %llu CPU %llu, flushed GPU %llu CPU %llu, zeros "
+                              "GPU %llu CPU %llu", label, (unsigned long long)c[0],
+                              (unsigned long long)ws.saturated, (unsigned long long)c[1],
+                              (unsigned long long)ws.flushed, (unsigned long long)c[2],
+                              (unsigned long long)ws.zeros);
+            }
+        }
+    free(x), free(want), free(got);
+    release_live();
+}
+END_TEST
+
 int main(void)
 {
     char desc[256];
@@ -461,5 +618,10 @@ int main(void)
     tcase_add_checked_fixture(tr, NULL, release_live);
     tcase_add_loop_test(tr, test_reattach, 0, NREATTACH);
     suite_add_tcase(su, tr);
+    TCase *tk = tcase_create("scaled");
+    tu_watchdog(tk, "scaled", 60);
+    tcase_add_checked_fixture(tk, NULL, release_live);
+    tcase_add_test(tk, test_scaled_kernels);
+    suite_add_tcase(su, tk);
     return tu_run_suite(su, CK_NOFORK);
 }

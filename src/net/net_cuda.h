@@ -179,6 +179,18 @@ enum adapt_status adapt_cuda_net_get(struct adapt_cuda_net *d, const float *dev,
                                      size_t count);
 enum adapt_status adapt_cuda_net_put(struct adapt_cuda_net *d, float *dev, const float *host,
                                      size_t count);
+/* Scaled rounding of the tensor roles (src/policy/roles.c), on device arrays, each waiting for
+ * its result: amax[r] = the largest |x| of row r of x (rows x cols floats), inf where the row
+ * holds an inf or NaN (quant_amax_compute); and y = Q(x s) (1 / s) with format s over rows x
+ * cols values (MX blocks and key as adapt_cuda_net_round), s = scale[i] on the i-th of srows
+ * equal rows of the tensor (x may be y), its saturated, flushed and zero counts added to
+ * counts[0..2]: quant_rows_scaled's values and counts bit for bit. */
+enum adapt_status adapt_cuda_net_amax_rows(struct adapt_cuda_net *d, const float *x, size_t rows,
+                                           size_t cols, float *amax);
+enum adapt_status adapt_cuda_net_round_scaled(struct adapt_cuda_net *d, const struct quant_spec *s,
+                                              const float *x, float *y, size_t rows, size_t cols,
+                                              size_t srows, const float *scale,
+                                              struct quant_key key, uint64_t counts[3]);
 /* The push-down's histogram statistics: dst[i] = src[i * stride] (i < count); the finite range
  * of x (*lo > *hi when none; waits); and counts[0 .. bins-1] = quant_hist(x, count, 1, lo, hi,
  * bins, QUANT_HIST_CLAMP) with lo <= hi, lo == hi widened to [lo - 1, hi + 1] as quant_hist

@@ -220,6 +220,23 @@ enum adapt_status adapt_cuda_net_range(struct adapt_cuda_net *d, const float *x,
     NO_CUDA;
 }
 
+enum adapt_status adapt_cuda_net_amax_rows(struct adapt_cuda_net *d, const float *x, size_t rows,
+                                           size_t cols, float *amax)
+{
+    (void)d, (void)x, (void)rows, (void)cols, (void)amax;
+    NO_CUDA;
+}
+
+enum adapt_status adapt_cuda_net_round_scaled(struct adapt_cuda_net *d, const struct quant_spec *s,
+                                              const float *x, float *y, size_t rows, size_t cols,
+                                              size_t srows, const float *scale,
+                                              struct quant_key key, uint64_t counts[3])
+{
+    (void)d, (void)s, (void)x, (void)y, (void)rows, (void)cols, (void)srows, (void)scale;
+    (void)key, (void)counts;
+    NO_CUDA;
+}
+
 enum adapt_status adapt_cuda_net_hist(struct adapt_cuda_net *d, const float *x, size_t count,
                                       double lo, double hi, int bins, uint64_t *counts)
 {

@@ -196,10 +196,6 @@ enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg)
                            "run.device = cuda: policy.name = %s does not run on the GPU engine "
                            "(fp32, fixed, adapt, muppet and amp do); use run.device = cpu",
                            name);
-    if (adapt_config_roles_set(cfg))
-        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                           "run.device = cuda: [roles] (roles.recipe and the role keys) run on "
-                           "the CPU engine only for now; use run.device = cpu");
     return ADAPT_OK;
 }
 
@@ -216,8 +212,9 @@ enum adapt_status adapt_policy_use_cuda(struct adapt_policy *p, struct adapt_cud
     p->dev = d;
     p->dev_st = ADAPT_OK;
     if ((st = p->type->cuda(p, 1))) return st;
-    /* the copies the host made for this step, made again where the step runs */
-    return p->prec ? adapt_precision_refresh_weights(p->prec, step) : ADAPT_OK;
+    /* the copies the host made for this step, made again where the step runs, with the scales
+     * they had (the scale states took that rounding already) */
+    return p->prec ? adapt_precision_refresh_again(p->prec, step) : ADAPT_OK;
 }
 
 enum adapt_status adapt_policy_pull_cuda(struct adapt_policy *p)

@@ -691,7 +691,9 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
         }
         if (s) break;
         if (wq) use_param(p, u->param[0], wq);
-        if (!p->dev) { /* on a device: from its counters, when read (adapt_precision_sync) */
+        /* on a device: from its counters, when read (adapt_precision_sync), but a scaled
+         * rounding's counts are on the host already (a replay's are the first rounding's) */
+        if (!p->dev || (wq && sc != ADAPT_SCALING_NONE && !p->replay)) {
             u->sparsity = wq ? (double)st.zeros / (double)w->value.numel : 0.0;
             u->sat = st.saturated;
             u->flush = st.flushed;
@@ -786,7 +788,8 @@ enum adapt_status adapt_precision_sync(struct adapt_precision *p)
     for (int k = 0; !st && k < p->nunits; k++) {
         struct adapt_unit_prec *u = &p->u[k];
         const uint64_t *w = c + 3 * SLOT_WEIGHT(k), *o = c + 3 * SLOT_OUT(k);
-        if (u->active) {
+        if (u->active && adapt_precision_role(p, k, ADAPT_ROLE_WEIGHT)->scaling ==
+                             ADAPT_SCALING_NONE) { /* scaled: counted by refresh_weights */
             u->sat = w[0];
             u->flush = w[1];
             u->sparsity = (double)w[2] / (double)u->layer->param[0].value.numel;
@@ -827,8 +830,11 @@ enum adapt_status adapt_precision_use_cuda(struct adapt_precision *p, struct ada
         const struct adapt_layer *l = u->layer;
         if ((st = adapt_cuda_net_alloc(d, l->param[0].value.numel, &u->d_wq))) break;
         if (u->bq && (st = adapt_cuda_net_alloc(d, l->param[1].value.numel, &u->d_bq))) break;
-        if (u->qin && (st = adapt_cuda_net_alloc(d, adapt_layer_in_numel(l, 0) * (size_t)net->n_max,
-                                                 &u->d_qin)))
+        /* a rounded input: the policy's, or an input role's */
+        const enum adapt_role_kind ik = adapt_precision_role(p, k, ADAPT_ROLE_INPUT)->kind;
+        if ((u->qin || (ik != ADAPT_ROLE_AUTO && ik != ADAPT_ROLE_FLOAT)) &&
+            (st = adapt_cuda_net_alloc(d, adapt_layer_in_numel(l, 0) * (size_t)net->n_max,
+                                       &u->d_qin)))
             break;
     }
     if (!st && p->round_attached) {

@@ -161,7 +161,8 @@ void adapt_precision_free(struct adapt_precision *p);
 
 /* A format, rounding and scaling per tensor role (every unit alike; doc/numerics.md, "Tensor
  * roles and scaling"); roles left ADAPT_ROLE_AUTO round what they round without roles. Call
- * once, after alloc and before the first step; CPU engine only. Each scaled rounding computes
+ * once, after alloc and before the first step (and before a GPU engine is attached, which
+ * then rounds the roles on its device arrays). Each scaled rounding computes
  * y = Q(x s) * (1/s) in float32 with s from the tensor's amax (current) or from the amax
  * history of the role's earlier tensors (delayed: s = 1 until one had an amax > 0). */
 enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,

@@ -59,9 +59,8 @@ enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
                                             const struct adapt_role_fmt roles[ADAPT_ROLE_N],
                                             const struct adapt_roles_opts *o)
 {
-    if (p->dev)
-        return ADAPT_ERROR(ADAPT_EINVAL, "[roles]: tensor roles run on the CPU engine only "
-                                         "(run.device = cpu)");
+    if (p->dev) /* adapt_precision_use_cuda makes the device arrays the roles need */
+        return ADAPT_ERROR(ADAPT_EINVAL, "tensor roles are set before a GPU engine is attached");
     p->amax_history = o->amax_history > 0 ? o->amax_history : 1;
     p->amax_most_recent = o->most_recent;
     p->margin = o->margin;
@@ -154,19 +153,60 @@ static enum adapt_status round_rowwise(struct adapt_precision *p, struct adapt_r
     return ADAPT_OK;
 }
 
+/* The GPU engine's rowwise rounding (device arrays): round_rowwise's amax, scales and counts,
+ * each row's amax and the rounding computed on the device. */
+static enum adapt_status round_rowwise_dev(struct adapt_precision *p,
+                                           struct adapt_role_state *rs,
+                                           const struct quant_spec *s, const float *x, float *y,
+                                           size_t n, size_t srows, struct quant_key key,
+                                           struct quant_stats *st)
+{
+    enum adapt_status e = quant_spec_check(s);
+    if (e) return e;
+    ADAPT_ASSERT(srows > 0 && n % srows == 0);
+    float *a = malloc(2 * srows * sizeof *a);
+    if (!a) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate %zu row scales", srows);
+    float *sc = a + srows;
+    const float fmax = adapt_role_format_max(s);
+    float amax = 0.0f, smin = INFINITY;
+    uint64_t c[3] = {0, 0, 0};
+    e = adapt_cuda_net_amax_rows(p->dev, x, srows, n / srows, a);
+    for (size_t r = 0; !e && r < srows; r++) {
+        sc[r] = adapt_role_scale_for(p, fmax, a[r]);
+        if (!(sc[r] > 0.0f)) sc[r] = 1.0f;
+        amax = a[r] > amax ? a[r] : amax;
+        smin = sc[r] < smin ? sc[r] : smin;
+    }
+    if (!e) e = adapt_cuda_net_round_scaled(p->dev, s, x, y, srows, n / srows, srows, sc, key, c);
+    free(a);
+    if (e || p->eval_round || p->replay) return e;
+    add_counts(rs, n, &(struct quant_stats){c[0], c[1], c[2]}, st);
+    rs->last_scale = rs->scale = smin;
+    rs->amax = amax;
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_role r, int id,
                                           enum adapt_role_scaling sc, const struct quant_spec *s,
                                           const float *x, float *y, size_t rows, size_t cols,
                                           size_t srows, struct quant_key key,
                                           struct quant_stats *st)
 {
-    ADAPT_ASSERT(p->rstate && !p->dev);
+    ADAPT_ASSERT(p->rstate);
     struct adapt_role_state *rs = &p->rstate[(size_t)r * (size_t)p->net->nnodes + (size_t)id];
     size_t n = rows * cols;
-    if (sc == ADAPT_SCALING_ROWWISE) return round_rowwise(p, rs, s, x, y, n, srows, key, st);
+    if (sc == ADAPT_SCALING_ROWWISE)
+        return p->dev ? round_rowwise_dev(p, rs, s, x, y, n, srows, key, st)
+                      : round_rowwise(p, rs, s, x, y, n, srows, key, st);
     /* an inf or NaN anywhere: amax inf (TE's amax is NaN/inf then too), no scale from it */
     int nonfinite = 0;
-    float amax = quant_amax_compute(x, n, &nonfinite);
+    float amax;
+    if (p->dev) {
+        enum adapt_status e = adapt_cuda_net_amax_rows(p->dev, x, 1, n, &amax);
+        if (e) return e;
+    } else {
+        amax = quant_amax_compute(x, n, &nonfinite);
+    }
     float fmax = adapt_role_format_max(s);
     float scale = p->replay ? rs->last_scale : rs->scale;
     if (sc == ADAPT_SCALING_CURRENT && !p->replay) { /* evaluation too: this tensor's scale */
@@ -174,7 +214,14 @@ enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_
         scale = c > 0.0f ? c : 1.0f;
     }
     struct quant_stats qs = {0, 0, 0};
-    enum adapt_status e = quant_rows_scaled(s, x, y, rows, cols, key, scale, 1.0f / scale, &qs);
+    enum adapt_status e;
+    if (p->dev) {
+        uint64_t c[3] = {0, 0, 0};
+        e = adapt_cuda_net_round_scaled(p->dev, s, x, y, rows, cols, 1, &scale, key, c);
+        qs = (struct quant_stats){c[0], c[1], c[2]};
+    } else {
+        e = quant_rows_scaled(s, x, y, rows, cols, key, scale, 1.0f / scale, &qs);
+    }
     if (e) return e;
     /* evaluation, and the same rounding again after a resume (the step record before the
      * checkpoint reported it): the training's state untouched */

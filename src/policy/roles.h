@@ -9,7 +9,8 @@
  * role r's tensor id as the role's scaling says (current: from this x; delayed: from the
  * history, which then takes this x's amax; rowwise: each of the srows rows of x, which divide
  * it evenly, from its own amax). Counts go to the tensor's state and to st (may be NULL). Host
- * arrays only. */
+ * arrays, or with a GPU engine attached its device arrays (the amax and the counts then wait for
+ * the device). */
 enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_role r, int id,
                                           enum adapt_role_scaling sc, const struct quant_spec *s,
                                           const float *x, float *y, size_t rows, size_t cols,

@@ -123,6 +123,14 @@ struct adapt_cuda_net {
     int nhist;
     uint32_t *d_keys, *h_keys; /* (2) a range's order keys, or an overflow flag */
     int nkeys;
+    /* scaled roles (adapt_cuda_net_amax_rows, adapt_cuda_net_round_scaled): per-row amax bits,
+     * per-row scales and their inverses, and one rounding's counts */
+    unsigned *d_amax, *h_amax;
+    int namax;
+    float *d_rsc, *h_rsc;
+    int nrsc;
+    unsigned long long *d_rcnt, *h_rcnt;
+    int nrcnt;
     float loss_scale; /* d(loss)/d(logits) is multiplied by it (AMP) */
     /* half-precision units (adapt_cuda_net_half): their half copies and float32 scratch */
     void *hws;

@@ -161,6 +161,12 @@ void acu_sgd_prepare(float *g, const float *w, size_t count, float scale, float 
 /* The saturating straight-through rule (src/policy/precision.c, dout_hook): dy = 0 where
  * (y >= hi and dy < 0) or (y <= lo and dy > 0). */
 void acu_ste_clip(const float *y, float *dy, size_t count, float lo, float hi, cudaStream_t s);
+/* Scaled roles (src/policy/roles.c): amax[r] = the largest bits of |x| over row r of x (rows x
+ * cols floats), as quant_amax_compute reads them (from 0x7f800000 up: an inf or NaN); and
+ * y[i] = x[i] * f[i / c] over n floats. */
+void acu_amax_rows(const float *x, size_t rows, size_t cols, unsigned *amax, cudaStream_t s);
+void acu_scale_rows(const float *x, float *y, size_t n, size_t c, const float *f,
+                    cudaStream_t s);
 /* dst[i] = src[i * stride], i < count. */
 void acu_gather(const float *src, size_t stride, float *dst, size_t count, cudaStream_t s);
 /* counts[0..bins-1] = quant_hist(x, count, 1, lo, hi, bins, QUANT_HIST_CLAMP) (src/quant/kl.c:

@@ -331,6 +331,12 @@ extern "C" void adapt_cuda_net_free(struct adapt_cuda_net *d)
     if (d->h_hist) cudaFreeHost(d->h_hist);
     if (d->d_keys) cudaFree(d->d_keys);
     if (d->h_keys) cudaFreeHost(d->h_keys);
+    if (d->d_amax) cudaFree(d->d_amax);
+    if (d->h_amax) cudaFreeHost(d->h_amax);
+    if (d->d_rsc) cudaFree(d->d_rsc);
+    if (d->h_rsc) cudaFreeHost(d->h_rsc);
+    if (d->d_rcnt) cudaFree(d->d_rcnt);
+    if (d->h_rcnt) cudaFreeHost(d->h_rcnt);
     if (d->hws) cudaFree(d->hws);
     if (d->fws) cudaFree(d->fws);
     for (int k = 0; k < kLists; k++) list_clear(&d->lists[k]);

@@ -214,6 +214,36 @@ __global__ void hist_kernel(const float *x, size_t n, double lo, double hi, int 
             if (sh[b]) atomicAdd(&counts[b], sh[b]);
 }
 
+/* ---------------------------------------------------------------- scaled roles */
+
+/* amax[r] = max over row r (cols floats) of the bits of |x| (src/quant/quant.c,
+ * quant_amax_compute: for non-negative floats their order is the integers'; inf and NaN are the
+ * patterns from 0x7f800000 up). Grid: x over a row's chunks, y over rows (grid-stride). */
+__global__ void __launch_bounds__(kThreads) amax_rows_kernel(const float *x, size_t rows,
+                                                             size_t cols, unsigned *amax)
+{
+    for (size_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float *xr = x + r * cols;
+        unsigned m = 0u;
+        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < cols;
+             i += (size_t)gridDim.x * blockDim.x)
+            m = max(m, __float_as_uint(xr[i]) & 0x7fffffffu);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_down_sync(0xffffffffu, m, o));
+        if ((threadIdx.x & 31) == 0 && m) atomicMax(&amax[r], m);
+    }
+}
+
+/* y[i] = x[i] * f[i / c] (one factor per row of c floats; a plain float32 product, as the CPU's
+ * scale_span). */
+__global__ void __launch_bounds__(kThreads) scale_rows_kernel(const float *x, float *y, size_t n,
+                                                              size_t c, const float *f)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __fmul_rn(x[i], f[i / c]);
+}
+
 } // namespace
 
 extern "C" unsigned acu_list_blocks(const float *x, size_t count)
@@ -292,4 +322,22 @@ extern "C" void acu_nonfinite(const float *x, size_t count, unsigned *flag, cuda
 {
     if (count == 0) return;
     nonfinite_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, count, flag);
+}
+
+extern "C" void acu_amax_rows(const float *x, size_t rows, size_t cols, unsigned *amax,
+                              cudaStream_t s)
+{
+    cudaMemsetAsync(amax, 0, rows * sizeof *amax, s);
+    if (rows == 0 || cols == 0) return;
+    size_t bx = (cols + kThreads - 1) / kThreads;
+    bx = bx < 1024 ? bx : 1024;
+    size_t by = rows < 65535 ? rows : 65535;
+    amax_rows_kernel<<<dim3((unsigned)bx, (unsigned)by), kThreads, 0, s>>>(x, rows, cols, amax);
+}
+
+extern "C" void acu_scale_rows(const float *x, float *y, size_t n, size_t c, const float *f,
+                               cudaStream_t s)
+{
+    if (n == 0) return;
+    scale_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n, c, f);
 }

@@ -3,6 +3,8 @@
  * reductions over tensor lists, histograms and ranges, the optimizer's state. */
 #include "config.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -449,6 +451,74 @@ extern "C" enum adapt_status adapt_cuda_net_range(struct adapt_cuda_net *d, cons
     }
     *hi = quant_u2f(quant_order_unkey(d->h_keys[0]));
     *lo = quant_u2f(quant_order_unkey(d->h_keys[1]));
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_amax_rows(struct adapt_cuda_net *d, const float *x,
+                                                      size_t rows, size_t cols, float *amax)
+{
+    if (rows == 0) return ADAPT_OK;
+    if (rows > (size_t)INT_MAX) return ADAPT_ERROR(ADAPT_EINVAL, "amax of %zu rows", rows);
+    enum adapt_status st = room(d, (void **)&d->d_amax, (void **)&d->h_amax, &d->namax,
+                                (int)rows, sizeof(unsigned), "amax");
+    if (st != ADAPT_OK) return st;
+    acu_amax_rows(x, rows, cols, d->d_amax, d->s);
+    CU(cudaGetLastError(), "amax launch");
+    CU(cudaMemcpyAsync(d->h_amax, d->d_amax, rows * sizeof(unsigned), cudaMemcpyDeviceToHost,
+                       d->s),
+       "amax to the host");
+    CU(cudaStreamSynchronize(d->s), "amax");
+    for (size_t r = 0; r < rows; r++) {
+        const unsigned b = d->h_amax[r];
+        float a;
+        memcpy(&a, &b, sizeof a);
+        amax[r] = b >= 0x7f800000u ? INFINITY : a; /* an inf or NaN: inf, as on the CPU */
+    }
+    return ADAPT_OK;
+}
+
+extern "C" enum adapt_status adapt_cuda_net_round_scaled(struct adapt_cuda_net *d,
+                                                         const struct quant_spec *s,
+                                                         const float *x, float *y, size_t rows,
+                                                         size_t cols, size_t srows,
+                                                         const float *scale,
+                                                         struct quant_key key, uint64_t counts[3])
+{
+    const size_t n = rows * cols;
+    if (n == 0) return ADAPT_OK;
+    if (srows == 0 || n % srows || 2 * srows > (size_t)INT_MAX)
+        return ADAPT_ERROR(ADAPT_EINVAL, "scaled rounding: %zu values in %zu scaled rows", n,
+                           srows);
+    enum adapt_status st = room(d, (void **)&d->d_rsc, (void **)&d->h_rsc, &d->nrsc,
+                                (int)(2 * srows), sizeof(float), "scales");
+    if (st == ADAPT_OK)
+        st = room(d, (void **)&d->d_rcnt, (void **)&d->h_rcnt, &d->nrcnt, 3,
+                  sizeof(unsigned long long), "rounding counts");
+    if (st == ADAPT_OK)
+        st = grow(d, &d->qscratch, &d->qscratch_bytes, quant_cuda_scratch_bytes(s, rows, cols),
+                  "rounding scratch");
+    if (st != ADAPT_OK) return st;
+    for (size_t r = 0; r < srows; r++) { /* the CPU's factors: scale and 1.0f / scale */
+        d->h_rsc[r] = scale[r];
+        d->h_rsc[srows + r] = 1.0f / scale[r];
+    }
+    CU(cudaMemcpyAsync(d->d_rsc, d->h_rsc, 2 * srows * sizeof(float), cudaMemcpyHostToDevice,
+                       d->s),
+       "scales to the device");
+    CU(cudaMemsetAsync(d->d_rcnt, 0, 3 * sizeof(unsigned long long), d->s), "rounding counts");
+    const size_t c = n / srows;
+    acu_scale_rows(x, y, n, c, d->d_rsc, d->s);
+    CU(cudaGetLastError(), "scale launch");
+    st = quant_cuda_rows_on(s, y, y, rows, cols, key, NULL, d->d_rcnt, d->qscratch,
+                            d->qscratch_bytes, d->s);
+    if (st != ADAPT_OK) return st;
+    acu_scale_rows(y, y, n, c, d->d_rsc + srows, d->s);
+    CU(cudaGetLastError(), "scale launch");
+    CU(cudaMemcpyAsync(d->h_rcnt, d->d_rcnt, 3 * sizeof(unsigned long long),
+                       cudaMemcpyDeviceToHost, d->s),
+       "rounding counts to the host");
+    CU(cudaStreamSynchronize(d->s), "scaled rounding");
+    for (int k = 0; k < 3; k++) counts[k] += (uint64_t)d->h_rcnt[k];
     return ADAPT_OK;
 }
 
