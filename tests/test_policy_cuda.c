@@ -211,10 +211,11 @@ static void trace_params(const char *model, const char *what, int step)
 /* The scale states of the scaled roles (src/policy/roles.c) of the CPU side c and the GPU side
  * g. Before the first update (step 0) only the weights and masters have been rounded, from the
  * same masters: amax, scale and counts equal bit for bit. After step s the tensors differ as the
- * values do (see above): each amax within 1e-2 relative (a largest value moves with its tensor,
- * by the engines' summation orders and rounding flips, far less than that in these runs) and
- * each scale within a factor of 2 (a power of two may step once where an amax sits near one),
- * both printed when they are not. */
+ * values do (see above): each amax within 1e-2 relative after the first step and 5e-2 after
+ * later ones (a largest value moves with its tensor, by the engines' summation orders and the
+ * rounding flips they cause, which grow step by step: 1.2 % for an activation of AlexNet-CIFAR
+ * under fp8_hybrid_delayed at step 3 on an H100) and each scale within a factor of 2 (a power
+ * of two may step once where an amax sits near one), both printed when they are not. */
 static void check_scales(const struct side *c, const struct side *g, const char *model, int n,
                          const char *what, int step)
 {
@@ -244,7 +245,7 @@ static void check_scales(const struct side *c, const struct side *g, const char 
             }
             const double ea = fabs((double)a->amax - b->amax) / fmax(fabs(a->amax), 1e-30);
             const double es = (double)a->last_scale / b->last_scale;
-            ck_assert_msg(ea <= 1e-2 && es >= 0.5 && es <= 2.0,
+            ck_assert_msg(ea <= (step > 1 ? 5e-2 : 1e-2) && es >= 0.5 && es <= 2.0,
                           "%s n %d %s step %d role %s tensor %d: amax CPU %.9g GPU %.9g, scale "
                           "CPU %.9g GPU %.9g", model, n, what, step, adapt_role_names[r], id,
                           a->amax, b->amax, a->last_scale, b->last_scale);
@@ -355,6 +356,12 @@ static void policy_steps(const char *model, int n, int cap, const char *const *s
                           s - 1, lr_c, lr_g, stop_c, stop_g);
         }
         double ltol = fmax(1e-3 * fabs(lc), 8.0 * dlt);
+        /* every twin equal to the CPU: an input role rounds the network's input to 8 bits, which
+         * takes the twins' ulps away, and the recipe rounds to nearest, which takes the seeds'
+         * effect away, so the twins measure no spread. The engines' float32 sums still flip a
+         * few 8-bit roundings (one e4m3 step is 6-12 %) and these flips grow from the second
+         * step on (on an H100: 0.2-0.5 % in the loss of ResNet-20 by step 2-3): 2 % there */
+        if (dlt == 0.0 && s > 1) ltol = fmax(ltol, 2e-2 * fabs(lc));
         ck_assert_msg(fabs(lgpu - lc) <= ltol,
                       "%s %s step %d: loss GPU %.9g CPU %.9g (the farthest of %d twins %.3g from "
                       "the CPU, tolerance %.3g)", model, what, s, lgpu, lc, NTWIN, dlt, ltol);
