@@ -311,12 +311,13 @@ part_sanitizer() {
         { say "  skipped: compute-sanitizer absent"; return 0; }
     local rc=0 tool r
     for tool in memcheck initcheck; do
-        local models=lenet5,resnet20 policies=fp32,fixed,adapt,muppet,amp lim=22 algo=find
+        local models=lenet5,resnet20 lim=30 algo=find
+        local policies=fp32,fixed,adapt,muppet,amp,fixed+fp8_hybrid_delayed,fixed+w4a8
         # initcheck: cudnnFind* times its candidates at the engine's creation on buffers cuDNN
         # allocates and never fills; under initcheck every one of their reads is a report
         # (87,703 from cudnnFind*'s kernels in 100 s on an H200, still in the creation), so
         # initcheck takes cuDNN's heuristic algorithms, which run nothing at creation
-        [ $tool = initcheck ] && { models=lenet5; lim=48; algo=heuristic; }
+        [ $tool = initcheck ] && { models=lenet5; lim=40; algo=heuristic; }
         ADAPT_CUDNN_ALGO=$algo timeout -k 3 $((lim * ${GW_SCALE:-1})) "$cs" --tool $tool --error-exitcode 3 --print-limit 100000 \
             ./adapt-bench train --device cuda --model $models --policy $policies --batch 16 \
             --repeats 1 --warmup 1 --steps 2 > "$GW_LOG/sanitizer-$tool.log" 2>&1
