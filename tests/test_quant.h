@@ -22,5 +22,6 @@ void test_quant_add_fixed(TCase *tc);   /* test_quant_fixed.c */
 void test_quant_add_float(TCase *tc);   /* test_quant_float.c */
 void test_quant_add_custom(TCase *tc);  /* test_quant_custom.c */
 void test_quant_add_stats(TCase *tc);   /* test_quant_stats.c */
+void test_quant_add_accum(TCase *tc);   /* test_quant_accum.c */
 
 #endif

@@ -474,6 +474,38 @@ enum adapt_status quant_pack(const struct quant_spec *s, const float *x, size_t 
 enum adapt_status quant_unpack(enum quant_pack_type type, const void *codes, size_t n, int fl,
                                float *y);
 
+/* ---- accumulators (doc/numerics.md, "Accumulators") ---- */
+
+/* How a matrix product sums its products: float32 (each product rounded to float32, then added
+ * in float32), exact (products and sums in integers, the result rounded once to float32), int
+ * (a two's-complement register of `bits` bits whose binary point is at `fl` fractional bits,
+ * -1: the products' own, fla + flb; a product with more fractional bits loses the low ones
+ * toward minus infinity; a sum outside the register wraps modulo 2^bits or saturates), or float
+ * (each product added to the chunk's sum and that sum rounded to nearest in format fmt, at most
+ * 22 significant bits; every `chunk` products, 0 for never, the chunk's sum is added to a
+ * float32 total and the chunk starts again at zero). Sums run in the order p = 0 .. k-1. */
+enum quant_acc_kind { QUANT_ACC_FLOAT32 = 0, QUANT_ACC_EXACT, QUANT_ACC_INT, QUANT_ACC_FLOAT };
+enum quant_acc_overflow { QUANT_ACC_WRAP = 0, QUANT_ACC_SATURATE };
+struct quant_acc {
+    enum quant_acc_kind kind;
+    int bits, fl;                     /* int */
+    enum quant_acc_overflow overflow; /* int */
+    struct quant_spec fmt;            /* float: float(e,m), fp16 or bf16 */
+    int chunk;                        /* float */
+};
+struct quant_acc_stats {
+    uint64_t overflows; /* int: additions whose exact sum left the register (wrapped/saturated) */
+};
+const char *quant_acc_kind_name(enum quant_acc_kind k);
+enum adapt_status quant_acc_check(const struct quant_acc *a);
+/* The scalar reference: C (m x n) = A (m x k) B (k x n), row-major, each dot product summed as
+ * acc says. exact and int take operands on fixed-point grids, A's values multiples of 2^-fla
+ * and B's of 2^-flb (0 <= fla, flb <= 62; an operand off its grid is an error naming it); the
+ * other kinds ignore fla and flb. Overflows are added to st (may be NULL). */
+enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, int k,
+                                     const float *A, int fla, const float *B, int flb, float *C,
+                                     struct quant_acc_stats *st);
+
 #ifdef __cplusplus
 }
 #endif

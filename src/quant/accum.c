@@ -1,0 +1,199 @@
+/* src/quant/accum.c: the scalar reference of the accumulator models (src/quant/quant.h,
+ * quant_acc_gemm_ref; doc/numerics.md, "Accumulators"): a matrix product whose sums run in a
+ * fixed order p = 0 .. k-1 in float32, exactly, in a finite two's-complement integer register
+ * that wraps or saturates, or in a narrow float format with chunks summed in float32.
+ *
+ * It is written for clarity, not speed: one dot product at a time, every addition as the model
+ * defines it. Faster paths are checked against it. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/quant/quant.h"
+
+const char *quant_acc_kind_name(enum quant_acc_kind k)
+{
+    switch (k) {
+    case QUANT_ACC_FLOAT32: return "float32";
+    case QUANT_ACC_EXACT: return "exact";
+    case QUANT_ACC_INT: return "int";
+    case QUANT_ACC_FLOAT: return "float";
+    }
+    return "?";
+}
+
+enum adapt_status quant_acc_check(const struct quant_acc *a)
+{
+    switch (a->kind) {
+    case QUANT_ACC_FLOAT32:
+    case QUANT_ACC_EXACT: return ADAPT_OK;
+    case QUANT_ACC_INT:
+        if (a->bits < 2 || a->bits > 64)
+            return ADAPT_ERROR(ADAPT_EINVAL, "accumulator int(%d): the width must be 2..64 bits",
+                               a->bits);
+        if (a->fl < -1 || a->fl > 62)
+            return ADAPT_ERROR(ADAPT_EINVAL, "accumulator int(%d): %d fractional bits (expected "
+                                             "0..62, or -1 for the products' own)",
+                               a->bits, a->fl);
+        if (a->overflow != QUANT_ACC_WRAP && a->overflow != QUANT_ACC_SATURATE)
+            return ADAPT_ERROR(ADAPT_EINVAL, "accumulator int(%d): overflow must be wrap or "
+                                             "saturate", a->bits);
+        return ADAPT_OK;
+    case QUANT_ACC_FLOAT: {
+        enum adapt_status st = quant_spec_check(&a->fmt);
+        if (st) return st;
+        if (a->fmt.format != QUANT_FORMAT_FLOAT && a->fmt.format != QUANT_FORMAT_FP16 &&
+            a->fmt.format != QUANT_FORMAT_BF16)
+            return ADAPT_ERROR(ADAPT_EINVAL, "a float accumulator takes float(e,m), fp16 or "
+                                             "bf16 formats");
+        if (a->fmt.man_bits > 21)
+            return ADAPT_ERROR(ADAPT_EINVAL, "a float accumulator of %d mantissa bits: at most "
+                                             "21 (wider: float32 accumulation)", a->fmt.man_bits);
+        if (a->chunk < 0)
+            return ADAPT_ERROR(ADAPT_EINVAL, "accumulator chunk %d: expected 0 (one chunk) or "
+                                             "more products", a->chunk);
+        return ADAPT_OK;
+    }
+    }
+    return ADAPT_ERROR(ADAPT_EINVAL, "unknown accumulator kind %d", (int)a->kind);
+}
+
+/* v = k 2^-fl with k an integer, |k| < 2^62: 0 and k in *out; 1 when v is not on that grid. */
+static int grid_int(float v, int fl, int64_t *out)
+{
+    double t = ldexp((double)v, fl); /* exact: a float times a power of two */
+    if (!isfinite(t) || t != floor(t) || fabs(t) >= 0x1p62) return 1;
+    *out = (int64_t)t;
+    return 0;
+}
+
+/* x reduced into [-2^(bits-1), 2^(bits-1)) modulo 2^bits (two's complement wrap). */
+static __int128 wrap_to(__int128 x, int bits)
+{
+    const __int128 m = (__int128)1 << bits, h = m >> 1;
+    __int128 r = x % m;
+    if (r < 0) r += m;
+    return r >= h ? r - m : r;
+}
+
+/* The float of a + b (doubles) in round-to-odd: the exact sum truncated toward zero, its last
+ * bit set when inexact. Rounding that float to a format of at most 22 significant bits (two
+ * fewer than float32's 24) gives the format's nearest value to the exact sum, without a double
+ * rounding. The sum's rounding error e comes from Knuth's TwoSum (exact, without FMA
+ * contraction: -ffp-contract=off for this library), so a + b = s + e exactly. */
+static float odd_sum(double a, double b)
+{
+    const double s = a + b, bb = s - a, e = (a - (s - bb)) + (b - bb);
+    float f = (float)s;
+    if (!isfinite(f)) return f;
+    const double d = (double)f - s; /* exact (Sterbenz: f within a factor 2 of s) */
+    if (d == e) return f;          /* f is the exact sum */
+    if (s > 0 ? d > e : d < e) f = nextafterf(f, 0.0f); /* |f| above the exact sum */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u |= 1u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The float32 nearest (ties to even) to x 2^-fl, x an integer below 2^125 in magnitude: x to a
+ * double in round-to-odd, then one rounding to float (53 bits >= 24 + 2). */
+static float float_of(__int128 x, int fl)
+{
+    double d = (double)x;
+    const __int128 di = (__int128)d; /* d is an integer here (exact below 2^53) */
+    if (di != x) {
+        if (x > 0 ? di > x : di < x) d = nextafter(d, 0.0); /* |d| above |x| */
+        uint64_t u;
+        memcpy(&u, &d, sizeof u);
+        u |= 1u;
+        memcpy(&d, &u, sizeof d);
+    }
+    return (float)ldexp(d, -fl);
+}
+
+static float round_to(const struct quant_spec *s, float x)
+{
+    float y = x;
+    struct quant_key k = {0, 0, 0};
+    quant_array(s, &x, &y, 1, k, NULL, NULL); /* valid spec, one value: cannot fail */
+    return y;
+}
+
+enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, int k,
+                                     const float *A, int fla, const float *B, int flb, float *C,
+                                     struct quant_acc_stats *st)
+{
+    enum adapt_status e = quant_acc_check(acc);
+    if (e) return e;
+    if (m < 0 || n < 0 || k < 0) return ADAPT_ERROR(ADAPT_EINVAL, "gemm of %d x %d x %d", m, n, k);
+    const int integer = acc->kind == QUANT_ACC_EXACT || acc->kind == QUANT_ACC_INT;
+    if (integer && (fla < 0 || flb < 0 || fla + flb > 124))
+        return ADAPT_ERROR(ADAPT_EINVAL, "integer accumulation of operands with %d and %d "
+                                         "fractional bits (expected 0 .. 62 each)", fla, flb);
+    const int pfl = fla + flb;                              /* the products' fractional bits */
+    const int afl = acc->kind == QUANT_ACC_INT && acc->fl >= 0 ? acc->fl : pfl;
+    struct quant_spec fs = acc->fmt;
+    fs.rounding = QUANT_ROUND_NEAREST;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float out = 0.0f;
+            if (acc->kind == QUANT_ACC_FLOAT32) {
+                for (int p = 0; p < k; p++)
+                    out = out + A[(size_t)i * k + p] * B[(size_t)p * n + j];
+            } else if (acc->kind == QUANT_ACC_FLOAT) {
+                float part = 0.0f; /* the chunk's sum, in the accumulator's format */
+                for (int p = 0; p < k; p++) {
+                    /* the product exactly in double (two float32 significands: 48 bits), the
+                     * sum rounded once to the format */
+                    double prod = (double)A[(size_t)i * k + p] * (double)B[(size_t)p * n + j];
+                    part = round_to(&fs, odd_sum((double)part, prod));
+                    if (acc->chunk > 0 && (p + 1) % acc->chunk == 0) {
+                        out = out + part;
+                        part = 0.0f;
+                    }
+                }
+                out = out + part;
+            } else {
+                __int128 s = 0;
+                for (int p = 0; p < k; p++) {
+                    int64_t a, b;
+                    const float va = A[(size_t)i * k + p], vb = B[(size_t)p * n + j];
+                    if (grid_int(va, fla, &a))
+                        return ADAPT_ERROR(ADAPT_EINVAL, "A[%d][%d] = %.9g is not a multiple of "
+                                                         "2^-%d", i, p, (double)va, fla);
+                    if (grid_int(vb, flb, &b))
+                        return ADAPT_ERROR(ADAPT_EINVAL, "B[%d][%d] = %.9g is not a multiple of "
+                                                         "2^-%d", p, j, (double)vb, flb);
+                    __int128 prod = (__int128)a * b; /* at 2^-pfl, exact */
+                    if (acc->kind == QUANT_ACC_INT) {
+                        /* to the accumulator's binary point: shifted left exactly, or right
+                         * with the low bits dropped (toward minus infinity, as an arithmetic
+                         * shift drops them) */
+                        if (afl >= pfl)
+                            prod *= (__int128)1 << (afl - pfl);
+                        else {
+                            const __int128 d = (__int128)1 << (pfl - afl);
+                            __int128 q = prod / d;
+                            if (prod % d != 0 && prod < 0) q -= 1;
+                            prod = q;
+                        }
+                        __int128 t = s + prod;
+                        const __int128 hi = ((__int128)1 << (acc->bits - 1)) - 1, lo = -hi - 1;
+                        if (t > hi || t < lo) {
+                            if (st) st->overflows++;
+                            t = acc->overflow == QUANT_ACC_WRAP ? wrap_to(t, acc->bits)
+                                                                : (t > hi ? hi : lo);
+                        }
+                        s = t;
+                    } else {
+                        s += prod;
+                    }
+                }
+                out = float_of(s, afl); /* the register's value, rounded once */
+            }
+            C[(size_t)i * n + j] = out;
+        }
+    return ADAPT_OK;
+}
