@@ -114,6 +114,27 @@ static void add_counts(struct adapt_role_state *rs, size_t n, const struct quant
     }
 }
 
+/* The GPU engine's rows (device arrays): each row's amax and the rounding computed on the device,
+ * the scales here as on the host; the tensor's amax, the smallest scale and the counts out. */
+static enum adapt_status rowwise_dev(struct adapt_precision *p, const struct quant_spec *s,
+                                     const float *x, float *y, size_t srows, size_t c, float fmax,
+                                     struct quant_key key, float *amax, float *smin, uint64_t cnt[3])
+{
+    float *a = malloc(2 * srows * sizeof *a);
+    if (!a) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate %zu row scales", srows);
+    float *sc = a + srows;
+    enum adapt_status e = adapt_cuda_net_amax_rows(p->dev, x, srows, c, a);
+    for (size_t r = 0; !e && r < srows; r++) {
+        sc[r] = adapt_role_scale_for(p, fmax, a[r]);
+        if (!(sc[r] > 0.0f)) sc[r] = 1.0f;
+        *amax = a[r] > *amax ? a[r] : *amax;
+        *smin = sc[r] < *smin ? sc[r] : *smin;
+    }
+    if (!e) e = adapt_cuda_net_round_scaled(p->dev, s, x, y, srows, c, srows, sc, key, cnt);
+    free(a);
+    return e;
+}
+
 /* Rowwise: each of the srows rows its own current scale, rounded as the whole tensor would be
  * (element i keeps its random bits: the key's index + i). The state takes the tensor's amax
  * and the smallest row scale (the one of the row that holds the amax). */
@@ -129,58 +150,31 @@ static enum adapt_status round_rowwise(struct adapt_precision *p, struct adapt_r
     const float fmax = adapt_role_format_max(s);
     float amax = 0.0f, smin = INFINITY;
     uint64_t sat = 0, flush = 0, zeros = 0;
-    #pragma omp parallel for schedule(static) reduction(max : amax) reduction(min : smin) \
-        reduction(+ : sat, flush, zeros) if (n > 65536 && srows > 1)
-    for (size_t r = 0; r < srows; r++) {
-        int nonfinite = 0;
-        float a = quant_amax_compute(x + r * c, c, &nonfinite);
-        float sc = adapt_role_scale_for(p, fmax, a);
-        if (!(sc > 0.0f)) sc = 1.0f; /* an all-zero row, or one with an inf or NaN */
-        struct quant_key k = key;
-        k.index += (uint64_t)(r * c);
-        struct quant_stats q = {0, 0, 0};
-        quant_rows_scaled(s, x + r * c, y + r * c, 1, c, k, sc, 1.0f / sc, &q);
-        amax = a > amax ? a : amax;
-        smin = sc < smin ? sc : smin;
-        sat += q.saturated;
-        flush += q.flushed;
-        zeros += q.zeros;
+    if (p->dev) {
+        uint64_t cnt[3] = {0, 0, 0};
+        if ((e = rowwise_dev(p, s, x, y, srows, c, fmax, key, &amax, &smin, cnt))) return e;
+        sat = cnt[0], flush = cnt[1], zeros = cnt[2];
+    } else {
+        #pragma omp parallel for schedule(static) reduction(max : amax) reduction(min : smin) \
+            reduction(+ : sat, flush, zeros) if (n > 65536 && srows > 1)
+        for (size_t r = 0; r < srows; r++) {
+            int nonfinite = 0;
+            float a = quant_amax_compute(x + r * c, c, &nonfinite);
+            float sc = adapt_role_scale_for(p, fmax, a);
+            if (!(sc > 0.0f)) sc = 1.0f; /* an all-zero row, or one with an inf or NaN */
+            struct quant_key k = key;
+            k.index += (uint64_t)(r * c);
+            struct quant_stats q = {0, 0, 0};
+            quant_rows_scaled(s, x + r * c, y + r * c, 1, c, k, sc, 1.0f / sc, &q);
+            amax = a > amax ? a : amax;
+            smin = sc < smin ? sc : smin;
+            sat += q.saturated;
+            flush += q.flushed;
+            zeros += q.zeros;
+        }
     }
     if (p->eval_round || p->replay) return ADAPT_OK;
     add_counts(rs, n, &(struct quant_stats){sat, flush, zeros}, st);
-    rs->last_scale = rs->scale = smin;
-    rs->amax = amax;
-    return ADAPT_OK;
-}
-
-/* The GPU engine's rowwise rounding (device arrays): round_rowwise's amax, scales and counts,
- * each row's amax and the rounding computed on the device. */
-static enum adapt_status round_rowwise_dev(struct adapt_precision *p,
-                                           struct adapt_role_state *rs,
-                                           const struct quant_spec *s, const float *x, float *y,
-                                           size_t n, size_t srows, struct quant_key key,
-                                           struct quant_stats *st)
-{
-    enum adapt_status e = quant_spec_check(s);
-    if (e) return e;
-    ADAPT_ASSERT(srows > 0 && n % srows == 0);
-    float *a = malloc(2 * srows * sizeof *a);
-    if (!a) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate %zu row scales", srows);
-    float *sc = a + srows;
-    const float fmax = adapt_role_format_max(s);
-    float amax = 0.0f, smin = INFINITY;
-    uint64_t c[3] = {0, 0, 0};
-    e = adapt_cuda_net_amax_rows(p->dev, x, srows, n / srows, a);
-    for (size_t r = 0; !e && r < srows; r++) {
-        sc[r] = adapt_role_scale_for(p, fmax, a[r]);
-        if (!(sc[r] > 0.0f)) sc[r] = 1.0f;
-        amax = a[r] > amax ? a[r] : amax;
-        smin = sc[r] < smin ? sc[r] : smin;
-    }
-    if (!e) e = adapt_cuda_net_round_scaled(p->dev, s, x, y, srows, n / srows, srows, sc, key, c);
-    free(a);
-    if (e || p->eval_round || p->replay) return e;
-    add_counts(rs, n, &(struct quant_stats){c[0], c[1], c[2]}, st);
     rs->last_scale = rs->scale = smin;
     rs->amax = amax;
     return ADAPT_OK;
@@ -195,9 +189,7 @@ enum adapt_status adapt_role_round_scaled(struct adapt_precision *p, enum adapt_
     ADAPT_ASSERT(p->rstate);
     struct adapt_role_state *rs = &p->rstate[(size_t)r * (size_t)p->net->nnodes + (size_t)id];
     size_t n = rows * cols;
-    if (sc == ADAPT_SCALING_ROWWISE)
-        return p->dev ? round_rowwise_dev(p, rs, s, x, y, n, srows, key, st)
-                      : round_rowwise(p, rs, s, x, y, n, srows, key, st);
+    if (sc == ADAPT_SCALING_ROWWISE) return round_rowwise(p, rs, s, x, y, n, srows, key, st);
     /* an inf or NaN anywhere: amax inf (TE's amax is NaN/inf then too), no scale from it */
     int nonfinite = 0;
     float amax;
