@@ -26,6 +26,14 @@ Subcommands (python3 standard library only; the programs do the work):
          line instead of word-length heatmaps. A DIR argument means DIR/trace.jsonl, or
          DIR/runs/*/trace.jsonl.
   all    RUNLIST --out DIR ...: run, then build from DIR/runs.
+  ablation CONFIG --out DIR [--seeds 0,1,2] [--switches A,B] [--jobs N] [--threads T]
+         [--set ...] [--table-only]
+         trains CONFIG with quantization.compat = reference and every [reference]
+         switch on, with each switch off alone (runs no_NAME_sN), and corrected,
+         once per seed, then writes DIR/ablation.{md,json,png}: per variant the
+         test accuracy (mean, range, each seed), mean WL, units at 32 bits at the
+         end, the first step at which a unit reached 32 bits, final sparsity and
+         SU1 (adapt-perf). The figure needs matplotlib.
   slurm  RUNLIST --out DIR [--partition P] [--time HH:MM:SS] [--cpus C]
          [--max-parallel K]: writes DIR/commands.txt and prints a Slurm job-array
          script (one array task per line of commands.txt); submit it with sbatch,
@@ -200,7 +208,10 @@ def write_commands(args, runs):
 
 
 def cmd_run(args):
-    runs = read_runlist(args.runlist)
+    run_all(args, read_runlist(args.runlist))
+
+
+def run_all(args, runs):
     commands = write_commands(args, runs)
     out = os.path.abspath(args.out)
     parallel = shutil.which("parallel")
@@ -663,6 +674,190 @@ def print_version(args):
         print(line)
 
 
+# ---------------------------------------------------------------------------------------------
+# ablation: the published AdaPT code's behaviours ([reference] switches) turned off one at a time
+
+def reference_switches(args, config, sets):
+    """The keys of the [reference] section, as adapt-train's dry run prints them."""
+    cmd = [program(args, "adapt-train"), "--config", config, "--dry-run",
+           "--set", "quantization.compat=reference"]
+    for kv in sets:
+        cmd += ["--set", kv]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    text = p.stdout.decode(errors="replace")
+    keys, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("["):
+            inside = line.strip() == "[reference]"
+        elif inside and "=" in line and not line.startswith("#"):
+            keys.append(line.split("=", 1)[0].strip())
+    if not keys:
+        die("%s: no [reference] section in the dry run of %s (%s)"
+            % (config, " ".join(shlex.quote(c) for c in cmd),
+               text.strip().splitlines()[-1] if text.strip() else "no output"))
+    return keys
+
+
+def ablation_variants(switches):
+    """(name, --set list): the reference with every switch, each switch off alone, corrected."""
+    ref = ["--set", "quantization.compat=reference"]
+    out = [("reference", ref)]
+    out += [("no_" + k, ref + ["--set", "reference.%s=off" % k]) for k in switches]
+    out.append(("corrected", ["--set", "quantization.compat=corrected"]))
+    return out
+
+
+def trace_summary(path):
+    """Test accuracy, mean WL (over step records and units), the units at 32 bits in the last
+    step record, the first step at which a unit was at 32 bits, final mean sparsity."""
+    acc, wl_sum, wl_n, at32, first32, spars, last = None, 0.0, 0, 0, None, None, None
+    with open(path) as f:
+        for no, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                break
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                die("%s:%d: malformed JSON" % (path, no))
+            t = rec.get("type")
+            if t == "test":
+                acc = rec.get("test_acc")
+            elif t == "step":
+                units = rec.get("units", [])
+                wls = [u.get("wl") for u in units if isinstance(u.get("wl"), (int, float))]
+                wl_sum += sum(wls)
+                wl_n += len(wls)
+                if first32 is None and any(w >= 32 for w in wls):
+                    first32 = rec.get("step")
+                last = units
+    if last is not None:
+        at32 = sum(1 for u in last if (u.get("wl") or 0) >= 32)
+        sp = [u.get("sparsity") for u in last if isinstance(u.get("sparsity"), (int, float))]
+        spars = sum(sp) / len(sp) if sp else None
+    return {"test_acc": acc, "mean_wl": wl_sum / wl_n if wl_n else None, "at32": at32,
+            "first32": first32, "sparsity": spars}
+
+
+def su1_of(args, traces):
+    cmd = [program(args, "adapt-perf")] + traces + ["--format", "json"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        die("adapt-perf failed on the ablation's traces: %s"
+            % p.stderr.decode(errors="replace").strip())
+    runs = json.loads(p.stdout.decode()).get("runs", [])
+    return {os.path.abspath(r["path"]): r.get("su1") for r in runs}
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def fmt(x, f):
+    return "-" if x is None else f % x
+
+
+def cmd_ablation(args):
+    seeds = []
+    for w in args.seeds.split(","):
+        try:
+            seeds.append(int(w))
+        except ValueError:
+            die("--seeds expects integers separated by commas, got '%s'" % args.seeds)
+    config = os.path.abspath(find_file(args.config, "configs", ".ini", "configuration"))
+    sets = args.set or []
+    switches = args.switches.split(",") if args.switches else \
+        reference_switches(args, config, sets)
+    variants = ablation_variants(switches)
+    runs = [("%s_s%d" % (name, seed), config, extra + ["--set", "run.seed=%d" % seed])
+            for name, extra in variants for seed in seeds]
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "ablation.txt"), "w") as f:  # the run list, for the record
+        for name, cfg, extra in runs:
+            f.write("%s %s %s\n" % (name, shlex.quote(cfg), " ".join(shlex.quote(e) for e in extra)))
+    if not args.table_only:
+        run_all(args, runs)
+    traces = {}
+    for name, _, _ in runs:
+        t = os.path.join(out, "runs", name, "trace.jsonl")
+        if not os.path.isfile(t):
+            die("%s: missing (run the ablation without --table-only first)" % t)
+        traces[name] = t
+    su1 = su1_of(args, list(traces.values()))
+    rows = []
+    for name, _ in variants:
+        per = []
+        for seed in seeds:
+            t = traces["%s_s%d" % (name, seed)]
+            d = trace_summary(t)
+            d["su1"] = su1.get(os.path.abspath(t))
+            per.append(d)
+        accs = [d["test_acc"] for d in per if d["test_acc"] is not None]
+        firsts = [d["first32"] for d in per if d["first32"] is not None]
+        rows.append({"variant": name, "seeds": len(per),
+                     "acc_mean": mean(accs), "acc_min": min(accs) if accs else None,
+                     "acc_max": max(accs) if accs else None,
+                     "accs": [d["test_acc"] for d in per],
+                     "mean_wl": mean([d["mean_wl"] for d in per]),
+                     "at32": mean([d["at32"] for d in per]),
+                     "first32": sorted(firsts)[len(firsts) // 2] if firsts else None,
+                     "first32_runs": len(firsts),
+                     "sparsity": mean([d["sparsity"] for d in per]),
+                     "su1": mean([d["su1"] for d in per])})
+    with open(os.path.join(out, "ablation.json"), "w") as f:
+        json.dump({"config": config, "seeds": seeds, "switches": switches, "rows": rows}, f,
+                  indent=1)
+    lines = ["| variant | test acc % mean | min - max | per seed | mean WL | units at 32 bits "
+             "(end) | first step at 32 bits (median; runs) | sparsity | SU1 |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        pct = lambda x: fmt(None if x is None else 100 * x, "%.2f")
+        lines.append("| %s | %s | %s - %s | %s | %s | %s | %s (%d of %d) | %s | %s |" % (
+            md(r["variant"]), pct(r["acc_mean"]), pct(r["acc_min"]), pct(r["acc_max"]),
+            " / ".join(pct(a) for a in r["accs"]), fmt(r["mean_wl"], "%.2f"),
+            fmt(r["at32"], "%.1f"), fmt(r["first32"], "%d"), r["first32_runs"], r["seeds"],
+            fmt(r["sparsity"], "%.3f"), fmt(r["su1"], "%.2f")))
+    with open(os.path.join(out, "ablation.md"), "w") as f:
+        f.write("Ablation of %s, seeds %s: `quantization.compat = reference` with every "
+                "[reference] switch on, each switch off alone (`no_NAME`), and corrected.\n\n"
+                % (md(os.path.relpath(config, ROOT) if config.startswith(ROOT) else config),
+                   ", ".join(map(str, seeds))) + "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    ablation_figure(rows, os.path.join(out, "ablation.png"),
+                    "%s, seeds %s" % (os.path.basename(config), ",".join(map(str, seeds))))
+    print(PROG + ": %s/ablation.md, ablation.json, ablation.png" % out)
+
+
+def ablation_figure(rows, path, title):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        die("matplotlib is not importable by %s: the table is written, the figure is not "
+            "(Debian: apt-get install python3-matplotlib)" % sys.executable)
+    names = [r["variant"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.4))
+    y = list(range(len(rows)))[::-1]
+    for yi, r in zip(y, rows):
+        accs = [100 * a for a in r["accs"] if a is not None]
+        colour = "#c0392b" if r["variant"] == "reference" else \
+            "#2471a3" if r["variant"] == "corrected" else "#7f8c8d"
+        if accs:
+            ax.plot([min(accs), max(accs)], [yi, yi], color=colour, lw=1.5)
+            ax.scatter(accs, [yi] * len(accs), color=colour, s=14, zorder=3)
+            ax.scatter([sum(accs) / len(accs)], [yi], color=colour, marker="|", s=220, zorder=4)
+    ax.set_yticks(y)
+    ax.set_yticklabels(names)
+    ax.set_xlabel("test accuracy (%): each seed, its range and mean (|)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -706,6 +901,18 @@ def main():
     set_opt(p)
     build_opts(p)
     p.set_defaults(fn=cmd_all)
+    p = sub.add_parser("ablation")
+    p.add_argument("config")
+    p.add_argument("--out", required=True)
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--switches", help="the [reference] switches to turn off one at a time "
+                                      "(default: every key of the section)")
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--table-only", action="store_true",
+                   help="build the table and figure from the runs already in --out")
+    set_opt(p)
+    p.set_defaults(fn=cmd_ablation)
     p = sub.add_parser("slurm")
     p.add_argument("runlist")
     p.add_argument("--out", required=True)
@@ -720,7 +927,7 @@ def main():
         print_version(args)
         return
     if not args.cmd:
-        ap.error("a subcommand is required (run, build, all or slurm)")
+        ap.error("a subcommand is required (run, build, all, ablation or slurm)")
     for kv in getattr(args, "set", None) or []:
         if "=" not in kv or "." not in kv.split("=", 1)[0]:
             die("--set expects SECTION.KEY=VALUE, got '%s'" % kv)
