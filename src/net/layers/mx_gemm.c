@@ -128,11 +128,11 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
     float *ws = scratch(mx, per * (size_t)T + ndyn + nxn + ndynt + ndwt + nwt);
     float *dyn = ws + per * (size_t)T, *xn = dyn + ndyn, *dynt = xn + nxn, *dwt = dynt + ndynt;
     float *wt = dwt + ndwt;
+    /* the weight gradient's operands, (Cout, N*P) and (K, N*P) */
 #pragma omp parallel num_threads(T)
     {
         struct slice s;
         slice_size(g, Kz, cz, ldp, &s, ws + per * (size_t)omp_get_thread_num());
-        /* the weight gradient's operands, (Cout, N*P) and (K, N*P) */
 #pragma omp for schedule(static)
         for (int j = 0; j < n; j++) {
             for (int o = 0; o < cout; o++)
@@ -142,18 +142,20 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
             for (size_t k = 0; k < Kz; k++)
                 memcpy(xn + k * NP + (size_t)j * P, s.col + k * ldp, P * sizeof(float));
         }
-#pragma omp single
-        {
-            if (db)
-                for (int o = 0; o < cout; o++) db[o] += (float)adapt_sum_f32(dyn + o * NP, NP);
-            /* rounded by quant_rows' own threads */
-            if (mx->x) round_copy(&mx->xs, xn, Kz, NP, mx->key[ADAPT_MX_X_WGRAD], 0);
-            if (mx->dy) round_copy(&mx->dys, dyn, cz, NP, mx->key[ADAPT_MX_DY_WGRAD], 0);
-            if (dx) { /* W^T (K, Cout), blocks along Cout */
-                transpose(mx->w ? w_master : w_use, cz, Kz, Kz, wt, cz);
-                if (mx->w) round_copy(&mx->ws, wt, Kz, cz, mx->key[ADAPT_MX_W_DGRAD], 0);
-            }
-        }
+    }
+    if (db)
+        for (int o = 0; o < cout; o++) db[o] += (float)adapt_sum_f32(dyn + o * NP, NP);
+    /* rounded by quant_rows' own threads (outside a parallel region) */
+    if (mx->x) round_copy(&mx->xs, xn, Kz, NP, mx->key[ADAPT_MX_X_WGRAD], 0);
+    if (mx->dy) round_copy(&mx->dys, dyn, cz, NP, mx->key[ADAPT_MX_DY_WGRAD], 0);
+    if (dx) { /* W^T (K, Cout), blocks along Cout */
+        transpose(mx->w ? w_master : w_use, cz, Kz, Kz, wt, cz);
+        if (mx->w) round_copy(&mx->ws, wt, Kz, cz, mx->key[ADAPT_MX_W_DGRAD], 0);
+    }
+#pragma omp parallel num_threads(T)
+    {
+        struct slice s;
+        slice_size(g, Kz, cz, ldp, &s, ws + per * (size_t)omp_get_thread_num());
         /* dynT (N*P, coutp), padding columns 0 */
 #pragma omp for schedule(static)
         for (size_t i0 = 0; i0 < NP; i0 += 64) {
