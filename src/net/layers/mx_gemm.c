@@ -82,33 +82,60 @@ static size_t slice_size(const struct adapt_conv_geom *g, size_t K, size_t cout,
     return ncol + nt + ntmp + npad;
 }
 
+/* t (P, K) = Xcol^T of one sample: row p = oy*Wout + ox holds the values pixel p's window
+ * reads, in im2col.c's order k = (c*k + ky)*k + kx (0 in the padding). */
+static void im2row(const struct adapt_conv_geom *g, const float *x, float *t)
+{
+    const int kk = g->k, K = g->cin * kk * kk;
+    for (int oy = 0; oy < g->ho; oy++)
+        for (int ox = 0; ox < g->wo; ox++) {
+            float *r = t + ((size_t)oy * g->wo + ox) * (size_t)K;
+            const int y0 = oy * g->stride - g->pad, x0 = ox * g->stride - g->pad;
+            for (int c = 0; c < g->cin; c++)
+                for (int ky = 0; ky < kk; ky++) {
+                    const int iy = y0 + ky;
+                    float *rk = r + ((size_t)c * kk + ky) * kk;
+                    if (iy < 0 || iy >= g->h) {
+                        memset(rk, 0, (size_t)kk * sizeof(float));
+                        continue;
+                    }
+                    const float *xr = x + ((size_t)c * g->h + iy) * g->w;
+                    for (int kx = 0; kx < kk; kx++) {
+                        const int ix = x0 + kx;
+                        rk[kx] = ix >= 0 && ix < g->w ? xr[ix] : 0.0f;
+                    }
+                }
+        }
+}
+
 static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n, int K,
                          int cout, const float *x, const float *w, const float *b, float *y)
 {
-    const size_t P = (size_t)g->ho * g->wo, Pp = r16(P), ldp = Pp + 16;
-    const size_t in = (size_t)g->cin * g->h * g->w;
+    const size_t P = (size_t)g->ho * g->wo, Kz = (size_t)K, cz = (size_t)cout;
+    const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16(cz);
     const int T = omp_get_max_threads();
-    const size_t per = slice_size(g, (size_t)K, (size_t)cout, ldp, NULL, NULL);
-    float *ws = scratch(mx, per * (size_t)T);
-    const int init = b ? ADAPT_GEMM_BIAS : ADAPT_GEMM_ZERO;
+    /* per thread: t (P, K) | yt (P, coutp); shared: W^T (K, coutp) */
+    const size_t per = r16(P * Kz) + r16(P * coutp);
+    float *ws = scratch(mx, per * (size_t)T + r16(Kz * coutp));
+    float *wt = ws + per * (size_t)T;
+    for (size_t k = 0; k < Kz; k++)
+        for (size_t o = 0; o < coutp; o++) wt[k * coutp + o] = o < cz ? w[o * Kz + k] : 0.0f;
 #pragma omp parallel num_threads(T)
     {
-        struct slice s;
-        slice_size(g, (size_t)K, (size_t)cout, ldp, &s, ws + per * (size_t)omp_get_thread_num());
+        float *t = ws + per * (size_t)omp_get_thread_num(), *yt = t + r16(P * Kz);
 #pragma omp for schedule(static)
         for (int j = 0; j < n; j++) {
-            adapt_im2col_sample(g, x + (size_t)j * in, s.col, ldp, s.pad);
-            if (mx->x) { /* pixel p's column along K: row p of Xcol^T */
-                transpose(s.col, (size_t)K, P, ldp, s.t, (size_t)K);
-                round_copy(&mx->xs, s.t, P, (size_t)K, mx->key[ADAPT_MX_X_FWD],
-                           (size_t)j * P * (size_t)K);
-                transpose(s.t, P, (size_t)K, (size_t)K, s.col, ldp);
+            im2row(g, x + (size_t)j * in, t);
+            if (mx->x) /* pixel p's values along K: row p of Xcol^T */
+                round_copy(&mx->xs, t, P, Kz, mx->key[ADAPT_MX_X_FWD], (size_t)j * P * Kz);
+            /* Y^T (P, coutp) = Xcol^T W^T */
+            adapt_gemm_bcast((int)P, (int)coutp, K, t, K, 1, wt, (ptrdiff_t)coutp, yt,
+                             (ptrdiff_t)coutp, ADAPT_GEMM_ZERO, NULL);
+            float *yj = y + (size_t)j * cz * P;
+            for (size_t o = 0; o < cz; o++) {
+                const float bo = b ? b[o] : 0.0f;
+                for (size_t p = 0; p < P; p++) yj[o * P + p] = yt[p * coutp + o] + bo;
             }
-            adapt_gemm_bcast(cout, (int)Pp, K, w, K, 1, s.col, (ptrdiff_t)ldp, s.tmp,
-                             (ptrdiff_t)ldp, init, b);
-            float *yj = y + (size_t)j * cout * P;
-            for (int o = 0; o < cout; o++)
-                memcpy(yj + (size_t)o * P, s.tmp + (size_t)o * ldp, P * sizeof(float));
         }
     }
 }
