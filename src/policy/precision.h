@@ -8,7 +8,8 @@
  * applies them.
  *
  * Random bits for stochastic rounding are keyed by (seed, stream, element):
- * stream = ADAPT_STREAM_QUANT | what << 8 | tensor << 16 | counter << 32,
+ * stream = ADAPT_STREAM_QUANT | what << 8 | tensor << 16 | counter << 32 (what: precision.c's
+ * enum what; 12 + c for copy c, enum adapt_mx_copy, of roles.mx_axis = gemm, tensor the unit),
  * with counter the micro-batch (activations) or optimizer step (weights,
  * gradients), so results do not depend on threads and a resumed run
  * continues with the same bits. Evaluation (training == 0) rounds
