@@ -232,7 +232,9 @@ static void mx_reference_case(const struct ref_geom *G)
         t.x[0][i] = (float)cos(0.37 * i) * (i % 11 ? 0.01f : 3.0f);
     for (size_t i = 0; i < NP * C; i++) t.dy[i] = (float)sin(0.53 * i + 1.0) * (i % 5 ? 1.0f : 0.001f);
     struct adapt_mx_gemm m;
+    struct adapt_mx_scratch scr = {NULL, 0};
     memset(&m, 0, sizeof m);
+    m.scratch = &scr;
     m.w = m.x = m.dy = 1;
     ck_assert_int_eq(quant_spec_parse("mxfp8_e4m3", &m.xs), ADAPT_OK);
     m.xs.rounding = QUANT_ROUND_STOCHASTIC;
@@ -334,7 +336,7 @@ static void mx_reference_case(const struct ref_geom *G)
     for (size_t o = 0; o < C; o++) dbm[o] = fabs(db[o]) + 1.0;
     check_close(l->param[1].grad.data, db, dbm, C, "db");
     l->mx = NULL;
-    free(m.buf);
+    free(scr.buf);
     l->param[0].use = w;
     free(wq), free(xc), free(xt), free(xn), free(dyt), free(dyn), free(wt);
     free(y), free(ym), free(dw), free(dwm), free(dx), free(dxm);

@@ -93,12 +93,17 @@ enum adapt_mx_copy {
     ADAPT_MX_DY_WGRAD,  /* output gradient (Cout, N*P), blocks along N*P: weight gradient */
     ADAPT_MX_COPIES
 };
+struct adapt_mx_scratch {
+    float *buf; /* n floats, 64-byte aligned, grown as needed */
+    size_t n;
+};
 struct adapt_mx_gemm {
     int w, x, dy;                         /* 1: the layer rounds that operand per GEMM */
     struct quant_spec ws, xs, dys;        /* their formats, rounding set */
     struct quant_key key[ADAPT_MX_COPIES]; /* each copy's stream; index = element in the copy */
-    float *buf;                           /* the layer's scratch (buf_n floats), kept between */
-    size_t buf_n;                         /* calls; freed by the owner of this struct */
+    struct adapt_mx_scratch *scratch; /* the layers' scratch, kept between calls; one for the
+                                         units of a network (they run one at a time), freed by
+                                         the owner of this struct */
 };
 
 struct adapt_layer {

@@ -44,8 +44,13 @@ enum adapt_status adapt_precision_set_mx_gemm(struct adapt_precision *p, const c
                                    origin, l->name, l->groups, l->dilation,
                                    adapt_role_names[ops[k]]);
     }
-    if (!p->mxg && !(p->mxg = calloc((size_t)p->nunits + 1, sizeof *p->mxg)))
+    if (p->mxg) return ADAPT_OK;
+    struct adapt_mx_scratch *s = calloc(1, sizeof *s);
+    if (!s || !(p->mxg = calloc((size_t)p->nunits + 1, sizeof *p->mxg))) {
+        free(s);
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the MX GEMM operands");
+    }
+    for (int u = 0; u <= p->nunits; u++) p->mxg[u].scratch = s; /* the units run one at a time */
     return ADAPT_OK;
 }
 
@@ -84,7 +89,8 @@ void adapt_mx_gemm_free(struct adapt_precision *p)
     if (!p->mxg) return;
     for (int u = 0; u < p->nunits; u++)
         if (p->u[u].layer->mx == &p->mxg[u]) p->u[u].layer->mx = NULL;
-    for (int u = 0; u < p->nunits; u++) free(p->mxg[u].buf);
+    free(p->mxg[0].scratch->buf);
+    free(p->mxg[0].scratch);
     free(p->mxg);
     p->mxg = NULL;
 }

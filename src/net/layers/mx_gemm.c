@@ -50,16 +50,17 @@ static void transpose(const float *in, size_t rows, size_t cols, size_t ldi, flo
         }
 }
 
-/* The scratch of n floats (64-byte aligned), kept in mx between calls. */
+/* The scratch of n floats (64-byte aligned), kept in mx->scratch between calls. */
 static float *scratch(struct adapt_mx_gemm *mx, size_t n)
 {
-    if (mx->buf_n < n) {
-        free(mx->buf);
-        mx->buf = aligned_alloc(64, r16(n) * sizeof(float));
-        ADAPT_ASSERT(mx->buf != NULL);
-        mx->buf_n = r16(n);
+    struct adapt_mx_scratch *s = mx->scratch;
+    if (s->n < n) {
+        free(s->buf);
+        s->buf = aligned_alloc(64, r16(n) * sizeof(float));
+        ADAPT_ASSERT(s->buf != NULL);
+        s->n = r16(n);
     }
-    return mx->buf;
+    return s->buf;
 }
 
 /* Per-thread slice of a convolution: col (K, ldp) | t (P, max(K, Cout)) | tmp (Cout, ldp) |
