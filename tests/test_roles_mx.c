@@ -110,8 +110,8 @@ END_TEST
  * exact, so dx[0][k] = 256 and dx[1][k] = 2^-11 in both modes (rows blocks dy the same way).
  * Weight gradient (gemm: blocks along the batch, a column of dy): column 0 (256, 2^-12) ->
  * (256, 0), column 1 exact, so dW[0][k] = 256, dW[1][k] = 2^-11; rows reuses the per-sample
- * copy: dW[0][k] = 256 + 2^-12, dW[1][k] = 0 + 2^-12. The bias gradient sums the float32 dy under gemm (no GEMM):
- * db = (256 + 2^-12, 2^-11). */
+ * copy: dW[0][k] = 256 + 2^-12, dW[1][k] = 0 + 2^-12. The bias gradient sums the float32 dy
+ * under gemm (no GEMM): db = (256 + 2^-12, 2^-11). */
 START_TEST(test_mx_gemm_linear_dy)
 {
     float x[64], w[64], dy[4] = {256.0f, T12, T12, T12};
@@ -167,8 +167,7 @@ START_TEST(test_mx_gemm_conv)
     for (int mode = 0; mode < 2; mode++) {
         struct adapt_net *net = adapt_net_alloc("conv", in, 4);
         ck_assert_int_eq(adapt_net_add(net, adapt_relu_create("r", in), 0, -1), 1);
-        ck_assert_int_eq(adapt_net_add(net, adapt_conv2d_create("c", in, 2, 4, 1, 0, 0), 1, -1),
-                         2);
+        ck_assert_int_eq(adapt_net_add(net, adapt_conv2d_create("c", in, 2, 4, 1, 0, 0), 1, -1), 2);
         ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
         memcpy(net->param[0]->value.data, w, sizeof w);
         struct adapt_precision *p = run_step(net, mode ? "mxfp8_gemm" : "mxfp8", x, dy, 1);
@@ -215,22 +214,22 @@ static void mx_reference_case(const struct ref_geom *G)
     const int in_chw[3] = {G->cin, G->h, G->w};
     const int ho = conv ? (G->h + 2 * G->pad - G->k) / G->stride + 1 : 1;
     const int wo = conv ? (G->w + 2 * G->pad - G->k) / G->stride + 1 : 1;
-    const size_t P = (size_t)ho * wo, K = conv ? (size_t)G->cin * G->k * G->k
-                                                : (size_t)G->cin * G->h * G->w;
+    const size_t P = (size_t)ho * wo,
+                 K = conv ? (size_t)G->cin * G->k * G->k : (size_t)G->cin * G->h * G->w;
     const size_t N = (size_t)G->n, NP = N * P, C = (size_t)G->cout;
     const size_t in = (size_t)G->cin * G->h * G->w;
     struct tu_layer t;
-    struct adapt_layer *l = conv ? adapt_conv2d_create("c", in_chw, G->cout, G->k, G->stride,
-                                                       G->pad, 1)
-                                 : adapt_linear_create("f", in_chw, G->cout, 1);
+    struct adapt_layer *l =
+        conv ? adapt_conv2d_create("c", in_chw, G->cout, G->k, G->stride, G->pad, 1)
+             : adapt_linear_create("f", in_chw, G->cout, 1);
     ck_assert_ptr_nonnull(l);
     tu_layer_bind(&t, l, G->n, 1);
     float *w = l->param[0].value.data, *b = l->param[1].value.data;
     for (size_t i = 0; i < C * K; i++) w[i] = (float)sin(0.71 * i + 0.3) * (i % 7 ? 1.0f : 40.0f);
     for (size_t i = 0; i < C; i++) b[i] = 0.1f * (float)i;
-    for (size_t i = 0; i < N * in; i++)
-        t.x[0][i] = (float)cos(0.37 * i) * (i % 11 ? 0.01f : 3.0f);
-    for (size_t i = 0; i < NP * C; i++) t.dy[i] = (float)sin(0.53 * i + 1.0) * (i % 5 ? 1.0f : 0.001f);
+    for (size_t i = 0; i < N * in; i++) t.x[0][i] = (float)cos(0.37 * i) * (i % 11 ? 0.01f : 3.0f);
+    for (size_t i = 0; i < NP * C; i++)
+        t.dy[i] = (float)sin(0.53 * i + 1.0) * (i % 5 ? 1.0f : 0.001f);
     struct adapt_mx_gemm m;
     struct adapt_mx_scratch scr = {NULL, 0};
     memset(&m, 0, sizeof m);
@@ -239,7 +238,8 @@ static void mx_reference_case(const struct ref_geom *G)
     ck_assert_int_eq(quant_spec_parse("mxfp8_e4m3", &m.xs), ADAPT_OK);
     m.xs.rounding = QUANT_ROUND_STOCHASTIC;
     m.ws = m.dys = m.xs;
-    for (int c = 0; c < ADAPT_MX_COPIES; c++) m.key[c] = (struct quant_key){5, 100 + (uint64_t)c, 0};
+    for (int c = 0; c < ADAPT_MX_COPIES; c++)
+        m.key[c] = (struct quant_key){5, 100 + (uint64_t)c, 0};
     l->mx = &m;
     /* the unit's weight copy (rows along K), as the precision state makes it */
     float *wq = malloc(sizeof(float) * C * K);
@@ -346,8 +346,8 @@ static void mx_reference_case(const struct ref_geom *G)
 START_TEST(test_mx_gemm_reference)
 {
     static const struct ref_geom cases[] = {
-        {3, 9, 7, 3, 2, 1, 5, 3}, /* P = 5 x 4 = 20 */
-        {2, 6, 6, 3, 1, 1, 40, 2}, /* P = 36, Cout 40: blocks of 32 and 8 along Cout */
+        {3, 9, 7, 3, 2, 1, 5, 3},    /* P = 5 x 4 = 20 */
+        {2, 6, 6, 3, 1, 1, 40, 2},   /* P = 36, Cout 40: blocks of 32 and 8 along Cout */
         {70, 1, 1, 0, 1, 0, 33, 37}, /* linear 70 -> 33, batch 37 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) mx_reference_case(&cases[i]);
@@ -370,8 +370,7 @@ START_TEST(test_mx_axis_errors)
 
     const int in[3] = {4, 6, 6};
     struct adapt_net *net = adapt_net_alloc("g", in, 4 * 6 * 6);
-    ck_assert_int_ge(adapt_net_add(net, adapt_gconv2d_create("dw", in, 4, 3, 1, 1, 4, 1, 0), 0,
-                                   -1),
+    ck_assert_int_ge(adapt_net_add(net, adapt_gconv2d_create("dw", in, 4, 3, 1, 1, 4, 1, 0), 0, -1),
                      0);
     ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
     struct adapt_precision *p;

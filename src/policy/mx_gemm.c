@@ -16,8 +16,8 @@ static int mx_role(const struct adapt_precision *p, int ui, enum adapt_role r, i
                    struct quant_spec *s)
 {
     enum adapt_role_scaling sc;
-    return adapt_precision_role_spec(p, ui, r, training, s, &sc) &&
-           quant_format_is_mx(s->format) && sc == ADAPT_SCALING_NONE;
+    return adapt_precision_role_spec(p, ui, r, training, s, &sc) && quant_format_is_mx(s->format) &&
+           sc == ADAPT_SCALING_NONE;
 }
 
 /* 1 when role r of unit u is fixed to an MX format by the configuration */

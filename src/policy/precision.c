@@ -272,8 +272,11 @@ static enum adapt_status dout_run(struct adapt_precision *p, int node, const flo
 {
     if (node_role(p, node, ADAPT_ROLE_GRAD_OUTPUT)) {
         /* an MX role with roles.mx_axis = gemm: the layer rounds it per GEMM */
-        enum adapt_status st = adapt_mx_gemm_takes_dy(p, node) ? ADAPT_OK : grad_role(p, ADAPT_ROLE_GRAD_OUTPUT, node, 0, dy,
-                                         adapt_layer_out_numel(p->net->nodes[node].layer), n);
+        enum adapt_status st =
+            adapt_mx_gemm_takes_dy(p, node)
+                ? ADAPT_OK
+                : grad_role(p, ADAPT_ROLE_GRAD_OUTPUT, node, 0, dy,
+                            adapt_layer_out_numel(p->net->nodes[node].layer), n);
         if (st) return st;
     } else if (p->half_backward) {
         enum adapt_status st =

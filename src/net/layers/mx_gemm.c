@@ -28,7 +28,10 @@
 
 #include "src/net/layers/layers_impl.h"
 
-static size_t r16(size_t v) { return (v + 15) & ~(size_t)15; }
+static size_t r16(size_t v)
+{
+    return (v + 15) & ~(size_t)15;
+}
 
 static void round_copy(const struct quant_spec *s, float *x, size_t rows, size_t cols,
                        struct quant_key key, size_t offset)
@@ -195,7 +198,8 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
         /* dW^T (K, coutp) = Xcol (K, N*P) dY^T (N*P, coutp), rows of K split over the threads
          * (each row summed over the whole batch by one thread) */
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int k0 = (int)((Kz * (size_t)t) / (size_t)nt), k1 = (int)((Kz * (size_t)(t + 1)) / (size_t)nt);
+        int k0 = (int)((Kz * (size_t)t) / (size_t)nt),
+            k1 = (int)((Kz * (size_t)(t + 1)) / (size_t)nt);
         if (k1 > k0)
             adapt_gemm_bcast(k1 - k0, (int)coutp, (int)NP, xn + (size_t)k0 * NP, (ptrdiff_t)NP, 1,
                              dynt, (ptrdiff_t)coutp, dwt + (size_t)k0 * coutp, (ptrdiff_t)coutp,
@@ -270,15 +274,18 @@ static void fc_backward(struct adapt_mx_gemm *mx, int n, int K, int cout, const 
 void adapt_mx_gemm_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n, int K,
                            int cout, const float *x, const float *w, const float *b, float *y)
 {
-    if (g) conv_forward(mx, g, n, K, cout, x, w, b, y);
-    else fc_forward(mx, n, K, cout, x, w, b, y);
+    if (g)
+        conv_forward(mx, g, n, K, cout, x, w, b, y);
+    else
+        fc_forward(mx, n, K, cout, x, w, b, y);
 }
 
-void adapt_mx_gemm_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n,
-                            int K, int cout, const float *x, const float *w_master,
-                            const float *w_use, const float *dy, float *dw, float *db, float *dx,
-                            int acc)
+void adapt_mx_gemm_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n, int K,
+                            int cout, const float *x, const float *w_master, const float *w_use,
+                            const float *dy, float *dw, float *db, float *dx, int acc)
 {
-    if (g) conv_backward(mx, g, n, K, cout, x, w_master, w_use, dy, dw, db, dx, acc);
-    else fc_backward(mx, n, K, cout, x, w_master, w_use, dy, dw, db, dx, acc);
+    if (g)
+        conv_backward(mx, g, n, K, cout, x, w_master, w_use, dy, dw, db, dx, acc);
+    else
+        fc_backward(mx, n, K, cout, x, w_master, w_use, dy, dw, db, dx, acc);
 }
