@@ -111,7 +111,10 @@ RECIPES = {
     "fp8_hybrid_delayed": {"weight": (E4M3, "delayed"), "input": (E4M3, "delayed"),
                            "grad_output": (E5M2, "delayed")},
     "mxfp8": {"weight": ("mx", None), "input": ("mx", None), "grad_output": ("mx", None)},
+    "mxfp8_gemm": {"weight": ("mx", None), "input": ("mx", None), "grad_output": ("mx", None)},
 }
+# the recipes whose MX operands are blocked along each GEMM's reduction dimension
+GEMM_AXIS = ("mxfp8_gemm",)
 ROLES = ("weight", "input", "grad_output")
 
 
@@ -151,6 +154,68 @@ def mx_round(torch, v, rows):
     x = torch.pow(2.0, shared)
     q = fp8_round(torch, blocks / x, E4M3) * x
     return q.reshape(rows, -1)[:, :cols].reshape(v.shape)
+
+
+def mx_gemm_unit(torch, x, w, wq, b, stride, pad):
+    """A conv2d (stride, pad; pad None: linear) under OCP MX with every GEMM's operands blocked
+    along that GEMM's reduction dimension, as the MX specification's training flow has it
+    (each operand quantized once per GEMM it enters): with Xcol (K, N*L) the lowered input
+    (torch's unfold: K = C*kh*kw in (c, ky, kx) order, L output pixels per sample),
+
+      forward      Y = Wq Xcol             Wq the unit's weight copy (rows along K), Xcol's
+                                           columns blocked along K (one per output pixel);
+      input grad   dXcol = W^T dY          W^T's rows (the master weight's columns) and dY's
+                                           columns (one per output pixel) along Cout;
+      weight grad  dW = dY Xcol^T          dY's and Xcol's rows along N*L.
+
+    The bias gradient sums dY unrounded (it is no GEMM). x and the rounded copies are
+    float64; the element order of each blocked row is that of the matrices above."""
+    F = torch.nn.functional
+
+    def rows(m):
+        return mx_round(torch, m.contiguous(), m.shape[0])
+
+    class Unit(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, b):
+            n = x.shape[0]
+            if pad is None:
+                cols = x.reshape(n, -1, 1)
+                oshape = (n, w.shape[0])
+            else:
+                cols = F.unfold(x, w.shape[2:], padding=pad, stride=stride)
+                ho = (x.shape[2] + 2 * pad - w.shape[2]) // stride + 1
+                oshape = (n, w.shape[0], ho, cols.shape[2] // ho)
+            K, L = cols.shape[1], cols.shape[2]
+            xf = rows(cols.transpose(1, 2).reshape(n * L, K))
+            y = (xf @ wq.reshape(w.shape[0], K).t()).reshape(n, L, -1).transpose(1, 2)
+            if b is not None:
+                y = y + b.reshape(1, -1, 1)
+            ctx.save_for_backward(cols, w)
+            ctx.xshape = x.shape
+            ctx.has_bias = b is not None
+            return y.reshape(oshape)
+
+        @staticmethod
+        def backward(ctx, g):
+            cols, w = ctx.saved_tensors
+            n, K, L = cols.shape
+            cout = w.shape[0]
+            g = g.reshape(n, cout, L)
+            dyw = rows(g.transpose(0, 1).reshape(cout, n * L))
+            xw = rows(cols.transpose(0, 1).reshape(K, n * L))
+            dw = (dyw @ xw.t()).reshape(w.shape)
+            wt = rows(w.reshape(cout, K).t())
+            dyd = rows(g.transpose(1, 2).reshape(n * L, cout))
+            dcols = (dyd @ wt.t()).reshape(n, L, K).transpose(1, 2)
+            if pad is None:
+                dx = dcols.reshape(ctx.xshape)
+            else:
+                dx = F.fold(dcols, ctx.xshape[2:], w.shape[2:], padding=pad, stride=stride)
+            db = g.sum((0, 2)) if ctx.has_bias else None
+            return dx, dw, db
+
+    return Unit.apply(x, w, b)
 
 
 class Scaled:
@@ -193,6 +258,7 @@ class Reference:
         self.torch = torch
         self.dtype = dtype
         self.recipe = RECIPES[recipe]
+        self.gemm = recipe in GEMM_AXIS
         self.opts = opts
         self.g = described.load(dump.metadata["model"], 10)
         self.units = [ly.name for ly in self.g.layers if ly.kind in ("conv2d", "linear")]
@@ -261,7 +327,11 @@ class Reference:
         for ly in self.g.layers:
             ins = [x if j < 0 else outs[j] for j in ly.inputs]
             k, name = ly.keys, ly.name
-            if ly.kind in ("conv2d", "linear"):
+            if ly.kind in ("conv2d", "linear") and self.gemm:
+                y = mx_gemm_unit(torch, ins[0], leaves[name + ".weight"], wq[name].detach(),
+                                 leaves.get(name + ".bias"), k.get("stride"),
+                                 k.get("pad") if ly.kind == "conv2d" else None)
+            elif ly.kind in ("conv2d", "linear"):
                 w = leaves[name + ".weight"]
                 # the copy in the forward, the gradient to the master (straight through)
                 wc = w + (wq[name] - w).detach()
@@ -306,6 +376,10 @@ class Reference:
         torch = self.torch
         F = torch.nn.functional
         k, name = ly.keys, ly.name
+        if ly.kind in ("conv2d", "linear") and self.gemm:
+            return mx_gemm_unit(torch, ins[0], params[name + ".weight"], wq.detach(),
+                                params.get(name + ".bias"), k.get("stride"),
+                                k.get("pad") if ly.kind == "conv2d" else None)
         if ly.kind in ("conv2d", "linear"):
             w = params[name + ".weight"]
             wc = w + (wq - w).detach()
@@ -389,7 +463,7 @@ class Reference:
         pre[len(self.g.layers)] = (torch.softmax(logits, 1) - onehot) / n
         for j, ly in enumerate(self.g.layers):
             g = pre[j + 1]
-            if ly.name in units:
+            if ly.name in units and not self.gemm:  # gemm: the unit rounds its own copies
                 g = rounding("grad_output", ly.name, g.contiguous())
             out["grad act %d (%s)" % (j + 1, ly.name)] = rel(dact(j + 1).reshape(-1),
                                                             g.numpy().reshape(-1))
@@ -496,6 +570,12 @@ class RolesReference(unittest.TestCase):
 
     def test_lenet5_mxfp8(self):
         self.compare("lenet5", "mxfp8")
+
+    def test_lenet5_mxfp8_gemm(self):
+        self.compare("lenet5", "mxfp8_gemm")
+
+    def test_resnet20_mxfp8_gemm(self):
+        self.compare("resnet20", "mxfp8_gemm")
 
     def test_resnet20_fp8_hybrid_delayed(self):
         self.compare("resnet20", "fp8_hybrid_delayed")

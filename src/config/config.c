@@ -45,16 +45,20 @@ static const char *const wl_epochs_labels[] = {"WL", "EPOCHS"};
 static const char *const recipe_names[] = {
     [ADAPT_RECIPE_NONE] = "none", [ADAPT_RECIPE_FP8_HYBRID_DELAYED] = "fp8_hybrid_delayed",
     [ADAPT_RECIPE_FP8_CURRENT] = "fp8_current", [ADAPT_RECIPE_MXFP8] = "mxfp8",
-    [ADAPT_RECIPE_BF16_SR_MASTER] = "bf16_sr_master", [ADAPT_RECIPE_W4A8] = "w4a8"};
+    [ADAPT_RECIPE_BF16_SR_MASTER] = "bf16_sr_master", [ADAPT_RECIPE_W4A8] = "w4a8",
+    [ADAPT_RECIPE_MXFP8_GEMM] = "mxfp8_gemm"};
 static const char *const amax_compute_names[] = {[ADAPT_AMAX_MAX] = "max",
                                                  [ADAPT_AMAX_MOST_RECENT] = "most_recent"};
 static const char *const scale_kind_names[] = {[ADAPT_SCALE_FLOAT32] = "float32",
                                                [ADAPT_SCALE_POW2] = "pow2"};
+static const char *const mx_axis_names[] = {[ADAPT_MX_AXIS_ROWS] = "rows",
+                                            [ADAPT_MX_AXIS_GEMM] = "gemm"};
 
 #define NAMES(a) {a, (int)(sizeof a / sizeof a[0]), NULL}
 static const struct adapt_schema_enum recipe_enum = NAMES(recipe_names);
 static const struct adapt_schema_enum amax_compute_enum = NAMES(amax_compute_names);
 static const struct adapt_schema_enum scale_kind_enum = NAMES(scale_kind_names);
+static const struct adapt_schema_enum mx_axis_enum = NAMES(mx_axis_names);
 static const struct adapt_schema_enum dataset_enum = NAMES(dataset_names);
 static const struct adapt_schema_enum augment_enum = NAMES(augment_names);
 static const struct adapt_schema_enum resize_enum = NAMES(resize_names);
@@ -301,7 +305,8 @@ static const struct adapt_schema_key keys[] = {
            "gradients, delayed scaling), fp8_current (the same, scaled from each tensor), "
            "mxfp8 (MXFP8 E4M3 operands), bf16_sr_master (bf16 everywhere, master weights "
            "rounded stochastically), w4a8 (4-bit weights, 8-bit inputs, integer grids scaled "
-           "from each tensor); the role keys below override it"),
+           "from each tensor), mxfp8_gemm (mxfp8 with roles.mx_axis = gemm); the role keys "
+           "below override it"),
     ROLE_KEY(ADAPT_ROLE_WEIGHT, "weight", "the weight copy the unit computes with"),
     ROLE_KEY(ADAPT_ROLE_BIAS, "bias", "the bias copy"),
     ROLE_KEY(ADAPT_ROLE_INPUT, "input", "the unit's input activation"),
@@ -330,6 +335,10 @@ static const struct adapt_schema_key keys[] = {
           "scaling: scale = (largest finite value / amax) / 2^margin"),
     K_ENUM("roles", "scale", roles.scale, "float32", scale_kind_enum,
            "scaling: a float32 scale, or the power of two at or below it"),
+    K_ENUM("roles", "mx_axis", roles.mx_axis, "rows", mx_axis_enum,
+           "MX roles (weight, input, grad_output): blocks of 32 along each tensor's rows, or "
+           "along the reduction dimension of each of the unit's three GEMMs (each operand "
+           "rounded once per GEMM; conv2d and linear units; recipe mxfp8_gemm sets gemm)"),
 };
 
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))

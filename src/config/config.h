@@ -175,10 +175,13 @@ enum adapt_config_recipe {
     ADAPT_RECIPE_FP8_CURRENT,
     ADAPT_RECIPE_MXFP8,
     ADAPT_RECIPE_BF16_SR_MASTER,
-    ADAPT_RECIPE_W4A8
+    ADAPT_RECIPE_W4A8,
+    ADAPT_RECIPE_MXFP8_GEMM
 };
 enum adapt_config_amax_compute { ADAPT_AMAX_MAX = 0, ADAPT_AMAX_MOST_RECENT };
 enum adapt_config_scale_kind { ADAPT_SCALE_FLOAT32 = 0, ADAPT_SCALE_POW2 };
+/* roles.mx_axis: MX blocks along each tensor's rows, or along each GEMM's reduction dimension */
+enum adapt_config_mx_axis { ADAPT_MX_AXIS_ROWS = 0, ADAPT_MX_AXIS_GEMM };
 extern const char *const adapt_role_names[ADAPT_ROLE_N];
 
 /* Where a value came from (for messages): a line of the loaded file, a --set, or the default. */
@@ -319,6 +322,7 @@ struct adapt_config {
         enum adapt_config_amax_compute amax_compute;
         int margin;                            /* scale / 2^margin */
         enum adapt_config_scale_kind scale;    /* float32 or a power of two */
+        enum adapt_config_mx_axis mx_axis;     /* MX blocks (recipe mxfp8_gemm: gemm) */
     } roles;
 
     struct {

@@ -53,7 +53,8 @@ static const struct recipe_role *recipe_table(enum adapt_config_recipe r)
     switch (r) {
     case ADAPT_RECIPE_FP8_HYBRID_DELAYED: return fp8_hybrid_delayed;
     case ADAPT_RECIPE_FP8_CURRENT: return fp8_current;
-    case ADAPT_RECIPE_MXFP8: return mxfp8;
+    case ADAPT_RECIPE_MXFP8:
+    case ADAPT_RECIPE_MXFP8_GEMM: return mxfp8;
     case ADAPT_RECIPE_BF16_SR_MASTER: return bf16_sr_master;
     case ADAPT_RECIPE_W4A8: return w4a8;
     default: return NULL;

@@ -36,6 +36,7 @@
 
 #include "src/graph/graph.h"
 #include "src/net/tensor.h"
+#include "src/quant/quant.h"
 
 /* A parameter name: the layer's (at most ADAPT_GRAPH_LAYER_NAME_MAX characters), a dot and a
  * suffix, with its NUL. */
@@ -79,6 +80,32 @@ struct adapt_layer_ops {
     void (*destroy)(struct adapt_layer *l); /* frees the kind's own extras; may be NULL */
 };
 
+/* MX blocks along the reduction dimension of each of a unit's three GEMMs (roles.mx_axis =
+ * gemm, doc/numerics.md "Block formats: OCP Microscaling (MX)"): set by the precision state
+ * (src/policy/mx_gemm.c) before a conv2d or linear layer's forward, read by its forward and
+ * backward (src/net/layers/mx_gemm.c). Each operand flagged is rounded by the layer, once per
+ * GEMM that reads it, along that GEMM's reduction dimension; the others are used as given. */
+enum adapt_mx_copy {
+    ADAPT_MX_X_FWD = 0, /* lowered input (N*P, K), blocks along K: forward */
+    ADAPT_MX_X_WGRAD,   /* lowered input (K, N*P), blocks along N*P: weight gradient */
+    ADAPT_MX_W_DGRAD,   /* weight^T (K, Cout), blocks along Cout: input gradient */
+    ADAPT_MX_DY_DGRAD,  /* output gradient (N*P, Cout), blocks along Cout: input gradient */
+    ADAPT_MX_DY_WGRAD,  /* output gradient (Cout, N*P), blocks along N*P: weight gradient */
+    ADAPT_MX_COPIES
+};
+struct adapt_mx_scratch {
+    float *buf; /* n floats, 64-byte aligned, grown as needed */
+    size_t n;
+};
+struct adapt_mx_gemm {
+    int w, x, dy;                         /* 1: the layer rounds that operand per GEMM */
+    struct quant_spec ws, xs, dys;        /* their formats, rounding set */
+    struct quant_key key[ADAPT_MX_COPIES]; /* each copy's stream; index = element in the copy */
+    struct adapt_mx_scratch *scratch; /* the layers' scratch, kept between calls; one for the
+                                         units of a network (they run one at a time), freed by
+                                         the owner of this struct */
+};
+
 struct adapt_layer {
     const struct adapt_layer_ops *ops;
     char name[ADAPT_NAME_MAX];      /* module path, e.g. "layer1.0.conv1" */
@@ -100,6 +127,8 @@ struct adapt_layer {
      * approximate = 1 for gelu's tanh form, batch-norm eps and momentum, dropout p */
     int groups, dilation, global, count_include_pad, approximate;
     float eps, momentum, p;
+    int mx_gemm;                    /* 1: forward and backward honour mx (conv2d, linear) */
+    struct adapt_mx_gemm *mx;       /* NULL: compute with the operands given */
 };
 
 /* Constructors. in_chw is the per-sample input shape. Return NULL on bad

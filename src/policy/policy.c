@@ -57,6 +57,15 @@ static enum adapt_status apply_roles(struct adapt_policy *p, const struct adapt_
         }
         st = adapt_precision_set_unit_role(p->prec, u, ov[i].role, &ov[i].fmt);
     }
+    const int gemm = cfg->roles.mx_axis == ADAPT_MX_AXIS_GEMM ||
+                     cfg->roles.recipe == ADAPT_RECIPE_MXFP8_GEMM;
+    if (!st && gemm) {
+        char o[ADAPT_CONFIG_OVERRIDE_LEN + 32];
+        adapt_config_origin_str(cfg, "roles",
+                                cfg->roles.mx_axis == ADAPT_MX_AXIS_GEMM ? "mx_axis" : "recipe",
+                                o, sizeof o);
+        st = adapt_precision_set_mx_gemm(p->prec, o);
+    }
     return st;
 }
 
@@ -196,6 +205,11 @@ enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg)
                            "run.device = cuda: policy.name = %s does not run on the GPU engine "
                            "(fp32, fixed, adapt, muppet and amp do); use run.device = cpu",
                            name);
+    if (cfg->roles.mx_axis == ADAPT_MX_AXIS_GEMM || cfg->roles.recipe == ADAPT_RECIPE_MXFP8_GEMM)
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: MX blocks along each GEMM's reduction dimension "
+                           "(roles.mx_axis = gemm, roles.recipe = mxfp8_gemm) run on the CPU "
+                           "engine only; use run.device = cpu or roles.mx_axis = rows");
     return ADAPT_OK;
 }
 

@@ -10,7 +10,8 @@
 
 enum what {
     Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B, Q_ATTACHED, Q_GRAD_ATT, Q_GRAD_X,
-    Q_MASTER, Q_GRAD_Y
+    Q_MASTER, Q_GRAD_Y,
+    Q_MX /* Q_MX + c: copy c of the MX operands a layer rounds per GEMM (src/policy/mx_gemm.c) */
 };
 
 static struct quant_key key_of(const struct adapt_precision *p, enum what w, int tensor,
@@ -22,6 +23,12 @@ static struct quant_key key_of(const struct adapt_precision *p, enum what w, int
                ((uint64_t)(tensor & 0xffff) << 16) | ((uint64_t)(uint32_t)counter << 32);
     k.index = 0;
     return k;
+}
+
+struct quant_key adapt_precision_mx_key(const struct adapt_precision *p, int copy, int unit,
+                                        long counter)
+{
+    return key_of(p, (enum what)(Q_MX + copy), unit, counter);
 }
 
 static struct quant_spec with_rounding(const struct quant_spec *s, enum quant_rounding r)
@@ -64,6 +71,12 @@ static int role_spec(const struct adapt_precision *p, int ui, enum adapt_role r,
                     : f->rounding >= 0 ? (enum quant_rounding)f->rounding : p->rounding;
     *sc = f->scaling;
     return 1;
+}
+
+int adapt_precision_role_spec(const struct adapt_precision *p, int ui, enum adapt_role r,
+                              int training, struct quant_spec *out, enum adapt_role_scaling *sc)
+{
+    return role_spec(p, ui, r, NULL, p->rounding, training, out, sc);
 }
 
 /* 1 when every value of fixed-point format a is exactly representable in
@@ -258,8 +271,12 @@ static enum adapt_status dout_run(struct adapt_precision *p, int node, const flo
                                   int n)
 {
     if (node_role(p, node, ADAPT_ROLE_GRAD_OUTPUT)) {
-        enum adapt_status st = grad_role(p, ADAPT_ROLE_GRAD_OUTPUT, node, 0, dy,
-                                         adapt_layer_out_numel(p->net->nodes[node].layer), n);
+        /* an MX role with roles.mx_axis = gemm: the layer rounds it per GEMM */
+        enum adapt_status st =
+            adapt_mx_gemm_takes_dy(p, node)
+                ? ADAPT_OK
+                : grad_role(p, ADAPT_ROLE_GRAD_OUTPUT, node, 0, dy,
+                            adapt_layer_out_numel(p->net->nodes[node].layer), n);
         if (st) return st;
     } else if (p->half_backward) {
         enum adapt_status st =
@@ -317,6 +334,7 @@ static enum adapt_status grad_run(struct adapt_precision *p, int node, float **d
 /* The network's hooks (host arrays: the rounding cannot fail on valid formats) */
 static void in_hook(void *ctx, int node, const float **xs, int n, int training, int backward)
 {
+    if (adapt_mx_gemm_input(ctx, node, training, backward)) return; /* the layer rounds it */
     enum adapt_status st = in_run(ctx, node, xs, n, training, backward);
     ADAPT_ASSERT(st == ADAPT_OK);
 }
@@ -535,6 +553,7 @@ void adapt_precision_free(struct adapt_precision *p)
         for (size_t i = 0; i < (size_t)ADAPT_ROLE_N * (size_t)p->net->nnodes; i++)
             free(p->rstate[i].hist);
     free(p->rstate);
+    adapt_mx_gemm_free(p);
     free(p->roles);
     free(p->acopy);
     free(p->d_acopy); /* the arrays are the engine's */

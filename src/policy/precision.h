@@ -8,7 +8,8 @@
  * applies them.
  *
  * Random bits for stochastic rounding are keyed by (seed, stream, element):
- * stream = ADAPT_STREAM_QUANT | what << 8 | tensor << 16 | counter << 32,
+ * stream = ADAPT_STREAM_QUANT | what << 8 | tensor << 16 | counter << 32 (what: precision.c's
+ * enum what; 12 + c for copy c, enum adapt_mx_copy, of roles.mx_axis = gemm, tensor the unit),
  * with counter the micro-batch (activations) or optimizer step (weights,
  * gradients), so results do not depend on threads and a resumed run
  * continues with the same bits. Evaluation (training == 0) rounds
@@ -134,6 +135,8 @@ struct adapt_precision {
     struct adapt_role_state *rstate; /* (ADAPT_ROLE_N * nnodes): [role * nnodes + id], id the
                                         unit (weights, bias, their gradients, master) or the
                                         node (activations, error gradients) */
+    struct adapt_mx_gemm *mxg; /* (nunits) roles.mx_axis = gemm (src/policy/mx_gemm.c): each
+                                  unit's MX operands rounded per GEMM; NULL: along rows */
 };
 
 /* Options of scaled roles (the [roles] keys). */
@@ -168,6 +171,11 @@ void adapt_precision_free(struct adapt_precision *p);
 enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
                                             const struct adapt_role_fmt roles[ADAPT_ROLE_N],
                                             const struct adapt_roles_opts *o);
+/* roles.mx_axis = gemm: the MX roles (weight, input, grad_output) of conv2d and linear units
+ * rounded by their layers once per GEMM, blocks along its reduction dimension
+ * (src/policy/mx_gemm.c). Call after the roles are set; fails, naming `origin` (the key's
+ * file and line), where such a role is on a unit that cannot (a grouped or dilated conv). */
+enum adapt_status adapt_precision_set_mx_gemm(struct adapt_precision *p, const char *origin);
 /* Unit u's scale statistics of the GEMM operand roles for a step record: weight, input and
  * grad_output in trace order (scale 0 where the role is not scaled); the saturated and flushed
  * counts since the last call. */

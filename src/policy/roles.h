@@ -24,4 +24,19 @@ float adapt_role_format_max(const struct quant_spec *s);
  * below it with pow2; 0 when amax is 0, inf or NaN (no scale from it). */
 float adapt_role_scale_for(const struct adapt_precision *p, float fmax, float amax);
 
+/* role_spec for role r of unit ui without an auto format (auto: 0, as float32). */
+int adapt_precision_role_spec(const struct adapt_precision *p, int ui, enum adapt_role r,
+                              int training, struct quant_spec *out, enum adapt_role_scaling *sc);
+/* The random-bit key of MX copy `copy` (enum adapt_mx_copy) of unit `unit`'s operands. */
+struct quant_key adapt_precision_mx_key(const struct adapt_precision *p, int copy, int unit,
+                                        long counter);
+
+/* roles.mx_axis = gemm (src/policy/mx_gemm.c). adapt_mx_gemm_input: called by the input hook;
+ * on a forward sets the unit's MX operands on its layer; 1 when the layer rounds its input
+ * itself (the hook leaves it unrounded, forward and backward). adapt_mx_gemm_takes_dy: 1 when
+ * the layer of unit node `node` rounds its output gradient itself. */
+int adapt_mx_gemm_input(struct adapt_precision *p, int node, int training, int backward);
+int adapt_mx_gemm_takes_dy(const struct adapt_precision *p, int node);
+void adapt_mx_gemm_free(struct adapt_precision *p);
+
 #endif

@@ -403,6 +403,9 @@ static void print_roles(const struct adapt_precision *p)
     }
     printf("        (auto: rounded as the policy rounds without roles, in the unit's format or "
            "not at all; doc/numerics.md)\n");
+    if (p->mxg)
+        printf("        (MX roles of conv2d and linear units: blocks along each GEMM's reduction "
+               "dimension, roles.mx_axis = gemm)\n");
 }
 
 enum adapt_status adapt_train_check(const struct adapt_config *cfg,

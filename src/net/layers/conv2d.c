@@ -418,6 +418,12 @@ static void conv_forward(struct adapt_layer *l, const struct adapt_exec *ex, con
                          float *y)
 {
     struct adapt_conv *c = (struct adapt_conv *)l;
+    if (l->mx) {
+        adapt_mx_gemm_forward(l->mx, &c->g, ex->n, c->ckk, c->cout, x[0],
+                              adapt_param_in_use(&l->param[0]),
+                              c->bias ? adapt_param_in_use(&l->param[1]) : NULL, y);
+        return;
+    }
     switch (c->mode) {
     case CONV_FC:
         adapt_fc_forward(ex->n, c->ckk, c->cout, x[0], adapt_param_in_use(&l->param[0]),
@@ -433,6 +439,13 @@ static void conv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
                           float *const *dx, unsigned acc)
 {
     struct adapt_conv *c = (struct adapt_conv *)l;
+    if (l->mx) {
+        adapt_mx_gemm_backward(l->mx, &c->g, ex->n, c->ckk, c->cout, x[0],
+                               l->param[0].value.data, adapt_param_in_use(&l->param[0]), dy,
+                               l->param[0].grad.data, c->bias ? l->param[1].grad.data : NULL,
+                               dx[0], acc & 1u);
+        return;
+    }
     switch (c->mode) {
     case CONV_FC:
         adapt_fc_backward(ex->n, c->ckk, c->cout, x[0], adapt_param_in_use(&l->param[0]), dy,
@@ -544,6 +557,7 @@ struct adapt_layer *adapt_conv2d_create(const char *name, const int in_chw[3], i
     if (c->bias) adapt_layer_param_add(l, "bias", ADAPT_PARAM_BIAS, 1, &cout, c->ckk);
     l->macs = (int64_t)c->P * cout * c->ckk;
     l->is_unit = 1;
+    l->mx_gemm = 1;
     l->k = k;
     l->stride = stride;
     l->pad = pad;

@@ -80,6 +80,19 @@ void adapt_im2col_sample(const struct adapt_conv_geom *g, const float *x, float 
 void adapt_col2im_sample(const struct adapt_conv_geom *g, const float *col, size_t ldc, float *dx,
                          int acc, float *scratch);
 
+/* ---- MX blocks along each GEMM's reduction dimension (mx_gemm.c) ----
+ * A conv2d (g its geometry, K = Cin*k*k) or linear (g NULL, K = in) layer's forward and
+ * backward when l->mx is set: w the unit's weight copy (cout, K) (forward, and the input
+ * gradient where mx->w is 0), w_master the float32 master (the input gradient's copy where
+ * mx->w is 1), dw and db accumulated, dx (may be NULL) written or added to (acc). */
+void adapt_mx_gemm_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n,
+                           int K, int cout, const float *x, const float *w, const float *b,
+                           float *y);
+void adapt_mx_gemm_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g,
+                            int n, int K, int cout, const float *x, const float *w_master,
+                            const float *w_use, const float *dy, float *dw, float *db, float *dx,
+                            int acc);
+
 /* ---- broadcast GEMM (gemm.c) ----
  * C (M x N) = init + A (M x K) B (K x N), single-threaded: A[i][k] is read
  * at A[i*ars + k*acs] (any strides: a transposed or strided operand), B and C

@@ -16,6 +16,12 @@ static void linear_forward(struct adapt_layer *l, const struct adapt_exec *ex,
                            const float *const *x, float *y)
 {
     struct adapt_linear *f = (struct adapt_linear *)l;
+    if (l->mx) {
+        adapt_mx_gemm_forward(l->mx, NULL, ex->n, f->in, f->out, x[0],
+                              adapt_param_in_use(&l->param[0]),
+                              f->bias ? adapt_param_in_use(&l->param[1]) : NULL, y);
+        return;
+    }
     adapt_fc_forward(ex->n, f->in, f->out, x[0], adapt_param_in_use(&l->param[0]),
                      f->bias ? adapt_param_in_use(&l->param[1]) : NULL, y);
 }
@@ -25,6 +31,12 @@ static void linear_backward(struct adapt_layer *l, const struct adapt_exec *ex,
                             float *const *dx, unsigned acc)
 {
     struct adapt_linear *f = (struct adapt_linear *)l;
+    if (l->mx) {
+        adapt_mx_gemm_backward(l->mx, NULL, ex->n, f->in, f->out, x[0], l->param[0].value.data,
+                               adapt_param_in_use(&l->param[0]), dy, l->param[0].grad.data,
+                               f->bias ? l->param[1].grad.data : NULL, dx[0], acc & 1u);
+        return;
+    }
     adapt_fc_backward(ex->n, f->in, f->out, x[0], adapt_param_in_use(&l->param[0]), dy,
                       l->param[0].grad.data, f->bias ? l->param[1].grad.data : NULL, dx[0],
                       acc & 1u);
@@ -63,6 +75,7 @@ struct adapt_layer *adapt_linear_create(const char *name, const int in_chw[3], i
     if (f->bias) adapt_layer_param_add(l, "bias", ADAPT_PARAM_BIAS, 1, &out, f->in);
     l->macs = (int64_t)f->in * out;
     l->is_unit = 1;
+    l->mx_gemm = 1;
     return l;
 free_layer:
     free(f);

@@ -1,0 +1,291 @@
+/* src/net/layers/mx_gemm.c: conv2d and linear with MX blocks along the reduction dimension of
+ * each of their three GEMMs (roles.mx_axis = gemm; struct adapt_mx_gemm in src/net/layer.h,
+ * doc/numerics.md "Block formats: OCP Microscaling (MX)"). With P = Hout*Wout output pixels
+ * per sample (1 for linear) and K = Cin*k*k (in for linear), the GEMMs of a batch of N are
+ *
+ *   forward     Y (Cout, N*P) = W (Cout, K) Xcol (K, N*P)        blocks along K
+ *   input grad  dXcol (K, N*P) = W^T (K, Cout) dY (Cout, N*P)    blocks along Cout
+ *   weight grad dW (Cout, K) += dY (Cout, N*P) Xcol^T (N*P, K)   blocks along N*P
+ *
+ * and each operand copy is rounded with quant_rows over one row-major matrix whose rows run
+ * along the reduction dimension (blocks restart at every row), so element (r, c) of a copy with
+ * `cols` columns takes random-bit index r * cols + c of that copy's stream (mx->key):
+ *
+ *   ADAPT_MX_X_FWD    Xcol^T (N*P, K): row n*P + p, column k
+ *   ADAPT_MX_X_WGRAD  Xcol (K, N*P):   row k, column n*P + p
+ *   ADAPT_MX_W_DGRAD  W^T (K, Cout):   row k, column o
+ *   ADAPT_MX_DY_DGRAD dY^T (N*P, Cout): row n*P + p, column o
+ *   ADAPT_MX_DY_WGRAD dY (Cout, N*P):  row o, column n*P + p
+ *
+ * with p = oy*Wout + ox and k = (c*k + ky)*k + kx (im2col.c's order). The forward's weight is
+ * the unit's copy (its rows run along K). The weight-gradient blocks run across samples where
+ * P is not a multiple of 32. The bias gradient sums the float32 output gradient (it is no
+ * GEMM). Convolutions run one sample per thread with the broadcast GEMM of gemm.c, as
+ * conv2d.c's lowered mode; linear layers call OpenBLAS, as fc.c. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/net/layers/layers_impl.h"
+
+static size_t r16(size_t v)
+{
+    return (v + 15) & ~(size_t)15;
+}
+
+static void round_copy(const struct quant_spec *s, float *x, size_t rows, size_t cols,
+                       struct quant_key key, size_t offset)
+{
+    key.index += offset;
+    enum adapt_status st = quant_rows(s, x, x, rows, cols, key, NULL, NULL);
+    ADAPT_ASSERT(st == ADAPT_OK);
+}
+
+/* out (cols, ldo) = in (rows, cols; rows ldi apart)^T */
+static void transpose(const float *in, size_t rows, size_t cols, size_t ldi, float *out, size_t ldo)
+{
+    const size_t B = 16;
+    for (size_t r0 = 0; r0 < rows; r0 += B)
+        for (size_t c0 = 0; c0 < cols; c0 += B) {
+            size_t r1 = r0 + B < rows ? r0 + B : rows, c1 = c0 + B < cols ? c0 + B : cols;
+            for (size_t c = c0; c < c1; c++)
+                for (size_t r = r0; r < r1; r++) out[c * ldo + r] = in[r * ldi + c];
+        }
+}
+
+/* The scratch of n floats (64-byte aligned), kept in mx->scratch between calls. */
+static float *scratch(struct adapt_mx_gemm *mx, size_t n)
+{
+    struct adapt_mx_scratch *s = mx->scratch;
+    if (s->n < n) {
+        free(s->buf);
+        s->buf = aligned_alloc(64, r16(n) * sizeof(float));
+        ADAPT_ASSERT(s->buf != NULL);
+        s->n = r16(n);
+    }
+    return s->buf;
+}
+
+/* Per-thread slice of a convolution: col (K, ldp) | t (P, max(K, Cout)) | tmp (Cout, ldp) |
+ * im2col's scratch. */
+struct slice {
+    float *col, *t, *tmp, *pad;
+};
+static size_t slice_size(const struct adapt_conv_geom *g, size_t K, size_t cout, size_t ldp,
+                         struct slice *s, float *base)
+{
+    const size_t P = (size_t)g->ho * g->wo;
+    size_t ncol = r16(K * ldp), nt = r16(P * (K > cout ? K : cout)), ntmp = r16(cout * ldp);
+    size_t npad = r16(adapt_im2col_scratch(g));
+    if (s) {
+        s->col = base;
+        s->t = base + ncol;
+        s->tmp = s->t + nt;
+        s->pad = s->tmp + ntmp;
+    }
+    return ncol + nt + ntmp + npad;
+}
+
+/* t (P, K) = Xcol^T of one sample: row p = oy*Wout + ox holds the values pixel p's window
+ * reads, in im2col.c's order k = (c*k + ky)*k + kx (0 in the padding). */
+static void im2row(const struct adapt_conv_geom *g, const float *x, float *t)
+{
+    const int kk = g->k, K = g->cin * kk * kk;
+    for (int oy = 0; oy < g->ho; oy++)
+        for (int ox = 0; ox < g->wo; ox++) {
+            float *r = t + ((size_t)oy * g->wo + ox) * (size_t)K;
+            const int y0 = oy * g->stride - g->pad, x0 = ox * g->stride - g->pad;
+            for (int c = 0; c < g->cin; c++)
+                for (int ky = 0; ky < kk; ky++) {
+                    const int iy = y0 + ky;
+                    float *rk = r + ((size_t)c * kk + ky) * kk;
+                    if (iy < 0 || iy >= g->h) {
+                        memset(rk, 0, (size_t)kk * sizeof(float));
+                        continue;
+                    }
+                    const float *xr = x + ((size_t)c * g->h + iy) * g->w;
+                    for (int kx = 0; kx < kk; kx++) {
+                        const int ix = x0 + kx;
+                        rk[kx] = ix >= 0 && ix < g->w ? xr[ix] : 0.0f;
+                    }
+                }
+        }
+}
+
+static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n, int K,
+                         int cout, const float *x, const float *w, const float *b, float *y)
+{
+    const size_t P = (size_t)g->ho * g->wo, Kz = (size_t)K, cz = (size_t)cout;
+    const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16(cz);
+    const int T = omp_get_max_threads();
+    /* per thread: t (P, K) | yt (P, coutp); shared: W^T (K, coutp) */
+    const size_t per = r16(P * Kz) + r16(P * coutp);
+    float *ws = scratch(mx, per * (size_t)T + r16(Kz * coutp));
+    float *wt = ws + per * (size_t)T;
+    for (size_t k = 0; k < Kz; k++)
+        for (size_t o = 0; o < coutp; o++) wt[k * coutp + o] = o < cz ? w[o * Kz + k] : 0.0f;
+#pragma omp parallel num_threads(T)
+    {
+        float *t = ws + per * (size_t)omp_get_thread_num(), *yt = t + r16(P * Kz);
+#pragma omp for schedule(static)
+        for (int j = 0; j < n; j++) {
+            im2row(g, x + (size_t)j * in, t);
+            if (mx->x) /* pixel p's values along K: row p of Xcol^T */
+                round_copy(&mx->xs, t, P, Kz, mx->key[ADAPT_MX_X_FWD], (size_t)j * P * Kz);
+            /* Y^T (P, coutp) = Xcol^T W^T */
+            adapt_gemm_bcast((int)P, (int)coutp, K, t, K, 1, wt, (ptrdiff_t)coutp, yt,
+                             (ptrdiff_t)coutp, ADAPT_GEMM_ZERO, NULL);
+            float *yj = y + (size_t)j * cz * P;
+            for (size_t o = 0; o < cz; o++) {
+                const float bo = b ? b[o] : 0.0f;
+                for (size_t p = 0; p < P; p++) yj[o * P + p] = yt[p * coutp + o] + bo;
+            }
+        }
+    }
+}
+
+static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n, int K,
+                          int cout, const float *x, const float *w_master, const float *w_use,
+                          const float *dy, float *dw, float *db, float *dx, int acc)
+{
+    const size_t P = (size_t)g->ho * g->wo, Pp = r16(P), ldp = Pp + 16, NP = (size_t)n * P;
+    const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16((size_t)cout);
+    const size_t Kz = (size_t)K, cz = (size_t)cout;
+    const int T = omp_get_max_threads();
+    const size_t per = slice_size(g, Kz, cz, ldp, NULL, NULL);
+    /* shared: dyn (Cout, N*P) | xn (K, N*P) | dynT (N*P, coutp) | dwT (K, coutp) | wt (K, Cout) */
+    const size_t ndyn = r16(cz * NP), nxn = r16(Kz * NP), ndynt = r16(NP * coutp);
+    const size_t ndwt = r16(Kz * coutp), nwt = r16(Kz * cz);
+    float *ws = scratch(mx, per * (size_t)T + ndyn + nxn + ndynt + ndwt + nwt);
+    float *dyn = ws + per * (size_t)T, *xn = dyn + ndyn, *dynt = xn + nxn, *dwt = dynt + ndynt;
+    float *wt = dwt + ndwt;
+    /* the weight gradient's operands, (Cout, N*P) and (K, N*P) */
+#pragma omp parallel num_threads(T)
+    {
+        struct slice s;
+        slice_size(g, Kz, cz, ldp, &s, ws + per * (size_t)omp_get_thread_num());
+#pragma omp for schedule(static)
+        for (int j = 0; j < n; j++) {
+            for (int o = 0; o < cout; o++)
+                memcpy(dyn + (size_t)o * NP + (size_t)j * P, dy + ((size_t)j * cz + o) * P,
+                       P * sizeof(float));
+            adapt_im2col_sample(g, x + (size_t)j * in, s.col, ldp, s.pad);
+            for (size_t k = 0; k < Kz; k++)
+                memcpy(xn + k * NP + (size_t)j * P, s.col + k * ldp, P * sizeof(float));
+        }
+    }
+    if (db)
+        for (int o = 0; o < cout; o++) db[o] += (float)adapt_sum_f32(dyn + o * NP, NP);
+    /* rounded by quant_rows' own threads (outside a parallel region) */
+    if (mx->x) round_copy(&mx->xs, xn, Kz, NP, mx->key[ADAPT_MX_X_WGRAD], 0);
+    if (mx->dy) round_copy(&mx->dys, dyn, cz, NP, mx->key[ADAPT_MX_DY_WGRAD], 0);
+    if (dx) { /* W^T (K, Cout), blocks along Cout */
+        transpose(mx->w ? w_master : w_use, cz, Kz, Kz, wt, cz);
+        if (mx->w) round_copy(&mx->ws, wt, Kz, cz, mx->key[ADAPT_MX_W_DGRAD], 0);
+    }
+#pragma omp parallel num_threads(T)
+    {
+        struct slice s;
+        slice_size(g, Kz, cz, ldp, &s, ws + per * (size_t)omp_get_thread_num());
+        /* dynT (N*P, coutp), padding columns 0 */
+#pragma omp for schedule(static)
+        for (size_t i0 = 0; i0 < NP; i0 += 64) {
+            size_t i1 = i0 + 64 < NP ? i0 + 64 : NP;
+            for (size_t i = i0; i < i1; i++)
+                memset(dynt + i * coutp + cz, 0, (coutp - cz) * sizeof(float));
+            transpose(dyn + i0, cz, i1 - i0, NP, dynt + i0 * coutp, coutp);
+        }
+        /* dW^T (K, coutp) = Xcol (K, N*P) dY^T (N*P, coutp), rows of K split over the threads
+         * (each row summed over the whole batch by one thread) */
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int k0 = (int)((Kz * (size_t)t) / (size_t)nt),
+            k1 = (int)((Kz * (size_t)(t + 1)) / (size_t)nt);
+        if (k1 > k0)
+            adapt_gemm_bcast(k1 - k0, (int)coutp, (int)NP, xn + (size_t)k0 * NP, (ptrdiff_t)NP, 1,
+                             dynt, (ptrdiff_t)coutp, dwt + (size_t)k0 * coutp, (ptrdiff_t)coutp,
+                             ADAPT_GEMM_ZERO, NULL);
+#pragma omp barrier
+#pragma omp for schedule(static)
+        for (int o = 0; o < cout; o++)
+            for (size_t k = 0; k < Kz; k++) dw[(size_t)o * Kz + k] += dwt[k * coutp + o];
+        if (dx) { /* dXcol (K, Pp) = W^T dY_n per sample, dY_n's pixels blocked along Cout */
+#pragma omp for schedule(static)
+            for (int j = 0; j < n; j++) {
+                const float *dyj = dy + (size_t)j * cz * P;
+                for (int o = 0; o < cout; o++) {
+                    memcpy(s.tmp + (size_t)o * ldp, dyj + (size_t)o * P, P * sizeof(float));
+                    memset(s.tmp + (size_t)o * ldp + P, 0, (ldp - P) * sizeof(float));
+                }
+                if (mx->dy) {
+                    transpose(s.tmp, cz, P, ldp, s.t, cz);
+                    round_copy(&mx->dys, s.t, P, cz, mx->key[ADAPT_MX_DY_DGRAD],
+                               (size_t)j * P * cz);
+                    transpose(s.t, P, cz, cz, s.tmp, ldp);
+                }
+                adapt_gemm_bcast(K, (int)Pp, cout, wt, (ptrdiff_t)cz, 1, s.tmp, (ptrdiff_t)ldp,
+                                 s.col, (ptrdiff_t)ldp, ADAPT_GEMM_ZERO, NULL);
+                adapt_col2im_sample(g, s.col, ldp, dx + (size_t)j * in, acc, s.pad);
+            }
+        }
+    }
+}
+
+/* linear: x (N, K), y (N, Cout), OpenBLAS as fc.c */
+static void fc_forward(struct adapt_mx_gemm *mx, int n, int K, int cout, const float *x,
+                       const float *w, const float *b, float *y)
+{
+    const float *xq = x;
+    if (mx->x) {
+        float *t = scratch(mx, (size_t)n * K);
+        memcpy(t, x, (size_t)n * K * sizeof(float));
+        round_copy(&mx->xs, t, (size_t)n, (size_t)K, mx->key[ADAPT_MX_X_FWD], 0);
+        xq = t;
+    }
+    adapt_fc_forward(n, K, cout, xq, w, b, y);
+}
+
+static void fc_backward(struct adapt_mx_gemm *mx, int n, int K, int cout, const float *x,
+                        const float *w_master, const float *w_use, const float *dy, float *dw,
+                        float *db, float *dx, int acc)
+{
+    const size_t N = (size_t)n, Kz = (size_t)K, cz = (size_t)cout;
+    const size_t nxn = r16(Kz * N), ndyn = r16(cz * N), nwt = r16(Kz * cz), ndyt = r16(N * cz);
+    float *xn = scratch(mx, nxn + ndyn + nwt + ndyt), *dyn = xn + nxn, *wt = dyn + ndyn;
+    float *dyt = wt + nwt;
+    transpose(x, N, Kz, Kz, xn, N);
+    transpose(dy, N, cz, cz, dyn, N);
+    if (db)
+        for (int o = 0; o < cout; o++) db[o] += (float)adapt_sum_f32(dyn + o * N, N);
+    if (mx->x) round_copy(&mx->xs, xn, Kz, N, mx->key[ADAPT_MX_X_WGRAD], 0);
+    if (mx->dy) round_copy(&mx->dys, dyn, cz, N, mx->key[ADAPT_MX_DY_WGRAD], 0);
+    /* dW (Cout, K) += dY (Cout, N) Xcol^T (N, K) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cout, K, n, 1.0f, dyn, n, xn, n, 1.0f, dw,
+                K);
+    if (!dx) return;
+    transpose(mx->w ? w_master : w_use, cz, Kz, Kz, wt, cz);
+    if (mx->w) round_copy(&mx->ws, wt, Kz, cz, mx->key[ADAPT_MX_W_DGRAD], 0);
+    memcpy(dyt, dy, N * cz * sizeof(float));
+    if (mx->dy) round_copy(&mx->dys, dyt, N, cz, mx->key[ADAPT_MX_DY_DGRAD], 0);
+    /* dX (N, K) = dY^T (N, Cout) W (Cout, K), W^T's rows blocked */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, K, cout, 1.0f, dyt, cout, wt, cout,
+                acc ? 1.0f : 0.0f, dx, K);
+}
+
+void adapt_mx_gemm_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n, int K,
+                           int cout, const float *x, const float *w, const float *b, float *y)
+{
+    if (g)
+        conv_forward(mx, g, n, K, cout, x, w, b, y);
+    else
+        fc_forward(mx, n, K, cout, x, w, b, y);
+}
+
+void adapt_mx_gemm_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n, int K,
+                            int cout, const float *x, const float *w_master, const float *w_use,
+                            const float *dy, float *dw, float *db, float *dx, int acc)
+{
+    if (g)
+        conv_backward(mx, g, n, K, cout, x, w_master, w_use, dy, dw, db, dx, acc);
+    else
+        fc_backward(mx, n, K, cout, x, w_master, w_use, dy, dw, db, dx, acc);
+}
