@@ -100,6 +100,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(c.quantization.lb_lwr, 25);
     ck_assert_int_eq(c.quantization.lb_upr, 100);
     ck_assert(c.quantization.gamma == 0.33);
+    ck_assert_int_eq(c.quantization.lb_update, ADAPT_CONFIG_LB_UPDATE_STEP);
     ck_assert_int_eq(c.quantization.buffer_bits, 4);
     ck_assert_int_eq(c.quantization.strategy, ADAPT_TRACE_STRATEGY_MIN);
     ck_assert(c.quantization.quant_inputs && c.quantization.quant_outputs &&
@@ -205,6 +206,7 @@ const char *full_ini =
     "lb_lwr = 20\n"
     "lb_upr = 90\n"
     "gamma = 0.5\n"
+    "lb_update = window\n"
     "buffer_bits = 2\n"
     "strategy = mean\n"
     "quant_inputs = false\n"
@@ -286,6 +288,7 @@ START_TEST(test_full_file)
     ck_assert_int_eq(c.quantization.lb_lwr, 20);
     ck_assert_int_eq(c.quantization.lb_upr, 90);
     ck_assert(c.quantization.gamma == 0.5);
+    ck_assert_int_eq(c.quantization.lb_update, ADAPT_CONFIG_LB_UPDATE_WINDOW);
     ck_assert_int_eq(c.quantization.buffer_bits, 2);
     ck_assert_int_eq(c.quantization.strategy, ADAPT_TRACE_STRATEGY_MEAN);
     ck_assert(!c.quantization.quant_inputs && !c.quantization.quant_outputs &&
@@ -357,6 +360,7 @@ START_TEST(test_set)
          "one of unit, graph"},
         {"run.out=a ;b", "run.out", "' ;'"},
         {"data.resize=nearest", "data.resize", "one of pad, bilinear"},
+        {"quantization.lb_update=epoch", "quantization.lb_update", "one of step, window"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         adapt_error_clear();

@@ -148,6 +148,57 @@ START_TEST(test_adapt_policy_lookback)
 }
 END_TEST
 
+/* quantization.lb_update = window, with lb_lwr 2, lb_upr 4, gamma 1: identical normalised
+ * gradients give G = n g/|g|, D = n / ||G|| = 1, lb_new = ceil(4 / 1) = 4. The first window
+ * takes lb_lwr = 2 steps: after step 1 lb and r are untouched (2, r_lwr = 50); step 2
+ * completes it, lb = 4 and r = 51 (lb at lb_upr), and decide runs the push-down and push-up
+ * (two events) and starts a window of 4 steps: steps 3 to 5 decide nothing. With
+ * lb_update = step, lb is already 4 and r 51 after step 1, r is 52 after step 2, and no
+ * decision comes at step 2 (n = 2 < lb = 4). */
+START_TEST(test_adapt_policy_lb_window)
+{
+    for (int window = 0; window <= 1; window++) {
+        struct adapt_net *net = small_lenet(1);
+        static struct adapt_config cfg;
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.quant_grads=false"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.lb_lwr=2"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.lb_upr=4"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.gamma=1"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, window ? "quantization.lb_update=window"
+                                                       : "quantization.lb_update=step"),
+                         ADAPT_OK);
+        struct adapt_policy *p;
+        ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_int_eq(p->type->decide(p, 1), ADAPT_OK);
+        ck_assert_double_eq(p->lb[0], window ? 2.0 : 4.0);
+        ck_assert_int_eq(p->r[0], window ? 50 : 51);
+        ck_assert_int_eq(p->n_events, 0);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 2, 2.3, 0);
+        ck_assert_double_eq(p->lb[0], 4.0);
+        ck_assert_int_eq(p->r[0], window ? 51 : 52);
+        ck_assert_int_eq(p->type->decide(p, 2), ADAPT_OK);
+        /* a push-down and a push-up event per unit that decided */
+        ck_assert_int_eq(p->n_events, window ? 2 * p->prec->nunits : 0);
+        adapt_policy_clear_events(p);
+        for (long step = 3; window && step <= 5; step++) {
+            set_grads(net, 0.25f);
+            p->type->observe(p, step, 2.3, 0);
+            ck_assert_int_eq(p->type->decide(p, step), ADAPT_OK);
+            ck_assert_double_eq(p->lb[0], 4.0);
+            ck_assert_int_eq(p->r[0], 51);
+            ck_assert_int_eq(p->n_events, 0);
+        }
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
 /* The configured strategy reaches the policy and the trace as the same enum; the
  * checkpoint's policy state counts it from 0 (min), as it always has. Events for the
  * trace are kept however many there are. */
@@ -312,6 +363,7 @@ void test_policy_add_engine(TCase *engine)
     tcase_add_test(engine, test_precision_copies_and_outputs);
     tcase_add_test(engine, test_precision_saturating_ste);
     tcase_add_test(engine, test_adapt_policy_lookback);
+    tcase_add_test(engine, test_adapt_policy_lb_window);
     tcase_add_test(engine, test_adapt_strategy_and_events);
     tcase_add_test(engine, test_pd_noise_threshold);
     tcase_add_test(engine, test_adapt_reference_bn_l1);

@@ -30,6 +30,8 @@ static const char *const rounding_names[] = {[QUANT_ROUND_NEAREST] = "nearest",
                                              [QUANT_ROUND_STOCHASTIC] = "stochastic"};
 static const int rounding_order[] = {QUANT_ROUND_STOCHASTIC, QUANT_ROUND_NEAREST};
 static const char *const round_layers_names[] = {"units", "all"};
+static const char *const lb_update_names[] = {[ADAPT_CONFIG_LB_UPDATE_STEP] = "step",
+                                              [ADAPT_CONFIG_LB_UPDATE_WINDOW] = "window"};
 static const char *const ste_names[] = {"auto", "plain", "saturating"};
 static const char *const auto_bool_names[] = {"auto", "true", "false"};
 static const char *const propagation_names[] = {[ADAPT_CONFIG_PROPAGATION_UNIT] = "unit",
@@ -66,6 +68,7 @@ static const struct adapt_schema_enum compat_enum = NAMES(compat_names);
 static const struct adapt_schema_enum rounding_enum = {
     rounding_names, (int)(sizeof rounding_names / sizeof rounding_names[0]), rounding_order};
 static const struct adapt_schema_enum round_layers_enum = NAMES(round_layers_names);
+static const struct adapt_schema_enum lb_update_enum = NAMES(lb_update_names);
 static const struct adapt_schema_enum ste_enum = NAMES(ste_names);
 static const struct adapt_schema_enum auto_bool_enum = NAMES(auto_bool_names);
 static const struct adapt_schema_enum propagation_enum = NAMES(propagation_names);
@@ -241,6 +244,10 @@ static const struct adapt_schema_key keys[] = {
           "adapt: upper bound of the lookback (>= lb_lwr)"),
     K_DBL("quantization", "gamma", quantization.gamma, "0.33", "[0, 1]",
           "adapt: lookback smoothing factor"),
+    K_ENUM("quantization", "lb_update", quantization.lb_update, "step", lb_update_enum,
+           "adapt: when lookback and resolution are adapted: step (every step, from the "
+           "gradients accumulated so far) or window (once per window, when n reaches the "
+           "lookback, from the whole window, before its push-down)"),
     K_INT("quantization", "buffer_bits", quantization.buffer_bits, "4", "[0, 31]",
           "adapt: buffer bits added after a push-up"),
     K_ENUM("quantization", "strategy", quantization.strategy, "min", strategy_enum,

@@ -116,6 +116,11 @@ enum adapt_compat {
     ADAPT_COMPAT_REFERENCE      /* "reference" */
 };
 enum adapt_config_round_layers { ADAPT_CONFIG_ROUND_LAYERS_UNITS, ADAPT_CONFIG_ROUND_LAYERS_ALL };
+/* quantization.lb_update: when AdaPT adapts lookback and resolution (doc/algorithms.md) */
+enum adapt_config_lb_update {
+    ADAPT_CONFIG_LB_UPDATE_STEP = 0, /* "step": every step, from the partial window's D */
+    ADAPT_CONFIG_LB_UPDATE_WINDOW    /* "window": once per window, from the full window's D */
+};
 enum adapt_config_ste {
     ADAPT_CONFIG_STE_AUTO,
     ADAPT_CONFIG_STE_PLAIN,
@@ -289,6 +294,7 @@ struct adapt_config {
         int r_lwr, r_upr;
         int lb_lwr, lb_upr;
         double gamma;
+        enum adapt_config_lb_update lb_update;
         int buffer_bits;
         enum adapt_trace_strategy strategy; /* MIN, MEAN or MAX */
         bool quant_inputs, quant_outputs, quant_grads;

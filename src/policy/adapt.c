@@ -2,7 +2,8 @@
  * doc/algorithms.md). Per unit: fixed-point <WL, FL>, lookback lb, resolution r,
  * the accumulated normalised weight gradient G and its count n. Every step:
  * gradients rounded (quant_grads) and normalised per tensor, G += g, lookback
- * and resolution updated from D = n / ||G||, the strategy from the losses;
+ * and resolution updated from D = n / ||G|| (lb_update = step; with window only in
+ * the step that completes the window), the strategy from the losses;
  * when n reaches lb: push-down (bisection with the KL test), push-up from D,
  * reset G and n. Initial state: <start_wl, start_fl>, lb = lb_lwr, r = r_lwr. */
 #include <math.h>
@@ -20,6 +21,8 @@ struct adapt_state {
     float **G;      /* (nunits) accumulated normalised weight gradient, weight-shaped */
     long *n;        /* (nunits) gradients in G */
     double *D;      /* (nunits) gradient diversity after the last step */
+    long *win;      /* (nunits) lb_update = window: the current window's length, fixed at its
+                     * start from lb */
     struct adapt_strategy_state strat;
     double *hist;
     int *slots;     /* (nunits) parameter tensors taking the unit's format (reference lb mean) */
@@ -131,6 +134,13 @@ static void pd_prepare(struct adapt_state *a, struct pd_ctx *c)
     ADAPT_ASSERT(st == ADAPT_OK);
 }
 
+/* The steps a window of lookback lb takes: lb itself in reference mode (an integer there),
+ * rounded in corrected mode. */
+static long window_of(const struct adapt_state *a, double lb)
+{
+    return a->compat == ADAPT_COMPAT_REFERENCE ? (long)lb : lround(lb);
+}
+
 static enum adapt_status adapt_init(struct adapt_policy *p)
 {
     const struct adapt_config *cfg = p->cfg;
@@ -143,6 +153,7 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     a->G = calloc((size_t)nu + 1, sizeof *a->G);
     a->n = calloc((size_t)nu + 1, sizeof *a->n);
     a->D = calloc((size_t)nu + 1, sizeof *a->D);
+    a->win = calloc((size_t)nu + 1, sizeof *a->win);
     p->lb = calloc((size_t)nu + 1, sizeof *p->lb);
     p->r = calloc((size_t)nu + 1, sizeof *p->r);
     a->gg = calloc((size_t)nu + 1, sizeof *a->gg);
@@ -150,7 +161,7 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     a->strat.cap = cfg->quantization.lb_upr + 2;
     a->slots = calloc((size_t)nu + 1, sizeof *a->slots);
     a->hist = calloc((size_t)a->strat.cap, sizeof *a->hist);
-    if (!a->G || !a->n || !a->D || !p->lb || !p->r || !a->hist || !a->slots)
+    if (!a->G || !a->n || !a->D || !a->win || !p->lb || !p->r || !a->hist || !a->slots)
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
     a->strat.hist = a->hist;
     a->strat.st = cfg->quantization.strategy;
@@ -178,6 +189,7 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
         a->G[u] = adapt_arena_take(&a->arena, p->prec->u[u].layer->param[0].value.numel);
         p->lb[u] = cfg->quantization.lb_lwr;
         p->r[u] = cfg->quantization.r_lwr;
+        a->win[u] = window_of(a, p->lb[u]);
         adapt_precision_set(p->prec, u, &s);
     }
     for (int k = 0; k < net->nparam; k++)
@@ -236,13 +248,18 @@ static void observe_units(struct adapt_policy *p, double loss)
     const int lwr = cfg->quantization.lb_lwr, upr = cfg->quantization.lb_upr;
     double lb_sum = 0.0, lb_prev = 0.0;
     for (int u = 0; u < p->prec->nunits; u++) lb_prev += a->slots[u] * p->lb[u];
+    const int window = cfg->quantization.lb_update == ADAPT_CONFIG_LB_UPDATE_WINDOW;
     for (int u = 0; u < p->prec->nunits; u++) {
         a->n[u]++;
         a->D[u] = adapt_gradient_diversity(a->n[u], sqrt(a->gg[u]));
-        p->lb[u] =
-            adapt_lookback_update(p->lb[u], a->D[u], lwr, upr, cfg->quantization.gamma, a->compat);
-        p->r[u] = adapt_resolution_update(p->r[u], p->lb[u], lwr, upr, cfg->quantization.r_lwr,
-                                          cfg->quantization.r_upr);
+        /* window: lookback and resolution move only when the window is complete, from its
+         * whole D, before its push-down (which then reads the new r) */
+        if (!window || a->n[u] >= a->win[u]) {
+            p->lb[u] = adapt_lookback_update(p->lb[u], a->D[u], lwr, upr,
+                                             cfg->quantization.gamma, a->compat);
+            p->r[u] = adapt_resolution_update(p->r[u], p->lb[u], lwr, upr,
+                                              cfg->quantization.r_lwr, cfg->quantization.r_upr);
+        }
         lb_sum += p->lb[u];
     }
     if (a->compat == ADAPT_COMPAT_REFERENCE)
@@ -308,7 +325,10 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
     enum adapt_status st;
     for (int u = 0; u < p->prec->nunits; u++) {
         struct adapt_unit_prec *up = &p->prec->u[u];
-        long due = a->compat == ADAPT_COMPAT_REFERENCE ? (long)p->lb[u] : lround(p->lb[u]);
+        /* step: the lookback just updated; window: the one the window started with */
+        long due = cfg->quantization.lb_update == ADAPT_CONFIG_LB_UPDATE_WINDOW
+                       ? a->win[u]
+                       : window_of(a, p->lb[u]);
         if (a->n[u] < due) continue;
         const struct adapt_param *w = &up->layer->param[0];
         struct pd_ctx c;
@@ -377,6 +397,7 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
             memset(a->G[u], 0, sizeof(float) * w->value.numel);
         }
         a->n[u] = 0;
+        a->win[u] = window_of(a, p->lb[u]);
     }
     return ADAPT_OK;
 }
@@ -459,6 +480,7 @@ static enum adapt_status adapt_load(struct adapt_policy *p, json_t *j,
         p->lb[u] = lb;
         p->r[u] = r;
         a->n[u] = (long)n;
+        a->win[u] = window_of(a, lb); /* with window, lb has not moved since the window began */
         char name[96];
         snprintf(name, sizeof name, "adapt.G.%s", p->prec->u[u].layer->name);
         int64_t shape[1] = {(int64_t)p->prec->u[u].layer->param[0].value.numel};
@@ -496,6 +518,7 @@ static void adapt_destroy(struct adapt_policy *p)
     free(a->G);
     free(a->n);
     free(a->D);
+    free(a->win);
     free(a->hist);
     free(a->slots);
     free(a->gg);
