@@ -374,6 +374,43 @@ START_TEST(test_set)
 }
 END_TEST
 
+/* [reference] switches: auto follows quantization.compat, on and off set one switch alone;
+ * a value outside auto / on / off names the file, its line, the key and the choices. */
+START_TEST(test_reference_switches)
+{
+    struct adapt_config c;
+    adapt_config_init(&c);
+    for (int k = 0; k < ADAPT_REF_N; k++) {
+        ck_assert_int_eq(c.reference.sw[k], ADAPT_SWITCH_AUTO);
+        ck_assert(!adapt_config_reference(&c, (enum adapt_reference_switch)k));
+    }
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=reference"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "reference.kl_test=off"), ADAPT_OK);
+    for (int k = 0; k < ADAPT_REF_N; k++)
+        ck_assert_int_eq(adapt_config_reference(&c, (enum adapt_reference_switch)k),
+                         k != ADAPT_REF_KL_TEST);
+    ck_assert_int_eq(adapt_config_reference_mode(&c, ADAPT_REF_KL_TEST), ADAPT_COMPAT_CORRECTED);
+    ck_assert_int_eq(adapt_config_reference_mode(&c, ADAPT_REF_LB_CEIL), ADAPT_COMPAT_REFERENCE);
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=corrected"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "reference.pu_s2_zero=on"), ADAPT_OK);
+    for (int k = 0; k < ADAPT_REF_N; k++)
+        ck_assert_int_eq(adapt_config_reference(&c, (enum adapt_reference_switch)k),
+                         k == ADAPT_REF_PU_S2_ZERO);
+    ck_assert_str_eq(adapt_config_enum_str(&c, "reference", "pu_s2_zero"), "on");
+    adapt_config_init(&c);
+    adapt_error_clear();
+    ck_assert_int_ne(load_text(&c, "[reference]\n\nbn_format = maybe\n"), ADAPT_OK);
+    ck_assert_msg_has("t.ini:3");
+    ck_assert_msg_has("reference.bn_format");
+    ck_assert_msg_has("one of auto, on, off");
+    adapt_config_init(&c);
+    adapt_error_clear();
+    ck_assert_int_ne(load_text(&c, "[reference]\nsoftmax = on\n"), ADAPT_OK);
+    ck_assert_msg_has("t.ini:2");
+    ck_assert_msg_has("reference.softmax");
+}
+END_TEST
+
 START_TEST(test_cross_checks)
 {
     struct adapt_config c;
@@ -408,6 +445,7 @@ int main(void)
     tcase_add_test(tc, test_full_file);
     tcase_add_test(tc, test_set);
     tcase_add_test(tc, test_cross_checks);
+    tcase_add_test(tc, test_reference_switches);
     test_config_add_errors(tc);
     test_config_add_formats(tc);
     test_config_add_print(tc);

@@ -199,6 +199,111 @@ START_TEST(test_adapt_policy_lb_window)
 }
 END_TEST
 
+/* The event of unit u and kind k among the policy's events, or NULL. */
+static const struct adapt_trace_event *event_of(const struct adapt_policy *p, int u, int kind)
+{
+    for (int i = 0; i < p->n_events; i++)
+        if (p->events[i].unit == u && (int)p->events[i].kind == kind) return &p->events[i];
+    return NULL;
+}
+
+/* A reference policy on LeNet-5 with one [reference] switch set (NULL: none) and extra keys. */
+static struct adapt_policy *ref_policy(struct adapt_net *net, struct adapt_config *cfg,
+                                       const char *sw, const char *const *keys)
+{
+    adapt_config_init(cfg);
+    ck_assert_int_eq(adapt_config_set(cfg, "policy.name=adapt"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(cfg, "quantization.compat=reference"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(cfg, "quantization.quant_grads=false"), ADAPT_OK);
+    for (; keys && *keys; keys++) ck_assert_int_eq(adapt_config_set(cfg, *keys), ADAPT_OK);
+    if (sw) ck_assert_int_eq(adapt_config_set(cfg, sw), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, cfg, net, 1), ADAPT_OK);
+    return p;
+}
+
+/* Each rule switch of [reference], turned off alone under compat = reference, on LeNet-5:
+ * - lb_ceil: one step of identical gradients (D = 1, lb_new = 100) from lb 25 gives
+ *   0.33 * 100 + 0.67 * 25 = 49.75, rounded up to 50 when on.
+ * - strategy: after one loss the published rule changes nothing (at most k losses stored):
+ *   min; the corrected rule compares the loss with the mean of itself: min -> mean.
+ * - kl_test: unit 0 (6x1x5x5 weights) is tested on its first slice w[0], 25 weights, when
+ *   on, and on all 150 (pd_sample 4096 > 150) when off (the event's sample).
+ * - pd_bisect (with kl_test off): unit 0's weights all 0, so every format is lossless. From
+ *   <8,4>, fl_min 4: FL stays 4 untested in both; WL: the published loop tests 6 and 5 and
+ *   returns lo = 4 (2 tests), the corrected search over (3, 8] tests 6, 5 and 4 (3 tests);
+ *   both end at <4,4>.
+ * - pu_s2_zero: 8 steps whose unit gradients are orthogonal unit vectors (one-hot at the
+ *   step's index) give D = 8 / sqrt(8) = 2.83, lambda = ln D - 1 = 0.040, s1 = 64 (capped),
+ *   s2 = ceil(32 lambda^2) - FL = 1 - FL < 0, bounded below by 0 when on and by 1 when off;
+ *   strategy min (the published rule has not moved with 8 losses and lb 8): s = 0 or 1. */
+START_TEST(test_adapt_reference_switches)
+{
+    static struct adapt_config cfg;
+    for (int on = 0; on <= 1; on++) {
+        struct adapt_net *net = small_lenet(1);
+        struct adapt_policy *p = ref_policy(net, &cfg, on ? NULL : "reference.lb_ceil=off", NULL);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_double_eq_tol(p->lb[0], on ? 50.0 : 49.75, 1e-9);
+        adapt_policy_free(p);
+        p = ref_policy(net, &cfg, on ? NULL : "reference.strategy=off", NULL);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_int_eq(p->strategy, on ? ADAPT_TRACE_STRATEGY_MIN : ADAPT_TRACE_STRATEGY_MEAN);
+        adapt_policy_free(p);
+
+        static const char *const lb1[] = {"quantization.lb_lwr=1", "quantization.lb_upr=1",
+                                          NULL};
+        p = ref_policy(net, &cfg, on ? NULL : "reference.kl_test=off", lb1);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_int_eq(p->type->decide(p, 1), ADAPT_OK);
+        const struct adapt_trace_event *e = event_of(p, 0, ADAPT_TRACE_EVENT_PD);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_int_eq(e->sample, on ? 25 : 150);
+        adapt_policy_free(p);
+
+        static const char *const kl_off[] = {"quantization.lb_lwr=1", "quantization.lb_upr=1",
+                                             "reference.kl_test=off", NULL};
+        p = ref_policy(net, &cfg, on ? NULL : "reference.pd_bisect=off", kl_off);
+        struct adapt_param *w = net->param[0];
+        ck_assert_ptr_eq(w, &p->prec->u[0].layer->param[0]);
+        memset(w->value.data, 0, sizeof(float) * w->value.numel);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_int_eq(p->type->decide(p, 1), ADAPT_OK);
+        e = event_of(p, 0, ADAPT_TRACE_EVENT_PD);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_int_eq(e->kl_evals, on ? 2 : 3);
+        ck_assert_int_eq(e->after[0], 4);
+        ck_assert_int_eq(e->after[1], 4);
+        adapt_policy_free(p);
+
+        static const char *const lb8[] = {"quantization.lb_lwr=8", "quantization.lb_upr=8",
+                                          NULL};
+        p = ref_policy(net, &cfg, on ? NULL : "reference.pu_s2_zero=off", lb8);
+        for (long step = 1; step <= 8; step++) {
+            set_grads(net, 0.25f);
+            for (int u = 0; u < p->prec->nunits; u++) {
+                struct adapt_param *pw = &p->prec->u[u].layer->param[0];
+                memset(pw->grad.data, 0, sizeof(float) * pw->grad.numel);
+                pw->grad.data[step - 1] = 1.0f;
+            }
+            p->type->observe(p, step, 2.3, 0);
+            ck_assert_int_eq(p->type->decide(p, step), ADAPT_OK);
+            if (step < 8) ck_assert_int_eq(p->n_events, 0);
+        }
+        ck_assert_int_eq(p->strategy, ADAPT_TRACE_STRATEGY_MIN);
+        e = event_of(p, 0, ADAPT_TRACE_EVENT_PU);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_int_eq(e->s, on ? 0 : 1);
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
 /* The configured strategy reaches the policy and the trace as the same enum; the
  * checkpoint's policy state counts it from 0 (min), as it always has. Events for the
  * trace are kept however many there are. */
@@ -244,10 +349,14 @@ END_TEST
  * format of the conv before them (<8,4> at the start: grid 1/16); the L1
  * term reads the quantized copies (sign(w_q), 0 where w_q = 0). Corrected
  * leaves batch-norm in float32. Master gamma 1.03 is off the grid; after a
- * refresh the layers compute with a copy on it (1.0 or 1.0625). */
+ * refresh the layers compute with a copy on it (1.0 or 1.0625). The switches
+ * reference.bn_format and reference.l1_quantized each turn one of the two off alone. */
 START_TEST(test_adapt_reference_bn_l1)
 {
-    for (int ref = 0; ref <= 1; ref++) {
+    static const char *const off[4] = {NULL, NULL, "reference.bn_format=off",
+                                       "reference.l1_quantized=off"};
+    for (int c = 0; c < 4; c++) {
+        const int ref = c > 0, bn = c == 1 || c == 3, l1 = c == 1 || c == 2;
         struct adapt_net *net = adapt_model_build("resnet20", 10);
         ck_assert_ptr_nonnull(net);
         ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
@@ -257,6 +366,7 @@ START_TEST(test_adapt_reference_bn_l1)
         ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
         ck_assert_int_eq(adapt_config_set(&cfg, ref ? "quantization.compat=reference"
                                                     : "quantization.compat=corrected"), ADAPT_OK);
+        if (off[c]) ck_assert_int_eq(adapt_config_set(&cfg, off[c]), ADAPT_OK);
         struct adapt_policy *p;
         ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
         int nbn = 0;
@@ -283,7 +393,7 @@ START_TEST(test_adapt_reference_bn_l1)
             if (pp->role == ADAPT_PARAM_BUFFER || pp->value.data[0] != 1.03f) continue;
             for (size_t i = 0; i < pp->value.numel; i++) {
                 float v = pp->use[i], g = pp->grad.data[i];
-                if (ref)
+                if (bn)
                     ck_assert_msg((v == 1.0f || v == 1.0625f) && (g == 0.0f || g == 0.0625f),
                                   "%s[%zu]: value %g, gradient %g: not on the <8,4> grid",
                                   pp->name, i, v, g);
@@ -291,7 +401,7 @@ START_TEST(test_adapt_reference_bn_l1)
                     ck_assert(v == 1.03f && g == 0.03f);
             }
         }
-        ck_assert_int_eq(p->l1_quantized, ref);
+        ck_assert_int_eq(p->l1_quantized, l1);
         struct adapt_sgd opt;
         ck_assert_int_eq(adapt_sgd_init(&opt, net, 0.01, 0.0, 0.0, 0.5, 0), ADAPT_OK);
         opt.l1_quantized = p->l1_quantized;
@@ -304,7 +414,7 @@ START_TEST(test_adapt_reference_bn_l1)
         adapt_sgd_prepare(&opt, 1.0, 1.0);
         size_t zeros = 0;
         for (size_t i = 0; i < w->value.numel; i++) {
-            float want = ref ? (w->use[i] > 0.0f ? 0.5f : 0.0f) : 0.5f;
+            float want = l1 ? (w->use[i] > 0.0f ? 0.5f : 0.0f) : 0.5f;
             ck_assert_float_eq(w->grad.data[i], want);
             zeros += w->use[i] == 0.0f;
         }
@@ -364,6 +474,7 @@ void test_policy_add_engine(TCase *engine)
     tcase_add_test(engine, test_precision_saturating_ste);
     tcase_add_test(engine, test_adapt_policy_lookback);
     tcase_add_test(engine, test_adapt_policy_lb_window);
+    tcase_add_test(engine, test_adapt_reference_switches);
     tcase_add_test(engine, test_adapt_strategy_and_events);
     tcase_add_test(engine, test_pd_noise_threshold);
     tcase_add_test(engine, test_adapt_reference_bn_l1);

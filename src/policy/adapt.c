@@ -15,7 +15,8 @@
 #include "src/policy/policy_core.h"
 
 struct adapt_state {
-    enum adapt_compat compat;
+    enum adapt_compat compat;           /* quantization.compat (the output rules' auto) */
+    enum adapt_compat ref[ADAPT_REF_N]; /* per [reference] switch: the mode of its rule */
     float *scratch;     /* (largest unit weight count) push-down sample and its rounding */
     uint64_t *pd_hist;  /* (2 * r_upr) histograms of the push-down sample */
     float **G;      /* (nunits) accumulated normalised weight gradient, weight-shaped */
@@ -53,6 +54,7 @@ struct pd_ctx {
     double lo, hi;
     const uint64_t *hq; /* (bins) */
     uint64_t *hp;       /* (bins) */
+    int reference;              /* reference.kl_test: the published test on w[0] */
     struct adapt_cuda_net *dev; /* w, xs and xq are device arrays there (NULL: host) */
     enum adapt_status st;       /* the first device failure */
 };
@@ -67,7 +69,7 @@ static int pd_lossy(void *ctx, int wl, int fl)
     s.fl = fl;
     double d = 0.0;
     enum adapt_status st;
-    if (cfg->quantization.compat == ADAPT_COMPAT_REFERENCE) {
+    if (c->reference) {
         s.rounding = QUANT_ROUND_STOCHASTIC;
         st = quant_kl_reference(&s, c->w, c->n, 0, c->bins, c->key, &d);
         ADAPT_ASSERT(st == ADAPT_OK);
@@ -134,11 +136,11 @@ static void pd_prepare(struct adapt_state *a, struct pd_ctx *c)
     ADAPT_ASSERT(st == ADAPT_OK);
 }
 
-/* The steps a window of lookback lb takes: lb itself in reference mode (an integer there),
- * rounded in corrected mode. */
+/* The steps a window of lookback lb takes: lb itself with reference.lb_ceil (an integer
+ * there), rounded otherwise. */
 static long window_of(const struct adapt_state *a, double lb)
 {
-    return a->compat == ADAPT_COMPAT_REFERENCE ? (long)lb : lround(lb);
+    return a->ref[ADAPT_REF_LB_CEIL] == ADAPT_COMPAT_REFERENCE ? (long)lb : lround(lb);
 }
 
 static enum adapt_status adapt_init(struct adapt_policy *p)
@@ -150,6 +152,8 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     if (!a) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
     p->state = a;
     a->compat = cfg->quantization.compat;
+    for (int k = 0; k < ADAPT_REF_N; k++)
+        a->ref[k] = adapt_config_reference_mode(cfg, (enum adapt_reference_switch)k);
     a->G = calloc((size_t)nu + 1, sizeof *a->G);
     a->n = calloc((size_t)nu + 1, sizeof *a->n);
     a->D = calloc((size_t)nu + 1, sizeof *a->D);
@@ -197,12 +201,12 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
             a->slots[p->prec->param_unit[k]]++;
             a->nslots++;
         }
-    if (a->compat == ADAPT_COMPAT_REFERENCE) {
-        /* batch-norm parameters take the format of the unit before them, and
-         * the L1 term reads the quantized copies (doc/algorithms.md) */
-        if ((st = adapt_precision_round_attached(p->prec))) return st;
-        p->l1_quantized = 1;
-    }
+    /* reference.bn_format: batch-norm parameters take the format of the unit before them;
+     * reference.l1_quantized: the L1 term reads the quantized copies (doc/algorithms.md) */
+    if (adapt_config_reference(cfg, ADAPT_REF_BN_FORMAT) &&
+        (st = adapt_precision_round_attached(p->prec)))
+        return st;
+    if (adapt_config_reference(cfg, ADAPT_REF_L1_QUANTIZED)) p->l1_quantized = 1;
     p->strategy = a->strat.st;
     return ADAPT_OK;
 }
@@ -256,13 +260,13 @@ static void observe_units(struct adapt_policy *p, double loss)
          * whole D, before its push-down (which then reads the new r) */
         if (!window || a->n[u] >= a->win[u]) {
             p->lb[u] = adapt_lookback_update(p->lb[u], a->D[u], lwr, upr,
-                                             cfg->quantization.gamma, a->compat);
+                                             cfg->quantization.gamma, a->ref[ADAPT_REF_LB_CEIL]);
             p->r[u] = adapt_resolution_update(p->r[u], p->lb[u], lwr, upr,
                                               cfg->quantization.r_lwr, cfg->quantization.r_upr);
         }
         lb_sum += p->lb[u];
     }
-    if (a->compat == ADAPT_COMPAT_REFERENCE)
+    if (a->ref[ADAPT_REF_STRATEGY] == ADAPT_COMPAT_REFERENCE)
         adapt_strategy_update_reference(&a->strat, p->micro_loss, lb_prev / a->nslots);
     else
         adapt_strategy_update(&a->strat, loss, lb_sum / p->prec->nunits);
@@ -341,7 +345,8 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
         c.key.stream = (uint64_t)ADAPT_STREAM_QUANT | (7u << 8) | ((uint64_t)u << 16) |
                        ((uint64_t)(uint32_t)step << 32);
         c.key.index = 0;
-        if (a->compat == ADAPT_COMPAT_REFERENCE) {
+        c.reference = a->ref[ADAPT_REF_KL_TEST] == ADAPT_COMPAT_REFERENCE;
+        if (c.reference) {
             c.n = w->value.numel / (size_t)w->value.dim[0]; /* the first slice w[0] */
             c.sample = c.n;
             /* on the GPU engine the slice comes to the host, where the published code's
@@ -362,7 +367,8 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
         }
         int wl0 = up->spec.wl, fl0 = up->spec.fl;
         struct adapt_pd_result pd;
-        adapt_pd_bisect(wl0, fl0, cfg->quantization.fl_min, a->compat, pd_lossy, &c, &pd);
+        adapt_pd_bisect(wl0, fl0, cfg->quantization.fl_min, a->ref[ADAPT_REF_PD_BISECT], pd_lossy,
+                        &c, &pd);
         if (c.st) return c.st;
         struct adapt_trace_event e;
         memset(&e, 0, sizeof e);
@@ -377,7 +383,8 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
         e.sample = (int64_t)c.sample;
         if ((st = adapt_policy_add_event(p, &e))) return st;
         int wl = pd.wl, fl = pd.fl, s;
-        adapt_pu(a->D[u], a->strat.st, cfg->quantization.buffer_bits, a->compat, &wl, &fl, &s);
+        adapt_pu(a->D[u], a->strat.st, cfg->quantization.buffer_bits, a->ref[ADAPT_REF_PU_S2_ZERO],
+                 &wl, &fl, &s);
         memset(&e, 0, sizeof e);
         e.unit = u;
         e.kind = ADAPT_TRACE_EVENT_PU;
