@@ -386,7 +386,7 @@ START_TEST(test_reference_switches)
     }
     ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=reference"), ADAPT_OK);
     ck_assert_int_eq(adapt_config_set(&c, "reference.kl_test=off"), ADAPT_OK);
-    for (int k = 0; k < ADAPT_REF_N; k++)
+    for (int k = 0; k < ADAPT_REF_N; k++) /* the default model is lenet5 */
         ck_assert_int_eq(adapt_config_reference(&c, (enum adapt_reference_switch)k),
                          k != ADAPT_REF_KL_TEST);
     ck_assert_int_eq(adapt_config_reference_mode(&c, ADAPT_REF_KL_TEST), ADAPT_COMPAT_CORRECTED);
@@ -397,6 +397,15 @@ START_TEST(test_reference_switches)
         ck_assert_int_eq(adapt_config_reference(&c, (enum adapt_reference_switch)k),
                          k == ADAPT_REF_PU_S2_ZERO);
     ck_assert_str_eq(adapt_config_enum_str(&c, "reference", "pu_s2_zero"), "on");
+    /* softmax_before_ce: auto only for the published LeNet-5 (model.name = lenet5) */
+    adapt_config_init(&c);
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=reference"), ADAPT_OK);
+    ck_assert_str_eq(c.model.name, "lenet5");
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_SOFTMAX_BEFORE_CE));
+    ck_assert_int_eq(adapt_config_set(&c, "model.name=alexnet_mnist"), ADAPT_OK);
+    ck_assert(!adapt_config_reference(&c, ADAPT_REF_SOFTMAX_BEFORE_CE));
+    ck_assert_int_eq(adapt_config_set(&c, "reference.softmax_before_ce=on"), ADAPT_OK);
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_SOFTMAX_BEFORE_CE));
     adapt_config_init(&c);
     adapt_error_clear();
     ck_assert_int_ne(load_text(&c, "[reference]\n\nbn_format = maybe\n"), ADAPT_OK);

@@ -329,6 +329,10 @@ static const struct adapt_schema_key keys[] = {
     REF_KEY(ADAPT_REF_L1_QUANTIZED, "l1_quantized",
             "adapt: the L1 term's sign from the quantized weight copies; off: from the float32 "
             "master"),
+    REF_KEY(ADAPT_REF_SOFTMAX_BEFORE_CE, "softmax_before_ce",
+            "the training and evaluation loss is the cross-entropy of softmax(logits), a second "
+            "softmax, as the published LeNet-5 computes it (auto: only for model.name = lenet5); "
+            "off: the cross-entropy of the logits. CPU engine only"),
     K_ENUM("roles", "recipe", roles.recipe, "none", recipe_enum,
            "formats, rounding and scaling of the tensor roles together (doc/numerics.md, "
            "\"Recipes\"): fp8_hybrid_delayed (E4M3 weights and inputs, E5M2 output "
@@ -852,10 +856,14 @@ const char *adapt_config_model(const struct adapt_config *cfg)
 
 int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_switch s)
 {
-    ADAPT_ASSERT((unsigned)s < ADAPT_REF_N);
+    if ((unsigned)s >= ADAPT_REF_N) return 0; /* no such switch */
     enum adapt_config_switch v = cfg->reference.sw[s];
-    if (v == ADAPT_SWITCH_AUTO) return cfg->quantization.compat == ADAPT_COMPAT_REFERENCE;
-    return v == ADAPT_SWITCH_ON;
+    if (v != ADAPT_SWITCH_AUTO) return v == ADAPT_SWITCH_ON;
+    if (cfg->quantization.compat != ADAPT_COMPAT_REFERENCE) return 0;
+    /* the published code's LeNet-5 alone ends in a softmax */
+    if (s == ADAPT_REF_SOFTMAX_BEFORE_CE)
+        return !cfg->model.file[0] && !strcmp(cfg->model.name, "lenet5");
+    return 1;
 }
 
 enum adapt_compat adapt_config_reference_mode(const struct adapt_config *cfg,
