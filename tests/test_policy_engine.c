@@ -304,6 +304,70 @@ START_TEST(test_adapt_reference_switches)
 }
 END_TEST
 
+/* 1 when every value of x[0..n) is on the grid of fixed <wl, fl> (a multiple of 2^-fl inside
+ * [-2^(wl-1-fl), 2^(wl-1-fl))). */
+static int on_grid(const float *x, size_t n, int wl, int fl)
+{
+    const double lim = ldexp(1.0, wl - 1 - fl);
+    for (size_t i = 0; i < n; i++) {
+        double v = ldexp((double)x[i], fl);
+        if (v != nearbyint(v) || x[i] < -lim || x[i] >= lim) return 0;
+    }
+    return 1;
+}
+
+/* reference.act_formats on LeNet-5 (the published model indexes its formats by module position
+ * with a counter that never moves): with unit 0 (conv) at <12,9> and unit 1 (conv) at <10,6>,
+ * unit 1's output (activation 4) is rounded to the start format <8,4> and unit 3's (the first
+ * linear, activation 10) to unit 0's <12,9>, whose grid is finer than <8,4>'s. Off, each unit
+ * rounds to its own: unit 1's output to <10,6> (some values off <8,4>'s grid), unit 3's to its
+ * <8,4>. */
+START_TEST(test_adapt_reference_act_formats)
+{
+    static struct adapt_config cfg;
+    float x[2 * 32 * 32];
+    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)sin(0.37 * i) * 2.385f;
+    for (int on = 0; on <= 1; on++) {
+        struct adapt_net *net = small_lenet(2);
+        struct adapt_policy *p = ref_policy(net, &cfg, on ? NULL : "reference.act_formats=off",
+                                            NULL);
+        struct quant_spec s;
+        ck_assert_int_eq(quant_spec_parse("fixed(12,9)", &s), ADAPT_OK);
+        adapt_precision_set(p->prec, 0, &s);
+        ck_assert_int_eq(quant_spec_parse("fixed(10,6)", &s), ADAPT_OK);
+        adapt_precision_set(p->prec, 1, &s);
+        adapt_precision_refresh_weights(p->prec, 1);
+        adapt_net_forward(net, x, 2, 1);
+        const size_t n4 = net->act_numel[4] * 2, n10 = net->act_numel[10] * 2;
+        if (on) {
+            ck_assert(on_grid(net->act[4], n4, 8, 4));
+            ck_assert(on_grid(net->act[10], n10, 12, 9));
+            ck_assert(!on_grid(net->act[10], n10, 8, 4));
+        } else {
+            ck_assert(on_grid(net->act[4], n4, 10, 6));
+            ck_assert(!on_grid(net->act[4], n4, 8, 4));
+            ck_assert(on_grid(net->act[10], n10, 8, 4));
+        }
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+    /* a model whose published indexing is not known is refused by name when the switch is on */
+    struct adapt_net *net = adapt_model_build("resnet20", 10);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "model.name=resnet20"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "reference.act_formats=on"), ADAPT_OK);
+    struct adapt_policy *p = NULL;
+    adapt_error_clear();
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_EUNSUPPORTED);
+    ck_assert(strstr(adapt_error_message(), "reference.act_formats") != NULL);
+    ck_assert(strstr(adapt_error_message(), "resnet20") != NULL);
+    adapt_net_free(net);
+}
+END_TEST
+
 /* The configured strategy reaches the policy and the trace as the same enum; the
  * checkpoint's policy state counts it from 0 (min), as it always has. Events for the
  * trace are kept however many there are. */
@@ -366,6 +430,7 @@ START_TEST(test_adapt_reference_bn_l1)
         ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
         ck_assert_int_eq(adapt_config_set(&cfg, ref ? "quantization.compat=reference"
                                                     : "quantization.compat=corrected"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "model.name=resnet20"), ADAPT_OK);
         if (off[c]) ck_assert_int_eq(adapt_config_set(&cfg, off[c]), ADAPT_OK);
         struct adapt_policy *p;
         ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
@@ -475,6 +540,7 @@ void test_policy_add_engine(TCase *engine)
     tcase_add_test(engine, test_adapt_policy_lookback);
     tcase_add_test(engine, test_adapt_policy_lb_window);
     tcase_add_test(engine, test_adapt_reference_switches);
+    tcase_add_test(engine, test_adapt_reference_act_formats);
     tcase_add_test(engine, test_adapt_strategy_and_events);
     tcase_add_test(engine, test_pd_noise_threshold);
     tcase_add_test(engine, test_adapt_reference_bn_l1);

@@ -333,6 +333,11 @@ static const struct adapt_schema_key keys[] = {
             "the training and evaluation loss is the cross-entropy of softmax(logits), a second "
             "softmax, as the published LeNet-5 computes it (auto: only for model.name = lenet5); "
             "off: the cross-entropy of the logits. CPU engine only"),
+    REF_KEY(ADAPT_REF_ACT_FORMATS, "act_formats",
+            "adapt: unit activations (inputs, outputs) in the formats the published models "
+            "index: lenet5's convs at start_wl/start_fl, its linears in the first conv's format; "
+            "alexnet's unit k in unit k/2's (auto: only for lenet5, alexnet_mnist, "
+            "alexnet_cifar); off: each unit's own format"),
     K_ENUM("roles", "recipe", roles.recipe, "none", recipe_enum,
            "formats, rounding and scaling of the tensor roles together (doc/numerics.md, "
            "\"Recipes\"): fp8_hybrid_delayed (E4M3 weights and inputs, E5M2 output "
@@ -863,6 +868,11 @@ int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_
     /* the published code's LeNet-5 alone ends in a softmax */
     if (s == ADAPT_REF_SOFTMAX_BEFORE_CE)
         return !cfg->model.file[0] && !strcmp(cfg->model.name, "lenet5");
+    /* the published indexing is known for these built-in models */
+    if (s == ADAPT_REF_ACT_FORMATS)
+        return !cfg->model.file[0] &&
+               (!strcmp(cfg->model.name, "lenet5") || !strcmp(cfg->model.name, "alexnet_mnist") ||
+                !strcmp(cfg->model.name, "alexnet_cifar"));
     return 1;
 }
 

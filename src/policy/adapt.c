@@ -143,6 +143,36 @@ static long window_of(const struct adapt_state *a, double lb)
     return a->ref[ADAPT_REF_LB_CEIL] == ADAPT_COMPAT_REFERENCE ? (long)lb : lround(lb);
 }
 
+/* reference.act_formats: each unit's activation format as the published models index them
+ * (doc/algorithms.md, "Reference switches"). LeNet-5 indexes its formats by module position
+ * with a counter that never moves: its convs keep the start format, its pools and linears take
+ * the first entry, the first conv's; AlexNet gives module k entry k of a list with two entries
+ * (weight, bias) per module: unit k takes unit k/2's format. */
+static enum adapt_status act_formats(struct adapt_policy *p, const struct quant_spec *start)
+{
+    const struct adapt_config *cfg = p->cfg;
+    const char *name = cfg->model.file[0] ? cfg->model.file : cfg->model.name;
+    const int nu = p->prec->nunits;
+    enum adapt_status st = ADAPT_OK;
+    if (!cfg->model.file[0] && !strcmp(name, "lenet5") && nu == 5) {
+        for (int u = 0; u < nu && !st; u++)
+            st = adapt_precision_act_from(p->prec, u, u < 3 ? -1 : 0, start);
+        return st;
+    }
+    if (!cfg->model.file[0] &&
+        (!strcmp(name, "alexnet_mnist") || !strcmp(name, "alexnet_cifar")) && nu == 6) {
+        for (int u = 0; u < nu && !st; u++) st = adapt_precision_act_from(p->prec, u, u / 2, NULL);
+        return st;
+    }
+    /* auto with a network other than the one named (a program building its own): unchanged */
+    if (cfg->reference.sw[ADAPT_REF_ACT_FORMATS] == ADAPT_SWITCH_AUTO) return ADAPT_OK;
+    return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                       "reference.act_formats = on: the published models' activation formats "
+                       "are known for model.name = lenet5, alexnet_mnist and alexnet_cifar, not "
+                       "for %s (%d units); set reference.act_formats = off",
+                       name, nu);
+}
+
 static enum adapt_status adapt_init(struct adapt_policy *p)
 {
     const struct adapt_config *cfg = p->cfg;
@@ -207,6 +237,8 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
         (st = adapt_precision_round_attached(p->prec)))
         return st;
     if (adapt_config_reference(cfg, ADAPT_REF_L1_QUANTIZED)) p->l1_quantized = 1;
+    if (adapt_config_reference(cfg, ADAPT_REF_ACT_FORMATS) && (st = act_formats(p, &s)))
+        return st;
     p->strategy = a->strat.st;
     return ADAPT_OK;
 }
