@@ -386,9 +386,9 @@ START_TEST(test_reference_switches)
     }
     ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=reference"), ADAPT_OK);
     ck_assert_int_eq(adapt_config_set(&c, "reference.kl_test=off"), ADAPT_OK);
-    for (int k = 0; k < ADAPT_REF_N; k++) /* the default model is lenet5 */
+    for (int k = 0; k < ADAPT_REF_N; k++) /* lenet5 (the default model) has no loss penalty */
         ck_assert_int_eq(adapt_config_reference(&c, (enum adapt_reference_switch)k),
-                         k != ADAPT_REF_KL_TEST);
+                         k != ADAPT_REF_KL_TEST && k != ADAPT_REF_LOSS_PENALTY);
     ck_assert_int_eq(adapt_config_reference_mode(&c, ADAPT_REF_KL_TEST), ADAPT_COMPAT_CORRECTED);
     ck_assert_int_eq(adapt_config_reference_mode(&c, ADAPT_REF_LB_CEIL), ADAPT_COMPAT_REFERENCE);
     ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=corrected"), ADAPT_OK);
@@ -406,6 +406,15 @@ START_TEST(test_reference_switches)
     ck_assert(!adapt_config_reference(&c, ADAPT_REF_SOFTMAX_BEFORE_CE));
     ck_assert_int_eq(adapt_config_set(&c, "reference.softmax_before_ce=on"), ADAPT_OK);
     ck_assert(adapt_config_reference(&c, ADAPT_REF_SOFTMAX_BEFORE_CE));
+    /* loss_penalty: auto for the AlexNets and ResNets; act_formats for LeNet-5 and AlexNet */
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_LOSS_PENALTY));
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_ACT_FORMATS));
+    ck_assert_int_eq(adapt_config_set(&c, "model.name=resnet20"), ADAPT_OK);
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_LOSS_PENALTY));
+    ck_assert(!adapt_config_reference(&c, ADAPT_REF_ACT_FORMATS));
+    ck_assert_int_eq(adapt_config_set(&c, "model.name=lenet5"), ADAPT_OK);
+    ck_assert(!adapt_config_reference(&c, ADAPT_REF_LOSS_PENALTY));
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_ACT_FORMATS));
     adapt_config_init(&c);
     adapt_error_clear();
     ck_assert_int_ne(load_text(&c, "[reference]\n\nbn_format = maybe\n"), ADAPT_OK);

@@ -368,6 +368,43 @@ START_TEST(test_adapt_reference_act_formats)
 }
 END_TEST
 
+/* reference.loss_penalty, turned on alone in a corrected run: the strategy compares the loss
+ * plus the mean over parameters of WL/32 x non-zero fraction. Two steps of loss 2.3; between
+ * them the units' weight copies become 0, so the penalty falls (from about 8/32 to the biases'
+ * share alone). Off, the compared losses are equal, |mean| <= |loss| twice: min -> mean -> max.
+ * On, step 1 stores 2.3 + pen1 (min -> mean), step 2 compares the mean of 2.3 + pen1 and
+ * 2.3 + pen2 with 2.3 + pen2 < it: back to min. */
+START_TEST(test_adapt_reference_loss_penalty)
+{
+    static struct adapt_config cfg;
+    for (int on = 0; on <= 1; on++) {
+        struct adapt_net *net = small_lenet(1);
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.quant_grads=false"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, on ? "reference.loss_penalty=on"
+                                                   : "reference.loss_penalty=auto"),
+                         ADAPT_OK);
+        struct adapt_policy *p;
+        ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+        adapt_precision_refresh_weights(p->prec, 1);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_int_eq(p->strategy, ADAPT_TRACE_STRATEGY_MEAN);
+        for (int u = 0; u < p->prec->nunits; u++) {
+            struct adapt_param *w = &p->prec->u[u].layer->param[0];
+            ck_assert_ptr_ne(w->use, w->value.data);
+            memset(w->use, 0, sizeof(float) * w->value.numel);
+        }
+        set_grads(net, 0.25f);
+        p->type->observe(p, 2, 2.3, 0);
+        ck_assert_int_eq(p->strategy, on ? ADAPT_TRACE_STRATEGY_MIN : ADAPT_TRACE_STRATEGY_MAX);
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
 /* The configured strategy reaches the policy and the trace as the same enum; the
  * checkpoint's policy state counts it from 0 (min), as it always has. Events for the
  * trace are kept however many there are. */
@@ -541,6 +578,7 @@ void test_policy_add_engine(TCase *engine)
     tcase_add_test(engine, test_adapt_policy_lb_window);
     tcase_add_test(engine, test_adapt_reference_switches);
     tcase_add_test(engine, test_adapt_reference_act_formats);
+    tcase_add_test(engine, test_adapt_reference_loss_penalty);
     tcase_add_test(engine, test_adapt_strategy_and_events);
     tcase_add_test(engine, test_pd_noise_threshold);
     tcase_add_test(engine, test_adapt_reference_bn_l1);

@@ -338,6 +338,11 @@ static const struct adapt_schema_key keys[] = {
             "index: lenet5's convs at start_wl/start_fl, its linears in the first conv's format; "
             "alexnet's unit k in unit k/2's (auto: only for lenet5, alexnet_mnist, "
             "alexnet_cifar); off: each unit's own format"),
+    REF_KEY(ADAPT_REF_LOSS_PENALTY, "loss_penalty",
+            "adapt: the loss the push-up strategy compares includes the published AlexNet's and "
+            "ResNet's penalty, the mean over parameters of WL/32 x their non-zero fraction (auto: "
+            "only for alexnet_mnist, alexnet_cifar and resnet models); off: the loss alone. CPU "
+            "engine only"),
     K_ENUM("roles", "recipe", roles.recipe, "none", recipe_enum,
            "formats, rounding and scaling of the tensor roles together (doc/numerics.md, "
            "\"Recipes\"): fp8_hybrid_delayed (E4M3 weights and inputs, E5M2 output "
@@ -873,6 +878,10 @@ int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_
         return !cfg->model.file[0] &&
                (!strcmp(cfg->model.name, "lenet5") || !strcmp(cfg->model.name, "alexnet_mnist") ||
                 !strcmp(cfg->model.name, "alexnet_cifar"));
+    if (s == ADAPT_REF_LOSS_PENALTY)
+        return !cfg->model.file[0] && (!strcmp(cfg->model.name, "alexnet_mnist") ||
+                                       !strcmp(cfg->model.name, "alexnet_cifar") ||
+                                       !strncmp(cfg->model.name, "resnet", 6));
     return 1;
 }
 

@@ -275,6 +275,29 @@ static int unit_of_param(const struct adapt_policy *p, const struct adapt_param 
     return -1;
 }
 
+/* reference.loss_penalty: the published AlexNet's and ResNet's term, the mean over trainable
+ * parameters of WL/32 x the parameter's non-zero fraction, WL that of the unit whose format
+ * the parameter takes (32 for none), the values those the layers compute with. */
+static double loss_penalty(const struct adapt_policy *p)
+{
+    const struct adapt_net *net = p->net;
+    double pen = 0.0;
+    int ct = 0;
+    for (int k = 0; k < net->nparam; k++) {
+        const struct adapt_param *pp = net->param[k];
+        if (pp->role == ADAPT_PARAM_BUFFER || !pp->value.numel) continue;
+        const int u = p->prec->param_unit[k];
+        const double wl = u >= 0 && p->prec->u[u].active ? quant_spec_bits(&p->prec->u[u].spec)
+                                                         : 32.0;
+        const float *v = pp->use ? pp->use : pp->value.data;
+        size_t nz = 0;
+        for (size_t i = 0; i < pp->value.numel; i++) nz += v[i] != 0.0f;
+        pen += wl / 32.0 * (double)nz / (double)pp->value.numel;
+        ct++;
+    }
+    return ct ? pen / ct : 0.0;
+}
+
 /* After the units' normalised gradients went into G (a->gg = ||G||^2): counts, diversity,
  * lookback, resolution and the strategy. */
 static void observe_units(struct adapt_policy *p, double loss)
@@ -298,10 +321,15 @@ static void observe_units(struct adapt_policy *p, double loss)
         }
         lb_sum += p->lb[u];
     }
+    /* reference.loss_penalty: the published models add it to the loss (before dividing by the
+     * accumulation steps) */
+    const double pen = adapt_config_reference(cfg, ADAPT_REF_LOSS_PENALTY) ? loss_penalty(p) : 0.0;
     if (a->ref[ADAPT_REF_STRATEGY] == ADAPT_COMPAT_REFERENCE)
-        adapt_strategy_update_reference(&a->strat, p->micro_loss, lb_prev / a->nslots);
+        adapt_strategy_update_reference(&a->strat,
+                                        p->micro_loss + pen / cfg->train.accumulation_steps,
+                                        lb_prev / a->nslots);
     else
-        adapt_strategy_update(&a->strat, loss, lb_sum / p->prec->nunits);
+        adapt_strategy_update(&a->strat, loss + pen, lb_sum / p->prec->nunits);
     p->strategy = a->strat.st;
 }
 
