@@ -100,6 +100,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(c.quantization.lb_lwr, 25);
     ck_assert_int_eq(c.quantization.lb_upr, 100);
     ck_assert(c.quantization.gamma == 0.33);
+    ck_assert_int_eq(c.quantization.lb_update, ADAPT_CONFIG_LB_UPDATE_STEP);
     ck_assert_int_eq(c.quantization.buffer_bits, 4);
     ck_assert_int_eq(c.quantization.strategy, ADAPT_TRACE_STRATEGY_MIN);
     ck_assert(c.quantization.quant_inputs && c.quantization.quant_outputs &&
@@ -205,6 +206,7 @@ const char *full_ini =
     "lb_lwr = 20\n"
     "lb_upr = 90\n"
     "gamma = 0.5\n"
+    "lb_update = window\n"
     "buffer_bits = 2\n"
     "strategy = mean\n"
     "quant_inputs = false\n"
@@ -286,6 +288,7 @@ START_TEST(test_full_file)
     ck_assert_int_eq(c.quantization.lb_lwr, 20);
     ck_assert_int_eq(c.quantization.lb_upr, 90);
     ck_assert(c.quantization.gamma == 0.5);
+    ck_assert_int_eq(c.quantization.lb_update, ADAPT_CONFIG_LB_UPDATE_WINDOW);
     ck_assert_int_eq(c.quantization.buffer_bits, 2);
     ck_assert_int_eq(c.quantization.strategy, ADAPT_TRACE_STRATEGY_MEAN);
     ck_assert(!c.quantization.quant_inputs && !c.quantization.quant_outputs &&
@@ -357,6 +360,7 @@ START_TEST(test_set)
          "one of unit, graph"},
         {"run.out=a ;b", "run.out", "' ;'"},
         {"data.resize=nearest", "data.resize", "one of pad, bilinear"},
+        {"quantization.lb_update=epoch", "quantization.lb_update", "one of step, window"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         adapt_error_clear();
@@ -367,6 +371,61 @@ START_TEST(test_set)
         ck_assert(adapt_config_equal(&c, &before, NULL, 0));
         ck_assert_int_eq(c.n_overrides, 7);
     }
+}
+END_TEST
+
+/* [reference] switches: auto follows quantization.compat, on and off set one switch alone;
+ * a value outside auto / on / off names the file, its line, the key and the choices. */
+START_TEST(test_reference_switches)
+{
+    struct adapt_config c;
+    adapt_config_init(&c);
+    for (int k = 0; k < ADAPT_REF_N; k++) {
+        ck_assert_int_eq(c.reference.sw[k], ADAPT_SWITCH_AUTO);
+        ck_assert(!adapt_config_reference(&c, (enum adapt_reference_switch)k));
+    }
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=reference"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "reference.kl_test=off"), ADAPT_OK);
+    for (int k = 0; k < ADAPT_REF_N; k++) /* lenet5 (the default model) has no loss penalty */
+        ck_assert_int_eq(adapt_config_reference(&c, (enum adapt_reference_switch)k),
+                         k != ADAPT_REF_KL_TEST && k != ADAPT_REF_LOSS_PENALTY);
+    ck_assert_int_eq(adapt_config_reference_mode(&c, ADAPT_REF_KL_TEST), ADAPT_COMPAT_CORRECTED);
+    ck_assert_int_eq(adapt_config_reference_mode(&c, ADAPT_REF_LB_CEIL), ADAPT_COMPAT_REFERENCE);
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=corrected"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&c, "reference.pu_s2_zero=on"), ADAPT_OK);
+    for (int k = 0; k < ADAPT_REF_N; k++)
+        ck_assert_int_eq(adapt_config_reference(&c, (enum adapt_reference_switch)k),
+                         k == ADAPT_REF_PU_S2_ZERO);
+    ck_assert_str_eq(adapt_config_enum_str(&c, "reference", "pu_s2_zero"), "on");
+    /* softmax_before_ce: auto only for the published LeNet-5 (model.name = lenet5) */
+    adapt_config_init(&c);
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=reference"), ADAPT_OK);
+    ck_assert_str_eq(c.model.name, "lenet5");
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_SOFTMAX_BEFORE_CE));
+    ck_assert_int_eq(adapt_config_set(&c, "model.name=alexnet_mnist"), ADAPT_OK);
+    ck_assert(!adapt_config_reference(&c, ADAPT_REF_SOFTMAX_BEFORE_CE));
+    ck_assert_int_eq(adapt_config_set(&c, "reference.softmax_before_ce=on"), ADAPT_OK);
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_SOFTMAX_BEFORE_CE));
+    /* loss_penalty: auto for the AlexNets and ResNets; act_formats for LeNet-5 and AlexNet */
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_LOSS_PENALTY));
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_ACT_FORMATS));
+    ck_assert_int_eq(adapt_config_set(&c, "model.name=resnet20"), ADAPT_OK);
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_LOSS_PENALTY));
+    ck_assert(!adapt_config_reference(&c, ADAPT_REF_ACT_FORMATS));
+    ck_assert_int_eq(adapt_config_set(&c, "model.name=lenet5"), ADAPT_OK);
+    ck_assert(!adapt_config_reference(&c, ADAPT_REF_LOSS_PENALTY));
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_ACT_FORMATS));
+    adapt_config_init(&c);
+    adapt_error_clear();
+    ck_assert_int_ne(load_text(&c, "[reference]\n\nbn_format = maybe\n"), ADAPT_OK);
+    ck_assert_msg_has("t.ini:3");
+    ck_assert_msg_has("reference.bn_format");
+    ck_assert_msg_has("one of auto, on, off");
+    adapt_config_init(&c);
+    adapt_error_clear();
+    ck_assert_int_ne(load_text(&c, "[reference]\nsoftmax = on\n"), ADAPT_OK);
+    ck_assert_msg_has("t.ini:2");
+    ck_assert_msg_has("reference.softmax");
 }
 END_TEST
 
@@ -404,6 +463,7 @@ int main(void)
     tcase_add_test(tc, test_full_file);
     tcase_add_test(tc, test_set);
     tcase_add_test(tc, test_cross_checks);
+    tcase_add_test(tc, test_reference_switches);
     test_config_add_errors(tc);
     test_config_add_formats(tc);
     test_config_add_print(tc);

@@ -163,7 +163,7 @@ START_TEST(test_format_sections)
 
     /* JSON: {"format": {NAME: {the keys set}}} */
     json_t *j = adapt_config_to_json(&c);
-    ck_assert_int_eq(json_object_size(j), 10); /* the sections of test_json, and format */
+    ck_assert_int_eq(json_object_size(j), 11); /* the sections of test_json, and format */
     char *js = json_dumps(json_object_get(json_object_get(j, "format"), "q8"), JSON_COMPACT);
     ck_assert_str_eq(js, "{\"kind\":\"fixed\",\"wl\":8,\"fl\":5}");
     free(js);

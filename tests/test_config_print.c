@@ -101,8 +101,9 @@ START_TEST(test_json)
     /* the run's name goes into the trace header's config like every key */
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "run"), "name")),
                      "fixed8");
-    ck_assert_int_eq(json_object_size(j),
-                     9); /* run data model train optim schedule policy quantization roles */
+    /* run data model train optim schedule policy quantization reference roles */
+    ck_assert_int_eq(json_object_size(j), 10);
+    ck_assert_int_eq(json_object_size(json_object_get(j, "reference")), ADAPT_REF_N);
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "run"), "seed")), 2385);
     json_t *optim = json_object_get(j, "optim");
     ck_assert(json_is_real(json_object_get(optim, "lr")));
@@ -117,8 +118,8 @@ START_TEST(test_json)
     ck_assert_int_eq(json_array_size(sched), 2);
     ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(sched, 1), 0)), 32);
     ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(sched, 1), 1)), 45);
-    /* every [quantization] key of the schema table (28) */
-    ck_assert_int_eq(json_object_size(json_object_get(j, "quantization")), 28);
+    /* every [quantization] key of the schema table (29) */
+    ck_assert_int_eq(json_object_size(json_object_get(j, "quantization")), 29);
     json_t *q = json_object_get(j, "quantization");
     ck_assert_str_eq(json_string_value(json_object_get(q, "precision_propagation")), "unit");
     ck_assert_str_eq(json_string_value(json_object_get(q, "graph_preset")), "default");

@@ -458,6 +458,52 @@ START_TEST(test_xent_grads)
 }
 END_TEST
 
+/* The cross-entropy of softmax(z) (reference.softmax_before_ce), by hand: z = (0, ln 3),
+ * label 1. p = softmax(z) = (1/4, 3/4); the loss is the cross-entropy of p as logits,
+ * log(e^0.25 + e^0.75) - 0.75 = log(1 + e^0.5) - 0.5 = 0.474076984 (the plain loss of z is
+ * -log(3/4) = 0.287682072). q = softmax(p) = (1, e^0.5) / (1 + e^0.5) = (0.377540669,
+ * 0.622459331); g = q - onehot = (0.377540669, -0.377540669); g.p = -0.188770334;
+ * dz = p (g - g.p) = (0.25 * 0.566311003, 0.75 * -0.188770334) = (0.141577751, -0.141577751).
+ * The arg-max is z's. Then a finite-difference check on random rows. */
+static double xent2_ref(void *p)
+{
+    struct xent_ctx *x = p;
+    double L = 0.0;
+    for (int i = 0; i < x->n; i++) {
+        double m = -INFINITY, s = 0.0, s2 = 0.0;
+        for (int j = 0; j < x->c; j++) m = fmax(m, x->z[i * x->c + j]);
+        for (int j = 0; j < x->c; j++) s += exp(x->z[i * x->c + j] - m);
+        for (int j = 0; j < x->c; j++) s2 += exp(exp(x->z[i * x->c + j] - m) / s);
+        L += log(s2) - exp(x->z[i * x->c + x->lab[i]] - m) / s;
+    }
+    return L / x->n;
+}
+
+START_TEST(test_xent_softmax_first)
+{
+    float z[2] = {0.0f, (float)log(3.0)}, d[2];
+    int one = 1, ok = -1;
+    ck_assert_double_eq_tol(adapt_softmax2_xent(z, &one, 1, 2, d, &ok), 0.474076984, 1e-7);
+    ck_assert_double_eq_tol(adapt_softmax_xent(z, &one, 1, 2, NULL, NULL), 0.287682072, 1e-7);
+    ck_assert_float_eq_tol(d[0], 0.141577751f, 1e-7f);
+    ck_assert_float_eq_tol(d[1], -0.141577751f, 1e-7f);
+    ck_assert_int_eq(ok, 1);
+    enum { N = 16, C = 10 };
+    float zz[N * C], dd[N * C];
+    int lab[N];
+    tu_fill_uniform(zz, N * C, 112, -4.0f, 4.0f);
+    for (int i = 0; i < N; i++) lab[i] = (i * 3) % C;
+    struct xent_ctx c = {zz, lab, N, C};
+    double loss = adapt_softmax2_xent(zz, lab, N, C, dd, NULL);
+    ck_assert_double_eq_tol(loss, xent2_ref(&c), 1e-9);
+    /* computed in double, rounded once to float: a few u of the largest gradient, 1 / n */
+    struct tu_fd_opts o = {0x1p-12f, 0.0, 8 * U / N, 0};
+    struct tu_fd_result r;
+    ck_assert_msg(tu_gradcheck(xent2_ref, &c, zz, N * C, dd, &o, &r) == 0,
+                  "xent2 index %zu: %.9g vs %.9g", r.worst, r.worst_an, r.worst_fd);
+}
+END_TEST
+
 static Suite *layers_suite(void)
 {
     Suite *s = suite_create("layers");
@@ -479,6 +525,7 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_linear_hand_and_grads);
     tcase_add_test(tc, test_xent_hand);
     tcase_add_test(tc, test_xent_grads);
+    tcase_add_test(tc, test_xent_softmax_first);
     suite_add_tcase(s, tc);
 
     suite_add_tcase(s, te);

@@ -523,6 +523,51 @@ START_TEST(test_su3_su2_reference)
 }
 END_TEST
 
+/* SU2 with the reference analysis' index arithmetic, by hand. perf_su2_index over the
+ * accuracies {0.50, 0.70, 0.72, 0.71} (n = 4), SU1 paper 1.5: target 0.70 is first met at
+ * index i = 1, fraction 1/4, SU2 = 1.5 / 0.25 = 6; target 0.72 at i = 2: 1.5 * 4/2 = 3;
+ * target 0.8 is never met: the fraction stays 1, SU2 = 1.5; target 0.5 is met at i = 0: the
+ * reference divides by zero, NaN. The conservative perf_su2_reference for target 0.70 is
+ * 1.5 * 4 / (1 + 1) = 3. Through the synthetic trace (epoch accuracies 0.8125, 0.83, so
+ * n = 2): target 0.82 is met at i = 1, SU2 ref i/n = SU1 paper * 2 / 1, where the
+ * conservative SU2 ref = SU1 paper * 2 / 2; target 0.81 at i = 0: NaN (SU2 ref = 2 SU1 paper);
+ * target 0.9: SU2 ref i/n = SU1 paper (SU2 ref NaN). */
+START_TEST(test_su2_index)
+{
+    static const double acc[4] = {0.50, 0.70, 0.72, 0.71};
+    ck_assert_close(perf_su2_index(1.5, acc, 4, 0.70), 6.0);
+    ck_assert_close(perf_su2_index(1.5, acc, 4, 0.72), 3.0);
+    ck_assert_close(perf_su2_index(1.5, acc, 4, 0.8), 1.5);
+    ck_assert(isnan(perf_su2_index(1.5, acc, 4, 0.5)));
+    ck_assert(isnan(perf_su2_index(1.5, acc, 0, 0.7)));
+    ck_assert_close(perf_su2_reference(1.5, 1, 4), 3.0);
+    char path[128];
+    tu_path(path, sizeof path, tmpdir, "su2idx.jsonl");
+    struct syn_opts o = syn_default();
+    syn_write(path, &o);
+    static const double target[3] = {0.82, 0.81, 0.9};
+    for (int k = 0; k < 3; k++) {
+        struct perf_params p;
+        perf_params_init(&p);
+        p.target_acc = target[k];
+        struct perf_run *r = analyze_file(path, &p, NULL);
+        const double sp = 2.0 * SYN_C32 / (SYN_CQ + SYN_C32);
+        ck_assert_close(r->su1_paper, sp);
+        if (k == 0) {
+            ck_assert_close(r->su2_ref_index, 2.0 * sp);
+            ck_assert_close(r->su2_ref, sp);
+        } else if (k == 1) {
+            ck_assert(isnan(r->su2_ref_index));
+            ck_assert_close(r->su2_ref, 2.0 * sp);
+        } else {
+            ck_assert_close(r->su2_ref_index, sp);
+            ck_assert(isnan(r->su2_ref));
+        }
+        perf_run_free(r);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("perf");
@@ -536,6 +581,7 @@ int main(void)
     tcase_add_test(tc, test_policy_memory);
     tcase_add_test(tc, test_sparsity_weight_gradient);
     tcase_add_test(tc, test_su3_su2_reference);
+    tcase_add_test(tc, test_su2_index);
     TCase *tm = tcase_create("models");
     test_perf_add_models(tc, tm);
     test_perf_add_errors(tc);

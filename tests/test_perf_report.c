@@ -18,7 +18,7 @@
 /* Runs are named by their configuration file, with the AdaPT compat mode
  * when it is "reference" and the seed when it is not 1 (the synthetic
  * trace's seed is 7); the paper-compat table names both conventions and
- * adds SU2 ref and SU3. */
+ * adds SU2 ref, SU2 ref i/n and SU3. */
 START_TEST(test_report_names)
 {
     char path[128];
@@ -45,7 +45,8 @@ START_TEST(test_report_names)
     struct perf_run *rows[1] = {r};
     ck_assert_int_eq(perf_report_write(f, PERF_FORMAT_TEXT, rows, 1, &p, 0), ADAPT_OK);
     fclose(f);
-    static const char *const heads[] = {"SU1 paper", "SU2 paper", "SU2 ref", "SU3", "compat",
+    static const char *const heads[] = {"SU1 paper", "SU2 paper", "SU2 ref", "SU2 ref i/n",
+                                        "SU3", "compat",
                                         "corrected", "lenet_msgd_fp_fmnist seed 7"};
     for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
         ck_assert_msg(strstr(txt, heads[i]) != NULL, "lacks '%s':\n%s", heads[i], txt);

@@ -148,6 +148,263 @@ START_TEST(test_adapt_policy_lookback)
 }
 END_TEST
 
+/* quantization.lb_update = window, with lb_lwr 2, lb_upr 4, gamma 1: identical normalised
+ * gradients give G = n g/|g|, D = n / ||G|| = 1, lb_new = ceil(4 / 1) = 4. The first window
+ * takes lb_lwr = 2 steps: after step 1 lb and r are untouched (2, r_lwr = 50); step 2
+ * completes it, lb = 4 and r = 51 (lb at lb_upr), and decide runs the push-down and push-up
+ * (two events) and starts a window of 4 steps: steps 3 to 5 decide nothing. With
+ * lb_update = step, lb is already 4 and r 51 after step 1, r is 52 after step 2, and no
+ * decision comes at step 2 (n = 2 < lb = 4). */
+START_TEST(test_adapt_policy_lb_window)
+{
+    for (int window = 0; window <= 1; window++) {
+        struct adapt_net *net = small_lenet(1);
+        static struct adapt_config cfg;
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.quant_grads=false"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.lb_lwr=2"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.lb_upr=4"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.gamma=1"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, window ? "quantization.lb_update=window"
+                                                       : "quantization.lb_update=step"),
+                         ADAPT_OK);
+        struct adapt_policy *p;
+        ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_int_eq(p->type->decide(p, 1), ADAPT_OK);
+        ck_assert_double_eq(p->lb[0], window ? 2.0 : 4.0);
+        ck_assert_int_eq(p->r[0], window ? 50 : 51);
+        ck_assert_int_eq(p->n_events, 0);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 2, 2.3, 0);
+        ck_assert_double_eq(p->lb[0], 4.0);
+        ck_assert_int_eq(p->r[0], window ? 51 : 52);
+        ck_assert_int_eq(p->type->decide(p, 2), ADAPT_OK);
+        /* a push-down and a push-up event per unit that decided */
+        ck_assert_int_eq(p->n_events, window ? 2 * p->prec->nunits : 0);
+        adapt_policy_clear_events(p);
+        for (long step = 3; window && step <= 5; step++) {
+            set_grads(net, 0.25f);
+            p->type->observe(p, step, 2.3, 0);
+            ck_assert_int_eq(p->type->decide(p, step), ADAPT_OK);
+            ck_assert_double_eq(p->lb[0], 4.0);
+            ck_assert_int_eq(p->r[0], 51);
+            ck_assert_int_eq(p->n_events, 0);
+        }
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
+/* The event of unit u and kind k among the policy's events, or NULL. */
+static const struct adapt_trace_event *event_of(const struct adapt_policy *p, int u, int kind)
+{
+    for (int i = 0; i < p->n_events; i++)
+        if (p->events[i].unit == u && (int)p->events[i].kind == kind) return &p->events[i];
+    return NULL;
+}
+
+/* A reference policy on LeNet-5 with one [reference] switch set (NULL: none) and extra keys. */
+static struct adapt_policy *ref_policy(struct adapt_net *net, struct adapt_config *cfg,
+                                       const char *sw, const char *const *keys)
+{
+    adapt_config_init(cfg);
+    ck_assert_int_eq(adapt_config_set(cfg, "policy.name=adapt"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(cfg, "quantization.compat=reference"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(cfg, "quantization.quant_grads=false"), ADAPT_OK);
+    for (; keys && *keys; keys++) ck_assert_int_eq(adapt_config_set(cfg, *keys), ADAPT_OK);
+    if (sw) ck_assert_int_eq(adapt_config_set(cfg, sw), ADAPT_OK);
+    struct adapt_policy *p;
+    ck_assert_int_eq(adapt_policy_alloc(&p, cfg, net, 1), ADAPT_OK);
+    return p;
+}
+
+/* Each rule switch of [reference], turned off alone under compat = reference, on LeNet-5:
+ * - lb_ceil: one step of identical gradients (D = 1, lb_new = 100) from lb 25 gives
+ *   0.33 * 100 + 0.67 * 25 = 49.75, rounded up to 50 when on.
+ * - strategy: after one loss the published rule changes nothing (at most k losses stored):
+ *   min; the corrected rule compares the loss with the mean of itself: min -> mean.
+ * - kl_test: unit 0 (6x1x5x5 weights) is tested on its first slice w[0], 25 weights, when
+ *   on, and on all 150 (pd_sample 4096 > 150) when off (the event's sample).
+ * - pd_bisect (with kl_test off): unit 0's weights all 0, so every format is lossless. From
+ *   <8,4>, fl_min 4: FL stays 4 untested in both; WL: the published loop tests 6 and 5 and
+ *   returns lo = 4 (2 tests), the corrected search over (3, 8] tests 6, 5 and 4 (3 tests);
+ *   both end at <4,4>.
+ * - pu_s2_zero: 8 steps whose unit gradients are orthogonal unit vectors (one-hot at the
+ *   step's index) give D = 8 / sqrt(8) = 2.83, lambda = ln D - 1 = 0.040, s1 = 64 (capped),
+ *   s2 = ceil(32 lambda^2) - FL = 1 - FL < 0, bounded below by 0 when on and by 1 when off;
+ *   strategy min (the published rule has not moved with 8 losses and lb 8): s = 0 or 1. */
+START_TEST(test_adapt_reference_switches)
+{
+    static struct adapt_config cfg;
+    for (int on = 0; on <= 1; on++) {
+        struct adapt_net *net = small_lenet(1);
+        struct adapt_policy *p = ref_policy(net, &cfg, on ? NULL : "reference.lb_ceil=off", NULL);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_double_eq_tol(p->lb[0], on ? 50.0 : 49.75, 1e-9);
+        adapt_policy_free(p);
+        p = ref_policy(net, &cfg, on ? NULL : "reference.strategy=off", NULL);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_int_eq(p->strategy, on ? ADAPT_TRACE_STRATEGY_MIN : ADAPT_TRACE_STRATEGY_MEAN);
+        adapt_policy_free(p);
+
+        static const char *const lb1[] = {"quantization.lb_lwr=1", "quantization.lb_upr=1",
+                                          NULL};
+        p = ref_policy(net, &cfg, on ? NULL : "reference.kl_test=off", lb1);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_int_eq(p->type->decide(p, 1), ADAPT_OK);
+        const struct adapt_trace_event *e = event_of(p, 0, ADAPT_TRACE_EVENT_PD);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_int_eq(e->sample, on ? 25 : 150);
+        adapt_policy_free(p);
+
+        static const char *const kl_off[] = {"quantization.lb_lwr=1", "quantization.lb_upr=1",
+                                             "reference.kl_test=off", NULL};
+        p = ref_policy(net, &cfg, on ? NULL : "reference.pd_bisect=off", kl_off);
+        struct adapt_param *w = net->param[0];
+        ck_assert_ptr_eq(w, &p->prec->u[0].layer->param[0]);
+        memset(w->value.data, 0, sizeof(float) * w->value.numel);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_int_eq(p->type->decide(p, 1), ADAPT_OK);
+        e = event_of(p, 0, ADAPT_TRACE_EVENT_PD);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_int_eq(e->kl_evals, on ? 2 : 3);
+        ck_assert_int_eq(e->after[0], 4);
+        ck_assert_int_eq(e->after[1], 4);
+        adapt_policy_free(p);
+
+        static const char *const lb8[] = {"quantization.lb_lwr=8", "quantization.lb_upr=8",
+                                          NULL};
+        p = ref_policy(net, &cfg, on ? NULL : "reference.pu_s2_zero=off", lb8);
+        for (long step = 1; step <= 8; step++) {
+            set_grads(net, 0.25f);
+            for (int u = 0; u < p->prec->nunits; u++) {
+                struct adapt_param *pw = &p->prec->u[u].layer->param[0];
+                memset(pw->grad.data, 0, sizeof(float) * pw->grad.numel);
+                pw->grad.data[step - 1] = 1.0f;
+            }
+            p->type->observe(p, step, 2.3, 0);
+            ck_assert_int_eq(p->type->decide(p, step), ADAPT_OK);
+            if (step < 8) ck_assert_int_eq(p->n_events, 0);
+        }
+        ck_assert_int_eq(p->strategy, ADAPT_TRACE_STRATEGY_MIN);
+        e = event_of(p, 0, ADAPT_TRACE_EVENT_PU);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_int_eq(e->s, on ? 0 : 1);
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
+/* 1 when every value of x[0..n) is on the grid of fixed <wl, fl> (a multiple of 2^-fl inside
+ * [-2^(wl-1-fl), 2^(wl-1-fl))). */
+static int on_grid(const float *x, size_t n, int wl, int fl)
+{
+    const double lim = ldexp(1.0, wl - 1 - fl);
+    for (size_t i = 0; i < n; i++) {
+        double v = ldexp((double)x[i], fl);
+        if (v != nearbyint(v) || x[i] < -lim || x[i] >= lim) return 0;
+    }
+    return 1;
+}
+
+/* reference.act_formats on LeNet-5 (the published model indexes its formats by module position
+ * with a counter that never moves): with unit 0 (conv) at <12,9> and unit 1 (conv) at <10,6>,
+ * unit 1's output (activation 4) is rounded to the start format <8,4> and unit 3's (the first
+ * linear, activation 10) to unit 0's <12,9>, whose grid is finer than <8,4>'s. Off, each unit
+ * rounds to its own: unit 1's output to <10,6> (some values off <8,4>'s grid), unit 3's to its
+ * <8,4>. */
+START_TEST(test_adapt_reference_act_formats)
+{
+    static struct adapt_config cfg;
+    float x[2 * 32 * 32];
+    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)sin(0.37 * i) * 2.385f;
+    for (int on = 0; on <= 1; on++) {
+        struct adapt_net *net = small_lenet(2);
+        struct adapt_policy *p = ref_policy(net, &cfg, on ? NULL : "reference.act_formats=off",
+                                            NULL);
+        struct quant_spec s;
+        ck_assert_int_eq(quant_spec_parse("fixed(12,9)", &s), ADAPT_OK);
+        adapt_precision_set(p->prec, 0, &s);
+        ck_assert_int_eq(quant_spec_parse("fixed(10,6)", &s), ADAPT_OK);
+        adapt_precision_set(p->prec, 1, &s);
+        adapt_precision_refresh_weights(p->prec, 1);
+        adapt_net_forward(net, x, 2, 1);
+        const size_t n4 = net->act_numel[4] * 2, n10 = net->act_numel[10] * 2;
+        if (on) {
+            ck_assert(on_grid(net->act[4], n4, 8, 4));
+            ck_assert(on_grid(net->act[10], n10, 12, 9));
+            ck_assert(!on_grid(net->act[10], n10, 8, 4));
+        } else {
+            ck_assert(on_grid(net->act[4], n4, 10, 6));
+            ck_assert(!on_grid(net->act[4], n4, 8, 4));
+            ck_assert(on_grid(net->act[10], n10, 8, 4));
+        }
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+    /* a model whose published indexing is not known is refused by name when the switch is on */
+    struct adapt_net *net = adapt_model_build("resnet20", 10);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "model.name=resnet20"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "reference.act_formats=on"), ADAPT_OK);
+    struct adapt_policy *p = NULL;
+    adapt_error_clear();
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_EUNSUPPORTED);
+    ck_assert(strstr(adapt_error_message(), "reference.act_formats") != NULL);
+    ck_assert(strstr(adapt_error_message(), "resnet20") != NULL);
+    adapt_net_free(net);
+}
+END_TEST
+
+/* reference.loss_penalty, turned on alone in a corrected run: the strategy compares the loss
+ * plus the mean over parameters of WL/32 x non-zero fraction. Two steps of loss 2.3; between
+ * them the units' weight copies become 0, so the penalty falls (from about 8/32 to the biases'
+ * share alone). Off, the compared losses are equal, |mean| <= |loss| twice: min -> mean -> max.
+ * On, step 1 stores 2.3 + pen1 (min -> mean), step 2 compares the mean of 2.3 + pen1 and
+ * 2.3 + pen2 with 2.3 + pen2 < it: back to min. */
+START_TEST(test_adapt_reference_loss_penalty)
+{
+    static struct adapt_config cfg;
+    for (int on = 0; on <= 1; on++) {
+        struct adapt_net *net = small_lenet(1);
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.quant_grads=false"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, on ? "reference.loss_penalty=on"
+                                                   : "reference.loss_penalty=auto"),
+                         ADAPT_OK);
+        struct adapt_policy *p;
+        ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
+        adapt_precision_refresh_weights(p->prec, 1);
+        set_grads(net, 0.25f);
+        p->type->observe(p, 1, 2.3, 0);
+        ck_assert_int_eq(p->strategy, ADAPT_TRACE_STRATEGY_MEAN);
+        for (int u = 0; u < p->prec->nunits; u++) {
+            struct adapt_param *w = &p->prec->u[u].layer->param[0];
+            ck_assert_ptr_ne(w->use, w->value.data);
+            memset(w->use, 0, sizeof(float) * w->value.numel);
+        }
+        set_grads(net, 0.25f);
+        p->type->observe(p, 2, 2.3, 0);
+        ck_assert_int_eq(p->strategy, on ? ADAPT_TRACE_STRATEGY_MIN : ADAPT_TRACE_STRATEGY_MAX);
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
 /* The configured strategy reaches the policy and the trace as the same enum; the
  * checkpoint's policy state counts it from 0 (min), as it always has. Events for the
  * trace are kept however many there are. */
@@ -193,10 +450,14 @@ END_TEST
  * format of the conv before them (<8,4> at the start: grid 1/16); the L1
  * term reads the quantized copies (sign(w_q), 0 where w_q = 0). Corrected
  * leaves batch-norm in float32. Master gamma 1.03 is off the grid; after a
- * refresh the layers compute with a copy on it (1.0 or 1.0625). */
+ * refresh the layers compute with a copy on it (1.0 or 1.0625). The switches
+ * reference.bn_format and reference.l1_quantized each turn one of the two off alone. */
 START_TEST(test_adapt_reference_bn_l1)
 {
-    for (int ref = 0; ref <= 1; ref++) {
+    static const char *const off[4] = {NULL, NULL, "reference.bn_format=off",
+                                       "reference.l1_quantized=off"};
+    for (int c = 0; c < 4; c++) {
+        const int ref = c > 0, bn = c == 1 || c == 3, l1 = c == 1 || c == 2;
         struct adapt_net *net = adapt_model_build("resnet20", 10);
         ck_assert_ptr_nonnull(net);
         ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
@@ -206,6 +467,8 @@ START_TEST(test_adapt_reference_bn_l1)
         ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
         ck_assert_int_eq(adapt_config_set(&cfg, ref ? "quantization.compat=reference"
                                                     : "quantization.compat=corrected"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "model.name=resnet20"), ADAPT_OK);
+        if (off[c]) ck_assert_int_eq(adapt_config_set(&cfg, off[c]), ADAPT_OK);
         struct adapt_policy *p;
         ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);
         int nbn = 0;
@@ -232,7 +495,7 @@ START_TEST(test_adapt_reference_bn_l1)
             if (pp->role == ADAPT_PARAM_BUFFER || pp->value.data[0] != 1.03f) continue;
             for (size_t i = 0; i < pp->value.numel; i++) {
                 float v = pp->use[i], g = pp->grad.data[i];
-                if (ref)
+                if (bn)
                     ck_assert_msg((v == 1.0f || v == 1.0625f) && (g == 0.0f || g == 0.0625f),
                                   "%s[%zu]: value %g, gradient %g: not on the <8,4> grid",
                                   pp->name, i, v, g);
@@ -240,7 +503,7 @@ START_TEST(test_adapt_reference_bn_l1)
                     ck_assert(v == 1.03f && g == 0.03f);
             }
         }
-        ck_assert_int_eq(p->l1_quantized, ref);
+        ck_assert_int_eq(p->l1_quantized, l1);
         struct adapt_sgd opt;
         ck_assert_int_eq(adapt_sgd_init(&opt, net, 0.01, 0.0, 0.0, 0.5, 0), ADAPT_OK);
         opt.l1_quantized = p->l1_quantized;
@@ -253,7 +516,7 @@ START_TEST(test_adapt_reference_bn_l1)
         adapt_sgd_prepare(&opt, 1.0, 1.0);
         size_t zeros = 0;
         for (size_t i = 0; i < w->value.numel; i++) {
-            float want = ref ? (w->use[i] > 0.0f ? 0.5f : 0.0f) : 0.5f;
+            float want = l1 ? (w->use[i] > 0.0f ? 0.5f : 0.0f) : 0.5f;
             ck_assert_float_eq(w->grad.data[i], want);
             zeros += w->use[i] == 0.0f;
         }
@@ -312,6 +575,10 @@ void test_policy_add_engine(TCase *engine)
     tcase_add_test(engine, test_precision_copies_and_outputs);
     tcase_add_test(engine, test_precision_saturating_ste);
     tcase_add_test(engine, test_adapt_policy_lookback);
+    tcase_add_test(engine, test_adapt_policy_lb_window);
+    tcase_add_test(engine, test_adapt_reference_switches);
+    tcase_add_test(engine, test_adapt_reference_act_formats);
+    tcase_add_test(engine, test_adapt_reference_loss_penalty);
     tcase_add_test(engine, test_adapt_strategy_and_events);
     tcase_add_test(engine, test_pd_noise_threshold);
     tcase_add_test(engine, test_adapt_reference_bn_l1);

@@ -30,6 +30,10 @@ static const char *const rounding_names[] = {[QUANT_ROUND_NEAREST] = "nearest",
                                              [QUANT_ROUND_STOCHASTIC] = "stochastic"};
 static const int rounding_order[] = {QUANT_ROUND_STOCHASTIC, QUANT_ROUND_NEAREST};
 static const char *const round_layers_names[] = {"units", "all"};
+static const char *const switch_names[] = {
+    [ADAPT_SWITCH_AUTO] = "auto", [ADAPT_SWITCH_ON] = "on", [ADAPT_SWITCH_OFF] = "off"};
+static const char *const lb_update_names[] = {[ADAPT_CONFIG_LB_UPDATE_STEP] = "step",
+                                              [ADAPT_CONFIG_LB_UPDATE_WINDOW] = "window"};
 static const char *const ste_names[] = {"auto", "plain", "saturating"};
 static const char *const auto_bool_names[] = {"auto", "true", "false"};
 static const char *const propagation_names[] = {[ADAPT_CONFIG_PROPAGATION_UNIT] = "unit",
@@ -70,6 +74,8 @@ static const struct adapt_schema_enum compat_enum = NAMES(compat_names);
 static const struct adapt_schema_enum rounding_enum = {
     rounding_names, (int)(sizeof rounding_names / sizeof rounding_names[0]), rounding_order};
 static const struct adapt_schema_enum round_layers_enum = NAMES(round_layers_names);
+static const struct adapt_schema_enum lb_update_enum = NAMES(lb_update_names);
+static const struct adapt_schema_enum switch_enum = NAMES(switch_names);
 static const struct adapt_schema_enum ste_enum = NAMES(ste_names);
 static const struct adapt_schema_enum auto_bool_enum = NAMES(auto_bool_names);
 static const struct adapt_schema_enum propagation_enum = NAMES(propagation_names);
@@ -94,6 +100,9 @@ static const struct adapt_schema_enum device_enum = NAMES(device_names);
           "rowwise (a scale per output channel or sample)")
 #define K_ENUM(s, k, f, def, choices, help) \
     {s, k, ADAPT_SCHEMA_ENUM, FIELD(f), def, NULL, NULL, &choices, NULL, 0, help}
+#define REF_KEY(which, k, help) \
+    K_ENUM("reference", k, reference.sw[which], "auto", switch_enum, \
+           help "; auto: on with quantization.compat = reference (doc/algorithms.md)")
 #define K_INTS(s, k, f, def, range, flags, help) \
     {s, k, ADAPT_SCHEMA_INTS, FIELD(f), def, range, NULL, NULL, NULL, flags, help}
 #define K_PAIRS(s, k, f, def, range, range2, labels, help) \
@@ -245,6 +254,10 @@ static const struct adapt_schema_key keys[] = {
           "adapt: upper bound of the lookback (>= lb_lwr)"),
     K_DBL("quantization", "gamma", quantization.gamma, "0.33", "[0, 1]",
           "adapt: lookback smoothing factor"),
+    K_ENUM("quantization", "lb_update", quantization.lb_update, "step", lb_update_enum,
+           "adapt: when lookback and resolution are adapted: step (every step, from the "
+           "gradients accumulated so far) or window (once per window, when n reaches the "
+           "lookback, from the whole window, before its push-down)"),
     K_INT("quantization", "buffer_bits", quantization.buffer_bits, "4", "[0, 31]",
           "adapt: buffer bits added after a push-up"),
     K_ENUM("quantization", "strategy", quantization.strategy, "min", strategy_enum,
@@ -299,6 +312,41 @@ static const struct adapt_schema_key keys[] = {
     K_STR("quantization", "graph_float", quantization.graph_float, "",
           "graph: layer names kept float32 whatever their kind's set, e.g. 11 (LeNet-5's "
           "classifier)"),
+    REF_KEY(ADAPT_REF_KL_TEST, "kl_test",
+            "adapt push-down test: stochastic rounding of the weights' first slice w[0], "
+            "histograms of their own range, lossy when the KL is above 0; off: the corrected "
+            "test (nearest rounding of pd_sample weights, the noise threshold)"),
+    REF_KEY(ADAPT_REF_PD_BISECT, "pd_bisect",
+            "adapt push-down bisection as the published loops run it; off: the search over "
+            "(lo - 1, hi]"),
+    REF_KEY(ADAPT_REF_PU_S2_ZERO, "pu_s2_zero",
+            "adapt push-up step s2 bounded below by 0; off: by 1, the paper's bound"),
+    REF_KEY(ADAPT_REF_LB_CEIL, "lb_ceil",
+            "adapt lookback rounded up after its smoothing, a window ending at n >= lb; off: "
+            "real-valued, ending at n >= round(lb)"),
+    REF_KEY(ADAPT_REF_STRATEGY, "strategy",
+            "adapt push-up strategy from the last micro-batch's loss against the stored losses, "
+            "k = int(mean lb) over parameter slots; off: the corrected rule"),
+    REF_KEY(ADAPT_REF_BN_FORMAT, "bn_format",
+            "adapt: batch-norm gamma and beta (values and gradients) in the format of the unit "
+            "before them; off: float32"),
+    REF_KEY(ADAPT_REF_L1_QUANTIZED, "l1_quantized",
+            "adapt: the L1 term's sign from the quantized weight copies; off: from the float32 "
+            "master"),
+    REF_KEY(ADAPT_REF_SOFTMAX_BEFORE_CE, "softmax_before_ce",
+            "the training and evaluation loss is the cross-entropy of softmax(logits), a second "
+            "softmax, as the published LeNet-5 computes it (auto: only for model.name = lenet5); "
+            "off: the cross-entropy of the logits. CPU engine only"),
+    REF_KEY(ADAPT_REF_ACT_FORMATS, "act_formats",
+            "adapt: unit activations (inputs, outputs) in the formats the published models "
+            "index: lenet5's convs at start_wl/start_fl, its linears in the first conv's format; "
+            "alexnet's unit k in unit k/2's (auto: only for lenet5, alexnet_mnist, "
+            "alexnet_cifar); off: each unit's own format"),
+    REF_KEY(ADAPT_REF_LOSS_PENALTY, "loss_penalty",
+            "adapt: the loss the push-up strategy compares includes the published AlexNet's and "
+            "ResNet's penalty, the mean over parameters of WL/32 x their non-zero fraction (auto: "
+            "only for alexnet_mnist, alexnet_cifar and resnet models); off: the loss alone. CPU "
+            "engine only"),
     K_ENUM("roles", "recipe", roles.recipe, "none", recipe_enum,
            "formats, rounding and scaling of the tensor roles together (doc/numerics.md, "
            "\"Recipes\"): fp8_hybrid_delayed (E4M3 weights and inputs, E5M2 output "
@@ -823,6 +871,33 @@ int adapt_config_equal(const struct adapt_config *a, const struct adapt_config *
 const char *adapt_config_model(const struct adapt_config *cfg)
 {
     return cfg->model.file[0] ? cfg->model.file : cfg->model.name;
+}
+
+int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_switch s)
+{
+    if ((unsigned)s >= ADAPT_REF_N) return 0; /* no such switch */
+    enum adapt_config_switch v = cfg->reference.sw[s];
+    if (v != ADAPT_SWITCH_AUTO) return v == ADAPT_SWITCH_ON;
+    if (cfg->quantization.compat != ADAPT_COMPAT_REFERENCE) return 0;
+    /* the published code's LeNet-5 alone ends in a softmax */
+    if (s == ADAPT_REF_SOFTMAX_BEFORE_CE)
+        return !cfg->model.file[0] && !strcmp(cfg->model.name, "lenet5");
+    /* the published indexing is known for these built-in models */
+    if (s == ADAPT_REF_ACT_FORMATS)
+        return !cfg->model.file[0] &&
+               (!strcmp(cfg->model.name, "lenet5") || !strcmp(cfg->model.name, "alexnet_mnist") ||
+                !strcmp(cfg->model.name, "alexnet_cifar"));
+    if (s == ADAPT_REF_LOSS_PENALTY)
+        return !cfg->model.file[0] && (!strcmp(cfg->model.name, "alexnet_mnist") ||
+                                       !strcmp(cfg->model.name, "alexnet_cifar") ||
+                                       !strncmp(cfg->model.name, "resnet", 6));
+    return 1;
+}
+
+enum adapt_compat adapt_config_reference_mode(const struct adapt_config *cfg,
+                                              enum adapt_reference_switch s)
+{
+    return adapt_config_reference(cfg, s) ? ADAPT_COMPAT_REFERENCE : ADAPT_COMPAT_CORRECTED;
 }
 
 const char *adapt_config_enum_str(const struct adapt_config *cfg, const char *section,

@@ -116,6 +116,28 @@ enum adapt_compat {
     ADAPT_COMPAT_REFERENCE      /* "reference" */
 };
 enum adapt_config_round_layers { ADAPT_CONFIG_ROUND_LAYERS_UNITS, ADAPT_CONFIG_ROUND_LAYERS_ALL };
+/* [reference]: the published AdaPT code's behaviours, one switch each (doc/algorithms.md,
+ * "Reference switches"). auto follows quantization.compat: on under reference, off under
+ * corrected; on and off set one switch alone. */
+enum adapt_reference_switch {
+    ADAPT_REF_KL_TEST = 0,  /* push-down test: stochastic rounding of w[0], histc, KLDivLoss > 0 */
+    ADAPT_REF_PD_BISECT,    /* push-down bisection as the published loops run it */
+    ADAPT_REF_PU_S2_ZERO,   /* push-up s2 bounded below by 0, not 1 */
+    ADAPT_REF_LB_CEIL,      /* lookback rounded up after its EMA; window ends at n >= lb */
+    ADAPT_REF_STRATEGY,     /* the published strategy rule and its loss */
+    ADAPT_REF_BN_FORMAT,    /* batch-norm gamma and beta in the format of the unit before */
+    ADAPT_REF_L1_QUANTIZED, /* the L1 term reads the quantized weight copies */
+    ADAPT_REF_SOFTMAX_BEFORE_CE, /* the loss is the cross-entropy of softmax(logits) (LeNet-5) */
+    ADAPT_REF_ACT_FORMATS,  /* activation formats as the published models index them */
+    ADAPT_REF_LOSS_PENALTY, /* mean WL/32 x non-zero fraction added to the strategy's loss */
+    ADAPT_REF_N
+};
+enum adapt_config_switch { ADAPT_SWITCH_AUTO = 0, ADAPT_SWITCH_ON, ADAPT_SWITCH_OFF };
+/* quantization.lb_update: when AdaPT adapts lookback and resolution (doc/algorithms.md) */
+enum adapt_config_lb_update {
+    ADAPT_CONFIG_LB_UPDATE_STEP = 0, /* "step": every step, from the partial window's D */
+    ADAPT_CONFIG_LB_UPDATE_WINDOW    /* "window": once per window, from the full window's D */
+};
 enum adapt_config_ste {
     ADAPT_CONFIG_STE_AUTO,
     ADAPT_CONFIG_STE_PLAIN,
@@ -292,6 +314,7 @@ struct adapt_config {
         int r_lwr, r_upr;
         int lb_lwr, lb_upr;
         double gamma;
+        enum adapt_config_lb_update lb_update;
         int buffer_bits;
         enum adapt_trace_strategy strategy; /* MIN, MEAN or MAX */
         bool quant_inputs, quant_outputs, quant_grads;
@@ -311,6 +334,9 @@ struct adapt_config {
             graph_deny[ADAPT_CONFIG_STR_MAX];
         char graph_low[ADAPT_CONFIG_STR_MAX], graph_float[ADAPT_CONFIG_STR_MAX];
     } quantization;
+    struct {
+        enum adapt_config_switch sw[ADAPT_REF_N]; /* by enum adapt_reference_switch */
+    } reference;
     struct {
         enum adapt_config_recipe recipe;
         /* per role: "auto", "unit", "float32" or a format, then optionally a rounding
@@ -381,6 +407,15 @@ struct adapt_role_override {
  * message naming roles.units and the piece that does not parse. */
 enum adapt_status adapt_config_role_overrides(const struct adapt_config *cfg,
                                               struct adapt_role_override *out, int *n);
+/* 1 when reference switch s is on: set on, or auto with quantization.compat = reference (for
+ * softmax_before_ce also model.name = lenet5, the published model that has it; for
+ * act_formats lenet5, alexnet_mnist or alexnet_cifar, whose indexing is known; for
+ * loss_penalty the AlexNets and ResNets, the published models that add it). */
+int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_switch s);
+/* ADAPT_COMPAT_REFERENCE when switch s is on, else ADAPT_COMPAT_CORRECTED: the mode to give the
+ * rules of src/policy/policy_core.h that s governs. */
+enum adapt_compat adapt_config_reference_mode(const struct adapt_config *cfg,
+                                              enum adapt_reference_switch s);
 /* 1 when some role is not auto (a recipe or a [roles] key). */
 int adapt_config_roles_set(const struct adapt_config *cfg);
 /* "e4m3 nearest delayed", "unit", "float32", "auto": the canonical text of f. */

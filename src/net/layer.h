@@ -197,5 +197,9 @@ static inline size_t adapt_layer_out_numel(const struct adapt_layer *l)
  * the number of rows whose arg-max equals the label. */
 double adapt_softmax_xent(const float *logits, const int *labels, int n, int c, float *dlogits,
                           int *correct);
+/* The same over softmax(logits) taken as logits, the loss of a network that ends in a softmax
+ * (torch: cross_entropy(softmax(z), y)); dlogits through both softmaxes. */
+double adapt_softmax2_xent(const float *logits, const int *labels, int n, int c, float *dlogits,
+                           int *correct);
 
 #endif

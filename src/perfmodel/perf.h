@@ -193,6 +193,8 @@ struct perf_run {
     double su2_ref;                 /* SU1 paper / (epochs to the target / epochs of the run):
                                        the reference analysis' iso-accuracy SU2 (perf_su2_reference)
                                        against the full float32 run; NaN without a target */
+    double su2_ref_index;           /* SU1 paper / (i / n), i the first of the n epoch
+                                       validation accuracies at the target (perf_su2_index) */
     double su3;                     /* on MuPPET's float32 baseline (perf_su3) */
     double target_acc;              /* NaN without a baseline */
     int target_epoch, baseline_epoch; /* first epoch (0-based) at the target; -1 */
@@ -290,6 +292,13 @@ double perf_su3(double c32, double cq, int epochs, int accumulation, int batch, 
 /* SU2 in the reference convention: su1_paper x epochs / (target_epoch + 1),
  * target_epoch the 0-based first epoch at the target; NaN when not reached. */
 double perf_su2_reference(double su1_paper, int target_epoch, int epochs);
+/* SU2 with the iso-accuracy fraction of the AdaPT reference analysis: i / n, i the 0-based index
+ * of the first of the n logged validation accuracies acc that is >= target; su1_paper / (i / n).
+ * su1_paper when none reaches the target (the fraction stays 1); NaN when i = 0 (the
+ * reference divides by zero), n < 1 or the target is NaN. The reference logs one accuracy
+ * per validation batch; a trace has one per epoch, for which this is te / E, the other end
+ * from perf_su2_reference's (te + 1) / E. */
+double perf_su2_index(double su1_paper, const double *acc, int n, double target);
 
 /* ------------------------------------------------------------------ reports */
 

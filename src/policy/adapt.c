@@ -2,7 +2,8 @@
  * doc/algorithms.md). Per unit: fixed-point <WL, FL>, lookback lb, resolution r,
  * the accumulated normalised weight gradient G and its count n. Every step:
  * gradients rounded (quant_grads) and normalised per tensor, G += g, lookback
- * and resolution updated from D = n / ||G||, the strategy from the losses;
+ * and resolution updated from D = n / ||G|| (lb_update = step; with window only in
+ * the step that completes the window), the strategy from the losses;
  * when n reaches lb: push-down (bisection with the KL test), push-up from D,
  * reset G and n. Initial state: <start_wl, start_fl>, lb = lb_lwr, r = r_lwr. */
 #include <math.h>
@@ -14,12 +15,15 @@
 #include "src/policy/policy_core.h"
 
 struct adapt_state {
-    enum adapt_compat compat;
+    enum adapt_compat compat;           /* quantization.compat (the output rules' auto) */
+    enum adapt_compat ref[ADAPT_REF_N]; /* per [reference] switch: the mode of its rule */
     float *scratch;     /* (largest unit weight count) push-down sample and its rounding */
     uint64_t *pd_hist;  /* (2 * r_upr) histograms of the push-down sample */
     float **G;      /* (nunits) accumulated normalised weight gradient, weight-shaped */
     long *n;        /* (nunits) gradients in G */
     double *D;      /* (nunits) gradient diversity after the last step */
+    long *win;      /* (nunits) lb_update = window: the current window's length, fixed at its
+                     * start from lb */
     struct adapt_strategy_state strat;
     double *hist;
     int *slots;     /* (nunits) parameter tensors taking the unit's format (reference lb mean) */
@@ -50,6 +54,7 @@ struct pd_ctx {
     double lo, hi;
     const uint64_t *hq; /* (bins) */
     uint64_t *hp;       /* (bins) */
+    int reference;              /* reference.kl_test: the published test on w[0] */
     struct adapt_cuda_net *dev; /* w, xs and xq are device arrays there (NULL: host) */
     enum adapt_status st;       /* the first device failure */
 };
@@ -64,7 +69,7 @@ static int pd_lossy(void *ctx, int wl, int fl)
     s.fl = fl;
     double d = 0.0;
     enum adapt_status st;
-    if (cfg->quantization.compat == ADAPT_COMPAT_REFERENCE) {
+    if (c->reference) {
         s.rounding = QUANT_ROUND_STOCHASTIC;
         st = quant_kl_reference(&s, c->w, c->n, 0, c->bins, c->key, &d);
         ADAPT_ASSERT(st == ADAPT_OK);
@@ -131,6 +136,43 @@ static void pd_prepare(struct adapt_state *a, struct pd_ctx *c)
     ADAPT_ASSERT(st == ADAPT_OK);
 }
 
+/* The steps a window of lookback lb takes: lb itself with reference.lb_ceil (an integer
+ * there), rounded otherwise. */
+static long window_of(const struct adapt_state *a, double lb)
+{
+    return a->ref[ADAPT_REF_LB_CEIL] == ADAPT_COMPAT_REFERENCE ? (long)lb : lround(lb);
+}
+
+/* reference.act_formats: each unit's activation format as the published models index them
+ * (doc/algorithms.md, "Reference switches"). LeNet-5 indexes its formats by module position
+ * with a counter that never moves: its convs keep the start format, its pools and linears take
+ * the first entry, the first conv's; AlexNet gives module k entry k of a list with two entries
+ * (weight, bias) per module: unit k takes unit k/2's format. */
+static enum adapt_status act_formats(struct adapt_policy *p, const struct quant_spec *start)
+{
+    const struct adapt_config *cfg = p->cfg;
+    const char *name = cfg->model.file[0] ? cfg->model.file : cfg->model.name;
+    const int nu = p->prec->nunits;
+    enum adapt_status st = ADAPT_OK;
+    if (!cfg->model.file[0] && !strcmp(name, "lenet5") && nu == 5) {
+        for (int u = 0; u < nu && !st; u++)
+            st = adapt_precision_act_from(p->prec, u, u < 3 ? -1 : 0, start);
+        return st;
+    }
+    if (!cfg->model.file[0] &&
+        (!strcmp(name, "alexnet_mnist") || !strcmp(name, "alexnet_cifar")) && nu == 6) {
+        for (int u = 0; u < nu && !st; u++) st = adapt_precision_act_from(p->prec, u, u / 2, NULL);
+        return st;
+    }
+    /* auto with a network other than the one named (a program building its own): unchanged */
+    if (cfg->reference.sw[ADAPT_REF_ACT_FORMATS] == ADAPT_SWITCH_AUTO) return ADAPT_OK;
+    return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                       "reference.act_formats = on: the published models' activation formats "
+                       "are known for model.name = lenet5, alexnet_mnist and alexnet_cifar, not "
+                       "for %s (%d units); set reference.act_formats = off",
+                       name, nu);
+}
+
 static enum adapt_status adapt_init(struct adapt_policy *p)
 {
     const struct adapt_config *cfg = p->cfg;
@@ -140,9 +182,12 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     if (!a) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
     p->state = a;
     a->compat = cfg->quantization.compat;
+    for (int k = 0; k < ADAPT_REF_N; k++)
+        a->ref[k] = adapt_config_reference_mode(cfg, (enum adapt_reference_switch)k);
     a->G = calloc((size_t)nu + 1, sizeof *a->G);
     a->n = calloc((size_t)nu + 1, sizeof *a->n);
     a->D = calloc((size_t)nu + 1, sizeof *a->D);
+    a->win = calloc((size_t)nu + 1, sizeof *a->win);
     p->lb = calloc((size_t)nu + 1, sizeof *p->lb);
     p->r = calloc((size_t)nu + 1, sizeof *p->r);
     a->gg = calloc((size_t)nu + 1, sizeof *a->gg);
@@ -150,7 +195,7 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     a->strat.cap = cfg->quantization.lb_upr + 2;
     a->slots = calloc((size_t)nu + 1, sizeof *a->slots);
     a->hist = calloc((size_t)a->strat.cap, sizeof *a->hist);
-    if (!a->G || !a->n || !a->D || !p->lb || !p->r || !a->hist || !a->slots)
+    if (!a->G || !a->n || !a->D || !a->win || !p->lb || !p->r || !a->hist || !a->slots)
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the adapt policy");
     a->strat.hist = a->hist;
     a->strat.st = cfg->quantization.strategy;
@@ -178,6 +223,7 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
         a->G[u] = adapt_arena_take(&a->arena, p->prec->u[u].layer->param[0].value.numel);
         p->lb[u] = cfg->quantization.lb_lwr;
         p->r[u] = cfg->quantization.r_lwr;
+        a->win[u] = window_of(a, p->lb[u]);
         adapt_precision_set(p->prec, u, &s);
     }
     for (int k = 0; k < net->nparam; k++)
@@ -185,12 +231,14 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
             a->slots[p->prec->param_unit[k]]++;
             a->nslots++;
         }
-    if (a->compat == ADAPT_COMPAT_REFERENCE) {
-        /* batch-norm parameters take the format of the unit before them, and
-         * the L1 term reads the quantized copies (doc/algorithms.md) */
-        if ((st = adapt_precision_round_attached(p->prec))) return st;
-        p->l1_quantized = 1;
-    }
+    /* reference.bn_format: batch-norm parameters take the format of the unit before them;
+     * reference.l1_quantized: the L1 term reads the quantized copies (doc/algorithms.md) */
+    if (adapt_config_reference(cfg, ADAPT_REF_BN_FORMAT) &&
+        (st = adapt_precision_round_attached(p->prec)))
+        return st;
+    if (adapt_config_reference(cfg, ADAPT_REF_L1_QUANTIZED)) p->l1_quantized = 1;
+    if (adapt_config_reference(cfg, ADAPT_REF_ACT_FORMATS) && (st = act_formats(p, &s)))
+        return st;
     p->strategy = a->strat.st;
     return ADAPT_OK;
 }
@@ -227,6 +275,29 @@ static int unit_of_param(const struct adapt_policy *p, const struct adapt_param 
     return -1;
 }
 
+/* reference.loss_penalty: the published AlexNet's and ResNet's term, the mean over trainable
+ * parameters of WL/32 x the parameter's non-zero fraction, WL that of the unit whose format
+ * the parameter takes (32 for none), the values those the layers compute with. */
+static double loss_penalty(const struct adapt_policy *p)
+{
+    const struct adapt_net *net = p->net;
+    double pen = 0.0;
+    int ct = 0;
+    for (int k = 0; k < net->nparam; k++) {
+        const struct adapt_param *pp = net->param[k];
+        if (pp->role == ADAPT_PARAM_BUFFER || !pp->value.numel) continue;
+        const int u = p->prec->param_unit[k];
+        const double wl = u >= 0 && p->prec->u[u].active ? quant_spec_bits(&p->prec->u[u].spec)
+                                                         : 32.0;
+        const float *v = pp->use ? pp->use : pp->value.data;
+        size_t nz = 0;
+        for (size_t i = 0; i < pp->value.numel; i++) nz += v[i] != 0.0f;
+        pen += wl / 32.0 * (double)nz / (double)pp->value.numel;
+        ct++;
+    }
+    return ct ? pen / ct : 0.0;
+}
+
 /* After the units' normalised gradients went into G (a->gg = ||G||^2): counts, diversity,
  * lookback, resolution and the strategy. */
 static void observe_units(struct adapt_policy *p, double loss)
@@ -236,19 +307,29 @@ static void observe_units(struct adapt_policy *p, double loss)
     const int lwr = cfg->quantization.lb_lwr, upr = cfg->quantization.lb_upr;
     double lb_sum = 0.0, lb_prev = 0.0;
     for (int u = 0; u < p->prec->nunits; u++) lb_prev += a->slots[u] * p->lb[u];
+    const int window = cfg->quantization.lb_update == ADAPT_CONFIG_LB_UPDATE_WINDOW;
     for (int u = 0; u < p->prec->nunits; u++) {
         a->n[u]++;
         a->D[u] = adapt_gradient_diversity(a->n[u], sqrt(a->gg[u]));
-        p->lb[u] =
-            adapt_lookback_update(p->lb[u], a->D[u], lwr, upr, cfg->quantization.gamma, a->compat);
-        p->r[u] = adapt_resolution_update(p->r[u], p->lb[u], lwr, upr, cfg->quantization.r_lwr,
-                                          cfg->quantization.r_upr);
+        /* window: lookback and resolution move only when the window is complete, from its
+         * whole D, before its push-down (which then reads the new r) */
+        if (!window || a->n[u] >= a->win[u]) {
+            p->lb[u] = adapt_lookback_update(p->lb[u], a->D[u], lwr, upr,
+                                             cfg->quantization.gamma, a->ref[ADAPT_REF_LB_CEIL]);
+            p->r[u] = adapt_resolution_update(p->r[u], p->lb[u], lwr, upr,
+                                              cfg->quantization.r_lwr, cfg->quantization.r_upr);
+        }
         lb_sum += p->lb[u];
     }
-    if (a->compat == ADAPT_COMPAT_REFERENCE)
-        adapt_strategy_update_reference(&a->strat, p->micro_loss, lb_prev / a->nslots);
+    /* reference.loss_penalty: the published models add it to the loss (before dividing by the
+     * accumulation steps) */
+    const double pen = adapt_config_reference(cfg, ADAPT_REF_LOSS_PENALTY) ? loss_penalty(p) : 0.0;
+    if (a->ref[ADAPT_REF_STRATEGY] == ADAPT_COMPAT_REFERENCE)
+        adapt_strategy_update_reference(&a->strat,
+                                        p->micro_loss + pen / cfg->train.accumulation_steps,
+                                        lb_prev / a->nslots);
     else
-        adapt_strategy_update(&a->strat, loss, lb_sum / p->prec->nunits);
+        adapt_strategy_update(&a->strat, loss + pen, lb_sum / p->prec->nunits);
     p->strategy = a->strat.st;
 }
 
@@ -308,7 +389,10 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
     enum adapt_status st;
     for (int u = 0; u < p->prec->nunits; u++) {
         struct adapt_unit_prec *up = &p->prec->u[u];
-        long due = a->compat == ADAPT_COMPAT_REFERENCE ? (long)p->lb[u] : lround(p->lb[u]);
+        /* step: the lookback just updated; window: the one the window started with */
+        long due = cfg->quantization.lb_update == ADAPT_CONFIG_LB_UPDATE_WINDOW
+                       ? a->win[u]
+                       : window_of(a, p->lb[u]);
         if (a->n[u] < due) continue;
         const struct adapt_param *w = &up->layer->param[0];
         struct pd_ctx c;
@@ -321,7 +405,8 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
         c.key.stream = (uint64_t)ADAPT_STREAM_QUANT | (7u << 8) | ((uint64_t)u << 16) |
                        ((uint64_t)(uint32_t)step << 32);
         c.key.index = 0;
-        if (a->compat == ADAPT_COMPAT_REFERENCE) {
+        c.reference = a->ref[ADAPT_REF_KL_TEST] == ADAPT_COMPAT_REFERENCE;
+        if (c.reference) {
             c.n = w->value.numel / (size_t)w->value.dim[0]; /* the first slice w[0] */
             c.sample = c.n;
             /* on the GPU engine the slice comes to the host, where the published code's
@@ -342,7 +427,8 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
         }
         int wl0 = up->spec.wl, fl0 = up->spec.fl;
         struct adapt_pd_result pd;
-        adapt_pd_bisect(wl0, fl0, cfg->quantization.fl_min, a->compat, pd_lossy, &c, &pd);
+        adapt_pd_bisect(wl0, fl0, cfg->quantization.fl_min, a->ref[ADAPT_REF_PD_BISECT], pd_lossy,
+                        &c, &pd);
         if (c.st) return c.st;
         struct adapt_trace_event e;
         memset(&e, 0, sizeof e);
@@ -357,7 +443,8 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
         e.sample = (int64_t)c.sample;
         if ((st = adapt_policy_add_event(p, &e))) return st;
         int wl = pd.wl, fl = pd.fl, s;
-        adapt_pu(a->D[u], a->strat.st, cfg->quantization.buffer_bits, a->compat, &wl, &fl, &s);
+        adapt_pu(a->D[u], a->strat.st, cfg->quantization.buffer_bits, a->ref[ADAPT_REF_PU_S2_ZERO],
+                 &wl, &fl, &s);
         memset(&e, 0, sizeof e);
         e.unit = u;
         e.kind = ADAPT_TRACE_EVENT_PU;
@@ -377,6 +464,7 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
             memset(a->G[u], 0, sizeof(float) * w->value.numel);
         }
         a->n[u] = 0;
+        a->win[u] = window_of(a, p->lb[u]);
     }
     return ADAPT_OK;
 }
@@ -459,6 +547,7 @@ static enum adapt_status adapt_load(struct adapt_policy *p, json_t *j,
         p->lb[u] = lb;
         p->r[u] = r;
         a->n[u] = (long)n;
+        a->win[u] = window_of(a, lb); /* with window, lb has not moved since the window began */
         char name[96];
         snprintf(name, sizeof name, "adapt.G.%s", p->prec->u[u].layer->name);
         int64_t shape[1] = {(int64_t)p->prec->u[u].layer->param[0].value.numel};
@@ -496,6 +585,7 @@ static void adapt_destroy(struct adapt_policy *p)
     free(a->G);
     free(a->n);
     free(a->D);
+    free(a->win);
     free(a->hist);
     free(a->slots);
     free(a->gg);

@@ -210,6 +210,14 @@ enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg)
                            "run.device = cuda: MX blocks along each GEMM's reduction dimension "
                            "(roles.mx_axis = gemm, roles.recipe = mxfp8_gemm) run on the CPU "
                            "engine only; use run.device = cpu or roles.mx_axis = rows");
+    if (cfg->policy.name == ADAPT_CONFIG_POLICY_ADAPT &&
+        adapt_config_reference(cfg, ADAPT_REF_LOSS_PENALTY))
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: reference.loss_penalty (%s) runs on the CPU engine "
+                           "only; set reference.loss_penalty = off or run.device = cpu",
+                           cfg->reference.sw[ADAPT_REF_LOSS_PENALTY] == ADAPT_SWITCH_ON
+                               ? "on"
+                               : "auto: on with quantization.compat = reference on this model");
     return ADAPT_OK;
 }
 

@@ -50,6 +50,13 @@ static int node_role(const struct adapt_precision *p, int node, enum adapt_role 
            adapt_precision_role(p, ui, r)->kind != ADAPT_ROLE_AUTO;
 }
 
+/* The format unit ui's activations take without a role (adapt_precision_act_from). */
+static const struct quant_spec *act_spec(const struct adapt_precision *p, int ui)
+{
+    if (!p->act_unit || p->act_unit[ui] == ui) return &p->u[ui].spec;
+    return p->act_unit[ui] < 0 ? &p->act_fixed : &p->u[p->act_unit[ui]].spec;
+}
+
 static int role_spec(const struct adapt_precision *p, int ui, enum adapt_role r,
                      const struct quant_spec *auto_spec, enum quant_rounding auto_round,
                      int training, struct quant_spec *out, enum adapt_role_scaling *sc)
@@ -88,10 +95,9 @@ static int producer_spec(const struct adapt_precision *p, int act, struct quant_
 {
     int node = act - 1;
     if (node < 0 || !p->round_out[node] || p->node_unit[node] < 0) return 0;
-    const struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
+    const struct quant_spec *as = act_spec(p, p->node_unit[node]);
     enum adapt_role_scaling sc;
-    return role_spec(p, p->node_unit[node], ADAPT_ROLE_OUTPUT, &u->spec, u->spec.rounding, 1, out,
-                     &sc) &&
+    return role_spec(p, p->node_unit[node], ADAPT_ROLE_OUTPUT, as, as->rounding, 1, out, &sc) &&
            sc == ADAPT_SCALING_NONE;
 }
 
@@ -157,7 +163,7 @@ static enum adapt_status in_run(struct adapt_precision *p, int node, const float
     struct adapt_unit_prec *u = &p->u[ui];
     struct quant_spec s, prev;
     enum adapt_role_scaling sc;
-    if (!role_spec(p, ui, ADAPT_ROLE_INPUT, p->round_in[node] ? &u->spec : NULL,
+    if (!role_spec(p, ui, ADAPT_ROLE_INPUT, p->round_in[node] ? act_spec(p, ui) : NULL,
                    training ? p->rounding : QUANT_ROUND_NEAREST, training, &s, &sc))
         return ADAPT_OK;
     float *qin = p->dev ? u->d_qin : u->qin;
@@ -199,7 +205,7 @@ static enum adapt_status out_run(struct adapt_precision *p, int node, float *y, 
     struct adapt_unit_prec *u = &p->u[ui];
     struct quant_spec s;
     enum adapt_role_scaling sc;
-    if (!role_spec(p, ui, ADAPT_ROLE_OUTPUT, &u->spec,
+    if (!role_spec(p, ui, ADAPT_ROLE_OUTPUT, act_spec(p, ui),
                    training ? p->rounding : QUANT_ROUND_NEAREST, training, &s, &sc))
         return ADAPT_OK;
     if (p->round_out[node] == 2 &&
@@ -285,10 +291,11 @@ static enum adapt_status dout_run(struct adapt_precision *p, int node, const flo
     }
     if (p->ste != ADAPT_STE_SATURATING || p->round_out[node] != 1) return ADAPT_OK;
     const struct adapt_unit_prec *u = &p->u[p->node_unit[node]];
-    if (!u->active || u->spec.format != QUANT_FORMAT_FIXED) return ADAPT_OK;
+    const struct quant_spec *as = act_spec(p, p->node_unit[node]);
+    if (!u->active || as->format != QUANT_FORMAT_FIXED) return ADAPT_OK;
     /* the grid's ends, (2^(WL-1) - 1) 2^-FL and -2^(WL-1) 2^-FL, as the rounding produces them */
-    const float hi = (float)ldexp(ldexp(1.0, u->spec.wl - 1) - 1.0, -u->spec.fl);
-    const float lo = (float)-ldexp(1.0, u->spec.wl - 1 - u->spec.fl);
+    const float hi = (float)ldexp(ldexp(1.0, as->wl - 1) - 1.0, -as->fl);
+    const float lo = (float)-ldexp(1.0, as->wl - 1 - as->fl);
     size_t m = adapt_layer_out_numel(p->net->nodes[node].layer) * (size_t)n;
     if (p->dev) return adapt_cuda_net_ste_clip(p->dev, y, dy, m, lo, hi);
     #pragma omp parallel for schedule(static) if (m > 65536)
@@ -559,6 +566,7 @@ void adapt_precision_free(struct adapt_precision *p)
     free(p->d_acopy); /* the arrays are the engine's */
     free(p->dev_counts);
     free(p->param_unit);
+    free(p->act_unit);
     adapt_arena_free(&p->arena);
     free(p->round_in);
     free(p->round_out);
@@ -598,6 +606,23 @@ void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_sp
     p->u[u].spec = *spec;
     p->u[u].spec.rounding = p->rounding;
     p->u[u].active = 1;
+}
+
+enum adapt_status adapt_precision_act_from(struct adapt_precision *p, int u, int from,
+                                           const struct quant_spec *fixed)
+{
+    ADAPT_ASSERT(u >= 0 && u < p->nunits && from >= -1 && from < p->nunits);
+    if (!p->act_unit) {
+        if (!(p->act_unit = malloc(sizeof *p->act_unit * (size_t)p->nunits)))
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the activation format table");
+        for (int k = 0; k < p->nunits; k++) p->act_unit[k] = k;
+    }
+    p->act_unit[u] = from;
+    if (from < 0) {
+        p->act_fixed = *fixed;
+        p->act_fixed.rounding = p->rounding;
+    }
+    return ADAPT_OK;
 }
 
 void adapt_precision_set_float(struct adapt_precision *p, int u)

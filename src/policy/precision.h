@@ -105,6 +105,10 @@ struct adapt_precision {
     uint64_t seed;
     long iter;                 /* micro-batch counter keying activation rounding */
     enum adapt_ste ste;        /* backward through saturated outputs (default plain) */
+    /* adapt_precision_act_from: the format unit u's input and output activations take when no
+     * role sets them: unit act_unit[u]'s current one, or act_fixed for -1. NULL: each its own. */
+    int *act_unit;             /* (nunits) or NULL */
+    struct quant_spec act_fixed;
     /* Trainable parameters outside the units (batch-norm gamma and beta)
      * take the format of the last unit before them in parameter order. */
     int *param_unit;           /* (nparam) that unit for each parameter; -1: none or buffer */
@@ -208,6 +212,12 @@ const struct adapt_role_state *adapt_precision_role_state(const struct adapt_pre
 void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_spec *spec);
 /* Unit u computes in float32. */
 void adapt_precision_set_float(struct adapt_precision *p, int u);
+/* Unit u's input and output activations (where no role sets them) in unit `from`'s current
+ * format rather than its own, or, for from = -1, in `fixed` (its rounding replaced by the
+ * module's) for good; u's weights keep its own. Whether they are rounded at all is unchanged
+ * (quantization.quant_inputs, quant_outputs, round_logits). */
+enum adapt_status adapt_precision_act_from(struct adapt_precision *p, int u, int from,
+                                           const struct quant_spec *fixed);
 
 /* Fraction of unit u's rounded outputs (and, with ADAPT_QOUT_ALL, of the
  * layers rounded in its format) that saturated in the training forwards since

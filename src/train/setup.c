@@ -294,6 +294,14 @@ enum adapt_status train_check_records(struct train_run *r)
 enum adapt_status train_device_check(const struct adapt_config *cfg)
 {
     if (cfg->run.device != ADAPT_CONFIG_DEVICE_CUDA) return ADAPT_OK;
+    if (adapt_config_reference(cfg, ADAPT_REF_SOFTMAX_BEFORE_CE))
+        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                           "run.device = cuda: reference.softmax_before_ce (%s) runs on the CPU "
+                           "engine only; set reference.softmax_before_ce = off or run.device = "
+                           "cpu",
+                           cfg->reference.sw[ADAPT_REF_SOFTMAX_BEFORE_CE] == ADAPT_SWITCH_ON
+                               ? "on"
+                               : "auto: on with quantization.compat = reference and lenet5");
     enum adapt_status st = adapt_policy_cuda_check(cfg);
     if (st) return st;
     char why[256] = "";

@@ -53,6 +53,17 @@ static double device_batch(struct train_run *r, int nb, int training, int *corre
     return s;
 }
 
+/* The mean loss of the nb rows of logits lg against r->y (and its gradient when dlogits is not
+ * NULL): the cross-entropy of the logits, or with reference.softmax_before_ce that of their
+ * softmax (doc/algorithms.md, "Reference switches"). */
+static double train_loss(const struct train_run *r, const float *lg, int nb, float *dlogits,
+                         int *correct)
+{
+    if (adapt_config_reference(r->cfg, ADAPT_REF_SOFTMAX_BEFORE_CE))
+        return adapt_softmax2_xent(lg, r->y, nb, r->net->classes, dlogits, correct);
+    return adapt_softmax_xent(lg, r->y, nb, r->net->classes, dlogits, correct);
+}
+
 /* Mean loss and accuracy of the network (evaluation mode) over a loader. */
 void train_evaluate(struct train_run *r, struct adapt_loader *l, double *loss, double *acc)
 {
@@ -67,7 +78,7 @@ void train_evaluate(struct train_run *r, struct adapt_loader *l, double *loss, d
             if (r->dev_st) break;
         } else {
             const float *lg = adapt_net_forward(r->net, r->x, nb, 0);
-            sum += adapt_softmax_xent(lg, r->y, nb, r->net->classes, NULL, &c) * nb;
+            sum += train_loss(r, lg, nb, NULL, &c) * nb;
         }
         correct += c;
         count += nb;
@@ -101,7 +112,7 @@ double train_micro_batch(struct train_run *r, int nb, int *correct)
     /* on the GPU engine the loss scale is the engine's (adapt_cuda_net_loss_scale) */
     if (r->dev) return device_batch(r, nb, 1, correct) / nb;
     const float *lg = adapt_net_forward(r->net, r->x, nb, 1);
-    double loss = adapt_softmax_xent(lg, r->y, nb, classes, r->dlogits, correct);
+    double loss = train_loss(r, lg, nb, r->dlogits, correct);
     if (r->pol->loss_scale != 1.0) {
         const float sc = (float)r->pol->loss_scale;
         for (size_t i = 0; i < (size_t)nb * classes; i++) r->dlogits[i] *= sc;
