@@ -294,6 +294,68 @@ class TestRunNames(unittest.TestCase):
                              ["fixed12", "fixed8"])
 
 
+class TestAblation(unittest.TestCase):
+    """`report.py ablation`: the runs a configuration's ablation trains, and its table."""
+
+    @needs_trainer
+    @needs_programs
+    @unittest.skipUnless(os.path.isfile(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")),
+                         "no Fashion-MNIST in " + FMNIST)
+    def test_ablation_runs_and_table(self):
+        """One switch, two seeds, short runs: reference, the switch off alone and corrected,
+        each seed a run named VARIANT_sSEED with its settings; a table row per variant with
+        the seeds' test accuracies in order, and the ablation's run list and JSON."""
+        out = tempfile.mkdtemp(prefix="adapt-ablation-")
+        self.addCleanup(shutil.rmtree, out)
+        cmd = [sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
+               "--bin", os.path.dirname(program("adapt-perf")), "ablation",
+               "reference/lenet_msgd_fp_fmnist", "--out", out, "--seeds", "3,4",
+               "--switches", "softmax_before_ce", "--jobs", "2", "--threads", "1"]
+        for kv in ("train.epochs=1", "data.train_limit=300", "data.val_size=100",
+                   "data.test_limit=100"):
+            cmd += ["--set", kv]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=out)
+        text = p.stdout.decode(errors="replace")
+        if "matplotlib is not importable" in text:  # the table is written all the same
+            self.assertNotEqual(p.returncode, 0)
+        else:
+            self.assertEqual(p.returncode, 0, text)
+            self.assertTrue(os.path.isfile(os.path.join(out, "ablation.png")))
+        with open(os.path.join(out, "ablation.json")) as f:
+            j = json.load(f)
+        self.assertEqual([r["variant"] for r in j["rows"]],
+                         ["reference", "no_softmax_before_ce", "corrected"])
+        self.assertEqual(j["seeds"], [3, 4])
+        for r in j["rows"]:
+            accs = []
+            for seed in (3, 4):
+                d = os.path.join(out, "runs", "%s_s%d" % (r["variant"], seed))
+                with open(os.path.join(d, "config.ini")) as f:
+                    ini = f.read()
+                self.assertRegex(ini, r"seed = %d\b" % seed)
+                self.assertIn("compat = %s" % ("corrected" if r["variant"] == "corrected"
+                                                 else "reference"), ini)
+                if r["variant"] == "no_softmax_before_ce":
+                    self.assertRegex(ini, r"softmax_before_ce = off")
+                with open(os.path.join(d, "trace.jsonl")) as f:
+                    tests = [json.loads(l) for l in f if '"type":"test"' in l]
+                accs.append(tests[-1]["test_acc"])
+            self.assertEqual(r["accs"], accs)
+            self.assertAlmostEqual(r["acc_mean"], sum(accs) / 2)
+        with open(os.path.join(out, "ablation.md")) as f:
+            md = f.read()
+        self.assertEqual([l.split("|")[1].strip() for l in md.splitlines()
+                          if l.startswith("| ") and not l.startswith("| variant")],
+                         ["reference", "no_softmax_before_ce", "corrected"])
+
+    def test_bad_seeds(self):
+        p = subprocess.run([sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
+                            "ablation", "fmnist_lenet5", "--out", tempfile.gettempdir(),
+                            "--seeds", "1,x"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--seeds expects integers", p.stdout.decode())
+
+
 class TestLookup(unittest.TestCase):
     """Run lists and configurations found by name, as adapt-train --config finds a
     configuration; messages name the command (adapt-report when installed)."""
