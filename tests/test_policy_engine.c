@@ -351,19 +351,53 @@ START_TEST(test_adapt_reference_act_formats)
         adapt_policy_free(p);
         adapt_net_free(net);
     }
-    /* a model whose published indexing is not known is refused by name when the switch is on */
+    /* ResNet-20 (models/resnet_fp.py at 980eead): the format list has an entry per parameter,
+     * P0-P2 the stem conv and its batch norm's gamma and beta (unit 0's), then per block conv1,
+     * bn1 (2), conv2, bn2 (2) and in layer2.0 and layer3.0 the shortcut conv and its batch norm
+     * (2): P3-P5 unit 1, P6-P8 unit 2, ..., P21-P23 unit 7 (layer2.0.conv1), P24-P26 unit 8,
+     * P27-P29 unit 9 (its shortcut), P30-P32 unit 10, ... The blocks' conv and batch-norm modules
+     * are counted from 0: layer1.0.conv1 is module 0, its conv2 module 2, layer1.1.conv1 4, ...,
+     * layer2.0.conv1 12, conv2 14, shortcut 16, layer2.1 18 and 20, layer2.2 22 and 24,
+     * layer3.0 26, 28, 30, layer3.1 32 and 34, layer3.2 36 and 38; module m takes parameter m's
+     * unit: module 12 -> P12 (unit 4), 16 -> P16 (unit 5), 30 -> P30 (unit 10), 38 -> P38
+     * (unit 12). The stem conv (unit 0) and the linear (unit 21) keep their own. */
+    static const int want[22] = {0, 0, 0, 1, 2, 2, 3, 4, 4, 5, 6,
+                                 6, 7, 8, 8, 9, 10, 10, 11, 12, 12, 21};
     struct adapt_net *net = adapt_model_build("resnet20", 10);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
+    ck_assert_int_eq(net->nunits, 22);
+    for (int on = 0; on <= 1; on++) {
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "model.name=resnet20"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.compat=reference"), ADAPT_OK);
+        if (!on) ck_assert_int_eq(adapt_config_set(&cfg, "reference.act_formats=off"), ADAPT_OK);
+        struct adapt_policy *p = NULL;
+        ck_assert_msg(adapt_policy_alloc(&p, &cfg, net, 1) == ADAPT_OK, "%s",
+                      adapt_error_message());
+        for (int u = 0; u < 22; u++) {
+            const int got = p->prec->act_unit ? p->prec->act_unit[u] : u;
+            ck_assert_msg(got == (on ? want[u] : u), "act_formats %s: unit %d (%s) takes unit "
+                          "%d's activation format, expected %d", on ? "auto" : "off", u,
+                          p->prec->u[u].layer->name, got, on ? want[u] : u);
+        }
+        adapt_policy_free(p);
+    }
+    adapt_net_free(net);
+    /* a model whose published indexing is not known is refused by name when the switch is on */
+    net = adapt_model_build("mobilenetv2", 10);
     ck_assert_ptr_nonnull(net);
     ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
     adapt_config_init(&cfg);
     ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
-    ck_assert_int_eq(adapt_config_set(&cfg, "model.name=resnet20"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "model.name=mobilenetv2"), ADAPT_OK);
     ck_assert_int_eq(adapt_config_set(&cfg, "reference.act_formats=on"), ADAPT_OK);
     struct adapt_policy *p = NULL;
     adapt_error_clear();
     ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_EUNSUPPORTED);
     ck_assert(strstr(adapt_error_message(), "reference.act_formats") != NULL);
-    ck_assert(strstr(adapt_error_message(), "resnet20") != NULL);
+    ck_assert(strstr(adapt_error_message(), "mobilenetv2") != NULL);
     adapt_net_free(net);
 }
 END_TEST

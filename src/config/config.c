@@ -340,8 +340,9 @@ static const struct adapt_schema_key keys[] = {
     REF_KEY(ADAPT_REF_ACT_FORMATS, "act_formats",
             "adapt: unit activations (inputs, outputs) in the formats the published models "
             "index: lenet5's convs at start_wl/start_fl, its linears in the first conv's format; "
-            "alexnet's unit k in unit k/2's (auto: only for lenet5, alexnet_mnist, "
-            "alexnet_cifar); off: each unit's own format"),
+            "alexnet's unit k in unit k/2's; a resnet's block conv that is module m in the "
+            "format of parameter m (auto: only for lenet5, alexnet_mnist, alexnet_cifar and the "
+            "resnets); off: each unit's own format"),
     REF_KEY(ADAPT_REF_LOSS_PENALTY, "loss_penalty",
             "adapt: the loss the push-up strategy compares includes the published AlexNet's and "
             "ResNet's penalty, the mean over parameters of WL/32 x their non-zero fraction (auto: "
@@ -886,7 +887,8 @@ int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_
     if (s == ADAPT_REF_ACT_FORMATS)
         return !cfg->model.file[0] &&
                (!strcmp(cfg->model.name, "lenet5") || !strcmp(cfg->model.name, "alexnet_mnist") ||
-                !strcmp(cfg->model.name, "alexnet_cifar"));
+                !strcmp(cfg->model.name, "alexnet_cifar") ||
+                !strncmp(cfg->model.name, "resnet", 6));
     if (s == ADAPT_REF_LOSS_PENALTY)
         return !cfg->model.file[0] && (!strcmp(cfg->model.name, "alexnet_mnist") ||
                                        !strcmp(cfg->model.name, "alexnet_cifar") ||

@@ -143,11 +143,50 @@ static long window_of(const struct adapt_state *a, double lb)
     return a->ref[ADAPT_REF_LB_CEIL] == ADAPT_COMPAT_REFERENCE ? (long)lb : lround(lb);
 }
 
+/* The published ResNet's activation formats (models/resnet_fp.py, forward and
+ * __forward_helper at 980eead): the format list has one entry per trainable parameter in
+ * registration order (a conv's weight, a batch norm's gamma and beta, which take the format of
+ * the conv before them, the linear's weight and bias), while the residual blocks' conv and
+ * batch-norm modules are given entries by a counter of modules that starts at 0 at the first
+ * block. So the block conv that is module m takes parameter m's format: the unit that parameter
+ * belongs to. The stem conv and the linear take their own. act[u] gets each unit's source. */
+static int resnet_act_units(const struct adapt_policy *p, int *act)
+{
+    const struct adapt_net *net = p->net;
+    const int nu = p->prec->nunits;
+    int *par = malloc(sizeof *par * (3 * (size_t)net->nnodes + 1)); /* parameter -> unit */
+    if (!par) return -1;
+    int np = 0, m = 0, unit = -1;
+    for (int i = 0; i < net->nnodes; i++) { /* the parameters in registration order */
+        const struct adapt_layer *l = net->nodes[i].layer;
+        if (l->is_unit) {
+            unit = p->prec->node_unit[i];
+            for (int q = 0; q < l->nparam; q++) par[np++] = unit;
+        } else if (!strcmp(l->ops->kind, "batchnorm2d") && unit >= 0) {
+            par[np++] = unit;
+            par[np++] = unit;
+        }
+    }
+    for (int u = 0; u < nu; u++) act[u] = u;
+    for (int i = 0; i < net->nnodes; i++) { /* the blocks' modules, counted */
+        const struct adapt_layer *l = net->nodes[i].layer;
+        const int conv = l->is_unit && !strcmp(l->ops->kind, "conv2d");
+        if (strncmp(l->name, "layer", 5) || (!conv && strcmp(l->ops->kind, "batchnorm2d")))
+            continue;
+        if (conv) act[p->prec->node_unit[i]] = m < np ? par[m] : -1;
+        m++;
+    }
+    free(par);
+    for (int u = 0; u < nu; u++)
+        if (act[u] < 0) return 1; /* not the structure counted here */
+    return 0;
+}
+
 /* reference.act_formats: each unit's activation format as the published models index them
  * (doc/algorithms.md, "Reference switches"). LeNet-5 indexes its formats by module position
  * with a counter that never moves: its convs keep the start format, its pools and linears take
  * the first entry, the first conv's; AlexNet gives module k entry k of a list with two entries
- * (weight, bias) per module: unit k takes unit k/2's format. */
+ * (weight, bias) per module: unit k takes unit k/2's format; ResNet as resnet_act_units. */
 static enum adapt_status act_formats(struct adapt_policy *p, const struct quant_spec *start)
 {
     const struct adapt_config *cfg = p->cfg;
@@ -164,12 +203,22 @@ static enum adapt_status act_formats(struct adapt_policy *p, const struct quant_
         for (int u = 0; u < nu && !st; u++) st = adapt_precision_act_from(p->prec, u, u / 2, NULL);
         return st;
     }
+    if (!cfg->model.file[0] && !strncmp(name, "resnet", 6)) {
+        int *act = malloc(sizeof *act * ((size_t)nu + 1));
+        if (!act) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the activation formats");
+        int r = resnet_act_units(p, act);
+        for (int u = 0; !r && u < nu && !st; u++)
+            st = adapt_precision_act_from(p->prec, u, act[u], NULL);
+        free(act);
+        if (r < 0) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the activation formats");
+        if (!r) return st;
+    }
     /* auto with a network other than the one named (a program building its own): unchanged */
     if (cfg->reference.sw[ADAPT_REF_ACT_FORMATS] == ADAPT_SWITCH_AUTO) return ADAPT_OK;
     return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
                        "reference.act_formats = on: the published models' activation formats "
-                       "are known for model.name = lenet5, alexnet_mnist and alexnet_cifar, not "
-                       "for %s (%d units); set reference.act_formats = off",
+                       "are known for model.name = lenet5, alexnet_mnist, alexnet_cifar and the "
+                       "built-in resnets, not for %s (%d units); set reference.act_formats = off",
                        name, nu);
 }
 
