@@ -256,6 +256,18 @@ def find_traces(items):
     return traces
 
 
+def trace_records(path):
+    """The complete lines of a trace (a live run's last line may be cut), parsed."""
+    with open(path) as f:
+        for no, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                break
+            try:
+                yield json.loads(line)
+            except ValueError:
+                die("%s:%d: malformed JSON" % (path, no))
+
+
 def trace_info(path):
     """Header fields and the metrics worth a heatmap: WL always, FL when it
     changes, lookback, resolution and sparsity when recorded; each metric's
@@ -269,40 +281,33 @@ def trace_info(path):
     formats = None
     constant = True
     epochs = 0
-    with open(path) as f:
-        for no, line in enumerate(f, 1):
-            if not line.endswith("\n"):
-                break
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                die("%s:%d: malformed JSON" % (path, no))
-            if rec.get("type") == "header":
-                header = rec
-                policy = rec.get("policy", "?")
-                model = rec.get("model", {}).get("name", "?")
-                dataset = rec.get("dataset", {}).get("name", "?")
-                label, compat = run_label(rec, path)
-            elif rec.get("type") == "epoch":
-                epochs += 1
-            elif rec.get("type") == "step":
-                units = rec.get("units", [])
-                state = [(u.get("wl"), u.get("fl")) for u in units]
-                if formats is None:
-                    formats = state
-                elif state != formats:
-                    constant = False
-                for u in units:
-                    metrics.update(k for k in ("lb", "r", "sparsity") if k in u)
-                    if fl_seen is None:
-                        fl_seen = u.get("fl")
-                    elif u.get("fl") != fl_seen:
-                        metrics.add("fl")
-                    for k in METRICS:
-                        v = u.get(k)
-                        if isinstance(v, (int, float)) and not (k == "r" and v < 0):
-                            lo, hi = ranges.get(k, (v, v))
-                            ranges[k] = (min(lo, v), max(hi, v))
+    for rec in trace_records(path):
+        if rec.get("type") == "header":
+            header = rec
+            policy = rec.get("policy", "?")
+            model = rec.get("model", {}).get("name", "?")
+            dataset = rec.get("dataset", {}).get("name", "?")
+            label, compat = run_label(rec, path)
+        elif rec.get("type") == "epoch":
+            epochs += 1
+        elif rec.get("type") == "step":
+            units = rec.get("units", [])
+            state = [(u.get("wl"), u.get("fl")) for u in units]
+            if formats is None:
+                formats = state
+            elif state != formats:
+                constant = False
+            for u in units:
+                metrics.update(k for k in ("lb", "r", "sparsity") if k in u)
+                if fl_seen is None:
+                    fl_seen = u.get("fl")
+                elif u.get("fl") != fl_seen:
+                    metrics.add("fl")
+                for k in METRICS:
+                    v = u.get(k)
+                    if isinstance(v, (int, float)) and not (k == "r" and v < 0):
+                        lo, hi = ranges.get(k, (v, v))
+                        ranges[k] = (min(lo, v), max(hi, v))
     return {"policy": policy, "model": model, "dataset": dataset,
             "metrics": [m for m in METRICS if m in metrics], "label": label, "compat": compat,
             "ranges": ranges, "formats": formats if constant else None, "header": header,
@@ -711,25 +716,18 @@ def trace_summary(path):
     """Test accuracy, mean WL (over step records and units), the units at 32 bits in the last
     step record, the first step at which a unit was at 32 bits, final mean sparsity."""
     acc, wl_sum, wl_n, at32, first32, spars, last = None, 0.0, 0, 0, None, None, None
-    with open(path) as f:
-        for no, line in enumerate(f, 1):
-            if not line.endswith("\n"):
-                break
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                die("%s:%d: malformed JSON" % (path, no))
-            t = rec.get("type")
-            if t == "test":
-                acc = rec.get("test_acc")
-            elif t == "step":
-                units = rec.get("units", [])
-                wls = [u.get("wl") for u in units if isinstance(u.get("wl"), (int, float))]
-                wl_sum += sum(wls)
-                wl_n += len(wls)
-                if first32 is None and any(w >= 32 for w in wls):
-                    first32 = rec.get("step")
-                last = units
+    for rec in trace_records(path):
+        t = rec.get("type")
+        if t == "test":
+            acc = rec.get("test_acc")
+        elif t == "step":
+            units = rec.get("units", [])
+            wls = [u.get("wl") for u in units if isinstance(u.get("wl"), (int, float))]
+            wl_sum += sum(wls)
+            wl_n += len(wls)
+            if first32 is None and any(w >= 32 for w in wls):
+                first32 = rec.get("step")
+            last = units
     if last is not None:
         at32 = sum(1 for u in last if (u.get("wl") or 0) >= 32)
         sp = [u.get("sparsity") for u in last if isinstance(u.get("sparsity"), (int, float))]

@@ -9,6 +9,19 @@
 
 #include "src/net/layers/layers_impl.h"
 
+/* The first index of z's largest value (c >= 1), the value in *m. */
+static int arg_max(const float *z, int c, float *m)
+{
+    int am = 0;
+    *m = z[0];
+    for (int j = 1; j < c; j++)
+        if (z[j] > *m) {
+            *m = z[j];
+            am = j;
+        }
+    return am;
+}
+
 double adapt_softmax_xent(const float *logits, const int *labels, int n, int c, float *dlogits,
                           int *correct)
 {
@@ -20,14 +33,8 @@ double adapt_softmax_xent(const float *logits, const int *labels, int n, int c, 
         const float *z = logits + (size_t)i * c;
         const int y = labels[i];
         ADAPT_ASSERT(y >= 0 && y < c);
-        float m = z[0];
-        int am = 0;
-        for (int j = 1; j < c; j++)
-            if (z[j] > m) {
-                m = z[j];
-                am = j;
-            }
-        ok += am == y;
+        float m;
+        ok += arg_max(z, c, &m) == y;
         double se = 0.0;
         if (dlogits) {
             float *d = dlogits + (size_t)i * c;
@@ -62,14 +69,9 @@ double adapt_softmax2_xent(const float *logits, const int *labels, int n, int c,
         const float *z = logits + (size_t)i * c;
         const int y = labels[i];
         ADAPT_ASSERT(y >= 0 && y < c);
-        double m = z[0];
-        int am = 0;
-        for (int j = 1; j < c; j++)
-            if (z[j] > m) {
-                m = z[j];
-                am = j;
-            }
-        ok += am == y;
+        float mf;
+        ok += arg_max(z, c, &mf) == y;
+        const double m = mf;
         double se = 0.0, se2 = 0.0;
         for (int j = 0; j < c; j++) se += exp((double)z[j] - m);
         for (int j = 0; j < c; j++) se2 += exp(exp((double)z[j] - m) / se);
