@@ -773,7 +773,9 @@ def cmd_ablation(args):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "ablation.txt"), "w") as f:  # the run list, for the record
         for name, cfg, extra in runs:
-            f.write("%s %s %s\n" % (name, shlex.quote(cfg), " ".join(shlex.quote(e) for e in extra)))
+            every = [w for kv in sets for w in ("--set", kv)]
+            f.write("%s %s %s\n" % (name, shlex.quote(cfg),
+                                    " ".join(shlex.quote(e) for e in extra + every)))
     if not args.table_only:
         run_all(args, runs)
     traces = {}
@@ -803,9 +805,10 @@ def cmd_ablation(args):
                      "first32_runs": len(firsts),
                      "sparsity": mean([d["sparsity"] for d in per]),
                      "su1": mean([d["su1"] for d in per])})
+    shown = os.path.relpath(config, ROOT) if config.startswith(ROOT + os.sep) else config
     with open(os.path.join(out, "ablation.json"), "w") as f:
-        json.dump({"config": config, "seeds": seeds, "switches": switches, "rows": rows}, f,
-                  indent=1)
+        json.dump({"config": shown, "sets": sets, "seeds": seeds, "switches": switches,
+                   "rows": rows}, f, indent=1)
     lines = ["| variant | test acc % mean | min - max | per seed | mean WL | units at 32 bits "
              "(end) | first step at 32 bits (median; runs) | sparsity | SU1 |",
              "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
@@ -819,8 +822,9 @@ def cmd_ablation(args):
     with open(os.path.join(out, "ablation.md"), "w") as f:
         f.write("Ablation of %s, seeds %s: `quantization.compat = reference` with every "
                 "[reference] switch on, each switch off alone (`no_NAME`), and corrected.\n\n"
-                % (md(os.path.relpath(config, ROOT) if config.startswith(ROOT) else config),
-                   ", ".join(map(str, seeds))) + "\n".join(lines) + "\n")
+                % (md(shown), ", ".join(map(str, seeds))) +
+                ("Settings: %s.\n\n" % md(" ".join("--set " + kv for kv in sets)) if sets else "") +
+                "\n".join(lines) + "\n")
     print("\n".join(lines))
     ablation_figure(rows, os.path.join(out, "ablation.png"),
                     "%s, seeds %s" % (os.path.basename(config), ",".join(map(str, seeds))))
