@@ -406,11 +406,14 @@ START_TEST(test_reference_switches)
     ck_assert(!adapt_config_reference(&c, ADAPT_REF_SOFTMAX_BEFORE_CE));
     ck_assert_int_eq(adapt_config_set(&c, "reference.softmax_before_ce=on"), ADAPT_OK);
     ck_assert(adapt_config_reference(&c, ADAPT_REF_SOFTMAX_BEFORE_CE));
-    /* loss_penalty: auto for the AlexNets and ResNets; act_formats for LeNet-5 and AlexNet */
+    /* loss_penalty: auto for the AlexNets and ResNets; act_formats for LeNet-5, AlexNet and the
+     * ResNets, not for a model described in a file (mobilenetv2) */
     ck_assert(adapt_config_reference(&c, ADAPT_REF_LOSS_PENALTY));
     ck_assert(adapt_config_reference(&c, ADAPT_REF_ACT_FORMATS));
     ck_assert_int_eq(adapt_config_set(&c, "model.name=resnet20"), ADAPT_OK);
     ck_assert(adapt_config_reference(&c, ADAPT_REF_LOSS_PENALTY));
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_ACT_FORMATS));
+    ck_assert_int_eq(adapt_config_set(&c, "model.name=mobilenetv2"), ADAPT_OK);
     ck_assert(!adapt_config_reference(&c, ADAPT_REF_ACT_FORMATS));
     ck_assert_int_eq(adapt_config_set(&c, "model.name=lenet5"), ADAPT_OK);
     ck_assert(!adapt_config_reference(&c, ADAPT_REF_LOSS_PENALTY));
