@@ -502,10 +502,7 @@ float quant_amax_compute(const float *x, size_t n, int *nonfinite)
         m = cm > m ? cm : m;
     }
     *nonfinite = m >= 0x7f800000u;
-    if (*nonfinite) return INFINITY;
-    float a;
-    memcpy(&a, &m, sizeof a);
-    return a;
+    return quant_amax_of_bits(m);
 }
 
 enum adapt_status quant_rows_ref(const struct quant_spec *s, const float *x, float *y, size_t rows,

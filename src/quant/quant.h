@@ -281,6 +281,16 @@ enum adapt_status quant_rows_scaled(const struct quant_spec *s, const float *x, 
 /* max |x| over n floats in one pass (OpenMP + SIMD); *nonfinite = 1 and the result inf when
  * any x is inf or NaN. */
 float quant_amax_compute(const float *x, size_t n, int *nonfinite);
+/* The amax whose |x| bits are the largest, m: inf from 0x7f800000 up (an inf or NaN), else that
+ * float (quant_amax_compute's reading, shared with the GPU engine's). */
+static inline float quant_amax_of_bits(uint32_t m)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {m};
+    return m >= 0x7f800000u ? (float)INFINITY : v.f;
+}
 /* Finite max, min and max |x| (OpenMP + SIMD) and its scalar twin. */
 void quant_range_compute(const float *x, size_t n, struct quant_range *r);
 void quant_range_compute_ref(const float *x, size_t n, struct quant_range *r);

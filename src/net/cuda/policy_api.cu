@@ -468,12 +468,7 @@ extern "C" enum adapt_status adapt_cuda_net_amax_rows(struct adapt_cuda_net *d, 
                        d->s),
        "amax to the host");
     CU(cudaStreamSynchronize(d->s), "amax");
-    for (size_t r = 0; r < rows; r++) {
-        const unsigned b = d->h_amax[r];
-        float a;
-        memcpy(&a, &b, sizeof a);
-        amax[r] = b >= 0x7f800000u ? INFINITY : a; /* an inf or NaN: inf, as on the CPU */
-    }
+    for (size_t r = 0; r < rows; r++) amax[r] = quant_amax_of_bits(d->h_amax[r]);
     return ADAPT_OK;
 }
 
