@@ -22,7 +22,7 @@ check_PROGRAMS += tests/test_base tests/test_quant tests/test_quant_cuda tests/t
 tests_test_base_LDADD = $(NET_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_SOURCES = tests/test_quant.c tests/test_quant_kernels.c tests/test_quant_fixed.c \
 	tests/test_quant_float.c tests/test_quant_custom.c tests/test_quant_stats.c \
-	tests/test_quant_accum.c tests/test_quant.h
+	tests/test_quant_accum.c tests/test_quant_sr16.c tests/test_quant.h
 tests_test_quant_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_cuda_LDADD = $(QUANT_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_net_cuda_SOURCES = tests/test_net_cuda.c tests/test_net_cuda_layers.c \

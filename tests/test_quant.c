@@ -383,6 +383,7 @@ int main(void)
     test_quant_add_custom(tc);
     test_quant_add_stats(tc);
     test_quant_add_accum(tc);
+    test_quant_add_sr16(tc);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_range);
     tcase_add_test(tc, test_scaled_rows);

@@ -23,5 +23,6 @@ void test_quant_add_float(TCase *tc);   /* test_quant_float.c */
 void test_quant_add_custom(TCase *tc);  /* test_quant_custom.c */
 void test_quant_add_stats(TCase *tc);   /* test_quant_stats.c */
 void test_quant_add_accum(TCase *tc);   /* test_quant_accum.c */
+void test_quant_add_sr16(TCase *tc);    /* test_quant_sr16.c */
 
 #endif

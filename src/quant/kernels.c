@@ -106,7 +106,7 @@ static QUANT_ALWAYS_INLINE void run(const int kind, const struct quant_plan *p, 
         size_t len = QUANT_PIECE - (size_t)(i % QUANT_PIECE);
         if (len > n - j) len = n - j;
         const uint32_t *r = p->mode == QUANT_MODE_STOCHASTIC
-                                ? quant_philox_fill(buf, p->seed, p->stream, i, len)
+                                ? quant_sr_fill(buf, p, i, len)
                                 : NULL;
         dispatch(kind, p->grid, p->fmt, p->mode, var, x + j, y + j, r, len,
                  mask ? mask + j : NULL, counts, tmp);
@@ -177,7 +177,7 @@ static QUANT_ALWAYS_INLINE void mx_run(const struct quant_plan *p, const int mod
             for (size_t k = 0; k < len; k++) nzin[k] = quant_nonzero(x[j + k]);
         }
         const uint32_t *r = mode == QUANT_MODE_STOCHASTIC
-                                ? quant_philox_fill(buf, p->seed, p->stream, index + j, len)
+                                ? quant_sr_fill(buf, p, index + j, len)
                                 : NULL;
         for (size_t b = 0; b < len; b += QUANT_MX_BLOCK)
             mx_block(p, mode, integer, x + j + b, y + j + b, r ? r + b : NULL,

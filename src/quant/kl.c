@@ -62,9 +62,10 @@ static enum adapt_status hist_pair(const float *x, size_t m, size_t stride, doub
             int b = hist_bin(v, lo, hi, bins, edges);
             if (b >= 0) lq[b]++;
             if (hp) {
-                uint32_t r = plan->mode == QUANT_MODE_STOCHASTIC
-                                 ? adapt_rng_u32_at(plan->seed, plan->stream, index + k)
-                                 : 0u;
+                uint32_t r =
+                    plan->mode == QUANT_MODE_STOCHASTIC
+                        ? quant_sr_bits_at(plan->seed, plan->stream, plan->sr_bits, index + k)
+                        : 0u;
                 uint32_t sat;
                 b = hist_bin(quant_plan_round(plan, v, r, &sat), lo, hi, bins, edges);
                 if (b >= 0) lp[b]++;

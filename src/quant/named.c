@@ -49,6 +49,7 @@ enum adapt_status quant_format_define(const char *name, const struct quant_spec 
     struct quant_spec t = *s;
     t.rounding = QUANT_ROUND_NEAREST; /* the format, not how it is rounded */
     t.tie = QUANT_TIE_EVEN;
+    t.sr_bits = QUANT_SR_BITS_32;
     pthread_mutex_lock(&named_lock);
     int i = find(name);
     if (i < 0 && nnamed == QUANT_FORMAT_NAMED_MAX) {

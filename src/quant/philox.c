@@ -7,6 +7,11 @@
  * vpmuludq from generic vector code in its AVX2 clone, hence explicit target functions with
  * intrinsics and a run-time choice instead of ADAPT_HOT_CLONES here. tests/test_quant.c checks
  * every generator against adapt_rng_block.
+ *
+ * 16 random bits per element (quant_sr_fill with a plan's sr_bits = 16): the Philox values
+ * index / 2 .. (index + n - 1) / 2, half as many, are generated as above and each is spread over
+ * two elements (quant_sr16_bits: low half, then high half, each as the top 16 bits of r) by an
+ * expansion pass in the same instruction set.
  */
 #include <string.h>
 
@@ -178,7 +183,47 @@ __attribute__((target("avx2"))) static void philox_blocks_avx2(uint32_t *out, si
         }
     }
 }
+
+/* 16-bit expansion: out[2k] = v[k] << 16, out[2k + 1] = v[k] & 0xffff0000 for k < m (whole
+ * vectors: out has room for the rounding up, v is read up to it; both are piece buffers). */
+__attribute__((target("avx512f"))) static void sr16_expand_avx512(uint32_t *out,
+                                                                  const uint32_t *v, size_t m)
+{
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512i ilo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i ihi =
+        _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    for (size_t k = 0; k < m; k += 16) {
+        __m512i x = _mm512_loadu_si512((const void *)(v + k));
+        __m512i a = _mm512_slli_epi32(x, 16), b = _mm512_and_si512(x, hi);
+        _mm512_storeu_si512((void *)(out + 2 * k), _mm512_permutex2var_epi32(a, ilo, b));
+        _mm512_storeu_si512((void *)(out + 2 * k + 16), _mm512_permutex2var_epi32(a, ihi, b));
+    }
+}
+
+__attribute__((target("avx2"))) static void sr16_expand_avx2(uint32_t *out, const uint32_t *v,
+                                                             size_t m)
+{
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    for (size_t k = 0; k < m; k += 8) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(v + k));
+        __m256i a = _mm256_slli_epi32(x, 16), b = _mm256_and_si256(x, hi);
+        __m256i lo = _mm256_unpacklo_epi32(a, b); /* values 0, 1 | 4, 5 */
+        __m256i up = _mm256_unpackhi_epi32(a, b); /* values 2, 3 | 6, 7 */
+        _mm256_storeu_si256((__m256i *)(out + 2 * k), _mm256_permute2x128_si256(lo, up, 0x20));
+        _mm256_storeu_si256((__m256i *)(out + 2 * k + 8),
+                            _mm256_permute2x128_si256(lo, up, 0x31));
+    }
+}
 #endif
+
+static void sr16_expand_scalar(uint32_t *out, const uint32_t *v, size_t m)
+{
+    for (size_t k = 0; k < m; k++) {
+        out[2 * k] = quant_sr16_bits(v[k], 0);
+        out[2 * k + 1] = quant_sr16_bits(v[k], 1);
+    }
+}
 
 /* Generator by number: 0 scalar, 1 AVX2, 2 AVX-512; NULL when this CPU lacks it. */
 static philox_blocks_fn philox_impl(int isa, size_t *group)
@@ -235,4 +280,35 @@ const uint32_t *quant_philox_fill(uint32_t *buf, uint64_t seed, uint64_t stream,
                                   size_t n)
 {
     return quant_philox_fill_isa(quant_philox_best_isa(), buf, seed, stream, index, n);
+}
+
+const uint32_t *quant_sr_fill_isa(int isa, int bits, uint32_t *buf, uint64_t seed,
+                                  uint64_t stream, uint64_t index, size_t n)
+{
+    if (bits != QUANT_SR_BITS_16) return quant_philox_fill_isa(isa, buf, seed, stream, index, n);
+    size_t group;
+    if (!philox_impl(isa, &group)) return NULL;
+    if (n == 0) return buf;
+    ADAPT_ASSERT(n <= QUANT_PIECE);
+    /* values index / 2 .. (index + n - 1) / 2: m <= QUANT_PIECE / 2 + 1 of them */
+    uint64_t h0 = index >> 1;
+    size_t m = (size_t)(((index + n - 1) >> 1) - h0 + 1);
+    uint32_t half[QUANT_PIECE_BUF] __attribute__((aligned(64)));
+    const uint32_t *v = quant_philox_fill_isa(isa, half, seed, stream, h0, m);
+    /* the expansion rounds m up to 16 values: 2 m + 31 <= QUANT_PIECE + 33 outputs, read from
+     * v + 15 at most past m, inside half (the generator wrote whole groups there) */
+    switch (isa) {
+#ifdef QUANT_PHILOX_X86
+    case QUANT_ISA_AVX512: sr16_expand_avx512(buf, v, m); break;
+    case QUANT_ISA_AVX2: sr16_expand_avx2(buf, v, m); break;
+#endif
+    default: sr16_expand_scalar(buf, v, m); break;
+    }
+    return buf + (index & 1);
+}
+
+const uint32_t *quant_sr_fill(uint32_t *buf, const struct quant_plan *p, uint64_t index, size_t n)
+{
+    return quant_sr_fill_isa(quant_philox_best_isa(), p->sr_bits, buf, p->seed, p->stream, index,
+                             n);
 }

@@ -716,7 +716,7 @@ void quant_plugin_run(const struct quant_plan *p, const float *x, float *y, size
         size_t len = QUANT_PIECE - (size_t)(i % QUANT_PIECE);
         if (len > n - j) len = n - j;
         const uint32_t *r =
-            stochastic ? quant_philox_fill(buf, p->seed, p->stream, i, len) : half;
+            stochastic ? quant_sr_fill(buf, p, i, len) : half;
         if (counts) memcpy(in, x + j, len * sizeof *in);
         apply(e->variant, e->vec, e->scalar, x + j, r, y + j, len);
         if (mask)

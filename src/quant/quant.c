@@ -35,6 +35,7 @@ enum adapt_status quant_plan_init(const struct quant_spec *s, const struct quant
     q.mode = spec_mode(s);
     q.seed = key.seed;
     q.stream = key.stream;
+    q.sr_bits = s->sr_bits == QUANT_SR_BITS_16 ? QUANT_SR_BITS_16 : QUANT_SR_BITS_32;
     switch (s->format) {
     case QUANT_FORMAT_FIXED:
         q.kind = QUANT_KIND_GRID;
@@ -234,14 +235,15 @@ static void row_omp(const struct quant_plan *p, const float *x, float *y, size_t
     stats_add(stats, c);
 }
 
-/* Scalar reference: one element at a time, random bits from src/base/rng.h. */
+/* Scalar reference: one element at a time, random bits from quant_sr_bits_at. */
 static void row_ref(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
                     uint8_t *mask, struct quant_stats *stats)
 {
     uint64_t c[3] = {0, 0, 0};
     for (size_t i = 0; i < n; i++) {
-        uint32_t r =
-            p->mode == QUANT_MODE_STOCHASTIC ? adapt_rng_u32_at(p->seed, p->stream, index + i) : 0u;
+        uint32_t r = p->mode == QUANT_MODE_STOCHASTIC
+                         ? quant_sr_bits_at(p->seed, p->stream, p->sr_bits, index + i)
+                         : 0u;
         uint32_t sat;
         float v = x[i];
         float q = quant_plan_round(p, v, r, &sat);
@@ -337,7 +339,7 @@ void quant_mx_row_ref(const struct quant_plan *p, const float *x, float *y, size
         size_t len = n - b < QUANT_MX_BLOCK ? n - b : QUANT_MX_BLOCK;
         for (size_t j = 0; j < len; j++)
             r[j] = p->mode == QUANT_MODE_STOCHASTIC
-                       ? adapt_rng_u32_at(p->seed, p->stream, index + b + j)
+                       ? quant_sr_bits_at(p->seed, p->stream, p->sr_bits, index + b + j)
                        : 0u;
         memcpy(xb, x + b, len * sizeof *xb);
         mx_block_ref(p, xb, y + b, len, r, sat);

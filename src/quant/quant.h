@@ -43,8 +43,10 @@
  * Rounding: nearest (ties to even, or away from zero) or stochastic (E[SR(x)] = x); values are
  * saturated after rounding. Random bits are Philox4x32-10 keyed by (seed, stream, element
  * index), the same as cuRAND's curand_init(seed, stream, index) + curand(), so results do not
- * depend on thread count, chunking or device. NaN stays NaN; +-inf saturates (grid formats, and
- * float formats set to saturate) or stays inf. Details: src/quant/quant_impl.h.
+ * depend on thread count, chunking or device; with sr_bits = 16 one 32-bit value serves two
+ * consecutive elements (quant_sr_bits_at in src/quant/quant_impl.h). NaN stays NaN; +-inf
+ * saturates (grid formats, and float formats set to saturate) or stays inf. Details:
+ * src/quant/quant_impl.h.
  *
  * QPyTorch (CPU quant_cpu.cpp): fixed(WL,FL) nearest equals fixed_point_quantize (range, ties to
  * even, clamp after rounding, mask = clamped, +-inf clamped, NaN kept) wherever QPyTorch's float32
@@ -128,10 +130,14 @@ struct quant_spec {
     enum quant_nan nan;           /* float(e,m): the all-ones exponent (quant_impl.h); default
                                      ieee. The other formats: ieee (e4m3's rule is its own) */
     int plugin;                   /* plugin: its number in this process's plugin registry */
+    int sr_bits;                  /* stochastic rounding: random bits per element, 32 (the
+                                     default) or 16 (QUANT_SR_BITS_16, src/quant/quant_impl.h);
+                                     0 reads as 32. Not part of the format's text */
 };
 
 /* Where the random bits come from: element i of the array uses value (index + i) of (seed,
- * stream). */
+ * stream), or with 16 random bits (struct quant_spec's sr_bits) half (index + i) & 1 of value
+ * (index + i) / 2. */
 struct quant_key {
     uint64_t seed;
     uint64_t stream;
@@ -161,6 +167,7 @@ struct quant_plan {
     struct quant_fmt fmt; /* MX: the element type (unused for mxint8) */
     struct quant_mx mx;   /* MX: element kind and emax */
     int32_t plugin;       /* plugin: registry number */
+    int32_t sr_bits;      /* stochastic: 32 or 16 random bits per element (quant_sr_bits_at) */
 };
 enum { QUANT_KIND_GRID = 0, QUANT_KIND_FMT = 1, QUANT_KIND_MX = 2, QUANT_KIND_PLUGIN = 3 };
 

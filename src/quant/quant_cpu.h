@@ -32,6 +32,13 @@ const uint32_t *quant_philox_fill(uint32_t *buf, uint64_t seed, uint64_t stream,
 const uint32_t *quant_philox_fill_isa(int isa, uint32_t *buf, uint64_t seed, uint64_t stream,
                                       uint64_t index, size_t n);
 int quant_philox_best_isa(void);
+/* The random bits of a stochastic rounding (quant_sr_bits_at): bits 32 as quant_philox_fill_isa,
+ * bits 16 half as many Philox values, each spread over two elements; returns the address of the
+ * bits of `index` inside buf (QUANT_PIECE_BUF values), NULL when this CPU lacks the generator. */
+const uint32_t *quant_sr_fill_isa(int isa, int bits, uint32_t *buf, uint64_t seed,
+                                  uint64_t stream, uint64_t index, size_t n);
+/* The same with the plan's seed, stream and sr_bits and the best generator. */
+const uint32_t *quant_sr_fill(uint32_t *buf, const struct quant_plan *p, uint64_t index, size_t n);
 const char *quant_philox_isa_name(int isa);
 
 /* Serial kernels over one contiguous run with one plan (SIMD, run-time dispatched clones).

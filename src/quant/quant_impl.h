@@ -10,6 +10,13 @@
  * evaluated exactly: with f = frac(v/step), it rounds up iff r + floor(f * 2^32) >= 2^32 (a
  * 32-bit carry). So P(up) = floor(f * 2^32) / 2^32 and |E[SR(v)] - v| < 2^-32 step.
  *
+ * With 16 random bits (QUANT_SR_BITS_16) r has its low 16 bits zero, r = u 2^16 with u in
+ * [0, 2^16): it rounds up iff u 2^16 + floor(f 2^32) >= 2^32, iff u >= 2^16 - floor(f 2^16),
+ * so SR(v) = floor(v/step + u 2^-16) * step with the fraction f truncated to 16 bits:
+ * P(up) = floor(f 2^16) / 2^16 and E[SR(v)] - v lies in (-2^-16 step, 0] (grids: toward -inf;
+ * float formats round |v|: toward zero). A fraction of at most 16 bits (bf16 from float32) is
+ * rounded without bias. quant_sr_bits_at gives every element's r.
+ *
  * Grid formats (fixed, bfp, muppet) are k = round(v * 2^e), k clamped to [kmin, kmax], value
  * k * 2^-e. All of it is done in float with operations that are exact: scaling by powers of two
  * (split into two factors so any e in [-250, 250] works), floorf/rintf, the subtraction
@@ -46,6 +53,7 @@
 #include <string.h>
 
 #include "src/base/hd.h"
+#include "src/base/rng.h"
 
 /* How a value is rounded: chosen once per call, a compile-time constant inside the kernels. */
 enum quant_mode {
@@ -53,6 +61,27 @@ enum quant_mode {
     QUANT_MODE_NEAREST_AWAY = 1, /* round to nearest, ties away from zero */
     QUANT_MODE_STOCHASTIC = 2    /* floor(v/step + u), u = r * 2^-32 */
 };
+
+/* Random bits per stochastic rounding: 32 (one Philox value per element) or 16. */
+#define QUANT_SR_BITS_32 32
+#define QUANT_SR_BITS_16 16
+
+/* 16 random bits for element number i from the 32-bit value v = Philox value number i >> 1:
+ * the low half of v for even i, the high half for odd i, as the top 16 bits of r. */
+ADAPT_HD ADAPT_INLINE uint32_t quant_sr16_bits(uint32_t v, uint64_t i)
+{
+    return (i & 1u) ? (v & 0xffff0000u) : (v << 16);
+}
+
+/* The random bits r that element number i of (seed, stream) rounds with: Philox value number i
+ * (32 bits), or quant_sr16_bits of value number i >> 1 (bits = 16). Every device and kernel
+ * gives these bits. */
+ADAPT_HD ADAPT_INLINE uint32_t quant_sr_bits_at(uint64_t seed, uint64_t stream, int bits,
+                                                uint64_t i)
+{
+    if (bits == QUANT_SR_BITS_16) return quant_sr16_bits(adapt_rng_u32_at(seed, stream, i >> 1), i);
+    return adapt_rng_u32_at(seed, stream, i);
+}
 
 /* Grid format parameters: k = round(v * s1 * s2), clamp k to [kmin, kmax], y = k * r1 * r2. */
 struct quant_grid {

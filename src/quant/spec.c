@@ -110,6 +110,7 @@ void quant_spec_init(struct quant_spec *s, enum quant_format f)
     s->subnormals = 1;
     s->bias = QUANT_BIAS_IEEE;
     s->nan = QUANT_NAN_IEEE;
+    s->sr_bits = QUANT_SR_BITS_32;
     switch (f) {
     case QUANT_FORMAT_FP16:
         s->exp_bits = 5;
@@ -205,6 +206,10 @@ enum adapt_status quant_spec_check(const struct quant_spec *s)
     if (s->rounding != QUANT_ROUND_NEAREST && s->rounding != QUANT_ROUND_STOCHASTIC)
         return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: rounding %d is neither nearest nor stochastic",
                            name, (int)s->rounding);
+    if (s->sr_bits != 0 && s->sr_bits != QUANT_SR_BITS_32 && s->sr_bits != QUANT_SR_BITS_16)
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "quant %s: %d random bits per stochastic rounding: 32 or 16", name,
+                           s->sr_bits);
     if (s->tie != QUANT_TIE_EVEN && s->tie != QUANT_TIE_AWAY)
         return ADAPT_ERROR(ADAPT_EINVAL, "quant %s: tie rule %d is neither even nor away", name,
                            (int)s->tie);

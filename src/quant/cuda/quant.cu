@@ -4,7 +4,9 @@
  * CPU runs. Random bits: one thread per Philox block q (elements 4q .. 4q+3 of the global index),
  * curand_init(seed, subsequence = stream, offset = 4q) then curand4, which is exactly
  * adapt_rng_block(seed, stream, q) of src/base/rng.h. Threads walk the blocks grid-stride, so
- * the launch shape never changes the bits. bfp and muppet reduce their range on the device
+ * the launch shape never changes the bits. With 16 random bits (plan.sr_bits) block q takes
+ * Philox values 2q and 2q + 1 (half of block q / 2), split as quant_sr_bits_at does. bfp and
+ * muppet reduce their range on the device
  * (order keys with atomicMax/atomicMin, exact) and build the per-block grid there with the
  * shared quant_grid_bfp / quant_grid_muppet. MX block formats: one warp per 32-element block.
  */
@@ -157,7 +159,18 @@ __device__ __forceinline__ void round_part(const float *x, float *y, uint8_t *ma
     for (uint64_t t = t0; t < nq; t += step) {
         const uint64_t q = q0 + t;
         uint32_t r[4] = {0u, 0u, 0u, 0u};
-        if (MODE == QUANT_MODE_STOCHASTIC) {
+        if (MODE == QUANT_MODE_STOCHASTIC && plan.sr_bits == QUANT_SR_BITS_16) {
+            /* elements 4q .. 4q+3 take values 2q and 2q + 1: lanes 2 (q & 1) and 2 (q & 1) + 1
+             * of Philox block q / 2, each split in two (quant_sr16_bits) */
+            curandStatePhilox4_32_10_t st;
+            curand_init(plan.seed, plan.stream, 4 * (q >> 1), &st);
+            uint4 v = curand4(&st);
+            const uint32_t a = (q & 1) ? v.z : v.x, b = (q & 1) ? v.w : v.y;
+            r[0] = quant_sr16_bits(a, 0);
+            r[1] = quant_sr16_bits(a, 1);
+            r[2] = quant_sr16_bits(b, 0);
+            r[3] = quant_sr16_bits(b, 1);
+        } else if (MODE == QUANT_MODE_STOCHASTIC) {
             curandStatePhilox4_32_10_t st;
             curand_init(plan.seed, plan.stream, 4 * q, &st);
             uint4 v = curand4(&st);
@@ -331,7 +344,8 @@ void launch_kind(bool want_mask, bool perrow, int blocks, int threads, const flo
 /* MX block formats: one warp per block of QUANT_MX_BLOCK elements (blocks restart at every row),
  * grid-stride over the blocks; the warp reduces the largest magnitude with shuffles, then every
  * lane rounds its element with the shared routines of src/quant/quant_impl.h. Random bits:
- * curand_init(seed, stream, element index) + curand, the value adapt_rng_u32_at gives. */
+ * curand_init(seed, stream, element index) + curand, the value adapt_rng_u32_at gives (16 bits:
+ * value index / 2, split as quant_sr_bits_at). */
 template <int MODE, bool MASK, bool INT>
 __global__ void mx_kernel(const float *x, float *y, uint8_t *mask, size_t rows, size_t cols,
                           uint64_t index, struct quant_plan plan, unsigned long long *counts)
@@ -349,9 +363,12 @@ __global__ void mx_kernel(const float *x, float *y, uint8_t *mask, size_t rows, 
         for (int o = 16; o > 0; o >>= 1) a = max(a, __shfl_xor_sync(0xffffffffu, a, o));
         uint32_t r = 0u;
         if (MODE == QUANT_MODE_STOCHASTIC && in) {
+            const uint64_t gi = index + j;
+            const bool b16 = plan.sr_bits == QUANT_SR_BITS_16;
             curandStatePhilox4_32_10_t st;
-            curand_init(plan.seed, plan.stream, index + j, &st);
+            curand_init(plan.seed, plan.stream, b16 ? gi >> 1 : gi, &st);
             r = curand(&st);
+            if (b16) r = quant_sr16_bits(r, gi);
         }
         uint32_t sat;
         float o;
