@@ -3,10 +3,11 @@
  *   adapt-bench quant [--json] [--sizes 4K,64K,1M,16M,64M] [--formats fixed(8,4),fp16,...]
  *                     [--threads N] [--time SECONDS] [--mask] [--no-stats]
  *
- * For every size, format and rounding mode it times quant_array (out of place, with counters,
- * as the engine calls it) and, right before it, a plain copy loop over the same arrays with the
- * same threads; each figure is the best of several timed batches. Bandwidth counts 8 bytes per
- * element (one float read, one written); ratio = format GB/s / copy GB/s.
+ * For every size, format and rounding mode (nearest, stochastic with 32 random bits per element,
+ * stochastic16 with 16: struct quant_spec's sr_bits) it times quant_array (out of place, with
+ * counters, as the engine calls it) and, right before it, a plain copy loop over the same arrays
+ * with the same threads; each figure is the best of several timed batches. Bandwidth counts 8
+ * bytes per element (one float read, one written); ratio = format GB/s / copy GB/s.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -81,6 +82,13 @@ static int split_list(char *text, char **items, int max)
     return n;
 }
 
+/* Row label of rounding mode 0 (nearest), 1 (stochastic, 32 random bits per element) or 2
+ * (stochastic, 16). */
+static const char *rounding_name(int mode)
+{
+    return mode == 2 ? "stochastic16" : mode ? "stochastic" : "nearest";
+}
+
 static void copy_loop(const float *x, float *y, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -144,20 +152,21 @@ static int bench_quant_gpu(const struct quant_spec *specs, char **names, int nfm
         printf(
             "adapt-bench quant --device cuda: best of 5 x %.3f s, no mask, counted on the device\n",
             batch);
-        printf("%-14s %-10s %12s %10s %12s %7s\n", "format", "rounding", "elements", "GB/s",
+        printf("%-14s %-12s %12s %10s %12s %7s\n", "format", "rounding", "elements", "GB/s",
                "copy GB/s", "ratio");
     }
     for (int f = 0; f < nfmt; f++)
-        for (int mode = 0; mode < 2; mode++) {
+        for (int mode = 0; mode < 3; mode++) {
             struct quant_spec s = specs[f];
             s.rounding = mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST;
+            s.sr_bits = mode == 2 ? QUANT_SR_BITS_16 : QUANT_SR_BITS_32;
             if (adapt_bench_quant_cuda(&s, sizes, nsizes, batch, gb, dev, sizeof dev, why,
                                        sizeof why)) {
                 fprintf(stderr, "adapt-bench quant: --device cuda: %s\n", why);
                 return 1;
             }
             for (int i = 0; i < nsizes; i++) {
-                const char *rname = mode ? "stochastic" : "nearest";
+                const char *rname = rounding_name(mode);
                 if (json) {
                     json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:f,s:f,s:f}", "bench", "quant",
                                           "device", dev, "format", names[f], "rounding", rname,
@@ -169,7 +178,7 @@ static int bench_quant_gpu(const struct quant_spec *specs, char **names, int nfm
                     if (line) printf("%s\n", line);
                     free(line);
                 } else {
-                    printf("%-14s %-10s %12zu %10.1f %12.1f %7.3f\n", names[f], rname, sizes[i],
+                    printf("%-14s %-12s %12zu %10.1f %12.1f %7.3f\n", names[f], rname, sizes[i],
                            gb[2 * i], gb[2 * i + 1], gb[2 * i] / gb[2 * i + 1]);
                 }
             }
@@ -275,16 +284,17 @@ int adapt_bench_quant(int argc, char **argv)
         printf(
             "adapt-bench quant: %d threads, Philox %s, counters %s, mask %s, best of 5 x %.3f s\n",
             nth, isa, stats ? "on" : "off", want_mask ? "on" : "off", batch);
-        printf("%9s  %-*s %-10s %10s %8s %10s %6s\n", "elements", width, "format", "rounding",
+        printf("%9s  %-*s %-12s %10s %8s %10s %6s\n", "elements", width, "format", "rounding",
                "Melem/s", "GB/s", "copy GB/s", "ratio");
     }
     int failed = 0;
     for (int si = 0; si < nsizes; si++) {
         size_t n = sizes[si];
         for (int f = 0; f < nfmt; f++)
-            for (int rm = 0; rm < 2; rm++) {
+            for (int rm = 0; rm < 3; rm++) {
                 struct quant_spec s = specs[f];
                 s.rounding = rm ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST;
+                s.sr_bits = rm == 2 ? QUANT_SR_BITS_16 : QUANT_SR_BITS_32;
                 struct job copy = {1, NULL, x, y, NULL, n, 0, 0};
                 struct job q = {0, &s, x, y, mask, n, stats, 0};
                 double tc = job_time(&copy, batch);
@@ -297,7 +307,7 @@ int adapt_bench_quant(int argc, char **argv)
                 double gbq = 8.0 * (double)n / tq / 1e9, gbc = 8.0 * (double)n / tc / 1e9;
                 char name[QUANT_SPEC_STR_MAX];
                 quant_spec_str(&s, name, sizeof name);
-                const char *rname = rm ? "stochastic" : "nearest";
+                const char *rname = rounding_name(rm);
                 if (json) {
                     json_t *o = json_pack(
                         "{s:s,s:I,s:s,s:s,s:i,s:s,s:b,s:b,s:f,s:f,s:f,s:f}", "bench", "quant",
@@ -315,7 +325,7 @@ int adapt_bench_quant(int argc, char **argv)
                     free(line);
                 }
                 else
-                    printf("%9zu  %-*s %-10s %10.1f %8.2f %10.2f %6.2f\n", n, width, name,
+                    printf("%9zu  %-*s %-12s %10.1f %8.2f %10.2f %6.2f\n", n, width, name,
                            rname, (double)n / tq / 1e6, gbq, gbc, gbq / gbc);
                 fflush(stdout);
             }
