@@ -110,6 +110,8 @@ START_TEST(test_defaults)
     ck_assert(c.quantization.kl_noise == 1.0);
     ck_assert_int_eq(c.quantization.compat, ADAPT_COMPAT_CORRECTED);
     ck_assert_int_eq(c.quantization.rounding, QUANT_ROUND_STOCHASTIC);
+    ck_assert_int_eq(c.quantization.sr_bits, ADAPT_CONFIG_SR_BITS_32);
+    ck_assert_int_eq(adapt_config_sr_bits(&c), 32);
     ck_assert_int_eq(c.quantization.precision_propagation, ADAPT_CONFIG_PROPAGATION_UNIT);
     ck_assert_int_eq(c.quantization.graph_preset, ADAPT_CONFIG_GRAPH_DEFAULT);
     ck_assert_str_eq(c.quantization.graph_allow, "");
@@ -361,6 +363,7 @@ START_TEST(test_set)
         {"run.out=a ;b", "run.out", "' ;'"},
         {"data.resize=nearest", "data.resize", "one of pad, bilinear"},
         {"quantization.lb_update=epoch", "quantization.lb_update", "one of step, window"},
+        {"quantization.sr_bits=24", "quantization.sr_bits", "one of 32, 16"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         adapt_error_clear();
@@ -371,6 +374,34 @@ START_TEST(test_set)
         ck_assert(adapt_config_equal(&c, &before, NULL, 0));
         ck_assert_int_eq(c.n_overrides, 7);
     }
+}
+END_TEST
+
+/* quantization.sr_bits: 16 or 32 random bits per stochastic rounding; the configuration's JSON
+ * (the trace header's "config") names it only when it is not the default 32, so that the traces
+ * of runs that do not set it stay what they were. */
+START_TEST(test_sr_bits)
+{
+    struct adapt_config c;
+    adapt_config_init(&c);
+    json_t *j = adapt_config_to_json(&c);
+    ck_assert_ptr_nonnull(j);
+    json_t *q = json_object_get(j, "quantization");
+    ck_assert_ptr_nonnull(json_object_get(q, "rounding"));
+    ck_assert_ptr_null(json_object_get(q, "sr_bits"));
+    json_decref(j);
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.sr_bits=16"), ADAPT_OK);
+    ck_assert_int_eq(c.quantization.sr_bits, ADAPT_CONFIG_SR_BITS_16);
+    ck_assert_int_eq(adapt_config_sr_bits(&c), 16);
+    ck_assert_int_eq(adapt_config_check(&c), ADAPT_OK);
+    j = adapt_config_to_json(&c);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "quantization"),
+                                                       "sr_bits")),
+                     "16");
+    json_decref(j);
+    ck_assert_int_eq(adapt_config_set(&c, "quantization.sr_bits=32"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_sr_bits(&c), 32);
 }
 END_TEST
 
@@ -465,6 +496,7 @@ int main(void)
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_full_file);
     tcase_add_test(tc, test_set);
+    tcase_add_test(tc, test_sr_bits);
     tcase_add_test(tc, test_cross_checks);
     tcase_add_test(tc, test_reference_switches);
     test_config_add_errors(tc);

@@ -270,6 +270,7 @@ START_TEST(test_trace_roundtrip)
     ck_assert_str_eq(h->created, "2024-05-01T12:34:56Z");
     ck_assert_int_eq(h->seed, 2385);
     ck_assert_int_eq(h->threads, 3);
+    ck_assert_int_eq(h->sr_bits, 32); /* not written: 32 random bits per stochastic rounding */
     ck_assert_str_eq(h->policy, "adapt");
     ck_assert_int_eq(
         json_integer_value(json_object_get(json_object_get(h->config, "train"), "epochs")), 2);
@@ -343,6 +344,18 @@ START_TEST(test_trace_roundtrip)
     ck_assert_int_eq(t->header.created[19], 'Z');
     ck_assert_int_eq(json_object_size(t->header.config), 0);
     ck_assert_int_eq(t->n_steps, 0);
+    adapt_trace_free(t);
+
+    /* 16 random bits per stochastic rounding are recorded after the threads and read back */
+    hn.sr_bits = 16;
+    ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_write_header(w, &hn), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
+    raw = tu_read_file(path, &n);
+    ck_assert_ptr_nonnull(strstr((const char *)raw, "\"threads\":3,\"sr_bits\":16,"));
+    free(raw);
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    ck_assert_int_eq(t->header.sr_bits, 16);
     adapt_trace_free(t);
 }
 END_TEST

@@ -97,6 +97,7 @@ static const struct bad_trace bad_traces[] = {
                "\"precision_unit\":2") STEP,
      "t.jsonl:1:", "precision_unit 2 is not a unit (2 units)"},
     {HDR_LAYER("\"precision_unit\":0") STEP, "t.jsonl:1:", "field \"precision\" is missing"},
+    {HDR_CONFIG("{},\"sr_bits\":24") STEP, "t.jsonl:1:", "field \"sr_bits\" is 24: 16 or 32"},
     {HDR STEP "{\"type\":\"step\",\"step\":2,\n" EPOCH, "t.jsonl:3:", "malformed JSON"},
     {HDR STEP "{\"type\":\"ep", "t.jsonl:3:", "truncated trace: the last line is incomplete"},
     {HDR STEP EPOCH "{\"type\":\"epoch\",\"epoch\":2,\"step\":2,\"lr\":0.1",

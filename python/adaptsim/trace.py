@@ -298,6 +298,8 @@ def _check_header(r, o):
         r.str(o, k)
     r.int(o, "seed")
     r.int(o, "threads", lo=-(1 << 31), hi=(1 << 31) - 1)
+    if r.int(o, "sr_bits", optional=True, absent=32, lo=16, hi=32) not in (16, 32):
+        r.fail('field "sr_bits" must be 16 or 32')
     r.typed(o, "config", dict)
     r.str(o, "config_file", nullable=True)
     ov = r.typed(o, "overrides", list, optional=True)

@@ -29,6 +29,8 @@ static const char *const compat_names[] = {[ADAPT_COMPAT_CORRECTED] = "corrected
 static const char *const rounding_names[] = {[QUANT_ROUND_NEAREST] = "nearest",
                                              [QUANT_ROUND_STOCHASTIC] = "stochastic"};
 static const int rounding_order[] = {QUANT_ROUND_STOCHASTIC, QUANT_ROUND_NEAREST};
+static const char *const sr_bits_names[] = {[ADAPT_CONFIG_SR_BITS_32] = "32",
+                                            [ADAPT_CONFIG_SR_BITS_16] = "16"};
 static const char *const round_layers_names[] = {"units", "all"};
 static const char *const switch_names[] = {
     [ADAPT_SWITCH_AUTO] = "auto", [ADAPT_SWITCH_ON] = "on", [ADAPT_SWITCH_OFF] = "off"};
@@ -73,6 +75,7 @@ static const struct adapt_schema_enum strategy_enum = NAMES(adapt_trace_strategy
 static const struct adapt_schema_enum compat_enum = NAMES(compat_names);
 static const struct adapt_schema_enum rounding_enum = {
     rounding_names, (int)(sizeof rounding_names / sizeof rounding_names[0]), rounding_order};
+static const struct adapt_schema_enum sr_bits_enum = NAMES(sr_bits_names);
 static const struct adapt_schema_enum round_layers_enum = NAMES(round_layers_names);
 static const struct adapt_schema_enum lb_update_enum = NAMES(lb_update_names);
 static const struct adapt_schema_enum switch_enum = NAMES(switch_names);
@@ -290,6 +293,11 @@ static const struct adapt_schema_key keys[] = {
            "adapt: corrected algorithm or the reference implementation's behaviour"),
     K_ENUM("quantization", "rounding", quantization.rounding, "stochastic", rounding_enum,
            "rounding of quantized weights, activations and gradients"),
+    {"quantization", "sr_bits", ADAPT_SCHEMA_ENUM, FIELD(quantization.sr_bits), "32", NULL, NULL,
+     &sr_bits_enum, NULL, ADAPT_SCHEMA_OMIT_DEFAULT,
+     "random bits per stochastic rounding: 32 (a Philox value per element) or 16 (one value "
+     "serves two elements: half the random-number work, a bias below 2^-16 of a step; "
+     "doc/numerics.md)"},
     K_ENUM("quantization", "precision_propagation", quantization.precision_propagation, "unit",
            propagation_enum,
            "amp and fixed: which layers round their outputs: unit (every unit, and with "
@@ -856,6 +864,12 @@ enum adapt_status adapt_config_print_man(FILE *f, const char *version)
     if (fflush(f) != 0 || ferror(f))
         return ADAPT_ERROR(ADAPT_EIO, "cannot write the man page: %s", strerror(errno));
     return ADAPT_OK;
+}
+
+int adapt_config_sr_bits(const struct adapt_config *cfg)
+{
+    return cfg->quantization.sr_bits == ADAPT_CONFIG_SR_BITS_16 ? QUANT_SR_BITS_16
+                                                                 : QUANT_SR_BITS_32;
 }
 
 json_t *adapt_config_to_json(const struct adapt_config *cfg)

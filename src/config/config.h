@@ -185,6 +185,10 @@ enum adapt_role_scaling {
     ADAPT_SCALING_ROWWISE   /* current, one s per row: a weight's output channel (dim 0), an
                              * activation's or gradient's sample */
 };
+/* quantization.sr_bits: random bits per stochastic rounding, 32 (one Philox value per element)
+ * or 16 (one value serves two elements; struct quant_spec's sr_bits, doc/numerics.md). */
+enum adapt_config_sr_bits { ADAPT_CONFIG_SR_BITS_32 = 0, ADAPT_CONFIG_SR_BITS_16 };
+
 struct adapt_role_fmt {
     enum adapt_role_kind kind;
     struct quant_spec spec; /* ADAPT_ROLE_FORMAT */
@@ -326,6 +330,7 @@ struct adapt_config {
         int pd_sample;                  /* 0 = whole tensor */
         enum adapt_compat compat;
         enum quant_rounding rounding;
+        enum adapt_config_sr_bits sr_bits; /* random bits per stochastic rounding */
         enum adapt_config_propagation precision_propagation;
         enum adapt_config_graph_preset graph_preset;
         /* graph propagation overrides: comma-separated layer kinds moved into a set, and
@@ -442,6 +447,8 @@ enum adapt_status adapt_config_print_man(FILE *f, const char *version);
  * strings (enums by name), lists as arrays, pair lists as arrays of [a, b].
  * NULL only when out of memory. */
 json_t *adapt_config_to_json(const struct adapt_config *cfg);
+/* 32 or 16: the random bits per stochastic rounding quantization.sr_bits names. */
+int adapt_config_sr_bits(const struct adapt_config *cfg);
 
 /* 1 when every configuration value is equal (provenance is ignored);
  * otherwise 0 and, when diff is not NULL, the first differing "section.key". */

@@ -86,6 +86,9 @@ enum adapt_schema_type {
 };
 
 #define ADAPT_SCHEMA_INCREASING 1u /* ADAPT_SCHEMA_INTS: entries strictly increasing */
+/* ADAPT_SCHEMA_ENUM: adapt_schema_to_json leaves the key out while it holds its default (a key
+ * added after records were written: their JSON stays what it was; readers take the default) */
+#define ADAPT_SCHEMA_OMIT_DEFAULT 2u
 
 /* "8,12,14,16" */
 struct adapt_schema_ints {
@@ -118,7 +121,7 @@ struct adapt_schema_key {
     const char *range2;  /* second of a pair */
     const struct adapt_schema_enum *choices; /* ENUM */
     const char *const *labels;               /* PAIRS: the names of the two members */
-    unsigned flags;      /* ADAPT_SCHEMA_INCREASING */
+    unsigned flags;      /* ADAPT_SCHEMA_INCREASING, ADAPT_SCHEMA_OMIT_DEFAULT */
     const char *help;
 };
 

@@ -527,6 +527,9 @@ json_t *adapt_schema_to_json(const struct adapt_schema *s, const void *obj)
             sec = json_object();
             if (json_object_set_new(root, k->section, sec)) goto free_root;
         }
+        if ((k->flags & ADAPT_SCHEMA_OMIT_DEFAULT) && k->type == ADAPT_SCHEMA_ENUM &&
+            !strcmp(schema_enum_name(k, *(const int *)schema_field_cptr(obj, k)), k->def))
+            continue;
         if (json_object_set_new(sec, k->key, key_json(obj, k))) goto free_root;
     }
     for (int g = 0; g < s->nnamed; g++) {

@@ -71,6 +71,7 @@ static int pd_lossy(void *ctx, int wl, int fl)
     enum adapt_status st;
     if (c->reference) {
         s.rounding = QUANT_ROUND_STOCHASTIC;
+        s.sr_bits = adapt_config_sr_bits(cfg);
         st = quant_kl_reference(&s, c->w, c->n, 0, c->bins, c->key, &d);
         ADAPT_ASSERT(st == ADAPT_OK);
         return d > 0.0;

@@ -264,6 +264,7 @@ static const struct adapt_policy_type policy_fp32 = {
 void adapt_policy_apply_output_rules(struct adapt_policy *p, int adapt_corrected)
 {
     const struct adapt_config *cfg = p->cfg;
+    adapt_precision_set_sr_bits(p->prec, adapt_config_sr_bits(cfg));
     enum adapt_config_ste ste = cfg->quantization.ste;
     p->prec->ste = ste == ADAPT_CONFIG_STE_SATURATING ||
                            (ste == ADAPT_CONFIG_STE_AUTO && adapt_corrected)

@@ -112,8 +112,9 @@ enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct ada
 /* Frees the policy and what it owns (not cfg or net); NULL is a no-op. */
 void adapt_policy_free(struct adapt_policy *p);
 
-/* Applies quantization.ste (the backward rule through saturated outputs) and
- * quantization.round_logits to the policy's precision state; `auto` means
+/* Applies quantization.sr_bits (random bits per stochastic rounding), quantization.ste (the
+ * backward rule through saturated outputs) and quantization.round_logits to the policy's
+ * precision state; `auto` means
  * saturating and float32 logits for AdaPT in corrected mode, plain and
  * rounded logits otherwise. */
 void adapt_policy_apply_output_rules(struct adapt_policy *p, int adapt_corrected);

@@ -31,10 +31,12 @@ struct quant_key adapt_precision_mx_key(const struct adapt_precision *p, int cop
     return key_of(p, (enum what)(Q_MX + copy), unit, counter);
 }
 
-static struct quant_spec with_rounding(const struct quant_spec *s, enum quant_rounding r)
+static struct quant_spec with_rounding(const struct adapt_precision *p, const struct quant_spec *s,
+                                       enum quant_rounding r)
 {
     struct quant_spec t = *s;
     t.rounding = r;
+    t.sr_bits = p->sr_bits;
     return t;
 }
 
@@ -68,7 +70,7 @@ static int role_spec(const struct adapt_precision *p, int ui, enum adapt_role r,
     switch (f->kind) {
     case ADAPT_ROLE_AUTO:
         if (!auto_spec) return 0;
-        *out = with_rounding(auto_spec, auto_round);
+        *out = with_rounding(p, auto_spec, auto_round);
         return 1;
     case ADAPT_ROLE_FLOAT: return 0;
     case ADAPT_ROLE_UNIT: *out = u->spec; break;
@@ -76,6 +78,7 @@ static int role_spec(const struct adapt_precision *p, int ui, enum adapt_role r,
     }
     out->rounding = !training ? QUANT_ROUND_NEAREST
                     : f->rounding >= 0 ? (enum quant_rounding)f->rounding : p->rounding;
+    out->sr_bits = p->sr_bits;
     *sc = f->scaling;
     return 1;
 }
@@ -238,7 +241,7 @@ static enum adapt_status half_grad(struct adapt_precision *p, int node, float *g
 {
     int ui = p->node_unit[node];
     if (!g || ui < 0 || p->u[ui].node != node || !p->u[ui].active) return ADAPT_OK;
-    struct quant_spec s = with_rounding(&p->u[ui].spec, QUANT_ROUND_NEAREST);
+    struct quant_spec s = with_rounding(p, &p->u[ui].spec, QUANT_ROUND_NEAREST);
     return round_batch(p, &s, g, g, m, n, key_of(p, Q_GRAD_X, node * 2, p->iter), -1, NULL);
 }
 
@@ -327,7 +330,7 @@ static enum adapt_status grad_run(struct adapt_precision *p, int node, float **d
     int unit = p->node_unit[node];
     if (!p->per_image_input || unit < 0 || !p->u[unit].active || !(l->is_unit || is_pool(l)))
         return ADAPT_OK;
-    struct quant_spec s = with_rounding(&p->u[unit].spec, p->rounding);
+    struct quant_spec s = with_rounding(p, &p->u[unit].spec, p->rounding);
     for (int k = 0; k < l->nin; k++) {
         if (!dxs[k]) continue;
         size_t m = adapt_layer_in_numel(l, k);
@@ -409,6 +412,7 @@ static enum adapt_status alloc_state(struct adapt_precision **out, struct adapt_
     p->net = net;
     p->nunits = net->nunits;
     p->rounding = rounding;
+    p->sr_bits = QUANT_SR_BITS_32;
     p->seed = seed;
     p->u = calloc((size_t)net->nunits + 1, sizeof *p->u);
     p->node_unit = malloc(sizeof(int) * (size_t)net->nnodes);
@@ -605,7 +609,16 @@ void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_sp
     adapt_precision_sync(p); /* the counts pending are of the formats before */
     p->u[u].spec = *spec;
     p->u[u].spec.rounding = p->rounding;
+    p->u[u].spec.sr_bits = p->sr_bits;
     p->u[u].active = 1;
+}
+
+void adapt_precision_set_sr_bits(struct adapt_precision *p, int bits)
+{
+    ADAPT_ASSERT(bits == QUANT_SR_BITS_32 || bits == QUANT_SR_BITS_16);
+    p->sr_bits = bits;
+    for (int u = 0; u < p->nunits; u++) p->u[u].spec.sr_bits = bits;
+    p->act_fixed.sr_bits = bits;
 }
 
 enum adapt_status adapt_precision_act_from(struct adapt_precision *p, int u, int from,
@@ -621,6 +634,7 @@ enum adapt_status adapt_precision_act_from(struct adapt_precision *p, int u, int
     if (from < 0) {
         p->act_fixed = *fixed;
         p->act_fixed.rounding = p->rounding;
+        p->act_fixed.sr_bits = p->sr_bits;
     }
     return ADAPT_OK;
 }

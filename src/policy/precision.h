@@ -102,6 +102,7 @@ struct adapt_precision {
                                   only if the format does not keep subsets (MX, plugins) */
     unsigned char *round_in;   /* (nnodes) 1: round the node's input (units) */
     enum quant_rounding rounding;
+    int sr_bits;               /* random bits per stochastic rounding, 32 (default) or 16 */
     uint64_t seed;
     long iter;                 /* micro-batch counter keying activation rounding */
     enum adapt_ste ste;        /* backward through saturated outputs (default plain) */
@@ -207,8 +208,13 @@ const struct adapt_role_fmt *adapt_precision_role(const struct adapt_precision *
 const struct adapt_role_state *adapt_precision_role_state(const struct adapt_precision *p,
                                                           enum adapt_role r, int id);
 
+/* Random bits per stochastic rounding (struct quant_spec's sr_bits: 32, the default, or 16) of
+ * every rounding the module makes from now on: the units' formats, the activations' and the
+ * roles' take it. */
+void adapt_precision_set_sr_bits(struct adapt_precision *p, int bits);
+
 /* Unit u computes in `spec` from now on (the weight copy follows at the next
- * refresh). The rounding mode of spec is replaced by the module's. */
+ * refresh). The rounding mode of spec (and its random bits) are replaced by the module's. */
 void adapt_precision_set(struct adapt_precision *p, int u, const struct quant_spec *spec);
 /* Unit u computes in float32. */
 void adapt_precision_set_float(struct adapt_precision *p, int u);

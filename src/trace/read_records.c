@@ -416,6 +416,9 @@ static void read_header(struct adapt_trace_rd *r, json_t *o, struct adapt_trace_
     h->created = rd_str(r, o, "created", 0);
     h->seed = rd_int(r, o, "seed", 0, 0, I64_RANGE);
     h->threads = (int)rd_int(r, o, "threads", 0, 0, INT_RANGE);
+    h->sr_bits = (int)rd_int(r, o, "sr_bits", 1, 32, 16, 32);
+    if (!r->bad && h->sr_bits != 16 && h->sr_bits != 32)
+        rd_fail(r, "field \"sr_bits\" is %d: 16 or 32", h->sr_bits);
     h->policy = rd_str(r, o, "policy", 0);
     h->cfg.accumulation = 1;
     json_t *cfg = rd_typed(r, o, "config", 0, JSON_OBJECT);

@@ -125,6 +125,9 @@ struct adapt_trace_header {
     const char *created;   /* ISO-8601 UTC "2024-05-01T12:00:00Z"; NULL on write = now */
     int64_t seed;
     int threads;
+    int sr_bits;           /* random bits per stochastic rounding (quantization.sr_bits): 32 or
+                              16; optional, written only when 16 (0 on write = 32; 32 when
+                              absent) */
     const char *policy;    /* "fp32", "fixed", "adapt", "muppet", "amp", "comp" */
     json_t *config;        /* {section: {key: value}}; may be NULL on write (written as {}) */
     struct {               /* read only: the values of config that downstream tools use,

@@ -264,6 +264,8 @@ enum adapt_status adapt_trace_write_header(struct adapt_trace_writer *w,
     put(o, "created", json_string(created), &bad);
     put(o, "seed", json_integer(h->seed), &bad);
     put(o, "threads", json_integer(h->threads), &bad);
+    ADAPT_ASSERT(h->sr_bits == 0 || h->sr_bits == 32 || h->sr_bits == 16);
+    if (h->sr_bits == 16) put(o, "sr_bits", json_integer(h->sr_bits), &bad);
     put(o, "policy", json_string(h->policy ? h->policy : ""), &bad);
     put(o, "config", h->config ? json_incref(h->config) : json_object(), &bad);
     put(o, "config_file", jstr_or_null(h->config_file), &bad);

@@ -292,6 +292,7 @@ static enum adapt_status header_build(struct header *hd, const struct adapt_conf
     for (int i = 0; i < cfg->n_overrides; i++) ov[i] = cfg->overrides[i];
     struct adapt_trace_header *h = &hd->h;
     h->seed = cfg->run.seed;
+    h->sr_bits = adapt_config_sr_bits(cfg);
 #ifdef _OPENMP
     h->threads = omp_get_max_threads();
 #else
