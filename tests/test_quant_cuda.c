@@ -332,6 +332,84 @@ START_TEST(test_cuda_list)
 }
 END_TEST
 
+/* ---- 16 random bits per element (struct quant_spec's sr_bits = 16) ----
+ * Element i takes half i & 1 of Philox value i / 2 (quant_sr_bits_at): the GPU's round_part16
+ * takes eight elements per Philox block (two float4 when index % 8 == 0, x and y aligned and no
+ * mask), the MX kernel one value per element; CPU and GPU agree bit for bit. Every format,
+ * masked (element by element) at odd and even starting indices, and without a mask at index 0
+ * and 8 (the float4 path; 70001 elements leave a tail of 1) and 4 and 1 (element by element). A
+ * loop test: one iteration per format. */
+START_TEST(test_cuda_sr16)
+{
+    struct quant_spec s;
+    ck_assert_int_eq(quant_spec_parse(formats[_i], &s), ADAPT_OK);
+    s.rounding = QUANT_ROUND_STOCHASTIC;
+    s.sr_bits = QUANT_SR_BITS_16;
+    compare(&s, 1, 100003, 5 + (uint64_t)_i, 0, 0);
+    compare(&s, 3, 1027, 2, 96, 5);
+    compare(&s, 1, 4099, 7, 64, 3);
+    char name[QUANT_SPEC_STR_MAX + 32], what[QUANT_SPEC_STR_MAX + 96];
+    const uint64_t starts[4] = {0, 8, 4, 1};
+    const size_t n = 70001;
+    float *x = malloc(n * sizeof *x), *yc = malloc(n * sizeof *yc), *yg = malloc(n * sizeof *yg);
+    ck_assert(x && yc && yg);
+    fill(x, n, 31 + (uint64_t)_i);
+    for (int k = 0; k < 4; k++) {
+        struct quant_key key = {0x16, ADAPT_STREAM_QUANT + 11, starts[k]};
+        ck_assert_int_eq(quant_rows(&s, x, yc, 1, n, key, NULL, NULL), ADAPT_OK);
+        ck_assert_msg(quant_cuda_rows_host(&s, x, yg, 1, n, key, NULL, NULL) == ADAPT_OK, "%s",
+                      adapt_error_message());
+        what[0] = '\0';
+        appendf(what, sizeof what, "%s, 16 bits, no mask, index %" PRIu64,
+                spec_name(&s, name, sizeof name), starts[k]);
+        expect_floats(what, x, yc, yg, n);
+    }
+    free(x), free(yc), free(yg);
+}
+END_TEST
+
+/* 16 random bits in a list launch (round_part from round_list_kernel): jobs at odd and even
+ * indices, mixed with 32-bit jobs. */
+START_TEST(test_cuda_sr16_list)
+{
+    static const char *fits[] = {"fixed(8,4)", "fp16", "bf16", "e4m3", "float(2,1)"};
+    enum { K = 10 };
+    struct quant_spec s[K];
+    struct quant_cuda_job jobs[K];
+    struct quant_stats a[K], b[K];
+    float *x[K], *yc[K], *yg[K];
+    for (int i = 0; i < K; i++) {
+        const size_t n = 1 + (size_t)i * 4093;
+        ck_assert_int_eq(quant_spec_parse(fits[i % 5], &s[i]), ADAPT_OK);
+        s[i].rounding = QUANT_ROUND_STOCHASTIC;
+        s[i].sr_bits = i < 5 || i % 2 ? QUANT_SR_BITS_16 : QUANT_SR_BITS_32;
+        x[i] = malloc(n * sizeof(float));
+        yc[i] = malloc(n * sizeof(float));
+        yg[i] = malloc(n * sizeof(float));
+        ck_assert(x[i] && yc[i] && yg[i]);
+        fill(x[i], n, 500 + (uint64_t)i);
+        struct quant_key key = {0x99, ADAPT_STREAM_QUANT + (uint64_t)i, (uint64_t)i};
+        a[i] = b[i] = (struct quant_stats){0, 0, 0};
+        ck_assert_int_eq(quant_rows(&s[i], x[i], yc[i], 1, n, key, NULL, &a[i]), ADAPT_OK);
+        jobs[i] = (struct quant_cuda_job){&s[i], x[i], yg[i], n, key, NULL};
+    }
+    ck_assert_msg(quant_cuda_list_host(jobs, K, b) == ADAPT_OK, "%s", adapt_error_message());
+    char msg[3072] = "", name[QUANT_SPEC_STR_MAX + 32], what[QUANT_SPEC_STR_MAX + 64];
+    int nbad = 0;
+    for (int i = 0; i < K; i++) {
+        size_t first;
+        nbad += diff_floats(yc[i], yg[i], jobs[i].n, &first) || !same_stats(&a[i], &b[i]);
+        what[0] = '\0';
+        appendf(what, sizeof what, "job %d %s, %d bits, n %zu", i,
+                spec_name(&s[i], name, sizeof name), s[i].sr_bits, jobs[i].n);
+        describe_floats(msg, sizeof msg, what, x[i], yc[i], yg[i], jobs[i].n);
+        describe_stats(msg, sizeof msg, what, &a[i], &b[i]);
+        free(x[i]), free(yc[i]), free(yg[i]);
+    }
+    ck_assert_msg(nbad == 0, "%d of %d jobs differ:\n%s", nbad, K, msg);
+}
+END_TEST
+
 /* ---- the float4 path of round_part (src/quant/cuda/quant.cu) ----
  * round_part reads and writes a Philox block of four elements as one float4 when the kernel has
  * no mask, key.index % 4 == 0 and x and y are both 16-byte aligned; the block must also lie
@@ -649,6 +727,8 @@ int main(void)
     tcase_add_test(tc, test_cuda_launch_shape);
     tcase_add_test(tc, test_cuda_inplace);
     tcase_add_test(tc, test_cuda_list);
+    tcase_add_loop_test(tc, test_cuda_sr16, 0, NFORMATS);
+    tcase_add_test(tc, test_cuda_sr16_list);
     suite_add_tcase(su, tc);
     /* the float4 path: well under a second an iteration on a GPU, the budget leaves room for the
      * CUDA context's start when the case runs alone (CK_RUN_CASE=vector) */

@@ -4,9 +4,9 @@
  * CPU runs. Random bits: one thread per Philox block q (elements 4q .. 4q+3 of the global index),
  * curand_init(seed, subsequence = stream, offset = 4q) then curand4, which is exactly
  * adapt_rng_block(seed, stream, q) of src/base/rng.h. Threads walk the blocks grid-stride, so
- * the launch shape never changes the bits. With 16 random bits (plan.sr_bits) block q takes
- * Philox values 2q and 2q + 1 (half of block q / 2), split as quant_sr_bits_at does. bfp and
- * muppet reduce their range on the device
+ * the launch shape never changes the bits. With 16 random bits (plan.sr_bits) a thread takes
+ * eight elements per Philox block, 8q .. 8q+7, split as quant_sr_bits_at does (round_part16).
+ * bfp and muppet reduce their range on the device
  * (order keys with atomicMax/atomicMin, exact) and build the per-block grid there with the
  * shared quant_grid_bfp / quant_grid_muppet. MX block formats: one warp per 32-element block.
  */
@@ -147,6 +147,54 @@ __device__ __forceinline__ float round_one(const struct quant_plan &plan,
  * index + j), adding the counts to ns, nf, nz: one thread's share of a rounding. When index is
  * a multiple of 4 and x and y are 16-byte aligned, block t is x[4t .. 4t+3], read and written
  * as one float4 (without a mask); otherwise element by element. */
+/* round_part with 16 random bits per element (plan.sr_bits): Philox block q serves the eight
+ * elements 8q .. 8q+7 (element 8q + l takes half l & 1 of its lane l / 2, quant_sr16_bits), so a
+ * thread generates one block per eight elements. When index is a multiple of 8 and x and y are
+ * 16-byte aligned, the eight are read and written as two float4 (without a mask). */
+template <int KIND, bool MASK, bool PERROW>
+__device__ __forceinline__ void round_part16(const float *x, float *y, uint8_t *mask, size_t n,
+                                             uint64_t index, const struct quant_plan &plan,
+                                             const struct quant_grid *grids, size_t cols,
+                                             uint64_t t0, uint64_t step, unsigned long long &ns,
+                                             unsigned long long &nf, unsigned long long &nz)
+{
+    constexpr int M = QUANT_MODE_STOCHASTIC;
+    const uint64_t q0 = index >> 3, nq = ((index + n - 1) >> 3) - q0 + 1;
+    const bool vec = !MASK && (index & 7) == 0 && (((uintptr_t)x | (uintptr_t)y) & 15) == 0;
+    for (uint64_t t = t0; t < nq; t += step) {
+        const uint64_t q = q0 + t;
+        curandStatePhilox4_32_10_t st;
+        curand_init(plan.seed, plan.stream, 4 * q, &st);
+        const uint4 v = curand4(&st);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        uint32_t r[8];
+#pragma unroll
+        for (int l = 0; l < 8; l++) r[l] = quant_sr16_bits(w[l >> 1], (uint64_t)l);
+        uint32_t sat;
+        if (vec && 8 * t + 8 <= n) { /* elements 8t .. 8t+7, all in range */
+            const float4 a = reinterpret_cast<const float4 *>(x)[2 * t];
+            const float4 b = reinterpret_cast<const float4 *>(x)[2 * t + 1];
+            const float in[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            float o[8];
+#pragma unroll
+            for (int l = 0; l < 8; l++)
+                o[l] = round_one<KIND, M, PERROW>(plan, grids, cols, 8 * t + l, in[l], r[l], &sat,
+                                                  ns, nf, nz);
+            reinterpret_cast<float4 *>(y)[2 * t] = make_float4(o[0], o[1], o[2], o[3]);
+            reinterpret_cast<float4 *>(y)[2 * t + 1] = make_float4(o[4], o[5], o[6], o[7]);
+            continue;
+        }
+#pragma unroll
+        for (int l = 0; l < 8; l++) {
+            const uint64_t gi = 8 * q + l;
+            if (gi < index || gi >= index + n) continue;
+            const size_t j = (size_t)(gi - index);
+            y[j] = round_one<KIND, M, PERROW>(plan, grids, cols, j, x[j], r[l], &sat, ns, nf, nz);
+            if (MASK) mask[j] = (uint8_t)sat;
+        }
+    }
+}
+
 template <int KIND, int MODE, bool MASK, bool PERROW>
 __device__ __forceinline__ void round_part(const float *x, float *y, uint8_t *mask, size_t n,
                                            uint64_t index, const struct quant_plan &plan,
@@ -154,23 +202,17 @@ __device__ __forceinline__ void round_part(const float *x, float *y, uint8_t *ma
                                            uint64_t step, unsigned long long &ns,
                                            unsigned long long &nf, unsigned long long &nz)
 {
+    if (MODE == QUANT_MODE_STOCHASTIC && plan.sr_bits == QUANT_SR_BITS_16) {
+        round_part16<KIND, MASK, PERROW>(x, y, mask, n, index, plan, grids, cols, t0, step, ns, nf,
+                                         nz);
+        return;
+    }
     const uint64_t q0 = index >> 2, nq = ((index + n - 1) >> 2) - q0 + 1;
     const bool vec = !MASK && (index & 3) == 0 && (((uintptr_t)x | (uintptr_t)y) & 15) == 0;
     for (uint64_t t = t0; t < nq; t += step) {
         const uint64_t q = q0 + t;
         uint32_t r[4] = {0u, 0u, 0u, 0u};
-        if (MODE == QUANT_MODE_STOCHASTIC && plan.sr_bits == QUANT_SR_BITS_16) {
-            /* elements 4q .. 4q+3 take values 2q and 2q + 1: lanes 2 (q & 1) and 2 (q & 1) + 1
-             * of Philox block q / 2, each split in two (quant_sr16_bits) */
-            curandStatePhilox4_32_10_t st;
-            curand_init(plan.seed, plan.stream, 4 * (q >> 1), &st);
-            uint4 v = curand4(&st);
-            const uint32_t a = (q & 1) ? v.z : v.x, b = (q & 1) ? v.w : v.y;
-            r[0] = quant_sr16_bits(a, 0);
-            r[1] = quant_sr16_bits(a, 1);
-            r[2] = quant_sr16_bits(b, 0);
-            r[3] = quant_sr16_bits(b, 1);
-        } else if (MODE == QUANT_MODE_STOCHASTIC) {
+        if (MODE == QUANT_MODE_STOCHASTIC) {
             curandStatePhilox4_32_10_t st;
             curand_init(plan.seed, plan.stream, 4 * q, &st);
             uint4 v = curand4(&st);
