@@ -18,7 +18,7 @@ check_PROGRAMS += tests/test_base tests/test_quant tests/test_quant_cuda tests/t
 	tests/test_data tests/test_layers tests/test_models tests/test_optim tests/test_gemm_int \
 	tests/test_policy tests/test_train tests/test_checkpoint tests/test_io tests/test_perf \
 	tests/test_plot tests/test_graph tests/test_net_cuda tests/test_graphamp tests/test_comp \
-	tests/test_policy_cuda tests/test_roles tests/test_roles_mx
+	tests/test_policy_cuda tests/test_roles tests/test_roles_mx tests/test_arith
 tests_test_base_LDADD = $(NET_LIBS) $(CUDA_DEV_LIBS) $(TEST_LIBS)
 tests_test_quant_SOURCES = tests/test_quant.c tests/test_quant_kernels.c tests/test_quant_fixed.c \
 	tests/test_quant_float.c tests/test_quant_custom.c tests/test_quant_stats.c \
@@ -49,6 +49,7 @@ tests_test_policy_SOURCES = tests/test_policy.c tests/test_policy_engine.c \
 tests_test_policy_LDADD = tests/libtestutil_net.a $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_roles_LDADD = tests/libtestutil_net.a $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_roles_mx_LDADD = tests/libtestutil_net.a $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_arith_LDADD = tests/libtestutil_net.a $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_graphamp_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_comp_LDADD = $(PERF_LIBS) $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_train_LDADD = $(TRAIN_LIBS) $(TEST_LIBS)

@@ -24,7 +24,7 @@
 #include "tests/test_io.h"
 
 /* a unit state's scale statistics when no role is scaled */
-#define NO_SCALES {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}
+#define NO_SCALES {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}, 0, {0, 0, 0}, {0, 0, 0}
 #include "tests/testutil.h"
 
 char tmpdir[64];
@@ -109,7 +109,9 @@ static struct adapt_trace_unit_state ustate[3][2] = {
     {{8, 4, 37.25, 51, 0.0625, 12, 345, 0.25, NO_SCALES}, {10, 6, 25.0, 50, 0.125, 0, 7, 0.0, NO_SCALES}},
     {{32, 0, NAN, -1, NAN, -1, -1, NAN, NO_SCALES}, {32, 0, NAN, -1, NAN, -1, -1, NAN, NO_SCALES}},
     /* [roles] scale statistics: weight and grad_output scaled, input not; an amax of inf */
-    {{9, 5, 99.5, 150, 0.5, 1, 2, 0.5, {{1.5, 256.0, 3, 1}, {0, 0, 0, 0}, {INFINITY, 4096.0, 0, 2}}},
+    {{9, 5, 99.5, 150, 0.5, 1, 2, 0.5, {{1.5, 256.0, 3, 1}, {0, 0, 0, 0}, {INFINITY, 4096.0, 0, 2}},
+      /* [arithmetic]: GEMM calls and register overflows per GEMM */
+      1, {2, 2, 0}, {17, 0, 5}},
      {12, 8, 100.0, 149, 0.2385, 3, 4, NAN, NO_SCALES}},
 };
 static struct adapt_trace_event events[2] = {
@@ -211,6 +213,11 @@ static void check_step(const struct adapt_trace_step *got, int i)
         }
         ck_assert_int_eq(a->sat, b->sat);
         ck_assert_int_eq(a->flush, b->flush);
+        ck_assert_int_eq(a->acc_set, b->acc_set);
+        for (int g = 0; g < 3; g++) {
+            ck_assert_int_eq(a->acc_gemms[g], b->acc_gemms[g]);
+            ck_assert_int_eq(a->acc_overflows[g], b->acc_overflows[g]);
+        }
     }
     ck_assert_int_eq(got->n_events, s.n_events);
     for (int k = 0; k < s.n_events; k++) {

@@ -16,7 +16,7 @@
 #include "tests/test_perf.h"
 
 /* a unit state's scale statistics when no role is scaled */
-#define NO_SCALES {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}
+#define NO_SCALES {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}, 0, {0, 0, 0}, {0, 0, 0}
 #include "tests/testutil.h"
 
 /* ==================================================================== errors */

@@ -6,6 +6,7 @@
  *   adapt-bench quant [--json]                       rounding-kernel throughput
  *   adapt-bench gemm [--shapes ...] [-o FILE]        GEMM / element-wise timing table
  *   adapt-bench kl --model M [--weights FILE]        push-down KL against histogram noise
+ *   adapt-bench arith [--model M] [--acc A;B]        accumulator models against each other
  */
 #ifndef ADAPT_BENCH_BENCH_H
 #define ADAPT_BENCH_BENCH_H
@@ -14,6 +15,7 @@ int adapt_bench_train(int argc, char **argv);
 int adapt_bench_quant(int argc, char **argv);
 int adapt_bench_gemm(int argc, char **argv);
 int adapt_bench_kl(int argc, char **argv);
+int adapt_bench_arith(int argc, char **argv);
 
 /* Monotonic wall clock in seconds. */
 double adapt_bench_now(void);

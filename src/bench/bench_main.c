@@ -21,6 +21,7 @@ static void usage(FILE *f)
                "  quant   rounding-kernel throughput against a plain copy\n"
                "  gemm    GEMM and element-wise timing table per number type\n"
                "  kl      the push-down's KL test on a model's weights against histogram noise\n"
+               "  arith   one training step under accumulator models, compared bit for bit\n"
                "Run 'adapt-bench SUBCOMMAND --help' for its options.\n");
 }
 
@@ -42,6 +43,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "quant")) return adapt_bench_quant(argc - 1, argv + 1);
     if (!strcmp(argv[1], "kl")) return adapt_bench_kl(argc - 1, argv + 1);
     if (!strcmp(argv[1], "gemm")) return adapt_bench_gemm(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "arith")) return adapt_bench_arith(argc - 1, argv + 1);
     fprintf(stderr, "adapt-bench: unknown subcommand '%s'\n", argv[1]);
     usage(stderr);
     return 2;

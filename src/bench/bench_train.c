@@ -90,19 +90,41 @@ static void setup_free(struct bench_setup *b)
     adapt_net_free(b->net);
 }
 
-/* --policy's NAME or NAME+RECIPE (a [roles] recipe) into cfg; the message set on error. */
+/* --policy's NAME[+PART...] into cfg: each PART a [roles] recipe, or a SECTION.KEY=VALUE
+ * assignment (fixed+policy.wl=8+policy.fl=4+arithmetic.accumulator=exact); the message set on
+ * error. */
 static enum adapt_status policy_config(const char *policy, struct adapt_config *cfg)
 {
-    char set[96];
+    char set[160];
     size_t n = strcspn(policy, "+");
     adapt_config_init(cfg);
     snprintf(set, sizeof set, "policy.name=%.*s", (int)(n < 40 ? n : 40), policy);
     enum adapt_status st = adapt_config_set(cfg, set);
-    if (!st && policy[n]) {
-        snprintf(set, sizeof set, "roles.recipe=%.60s", policy + n + 1);
+    for (const char *q = policy + n; !st && *q == '+';) {
+        q++;
+        size_t m = strcspn(q, "+");
+        if (memchr(q, '=', m))
+            snprintf(set, sizeof set, "%.*s", (int)(m < 150 ? m : 150), q);
+        else
+            snprintf(set, sizeof set, "roles.recipe=%.*s", (int)(m < 60 ? m : 60), q);
         st = adapt_config_set(cfg, set);
+        q += m;
     }
     return st ? st : adapt_config_check(cfg);
+}
+
+/* The next name of a comma-separated list whose names may hold commas inside parentheses
+ * (int(16, saturate)): NUL-terminated in place; NULL at the end. */
+static char *next_name(char **s)
+{
+    char *b = *s;
+    if (!b || !*b) return NULL;
+    int depth = 0;
+    char *e = b;
+    for (; *e && !(*e == ',' && depth == 0); e++) depth += *e == '(' ? 1 : *e == ')' ? -1 : 0;
+    *s = *e ? e + 1 : e;
+    *e = '\0';
+    return b;
 }
 
 static int setup_init(struct bench_setup *b, const char *model, const char *policy, int batch,
@@ -316,14 +338,14 @@ int adapt_bench_train(int argc, char **argv)
         goto done;
     }
     /* every name is checked before anything is printed or timed */
-    for (char *save = NULL, *q = strtok_r(plist, ",", &save); q; q = strtok_r(NULL, ",", &save)) {
+    for (char *save = plist, *q = next_name(&save); q; q = next_name(&save)) {
         struct adapt_config cfg;
         if (npol == 16) {
             fprintf(stderr, "adapt-bench train: --policy: at most 16 policies\n");
             rc = 2;
             goto done;
         }
-        if (strlen(q) > 90 || policy_config(q, &cfg) != ADAPT_OK) {
+        if (strlen(q) > 150 || policy_config(q, &cfg) != ADAPT_OK) {
             fprintf(stderr, "adapt-bench train: --policy: %s\n", adapt_error_message());
             rc = 2;
             goto done;

@@ -96,6 +96,10 @@ static const struct adapt_schema_enum device_enum = NAMES(device_names);
     {s, k, ADAPT_SCHEMA_BOOL, FIELD(f), def, NULL, NULL, NULL, NULL, 0, help}
 #define K_STR(s, k, f, def, help) \
     {s, k, ADAPT_SCHEMA_STRING, FIELD(f), def, NULL, NULL, NULL, NULL, 0, help}
+/* a key added after traces were written: left out of their JSON while it holds its default */
+#define K_STR_NEW(s, k, f, def, help) \
+    {s, k, ADAPT_SCHEMA_STRING, FIELD(f), def, NULL, NULL, NULL, NULL, \
+     ADAPT_SCHEMA_OMIT_DEFAULT, help}
 #define ROLE_KEY(r, k, help) \
     K_STR("roles", k, roles.role[r], "auto", \
           help ": auto (what the policy rounds), unit (the unit's format), float32 or a "    \
@@ -396,6 +400,18 @@ static const struct adapt_schema_key keys[] = {
            "MX roles (weight, input, grad_output): blocks of 32 along each tensor's rows, or "
            "along the reduction dimension of each of the unit's three GEMMs (each operand "
            "rounded once per GEMM; conv2d and linear units; recipe mxfp8_gemm sets gemm)"),
+    K_STR_NEW("arithmetic", "accumulator", arithmetic.accumulator, "float32",
+          "how the matrix products of every conv2d and linear unit multiply and sum, in their "
+          "three GEMMs (forward, input gradient, weight gradient; doc/numerics.md, "
+          "\"Accumulators\"): float32 (products and sums in float32), exact (integer products "
+          "and sums of fixed-point operands, rounded once), int(BITS[, wrap|saturate[, FL]]) (a "
+          "BITS-bit two's-complement accumulator, binary point at the products' own or FL), "
+          "float(FORMAT[, K]) (each addition rounded to FORMAT, promoted to float32 every K "
+          "products). exact and int apply to a GEMM whose two operands are on fixed-point "
+          "grids; the others run float32. CPU engine only"),
+    K_STR_NEW("arithmetic", "units", arithmetic.units, "",
+          "per-unit accumulators by layer name: NAME: MODEL | NAME: MODEL (e.g. \"conv1: "
+          "exact | fc3: int(16, saturate)\")"),
 };
 
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -750,6 +766,36 @@ static enum adapt_status check_roles(const struct adapt_config *cfg)
     return adapt_config_role_overrides(cfg, ov, &n);
 }
 
+/* [arithmetic] parses; its models need a policy whose units round (not fp32 or comp) */
+static enum adapt_status check_arith(const struct adapt_config *cfg)
+{
+    struct quant_acc def;
+    struct adapt_arith_override ov[ADAPT_ARITH_OVERRIDES_MAX];
+    int n;
+    enum adapt_status st = adapt_config_arith(cfg, &def, ov, &n);
+    if (st || !adapt_config_arith_set(cfg)) return st;
+    if (cfg->policy.name == ADAPT_CONFIG_POLICY_FP32 ||
+        cfg->policy.name == ADAPT_CONFIG_POLICY_COMP) {
+        char o[ADAPT_CONFIG_OVERRIDE_LEN + 32];
+        origin_text(cfg, adapt_schema_find(&schema, "policy", "name"), o, sizeof o);
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: policy.name = %s with [arithmetic] set: accumulator models need "
+                           "a policy with precision units (fixed, adapt, muppet or amp)",
+                           o, adapt_config_enum_str(cfg, "policy", "name"));
+    }
+    if (cfg->roles.mx_axis == ADAPT_MX_AXIS_GEMM || cfg->roles.recipe == ADAPT_RECIPE_MXFP8_GEMM) {
+        char o[ADAPT_CONFIG_OVERRIDE_LEN + 32];
+        adapt_config_origin_str(cfg, "arithmetic",
+                                def.kind != QUANT_ACC_FLOAT32 ? "accumulator" : "units", o,
+                                sizeof o);
+        return ADAPT_ERROR(ADAPT_EINVAL,
+                           "%s: [arithmetic] with MX blocks along each GEMM (roles.mx_axis = gemm "
+                           "or roles.recipe = mxfp8_gemm): the two are not combined; expected "
+                           "roles.mx_axis = rows or arithmetic.accumulator = float32", o);
+    }
+    return ADAPT_OK;
+}
+
 enum adapt_status adapt_config_check(const struct adapt_config *cfg)
 {
     enum adapt_status st;
@@ -759,6 +805,7 @@ enum adapt_status adapt_config_check(const struct adapt_config *cfg)
     if ((st = check_propagation(cfg)) != ADAPT_OK) return st;
     if ((st = check_formats(cfg)) != ADAPT_OK) return st;
     if ((st = check_roles(cfg)) != ADAPT_OK) return st;
+    if ((st = check_arith(cfg)) != ADAPT_OK) return st;
     return check_int_bits(cfg);
 }
 

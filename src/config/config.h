@@ -355,6 +355,13 @@ struct adapt_config {
         enum adapt_config_scale_kind scale;    /* float32 or a power of two */
         enum adapt_config_mx_axis mx_axis;     /* MX blocks (recipe mxfp8_gemm: gemm) */
     } roles;
+    struct {
+        /* [arithmetic]: how the units' matrix products multiply and sum (doc/numerics.md,
+         * "Accumulators"; quant_acc_parse's grammar): the default of every unit, then per-unit
+         * overrides "NAME: MODEL | NAME: MODEL"; "" = none */
+        char accumulator[ADAPT_CONFIG_STR_MAX];
+        char units[ADAPT_CONFIG_PATH_MAX];
+    } arithmetic;
 
     struct {
         int n;
@@ -412,6 +419,18 @@ struct adapt_role_override {
  * message naming roles.units and the piece that does not parse. */
 enum adapt_status adapt_config_role_overrides(const struct adapt_config *cfg,
                                               struct adapt_role_override *out, int *n);
+/* [arithmetic]: the accumulator model of every unit (arithmetic.accumulator) and the per-unit
+ * overrides of arithmetic.units ("NAME: MODEL | NAME: MODEL"), parsed (src/config/arith.c);
+ * fails with a message naming the key, its origin and the piece that does not parse. */
+struct adapt_arith_override {
+    char unit[64];
+    struct quant_acc acc;
+};
+#define ADAPT_ARITH_OVERRIDES_MAX 64
+enum adapt_status adapt_config_arith(const struct adapt_config *cfg, struct quant_acc *def,
+                                     struct adapt_arith_override *out, int *n);
+/* 1 when arithmetic.accumulator or arithmetic.units asks for something other than float32. */
+int adapt_config_arith_set(const struct adapt_config *cfg);
 /* 1 when reference switch s is on: set on, or auto with quantization.compat = reference (for
  * softmax_before_ce also model.name = lenet5, the published model that has it; for
  * act_formats lenet5, alexnet_mnist or alexnet_cifar, whose indexing is known; for

@@ -86,8 +86,9 @@ enum adapt_schema_type {
 };
 
 #define ADAPT_SCHEMA_INCREASING 1u /* ADAPT_SCHEMA_INTS: entries strictly increasing */
-/* ADAPT_SCHEMA_ENUM: adapt_schema_to_json leaves the key out while it holds its default (a key
- * added after records were written: their JSON stays what it was; readers take the default) */
+/* ADAPT_SCHEMA_ENUM, ADAPT_SCHEMA_STRING: adapt_schema_to_json leaves the key out while it holds
+ * its default (a key added after records were written: their JSON stays what it was; readers
+ * take the default), and a section all of whose keys it left out */
 #define ADAPT_SCHEMA_OMIT_DEFAULT 2u
 
 /* "8,12,14,16" */

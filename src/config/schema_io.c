@@ -530,8 +530,17 @@ json_t *adapt_schema_to_json(const struct adapt_schema *s, const void *obj)
         if ((k->flags & ADAPT_SCHEMA_OMIT_DEFAULT) && k->type == ADAPT_SCHEMA_ENUM &&
             !strcmp(schema_enum_name(k, *(const int *)schema_field_cptr(obj, k)), k->def))
             continue;
+        if ((k->flags & ADAPT_SCHEMA_OMIT_DEFAULT) && k->type == ADAPT_SCHEMA_STRING &&
+            !strcmp((const char *)schema_field_cptr(obj, k), k->def))
+            continue;
         if (json_object_set_new(sec, k->key, key_json(obj, k))) goto free_root;
     }
+    /* a section whose every key was left out is left out too */
+    const char *name;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(root, tmp, name, v) if (json_is_object(v) && json_object_size(v) == 0)
+        json_object_del(root, name);
     for (int g = 0; g < s->nnamed; g++) {
         const struct adapt_schema_named *fam = &s->named[g];
         if (!schema_citem_count(fam, obj)) continue;

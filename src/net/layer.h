@@ -106,6 +106,24 @@ struct adapt_mx_gemm {
                                          the owner of this struct */
 };
 
+/* The accumulator model of a unit's three GEMMs (arithmetic.accumulator, doc/numerics.md
+ * "Accumulators"): set by the precision state (src/policy/arith.c) on a conv2d or linear layer,
+ * read by its forward and backward (src/net/layers/arith_gemm.c). fl_w, fl_x and fl_dy are the
+ * fixed-point grids (fractional bits) the weight copy, the input and the output gradient were
+ * rounded onto, -1 when not on one; the hooks set them before each forward and backward. An
+ * exact or int model applies to a GEMM whose two operands are on grids, a float model to every
+ * GEMM; the others run in float32 as without it. */
+enum adapt_arith_gemm { ADAPT_ARITH_FWD = 0, ADAPT_ARITH_DGRAD, ADAPT_ARITH_WGRAD, ADAPT_ARITH_N };
+struct adapt_arith {
+    struct quant_acc acc;
+    int fl_w, fl_x, fl_dy;
+    uint64_t overflows[ADAPT_ARITH_N]; /* int: additions that left the register, per GEMM */
+    uint64_t gemms[ADAPT_ARITH_N];     /* GEMM calls that ran under acc (not float32) */
+    uint64_t offgrid;                  /* GEMM calls run in float32 instead: an operand was
+                                        * off its grid (an engine fault, warned once) */
+    struct adapt_mx_scratch *scratch;  /* shared by the units, freed by the owner */
+};
+
 struct adapt_layer {
     const struct adapt_layer_ops *ops;
     char name[ADAPT_NAME_MAX];      /* module path, e.g. "layer1.0.conv1" */
@@ -129,6 +147,7 @@ struct adapt_layer {
     float eps, momentum, p;
     int mx_gemm;                    /* 1: forward and backward honour mx (conv2d, linear) */
     struct adapt_mx_gemm *mx;       /* NULL: compute with the operands given */
+    struct adapt_arith *arith;      /* NULL: float32 products and sums */
 };
 
 /* Constructors. in_chw is the per-sample input shape. Return NULL on bad

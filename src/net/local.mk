@@ -7,7 +7,7 @@ libnet_a_SOURCES = \
 	src/net/layers/layers_impl.h src/net/layers/act_impl.h src/net/layers/layer.c \
 	src/net/layers/fc.c \
 	src/net/layers/gemm.c src/net/layers/im2col.c src/net/layers/conv2d.c \
-	src/net/layers/mx_gemm.c \
+	src/net/layers/mx_gemm.c src/net/layers/arith_gemm.c \
 	src/net/layers/gconv.c src/net/layers/gconv_backward.c src/net/layers/gconv_impl.h \
 	src/net/layers/dropout.c src/net/layers/concat.c \
 	src/net/layers/linear.c src/net/layers/act.c src/net/layers/pool.c \

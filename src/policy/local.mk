@@ -3,7 +3,7 @@
 noinst_LIBRARIES += libpolicy.a
 libpolicy_a_SOURCES = \
 	src/policy/precision.c src/policy/precision.h src/policy/roles.c src/policy/roles.h \
-	src/policy/mx_gemm.c \
+	src/policy/mx_gemm.c src/policy/arith.c \
 	src/policy/graphamp.c src/policy/graphamp.h \
 	src/policy/policy_core.c src/policy/policy_core.h \
 	src/policy/policy.c src/policy/policy.h src/policy/adapt.c src/policy/muppet.c \

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/log.h"
 #include "src/policy/comp.h"
 #include "src/policy/policy_core.h"
 
@@ -69,6 +70,56 @@ static enum adapt_status apply_roles(struct adapt_policy *p, const struct adapt_
     return st;
 }
 
+/* The [arithmetic] of the configuration on the precision state. */
+static enum adapt_status apply_arith(struct adapt_policy *p, const struct adapt_config *cfg)
+{
+    struct quant_acc def;
+    struct adapt_arith_override ov[ADAPT_ARITH_OVERRIDES_MAX];
+    int n = 0;
+    enum adapt_status st = adapt_config_arith(cfg, &def, ov, &n);
+    if (st) return st;
+    const int nu = p->prec->nunits;
+    struct quant_acc *acc = malloc(sizeof *acc * (size_t)(nu > 0 ? nu : 1));
+    if (!acc) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the accumulator models");
+    for (int u = 0; u < nu; u++) acc[u] = def;
+    char o[ADAPT_CONFIG_OVERRIDE_LEN + 32];
+    adapt_config_origin_str(cfg, "arithmetic", "units", o, sizeof o);
+    for (int i = 0; i < n && !st; i++) {
+        int u = -1;
+        for (int k = 0; k < nu; k++)
+            if (!strcmp(p->prec->u[k].layer->name, ov[i].unit)) u = k;
+        if (u < 0) {
+            char names[512] = "";
+            for (int k = 0; k < nu; k++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+                         p->prec->u[k].layer->name);
+            st = ADAPT_ERROR(ADAPT_EINVAL,
+                             "%s: arithmetic.units: no precision unit named '%s' "
+                             "(the units: %s)",
+                             o, ov[i].unit, names);
+        } else if (!p->prec->u[u].layer->mx_gemm && ov[i].acc.kind != QUANT_ACC_FLOAT32) {
+            const struct adapt_layer *l = p->prec->u[u].layer;
+            st = ADAPT_ERROR(ADAPT_EINVAL,
+                             "%s: arithmetic.units: unit %s is a grouped or dilated "
+                             "convolution (groups %d, dilation %d), whose GEMMs run "
+                             "in float32 only; expected float32 for it",
+                             o, l->name, l->groups, l->dilation);
+        } else {
+            acc[u] = ov[i].acc;
+        }
+    }
+    int skipped = 0;
+    if (!st) st = adapt_precision_set_arith(p->prec, acc, &skipped);
+    if (!st && skipped)
+        adapt_log(ADAPT_LOG_WARN,
+                  "arithmetic.accumulator = %s: %d grouped or dilated "
+                  "convolution unit(s) keep float32 arithmetic (adapt-train "
+                  "--dry-run lists them)",
+                  cfg->arithmetic.accumulator, skipped);
+    free(acc);
+    return st;
+}
+
 enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct adapt_config *cfg,
                                      struct adapt_net *net, uint64_t seed)
 {
@@ -84,6 +135,7 @@ enum adapt_status adapt_policy_alloc(struct adapt_policy **out, const struct ada
     p->loss_scale = 1.0;
     enum adapt_status st = t->init(p);
     if (!st && p->prec && adapt_config_roles_set(cfg)) st = apply_roles(p, cfg);
+    if (!st && p->prec && adapt_config_arith_set(cfg)) st = apply_arith(p, cfg);
     if (st) {
         adapt_policy_free(p);
         return st;
@@ -130,7 +182,17 @@ void adapt_policy_unit_state(const struct adapt_policy *p, int u,
     s->sat = s->flush = -1;
     s->act_sat = NAN;
     memset(s->scaled, 0, sizeof s->scaled);
+    s->acc_set = 0;
     if (!p->prec) return;
+    if (p->prec->arith && p->prec->u[u].layer->arith == &p->prec->arith[u]) {
+        struct adapt_arith *a = &p->prec->arith[u];
+        s->acc_set = 1;
+        for (int g = 0; g < 3; g++) {
+            s->acc_gemms[g] = (int64_t)a->gemms[g];
+            s->acc_overflows[g] = (int64_t)a->overflows[g];
+            a->gemms[g] = a->overflows[g] = 0;
+        }
+    }
     adapt_precision_take_scales(p->prec, u, s->scaled);
     adapt_precision_sync(p->prec); /* a failure is kept in the precision state's dev_st */
     const struct adapt_unit_prec *up = &p->prec->u[u];

@@ -89,6 +89,23 @@ int adapt_precision_role_spec(const struct adapt_precision *p, int ui, enum adap
     return role_spec(p, ui, r, NULL, p->rounding, training, out, sc);
 }
 
+int adapt_precision_role_spec_auto(const struct adapt_precision *p, int ui, enum adapt_role r,
+                                   struct quant_spec *out, enum adapt_role_scaling *sc)
+{
+    const struct adapt_unit_prec *u = &p->u[ui];
+    switch (r) {
+    case ADAPT_ROLE_WEIGHT: return role_spec(p, ui, r, &u->spec, u->spec.rounding, 1, out, sc);
+    case ADAPT_ROLE_INPUT:
+        if (!p->round_in[u->node] && !node_role(p, u->node, r)) return 0;
+        return role_spec(p, ui, r, p->round_in[u->node] ? act_spec(p, ui) : NULL, p->rounding, 1,
+                         out, sc);
+    case ADAPT_ROLE_GRAD_OUTPUT:
+        return !adapt_mx_gemm_takes_dy(p, u->node) &&
+               role_spec(p, ui, r, NULL, p->rounding, 1, out, sc);
+    default: return 0;
+    }
+}
+
 /* 1 when every value of fixed-point format a is exactly representable in
  * fixed-point format b (finer or equal step, at least as many integer bits):
  * rounding an a-value to b is then the identity, in either rounding mode. */
@@ -177,6 +194,7 @@ static enum adapt_status in_run(struct adapt_precision *p, int node, const float
         qin = u->role_qin;
     }
     if (!qin) return ADAPT_OK;
+    if (!backward) adapt_arith_set_grid(p, ui, ADAPT_ROLE_INPUT, adapt_arith_grid(&s, sc));
     if (sc == ADAPT_SCALING_NONE && producer_spec(p, p->net->nodes[node].in[0], &prev) &&
         quant_spec_within(&prev, &s))
         return ADAPT_OK; /* already on the grid */
@@ -270,6 +288,7 @@ static enum adapt_status grad_role(struct adapt_precision *p, enum adapt_role r,
     if (!role_spec(p, ui, r, NULL, p->rounding, 1, &s, &sc)) return ADAPT_OK;
     struct quant_key key = r == ADAPT_ROLE_GRAD_OUTPUT ? key_of(p, Q_GRAD_Y, node, p->iter)
                                                        : key_of(p, Q_GRAD_X, node * 2 + k, p->iter);
+    if (r == ADAPT_ROLE_GRAD_OUTPUT) adapt_arith_set_grid(p, ui, r, adapt_arith_grid(&s, sc));
     if (sc != ADAPT_SCALING_NONE)
         return adapt_role_round_scaled(p, r, node, sc, &s, g, g, 1, m * (size_t)n, (size_t)n,
                                        key, NULL);
@@ -279,6 +298,8 @@ static enum adapt_status grad_role(struct adapt_precision *p, enum adapt_role r,
 static enum adapt_status dout_run(struct adapt_precision *p, int node, const float *y, float *dy,
                                   int n)
 {
+    if (p->arith && p->node_unit[node] >= 0 && p->u[p->node_unit[node]].node == node)
+        adapt_arith_set_grid(p, p->node_unit[node], ADAPT_ROLE_GRAD_OUTPUT, -1);
     if (node_role(p, node, ADAPT_ROLE_GRAD_OUTPUT)) {
         /* an MX role with roles.mx_axis = gemm: the layer rounds it per GEMM */
         enum adapt_status st =
@@ -344,6 +365,9 @@ static enum adapt_status grad_run(struct adapt_precision *p, int node, float **d
 /* The network's hooks (host arrays: the rounding cannot fail on valid formats) */
 static void in_hook(void *ctx, int node, const float **xs, int n, int training, int backward)
 {
+    struct adapt_precision *p = ctx;
+    if (p->arith && !backward && p->node_unit[node] >= 0 && p->u[p->node_unit[node]].node == node)
+        adapt_arith_set_grid(p, p->node_unit[node], ADAPT_ROLE_INPUT, -1);
     if (adapt_mx_gemm_input(ctx, node, training, backward)) return; /* the layer rounds it */
     enum adapt_status st = in_run(ctx, node, xs, n, training, backward);
     ADAPT_ASSERT(st == ADAPT_OK);
@@ -565,6 +589,7 @@ void adapt_precision_free(struct adapt_precision *p)
             free(p->rstate[i].hist);
     free(p->rstate);
     adapt_mx_gemm_free(p);
+    adapt_precision_arith_free(p);
     free(p->roles);
     free(p->acopy);
     free(p->d_acopy); /* the arrays are the engine's */
@@ -708,6 +733,7 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
         struct adapt_unit_prec *u = &p->u[k];
         struct adapt_layer *l = u->layer;
         if (!u->active) {
+            adapt_arith_set_grid(p, k, ADAPT_ROLE_WEIGHT, -1);
             for (int q = 0; q < l->nparam && q < 2; q++) use_param(p, u->param[q], NULL);
             u->sparsity = 0.0;
             u->sat = u->flush = 0;
@@ -748,6 +774,8 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
                        cols, key_of(p, Q_WEIGHT, k, step), SLOT_WEIGHT(k), &st);
         }
         if (s) break;
+        adapt_arith_set_grid(p, k, ADAPT_ROLE_WEIGHT,
+                             wq ? adapt_arith_grid(&rs[ADAPT_ROLE_WEIGHT], sc) : -1);
         if (wq) use_param(p, u->param[0], wq);
         /* on a device: from its counters, when read (adapt_precision_sync), but a scaled
          * rounding's counts are on the host already (a replay's are the first rounding's) */

@@ -142,6 +142,8 @@ struct adapt_precision {
                                         node (activations, error gradients) */
     struct adapt_mx_gemm *mxg; /* (nunits) roles.mx_axis = gemm (src/policy/mx_gemm.c): each
                                   unit's MX operands rounded per GEMM; NULL: along rows */
+    struct adapt_arith *arith; /* (nunits) arithmetic.accumulator (src/policy/arith.c): each
+                                  unit's accumulator model and operand grids; NULL: float32 */
 };
 
 /* Options of scaled roles (the [roles] keys). */
@@ -181,6 +183,18 @@ enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
  * (src/policy/mx_gemm.c). Call after the roles are set; fails, naming `origin` (the key's
  * file and line), where such a role is on a unit that cannot (a grouped or dilated conv). */
 enum adapt_status adapt_precision_set_mx_gemm(struct adapt_precision *p, const char *origin);
+/* arithmetic.accumulator: unit u's GEMMs sum as acc[u] says (struct adapt_arith in
+ * src/net/layer.h; src/policy/arith.c). Host engine only. A unit whose layer has no explicit
+ * GEMMs (a grouped or dilated convolution) keeps float32, and *skipped counts them (may be
+ * NULL). Call once, after the roles. */
+enum adapt_status adapt_precision_set_arith(struct adapt_precision *p, const struct quant_acc *acc,
+                                            int *skipped);
+/* Unit u's accumulator model and, where the GEMM runs under it (1) or in float32 (0), for the
+ * forward, input-gradient and weight-gradient GEMMs as the operand formats of its current
+ * roles decide (the dry run's table; -1: the layer has no such GEMM). NULL when unit u sums in
+ * float32. */
+const struct quant_acc *adapt_precision_arith(const struct adapt_precision *p, int u,
+                                              int gemm_on[3]);
 /* Unit u's scale statistics of the GEMM operand roles for a step record: weight, input and
  * grad_output in trace order (scale 0 where the role is not scaled); the saturated and flushed
  * counts since the last call. */

@@ -39,4 +39,16 @@ int adapt_mx_gemm_input(struct adapt_precision *p, int node, int training, int b
 int adapt_mx_gemm_takes_dy(const struct adapt_precision *p, int node);
 void adapt_mx_gemm_free(struct adapt_precision *p);
 
+/* arithmetic.accumulator (src/policy/arith.c): the fixed-point grid (fractional bits) of a
+ * tensor rounded with s and scaling sc, -1 when that is not a plain fixed-point grid; the
+ * hooks record it as unit ui's operand of role r (weight, input, grad_output; no-op without
+ * accumulator models); the models' release. */
+int adapt_arith_grid(const struct quant_spec *s, enum adapt_role_scaling sc);
+void adapt_arith_set_grid(struct adapt_precision *p, int ui, enum adapt_role r, int fl);
+void adapt_precision_arith_free(struct adapt_precision *p);
+/* Role r of unit ui as the hooks resolve it, the policy's own rounding (auto) included: 1 with
+ * its format and scaling, 0 when the tensor stays float32 (weight, input, grad_output). */
+int adapt_precision_role_spec_auto(const struct adapt_precision *p, int ui, enum adapt_role r,
+                                   struct quant_spec *out, enum adapt_role_scaling *sc);
+
 #endif

@@ -6,6 +6,14 @@
  * It is written for clarity, not speed: one dot product at a time, every addition as the model
  * defines it. Faster paths are checked against it. */
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static int omp_in_parallel(void)
+{
+    return 0;
+}
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,9 +129,8 @@ static float round_to(const struct quant_spec *s, float x)
     return y;
 }
 
-enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, int k,
-                                     const float *A, int fla, const float *B, int flb, float *C,
-                                     struct quant_acc_stats *st)
+static enum adapt_status check_args(const struct quant_acc *acc, int m, int n, int k, int fla,
+                                    int flb)
 {
     enum adapt_status e = quant_acc_check(acc);
     if (e) return e;
@@ -132,22 +139,32 @@ enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, 
     if (integer && (fla < 0 || flb < 0 || fla + flb > 124))
         return ADAPT_ERROR(ADAPT_EINVAL, "integer accumulation of operands with %d and %d "
                                          "fractional bits (expected 0 .. 62 each)", fla, flb);
+    return ADAPT_OK;
+}
+
+/* Rows i0 .. i1-1 of C, operands and result with row strides; arguments checked. */
+static enum adapt_status gemm_rows(const struct quant_acc *acc, int i0, int i1, int n, int k,
+                                   const float *A, ptrdiff_t lda, int fla, const float *B,
+                                   ptrdiff_t ldb, int flb, float *C, ptrdiff_t ldc,
+                                   struct quant_acc_stats *st)
+{
     const int pfl = fla + flb;                              /* the products' fractional bits */
     const int afl = acc->kind == QUANT_ACC_INT && acc->fl >= 0 ? acc->fl : pfl;
     struct quant_spec fs = acc->fmt;
     fs.rounding = QUANT_ROUND_NEAREST;
-    for (int i = 0; i < m; i++)
+    for (int i = i0; i < i1; i++)
         for (int j = 0; j < n; j++) {
             float out = 0.0f;
             if (acc->kind == QUANT_ACC_FLOAT32) {
                 for (int p = 0; p < k; p++)
-                    out = out + A[(size_t)i * k + p] * B[(size_t)p * n + j];
+                    out = out + A[(ptrdiff_t)i * lda + p] * B[(ptrdiff_t)p * ldb + j];
             } else if (acc->kind == QUANT_ACC_FLOAT) {
                 float part = 0.0f; /* the chunk's sum, in the accumulator's format */
                 for (int p = 0; p < k; p++) {
                     /* the product exactly in double (two float32 significands: 48 bits), the
                      * sum rounded once to the format */
-                    double prod = (double)A[(size_t)i * k + p] * (double)B[(size_t)p * n + j];
+                    double prod =
+                        (double)A[(ptrdiff_t)i * lda + p] * (double)B[(ptrdiff_t)p * ldb + j];
                     part = round_to(&fs, odd_sum((double)part, prod));
                     if (acc->chunk > 0 && (p + 1) % acc->chunk == 0) {
                         out = out + part;
@@ -159,7 +176,7 @@ enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, 
                 __int128 s = 0;
                 for (int p = 0; p < k; p++) {
                     int64_t a, b;
-                    const float va = A[(size_t)i * k + p], vb = B[(size_t)p * n + j];
+                    const float va = A[(ptrdiff_t)i * lda + p], vb = B[(ptrdiff_t)p * ldb + j];
                     if (grid_int(va, fla, &a))
                         return ADAPT_ERROR(ADAPT_EINVAL, "A[%d][%d] = %.9g is not a multiple of "
                                                          "2^-%d", i, p, (double)va, fla);
@@ -193,7 +210,42 @@ enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, 
                 }
                 out = float_of(s, afl); /* the register's value, rounded once */
             }
-            C[(size_t)i * n + j] = out;
+            C[(ptrdiff_t)i * ldc + j] = out;
         }
+    return ADAPT_OK;
+}
+
+enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, int k,
+                                     const float *A, int fla, const float *B, int flb, float *C,
+                                     struct quant_acc_stats *st)
+{
+    enum adapt_status e = check_args(acc, m, n, k, fla, flb);
+    return e ? e : gemm_rows(acc, 0, m, n, k, A, k, fla, B, n, flb, C, n, st);
+}
+
+/* The training engine's entry (src/net/layers/arith_gemm.c): the reference's sums with row
+ * strides, its rows spread over OpenMP threads unless called from a parallel region. Each
+ * element is computed alone, in the reference's order, so the values do not depend on the
+ * threads. */
+enum adapt_status quant_acc_gemm(const struct quant_acc *acc, int m, int n, int k, const float *A,
+                                 ptrdiff_t lda, int fla, const float *B, ptrdiff_t ldb, int flb,
+                                 float *C, ptrdiff_t ldc, struct quant_acc_stats *st)
+{
+    enum adapt_status e = check_args(acc, m, n, k, fla, flb);
+    if (e) return e;
+    uint64_t ov = 0;
+    int bad = -1; /* the first row whose operands are off their grid */
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : ov) if (m > 1 && !omp_in_parallel())
+    for (int i = 0; i < m; i++) {
+        struct quant_acc_stats s = {0};
+        if (gemm_rows(acc, i, i + 1, n, k, A, lda, fla, B, ldb, flb, C, ldc, &s) != ADAPT_OK) {
+#pragma omp critical(quant_acc_gemm_bad)
+            if (bad < 0 || i < bad) bad = i;
+        }
+        ov += s.overflows;
+    }
+    if (bad >= 0) /* the message of that row, set again on this thread */
+        return gemm_rows(acc, bad, bad + 1, n, k, A, lda, fla, B, ldb, flb, C, ldc, NULL);
+    if (st) st->overflows += ov;
     return ADAPT_OK;
 }

@@ -515,6 +515,13 @@ struct quant_acc_stats {
 };
 const char *quant_acc_kind_name(enum quant_acc_kind k);
 enum adapt_status quant_acc_check(const struct quant_acc *a);
+/* The configuration's text of a model (src/quant/accum_spec.c): float32, exact,
+ * int(BITS[, wrap|saturate[, FL]]) (wrap and the products' point by default) or
+ * float(FORMAT[, K]) (K = 0 by default); fails with a message quoting the text. quant_acc_str
+ * writes a model back in that grammar with every part explicit (QUANT_SPEC_STR_MAX + 32 bytes
+ * hold any). */
+enum adapt_status quant_acc_parse(const char *text, struct quant_acc *out);
+const char *quant_acc_str(const struct quant_acc *a, char *buf, size_t len);
 /* The scalar reference: C (m x n) = A (m x k) B (k x n), row-major, each dot product summed as
  * acc says. exact and int take operands on fixed-point grids, A's values multiples of 2^-fla
  * and B's of 2^-flb (0 <= fla, flb <= 62; an operand off its grid is an error naming it); the
@@ -522,6 +529,12 @@ enum adapt_status quant_acc_check(const struct quant_acc *a);
 enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, int k,
                                      const float *A, int fla, const float *B, int flb, float *C,
                                      struct quant_acc_stats *st);
+/* The same values and overflow count as quant_acc_gemm_ref, with row strides lda (A's rows),
+ * ldb (B's) and ldc (C's) in elements; threads over rows with OpenMP unless called inside a
+ * parallel region (then on the calling thread). The training engine's entry. */
+enum adapt_status quant_acc_gemm(const struct quant_acc *acc, int m, int n, int k, const float *A,
+                                 ptrdiff_t lda, int fla, const float *B, ptrdiff_t ldb, int flb,
+                                 float *C, ptrdiff_t ldc, struct quant_acc_stats *st);
 
 #ifdef __cplusplus
 }

@@ -452,6 +452,14 @@ static void read_unit_state(struct adapt_trace_rd *r, json_t *uo, struct adapt_t
     u->sat = rd_int(r, uo, "sat", 1, -1, 0, INT64_MAX);
     u->flush = rd_int(r, uo, "flush", 1, -1, 0, INT64_MAX);
     u->act_sat = rd_num_in(r, uo, "act_sat", 1, 1, 0, 1);
+    json_t *acc = rd_typed(r, uo, "acc", 1, JSON_OBJECT);
+    if (acc) {
+        int64_t v[3];
+        u->acc_set = 1;
+        if (rd_ints(r, acc, "gemms", 3, 0, 0, INT64_MAX, v) == 3) memcpy(u->acc_gemms, v, sizeof v);
+        if (rd_ints(r, acc, "overflows", 3, 0, 0, INT64_MAX, v) == 3)
+            memcpy(u->acc_overflows, v, sizeof v);
+    }
     json_t *sc = rd_typed(r, uo, "scaled", 1, JSON_OBJECT);
     for (int k = 0; sc && k < ADAPT_TRACE_SCALED_ROLES && !r->bad; k++) {
         json_t *e = rd_typed(r, sc, adapt_trace_scaled_role_names[k], 1, JSON_OBJECT);

@@ -197,6 +197,11 @@ struct adapt_trace_unit_state {
         double amax, scale;
         int64_t sat, flush;
     } scaled[ADAPT_TRACE_SCALED_ROLES];
+    /* [arithmetic]: the unit's GEMMs under its accumulator model since the previous step
+     * record, per GEMM (forward, input gradient, weight gradient): calls, and additions whose
+     * sum left an int(A) register (wrapped or saturated); acc_set 0 = absent */
+    int acc_set;
+    int64_t acc_gemms[3], acc_overflows[3];
 };
 /* the roles of adapt_trace_unit_state.scaled, in order: "weight", "input", "grad_output" */
 extern const char *const adapt_trace_scaled_role_names[ADAPT_TRACE_SCALED_ROLES];

@@ -360,6 +360,13 @@ enum adapt_status adapt_trace_write_step(struct adapt_trace_writer *w,
                 &bad);
         }
         if (sc) put(uo, "scaled", sc, &bad);
+        if (u->acc_set)
+            put(uo, "acc",
+                json_pack("{s:[III],s:[III]}", "gemms", (json_int_t)u->acc_gemms[0],
+                          (json_int_t)u->acc_gemms[1], (json_int_t)u->acc_gemms[2], "overflows",
+                          (json_int_t)u->acc_overflows[0], (json_int_t)u->acc_overflows[1],
+                          (json_int_t)u->acc_overflows[2]),
+                &bad);
         if (json_array_append_new(units, uo)) bad = 1;
     }
     put(o, "units", units, &bad);

@@ -333,6 +333,15 @@ static char *unit_formats_json(const struct adapt_policy *pol)
                               (int)up->spec.tie, "overflow", (int)up->spec.overflow, "subnormals",
                               up->spec.subnormals, "bias", quant_spec_bias(&up->spec), "nan",
                               (int)up->spec.nan);
+        /* arithmetic.accumulator: the unit's model (absent: float32, and older checkpoints) */
+        int on[3];
+        const struct quant_acc *acc = adapt_precision_arith(pr, u, on);
+        char at[QUANT_SPEC_STR_MAX + 32];
+        if (o && acc &&
+            json_object_set_new(o, "accumulator", json_string(quant_acc_str(acc, at, sizeof at)))) {
+            json_decref(o);
+            o = NULL;
+        }
         if (!o || json_array_append_new(a, o)) {
             json_decref(a);
             return NULL;
@@ -448,6 +457,7 @@ enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *
         json_decref(a);
         goto free_file;
     }
+    char notes[2048] = "";
     if (report) fprintf(report, "formats (%s, step %" PRId64 "):", path, s64);
     for (int u = 0; u < pr->nunits; u++) {
         json_t *o = json_array_get(a, (size_t)u);
@@ -486,8 +496,20 @@ enum adapt_status adapt_ckpt_load_formats(struct adapt_policy *pol, const char *
         if (report)
             fprintf(report, " %s %s", name,
                     e.active ? quant_spec_str(&sp, txt, sizeof txt) : "float32");
+        /* the accumulator it trained with, against the configuration's (a note, not an error:
+         * evaluating a model with another datapath is a question a user may ask) */
+        const char *sa = json_string_value(json_object_get(o, "accumulator"));
+        int on[3];
+        const struct quant_acc *ca = adapt_precision_arith(pr, u, on);
+        char ct[QUANT_SPEC_STR_MAX + 32];
+        const char *cs = ca ? quant_acc_str(ca, ct, sizeof ct) : "float32";
+        if (strcmp(sa ? sa : "float32", cs) && strlen(notes) + 256 < sizeof notes)
+            snprintf(notes + strlen(notes), sizeof notes - strlen(notes),
+                     "note: unit %s was trained with accumulator %.64s; it runs with %.64s (the "
+                     "configuration's arithmetic)\n",
+                     name, sa ? sa : "float32", cs);
     }
-    if (report) fputc('\n', report);
+    if (report) fprintf(report, "\n%s", notes);
     json_decref(a);
     if (st == ADAPT_OK) *step = (long)s64;
 free_file:

@@ -302,6 +302,18 @@ enum adapt_status train_device_check(const struct adapt_config *cfg)
                            cfg->reference.sw[ADAPT_REF_SOFTMAX_BEFORE_CE] == ADAPT_SWITCH_ON
                                ? "on"
                                : "auto: on with quantization.compat = reference and lenet5");
+    if (adapt_config_arith_set(cfg)) {
+        char o[ADAPT_CONFIG_OVERRIDE_LEN + 32];
+        adapt_config_origin_str(cfg, "arithmetic",
+                                cfg->arithmetic.units[0] ? "units" : "accumulator", o, sizeof o);
+        return ADAPT_ERROR(
+            ADAPT_EUNSUPPORTED,
+            "%s: run.device = cuda with [arithmetic] set: the GPU engine runs "
+            "float32 arithmetic only (products and sums in float32); set "
+            "arithmetic.accumulator = float32 and no arithmetic.units, or run.device "
+            "= cpu",
+            o);
+    }
     enum adapt_status st = adapt_policy_cuda_check(cfg);
     if (st) return st;
     char why[256] = "";
@@ -416,6 +428,34 @@ static void print_roles(const struct adapt_precision *p)
                "dimension, roles.mx_axis = gemm)\n");
 }
 
+/* The dry run's table of the units' accumulator models: per unit its model and, for each of
+ * its three GEMMs, whether the model applies (both operands on fixed-point grids, or a float
+ * model) or the GEMM runs in float32, with the formats the run starts with. */
+static void print_arith(const struct adapt_precision *p)
+{
+    static const char *const gname[3] = {"forward", "input grad", "weight grad"};
+    printf("arith:  %-12s | %-28s | %s | %s | %s\n", "unit", "accumulator", gname[0], gname[1],
+           gname[2]);
+    for (int u = 0; u < p->nunits; u++) {
+        int on[3];
+        const struct quant_acc *a = adapt_precision_arith(p, u, on);
+        char buf[QUANT_SPEC_STR_MAX + 32];
+        if (!a) {
+            const int grouped =
+                !p->u[u].layer->mx_gemm && p->arith && p->arith[u].acc.kind == QUANT_ACC_FLOAT32;
+            printf("        %-12s | %-28s | float32 | float32 | float32\n", p->u[u].layer->name,
+                   grouped ? "float32 (grouped conv)" : "float32");
+            continue;
+        }
+        printf("        %-12s | %-28s", p->u[u].layer->name, quant_acc_str(a, buf, sizeof buf));
+        for (int g = 0; g < 3; g++) printf(" | %s", on[g] ? "model" : "float32");
+        printf("\n");
+    }
+    printf("        (model: the GEMM sums as its accumulator says; exact and int need both "
+           "operands on fixed-point grids (weight, input, grad_output roles); float32 "
+           "otherwise; doc/numerics.md, \"Accumulators\")\n");
+}
+
 enum adapt_status adapt_train_check(const struct adapt_config *cfg,
                                     const struct adapt_train_opts *opts, int estimate_steps)
 {
@@ -440,6 +480,7 @@ enum adapt_status adapt_train_check(const struct adapt_config *cfg,
     printf("policy: %s, %d precision units: checked against the model\n",
            adapt_config_enum_str(cfg, "policy", "name"), r.pol->prec ? r.pol->prec->nunits : 0);
     if (r.pol->prec && adapt_config_roles_set(cfg)) print_roles(r.pol->prec);
+    if (r.pol->prec && adapt_config_arith_set(cfg)) print_arith(r.pol->prec);
     if (adapt_policy_comp_needs_search(r.pol) && (st = train_print_search_space(&r))) goto free_run;
     if (estimate_steps > 0) st = estimate(&r, 2, estimate_steps);
 free_run:

@@ -418,6 +418,10 @@ static void conv_forward(struct adapt_layer *l, const struct adapt_exec *ex, con
                          float *y)
 {
     struct adapt_conv *c = (struct adapt_conv *)l;
+    if (l->arith && adapt_arith_forward(l->arith, &c->g, ex->n, c->ckk, c->cout, x[0],
+                                        adapt_param_in_use(&l->param[0]),
+                                        c->bias ? adapt_param_in_use(&l->param[1]) : NULL, y))
+        return;
     if (l->mx) {
         adapt_mx_gemm_forward(l->mx, &c->g, ex->n, c->ckk, c->cout, x[0],
                               adapt_param_in_use(&l->param[0]),
@@ -439,6 +443,11 @@ static void conv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
                           float *const *dx, unsigned acc)
 {
     struct adapt_conv *c = (struct adapt_conv *)l;
+    if (l->arith &&
+        adapt_arith_backward(l->arith, &c->g, ex->n, c->ckk, c->cout, x[0],
+                             adapt_param_in_use(&l->param[0]), dy, l->param[0].grad.data,
+                             c->bias ? l->param[1].grad.data : NULL, dx[0], acc & 1u))
+        return;
     if (l->mx) {
         adapt_mx_gemm_backward(l->mx, &c->g, ex->n, c->ckk, c->cout, x[0],
                                l->param[0].value.data, adapt_param_in_use(&l->param[0]), dy,

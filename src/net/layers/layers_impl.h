@@ -80,6 +80,28 @@ void adapt_im2col_sample(const struct adapt_conv_geom *g, const float *x, float 
 void adapt_col2im_sample(const struct adapt_conv_geom *g, const float *col, size_t ldc, float *dx,
                          int acc, float *scratch);
 
+/* ---- explicit GEMMs of conv2d and linear (mx_gemm.c, arith_gemm.c) ---- */
+
+/* out (cols, ldo) = in (rows, cols; rows ldi apart)^T */
+void adapt_transpose(const float *in, size_t rows, size_t cols, size_t ldi, float *out, size_t ldo);
+/* t (P, K) = Xcol^T of one sample: row p = oy*Wout + ox holds the values pixel p's window
+ * reads, in im2col.c's order k = (c*k + ky)*k + kx (0 in the padding). */
+void adapt_im2row(const struct adapt_conv_geom *g, const float *x, float *t);
+/* n floats (64-byte aligned) of the scratch s, grown as needed and kept between calls. */
+float *adapt_gemm_scratch(struct adapt_mx_scratch *s, size_t n);
+
+/* ---- accumulator models in the three GEMMs (arith_gemm.c) ----
+ * A conv2d (g its geometry, K = Cin*k*k) or linear (g NULL, K = in) layer's forward and
+ * backward when l->arith is set, with the operands of adapt_mx_gemm_forward/_backward (w the
+ * weight copy in use). adapt_arith_forward returns 0 (computing nothing) when the forward GEMM
+ * runs in float32, adapt_arith_backward when neither backward GEMM runs under the model: the
+ * layer's own kernels then compute it. */
+int adapt_arith_forward(struct adapt_arith *ar, const struct adapt_conv_geom *g, int n, int K,
+                        int cout, const float *x, const float *w, const float *b, float *y);
+int adapt_arith_backward(struct adapt_arith *ar, const struct adapt_conv_geom *g, int n, int K,
+                         int cout, const float *x, const float *w, const float *dy, float *dw,
+                         float *db, float *dx, int acc);
+
 /* ---- MX blocks along each GEMM's reduction dimension (mx_gemm.c) ----
  * A conv2d (g its geometry, K = Cin*k*k) or linear (g NULL, K = in) layer's forward and
  * backward when l->mx is set: w the unit's weight copy (cout, K) (forward, and the input

@@ -16,6 +16,10 @@ static void linear_forward(struct adapt_layer *l, const struct adapt_exec *ex,
                            const float *const *x, float *y)
 {
     struct adapt_linear *f = (struct adapt_linear *)l;
+    if (l->arith && adapt_arith_forward(l->arith, NULL, ex->n, f->in, f->out, x[0],
+                                        adapt_param_in_use(&l->param[0]),
+                                        f->bias ? adapt_param_in_use(&l->param[1]) : NULL, y))
+        return;
     if (l->mx) {
         adapt_mx_gemm_forward(l->mx, NULL, ex->n, f->in, f->out, x[0],
                               adapt_param_in_use(&l->param[0]),
@@ -31,6 +35,11 @@ static void linear_backward(struct adapt_layer *l, const struct adapt_exec *ex,
                             float *const *dx, unsigned acc)
 {
     struct adapt_linear *f = (struct adapt_linear *)l;
+    if (l->arith &&
+        adapt_arith_backward(l->arith, NULL, ex->n, f->in, f->out, x[0],
+                             adapt_param_in_use(&l->param[0]), dy, l->param[0].grad.data,
+                             f->bias ? l->param[1].grad.data : NULL, dx[0], acc & 1u))
+        return;
     if (l->mx) {
         adapt_mx_gemm_backward(l->mx, NULL, ex->n, f->in, f->out, x[0], l->param[0].value.data,
                                adapt_param_in_use(&l->param[0]), dy, l->param[0].grad.data,

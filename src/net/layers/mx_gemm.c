@@ -41,8 +41,7 @@ static void round_copy(const struct quant_spec *s, float *x, size_t rows, size_t
     ADAPT_ASSERT(st == ADAPT_OK);
 }
 
-/* out (cols, ldo) = in (rows, cols; rows ldi apart)^T */
-static void transpose(const float *in, size_t rows, size_t cols, size_t ldi, float *out, size_t ldo)
+void adapt_transpose(const float *in, size_t rows, size_t cols, size_t ldi, float *out, size_t ldo)
 {
     const size_t B = 16;
     for (size_t r0 = 0; r0 < rows; r0 += B)
@@ -53,10 +52,8 @@ static void transpose(const float *in, size_t rows, size_t cols, size_t ldi, flo
         }
 }
 
-/* The scratch of n floats (64-byte aligned), kept in mx->scratch between calls. */
-static float *scratch(struct adapt_mx_gemm *mx, size_t n)
+float *adapt_gemm_scratch(struct adapt_mx_scratch *s, size_t n)
 {
-    struct adapt_mx_scratch *s = mx->scratch;
     if (s->n < n) {
         free(s->buf);
         s->buf = aligned_alloc(64, r16(n) * sizeof(float));
@@ -86,9 +83,7 @@ static size_t slice_size(const struct adapt_conv_geom *g, size_t K, size_t cout,
     return ncol + nt + ntmp + npad;
 }
 
-/* t (P, K) = Xcol^T of one sample: row p = oy*Wout + ox holds the values pixel p's window
- * reads, in im2col.c's order k = (c*k + ky)*k + kx (0 in the padding). */
-static void im2row(const struct adapt_conv_geom *g, const float *x, float *t)
+void adapt_im2row(const struct adapt_conv_geom *g, const float *x, float *t)
 {
     const int kk = g->k, K = g->cin * kk * kk;
     for (int oy = 0; oy < g->ho; oy++)
@@ -120,7 +115,7 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
     const int T = omp_get_max_threads();
     /* per thread: t (P, K) | yt (P, coutp); shared: W^T (K, coutp) */
     const size_t per = r16(P * Kz) + r16(P * coutp);
-    float *ws = scratch(mx, per * (size_t)T + r16(Kz * coutp));
+    float *ws = adapt_gemm_scratch(mx->scratch, per * (size_t)T + r16(Kz * coutp));
     float *wt = ws + per * (size_t)T;
     for (size_t k = 0; k < Kz; k++)
         for (size_t o = 0; o < coutp; o++) wt[k * coutp + o] = o < cz ? w[o * Kz + k] : 0.0f;
@@ -129,7 +124,7 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
         float *t = ws + per * (size_t)omp_get_thread_num(), *yt = t + r16(P * Kz);
 #pragma omp for schedule(static)
         for (int j = 0; j < n; j++) {
-            im2row(g, x + (size_t)j * in, t);
+            adapt_im2row(g, x + (size_t)j * in, t);
             if (mx->x) /* pixel p's values along K: row p of Xcol^T */
                 round_copy(&mx->xs, t, P, Kz, mx->key[ADAPT_MX_X_FWD], (size_t)j * P * Kz);
             /* Y^T (P, coutp) = Xcol^T W^T */
@@ -156,7 +151,7 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
     /* shared: dyn (Cout, N*P) | xn (K, N*P) | dynT (N*P, coutp) | dwT (K, coutp) | wt (K, Cout) */
     const size_t ndyn = r16(cz * NP), nxn = r16(Kz * NP), ndynt = r16(NP * coutp);
     const size_t ndwt = r16(Kz * coutp), nwt = r16(Kz * cz);
-    float *ws = scratch(mx, per * (size_t)T + ndyn + nxn + ndynt + ndwt + nwt);
+    float *ws = adapt_gemm_scratch(mx->scratch, per * (size_t)T + ndyn + nxn + ndynt + ndwt + nwt);
     float *dyn = ws + per * (size_t)T, *xn = dyn + ndyn, *dynt = xn + nxn, *dwt = dynt + ndynt;
     float *wt = dwt + ndwt;
     /* the weight gradient's operands, (Cout, N*P) and (K, N*P) */
@@ -180,7 +175,7 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
     if (mx->x) round_copy(&mx->xs, xn, Kz, NP, mx->key[ADAPT_MX_X_WGRAD], 0);
     if (mx->dy) round_copy(&mx->dys, dyn, cz, NP, mx->key[ADAPT_MX_DY_WGRAD], 0);
     if (dx) { /* W^T (K, Cout), blocks along Cout */
-        transpose(mx->w ? w_master : w_use, cz, Kz, Kz, wt, cz);
+        adapt_transpose(mx->w ? w_master : w_use, cz, Kz, Kz, wt, cz);
         if (mx->w) round_copy(&mx->ws, wt, Kz, cz, mx->key[ADAPT_MX_W_DGRAD], 0);
     }
 #pragma omp parallel num_threads(T)
@@ -193,7 +188,7 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
             size_t i1 = i0 + 64 < NP ? i0 + 64 : NP;
             for (size_t i = i0; i < i1; i++)
                 memset(dynt + i * coutp + cz, 0, (coutp - cz) * sizeof(float));
-            transpose(dyn + i0, cz, i1 - i0, NP, dynt + i0 * coutp, coutp);
+            adapt_transpose(dyn + i0, cz, i1 - i0, NP, dynt + i0 * coutp, coutp);
         }
         /* dW^T (K, coutp) = Xcol (K, N*P) dY^T (N*P, coutp), rows of K split over the threads
          * (each row summed over the whole batch by one thread) */
@@ -217,10 +212,10 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
                     memset(s.tmp + (size_t)o * ldp + P, 0, (ldp - P) * sizeof(float));
                 }
                 if (mx->dy) {
-                    transpose(s.tmp, cz, P, ldp, s.t, cz);
+                    adapt_transpose(s.tmp, cz, P, ldp, s.t, cz);
                     round_copy(&mx->dys, s.t, P, cz, mx->key[ADAPT_MX_DY_DGRAD],
                                (size_t)j * P * cz);
-                    transpose(s.t, P, cz, cz, s.tmp, ldp);
+                    adapt_transpose(s.t, P, cz, cz, s.tmp, ldp);
                 }
                 adapt_gemm_bcast(K, (int)Pp, cout, wt, (ptrdiff_t)cz, 1, s.tmp, (ptrdiff_t)ldp,
                                  s.col, (ptrdiff_t)ldp, ADAPT_GEMM_ZERO, NULL);
@@ -236,7 +231,7 @@ static void fc_forward(struct adapt_mx_gemm *mx, int n, int K, int cout, const f
 {
     const float *xq = x;
     if (mx->x) {
-        float *t = scratch(mx, (size_t)n * K);
+        float *t = adapt_gemm_scratch(mx->scratch, (size_t)n * K);
         memcpy(t, x, (size_t)n * K * sizeof(float));
         round_copy(&mx->xs, t, (size_t)n, (size_t)K, mx->key[ADAPT_MX_X_FWD], 0);
         xq = t;
@@ -250,10 +245,11 @@ static void fc_backward(struct adapt_mx_gemm *mx, int n, int K, int cout, const 
 {
     const size_t N = (size_t)n, Kz = (size_t)K, cz = (size_t)cout;
     const size_t nxn = r16(Kz * N), ndyn = r16(cz * N), nwt = r16(Kz * cz), ndyt = r16(N * cz);
-    float *xn = scratch(mx, nxn + ndyn + nwt + ndyt), *dyn = xn + nxn, *wt = dyn + ndyn;
+    float *xn = adapt_gemm_scratch(mx->scratch, nxn + ndyn + nwt + ndyt), *dyn = xn + nxn,
+          *wt = dyn + ndyn;
     float *dyt = wt + nwt;
-    transpose(x, N, Kz, Kz, xn, N);
-    transpose(dy, N, cz, cz, dyn, N);
+    adapt_transpose(x, N, Kz, Kz, xn, N);
+    adapt_transpose(dy, N, cz, cz, dyn, N);
     if (db)
         for (int o = 0; o < cout; o++) db[o] += (float)adapt_sum_f32(dyn + o * N, N);
     if (mx->x) round_copy(&mx->xs, xn, Kz, N, mx->key[ADAPT_MX_X_WGRAD], 0);
@@ -262,7 +258,7 @@ static void fc_backward(struct adapt_mx_gemm *mx, int n, int K, int cout, const 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cout, K, n, 1.0f, dyn, n, xn, n, 1.0f, dw,
                 K);
     if (!dx) return;
-    transpose(mx->w ? w_master : w_use, cz, Kz, Kz, wt, cz);
+    adapt_transpose(mx->w ? w_master : w_use, cz, Kz, Kz, wt, cz);
     if (mx->w) round_copy(&mx->ws, wt, Kz, cz, mx->key[ADAPT_MX_W_DGRAD], 0);
     memcpy(dyt, dy, N * cz * sizeof(float));
     if (mx->dy) round_copy(&mx->dys, dyt, N, cz, mx->key[ADAPT_MX_DY_DGRAD], 0);

@@ -1,0 +1,199 @@
+/* src/net/layers/arith_gemm.c: conv2d and linear with an accumulator model in their three
+ * GEMMs (arithmetic.accumulator; struct adapt_arith in src/net/layer.h; doc/numerics.md,
+ * "Accumulators"). With P = Hout*Wout output pixels per sample (1 for linear), K = Cin*k*k (in
+ * for linear) and a batch of N, each GEMM sums its products in this fixed order:
+ *
+ *   forward      y[n, o, p]  = sum over k of X[n, p, k] W[o, k]         k = (c*k + ky)*k + kx
+ *   input grad   dXcol[k, p] = sum over o of W[o, k] dY[n, o, p]         o = 0 .. Cout-1
+ *   weight grad  dW[o, k]    = sum over (n, p) of dY[n, o, p] X[n, p, k]  n, then p
+ *
+ * (X the lowered input, im2col.c's order; for linear p is absent and k the feature). The bias
+ * is added to the forward sum in float32; the bias gradient is the float32 sum of dY
+ * (adapt_sum_f32, no GEMM); a convolution's input gradient adds the overlapping windows of dXcol
+ * in float32 (col2im.c), after the GEMM. A GEMM runs under the model when the model is a float
+ * one, or when both its operands are on fixed-point grids (exact, int); otherwise in float32
+ * (the same order, quant_acc_gemm's float32 kind), or, when the whole pass is float32, with the
+ * layer's own kernels. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/log.h"
+#include "src/net/layers/layers_impl.h"
+
+static size_t r16(size_t v)
+{
+    return (v + 15) & ~(size_t)15;
+}
+
+/* the grids of GEMM g's two operands (A first, as the calls below pass them) */
+static void operands(const struct adapt_arith *ar, int g, int *fla, int *flb)
+{
+    switch (g) {
+    case ADAPT_ARITH_FWD: *fla = ar->fl_x, *flb = ar->fl_w; break;
+    case ADAPT_ARITH_DGRAD: *fla = ar->fl_w, *flb = ar->fl_dy; break;
+    default: *fla = ar->fl_dy, *flb = ar->fl_x; break;
+    }
+}
+
+/* 1 when GEMM g of the unit runs under its model */
+static int gemm_on(const struct adapt_arith *ar, int g)
+{
+    if (ar->acc.kind == QUANT_ACC_FLOAT32) return 0;
+    if (ar->acc.kind == QUANT_ACC_FLOAT) return 1;
+    int fla, flb;
+    operands(ar, g, &fla, &flb);
+    return fla >= 0 && flb >= 0;
+}
+
+/* C (m x n, ldc) = A (m x k, lda) B (k x n, ldb) for GEMM g: under the model when it applies
+ * (on = gemm_on), in float32 otherwise; overflows counted into *ov. */
+static void gemm(struct adapt_arith *ar, int g, int on, int m, int n, int k, const float *A,
+                 ptrdiff_t lda, const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc,
+                 uint64_t *ov)
+{
+    static const struct quant_acc f32 = {.kind = QUANT_ACC_FLOAT32};
+    int fla = 0, flb = 0;
+    if (on) operands(ar, g, &fla, &flb);
+    struct quant_acc_stats st = {0};
+    if (on &&
+        quant_acc_gemm(&ar->acc, m, n, k, A, lda, fla, B, ldb, flb, C, ldc, &st) == ADAPT_OK) {
+        *ov += st.overflows;
+        return;
+    }
+    if (on) {
+        uint64_t first;
+#pragma omp atomic capture
+        first = ar->offgrid++;
+        if (!first)
+            adapt_log(ADAPT_LOG_WARN, "accumulator model: %s; this GEMM runs in float32",
+                      adapt_error_message());
+    }
+    enum adapt_status st32 = quant_acc_gemm(&f32, m, n, k, A, lda, 0, B, ldb, 0, C, ldc, NULL);
+    ADAPT_ASSERT(st32 == ADAPT_OK);
+}
+
+static void count(struct adapt_arith *ar, int g, int on, uint64_t ov)
+{
+    if (!on) return;
+#pragma omp atomic
+    ar->overflows[g] += ov;
+#pragma omp atomic
+    ar->gemms[g]++;
+}
+
+int adapt_arith_forward(struct adapt_arith *ar, const struct adapt_conv_geom *g, int n, int K,
+                        int cout, const float *x, const float *w, const float *b, float *y)
+{
+    if (!gemm_on(ar, ADAPT_ARITH_FWD)) return 0;
+    const size_t Kz = (size_t)K, cz = (size_t)cout;
+    if (!g) { /* y (N, Cout) = x (N, K) W^T (K, Cout) */
+        float *wt = adapt_gemm_scratch(ar->scratch, Kz * cz);
+        adapt_transpose(w, cz, Kz, Kz, wt, cz);
+        uint64_t ov = 0;
+        gemm(ar, ADAPT_ARITH_FWD, 1, n, cout, K, x, K, wt, cout, y, cout, &ov);
+        if (b)
+            for (size_t i = 0; i < (size_t)n; i++)
+                for (size_t o = 0; o < cz; o++) y[i * cz + o] += b[o];
+        count(ar, ADAPT_ARITH_FWD, 1, ov);
+        return 1;
+    }
+    const size_t P = (size_t)g->ho * g->wo, in = (size_t)g->cin * g->h * g->w;
+    const int T = omp_get_max_threads();
+    /* per thread: t (P, K) | yt (P, Cout); shared: W^T (K, Cout) */
+    const size_t per = r16(P * Kz) + r16(P * cz);
+    float *ws = adapt_gemm_scratch(ar->scratch, per * (size_t)T + r16(Kz * cz));
+    float *wt = ws + per * (size_t)T;
+    adapt_transpose(w, cz, Kz, Kz, wt, cz);
+    uint64_t ov = 0;
+#pragma omp parallel num_threads(T) reduction(+ : ov)
+    {
+        float *t = ws + per * (size_t)omp_get_thread_num(), *yt = t + r16(P * Kz);
+#pragma omp for schedule(static)
+        for (int j = 0; j < n; j++) {
+            adapt_im2row(g, x + (size_t)j * in, t);
+            gemm(ar, ADAPT_ARITH_FWD, 1, (int)P, cout, K, t, K, wt, cout, yt, cout, &ov);
+            float *yj = y + (size_t)j * cz * P;
+            for (size_t o = 0; o < cz; o++) {
+                const float bo = b ? b[o] : 0.0f;
+                for (size_t p = 0; p < P; p++) yj[o * P + p] = yt[p * cz + o] + bo;
+            }
+        }
+    }
+    count(ar, ADAPT_ARITH_FWD, 1, ov);
+    return 1;
+}
+
+/* linear: x (N, K), dy (N, Cout) */
+static void fc_backward(struct adapt_arith *ar, int ond, int onw, int n, int K, int cout,
+                        const float *x, const float *w, const float *dy, float *dw, float *db,
+                        float *dx, int acc)
+{
+    const size_t N = (size_t)n, Kz = (size_t)K, cz = (size_t)cout;
+    float *dyt = adapt_gemm_scratch(ar->scratch, r16(cz * N) + r16(cz * Kz) + r16(N * Kz));
+    float *tw = dyt + r16(cz * N), *tx = tw + r16(cz * Kz);
+    adapt_transpose(dy, N, cz, cz, dyt, N);
+    if (db)
+        for (size_t o = 0; o < cz; o++) db[o] += (float)adapt_sum_f32(dyt + o * N, N);
+    uint64_t ov = 0;
+    /* dW (Cout, K) += dY^T (Cout, N) X (N, K) */
+    gemm(ar, ADAPT_ARITH_WGRAD, onw, cout, K, n, dyt, n, x, K, tw, K, &ov);
+    for (size_t i = 0; i < cz * Kz; i++) dw[i] += tw[i];
+    count(ar, ADAPT_ARITH_WGRAD, onw, ov);
+    if (!dx) return;
+    /* dX (N, K) = dY (N, Cout) W (Cout, K) */
+    ov = 0;
+    gemm(ar, ADAPT_ARITH_DGRAD, ond, n, K, cout, dy, cout, w, K, acc ? tx : dx, K, &ov);
+    if (acc)
+        for (size_t i = 0; i < N * Kz; i++) dx[i] += tx[i];
+    count(ar, ADAPT_ARITH_DGRAD, ond, ov);
+}
+
+int adapt_arith_backward(struct adapt_arith *ar, const struct adapt_conv_geom *g, int n, int K,
+                         int cout, const float *x, const float *w, const float *dy, float *dw,
+                         float *db, float *dx, int acc)
+{
+    const int ond = dx && gemm_on(ar, ADAPT_ARITH_DGRAD), onw = gemm_on(ar, ADAPT_ARITH_WGRAD);
+    if (!ond && !onw) return 0;
+    if (!g) {
+        fc_backward(ar, ond, onw, n, K, cout, x, w, dy, dw, db, dx, acc);
+        return 1;
+    }
+    const size_t P = (size_t)g->ho * g->wo, NP = (size_t)n * P, Kz = (size_t)K, cz = (size_t)cout;
+    const size_t in = (size_t)g->cin * g->h * g->w;
+    const int T = omp_get_max_threads();
+    /* shared: dyn (Cout, N*P) | xr (N*P, K) | tw (Cout, K) | wt (K, Cout); per thread: col
+     * (K, P) | im2col's scratch */
+    const size_t ndyn = r16(cz * NP), nxr = r16(NP * Kz), ntw = r16(cz * Kz), nwt = r16(Kz * cz);
+    const size_t per = r16(Kz * P) + r16(adapt_im2col_scratch(g));
+    float *ws = adapt_gemm_scratch(ar->scratch, ndyn + nxr + ntw + nwt + per * (size_t)T);
+    float *dyn = ws, *xr = dyn + ndyn, *tw = xr + nxr, *wt = tw + ntw, *th = wt + nwt;
+#pragma omp parallel for schedule(static) num_threads(T)
+    for (int j = 0; j < n; j++) {
+        for (size_t o = 0; o < cz; o++)
+            memcpy(dyn + o * NP + (size_t)j * P, dy + ((size_t)j * cz + o) * P, P * sizeof(float));
+        adapt_im2row(g, x + (size_t)j * in, xr + (size_t)j * P * Kz);
+    }
+    if (db)
+        for (size_t o = 0; o < cz; o++) db[o] += (float)adapt_sum_f32(dyn + o * NP, NP);
+    /* dW (Cout, K) += dY (Cout, N*P) X (N*P, K): one reduction over the batch per element */
+    uint64_t ov = 0;
+    gemm(ar, ADAPT_ARITH_WGRAD, onw, cout, K, (int)NP, dyn, (ptrdiff_t)NP, xr, K, tw, K, &ov);
+    for (size_t i = 0; i < cz * Kz; i++) dw[i] += tw[i];
+    count(ar, ADAPT_ARITH_WGRAD, onw, ov);
+    if (!dx) return 1;
+    adapt_transpose(w, cz, Kz, Kz, wt, cz);
+    ov = 0;
+#pragma omp parallel num_threads(T) reduction(+ : ov)
+    {
+        float *col = th + per * (size_t)omp_get_thread_num(), *pad = col + r16(Kz * P);
+#pragma omp for schedule(static)
+        for (int j = 0; j < n; j++) {
+            /* dXcol (K, P) = W^T (K, Cout) dY_n (Cout, P) */
+            gemm(ar, ADAPT_ARITH_DGRAD, ond, K, (int)P, cout, wt, cout, dy + (size_t)j * cz * P,
+                 (ptrdiff_t)P, col, (ptrdiff_t)P, &ov);
+            adapt_col2im_sample(g, col, P, dx + (size_t)j * in, acc, pad);
+        }
+    }
+    count(ar, ADAPT_ARITH_DGRAD, ond, ov);
+    return 1;
+}

@@ -1,0 +1,362 @@
+/* tests/test_arith.c: arithmetic.accumulator in the training engine (src/policy/arith.c,
+ * src/net/layers/arith_gemm.c; doc/numerics.md, "Accumulators"): the configuration's grammar,
+ * a hand-derived step through a linear unit whose forward and weight-gradient sums overflow an
+ * 8-bit register, and properties of LeNet-5 that hold whatever the kernels: a wide enough
+ * register equals exact arithmetic, and exact equals float32 where every partial sum is a
+ * float32 (products of <8,4> values are multiples of 2^-8 below 2^14 in magnitude, so sums of
+ * fewer than 2^10 of them keep 24 significant bits). */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/config/config.h"
+#include "src/net/net.h"
+#include "src/policy/precision.h"
+#include "tests/testutil_net.h"
+
+/* ---- the grammar ---- */
+
+START_TEST(test_parse_roundtrip)
+{
+    static const char *const in[][2] = {
+        {"float32", "float32"},
+        {" exact ", "exact"},
+        {"int(24)", "int(24, wrap)"},
+        {"int(16,saturate)", "int(16, saturate)"},
+        {"int(32, wrap, 12)", "int(32, wrap, 12)"},
+        {"float(bf16)", "float(bf16, 0)"},
+        {"float(fp16, 32)", "float(fp16, 32)"},
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        struct quant_acc a, b;
+        char buf[QUANT_SPEC_STR_MAX + 32], buf2[QUANT_SPEC_STR_MAX + 32];
+        ck_assert_msg(quant_acc_parse(in[i][0], &a) == ADAPT_OK, "%s: %s", in[i][0],
+                      adapt_error_message());
+        ck_assert_str_eq(quant_acc_str(&a, buf, sizeof buf), in[i][1]);
+        /* what a trace or checkpoint stores parses to the same model */
+        ck_assert_int_eq(quant_acc_parse(buf, &b), ADAPT_OK);
+        ck_assert_str_eq(quant_acc_str(&b, buf2, sizeof buf2), buf);
+    }
+}
+END_TEST
+
+START_TEST(test_parse_errors)
+{
+    static const char *const bad[][2] = {
+        {"int(1)", "2..64"},         {"int(65)", "2..64"},        {"int(24, clamp)", "clamp"},
+        {"int(24, wrap, 99)", "99"}, {"float(nope)", "nope"},     {"float(fp16, -1)", "-1"},
+        {"float(fp32)", "fp32"},     {"sum", "expected float32"}, {"int(24", "expected"},
+        {"wide(8)", "unknown kind"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct quant_acc a;
+        ck_assert_msg(quant_acc_parse(bad[i][0], &a) != ADAPT_OK, "%s parsed", bad[i][0]);
+        ck_assert_msg(strstr(adapt_error_message(), bad[i][1]) != NULL, "%s: %s", bad[i][0],
+                      adapt_error_message());
+    }
+}
+END_TEST
+
+static void config_error(const char *a, const char *b, const char *want)
+{
+    struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=fixed"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, a), ADAPT_OK);
+    if (b) ck_assert_int_eq(adapt_config_set(&cfg, b), ADAPT_OK);
+    ck_assert_int_ne(adapt_config_check(&cfg), ADAPT_OK);
+    ck_assert_msg(strstr(adapt_error_message(), want) != NULL, "%s: %s", a, adapt_error_message());
+}
+
+START_TEST(test_config_errors)
+{
+    config_error("arithmetic.accumulator=int(0)", NULL, "arithmetic.accumulator");
+    config_error("arithmetic.units=conv1 exact", NULL, "expected NAME: MODEL");
+    config_error("arithmetic.units=conv1: int(8, up)", NULL, "unit conv1");
+    config_error("arithmetic.accumulator=exact", "policy.name=fp32", "precision units");
+    config_error("arithmetic.accumulator=exact", "roles.recipe=mxfp8_gemm", "not combined");
+}
+END_TEST
+
+/* The trace header's configuration: no [arithmetic] while it holds its defaults (traces of
+ * default runs stay what they were), the keys as set otherwise. */
+START_TEST(test_config_json)
+{
+    struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    json_t *j = adapt_config_to_json(&cfg);
+    ck_assert_ptr_null(json_object_get(j, "arithmetic"));
+    json_decref(j);
+    ck_assert_int_eq(adapt_config_set(&cfg, "arithmetic.units=0: int(16, saturate)"), ADAPT_OK);
+    j = adapt_config_to_json(&cfg);
+    json_t *a = json_object_get(j, "arithmetic");
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_null(json_object_get(a, "accumulator"));
+    ck_assert_str_eq(json_string_value(json_object_get(a, "units")), "0: int(16, saturate)");
+    json_decref(j);
+}
+END_TEST
+
+/* quant_acc_gemm, the engine's entry, against the reference on packed copies: strided
+ * operands and result, every kind, threaded and called from a parallel region; the same values
+ * bit for bit and the same overflow count (the reference is the definition). */
+START_TEST(test_strided_equals_reference)
+{
+    static const char *const kinds[] = {"float32",
+                                        "exact",
+                                        "int(12, wrap)",
+                                        "int(12, saturate)",
+                                        "int(20, saturate, 6)",
+                                        "float(fp16, 8)",
+                                        "float(bf16)"};
+    const int m = 9, n = 7, k = 33, lda = 40, ldb = 11, ldc = 13;
+    float A[9 * 40], B[33 * 11], C[9 * 13], a[9 * 33], b[33 * 7], r[9 * 7];
+    uint64_t seed = 1;
+    for (int i = 0; i < m * lda; i++)
+        A[i] = (float)((int)(seed = seed * 6364136223846793005ULL + 1) >> 24) / 16.0f;
+    for (int i = 0; i < k * ldb; i++)
+        B[i] = (float)((int)(seed = seed * 6364136223846793005ULL + 1) >> 25) / 32.0f;
+    for (int i = 0; i < m; i++) memcpy(a + i * k, A + i * lda, sizeof(float) * k);
+    for (int p = 0; p < k; p++) memcpy(b + p * n, B + p * ldb, sizeof(float) * n);
+    for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++) {
+        struct quant_acc acc;
+        ck_assert_int_eq(quant_acc_parse(kinds[t], &acc), ADAPT_OK);
+        struct quant_acc_stats s1 = {0}, s2 = {0}, s3 = {0};
+        ck_assert_int_eq(quant_acc_gemm_ref(&acc, m, n, k, a, 4, b, 5, r, &s1), ADAPT_OK);
+        ck_assert_int_eq(quant_acc_gemm(&acc, m, n, k, A, lda, 4, B, ldb, 5, C, ldc, &s2),
+                         ADAPT_OK);
+        for (int i = 0; i < m; i++)
+            ck_assert_int_eq(memcmp(C + i * ldc, r + i * n, sizeof(float) * n), 0);
+        ck_assert_uint_eq(s1.overflows, s2.overflows);
+        memset(C, 0, sizeof C);
+#pragma omp parallel num_threads(2)
+#pragma omp single
+        ck_assert_int_eq(quant_acc_gemm(&acc, m, n, k, A, lda, 4, B, ldb, 5, C, ldc, &s3),
+                         ADAPT_OK);
+        for (int i = 0; i < m; i++)
+            ck_assert_int_eq(memcmp(C + i * ldc, r + i * n, sizeof(float) * n), 0);
+        ck_assert_uint_eq(s1.overflows, s3.overflows);
+    }
+    /* off its grid: an error naming the operand */
+    struct quant_acc ex;
+    ck_assert_int_eq(quant_acc_parse("exact", &ex), ADAPT_OK);
+    ck_assert_int_ne(quant_acc_gemm(&ex, m, n, k, A, lda, 3, B, ldb, 5, C, ldc, NULL), ADAPT_OK);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "is not a multiple of 2^-3"));
+}
+END_TEST
+
+/* ---- a hand-derived step ---- */
+
+/* A precision state on net as the policy makes one: every unit in `fmt`, the output gradients
+ * rounded to it too (roles.grad_output), and every unit's sums under `acc`. */
+static struct adapt_precision *state(struct adapt_net *net, const char *fmt, const char *acc)
+{
+    struct adapt_precision *p;
+    ck_assert_int_eq(adapt_precision_alloc(&p, net, 1, ADAPT_QOUT_ALL, QUANT_ROUND_NEAREST, 7),
+                     ADAPT_OK);
+    struct quant_spec s;
+    ck_assert_int_eq(quant_spec_parse(fmt, &s), ADAPT_OK);
+    for (int u = 0; u < p->nunits; u++) adapt_precision_set(p, u, &s);
+    struct adapt_config cfg;
+    adapt_config_init(&cfg);
+    char a[96];
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=fixed"), ADAPT_OK);
+    snprintf(a, sizeof a, "roles.grad_output=%s", fmt);
+    ck_assert_int_eq(adapt_config_set(&cfg, a), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_check(&cfg), ADAPT_OK);
+    struct adapt_role_fmt roles[ADAPT_ROLE_N];
+    for (int r = 0; r < ADAPT_ROLE_N; r++)
+        ck_assert_int_eq(adapt_config_role(&cfg, (enum adapt_role)r, &roles[r]), ADAPT_OK);
+    struct adapt_roles_opts o = {16, 0, 0, 0};
+    ck_assert_int_eq(adapt_precision_set_roles(p, roles, &o), ADAPT_OK);
+    struct quant_acc *m = malloc(sizeof *m * (size_t)p->nunits);
+    for (int u = 0; u < p->nunits; u++) ck_assert_int_eq(quant_acc_parse(acc, &m[u]), ADAPT_OK);
+    ck_assert_int_eq(adapt_precision_set_arith(p, m, NULL), ADAPT_OK);
+    free(m);
+    ck_assert_int_eq(adapt_precision_refresh_weights(p, 1), ADAPT_OK);
+    return p;
+}
+
+/* A linear unit of 3 inputs and 1 output, 3 samples, every value an integer of fixed(8,0):
+ *   x[n] = (100, 100, 100) for each n,  W = (1, 1, -1),  bias 0,  dy = (1, 1, -1).
+ * Forward, per sample: 100 + 100 - 100 in the order k = 0, 1, 2. Weight gradient, per weight:
+ * dy[0] x[0][k] + dy[1] x[1][k] + dy[2] x[2][k] = 100 + 100 - 100 in sample order. In an
+ * 8-bit register [-128, 127] (doc/numerics.md): wrapped, 200 -> -56, then -156 -> 100, two
+ * overflows, the exact sum; saturated, 200 -> 127, then 27, one overflow. Exact: 100. The input
+ * gradient dy[n] W[0][k] is one product (no sum): (1, 1, -1) dy[n]. The bias gradient sums dy
+ * in float32: 1. */
+START_TEST(test_linear_hand)
+{
+    static const char *const acc[] = {"exact", "int(8, wrap)", "int(8, saturate)", "float32"};
+    static const float want[] = {100, 100, 27, 100};
+    static const uint64_t ovf[] = {0, 2, 1, 0};
+    for (int c = 0; c < 4; c++) {
+        const int in[3] = {3, 1, 1};
+        struct adapt_net *net = adapt_net_alloc("lin", in, 1);
+        /* a relu first (identity here): the network input takes no gradient */
+        ck_assert_int_eq(adapt_net_add(net, adapt_relu_create("r", in), 0, -1), 1);
+        ck_assert_int_eq(adapt_net_add(net, adapt_linear_create("fc", in, 1, 1), 1, -1), 2);
+        ck_assert_int_eq(adapt_net_finalize(net, 3), ADAPT_OK);
+        const float w[3] = {1, 1, -1};
+        memcpy(net->param[0]->value.data, w, sizeof w);
+        net->param[1]->value.data[0] = 0.0f;
+        struct adapt_precision *p = state(net, "fixed(8,0)", acc[c]);
+        float x[9], dy[3] = {1, 1, -1};
+        for (int i = 0; i < 9; i++) x[i] = 100.0f;
+        adapt_net_forward(net, x, 3, 1);
+        adapt_net_zero_grad(net);
+        adapt_net_backward(net, dy, 3);
+        const float *y = net->act[2], *dx = net->dact[1], *dw = net->param[0]->grad.data;
+        for (int n = 0; n < 3; n++) ck_assert_float_eq(y[n], want[c]);
+        for (int k = 0; k < 3; k++) ck_assert_float_eq(dw[k], want[c]);
+        for (int n = 0; n < 3; n++)
+            for (int k = 0; k < 3; k++) ck_assert_float_eq(dx[n * 3 + k], w[k] * dy[n]);
+        ck_assert_float_eq(net->param[1]->grad.data[0], 1.0f);
+        if (c < 3) { /* the counts of the forward (3 samples) and weight gradient (3 weights) */
+            const struct adapt_arith *a = &p->arith[0];
+            ck_assert_uint_eq(a->overflows[ADAPT_ARITH_FWD], 3 * ovf[c]);
+            ck_assert_uint_eq(a->overflows[ADAPT_ARITH_WGRAD], 3 * ovf[c]);
+            ck_assert_uint_eq(a->overflows[ADAPT_ARITH_DGRAD], 0);
+            ck_assert_uint_eq(a->gemms[ADAPT_ARITH_FWD], 1);
+            ck_assert_uint_eq(a->gemms[ADAPT_ARITH_WGRAD], 1);
+            ck_assert_uint_eq(a->gemms[ADAPT_ARITH_DGRAD], 1);
+        } else {
+            ck_assert_ptr_null(p->arith); /* float32 everywhere: no models at all */
+        }
+        adapt_precision_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
+/* ---- LeNet-5 ---- */
+
+struct pass {
+    float *y, *dx1, *dw; /* logits, the first conv's output gradient... (copies) */
+    size_t ny, ndx, ndw;
+    uint64_t overflows; /* of every unit and GEMM */
+};
+
+/* One training step of small_lenet(4) in fmt with accumulator acc: copies of the logits, of
+ * the gradient every unit sends back (all of net->dact past the input) and of every weight
+ * gradient. */
+static struct pass lenet_pass(const char *fmt, const char *acc)
+{
+    const int n = 4;
+    struct adapt_net *net = small_lenet(n);
+    struct adapt_precision *p = state(net, fmt, acc);
+    size_t nx = (size_t)n * 32 * 32;
+    float *x = malloc(sizeof(float) * nx), *dl = malloc(sizeof(float) * n * 10);
+    tu_fill_uniform(x, nx, 11, -2.0f, 2.0f);
+    tu_fill_uniform(dl, (size_t)n * 10, 12, -1.0f, 1.0f);
+    const float *logits = adapt_net_forward(net, x, n, 1);
+    struct pass r = {0};
+    r.ny = (size_t)n * 10;
+    r.y = malloc(sizeof(float) * r.ny);
+    memcpy(r.y, logits, sizeof(float) * r.ny);
+    adapt_net_zero_grad(net);
+    adapt_net_backward(net, dl, n);
+    for (int a = 2; a < net->nact; a++) r.ndx += (size_t)n * net->act_numel[a];
+    for (int q = 0; q < net->nparam; q++) r.ndw += net->param[q]->grad.numel;
+    r.dx1 = malloc(sizeof(float) * r.ndx);
+    r.dw = malloc(sizeof(float) * r.ndw);
+    size_t o = 0;
+    for (int a = 2; a < net->nact; a++) {
+        size_t m = (size_t)n * net->act_numel[a];
+        memcpy(r.dx1 + o, net->dact[a], sizeof(float) * m);
+        o += m;
+    }
+    o = 0;
+    for (int q = 0; q < net->nparam; q++) {
+        memcpy(r.dw + o, net->param[q]->grad.data, sizeof(float) * net->param[q]->grad.numel);
+        o += net->param[q]->grad.numel;
+    }
+    for (int u = 0; p->arith && u < p->nunits; u++)
+        for (int g = 0; g < 3; g++) r.overflows += p->arith[u].overflows[g];
+    adapt_precision_free(p);
+    adapt_net_free(net);
+    free(x);
+    free(dl);
+    return r;
+}
+
+static void pass_free(struct pass *r)
+{
+    free(r->y);
+    free(r->dx1);
+    free(r->dw);
+}
+
+static size_t mismatches(const float *a, const float *b, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return k;
+}
+
+/* A 48-bit register at the products' binary point never overflows here (|sum| < 2^40 at
+ * 2^-16), so it gives the exact sums: the whole step bit for bit. */
+START_TEST(test_lenet_wide_register_is_exact)
+{
+    struct pass e = lenet_pass("fixed(16,8)", "exact"), w = lenet_pass("fixed(16,8)", "int(48)");
+    ck_assert_uint_eq(mismatches(e.y, w.y, e.ny), 0);
+    ck_assert_uint_eq(mismatches(e.dx1, w.dx1, e.ndx), 0);
+    ck_assert_uint_eq(mismatches(e.dw, w.dw, e.ndw), 0);
+    pass_free(&e);
+    pass_free(&w);
+}
+END_TEST
+
+/* <8,4>: the forward sums (at most 400 products of codes below 2^14) and the input-gradient
+ * sums (at most 120) stay below 2^23, exact in float32: the logits and every error gradient
+ * equal float32 arithmetic's bit for bit. Weight gradients sum 4 x 784 products and may round
+ * in float32: they agree within float32's bound, n u sum |terms| <= 3136 x 2^-24 x 3136 x 2^6
+ * (every |code product| <= 2^14 at 2^-8), far above what occurs; checked relative to 1e-4. */
+START_TEST(test_lenet_exact_vs_float32)
+{
+    struct pass e = lenet_pass("fixed(8,4)", "exact"), f = lenet_pass("fixed(8,4)", "float32");
+    ck_assert_uint_eq(mismatches(e.y, f.y, e.ny), 0);
+    ck_assert_uint_eq(mismatches(e.dx1, f.dx1, e.ndx), 0);
+    double worst = 0;
+    for (size_t i = 0; i < e.ndw; i++) {
+        double d = fabs((double)e.dw[i] - f.dw[i]) / (fabs((double)f.dw[i]) + 1e-3);
+        if (d > worst) worst = d;
+    }
+    ck_assert_msg(worst < 1e-4, "weight gradients differ by %g (relative)", worst);
+    pass_free(&e);
+    pass_free(&f);
+}
+END_TEST
+
+/* A narrow register changes the step: an 8-bit one at <8,4>'s products (2^-8) holds
+ * [-0.5, 0.5): LeNet-5's sums of inputs in [-2, 2] leave it, and it counts them. */
+START_TEST(test_lenet_narrow_differs)
+{
+    struct pass e = lenet_pass("fixed(8,4)", "exact"),
+                s = lenet_pass("fixed(8,4)", "int(8, saturate)");
+    ck_assert_uint_gt(mismatches(e.y, s.y, e.ny) + mismatches(e.dw, s.dw, e.ndw), 0);
+    ck_assert_uint_gt(s.overflows, 0);
+    ck_assert_uint_eq(e.overflows, 0);
+    pass_free(&e);
+    pass_free(&s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("arith");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_parse_roundtrip);
+    tcase_add_test(tc, test_parse_errors);
+    tcase_add_test(tc, test_config_errors);
+    tcase_add_test(tc, test_config_json);
+    tcase_add_test(tc, test_strided_equals_reference);
+    tcase_add_test(tc, test_linear_hand);
+    tcase_add_test(tc, test_lenet_wide_register_is_exact);
+    tcase_add_test(tc, test_lenet_exact_vs_float32);
+    tcase_add_test(tc, test_lenet_narrow_differs);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s, CK_FORK_GETENV);
+}
