@@ -515,6 +515,14 @@ enum adapt_status quant_acc_check(const struct quant_acc *a);
 enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, int k,
                                      const float *A, int fla, const float *B, int flb, float *C,
                                      struct quant_acc_stats *st);
+/* The fast path: the same values as quant_acc_gemm_ref bit for bit (and the same overflow count),
+ * with row strides lda (A's rows), ldb (B's rows), ldc (C's rows) in elements. Threads with
+ * OpenMP over output tiles unless called inside a parallel region (then runs on the calling
+ * thread). Operands off their grid: an error naming the operand, as the reference. */
+enum adapt_status quant_acc_gemm(const struct quant_acc *acc, int m, int n, int k,
+                                 const float *A, ptrdiff_t lda, int fla,
+                                 const float *B, ptrdiff_t ldb, int flb,
+                                 float *C, ptrdiff_t ldc, struct quant_acc_stats *st);
 
 #ifdef __cplusplus
 }
