@@ -42,7 +42,7 @@ tests_test_layers_SOURCES = tests/test_layers.c tests/test_layers_gconv.c tests/
 tests_test_layers_LDADD = tests/libtestutil_net.a $(NET_LIBS) $(TEST_LIBS)
 tests_test_models_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_optim_LDADD = $(NET_LIBS) $(TEST_LIBS)
-tests_test_gemm_int_SOURCES = tests/test_gemm_int.c src/bench/gemm_int.c
+tests_test_gemm_int_SOURCES = tests/test_gemm_int.c
 tests_test_gemm_int_LDADD = $(NET_LIBS) $(TEST_LIBS)
 tests_test_policy_SOURCES = tests/test_policy.c tests/test_policy_engine.c \
 	tests/test_policy_amp_muppet.c tests/test_policy.h

@@ -1,12 +1,12 @@
 /* tests/test_gemm_int.c: the integer GEMM kernels of adapt-bench gemm
- * (src/bench/gemm_int.h) against their scalar references, bit for bit. */
+ * (src/quant/gemm_int.h) against their scalar references, bit for bit. */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "src/base/rng.h"
-#include "src/bench/gemm_int.h"
+#include "src/quant/gemm_int.h"
 #include "src/net/tensor.h"
 #include "tests/testutil.h"
 

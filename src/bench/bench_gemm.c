@@ -5,7 +5,7 @@
  * type, the median seconds per call over --repeats samples, each timing
  * enough calls to last --min-sample-s, after one warm-up call:
  *   cpu   fp32  OpenBLAS cblas_sgemm (called from serial code; OpenBLAS threads)
- *         int8, int16  the kernels of src/bench/gemm_int.h (packing included),
+ *         int8, int16  the kernels of src/quant/gemm_int.h (packing included),
  *               each result checked against exact dot products at 64 sampled
  *               entries before it is timed
  *   cuda  fp32, tf32, fp16, bf16, int8 (src/bench/gemm_cuda.h); without a GPU the
@@ -36,7 +36,7 @@
 #include "src/base/rng.h"
 #include "src/bench/bench.h"
 #include "src/bench/gemm_cuda.h"
-#include "src/bench/gemm_int.h"
+#include "src/quant/gemm_int.h"
 #include "src/net/tensor.h"
 
 #define MAX_SHAPES 256

@@ -2,7 +2,7 @@
 bin_PROGRAMS += adapt-bench
 adapt_bench_SOURCES = src/bench/bench.h src/bench/bench_main.c \
 	src/bench/bench_train.c src/bench/bench_quant.c src/bench/bench_kl.c src/bench/bench_arith.c \
-	src/bench/bench_gemm.c src/bench/gemm_int.c src/bench/gemm_int.h src/bench/gemm_cuda.h
+	src/bench/bench_gemm.c src/bench/gemm_cuda.h
 if HAVE_CUDA
 adapt_bench_SOURCES += src/bench/gemm_cuda.cu
 else

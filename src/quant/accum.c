@@ -222,30 +222,3 @@ enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, 
     enum adapt_status e = check_args(acc, m, n, k, fla, flb);
     return e ? e : gemm_rows(acc, 0, m, n, k, A, k, fla, B, n, flb, C, n, st);
 }
-
-/* The training engine's entry (src/net/layers/arith_gemm.c): the reference's sums with row
- * strides, its rows spread over OpenMP threads unless called from a parallel region. Each
- * element is computed alone, in the reference's order, so the values do not depend on the
- * threads. */
-enum adapt_status quant_acc_gemm(const struct quant_acc *acc, int m, int n, int k, const float *A,
-                                 ptrdiff_t lda, int fla, const float *B, ptrdiff_t ldb, int flb,
-                                 float *C, ptrdiff_t ldc, struct quant_acc_stats *st)
-{
-    enum adapt_status e = check_args(acc, m, n, k, fla, flb);
-    if (e) return e;
-    uint64_t ov = 0;
-    int bad = -1; /* the first row whose operands are off their grid */
-#pragma omp parallel for schedule(dynamic, 1) reduction(+ : ov) if (m > 1 && !omp_in_parallel())
-    for (int i = 0; i < m; i++) {
-        struct quant_acc_stats s = {0};
-        if (gemm_rows(acc, i, i + 1, n, k, A, lda, fla, B, ldb, flb, C, ldc, &s) != ADAPT_OK) {
-#pragma omp critical(quant_acc_gemm_bad)
-            if (bad < 0 || i < bad) bad = i;
-        }
-        ov += s.overflows;
-    }
-    if (bad >= 0) /* the message of that row, set again on this thread */
-        return gemm_rows(acc, bad, bad + 1, n, k, A, lda, fla, B, ldb, flb, C, ldc, NULL);
-    if (st) st->overflows += ov;
-    return ADAPT_OK;
-}

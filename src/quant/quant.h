@@ -529,9 +529,12 @@ const char *quant_acc_str(const struct quant_acc *a, char *buf, size_t len);
 enum adapt_status quant_acc_gemm_ref(const struct quant_acc *acc, int m, int n, int k,
                                      const float *A, int fla, const float *B, int flb, float *C,
                                      struct quant_acc_stats *st);
-/* The same values and overflow count as quant_acc_gemm_ref, with row strides lda (A's rows),
- * ldb (B's) and ldc (C's) in elements; threads over rows with OpenMP unless called inside a
- * parallel region (then on the calling thread). The training engine's entry. */
+/* The training engine's entry (src/quant/accum_fast.c): the same values as quant_acc_gemm_ref
+ * bit for bit, and the same overflow count, with row strides lda (A's rows), ldb (B's rows) and
+ * ldc (C's rows) in elements; integer kernels (int8, int16 with exact int32 blocks, int64)
+ * where the operands' codes allow. Threads with OpenMP over output tiles unless called inside a
+ * parallel region (then on the calling thread). Operands off their grid: an error naming the
+ * operand, as the reference. */
 enum adapt_status quant_acc_gemm(const struct quant_acc *acc, int m, int n, int k, const float *A,
                                  ptrdiff_t lda, int fla, const float *B, ptrdiff_t ldb, int flb,
                                  float *C, ptrdiff_t ldc, struct quant_acc_stats *st);

@@ -1,4 +1,6 @@
-/* src/bench/gemm_int.h: integer GEMM kernels timed by `adapt-bench gemm`.
+/* src/quant/gemm_int.h: integer GEMM kernels: the exact accumulators' fast path
+ * (quant_acc_gemm, src/quant/accum_fast.c) runs their tiles, and `adapt-bench gemm`
+ * times them.
  *
  * C (m x n, int32) = A (m x k) B (k x n), all row-major, for int8 and int16
  * inputs, in three instruction-set versions chosen at run time:
@@ -13,9 +15,9 @@
  * does for k < 2^17). adapt_gemm_s8_ref / _s16_ref are the scalar twins that
  * tests compare every version against.
  *
- * Non-goals: no transposes, no output scaling or requantization, no
- * training use; these kernels exist to measure what integer arithmetic
- * buys on the machine at hand.
+ * Non-goals: no transposes, no output scaling or requantization. The
+ * training engine reaches the tiles through quant_acc_gemm, which packs
+ * its own panels (same layouts) and runs the tiles over blocks of k.
  *
  *   size_t ws = adapt_gemm_int_workspace(ADAPT_GEMM_S8, m, n, k);
  *   void *w = adapt_aligned_alloc(ws);
@@ -24,8 +26,8 @@
  * Ownership: the caller owns every array; the workspace is 64-byte aligned
  * and at least adapt_gemm_int_workspace bytes.
  */
-#ifndef ADAPT_BENCH_GEMM_INT_H
-#define ADAPT_BENCH_GEMM_INT_H
+#ifndef ADAPT_QUANT_GEMM_INT_H
+#define ADAPT_QUANT_GEMM_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +48,16 @@ void adapt_gemm_s8(enum adapt_gemm_isa isa, int m, int n, int k, const int8_t *A
                    int32_t *C, void *ws);
 void adapt_gemm_s16(enum adapt_gemm_isa isa, int m, int n, int k, const int16_t *A,
                     const int16_t *B, int32_t *C, void *ws);
+
+/* The tiles, on the packed layouts of gemm_int.c: kg groups of k from a (R rows, row stride
+ * a_stride bytes, 4 bytes a group per row) and two panels b0, b1 (16 columns x 4 bytes a group
+ * for avx512vnni, 8 x 4 for avx2); out[r][c] = the int32 sums (wrapping) of row r, column c of
+ * the two panels. avx512vnni: R = 8, s16 selects VPDPWSSD (int16 pairs) over VPDPBUSD
+ * (unsigned x signed bytes); avx2: R = 6, VPMADDWD on int16 pairs. Callers check the ISA. */
+void adapt_gemm_tile_vnni(const uint8_t *a, size_t a_stride, const uint8_t *b0, const uint8_t *b1,
+                          int kg, int s16, int32_t out[8][32]);
+void adapt_gemm_tile_avx2(const uint8_t *a, size_t a_stride, const uint8_t *b0, const uint8_t *b1,
+                          int kg, int32_t out[6][16]);
 
 /* Scalar references (no workspace). */
 void adapt_gemm_s8_ref(int m, int n, int k, const int8_t *A, const int8_t *B, int32_t *C);

@@ -1,4 +1,4 @@
-/* src/bench/gemm_int.c: int8 / int16 GEMM kernels (see gemm_int.h).
+/* src/quant/gemm_int.c: int8 / int16 GEMM kernels (see gemm_int.h).
  *
  * Layouts. B is packed into panels of P columns (16 for 512-bit, 8 for
  * 256-bit registers); within a panel, for each group of G consecutive k
@@ -19,7 +19,7 @@
 
 #include <immintrin.h>
 
-#include "src/bench/gemm_int.h"
+#include "src/quant/gemm_int.h"
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 
@@ -165,8 +165,8 @@ static inline int32_t load32(const void *p)
 
 /* One 8 x 32 tile: a = packed rows (row stride a_stride bytes), b0/b1 =
  * two panels; s16 selects VPDPWSSD over VPDPBUSD. */
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
-tile_vnni(const uint8_t *a, size_t a_stride, const uint8_t *b0, const uint8_t *b1, int kg,
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+adapt_gemm_tile_vnni(const uint8_t *a, size_t a_stride, const uint8_t *b0, const uint8_t *b1, int kg,
           int s16, int32_t out[8][32])
 {
     __m512i c[8][2];
@@ -203,9 +203,9 @@ tile_vnni(const uint8_t *a, size_t a_stride, const uint8_t *b0, const uint8_t *b
 /* ------------------------------------------------------------------- AVX2 */
 
 /* One 6 x 16 tile of int16 pairs with VPMADDWD. */
-__attribute__((target("avx2"))) static void tile_avx2(const uint8_t *a, size_t a_stride,
-                                                      const uint8_t *b0, const uint8_t *b1, int kg,
-                                                      int32_t out[6][16])
+__attribute__((target("avx2"))) void adapt_gemm_tile_avx2(const uint8_t *a, size_t a_stride,
+                                                          const uint8_t *b0, const uint8_t *b1,
+                                                          int kg, int32_t out[6][16])
 {
     __m256i c[6][2];
     for (int r = 0; r < 6; r++) c[r][0] = c[r][1] = _mm256_setzero_si256();
@@ -259,10 +259,10 @@ static void gemm_packed(enum adapt_gemm_isa isa, enum adapt_gemm_type t, int m, 
         const uint8_t *a = ap + (size_t)tr * g.R * a_stride;
         const uint8_t *b0 = bp + (size_t)(2 * tc) * panel, *b1 = b0 + panel;
         if (isa == ADAPT_GEMM_ISA_AVX512VNNI) {
-            tile_vnni(a, a_stride, b0, b1, g.kg, t == ADAPT_GEMM_S16, out);
+            adapt_gemm_tile_vnni(a, a_stride, b0, b1, g.kg, t == ADAPT_GEMM_S16, out);
         } else {
             int32_t o6[6][16];
-            tile_avx2(a, a_stride, b0, b1, g.kg, o6);
+            adapt_gemm_tile_avx2(a, a_stride, b0, b1, g.kg, o6);
             for (int r = 0; r < 6; r++) memcpy(out[r], o6[r], sizeof o6[r]);
         }
         int j0 = tc * 2 * g.P;

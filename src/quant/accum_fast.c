@@ -1,0 +1,745 @@
+/* src/quant/accum_fast.c: quant_acc_gemm, the fast path of the accumulator models: the values
+ * of quant_acc_gemm_ref (src/quant/accum.c) bit for bit, and its overflow count.
+ *
+ * exact, and int registers that cannot overflow (or wrap without a count asked for): the
+ * operands become integer codes (x 2^FL, checked on the grid), the sums are exact integers, and
+ * only their magnitude bound picks the arithmetic:
+ *   int8   codes in [-128, 127] and k max|a| max|b| < 2^31: int32 sums over all of k are exact
+ *          (VPDPBUSD with A + 128, the column sums of B taking the offset back, mod 2^32)
+ *   int16  codes in int16: int32 sums over blocks of kb products, kb max|a| max|b| < 2^31,
+ *          each block's exact sum added into int64 (VPDPWSSD / VPMADDWD)
+ *   int64  codes in int32: int64 sums (k max|a| max|b| < 2^63 for exact; a wrapping register
+ *          only needs the sum modulo 2^64)
+ * The exact integer S becomes float32 once, nearest-even: (float)S is correctly rounded and the
+ * scaling by 2^-FL is exact (a nonzero |S| 2^-FL >= 2^-124 is normal), as float_of of the
+ * reference (round-to-odd to double, then one rounding).
+ * int registers that may overflow (the count is asked for, or saturation), or that drop product
+ * bits (F < FLa + FLb, a floor per product): every addition in order p, int64 lanes over output
+ * columns, wrap by shifts or clamp, an overflow wherever the wrapped or clamped sum differs.
+ * Anything beyond 64-bit arithmetic (codes of 32 bits and more, registers over 62 bits with
+ * possible overflow) takes a scalar path with 128-bit sums, the reference's own arithmetic.
+ * float32: the sums in order, vectorised over output columns (this library has no FMA
+ * contraction). float(fmt, K): the round-to-odd sums of the reference, each rounded to the
+ * format by quant_array a tile of outputs at a time.
+ *
+ * Instruction sets: avx512vnni (with AVX-512 F/BW/DQ/VL), avx2, scalar, chosen at run time; the
+ * vectorised loops are one body inlined into functions of each target. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "src/quant/accum_fast.h"
+#include "src/quant/quant.h"
+
+#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2")))
+#define TGT_AVX2 __attribute__((target("avx2")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* Work below which threads cost more than they save (multiply-adds). */
+#define PAR_MIN_WORK ((double)(1 << 16))
+
+const char *quant_acc_path_name(enum quant_acc_path p)
+{
+    static const char *const names[] = {"int8", "int16", "int64", "seq", "wide", "f32", "float"};
+    return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
+}
+
+static int in_parallel(void)
+{
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return 0;
+#endif
+}
+
+/* ------------------------------------------------------------------ operands */
+
+/* The reference's grid test of one value (accum.c, grid_int). */
+static int grid_int(float v, int fl, int64_t *out)
+{
+    double t = ldexp((double)v, fl);
+    if (!isfinite(t) || t != floor(t) || fabs(t) >= 0x1p62) return 1;
+    *out = (int64_t)t;
+    return 0;
+}
+
+/* The error the reference reports: it checks A[i][p] then B[p][j] for i, j, p in order, so
+ * the first one off its grid is in A's row 0 or B's column 0 at the first bad p, else in B's
+ * later columns (row 0 of A passed), else in A's later rows (all of B passed). */
+static enum adapt_status grid_error(int m, int n, int k, const float *A, ptrdiff_t lda, int fla,
+                                    const float *B, ptrdiff_t ldb, int flb)
+{
+    int64_t c;
+#define BAD_A(i, p)                                                                                \
+    if (grid_int(A[(size_t)(i) * lda + (p)], fla, &c))                                             \
+    return ADAPT_ERROR(ADAPT_EINVAL, "A[%d][%d] = %.9g is not a multiple of 2^-%d", (i), (p),      \
+                       (double)A[(size_t)(i) * lda + (p)], fla)
+#define BAD_B(p, j)                                                                                \
+    if (grid_int(B[(size_t)(p) * ldb + (j)], flb, &c))                                             \
+    return ADAPT_ERROR(ADAPT_EINVAL, "B[%d][%d] = %.9g is not a multiple of 2^-%d", (p), (j),      \
+                       (double)B[(size_t)(p) * ldb + (j)], flb)
+    for (int p = 0; p < k; p++) {
+        BAD_A(0, p);
+        BAD_B(p, 0);
+    }
+    for (int j = 1; j < n; j++)
+        for (int p = 0; p < k; p++) BAD_B(p, j);
+    for (int i = 1; i < m; i++)
+        for (int p = 0; p < k; p++) BAD_A(i, p);
+#undef BAD_A
+#undef BAD_B
+    return ADAPT_ERROR(ADAPT_EINVAL, "an operand is off its grid"); /* not reached */
+}
+
+struct codes {
+    int bad, wide;  /* off the grid; on it but outside int32 */
+    int64_t lo, hi; /* the smallest and largest int32 codes */
+};
+
+/* X (rows x cols, row stride ld) x 2^fl into int32 codes out (rows x cols, dense). */
+static void to_codes(const float *X, ptrdiff_t ld, int rows, int cols, int fl, int32_t *out,
+                     struct codes *cs, int par)
+{
+    const double sc = ldexp(1.0, fl);
+    int bad = 0, wide = 0;
+    int64_t lo = 0, hi = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad, wide) reduction(min : lo)            \
+    reduction(max : hi) if (par)
+    for (int r = 0; r < rows; r++) {
+        const float *x = X + (size_t)r * ld;
+        int32_t *o = out + (size_t)r * cols;
+        int b = 0, w = 0;
+        int64_t l = 0, h = 0;
+        for (int c = 0; c < cols; c++) {
+            const double t = (double)x[c] * sc; /* exact: a float times a power of two */
+            const int ok = t == floor(t) && fabs(t) < 0x1p62; /* NaN, inf: not ok */
+            const int fits = t >= -2147483648.0 && t <= 2147483647.0;
+            b |= !ok;
+            w |= ok && !fits;
+            const int32_t v = ok && fits ? (int32_t)t : 0;
+            o[c] = v;
+            l = v < l ? v : l;
+            h = v > h ? v : h;
+        }
+        bad |= b;
+        wide |= w;
+        lo = l < lo ? l : lo;
+        hi = h > hi ? h : hi;
+    }
+    cs->bad = bad;
+    cs->wide = wide;
+    cs->lo = lo;
+    cs->hi = hi;
+}
+
+/* ------------------------------------------------------------------ results */
+
+/* What an integer sum S (at 2^-fl of the products, exact or modulo 2^64) becomes. */
+struct fin {
+    int reg;   /* 0: exact; 1: an int register (S shifted left by sh, wrapped to bits) */
+    int sh, bits;
+    float scale; /* 2^-(the register's fractional bits), a normal float */
+};
+
+static inline float fin_value(const struct fin *f, uint64_t s)
+{
+    int64_t v = (int64_t)s;
+    if (f->reg) {
+        uint64_t u = s << f->sh;
+        v = f->bits == 64 ? (int64_t)u : (int64_t)(u << (64 - f->bits)) >> (64 - f->bits);
+    }
+    return (float)v * f->scale;
+}
+
+/* ------------------------------------------------------------------ int64 rows */
+
+/* acc[j] (j < n) = sum over p of a[p] b[p][j] modulo 2^64 (b's rows ldb apart). */
+INLINE void i64_row_body(int k, int n, const int32_t *a, const int32_t *b, size_t ldb,
+                         uint64_t *acc)
+{
+    for (int j = 0; j < n; j++) acc[j] = 0;
+    for (int p = 0; p < k; p++) {
+        const int64_t av = a[p];
+        const int32_t *bp = b + (size_t)p * ldb;
+#pragma omp simd
+        for (int j = 0; j < n; j++) acc[j] += (uint64_t)(av * (int64_t)bp[j]);
+    }
+}
+static void i64_row_scalar(int k, int n, const int32_t *a, const int32_t *b, size_t ldb,
+                           uint64_t *acc)
+{
+    i64_row_body(k, n, a, b, ldb, acc);
+}
+TGT_AVX2 static void i64_row_avx2(int k, int n, const int32_t *a, const int32_t *b, size_t ldb,
+                                  uint64_t *acc)
+{
+    i64_row_body(k, n, a, b, ldb, acc);
+}
+TGT_AVX512 static void i64_row_avx512(int k, int n, const int32_t *a, const int32_t *b,
+                                      size_t ldb, uint64_t *acc)
+{
+    i64_row_body(k, n, a, b, ldb, acc);
+}
+
+/* acc[j] += the int32 sums (wrapping) of a[p] b[p][j] over p < k. */
+INLINE void i32_row_body(int k, int n, const int32_t *a, const int32_t *b, size_t ldb,
+                         uint32_t *t, uint64_t *acc)
+{
+    for (int j = 0; j < n; j++) t[j] = 0;
+    for (int p = 0; p < k; p++) {
+        const uint32_t av = (uint32_t)a[p];
+        const int32_t *bp = b + (size_t)p * ldb;
+#pragma omp simd
+        for (int j = 0; j < n; j++) t[j] += av * (uint32_t)bp[j];
+    }
+    for (int j = 0; j < n; j++) acc[j] += (uint64_t)(int64_t)(int32_t)t[j];
+}
+static void i32_row_scalar(int k, int n, const int32_t *a, const int32_t *b, size_t ldb,
+                           uint32_t *t, uint64_t *acc)
+{
+    i32_row_body(k, n, a, b, ldb, t, acc);
+}
+
+/* ------------------------------------------------------------------ sequential int registers */
+
+struct seq {
+    int lsh, rsh, wsh, sat; /* product << lsh >> rsh; wrap: << wsh >> wsh; or clamp */
+    int64_t lo, hi;
+};
+
+#define SEQ_JB 64
+
+/* One row of A against columns [0, jn) of B (jn <= SEQ_JB): every addition in order. */
+INLINE void seq_body(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
+                     size_t ldb, int64_t *s, int64_t *ov)
+{
+    const int lsh = q->lsh, rsh = q->rsh, wsh = q->wsh, sat = q->sat;
+    const int64_t lo = q->lo, hi = q->hi;
+    for (int j = 0; j < jn; j++) s[j] = ov[j] = 0;
+    for (int p = 0; p < k; p++) {
+        const int64_t av = a[p];
+        const int32_t *bp = b + (size_t)p * ldb;
+#pragma omp simd
+        for (int j = 0; j < jn; j++) {
+            const int64_t prod = (int64_t)((uint64_t)(av * (int64_t)bp[j]) << lsh) >> rsh;
+            const int64_t t = s[j] + prod;
+            const int64_t wr = (int64_t)((uint64_t)t << wsh) >> wsh;
+            const int64_t cl = t > hi ? hi : t < lo ? lo : t;
+            const int64_t w = sat ? cl : wr;
+            ov[j] += w != t;
+            s[j] = w;
+        }
+    }
+}
+static void seq_scalar(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
+                       size_t ldb, int64_t *s, int64_t *ov)
+{
+    seq_body(q, k, jn, a, b, ldb, s, ov);
+}
+TGT_AVX2 static void seq_avx2(const struct seq *q, int k, int jn, const int32_t *a,
+                              const int32_t *b, size_t ldb, int64_t *s, int64_t *ov)
+{
+    seq_body(q, k, jn, a, b, ldb, s, ov);
+}
+TGT_AVX512 static void seq_avx512(const struct seq *q, int k, int jn, const int32_t *a,
+                                  const int32_t *b, size_t ldb, int64_t *s, int64_t *ov)
+{
+    seq_body(q, k, jn, a, b, ldb, s, ov);
+}
+
+/* ------------------------------------------------------------------ float32 rows */
+
+/* c[j] = sum in order p of a[p*acs] b[p][j], each product rounded, then each sum. */
+INLINE void f32_row_body(int k, int n, const float *a, const float *b, ptrdiff_t ldb, float *c)
+{
+    for (int j = 0; j < n; j++) c[j] = 0.0f;
+    for (int p = 0; p < k; p++) {
+        const float av = a[p];
+        const float *bp = b + (size_t)p * ldb;
+#pragma omp simd
+        for (int j = 0; j < n; j++) c[j] = c[j] + av * bp[j];
+    }
+}
+static void f32_row_scalar(int k, int n, const float *a, const float *b, ptrdiff_t ldb, float *c)
+{
+    f32_row_body(k, n, a, b, ldb, c);
+}
+TGT_AVX2 static void f32_row_avx2(int k, int n, const float *a, const float *b, ptrdiff_t ldb,
+                                  float *c)
+{
+    f32_row_body(k, n, a, b, ldb, c);
+}
+TGT_AVX512 static void f32_row_avx512(int k, int n, const float *a, const float *b,
+                                      ptrdiff_t ldb, float *c)
+{
+    f32_row_body(k, n, a, b, ldb, c);
+}
+
+/* ------------------------------------------------------------------ narrow float */
+
+/* The reference's round-to-odd sum (accum.c, odd_sum), the same operations. */
+static float odd_sum(double a, double b)
+{
+    const double s = a + b, bb = s - a, e = (a - (s - bb)) + (b - bb);
+    float f = (float)s;
+    if (!isfinite(f)) return f;
+    const double d = (double)f - s;
+    if (d == e) return f;
+    if (s > 0 ? d > e : d < e) f = nextafterf(f, 0.0f);
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u |= 1u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+#define FL_TR 8
+#define FL_JB 64
+
+static void float_tile(const struct quant_acc *acc, const struct quant_spec *fs, int k, int rn,
+                       int jn, const float *A, ptrdiff_t lda, const float *B, ptrdiff_t ldb,
+                       float *C, ptrdiff_t ldc)
+{
+    float part[FL_TR * FL_JB], t[FL_TR * FL_JB], out[FL_TR * FL_JB];
+    const int cnt = rn * jn;
+    const struct quant_key key = {0, 0, 0};
+    for (int e = 0; e < cnt; e++) part[e] = out[e] = 0.0f;
+    for (int p = 0; p < k; p++) {
+        const float *bp = B + (size_t)p * ldb;
+        for (int r = 0; r < rn; r++) {
+            const double av = (double)A[(size_t)r * lda + p];
+            for (int j = 0; j < jn; j++)
+                t[r * jn + j] = odd_sum((double)part[r * jn + j], av * (double)bp[j]);
+        }
+        quant_array(fs, t, part, (size_t)cnt, key, NULL, NULL); /* valid spec: cannot fail */
+        if (acc->chunk > 0 && (p + 1) % acc->chunk == 0)
+            for (int e = 0; e < cnt; e++) {
+                out[e] = out[e] + part[e];
+                part[e] = 0.0f;
+            }
+    }
+    for (int r = 0; r < rn; r++)
+        for (int j = 0; j < jn; j++)
+            C[(size_t)r * ldc + j] = out[r * jn + j] + part[r * jn + j];
+}
+
+/* ------------------------------------------------------------------ packed int8 / int16 */
+
+#define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+
+struct packed {
+    int R, P, G, es, s8, vnni;
+    int m_pad, kg, npan;
+    size_t a_stride, panel; /* bytes */
+    uint8_t *a, *b;
+    int32_t *cs; /* s8: column sums of B */
+};
+
+static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int32_t *Ac,
+                const int32_t *Bc, struct packed *g, int par)
+{
+    g->vnni = isa == ADAPT_GEMM_ISA_AVX512VNNI;
+    g->s8 = s8 && g->vnni;
+    g->R = g->vnni ? 8 : 6;
+    g->P = g->vnni ? 16 : 8;
+    g->G = g->s8 ? 4 : 2;
+    g->es = g->s8 ? 1 : 2;
+    g->m_pad = ALIGN_UP(m, g->R);
+    g->kg = (k + g->G - 1) / g->G;
+    g->npan = ALIGN_UP((n + g->P - 1) / g->P, 2);
+    g->a_stride = (size_t)g->kg * 4;
+    g->panel = (size_t)g->kg * g->P * 4;
+    g->a = aligned_alloc(64, ALIGN_UP((size_t)g->m_pad * g->a_stride, 64) + 64);
+    g->b = aligned_alloc(64, ALIGN_UP((size_t)g->npan * g->panel, 64) + 64);
+    g->cs = malloc(((size_t)n + 1) * sizeof(int32_t));
+    if (!g->a || !g->b || !g->cs) {
+        free(g->a);
+        free(g->b);
+        free(g->cs);
+        return 1;
+    }
+    const int kp = g->kg * g->G, G = g->G, P = g->P;
+    if (g->s8) {
+        uint8_t *ap = g->a;
+#pragma omp parallel for schedule(static) if (par)
+        for (int i = 0; i < g->m_pad; i++)
+            for (int p = 0; p < kp; p++)
+                ap[(size_t)i * kp + p] =
+                    (uint8_t)((i < m && p < k ? Ac[(size_t)i * k + p] : 0) + 128);
+        int8_t *bp = (int8_t *)g->b;
+#pragma omp parallel for schedule(static) if (par)
+        for (int pn = 0; pn < g->npan; pn++)
+            for (int q = 0; q < g->kg; q++)
+                for (int c = 0; c < P; c++)
+                    for (int e = 0; e < G; e++) {
+                        const int p = q * G + e, j = pn * P + c;
+                        bp[(size_t)pn * g->panel + (size_t)q * P * G + c * G + e] =
+                            (int8_t)(p < k && j < n ? Bc[(size_t)p * n + j] : 0);
+                    }
+        for (int j = 0; j < n; j++) g->cs[j] = 0;
+        for (int p = 0; p < k; p++)
+            for (int j = 0; j < n; j++) g->cs[j] += Bc[(size_t)p * n + j];
+    } else {
+        int16_t *ap = (int16_t *)g->a;
+#pragma omp parallel for schedule(static) if (par)
+        for (int i = 0; i < g->m_pad; i++)
+            for (int p = 0; p < kp; p++)
+                ap[(size_t)i * kp + p] = (int16_t)(i < m && p < k ? Ac[(size_t)i * k + p] : 0);
+        int16_t *bp = (int16_t *)g->b;
+        const size_t panel = g->panel / 2;
+#pragma omp parallel for schedule(static) if (par)
+        for (int pn = 0; pn < g->npan; pn++)
+            for (int q = 0; q < g->kg; q++)
+                for (int c = 0; c < P; c++)
+                    for (int e = 0; e < G; e++) {
+                        const int p = q * G + e, j = pn * P + c;
+                        bp[(size_t)pn * panel + (size_t)q * P * G + c * G + e] =
+                            (int16_t)(p < k && j < n ? Bc[(size_t)p * n + j] : 0);
+                    }
+    }
+    return 0;
+}
+
+/* The tiles over groups of k in blocks of kbg groups, each block's int32 sums added in int64. */
+static void packed_gemm(const struct packed *g, int m, int n, int kbg, const struct fin *f,
+                        float *C, ptrdiff_t ldc, int par)
+{
+    const int ntr = g->m_pad / g->R, ntc = g->npan / 2;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+    for (int tt = 0; tt < ntr * ntc; tt++) {
+        const int tr = tt % ntr, tc = tt / ntr;
+        uint64_t acc[8][32];
+        int32_t out[8][32];
+        memset(acc, 0, sizeof acc);
+        const uint8_t *a = g->a + (size_t)tr * g->R * g->a_stride;
+        const uint8_t *b0 = g->b + (size_t)(2 * tc) * g->panel, *b1 = b0 + g->panel;
+        const size_t bq = (size_t)g->P * 4; /* bytes of a group in a panel */
+        for (int q0 = 0; q0 < g->kg; q0 += kbg) {
+            const int nq = g->kg - q0 < kbg ? g->kg - q0 : kbg;
+            if (g->vnni) {
+                adapt_gemm_tile_vnni(a + (size_t)q0 * 4, g->a_stride, b0 + q0 * bq, b1 + q0 * bq,
+                                     nq, !g->s8, out);
+            } else {
+                int32_t o6[6][16];
+                adapt_gemm_tile_avx2(a + (size_t)q0 * 4, g->a_stride, b0 + q0 * bq, b1 + q0 * bq,
+                                     nq, o6);
+                for (int r = 0; r < 6; r++) memcpy(out[r], o6[r], sizeof o6[r]);
+            }
+            for (int r = 0; r < g->R; r++)
+                for (int c = 0; c < 2 * g->P; c++) acc[r][c] += (uint64_t)(int64_t)out[r][c];
+        }
+        const int j0 = tc * 2 * g->P;
+        for (int r = 0; r < g->R; r++) {
+            const int i = tr * g->R + r;
+            if (i >= m) break;
+            for (int c = 0; c < 2 * g->P && j0 + c < n; c++) {
+                uint64_t s = acc[r][c];
+                if (g->s8) /* (A + 128) B - 128 colsum(B), modulo 2^32: the exact int32 sum */
+                    s = (uint64_t)(int64_t)(int32_t)((uint32_t)s -
+                                                     128u * (uint32_t)g->cs[j0 + c]);
+                C[(size_t)i * ldc + j0 + c] = fin_value(f, s);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ wide: 128-bit sums */
+
+static void to_codes64(const float *X, ptrdiff_t ld, int rows, int cols, int fl, int64_t *out)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            grid_int(X[(size_t)r * ld + c], fl, &out[(size_t)r * cols + c]); /* checked before */
+}
+
+static __int128 wrap_to(__int128 x, int bits)
+{
+    const __int128 md = (__int128)1 << bits, h = md >> 1;
+    __int128 r = x % md;
+    if (r < 0) r += md;
+    return r >= h ? r - md : r;
+}
+
+static float float_of(__int128 x, int fl)
+{
+    double d = (double)x;
+    const __int128 di = (__int128)d;
+    if (di != x) {
+        if (x > 0 ? di > x : di < x) d = nextafter(d, 0.0);
+        uint64_t u;
+        memcpy(&u, &d, sizeof u);
+        u |= 1u;
+        memcpy(&d, &u, sizeof d);
+    }
+    return (float)ldexp(d, -fl);
+}
+
+/* The reference's integer arithmetic on codes (exact, or an int register). */
+static uint64_t wide_gemm(const struct quant_acc *acc, int m, int n, int k, const int64_t *Ac,
+                          const int64_t *Bc, int pfl, int afl, float *C, ptrdiff_t ldc, int par)
+{
+    uint64_t ovs = 0;
+    const int isint = acc->kind == QUANT_ACC_INT;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : ovs) if (par)
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            __int128 s = 0;
+            for (int p = 0; p < k; p++) {
+                __int128 prod = (__int128)Ac[(size_t)i * k + p] * Bc[(size_t)p * n + j];
+                if (isint) {
+                    if (afl >= pfl)
+                        prod *= (__int128)1 << (afl - pfl);
+                    else {
+                        const __int128 d = (__int128)1 << (pfl - afl);
+                        __int128 q = prod / d;
+                        if (prod % d != 0 && prod < 0) q -= 1;
+                        prod = q;
+                    }
+                    __int128 t = s + prod;
+                    const __int128 hi = ((__int128)1 << (acc->bits - 1)) - 1, lo = -hi - 1;
+                    if (t > hi || t < lo) {
+                        ovs++;
+                        t = acc->overflow == QUANT_ACC_WRAP ? wrap_to(t, acc->bits)
+                                                            : (t > hi ? hi : lo);
+                    }
+                    s = t;
+                } else {
+                    s += prod;
+                }
+            }
+            C[(size_t)i * ldc + j] = float_of(s, afl);
+        }
+    return ovs;
+}
+
+/* ------------------------------------------------------------------ driver */
+
+static enum adapt_gemm_isa isa_of(const struct quant_acc_opts *o)
+{
+    if (o && adapt_gemm_isa_available(o->isa)) return o->isa;
+    return adapt_gemm_isa_best();
+}
+
+static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const struct quant_acc *acc,
+                                      int m, int n, int k, const float *A, ptrdiff_t lda, int fla,
+                                      const float *B, ptrdiff_t ldb, int flb, float *C,
+                                      ptrdiff_t ldc, struct quant_acc_stats *st, int par,
+                                      enum quant_acc_path *used)
+{
+    const enum adapt_gemm_isa isa = isa_of(o);
+    const enum quant_acc_path min_path = o ? o->min_path : QUANT_ACC_PATH_INT8;
+    const int pfl = fla + flb;
+    const int isint = acc->kind == QUANT_ACC_INT;
+    const int afl = isint && acc->fl >= 0 ? acc->fl : pfl;
+    int32_t *Ac = malloc(((size_t)m * k + 1) * sizeof *Ac);
+    int32_t *Bc = malloc(((size_t)k * n + 1) * sizeof *Bc);
+    enum adapt_status ret = ADAPT_OK;
+    if (!Ac || !Bc) {
+        ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for %d x %d x %d codes", m, n,
+                          k);
+        goto out;
+    }
+    struct codes ca, cb;
+    to_codes(A, lda, m, k, fla, Ac, &ca, par);
+    to_codes(B, ldb, k, n, flb, Bc, &cb, par);
+    if (ca.bad || cb.bad) {
+        ret = grid_error(m, n, k, A, lda, fla, B, ldb, flb);
+        goto out;
+    }
+    const uint64_t ma = (uint64_t)(ca.hi > -ca.lo ? ca.hi : -ca.lo);
+    const uint64_t mb = (uint64_t)(cb.hi > -cb.lo ? cb.hi : -cb.lo);
+    const unsigned __int128 P = (unsigned __int128)ma * mb; /* |a product| <= P */
+    const unsigned __int128 bound = P * (unsigned)k;         /* |a partial sum| <= bound */
+    /* an int register: sums below its bound never overflow (left shifts included) */
+    const int sh = afl - pfl;
+    int gemm_ok = 0;
+    struct fin f = {0, 0, 64, ldexpf(1.0f, -afl)};
+    if (!ca.wide && !cb.wide) {
+        if (!isint) {
+            gemm_ok = bound < ((unsigned __int128)1 << 63);
+        } else if (sh >= 0 && sh < 63) {
+            const unsigned __int128 hi = ((unsigned __int128)1 << (acc->bits - 1)) - 1;
+            const int fits = bound <= (hi >> sh);
+            gemm_ok = fits || (acc->overflow == QUANT_ACC_WRAP && !st);
+            f.reg = 1;
+            f.sh = sh;
+            f.bits = acc->bits;
+        }
+    }
+    if (gemm_ok) {
+        const int a8 = ca.lo >= -128 && ca.hi <= 127, b8 = cb.lo >= -128 && cb.hi <= 127;
+        const int a16 = ca.lo >= -32768 && ca.hi <= 32767, b16 = cb.lo >= -32768 && cb.hi <= 32767;
+        const unsigned __int128 i32max = 0x7fffffff;
+        enum quant_acc_path path = QUANT_ACC_PATH_INT64;
+        if (min_path <= QUANT_ACC_PATH_INT8 && a8 && b8 && bound <= i32max &&
+            isa != ADAPT_GEMM_ISA_AVX2)
+            path = QUANT_ACC_PATH_INT8;
+        else if (min_path <= QUANT_ACC_PATH_INT16 && a16 && b16 && 2 * P <= i32max)
+            path = QUANT_ACC_PATH_INT16;
+        /* the products of a block of kb stay below 2^31: exact in int32 */
+        const long long kb = P ? (long long)(i32max / P < (unsigned)k ? i32max / P : k) : k;
+        if (path == QUANT_ACC_PATH_INT16 && kb < 16 && min_path < QUANT_ACC_PATH_INT16)
+            path = QUANT_ACC_PATH_INT64; /* blocks too short to pay */
+        if (used) *used = path;
+        if (path != QUANT_ACC_PATH_INT64 && isa != ADAPT_GEMM_ISA_SCALAR) {
+            struct packed g;
+            if (pack(isa, path == QUANT_ACC_PATH_INT8, m, n, k, Ac, Bc, &g, par)) {
+                ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for packed operands");
+                goto out;
+            }
+            const int kbg = path == QUANT_ACC_PATH_INT8 ? g.kg : (int)(kb / g.G);
+            packed_gemm(&g, m, n, kbg > 0 ? kbg : 1, &f, C, ldc, par);
+            free(g.a);
+            free(g.b);
+            free(g.cs);
+        } else if (path != QUANT_ACC_PATH_INT64) { /* scalar int32 sums over blocks of kb */
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+            for (int i = 0; i < m; i++) {
+                uint64_t *s = malloc(((size_t)n + 1) * sizeof *s);
+                uint32_t *t = malloc(((size_t)n + 1) * sizeof *t);
+                if (s && t) {
+                    for (int j = 0; j < n; j++) s[j] = 0;
+                    for (long long p0 = 0; p0 < k; p0 += kb) {
+                        const int kn = (int)(k - p0 < kb ? k - p0 : kb);
+                        i32_row_scalar(kn, n, Ac + (size_t)i * k + p0, Bc + (size_t)p0 * n, n, t,
+                                       s);
+                    }
+                    for (int j = 0; j < n; j++) C[(size_t)i * ldc + j] = fin_value(&f, s[j]);
+                }
+                free(s);
+                free(t);
+            }
+        } else {
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+            for (int i = 0; i < m; i++) {
+                uint64_t *s = malloc(((size_t)n + 1) * sizeof *s);
+                if (s) {
+                    const int32_t *a = Ac + (size_t)i * k;
+                    if (isa == ADAPT_GEMM_ISA_AVX512VNNI) i64_row_avx512(k, n, a, Bc, n, s);
+                    else if (isa == ADAPT_GEMM_ISA_AVX2) i64_row_avx2(k, n, a, Bc, n, s);
+                    else i64_row_scalar(k, n, a, Bc, n, s);
+                    for (int j = 0; j < n; j++) C[(size_t)i * ldc + j] = fin_value(&f, s[j]);
+                }
+                free(s);
+            }
+        }
+        goto out;
+    }
+    /* int registers in order: int64 lanes hold |sum| + |product| below 2^63 */
+    const int pbits = sh >= 0 ? sh : 0;
+    if (isint && !ca.wide && !cb.wide && acc->bits <= 62 && pbits < 62 &&
+        P <= ((unsigned __int128)1 << (62 - pbits))) {
+        struct seq q;
+        q.lsh = sh >= 0 ? sh : 0;
+        q.rsh = sh >= 0 ? 0 : (-sh > 63 ? 63 : -sh);
+        q.wsh = 64 - acc->bits;
+        q.sat = acc->overflow == QUANT_ACC_SATURATE;
+        q.hi = ((int64_t)1 << (acc->bits - 1)) - 1;
+        q.lo = -q.hi - 1;
+        if (used) *used = QUANT_ACC_PATH_SEQ;
+        const int nb = (n + SEQ_JB - 1) / SEQ_JB;
+        uint64_t ovs = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : ovs) if (par)
+        for (int it = 0; it < m * nb; it++) {
+            const int i = it / nb, j0 = (it % nb) * SEQ_JB;
+            const int jn = n - j0 < SEQ_JB ? n - j0 : SEQ_JB;
+            int64_t s[SEQ_JB], ov[SEQ_JB];
+            const int32_t *a = Ac + (size_t)i * k, *b = Bc + j0;
+            if (isa == ADAPT_GEMM_ISA_AVX512VNNI) seq_avx512(&q, k, jn, a, b, n, s, ov);
+            else if (isa == ADAPT_GEMM_ISA_AVX2) seq_avx2(&q, k, jn, a, b, n, s, ov);
+            else seq_scalar(&q, k, jn, a, b, n, s, ov);
+            for (int j = 0; j < jn; j++) {
+                ovs += (uint64_t)ov[j];
+                C[(size_t)i * ldc + j0 + j] = (float)s[j] * f.scale;
+            }
+        }
+        if (st) st->overflows += ovs;
+        goto out;
+    }
+    /* beyond 64 bits: the reference's arithmetic on 64-bit codes */
+    {
+        int64_t *A64 = malloc(((size_t)m * k + 1) * sizeof *A64);
+        int64_t *B64 = malloc(((size_t)k * n + 1) * sizeof *B64);
+        if (!A64 || !B64) {
+            free(A64);
+            free(B64);
+            ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for %d x %d x %d codes",
+                              m, n, k);
+            goto out;
+        }
+        to_codes64(A, lda, m, k, fla, A64);
+        to_codes64(B, ldb, k, n, flb, B64);
+        if (used) *used = QUANT_ACC_PATH_WIDE;
+        const uint64_t ovs = wide_gemm(acc, m, n, k, A64, B64, pfl, afl, C, ldc, par);
+        if (st) st->overflows += ovs;
+        free(A64);
+        free(B64);
+    }
+out:
+    free(Ac);
+    free(Bc);
+    return ret;
+}
+
+enum adapt_status quant_acc_gemm_opts(const struct quant_acc_opts *o, const struct quant_acc *acc,
+                                      int m, int n, int k, const float *A, ptrdiff_t lda, int fla,
+                                      const float *B, ptrdiff_t ldb, int flb, float *C,
+                                      ptrdiff_t ldc, struct quant_acc_stats *st,
+                                      enum quant_acc_path *used)
+{
+    enum adapt_status e = quant_acc_check(acc);
+    if (e) return e;
+    if (m < 0 || n < 0 || k < 0) return ADAPT_ERROR(ADAPT_EINVAL, "gemm of %d x %d x %d", m, n, k);
+    const int integer = acc->kind == QUANT_ACC_EXACT || acc->kind == QUANT_ACC_INT;
+    if (integer && (fla < 0 || flb < 0 || fla + flb > 124))
+        return ADAPT_ERROR(ADAPT_EINVAL, "integer accumulation of operands with %d and %d "
+                                         "fractional bits (expected 0 .. 62 each)", fla, flb);
+    if ((m > 1 && lda < k) || (k > 1 && ldb < n) || (m > 1 && ldc < n))
+        return ADAPT_ERROR(ADAPT_EINVAL, "gemm of %d x %d x %d with row strides %td, %td, %td "
+                                         "(A's below k, or B's or C's below n)",
+                           m, n, k, lda, ldb, ldc);
+    if (m == 0 || n == 0) return ADAPT_OK;
+    const int par = !in_parallel() && (double)m * n * (k > 0 ? k : 1) >= PAR_MIN_WORK;
+    const enum adapt_gemm_isa isa = isa_of(o);
+    if (acc->kind == QUANT_ACC_FLOAT32) {
+        if (used) *used = QUANT_ACC_PATH_F32;
+#pragma omp parallel for schedule(dynamic, 4) if (par)
+        for (int i = 0; i < m; i++) {
+            const float *a = A + (size_t)i * lda;
+            float *c = C + (size_t)i * ldc;
+            if (isa == ADAPT_GEMM_ISA_AVX512VNNI) f32_row_avx512(k, n, a, B, ldb, c);
+            else if (isa == ADAPT_GEMM_ISA_AVX2) f32_row_avx2(k, n, a, B, ldb, c);
+            else f32_row_scalar(k, n, a, B, ldb, c);
+        }
+        return ADAPT_OK;
+    }
+    if (acc->kind == QUANT_ACC_FLOAT) {
+        if (used) *used = QUANT_ACC_PATH_FLOAT;
+        struct quant_spec fs = acc->fmt;
+        fs.rounding = QUANT_ROUND_NEAREST;
+        const int nr = (m + FL_TR - 1) / FL_TR, nc = (n + FL_JB - 1) / FL_JB;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+        for (int it = 0; it < nr * nc; it++) {
+            const int i0 = (it / nc) * FL_TR, j0 = (it % nc) * FL_JB;
+            const int rn = m - i0 < FL_TR ? m - i0 : FL_TR, jn = n - j0 < FL_JB ? n - j0 : FL_JB;
+            float_tile(acc, &fs, k, rn, jn, A + (size_t)i0 * lda, lda, B + j0, ldb,
+                       C + (size_t)i0 * ldc + j0, ldc);
+        }
+        return ADAPT_OK;
+    }
+    return integer_gemm(o, acc, m, n, k, A, lda, fla, B, ldb, flb, C, ldc, st, par, used);
+}
+
+enum adapt_status quant_acc_gemm(const struct quant_acc *acc, int m, int n, int k,
+                                 const float *A, ptrdiff_t lda, int fla, const float *B,
+                                 ptrdiff_t ldb, int flb, float *C, ptrdiff_t ldc,
+                                 struct quant_acc_stats *st)
+{
+    return quant_acc_gemm_opts(NULL, acc, m, n, k, A, lda, fla, B, ldb, flb, C, ldc, st, NULL);
+}
