@@ -6,18 +6,11 @@
  * It is written for clarity, not speed: one dot product at a time, every addition as the model
  * defines it. Faster paths are checked against it. */
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#else
-static int omp_in_parallel(void)
-{
-    return 0;
-}
-#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/quant/accum_impl.h"
 #include "src/quant/quant.h"
 
 const char *quant_acc_kind_name(enum quant_acc_kind k)
@@ -67,59 +60,9 @@ enum adapt_status quant_acc_check(const struct quant_acc *a)
     return ADAPT_ERROR(ADAPT_EINVAL, "unknown accumulator kind %d", (int)a->kind);
 }
 
-/* v = k 2^-fl with k an integer, |k| < 2^62: 0 and k in *out; 1 when v is not on that grid. */
-static int grid_int(float v, int fl, int64_t *out)
-{
-    double t = ldexp((double)v, fl); /* exact: a float times a power of two */
-    if (!isfinite(t) || t != floor(t) || fabs(t) >= 0x1p62) return 1;
-    *out = (int64_t)t;
-    return 0;
-}
 
-/* x reduced into [-2^(bits-1), 2^(bits-1)) modulo 2^bits (two's complement wrap). */
-static __int128 wrap_to(__int128 x, int bits)
-{
-    const __int128 m = (__int128)1 << bits, h = m >> 1;
-    __int128 r = x % m;
-    if (r < 0) r += m;
-    return r >= h ? r - m : r;
-}
 
-/* The float of a + b (doubles) in round-to-odd: the exact sum truncated toward zero, its last
- * bit set when inexact. Rounding that float to a format of at most 22 significant bits (two
- * fewer than float32's 24) gives the format's nearest value to the exact sum, without a double
- * rounding. The sum's rounding error e comes from Knuth's TwoSum (exact, without FMA
- * contraction: -ffp-contract=off for this library), so a + b = s + e exactly. */
-static float odd_sum(double a, double b)
-{
-    const double s = a + b, bb = s - a, e = (a - (s - bb)) + (b - bb);
-    float f = (float)s;
-    if (!isfinite(f)) return f;
-    const double d = (double)f - s; /* exact (Sterbenz: f within a factor 2 of s) */
-    if (d == e) return f;          /* f is the exact sum */
-    if (s > 0 ? d > e : d < e) f = nextafterf(f, 0.0f); /* |f| above the exact sum */
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u |= 1u;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
-/* The float32 nearest (ties to even) to x 2^-fl, x an integer below 2^125 in magnitude: x to a
- * double in round-to-odd, then one rounding to float (53 bits >= 24 + 2). */
-static float float_of(__int128 x, int fl)
-{
-    double d = (double)x;
-    const __int128 di = (__int128)d; /* d is an integer here (exact below 2^53) */
-    if (di != x) {
-        if (x > 0 ? di > x : di < x) d = nextafter(d, 0.0); /* |d| above |x| */
-        uint64_t u;
-        memcpy(&u, &d, sizeof u);
-        u |= 1u;
-        memcpy(&d, &u, sizeof d);
-    }
-    return (float)ldexp(d, -fl);
-}
 
 static float round_to(const struct quant_spec *s, float x)
 {

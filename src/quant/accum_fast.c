@@ -34,6 +34,7 @@
 #endif
 
 #include "src/quant/accum_fast.h"
+#include "src/quant/accum_impl.h"
 #include "src/quant/quant.h"
 
 #define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2")))
@@ -60,14 +61,6 @@ static int in_parallel(void)
 
 /* ------------------------------------------------------------------ operands */
 
-/* The reference's grid test of one value (accum.c, grid_int). */
-static int grid_int(float v, int fl, int64_t *out)
-{
-    double t = ldexp((double)v, fl);
-    if (!isfinite(t) || t != floor(t) || fabs(t) >= 0x1p62) return 1;
-    *out = (int64_t)t;
-    return 0;
-}
 
 /* The error the reference reports: it checks A[i][p] then B[p][j] for i, j, p in order, so
  * the first one off its grid is in A's row 0 or B's column 0 at the first bad p, else in B's
@@ -283,21 +276,6 @@ TGT_AVX512 static void f32_row_avx512(int k, int n, const float *a, const float 
 
 /* ------------------------------------------------------------------ narrow float */
 
-/* The reference's round-to-odd sum (accum.c, odd_sum), the same operations. */
-static float odd_sum(double a, double b)
-{
-    const double s = a + b, bb = s - a, e = (a - (s - bb)) + (b - bb);
-    float f = (float)s;
-    if (!isfinite(f)) return f;
-    const double d = (double)f - s;
-    if (d == e) return f;
-    if (s > 0 ? d > e : d < e) f = nextafterf(f, 0.0f);
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u |= 1u;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 #define FL_TR 8
 #define FL_JB 64
@@ -458,27 +436,7 @@ static void to_codes64(const float *X, ptrdiff_t ld, int rows, int cols, int fl,
             grid_int(X[(size_t)r * ld + c], fl, &out[(size_t)r * cols + c]); /* checked before */
 }
 
-static __int128 wrap_to(__int128 x, int bits)
-{
-    const __int128 md = (__int128)1 << bits, h = md >> 1;
-    __int128 r = x % md;
-    if (r < 0) r += md;
-    return r >= h ? r - md : r;
-}
 
-static float float_of(__int128 x, int fl)
-{
-    double d = (double)x;
-    const __int128 di = (__int128)d;
-    if (di != x) {
-        if (x > 0 ? di > x : di < x) d = nextafter(d, 0.0);
-        uint64_t u;
-        memcpy(&u, &d, sizeof u);
-        u |= 1u;
-        memcpy(&d, &u, sizeof d);
-    }
-    return (float)ldexp(d, -fl);
-}
 
 /* The reference's integer arithmetic on codes (exact, or an int register). */
 static uint64_t wide_gemm(const struct quant_acc *acc, int m, int n, int k, const int64_t *Ac,

@@ -7,8 +7,8 @@ libquant_a_SOURCES = \
 	src/quant/quant.h src/quant/quant_impl.h src/quant/quant_cpu.h \
 	src/quant/spec.c src/quant/quant.c src/quant/kernels.c src/quant/philox.c \
 	src/quant/kl.c src/quant/pack.c src/quant/plugin.c src/quant/named.c src/quant/accum.c \
-	src/quant/accum_spec.c src/quant/gemm_int.c src/quant/gemm_int.h src/quant/accum_fast.c \
-	src/quant/accum_fast.h
+	src/quant/accum_spec.c src/quant/accum_impl.h src/quant/accum_fast.c src/quant/accum_fast.h \
+	src/quant/gemm_int.c src/quant/gemm_int.h
 if HAVE_CUDA
 libquant_a_SOURCES += src/quant/cuda/quant.cu
 else
