@@ -13,6 +13,7 @@
 #include "src/config/config.h"
 #include "src/net/net.h"
 #include "src/policy/precision.h"
+#include "src/quant/accum_fast.h"
 #include "tests/testutil_net.h"
 
 /* ---- the grammar ---- */
@@ -143,6 +144,68 @@ START_TEST(test_strided_equals_reference)
     ck_assert_int_eq(quant_acc_parse("exact", &ex), ADAPT_OK);
     ck_assert_int_ne(quant_acc_gemm(&ex, m, n, k, A, lda, 3, B, ldb, 5, C, ldc, NULL), ADAPT_OK);
     ck_assert_ptr_nonnull(strstr(adapt_error_message(), "is not a multiple of 2^-3"));
+}
+END_TEST
+
+/* Each path of the fast kernels on each instruction set this CPU runs, on GEMM shapes of the
+ * engine's units (a LeNet-5 conv2 forward: 100 pixels x 16 outputs x 150 taps; a weight
+ * gradient: 16 x 25 x 3200 samples-and-pixels; a linear layer: 16 x 84 x 120), with codes of
+ * 8 and 12 bits: the reference's values bit for bit and its overflow counts. The path that ran
+ * is asserted, so each one is reached. */
+START_TEST(test_paths_equal_reference)
+{
+    static const int shape[][3] = {{100, 16, 150}, {16, 25, 3200}, {16, 84, 120}};
+    static const char *const kinds[] = {"exact", "int(20, wrap)", "int(20, saturate)",
+                                        "int(24, saturate, 6)"};
+    const enum adapt_gemm_isa isas[] = {ADAPT_GEMM_ISA_SCALAR, ADAPT_GEMM_ISA_AVX2,
+                                        ADAPT_GEMM_ISA_AVX512VNNI};
+    for (int sh = 0; sh < 3; sh++) {
+        const int m = shape[sh][0], n = shape[sh][1], k = shape[sh][2];
+        float *a = malloc(sizeof(float) * (size_t)m * k),
+              *b = malloc(sizeof(float) * (size_t)k * n);
+        float *r = malloc(sizeof(float) * (size_t)m * n),
+              *c = malloc(sizeof(float) * (size_t)m * n);
+        for (int wl = 8; wl <= 12; wl += 4) {
+            const int lim = 1 << (wl - 1);
+            uint64_t seed = 99 + (uint64_t)wl + (uint64_t)sh;
+            for (size_t i = 0; i < (size_t)m * k; i++) {
+                seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                a[i] = (float)((int)((seed >> 33) % (uint64_t)(2 * lim)) - lim) / 16.0f;
+            }
+            for (size_t i = 0; i < (size_t)k * n; i++) {
+                seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                b[i] = (float)((int)((seed >> 33) % (uint64_t)(2 * lim)) - lim) / 64.0f;
+            }
+            for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++) {
+                struct quant_acc acc;
+                ck_assert_int_eq(quant_acc_parse(kinds[t], &acc), ADAPT_OK);
+                struct quant_acc_stats s1 = {0};
+                ck_assert_int_eq(quant_acc_gemm_ref(&acc, m, n, k, a, 4, b, 6, r, &s1), ADAPT_OK);
+                for (int is = 0; is < 3; is++) {
+                    if (!adapt_gemm_isa_available(isas[is])) continue;
+                    for (int mp = QUANT_ACC_PATH_INT8; mp <= QUANT_ACC_PATH_INT64; mp++) {
+                        struct quant_acc_opts o = {isas[is], (enum quant_acc_path)mp};
+                        struct quant_acc_stats s2 = {0};
+                        enum quant_acc_path used;
+                        ck_assert_int_eq(quant_acc_gemm_opts(&o, &acc, m, n, k, a, k, 4, b, n, 6, c,
+                                                             n, &s2, &used),
+                                         ADAPT_OK);
+                        ck_assert_msg(!memcmp(c, r, sizeof(float) * (size_t)m * n),
+                                      "%s, %dx%dx%d, WL %d, %s, path %s: values differ", kinds[t],
+                                      m, n, k, wl, adapt_gemm_isa_name(isas[is]),
+                                      quant_acc_path_name(used));
+                        ck_assert_uint_eq(s1.overflows, s2.overflows);
+                        if (acc.kind == QUANT_ACC_EXACT)
+                            ck_assert_int_ge((int)used, mp); /* never narrower than allowed */
+                    }
+                }
+            }
+        }
+        free(a);
+        free(b);
+        free(r);
+        free(c);
+    }
 }
 END_TEST
 
@@ -353,6 +416,7 @@ int main(void)
     tcase_add_test(tc, test_config_errors);
     tcase_add_test(tc, test_config_json);
     tcase_add_test(tc, test_strided_equals_reference);
+    tcase_add_test(tc, test_paths_equal_reference);
     tcase_add_test(tc, test_linear_hand);
     tcase_add_test(tc, test_lenet_wide_register_is_exact);
     tcase_add_test(tc, test_lenet_exact_vs_float32);
