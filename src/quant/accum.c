@@ -128,25 +128,9 @@ static enum adapt_status gemm_rows(const struct quant_acc *acc, int i0, int i1, 
                                                          "2^-%d", p, j, (double)vb, flb);
                     __int128 prod = (__int128)a * b; /* at 2^-pfl, exact */
                     if (acc->kind == QUANT_ACC_INT) {
-                        /* to the accumulator's binary point: shifted left exactly, or right
-                         * with the low bits dropped (toward minus infinity, as an arithmetic
-                         * shift drops them) */
-                        if (afl >= pfl)
-                            prod *= (__int128)1 << (afl - pfl);
-                        else {
-                            const __int128 d = (__int128)1 << (pfl - afl);
-                            __int128 q = prod / d;
-                            if (prod % d != 0 && prod < 0) q -= 1;
-                            prod = q;
-                        }
-                        __int128 t = s + prod;
-                        const __int128 hi = ((__int128)1 << (acc->bits - 1)) - 1, lo = -hi - 1;
-                        if (t > hi || t < lo) {
-                            if (st) st->overflows++;
-                            t = acc->overflow == QUANT_ACC_WRAP ? wrap_to(t, acc->bits)
-                                                                : (t > hi ? hi : lo);
-                        }
-                        s = t;
+                        uint64_t ov = 0;
+                        s = acc_int_add(acc, s, prod, pfl, afl, &ov);
+                        if (st) st->overflows += ov;
                     } else {
                         s += prod;
                     }

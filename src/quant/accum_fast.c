@@ -451,22 +451,7 @@ static uint64_t wide_gemm(const struct quant_acc *acc, int m, int n, int k, cons
             for (int p = 0; p < k; p++) {
                 __int128 prod = (__int128)Ac[(size_t)i * k + p] * Bc[(size_t)p * n + j];
                 if (isint) {
-                    if (afl >= pfl)
-                        prod *= (__int128)1 << (afl - pfl);
-                    else {
-                        const __int128 d = (__int128)1 << (pfl - afl);
-                        __int128 q = prod / d;
-                        if (prod % d != 0 && prod < 0) q -= 1;
-                        prod = q;
-                    }
-                    __int128 t = s + prod;
-                    const __int128 hi = ((__int128)1 << (acc->bits - 1)) - 1, lo = -hi - 1;
-                    if (t > hi || t < lo) {
-                        ovs++;
-                        t = acc->overflow == QUANT_ACC_WRAP ? wrap_to(t, acc->bits)
-                                                            : (t > hi ? hi : lo);
-                    }
-                    s = t;
+                    s = acc_int_add(acc, s, prod, pfl, afl, &ovs);
                 } else {
                     s += prod;
                 }

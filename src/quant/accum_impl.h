@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "src/quant/quant.h"
+
 /* v = k 2^-fl with k an integer, |k| < 2^62: 0 and k in *out; 1 when v is not on that grid. */
 static inline int grid_int(float v, int fl, int64_t *out)
 {
@@ -62,6 +64,30 @@ static inline float float_of(__int128 x, int fl)
         memcpy(&d, &u, sizeof d);
     }
     return (float)ldexp(d, -fl);
+}
+
+/* One addition of an int(A) register (the models of doc/numerics.md, "Accumulators"): the
+ * product prod at 2^-pfl moved to the register's binary point afl (shifted left exactly, or
+ * right with the low bits dropped toward minus infinity, as an arithmetic shift drops them),
+ * added to s, and a sum outside the register wrapped or saturated, counted in *ov. */
+static inline __int128 acc_int_add(const struct quant_acc *acc, __int128 s, __int128 prod, int pfl,
+                                   int afl, uint64_t *ov)
+{
+    if (afl >= pfl)
+        prod *= (__int128)1 << (afl - pfl);
+    else {
+        const __int128 d = (__int128)1 << (pfl - afl);
+        __int128 q = prod / d;
+        if (prod % d != 0 && prod < 0) q -= 1;
+        prod = q;
+    }
+    __int128 t = s + prod;
+    const __int128 hi = ((__int128)1 << (acc->bits - 1)) - 1, lo = -hi - 1;
+    if (t > hi || t < lo) {
+        (*ov)++;
+        t = acc->overflow == QUANT_ACC_WRAP ? wrap_to(t, acc->bits) : (t > hi ? hi : lo);
+    }
+    return t;
 }
 
 #endif
