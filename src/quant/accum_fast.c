@@ -95,35 +95,62 @@ struct codes {
     int64_t lo, hi; /* the smallest and largest int32 codes */
 };
 
-/* X (rows x cols, row stride ld) x 2^fl into int32 codes out (rows x cols, dense). */
-static void to_codes(const float *X, ptrdiff_t ld, int rows, int cols, int fl, int32_t *out,
-                     struct codes *cs, int par)
+/* One row of codes: x[c] 2^fl in float32 is exact (a power of two scales a finite float
+ * exactly, and an overflow to inf is beyond 2^62 anyway); below 2^31 in magnitude it is on the
+ * grid when it converts to int32 and back unchanged, from 2^31 on every float is an integer,
+ * on the grid and wide below 2^62. The blends before each conversion keep the loop free of
+ * out-of-range conversions, so it vectorises. */
+INLINE void codes_row_body(const float *x, int cols, float sc, int32_t *o, int *bad, int *wide,
+                           int32_t *lo, int32_t *hi)
 {
-    const double sc = ldexp(1.0, fl);
+    int b = 0, w = 0;
+    int32_t l = 0, h = 0;
+    for (int c = 0; c < cols; c++) {
+        const float t = x[c] * sc, a = fabsf(t);
+        const int fits = a < 0x1p31f, big = !fits && a < 0x1p62f; /* NaN: neither */
+        const int32_t v = (int32_t)(fits ? t : 0.0f);
+        b |= (fits & ((float)v != t)) | (!fits & !big);
+        w |= big;
+        o[c] = v;
+        l = v < l ? v : l;
+        h = v > h ? v : h;
+    }
+    *bad |= b;
+    *wide |= w;
+    *lo = l < *lo ? l : *lo;
+    *hi = h > *hi ? h : *hi;
+}
+static void codes_row_scalar(const float *x, int cols, float sc, int32_t *o, int *bad, int *wide,
+                             int32_t *lo, int32_t *hi)
+{
+    codes_row_body(x, cols, sc, o, bad, wide, lo, hi);
+}
+TGT_AVX2 static void codes_row_avx2(const float *x, int cols, float sc, int32_t *o, int *bad,
+                                    int *wide, int32_t *lo, int32_t *hi)
+{
+    codes_row_body(x, cols, sc, o, bad, wide, lo, hi);
+}
+TGT_AVX512 static void codes_row_avx512(const float *x, int cols, float sc, int32_t *o, int *bad,
+                                        int *wide, int32_t *lo, int32_t *hi)
+{
+    codes_row_body(x, cols, sc, o, bad, wide, lo, hi);
+}
+
+/* X (rows x cols, row stride ld) x 2^fl into int32 codes out (rows x cols, dense). */
+static void to_codes(enum adapt_gemm_isa isa, const float *X, ptrdiff_t ld, int rows, int cols,
+                     int fl, int32_t *out, struct codes *cs, int par)
+{
+    const float sc = ldexpf(1.0f, fl);
     int bad = 0, wide = 0;
-    int64_t lo = 0, hi = 0;
+    int32_t lo = 0, hi = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad, wide) reduction(min : lo)            \
     reduction(max : hi) if (par)
     for (int r = 0; r < rows; r++) {
         const float *x = X + (size_t)r * ld;
         int32_t *o = out + (size_t)r * cols;
-        int b = 0, w = 0;
-        int64_t l = 0, h = 0;
-        for (int c = 0; c < cols; c++) {
-            const double t = (double)x[c] * sc; /* exact: a float times a power of two */
-            const int ok = t == floor(t) && fabs(t) < 0x1p62; /* NaN, inf: not ok */
-            const int fits = t >= -2147483648.0 && t <= 2147483647.0;
-            b |= !ok;
-            w |= ok && !fits;
-            const int32_t v = ok && fits ? (int32_t)t : 0;
-            o[c] = v;
-            l = v < l ? v : l;
-            h = v > h ? v : h;
-        }
-        bad |= b;
-        wide |= w;
-        lo = l < lo ? l : lo;
-        hi = h > hi ? h : hi;
+        if (isa == ADAPT_GEMM_ISA_AVX512VNNI) codes_row_avx512(x, cols, sc, o, &bad, &wide, &lo, &hi);
+        else if (isa == ADAPT_GEMM_ISA_AVX2) codes_row_avx2(x, cols, sc, o, &bad, &wide, &lo, &hi);
+        else codes_row_scalar(x, cols, sc, o, &bad, &wide, &lo, &hi);
     }
     cs->bad = bad;
     cs->wide = wide;
@@ -319,6 +346,65 @@ struct packed {
     int32_t *cs; /* s8: column sums of B */
 };
 
+/* B's codes (k x n, dense) into panels of P columns, each a run of groups of G rows: the word
+ * of column c in group q holds rows qG .. qG+G-1 as G bytes (s8) or G int16, little-endian,
+ * the layout the tile kernels read; rows from k on and columns from n on are 0. One word per
+ * column and group, so the loops vectorise. */
+INLINE void pack_b_body(int s8, int k, int n, int kg, int P, int npan, const int32_t *Bc,
+                        uint32_t *bp, int par)
+{
+    static const int32_t zero[16];
+    const int G = s8 ? 4 : 2;
+#pragma omp parallel for schedule(static) if (par)
+    for (int pn = 0; pn < npan; pn++) {
+        const int j0 = pn * P, jn = n - j0 < 0 ? 0 : n - j0 < P ? n - j0 : P;
+        for (int q = 0; q < kg; q++) {
+            uint32_t *d = bp + ((size_t)pn * kg + q) * P;
+            const int32_t *r[4];
+            for (int e = 0; e < 4; e++) {
+                const int p = q * G + e;
+                r[e] = e < G && p < k && jn == P ? Bc + (size_t)p * n + j0 : zero;
+            }
+            if (jn == P && s8) {
+                const int32_t *r0 = r[0], *r1 = r[1], *r2 = r[2], *r3 = r[3];
+                for (int c = 0; c < P; c++)
+                    d[c] = ((uint32_t)r0[c] & 0xffu) | ((uint32_t)r1[c] & 0xffu) << 8 |
+                           ((uint32_t)r2[c] & 0xffu) << 16 | (uint32_t)r3[c] << 24;
+            } else if (jn == P) {
+                const int32_t *r0 = r[0], *r1 = r[1];
+                for (int c = 0; c < P; c++)
+                    d[c] = ((uint32_t)r0[c] & 0xffffu) | (uint32_t)r1[c] << 16;
+            } else { /* the last columns */
+                for (int c = 0; c < P; c++) {
+                    uint32_t v = 0;
+                    for (int e = 0; e < G; e++) {
+                        const int p = q * G + e;
+                        const uint32_t b = c < jn && p < k ? (uint32_t)Bc[(size_t)p * n + j0 + c]
+                                                           : 0u;
+                        v |= (b & (s8 ? 0xffu : 0xffffu)) << (e * (32 / G));
+                    }
+                    d[c] = v;
+                }
+            }
+        }
+    }
+}
+static void pack_b_scalar(int s8, int k, int n, int kg, int P, int npan, const int32_t *Bc,
+                          uint32_t *bp, int par)
+{
+    pack_b_body(s8, k, n, kg, P, npan, Bc, bp, par);
+}
+TGT_AVX2 static void pack_b_avx2(int s8, int k, int n, int kg, int P, int npan, const int32_t *Bc,
+                                 uint32_t *bp, int par)
+{
+    pack_b_body(s8, k, n, kg, P, npan, Bc, bp, par);
+}
+TGT_AVX512 static void pack_b_avx512(int s8, int k, int n, int kg, int P, int npan,
+                                     const int32_t *Bc, uint32_t *bp, int par)
+{
+    pack_b_body(s8, k, n, kg, P, npan, Bc, bp, par);
+}
+
 static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int32_t *Ac,
                 const int32_t *Bc, struct packed *g, int par)
 {
@@ -342,7 +428,7 @@ static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int3
         free(g->cs);
         return 1;
     }
-    const int kp = g->kg * g->G, G = g->G, P = g->P;
+    const int kp = g->kg * g->G, P = g->P;
     if (g->s8) {
         uint8_t *ap = g->a;
 #pragma omp parallel for schedule(static) if (par)
@@ -350,16 +436,6 @@ static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int3
             for (int p = 0; p < kp; p++)
                 ap[(size_t)i * kp + p] =
                     (uint8_t)((i < m && p < k ? Ac[(size_t)i * k + p] : 0) + 128);
-        int8_t *bp = (int8_t *)g->b;
-#pragma omp parallel for schedule(static) if (par)
-        for (int pn = 0; pn < g->npan; pn++)
-            for (int q = 0; q < g->kg; q++)
-                for (int c = 0; c < P; c++)
-                    for (int e = 0; e < G; e++) {
-                        const int p = q * G + e, j = pn * P + c;
-                        bp[(size_t)pn * g->panel + (size_t)q * P * G + c * G + e] =
-                            (int8_t)(p < k && j < n ? Bc[(size_t)p * n + j] : 0);
-                    }
         for (int j = 0; j < n; j++) g->cs[j] = 0;
         for (int p = 0; p < k; p++)
             for (int j = 0; j < n; j++) g->cs[j] += Bc[(size_t)p * n + j];
@@ -369,18 +445,11 @@ static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int3
         for (int i = 0; i < g->m_pad; i++)
             for (int p = 0; p < kp; p++)
                 ap[(size_t)i * kp + p] = (int16_t)(i < m && p < k ? Ac[(size_t)i * k + p] : 0);
-        int16_t *bp = (int16_t *)g->b;
-        const size_t panel = g->panel / 2;
-#pragma omp parallel for schedule(static) if (par)
-        for (int pn = 0; pn < g->npan; pn++)
-            for (int q = 0; q < g->kg; q++)
-                for (int c = 0; c < P; c++)
-                    for (int e = 0; e < G; e++) {
-                        const int p = q * G + e, j = pn * P + c;
-                        bp[(size_t)pn * panel + (size_t)q * P * G + c * G + e] =
-                            (int16_t)(p < k && j < n ? Bc[(size_t)p * n + j] : 0);
-                    }
     }
+    uint32_t *bp = (uint32_t *)g->b;
+    if (isa == ADAPT_GEMM_ISA_AVX512VNNI) pack_b_avx512(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
+    else if (isa == ADAPT_GEMM_ISA_AVX2) pack_b_avx2(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
+    else pack_b_scalar(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
     return 0;
 }
 
@@ -394,7 +463,8 @@ static void packed_gemm(const struct packed *g, int m, int n, int kbg, const str
         const int tr = tt % ntr, tc = tt / ntr;
         uint64_t acc[8][32];
         int32_t out[8][32];
-        memset(acc, 0, sizeof acc);
+        const int one = g->kg > 0 && kbg >= g->kg; /* one block: its int32 sums are the sums */
+        if (!one) memset(acc, 0, sizeof acc);
         const uint8_t *a = g->a + (size_t)tr * g->R * g->a_stride;
         const uint8_t *b0 = g->b + (size_t)(2 * tc) * g->panel, *b1 = b0 + g->panel;
         const size_t bq = (size_t)g->P * 4; /* bytes of a group in a panel */
@@ -409,15 +479,16 @@ static void packed_gemm(const struct packed *g, int m, int n, int kbg, const str
                                      nq, o6);
                 for (int r = 0; r < 6; r++) memcpy(out[r], o6[r], sizeof o6[r]);
             }
-            for (int r = 0; r < g->R; r++)
-                for (int c = 0; c < 2 * g->P; c++) acc[r][c] += (uint64_t)(int64_t)out[r][c];
+            if (!one)
+                for (int r = 0; r < g->R; r++)
+                    for (int c = 0; c < 2 * g->P; c++) acc[r][c] += (uint64_t)(int64_t)out[r][c];
         }
         const int j0 = tc * 2 * g->P;
         for (int r = 0; r < g->R; r++) {
             const int i = tr * g->R + r;
             if (i >= m) break;
             for (int c = 0; c < 2 * g->P && j0 + c < n; c++) {
-                uint64_t s = acc[r][c];
+                uint64_t s = one ? (uint64_t)(int64_t)out[r][c] : acc[r][c];
                 if (g->s8) /* (A + 128) B - 128 colsum(B), modulo 2^32: the exact int32 sum */
                     s = (uint64_t)(int64_t)(int32_t)((uint32_t)s -
                                                      128u * (uint32_t)g->cs[j0 + c]);
@@ -489,8 +560,8 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
         goto out;
     }
     struct codes ca, cb;
-    to_codes(A, lda, m, k, fla, Ac, &ca, par);
-    to_codes(B, ldb, k, n, flb, Bc, &cb, par);
+    to_codes(isa, A, lda, m, k, fla, Ac, &ca, par);
+    to_codes(isa, B, ldb, k, n, flb, Bc, &cb, par);
     if (ca.bad || cb.bad) {
         ret = grid_error(m, n, k, A, lda, fla, B, ldb, flb);
         goto out;

@@ -29,7 +29,7 @@ static size_t r16(size_t v)
 static void operands(const struct adapt_arith *ar, int g, int *fla, int *flb)
 {
     switch (g) {
-    case ADAPT_ARITH_FWD: *fla = ar->fl_x, *flb = ar->fl_w; break;
+    case ADAPT_ARITH_FWD: *fla = ar->fl_w, *flb = ar->fl_x; break;
     case ADAPT_ARITH_DGRAD: *fla = ar->fl_w, *flb = ar->fl_dy; break;
     default: *fla = ar->fl_dy, *flb = ar->fl_x; break;
     }
@@ -81,42 +81,59 @@ static void count(struct adapt_arith *ar, int g, int on, uint64_t ov)
     ar->gemms[g]++;
 }
 
+/* The forward GEMM of a convolution runs on blocks of whole samples, each thread lowering its
+ * block and multiplying it: a block's lowered input (K, nb P) is about FWD_BLOCK floats, to stay
+ * in a core's cache between im2col and the kernel's packing, and has at least FWD_COLS_PER_OUT
+ * columns per output channel, so that the weight codes made per block cost little beside it. */
+#define FWD_BLOCK ((size_t)1 << 17)
+#define FWD_COLS_PER_OUT 4
+
 int adapt_arith_forward(struct adapt_arith *ar, const struct adapt_conv_geom *g, int n, int K,
                         int cout, const float *x, const float *w, const float *b, float *y)
 {
     if (!gemm_on(ar, ADAPT_ARITH_FWD)) return 0;
-    const size_t Kz = (size_t)K, cz = (size_t)cout;
-    if (!g) { /* y (N, Cout) = x (N, K) W^T (K, Cout) */
-        float *wt = adapt_gemm_scratch(ar->scratch, Kz * cz);
-        adapt_transpose(w, cz, Kz, Kz, wt, cz);
-        uint64_t ov = 0;
-        gemm(ar, ADAPT_ARITH_FWD, 1, n, cout, K, x, K, wt, cout, y, cout, &ov);
+    const size_t Kz = (size_t)K, cz = (size_t)cout, N = (size_t)n;
+    uint64_t ov = 0;
+    if (!g) { /* Y^T (Cout, N) = W (Cout, K) X^T (K, N) */
+        float *xt = adapt_gemm_scratch(ar->scratch, r16(Kz * N) + r16(cz * N));
+        float *yt = xt + r16(Kz * N);
+        adapt_transpose(x, N, Kz, Kz, xt, N);
+        gemm(ar, ADAPT_ARITH_FWD, 1, cout, n, K, w, K, xt, n, yt, n, &ov);
+        adapt_transpose(yt, cz, N, N, y, cz);
         if (b)
-            for (size_t i = 0; i < (size_t)n; i++)
+            for (size_t i = 0; i < N; i++)
                 for (size_t o = 0; o < cz; o++) y[i * cz + o] += b[o];
         count(ar, ADAPT_ARITH_FWD, 1, ov);
         return 1;
     }
+    /* per block of nb samples: Y (Cout, nb P) = W (Cout, K) Xcol (K, nb P), sample j's
+     * columns j P .. j P + P - 1 */
     const size_t P = (size_t)g->ho * g->wo, in = (size_t)g->cin * g->h * g->w;
-    const int T = omp_get_max_threads();
-    /* per thread: t (P, K) | yt (P, Cout); shared: W^T (K, Cout) */
-    const size_t per = r16(P * Kz) + r16(P * cz);
-    float *ws = adapt_gemm_scratch(ar->scratch, per * (size_t)T + r16(Kz * cz));
-    float *wt = ws + per * (size_t)T;
-    adapt_transpose(w, cz, Kz, Kz, wt, cz);
-    uint64_t ov = 0;
+    size_t nb = FWD_BLOCK / (Kz * P), nmin = (FWD_COLS_PER_OUT * cz + P - 1) / P;
+    nb = nb < nmin ? nmin : nb;
+    nb = nb < 1 ? 1 : nb > N ? N : nb;
+    const int nblk = (int)((N + nb - 1) / nb);
+    const int T = omp_get_max_threads() < nblk ? omp_get_max_threads() : nblk;
+    /* per thread: col (K, nb P) | yt (Cout, nb P) | im2col's scratch */
+    const size_t ncol = r16(Kz * nb * P), nyt = r16(cz * nb * P);
+    const size_t per = ncol + nyt + r16(adapt_im2col_scratch(g));
+    float *ws = adapt_gemm_scratch(ar->scratch, per * (size_t)T);
 #pragma omp parallel num_threads(T) reduction(+ : ov)
     {
-        float *t = ws + per * (size_t)omp_get_thread_num(), *yt = t + r16(P * Kz);
+        float *col = ws + per * (size_t)omp_get_thread_num(), *yt = col + ncol, *pad = yt + nyt;
 #pragma omp for schedule(static)
-        for (int j = 0; j < n; j++) {
-            adapt_im2row(g, x + (size_t)j * in, t);
-            gemm(ar, ADAPT_ARITH_FWD, 1, (int)P, cout, K, t, K, wt, cout, yt, cout, &ov);
-            float *yj = y + (size_t)j * cz * P;
-            for (size_t o = 0; o < cz; o++) {
-                const float bo = b ? b[o] : 0.0f;
-                for (size_t p = 0; p < P; p++) yj[o * P + p] = yt[p * cz + o] + bo;
-            }
+        for (int blk = 0; blk < nblk; blk++) {
+            const size_t j0 = (size_t)blk * nb, jn = N - j0 < nb ? N - j0 : nb, ld = jn * P;
+            for (size_t j = 0; j < jn; j++)
+                adapt_im2col_into(g, x + (j0 + j) * in, col + j * P, ld, pad);
+            gemm(ar, ADAPT_ARITH_FWD, 1, cout, (int)ld, K, w, K, col, (ptrdiff_t)ld, yt,
+                 (ptrdiff_t)ld, &ov);
+            for (size_t j = 0; j < jn; j++)
+                for (size_t o = 0; o < cz; o++) {
+                    const float bo = b ? b[o] : 0.0f, *src = yt + o * ld + j * P;
+                    float *dst = y + ((j0 + j) * cz + o) * P;
+                    for (size_t p = 0; p < P; p++) dst[p] = src[p] + bo;
+                }
         }
     }
     count(ar, ADAPT_ARITH_FWD, 1, ov);

@@ -242,8 +242,8 @@ ADAPT_HOT_CLONES ROW_LOOPS static void col2im_plane(const struct adapt_conv_geom
         }
 }
 
-void adapt_im2col_sample(const struct adapt_conv_geom *g, const float *x, float *col, size_t ldc,
-                         float *scratch)
+static void im2col(const struct adapt_conv_geom *g, const float *x, float *col, size_t ldc,
+                   float *scratch, int pad_columns)
 {
     const size_t kk = (size_t)g->k * g->k, plane = (size_t)g->h * g->w;
     const size_t P = (size_t)g->ho * g->wo;
@@ -257,9 +257,21 @@ void adapt_im2col_sample(const struct adapt_conv_geom *g, const float *x, float 
             ph = scratch;
         }
         im2col_plane(g, ph, wq, dst, ldc);
-        if (ldc > P) /* padding columns: keep them finite */
+        if (pad_columns && ldc > P) /* padding columns: keep them finite */
             for (size_t r = 0; r < kk; r++) memset(dst + r * ldc + P, 0, (ldc - P) * sizeof(float));
     }
+}
+
+void adapt_im2col_sample(const struct adapt_conv_geom *g, const float *x, float *col, size_t ldc,
+                         float *scratch)
+{
+    im2col(g, x, col, ldc, scratch, 1);
+}
+
+void adapt_im2col_into(const struct adapt_conv_geom *g, const float *x, float *col, size_t ldc,
+                       float *scratch)
+{
+    im2col(g, x, col, ldc, scratch, 0);
 }
 
 void adapt_col2im_sample(const struct adapt_conv_geom *g, const float *col, size_t ldc, float *dx,

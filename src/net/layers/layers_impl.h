@@ -74,6 +74,10 @@ struct adapt_conv_geom {
 size_t adapt_im2col_scratch(const struct adapt_conv_geom *g);
 void adapt_im2col_sample(const struct adapt_conv_geom *g, const float *x, float *col, size_t ldc,
                          float *scratch);
+/* The same into columns 0 .. P-1 only, the rest of each row untouched: one sample's block
+ * of a matrix holding several side by side. */
+void adapt_im2col_into(const struct adapt_conv_geom *g, const float *x, float *col, size_t ldc,
+                       float *scratch);
 
 /* The adjoint: dx (cin, h, w) = (acc ? dx : 0) + the sum of the col entries
  * that read each input element. Serial. */
