@@ -209,6 +209,57 @@ START_TEST(test_paths_equal_reference)
 }
 END_TEST
 
+/* The int8 path reads B straight from its floats when A's codes fit int8, and falls back to
+ * the general path when B's do not: B with 12-bit codes (int16 or int64 path), B with the
+ * int8 extremes -128 and 127 (int8 path, A's -128 too), B with a value off its grid or a NaN
+ * (the reference's error). Shapes with a last, partial panel of columns (n = 37) and a last,
+ * partial group of rows (k = 41). Values against the reference bit for bit. */
+START_TEST(test_int8_from_floats_falls_back)
+{
+    enum { M = 9, N = 37, K = 41 };
+    static float a[M * K], b[K * N], c[M * N], r[M * N];
+    static const char *const kinds[] = {"exact", "int(20, saturate)", "int(32, wrap)"};
+    for (int bw = 8; bw <= 12; bw += 4) {
+        const int lim = 1 << (bw - 1);
+        uint64_t seed = 7 + (uint64_t)bw;
+        for (int i = 0; i < M * K; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            a[i] = (float)((int)((seed >> 33) % 256u) - 128) / 16.0f;
+        }
+        for (int i = 0; i < K * N; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            b[i] = (float)((int)((seed >> 33) % (uint64_t)(2 * lim)) - lim) / 64.0f;
+        }
+        a[0] = -8.0f;               /* code -128 */
+        b[0] = (float)-lim / 64.0f; /* -128 or -2048 */
+        b[K * N - 1] = (float)(lim - 1) / 64.0f;
+        for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++) {
+            struct quant_acc acc;
+            ck_assert_int_eq(quant_acc_parse(kinds[t], &acc), ADAPT_OK);
+            struct quant_acc_stats s1 = {0}, s2 = {0};
+            enum quant_acc_path used;
+            ck_assert_int_eq(quant_acc_gemm_ref(&acc, M, N, K, a, 4, b, 6, r, &s1), ADAPT_OK);
+            ck_assert_int_eq(
+                quant_acc_gemm_opts(NULL, &acc, M, N, K, a, K, 4, b, N, 6, c, N, &s2, &used),
+                ADAPT_OK);
+            ck_assert_msg(!memcmp(c, r, sizeof c), "%s, B of %d bits, path %s: values differ",
+                          kinds[t], bw, quant_acc_path_name(used));
+            ck_assert_uint_eq(s1.overflows, s2.overflows);
+            if (bw == 12) ck_assert_int_ne((int)used, QUANT_ACC_PATH_INT8);
+        }
+    }
+    struct quant_acc ex;
+    ck_assert_int_eq(quant_acc_parse("exact", &ex), ADAPT_OK);
+    for (int i = 0; i < K * N; i++) b[i] = (float)((i % 255) - 127) / 64.0f;
+    b[5 * N + 3] = 1.0f / 128.0f; /* off the grid of 2^-6 */
+    ck_assert_int_ne(quant_acc_gemm(&ex, M, N, K, a, K, 4, b, N, 6, c, N, NULL), ADAPT_OK);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "B[5][3] = 0.0078125 is not a multiple"));
+    b[5 * N + 3] = NAN;
+    ck_assert_int_ne(quant_acc_gemm(&ex, M, N, K, a, K, 4, b, N, 6, c, N, NULL), ADAPT_OK);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "B[5][3] = nan"));
+}
+END_TEST
+
 /* ---- a hand-derived step ---- */
 
 /* A precision state on net as the policy makes one: every unit in `fmt`, the output gradients
@@ -417,6 +468,7 @@ int main(void)
     tcase_add_test(tc, test_config_json);
     tcase_add_test(tc, test_strided_equals_reference);
     tcase_add_test(tc, test_paths_equal_reference);
+    tcase_add_test(tc, test_int8_from_floats_falls_back);
     tcase_add_test(tc, test_linear_hand);
     tcase_add_test(tc, test_lenet_wide_register_is_exact);
     tcase_add_test(tc, test_lenet_exact_vs_float32);

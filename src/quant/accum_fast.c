@@ -405,8 +405,8 @@ TGT_AVX512 static void pack_b_avx512(int s8, int k, int n, int kg, int P, int np
     pack_b_body(s8, k, n, kg, P, npan, Bc, bp, par);
 }
 
-static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int32_t *Ac,
-                const int32_t *Bc, struct packed *g, int par)
+/* The layout of the packed operands and their memory (1: no memory). */
+static int packed_init(enum adapt_gemm_isa isa, int s8, int m, int n, int k, struct packed *g)
 {
     g->vnni = isa == ADAPT_GEMM_ISA_AVX512VNNI;
     g->s8 = s8 && g->vnni;
@@ -428,7 +428,20 @@ static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int3
         free(g->cs);
         return 1;
     }
-    const int kp = g->kg * g->G, P = g->P;
+    return 0;
+}
+
+static void packed_free(struct packed *g)
+{
+    free(g->a);
+    free(g->b);
+    free(g->cs);
+}
+
+/* A's codes (m x k, dense) into rows of groups: bytes + 128 (s8) or int16, 0 beyond m and k. */
+static void pack_a(struct packed *g, int m, int k, const int32_t *Ac, int par)
+{
+    const int kp = g->kg * g->G;
     if (g->s8) {
         uint8_t *ap = g->a;
 #pragma omp parallel for schedule(static) if (par)
@@ -436,9 +449,6 @@ static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int3
             for (int p = 0; p < kp; p++)
                 ap[(size_t)i * kp + p] =
                     (uint8_t)((i < m && p < k ? Ac[(size_t)i * k + p] : 0) + 128);
-        for (int j = 0; j < n; j++) g->cs[j] = 0;
-        for (int p = 0; p < k; p++)
-            for (int j = 0; j < n; j++) g->cs[j] += Bc[(size_t)p * n + j];
     } else {
         int16_t *ap = (int16_t *)g->a;
 #pragma omp parallel for schedule(static) if (par)
@@ -446,11 +456,85 @@ static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int3
             for (int p = 0; p < kp; p++)
                 ap[(size_t)i * kp + p] = (int16_t)(i < m && p < k ? Ac[(size_t)i * k + p] : 0);
     }
+}
+
+static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int32_t *Ac,
+                const int32_t *Bc, struct packed *g, int par)
+{
+    if (packed_init(isa, s8, m, n, k, g)) return 1;
+    pack_a(g, m, k, Ac, par);
+    if (g->s8) {
+        for (int j = 0; j < n; j++) g->cs[j] = 0;
+        for (int p = 0; p < k; p++)
+            for (int j = 0; j < n; j++) g->cs[j] += Bc[(size_t)p * n + j];
+    }
     uint32_t *bp = (uint32_t *)g->b;
+    const int P = g->P;
     if (isa == ADAPT_GEMM_ISA_AVX512VNNI) pack_b_avx512(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
     else if (isa == ADAPT_GEMM_ISA_AVX2) pack_b_avx2(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
     else pack_b_scalar(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
     return 0;
+}
+
+/* B (k x n, row stride ldb) x 2^fl straight into the int8 panels of g (16 columns), with B's
+ * column sums into g->cs and max |code| into *mb; 1 when a value is off the grid or outside
+ * [-128, 127] (the panels are then of no use). The one pass over B when it is on an int8 grid:
+ * t = x 2^fl is exact in float32 (as in codes_row_body), and t in [-128, 127] converts to int8
+ * and back unchanged exactly when it is an integer (anything else, NaN included, becomes 0.5,
+ * which does not). */
+TGT_AVX512 static int pack_b8_float(int k, int n, int kg, int npan, const float *B, ptrdiff_t ldb,
+                                    float sc, uint32_t *bp, int32_t *cs, int32_t *mb, int par)
+{
+    static const float zero[16];
+    int bad = 0;
+    int32_t mx = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) reduction(max : mx) if (par)
+    for (int pn = 0; pn < npan; pn++) {
+        const int j0 = pn * 16, jn = n - j0 < 0 ? 0 : n - j0 < 16 ? n - j0 : 16;
+        int32_t sum[16] = {0}, hi = 0;
+        int b = 0;
+        for (int q = 0; q < kg; q++) {
+            uint32_t *d = bp + ((size_t)pn * kg + q) * 16;
+            if (jn == 16) {
+                const float *r[4];
+                for (int e = 0; e < 4; e++)
+                    r[e] = q * 4 + e < k ? B + (size_t)(q * 4 + e) * ldb + j0 : zero;
+                for (int c = 0; c < 16; c++) {
+                    uint32_t w = 0;
+                    for (int e = 0; e < 4; e++) {
+                        const float t = r[e][c] * sc;
+                        const float u = t >= -128.0f && t <= 127.0f ? t : 0.5f;
+                        const int32_t v = (int32_t)u;
+                        b |= (float)v != u;
+                        hi = (v < 0 ? -v : v) > hi ? (v < 0 ? -v : v) : hi;
+                        sum[c] += v;
+                        w |= ((uint32_t)v & 0xffu) << (8 * e);
+                    }
+                    d[c] = w;
+                }
+            } else {
+                for (int c = 0; c < 16; c++) {
+                    uint32_t w = 0;
+                    for (int e = 0; e < 4; e++) {
+                        const int p = q * 4 + e;
+                        const float t = c < jn && p < k ? B[(size_t)p * ldb + j0 + c] * sc : 0.0f;
+                        const float u = t >= -128.0f && t <= 127.0f ? t : 0.5f;
+                        const int32_t v = (int32_t)u;
+                        b |= (float)v != u;
+                        hi = (v < 0 ? -v : v) > hi ? (v < 0 ? -v : v) : hi;
+                        sum[c] += v;
+                        w |= ((uint32_t)v & 0xffu) << (8 * e);
+                    }
+                    d[c] = w;
+                }
+            }
+        }
+        for (int c = 0; c < jn; c++) cs[j0 + c] = sum[c];
+        bad |= b;
+        mx = hi > mx ? hi : mx;
+    }
+    *mb = mx;
+    return bad;
 }
 
 /* The tiles over groups of k in blocks of kbg groups, each block's int32 sums added in int64. */
@@ -540,6 +624,26 @@ static enum adapt_gemm_isa isa_of(const struct quant_acc_opts *o)
     return adapt_gemm_isa_best();
 }
 
+/* Whether the integer sums of k products of codes at most ma and mb in magnitude can be
+ * formed in any order and finished by f: exact sums below 2^63, or an int register they
+ * cannot overflow (shifts to its binary point included), or a wrapping one without a count. */
+static int plan(const struct quant_acc *acc, const struct quant_acc_stats *st, int k, uint64_t ma,
+                uint64_t mb, int pfl, int afl, struct fin *f, unsigned __int128 *P,
+                unsigned __int128 *bound)
+{
+    *P = (unsigned __int128)ma * mb; /* |a product| <= P */
+    *bound = *P * (unsigned)k;       /* |a partial sum| <= bound */
+    const int sh = afl - pfl;
+    *f = (struct fin){0, 0, 64, ldexpf(1.0f, -afl)};
+    if (acc->kind != QUANT_ACC_INT) return *bound < ((unsigned __int128)1 << 63);
+    if (sh < 0 || sh >= 63) return 0;
+    const unsigned __int128 hi = ((unsigned __int128)1 << (acc->bits - 1)) - 1;
+    f->reg = 1;
+    f->sh = sh;
+    f->bits = acc->bits;
+    return *bound <= (hi >> sh) || (acc->overflow == QUANT_ACC_WRAP && !st);
+}
+
 static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const struct quant_acc *acc,
                                       int m, int n, int k, const float *A, ptrdiff_t lda, int fla,
                                       const float *B, ptrdiff_t ldb, int flb, float *C,
@@ -551,16 +655,45 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
     const int pfl = fla + flb;
     const int isint = acc->kind == QUANT_ACC_INT;
     const int afl = isint && acc->fl >= 0 ? acc->fl : pfl;
-    int32_t *Ac = malloc(((size_t)m * k + 1) * sizeof *Ac);
-    int32_t *Bc = malloc(((size_t)k * n + 1) * sizeof *Bc);
+    const unsigned __int128 i32max = 0x7fffffff;
+    int32_t *Ac = malloc(((size_t)m * k + 1) * sizeof *Ac), *Bc = NULL;
     enum adapt_status ret = ADAPT_OK;
-    if (!Ac || !Bc) {
+    if (!Ac) {
         ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for %d x %d x %d codes", m, n,
                           k);
         goto out;
     }
     struct codes ca, cb;
     to_codes(isa, A, lda, m, k, fla, Ac, &ca, par);
+    /* A on an int8 grid: try B straight into int8 panels, the int8 path's one pass over B */
+    if (!ca.bad && !ca.wide && ca.lo >= -128 && ca.hi <= 127 && k > 0 &&
+        isa == ADAPT_GEMM_ISA_AVX512VNNI && min_path <= QUANT_ACC_PATH_INT8) {
+        struct packed g;
+        if (packed_init(isa, 1, m, n, k, &g)) {
+            ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for packed operands");
+            goto out;
+        }
+        int32_t mb8;
+        struct fin f8;
+        unsigned __int128 P8, bound8;
+        const uint64_t ma8 = (uint64_t)(ca.hi > -ca.lo ? ca.hi : -ca.lo);
+        if (!pack_b8_float(k, n, g.kg, g.npan, B, ldb, ldexpf(1.0f, flb), (uint32_t *)g.b, g.cs,
+                           &mb8, par) &&
+            plan(acc, st, k, ma8, (uint64_t)mb8, pfl, afl, &f8, &P8, &bound8) && bound8 <= i32max) {
+            pack_a(&g, m, k, Ac, par);
+            packed_gemm(&g, m, n, g.kg, &f8, C, ldc, par);
+            packed_free(&g);
+            if (used) *used = QUANT_ACC_PATH_INT8;
+            goto out;
+        }
+        packed_free(&g);
+    }
+    Bc = malloc(((size_t)k * n + 1) * sizeof *Bc);
+    if (!Bc) {
+        ret =
+            ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for %d x %d x %d codes", m, n, k);
+        goto out;
+    }
     to_codes(isa, B, ldb, k, n, flb, Bc, &cb, par);
     if (ca.bad || cb.bad) {
         ret = grid_error(m, n, k, A, lda, fla, B, ldb, flb);
@@ -568,28 +701,13 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
     }
     const uint64_t ma = (uint64_t)(ca.hi > -ca.lo ? ca.hi : -ca.lo);
     const uint64_t mb = (uint64_t)(cb.hi > -cb.lo ? cb.hi : -cb.lo);
-    const unsigned __int128 P = (unsigned __int128)ma * mb; /* |a product| <= P */
-    const unsigned __int128 bound = P * (unsigned)k;         /* |a partial sum| <= bound */
-    /* an int register: sums below its bound never overflow (left shifts included) */
+    unsigned __int128 P, bound;
     const int sh = afl - pfl;
-    int gemm_ok = 0;
-    struct fin f = {0, 0, 64, ldexpf(1.0f, -afl)};
-    if (!ca.wide && !cb.wide) {
-        if (!isint) {
-            gemm_ok = bound < ((unsigned __int128)1 << 63);
-        } else if (sh >= 0 && sh < 63) {
-            const unsigned __int128 hi = ((unsigned __int128)1 << (acc->bits - 1)) - 1;
-            const int fits = bound <= (hi >> sh);
-            gemm_ok = fits || (acc->overflow == QUANT_ACC_WRAP && !st);
-            f.reg = 1;
-            f.sh = sh;
-            f.bits = acc->bits;
-        }
-    }
+    struct fin f;
+    const int gemm_ok = plan(acc, st, k, ma, mb, pfl, afl, &f, &P, &bound) && !ca.wide && !cb.wide;
     if (gemm_ok) {
         const int a8 = ca.lo >= -128 && ca.hi <= 127, b8 = cb.lo >= -128 && cb.hi <= 127;
         const int a16 = ca.lo >= -32768 && ca.hi <= 32767, b16 = cb.lo >= -32768 && cb.hi <= 32767;
-        const unsigned __int128 i32max = 0x7fffffff;
         enum quant_acc_path path = QUANT_ACC_PATH_INT64;
         if (min_path <= QUANT_ACC_PATH_INT8 && a8 && b8 && bound <= i32max &&
             isa != ADAPT_GEMM_ISA_AVX2)
@@ -609,9 +727,7 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
             }
             const int kbg = path == QUANT_ACC_PATH_INT8 ? g.kg : (int)(kb / g.G);
             packed_gemm(&g, m, n, kbg > 0 ? kbg : 1, &f, C, ldc, par);
-            free(g.a);
-            free(g.b);
-            free(g.cs);
+            packed_free(&g);
         } else if (path != QUANT_ACC_PATH_INT64) { /* scalar int32 sums over blocks of kb */
 #pragma omp parallel for schedule(dynamic, 1) if (par)
             for (int i = 0; i < m; i++) {
