@@ -148,9 +148,12 @@ static void to_codes(enum adapt_gemm_isa isa, const float *X, ptrdiff_t ld, int 
     for (int r = 0; r < rows; r++) {
         const float *x = X + (size_t)r * ld;
         int32_t *o = out + (size_t)r * cols;
-        if (isa == ADAPT_GEMM_ISA_AVX512VNNI) codes_row_avx512(x, cols, sc, o, &bad, &wide, &lo, &hi);
-        else if (isa == ADAPT_GEMM_ISA_AVX2) codes_row_avx2(x, cols, sc, o, &bad, &wide, &lo, &hi);
-        else codes_row_scalar(x, cols, sc, o, &bad, &wide, &lo, &hi);
+        if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
+            codes_row_avx512(x, cols, sc, o, &bad, &wide, &lo, &hi);
+        else if (isa == ADAPT_GEMM_ISA_AVX2)
+            codes_row_avx2(x, cols, sc, o, &bad, &wide, &lo, &hi);
+        else
+            codes_row_scalar(x, cols, sc, o, &bad, &wide, &lo, &hi);
     }
     cs->bad = bad;
     cs->wide = wide;
@@ -379,8 +382,8 @@ INLINE void pack_b_body(int s8, int k, int n, int kg, int P, int npan, const int
                     uint32_t v = 0;
                     for (int e = 0; e < G; e++) {
                         const int p = q * G + e;
-                        const uint32_t b = c < jn && p < k ? (uint32_t)Bc[(size_t)p * n + j0 + c]
-                                                           : 0u;
+                        const uint32_t b =
+                            c < jn && p < k ? (uint32_t)Bc[(size_t)p * n + j0 + c] : 0u;
                         v |= (b & (s8 ? 0xffu : 0xffffu)) << (e * (32 / G));
                     }
                     d[c] = v;
@@ -470,9 +473,12 @@ static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int3
     }
     uint32_t *bp = (uint32_t *)g->b;
     const int P = g->P;
-    if (isa == ADAPT_GEMM_ISA_AVX512VNNI) pack_b_avx512(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
-    else if (isa == ADAPT_GEMM_ISA_AVX2) pack_b_avx2(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
-    else pack_b_scalar(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
+    if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
+        pack_b_avx512(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
+    else if (isa == ADAPT_GEMM_ISA_AVX2)
+        pack_b_avx2(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
+    else
+        pack_b_scalar(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
     return 0;
 }
 

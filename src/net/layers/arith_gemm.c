@@ -85,7 +85,7 @@ static void count(struct adapt_arith *ar, int g, int on, uint64_t ov)
  * block and multiplying it: a block's lowered input (K, nb P) is about FWD_BLOCK floats, to stay
  * in a core's cache between im2col and the kernel's packing, and has at least FWD_COLS_PER_OUT
  * columns per output channel, so that the weight codes made per block cost little beside it. */
-#define FWD_BLOCK ((size_t)1 << 17)
+#define FWD_BLOCK        ((size_t)1 << 17)
 #define FWD_COLS_PER_OUT 4
 
 int adapt_arith_forward(struct adapt_arith *ar, const struct adapt_conv_geom *g, int n, int K,
