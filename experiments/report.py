@@ -34,6 +34,15 @@ Subcommands (python3 standard library only; the programs do the work):
          test accuracy (mean, range, each seed), mean WL, units at 32 bits at the
          end, the first step at which a unit reached 32 bits, final sparsity and
          SU1 (adapt-perf). The figure needs matplotlib.
+  accum  DIR... --out DIR [--within POINTS]
+         the accumulator-width study (runlists/fmnist_lenet5_accum.txt, one DIR
+         per seed): the runs are grouped by their name less the accumulator part
+         (_float32, _exact, _intA_wrap, _intA_sat), the accumulator read from each
+         trace's [arithmetic]; writes DIR/accum.{md,json,png}: per group and
+         accumulator the test accuracy (mean, range, each seed) and the forward
+         GEMMs' register overflows per step, and per group and overflow rule the
+         narrowest register whose mean accuracy, and that of every wider one run,
+         is within POINTS (default 0.5) of `exact`. The figure needs matplotlib.
   slurm  RUNLIST --out DIR [--partition P] [--time HH:MM:SS] [--cpus C]
          [--max-parallel K]: writes DIR/commands.txt and prints a Slurm job-array
          script (one array task per line of commands.txt); submit it with sbatch,
@@ -860,6 +869,172 @@ def ablation_figure(rows, path, title):
     plt.close(fig)
 
 
+ACC_SUFFIXES = ("_float32", "_exact", "_int")
+
+
+def accum_of(rec):
+    """(label, bits, rule) of a trace header's accumulator: float32 (the default), exact,
+    int(A, wrap|saturate[, FL]) or anything else as written."""
+    a = ((rec.get("config") or {}).get("arithmetic") or {}).get("accumulator") or "float32"
+    a = " ".join(a.split())
+    if a.startswith("int(") and a.endswith(")"):
+        parts = [w.strip() for w in a[4:-1].split(",")]
+        try:
+            bits = int(parts[0])
+        except ValueError:
+            return a, None, None
+        rule = parts[1] if len(parts) > 1 and parts[1] else "wrap"
+        return a, bits, rule
+    return a, None, None
+
+
+def accum_run(path):
+    """header facts, test accuracy and forward-GEMM overflows per step of one trace"""
+    head, acc, steps, ov = None, None, 0, [0, 0, 0]
+    for rec in trace_records(path):
+        t = rec.get("type")
+        if t == "header":
+            head = rec
+        elif t == "test":
+            acc = rec.get("test_acc")
+        elif t == "step":
+            steps += 1
+            for u in rec.get("units", []):
+                o = (u.get("acc") or {}).get("overflows")
+                if isinstance(o, list):
+                    for g in range(min(3, len(o))):
+                        ov[g] += o[g] or 0
+    if head is None:
+        die("%s: no header record" % path)
+    name = ((head.get("config") or {}).get("run") or {}).get("name") or run_name(path)
+    group = name
+    for suf in ACC_SUFFIXES:
+        i = name.rfind(suf)
+        if i > 0:
+            group = name[:i]
+            break
+    label, bits, rule = accum_of(head)
+    return {"group": group, "acc_label": label, "bits": bits, "rule": rule,
+            "seed": head.get("seed"), "test_acc": acc, "steps": steps,
+            "ov_per_step": [o / steps if steps else None for o in ov], "path": path}
+
+
+def cmd_accum(args):
+    traces = find_traces(args.dirs)
+    if not traces:
+        die("no traces under %s" % ", ".join(args.dirs))
+    runs = [accum_run(t) for t in traces]
+    groups = []
+    for r in runs:
+        if r["group"] not in groups:
+            groups.append(r["group"])
+
+    def order(label, bits, rule):
+        return (0, 0, "") if label == "float32" else (1, 0, "") if label == "exact" else \
+            (2, bits or 0, rule or "") if bits else (3, 0, label)
+
+    table = []
+    for g in groups:
+        cells = {}
+        for r in runs:
+            if r["group"] == g:
+                cells.setdefault((r["acc_label"], r["bits"], r["rule"]), []).append(r)
+        for key in sorted(cells, key=lambda k: order(*k)):
+            rs = sorted(cells[key], key=lambda r: r["seed"] if r["seed"] is not None else -1)
+            accs = [r["test_acc"] for r in rs if r["test_acc"] is not None]
+            table.append({"group": g, "accumulator": key[0], "bits": key[1], "rule": key[2],
+                          "seeds": [r["seed"] for r in rs], "accs": [r["test_acc"] for r in rs],
+                          "acc_mean": mean(accs), "acc_min": min(accs) if accs else None,
+                          "acc_max": max(accs) if accs else None,
+                          "fwd_ov_per_step": mean([r["ov_per_step"][0] for r in rs])})
+    narrowest = []
+    for g in groups:
+        ex = [t for t in table if t["group"] == g and t["accumulator"] == "exact"]
+        if not ex or ex[0]["acc_mean"] is None:
+            continue
+        ref = ex[0]["acc_mean"]
+        for rule in ("wrap", "saturate"):
+            regs = sorted([t for t in table if t["group"] == g and t["rule"] == rule and
+                           t["acc_mean"] is not None], key=lambda t: t["bits"])
+            best = None
+            for t in reversed(regs):  # from the widest down, while every one is within
+                if 100 * (ref - t["acc_mean"]) > args.within:
+                    break
+                best = t["bits"]
+            narrowest.append({"group": g, "rule": rule, "bits": best, "exact": ref,
+                              "widths": [t["bits"] for t in regs]})
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "accum.json"), "w") as f:
+        json.dump({"within_points": args.within, "rows": table, "narrowest": narrowest,
+                   "traces": [os.path.relpath(r["path"], out) for r in runs]}, f, indent=1)
+    pct = lambda x: fmt(None if x is None else 100 * x, "%.2f")
+    lines = ["| runs | accumulator | test acc % mean | min - max | per seed (seeds) | "
+             "forward overflows per step |", "|---|---|---:|---:|---|---:|"]
+    for t in table:
+        lines.append("| %s | %s | %s | %s - %s | %s (%s) | %s |" % (
+            md(t["group"]), md(t["accumulator"]), pct(t["acc_mean"]), pct(t["acc_min"]),
+            pct(t["acc_max"]), " / ".join(pct(a) for a in t["accs"]),
+            ",".join(str(x) for x in t["seeds"]), fmt(t["fwd_ov_per_step"], "%.1f")))
+    lines += ["", "Narrowest register whose mean test accuracy, and that of every wider register "
+              "run, is within %g points of `exact`:" % args.within, "",
+              "| runs | overflow | exact % | narrowest within | widths run |",
+              "|---|---|---:|---:|---|"]
+    for n in narrowest:
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            md(n["group"]), n["rule"], pct(n["exact"]),
+            "int(%d)" % n["bits"] if n["bits"] else "none",
+            ", ".join(str(b) for b in n["widths"])))
+    with open(os.path.join(out, "accum.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    accum_figure(table, groups, os.path.join(out, "accum.png"), args.title)
+    print(PROG + ": %s/accum.md, accum.json, accum.png" % out)
+
+
+def accum_figure(table, groups, path, title):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        die("matplotlib is not importable by %s: the table is written, the figure is not "
+            "(Debian: apt-get install python3-matplotlib)" % sys.executable)
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.6 * len(groups), 3.6), squeeze=False,
+                             sharey=True)
+    styles = {"wrap": ("#c0392b", "o", "--"), "saturate": ("#2471a3", "s", "-")}
+    for ax, g in zip(axes[0], groups):
+        rows = [t for t in table if t["group"] == g]
+        widths = sorted({t["bits"] for t in rows if t["bits"]})
+        for label, colour in (("float32", "#7f8c8d"), ("exact", "#27ae60")):
+            for t in rows:
+                if t["accumulator"] == label and t["acc_mean"] is not None:
+                    ax.axhline(100 * t["acc_mean"], color=colour, lw=1, ls=":",
+                               label="%s %.2f" % (label, 100 * t["acc_mean"]))
+        for rule, (colour, marker, ls) in styles.items():
+            pts = [t for t in rows if t["rule"] == rule and t["acc_mean"] is not None]
+            pts.sort(key=lambda t: t["bits"])
+            if not pts:
+                continue
+            x = [t["bits"] for t in pts]
+            y = [100 * t["acc_mean"] for t in pts]
+            lo = [100 * (t["acc_mean"] - t["acc_min"]) for t in pts]
+            hi = [100 * (t["acc_max"] - t["acc_mean"]) for t in pts]
+            ax.errorbar(x, y, yerr=[lo, hi], color=colour, marker=marker, ls=ls, ms=4,
+                        capsize=3, label="int(A, %s)" % rule)
+        ax.set_xticks(widths)
+        ax.set_xlabel("accumulator register A (bits)")
+        ax.set_title(g, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel("test accuracy (%): mean, seed range")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -915,6 +1090,13 @@ def main():
                    help="build the table and figure from the runs already in --out")
     set_opt(p)
     p.set_defaults(fn=cmd_ablation)
+    p = sub.add_parser("accum")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("--out", required=True)
+    p.add_argument("--within", type=float, default=0.5,
+                   help="points of test accuracy from exact (default 0.5)")
+    p.add_argument("--title", help="the figure's title")
+    p.set_defaults(fn=cmd_accum)
     p = sub.add_parser("slurm")
     p.add_argument("runlist")
     p.add_argument("--out", required=True)
@@ -929,7 +1111,7 @@ def main():
         print_version(args)
         return
     if not args.cmd:
-        ap.error("a subcommand is required (run, build, all, ablation or slurm)")
+        ap.error("a subcommand is required (run, build, all, ablation, accum or slurm)")
     for kv in getattr(args, "set", None) or []:
         if "=" not in kv or "." not in kv.split("=", 1)[0]:
             die("--set expects SECTION.KEY=VALUE, got '%s'" % kv)

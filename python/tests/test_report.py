@@ -437,5 +437,61 @@ class TestMarkdownEscapes(unittest.TestCase):
             cells = n
 
 
+class TestAccum(unittest.TestCase):
+    """`report.py accum`: the accumulator-width table from finished runs."""
+
+    def run_trace(self, d, name, seed, accumulator, acc, overflows):
+        os.makedirs(os.path.join(d, "runs", name))
+        cfg = {"run": {"name": name}}
+        if accumulator:
+            cfg["arithmetic"] = {"accumulator": accumulator}
+        with open(os.path.join(d, "runs", name, "trace.jsonl"), "w") as f:
+            f.write(json.dumps({"type": "header", "seed": seed, "config": cfg}) + "\n")
+            for _ in range(2):
+                u = {"wl": 8, "fl": 4, "acc": {"gemms": [1, 0, 0], "overflows": [overflows, 0, 0]}}
+                f.write(json.dumps({"type": "step", "units": [u, u]}) + "\n")
+            f.write(json.dumps({"type": "test", "test_acc": acc}) + "\n")
+
+    def test_table_and_narrowest(self):
+        """Two seeds. exact: 86.0 both. wrap: 24 bits 85.8 (0.2 off), 16 bits 80.0: the
+        narrowest within 0.5 points is 24. saturate: 24 bits 86.1, 20 bits 85.0 (1.0 off),
+        16 bits 85.7 (0.3 off): 16 is within but 20 is not, so the narrowest is 24. Overflows
+        per step: 2 units x 7 per step record = 14."""
+        tmp = tempfile.mkdtemp(prefix="adapt-accum-")
+        self.addCleanup(shutil.rmtree, tmp)
+        runs = {"fixed84_float32": (None, 0.86), "fixed84_exact": ("exact", 0.86),
+                "fixed84_int24_wrap": ("int(24, wrap)", 0.858),
+                "fixed84_int16_wrap": ("int(16,wrap)", 0.80),
+                "fixed84_int24_sat": ("int(24, saturate)", 0.861),
+                "fixed84_int20_sat": ("int(20, saturate)", 0.85),
+                "fixed84_int16_sat": ("int(16, saturate)", 0.857)}
+        for seed in (1, 2):
+            for name, (a, acc) in runs.items():
+                self.run_trace(os.path.join(tmp, "s%d" % seed), name, seed, a, acc,
+                               7 if a and a.startswith("int") else 0)
+        out = os.path.join(tmp, "out")
+        p = subprocess.run([sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
+                            "accum", os.path.join(tmp, "s1"), os.path.join(tmp, "s2"),
+                            "--out", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        text = p.stdout.decode(errors="replace")
+        if "matplotlib is not importable" not in text:
+            self.assertEqual(p.returncode, 0, text)
+            self.assertTrue(os.path.isfile(os.path.join(out, "accum.png")))
+        with open(os.path.join(out, "accum.json")) as f:
+            j = json.load(f)
+        rows = [(r["group"], r["accumulator"], r["seeds"]) for r in j["rows"]]
+        self.assertEqual(rows, [("fixed84", "float32", [1, 2]), ("fixed84", "exact", [1, 2]),
+                                ("fixed84", "int(16, saturate)", [1, 2]),
+                                ("fixed84", "int(16,wrap)", [1, 2]),
+                                ("fixed84", "int(20, saturate)", [1, 2]),
+                                ("fixed84", "int(24, saturate)", [1, 2]),
+                                ("fixed84", "int(24, wrap)", [1, 2])])
+        self.assertEqual([r["fwd_ov_per_step"] for r in j["rows"]], [0, 0, 14, 14, 14, 14, 14])
+        narrow = {(n["group"], n["rule"]): n["bits"] for n in j["narrowest"]}
+        self.assertEqual(narrow, {("fixed84", "wrap"): 24, ("fixed84", "saturate"): 24})
+        with open(os.path.join(out, "accum.md")) as f:
+            self.assertIn("| fixed84 | saturate | 86.00 | int(24) | 16, 20, 24 |", f.read())
+
+
 if __name__ == "__main__":
     unittest.main()
