@@ -260,6 +260,48 @@ START_TEST(test_int8_from_floats_falls_back)
 }
 END_TEST
 
+/* Registers that may overflow add in order in int64 lanes; their products are formed in
+ * 32 bits when every one fits, else in 64. Codes of 19 and 17 bits (products up to 2^36) and
+ * 36-bit registers, and of 8 bits (products up to 2^14) in 12-bit ones, wrapping and
+ * saturating: the reference's values and overflow counts (some), on the sequential path. */
+START_TEST(test_seq_products_32_and_64)
+{
+    enum { M = 5, N = 70, K = 33 };
+    static float a[M * K], b[K * N], c[M * N], r[M * N];
+    static const char *const kinds[2][2] = {{"int(12, wrap)", "int(12, saturate)"},
+                                            {"int(36, wrap)", "int(36, saturate)"}};
+    for (int big = 0; big < 2; big++) {
+        const int la = big ? 1 << 18 : 128, lb = big ? 1 << 16 : 128;
+        uint64_t seed = 11 + (uint64_t)big;
+        for (int i = 0; i < M * K; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            a[i] = (float)((int)((seed >> 33) % (uint64_t)(2 * la)) - la) / 4.0f;
+        }
+        for (int i = 0; i < K * N; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            b[i] = (float)((int)((seed >> 33) % (uint64_t)(2 * lb)) - lb) / 2.0f;
+        }
+        for (int i = 0; i < M * K; i += 3) a[i] = (float)(la - 1) / 4.0f; /* long runs up */
+        for (int i = 0; i < K * N; i += 2) b[i] = (float)(lb - 1) / 2.0f;
+        for (int t = 0; t < 2; t++) {
+            struct quant_acc acc;
+            ck_assert_int_eq(quant_acc_parse(kinds[big][t], &acc), ADAPT_OK);
+            struct quant_acc_stats s1 = {0}, s2 = {0};
+            enum quant_acc_path used;
+            ck_assert_int_eq(quant_acc_gemm_ref(&acc, M, N, K, a, 2, b, 1, r, &s1), ADAPT_OK);
+            ck_assert_int_eq(
+                quant_acc_gemm_opts(NULL, &acc, M, N, K, a, K, 2, b, N, 1, c, N, &s2, &used),
+                ADAPT_OK);
+            ck_assert_int_eq((int)used, QUANT_ACC_PATH_SEQ);
+            ck_assert_msg(!memcmp(c, r, sizeof c), "%s, codes %s: values differ", kinds[big][t],
+                          big ? "19/17 bits" : "8 bits");
+            ck_assert_uint_eq(s1.overflows, s2.overflows);
+            ck_assert_uint_gt(s1.overflows, 0);
+        }
+    }
+}
+END_TEST
+
 /* ---- a hand-derived step ---- */
 
 /* A precision state on net as the policy makes one: every unit in `fmt`, the output gradients
@@ -469,6 +511,7 @@ int main(void)
     tcase_add_test(tc, test_strided_equals_reference);
     tcase_add_test(tc, test_paths_equal_reference);
     tcase_add_test(tc, test_int8_from_floats_falls_back);
+    tcase_add_test(tc, test_seq_products_32_and_64);
     tcase_add_test(tc, test_linear_hand);
     tcase_add_test(tc, test_lenet_wide_register_is_exact);
     tcase_add_test(tc, test_lenet_exact_vs_float32);

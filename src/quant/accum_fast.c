@@ -233,16 +233,17 @@ static void i32_row_scalar(int k, int n, const int32_t *a, const int32_t *b, siz
 
 struct seq {
     int lsh, rsh, wsh, sat; /* product << lsh >> rsh; wrap: << wsh >> wsh; or clamp */
+    int p32;                /* every |product| below 2^31 */
     int64_t lo, hi;
 };
 
 #define SEQ_JB 64
 
 /* One row of A against columns [0, jn) of B (jn <= SEQ_JB): every addition in order. */
-INLINE void seq_body(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
-                     size_t ldb, int64_t *s, int64_t *ov)
+INLINE void seq_loop(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
+                     size_t ldb, int64_t *s, int64_t *ov, int p32, int sat)
 {
-    const int lsh = q->lsh, rsh = q->rsh, wsh = q->wsh, sat = q->sat;
+    const int lsh = q->lsh, rsh = q->rsh, wsh = q->wsh;
     const int64_t lo = q->lo, hi = q->hi;
     for (int j = 0; j < jn; j++) s[j] = ov[j] = 0;
     for (int p = 0; p < k; p++) {
@@ -250,7 +251,9 @@ INLINE void seq_body(const struct seq *q, int k, int jn, const int32_t *a, const
         const int32_t *bp = b + (size_t)p * ldb;
 #pragma omp simd
         for (int j = 0; j < jn; j++) {
-            const int64_t prod = (int64_t)((uint64_t)(av * (int64_t)bp[j]) << lsh) >> rsh;
+            /* p32: every product fits int32, a 32-bit multiply widened */
+            const int64_t m = p32 ? (int64_t)((int32_t)av * bp[j]) : av * (int64_t)bp[j];
+            const int64_t prod = (int64_t)((uint64_t)m << lsh) >> rsh;
             const int64_t t = s[j] + prod;
             const int64_t wr = (int64_t)((uint64_t)t << wsh) >> wsh;
             const int64_t cl = t > hi ? hi : t < lo ? lo : t;
@@ -259,6 +262,19 @@ INLINE void seq_body(const struct seq *q, int k, int jn, const int32_t *a, const
             s[j] = w;
         }
     }
+}
+INLINE void seq_body(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
+                     size_t ldb, int64_t *s, int64_t *ov)
+{
+    /* each case its own loop, the choices out of it */
+    if (q->p32 && q->sat)
+        seq_loop(q, k, jn, a, b, ldb, s, ov, 1, 1);
+    else if (q->p32)
+        seq_loop(q, k, jn, a, b, ldb, s, ov, 1, 0);
+    else if (q->sat)
+        seq_loop(q, k, jn, a, b, ldb, s, ov, 0, 1);
+    else
+        seq_loop(q, k, jn, a, b, ldb, s, ov, 0, 0);
 }
 static void seq_scalar(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
                        size_t ldb, int64_t *s, int64_t *ov)
@@ -672,17 +688,19 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
     struct codes ca, cb;
     to_codes(isa, A, lda, m, k, fla, Ac, &ca, par);
     /* A on an int8 grid: try B straight into int8 panels, the int8 path's one pass over B */
+    struct fin f8;
+    unsigned __int128 P8, bound8;
+    const uint64_t ma8 = (uint64_t)(ca.hi > -ca.lo ? ca.hi : -ca.lo);
     if (!ca.bad && !ca.wide && ca.lo >= -128 && ca.hi <= 127 && k > 0 &&
-        isa == ADAPT_GEMM_ISA_AVX512VNNI && min_path <= QUANT_ACC_PATH_INT8) {
+        isa == ADAPT_GEMM_ISA_AVX512VNNI && min_path <= QUANT_ACC_PATH_INT8 &&
+        plan(acc, st, k, ma8, 128, pfl, afl, &f8, &P8, &bound8) && bound8 <= i32max) {
+        /* (the plan for B's largest int8 code holds for any smaller one) */
         struct packed g;
         if (packed_init(isa, 1, m, n, k, &g)) {
             ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for packed operands");
             goto out;
         }
         int32_t mb8;
-        struct fin f8;
-        unsigned __int128 P8, bound8;
-        const uint64_t ma8 = (uint64_t)(ca.hi > -ca.lo ? ca.hi : -ca.lo);
         if (!pack_b8_float(k, n, g.kg, g.npan, B, ldb, ldexpf(1.0f, flb), (uint32_t *)g.b, g.cs,
                            &mb8, par) &&
             plan(acc, st, k, ma8, (uint64_t)mb8, pfl, afl, &f8, &P8, &bound8) && bound8 <= i32max) {
@@ -772,6 +790,7 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
     if (isint && !ca.wide && !cb.wide && acc->bits <= 62 && pbits < 62 &&
         P <= ((unsigned __int128)1 << (62 - pbits))) {
         struct seq q;
+        q.p32 = P <= 0x7fffffff;
         q.lsh = sh >= 0 ? sh : 0;
         q.rsh = sh >= 0 ? 0 : (-sh > 63 ? 63 : -sh);
         q.wsh = 64 - acc->bits;
