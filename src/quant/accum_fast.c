@@ -24,6 +24,7 @@
  *
  * Instruction sets: avx512vnni (with AVX-512 F/BW/DQ/VL), avx2, scalar, chosen at run time; the
  * vectorised loops are one body inlined into functions of each target. */
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -369,13 +370,12 @@ struct packed {
  * of column c in group q holds rows qG .. qG+G-1 as G bytes (s8) or G int16, little-endian,
  * the layout the tile kernels read; rows from k on and columns from n on are 0. One word per
  * column and group, so the loops vectorise. */
-INLINE void pack_b_body(int s8, int k, int n, int kg, int P, int npan, const int32_t *Bc,
-                        uint32_t *bp, int par)
+INLINE void pack_b_body(int s8, int k, int n, int kg, int P, int pn, const int32_t *Bc,
+                        uint32_t *bp)
 {
     static const int32_t zero[16];
     const int G = s8 ? 4 : 2;
-#pragma omp parallel for schedule(static) if (par)
-    for (int pn = 0; pn < npan; pn++) {
+    {
         const int j0 = pn * P, jn = n - j0 < 0 ? 0 : n - j0 < P ? n - j0 : P;
         for (int q = 0; q < kg; q++) {
             uint32_t *d = bp + ((size_t)pn * kg + q) * P;
@@ -408,20 +408,21 @@ INLINE void pack_b_body(int s8, int k, int n, int kg, int P, int npan, const int
         }
     }
 }
-static void pack_b_scalar(int s8, int k, int n, int kg, int P, int npan, const int32_t *Bc,
-                          uint32_t *bp, int par)
+/* (one panel per call: a parallel loop's body would lose the target of its function) */
+static void pack_b_scalar(int s8, int k, int n, int kg, int P, int pn, const int32_t *Bc,
+                          uint32_t *bp)
 {
-    pack_b_body(s8, k, n, kg, P, npan, Bc, bp, par);
+    pack_b_body(s8, k, n, kg, P, pn, Bc, bp);
 }
-TGT_AVX2 static void pack_b_avx2(int s8, int k, int n, int kg, int P, int npan, const int32_t *Bc,
-                                 uint32_t *bp, int par)
+TGT_AVX2 static void pack_b_avx2(int s8, int k, int n, int kg, int P, int pn, const int32_t *Bc,
+                                 uint32_t *bp)
 {
-    pack_b_body(s8, k, n, kg, P, npan, Bc, bp, par);
+    pack_b_body(s8, k, n, kg, P, pn, Bc, bp);
 }
-TGT_AVX512 static void pack_b_avx512(int s8, int k, int n, int kg, int P, int npan,
-                                     const int32_t *Bc, uint32_t *bp, int par)
+TGT_AVX512 static void pack_b_avx512(int s8, int k, int n, int kg, int P, int pn, const int32_t *Bc,
+                                     uint32_t *bp)
 {
-    pack_b_body(s8, k, n, kg, P, npan, Bc, bp, par);
+    pack_b_body(s8, k, n, kg, P, pn, Bc, bp);
 }
 
 /* The layout of the packed operands and their memory (1: no memory). */
@@ -489,12 +490,15 @@ static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int3
     }
     uint32_t *bp = (uint32_t *)g->b;
     const int P = g->P;
-    if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
-        pack_b_avx512(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
-    else if (isa == ADAPT_GEMM_ISA_AVX2)
-        pack_b_avx2(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
-    else
-        pack_b_scalar(g->s8, k, n, g->kg, P, g->npan, Bc, bp, par);
+#pragma omp parallel for schedule(static) if (par)
+    for (int pn = 0; pn < g->npan; pn++) {
+        if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
+            pack_b_avx512(g->s8, k, n, g->kg, P, pn, Bc, bp);
+        else if (isa == ADAPT_GEMM_ISA_AVX2)
+            pack_b_avx2(g->s8, k, n, g->kg, P, pn, Bc, bp);
+        else
+            pack_b_scalar(g->s8, k, n, g->kg, P, pn, Bc, bp);
+    }
     return 0;
 }
 
@@ -504,6 +508,22 @@ static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int3
  * t = x 2^fl is exact in float32 (as in codes_row_body), and t in [-128, 127] converts to int8
  * and back unchanged exactly when it is an integer (anything else, NaN included, becomes 0.5,
  * which does not). */
+/* one row of a group into byte e of each of the 16 words, with lane-wise flags, maxima, sums */
+TGT_AVX512 static inline __attribute__((always_inline)) void
+b8_row(const float *x, __m512 sc, int e, __m512i *w, __mmask16 *bad, __m512i *hi, __m512i *sum)
+{
+    const __m512 t = _mm512_mul_ps(_mm512_loadu_ps(x), sc);
+    const __mmask16 in = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-128.0f), _CMP_GE_OQ) &
+                         _mm512_cmp_ps_mask(t, _mm512_set1_ps(127.0f), _CMP_LE_OQ);
+    const __m512 u = _mm512_mask_blend_ps(in, _mm512_set1_ps(0.5f), t);
+    const __m512i v = _mm512_cvttps_epi32(u);
+    *bad |= _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(v), u, _CMP_NEQ_UQ);
+    *hi = _mm512_max_epi32(*hi, _mm512_abs_epi32(v));
+    *sum = _mm512_add_epi32(*sum, v);
+    const __m512i byte = _mm512_and_si512(v, _mm512_set1_epi32(0xff));
+    *w = _mm512_or_si512(*w, _mm512_sll_epi32(byte, _mm_cvtsi32_si128(8 * e)));
+}
+
 TGT_AVX512 static int pack_b8_float(int k, int n, int kg, int npan, const float *B, ptrdiff_t ldb,
                                     float sc, uint32_t *bp, int32_t *cs, int32_t *mb, int par)
 {
@@ -513,47 +533,31 @@ TGT_AVX512 static int pack_b8_float(int k, int n, int kg, int npan, const float 
 #pragma omp parallel for schedule(static) reduction(| : bad) reduction(max : mx) if (par)
     for (int pn = 0; pn < npan; pn++) {
         const int j0 = pn * 16, jn = n - j0 < 0 ? 0 : n - j0 < 16 ? n - j0 : 16;
-        int32_t sum[16] = {0}, hi = 0;
-        int b = 0;
+        const __m512 vsc = _mm512_set1_ps(sc);
+        __m512i sum = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+        __mmask16 bd = 0;
+        float part[16];
         for (int q = 0; q < kg; q++) {
-            uint32_t *d = bp + ((size_t)pn * kg + q) * 16;
-            if (jn == 16) {
-                const float *r[4];
-                for (int e = 0; e < 4; e++)
-                    r[e] = q * 4 + e < k ? B + (size_t)(q * 4 + e) * ldb + j0 : zero;
-                for (int c = 0; c < 16; c++) {
-                    uint32_t w = 0;
-                    for (int e = 0; e < 4; e++) {
-                        const float t = r[e][c] * sc;
-                        const float u = t >= -128.0f && t <= 127.0f ? t : 0.5f;
-                        const int32_t v = (int32_t)u;
-                        b |= (float)v != u;
-                        hi = (v < 0 ? -v : v) > hi ? (v < 0 ? -v : v) : hi;
-                        sum[c] += v;
-                        w |= ((uint32_t)v & 0xffu) << (8 * e);
-                    }
-                    d[c] = w;
+            __m512i w = _mm512_setzero_si512();
+            for (int e = 0; e < 4; e++) {
+                const int p = q * 4 + e;
+                const float *x = zero;
+                if (p < k && jn == 16) {
+                    x = B + (size_t)p * ldb + j0;
+                } else if (p < k && jn > 0) { /* the last columns, 0 beyond n */
+                    for (int c = 0; c < 16; c++) part[c] = c < jn ? B[(size_t)p * ldb + j0 + c] : 0;
+                    x = part;
                 }
-            } else {
-                for (int c = 0; c < 16; c++) {
-                    uint32_t w = 0;
-                    for (int e = 0; e < 4; e++) {
-                        const int p = q * 4 + e;
-                        const float t = c < jn && p < k ? B[(size_t)p * ldb + j0 + c] * sc : 0.0f;
-                        const float u = t >= -128.0f && t <= 127.0f ? t : 0.5f;
-                        const int32_t v = (int32_t)u;
-                        b |= (float)v != u;
-                        hi = (v < 0 ? -v : v) > hi ? (v < 0 ? -v : v) : hi;
-                        sum[c] += v;
-                        w |= ((uint32_t)v & 0xffu) << (8 * e);
-                    }
-                    d[c] = w;
-                }
+                b8_row(x, vsc, e, &w, &bd, &hi, &sum);
             }
+            _mm512_storeu_si512(bp + ((size_t)pn * kg + q) * 16, w);
         }
-        for (int c = 0; c < jn; c++) cs[j0 + c] = sum[c];
-        bad |= b;
-        mx = hi > mx ? hi : mx;
+        int32_t sm[16];
+        _mm512_storeu_si512(sm, sum);
+        for (int c = 0; c < jn; c++) cs[j0 + c] = sm[c];
+        bad |= bd != 0;
+        const int32_t h = _mm512_reduce_max_epi32(hi);
+        mx = h > mx ? h : mx;
     }
     *mb = mx;
     return bad;
