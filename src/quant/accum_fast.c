@@ -528,10 +528,14 @@ TGT_AVX512 static int pack_b8_float(int k, int n, int kg, int npan, const float 
                                     float sc, uint32_t *bp, int32_t *cs, int32_t *mb, int par)
 {
     static const float zero[16];
-    int bad = 0;
+    int bad = 0, stop = 0; /* stop: a panel found a value off int8, the rest are no use */
     int32_t mx = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad) reduction(max : mx) if (par)
     for (int pn = 0; pn < npan; pn++) {
+        int seen;
+#pragma omp atomic read
+        seen = stop;
+        if (seen) continue;
         const int j0 = pn * 16, jn = n - j0 < 0 ? 0 : n - j0 < 16 ? n - j0 : 16;
         const __m512 vsc = _mm512_set1_ps(sc);
         __m512i sum = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
@@ -555,7 +559,11 @@ TGT_AVX512 static int pack_b8_float(int k, int n, int kg, int npan, const float 
         int32_t sm[16];
         _mm512_storeu_si512(sm, sum);
         for (int c = 0; c < jn; c++) cs[j0 + c] = sm[c];
-        bad |= bd != 0;
+        if (bd) {
+            bad = 1;
+#pragma omp atomic write
+            stop = 1;
+        }
         const int32_t h = _mm512_reduce_max_epi32(hi);
         mx = h > mx ? h : mx;
     }
