@@ -37,12 +37,13 @@ Subcommands (python3 standard library only; the programs do the work):
   accum  DIR... --out DIR [--within POINTS]
          the accumulator-width study (runlists/fmnist_lenet5_accum.txt, one DIR
          per seed): the runs are grouped by their name less the accumulator part
-         (_float32, _exact, _intA_wrap, _intA_sat), the accumulator read from each
-         trace's [arithmetic]; writes DIR/accum.{md,json,png}: per group and
-         accumulator the test accuracy (mean, range, each seed) and the forward
-         GEMMs' register overflows per step, and per group and overflow rule the
-         narrowest register whose mean accuracy, and that of every wider one run,
-         is within POINTS (default 0.5) of `exact`. The figure needs matplotlib.
+         (_float32, _exact, _int...), the accumulator read from each trace's
+         [arithmetic]; writes DIR/accum.{md,json,png}: per group and accumulator
+         the test accuracy (mean, range, each seed) and the forward GEMMs'
+         register overflows per step, and per group and rule (overflow rule and
+         any explicit binary point F) the narrowest register whose mean
+         accuracy, and that of every wider one run, is within POINTS (default
+         0.5) of `exact`. The figure needs matplotlib.
   slurm  RUNLIST --out DIR [--partition P] [--time HH:MM:SS] [--cpus C]
          [--max-parallel K]: writes DIR/commands.txt and prints a Slurm job-array
          script (one array task per line of commands.txt); submit it with sbatch,
@@ -884,6 +885,8 @@ def accum_of(rec):
         except ValueError:
             return a, None, None
         rule = parts[1] if len(parts) > 1 and parts[1] else "wrap"
+        if len(parts) > 2 and parts[2]:
+            rule += ", F=" + parts[2]
         return a, bits, rule
     return a, None, None
 
@@ -953,7 +956,11 @@ def cmd_accum(args):
         if not ex or ex[0]["acc_mean"] is None:
             continue
         ref = ex[0]["acc_mean"]
-        for rule in ("wrap", "saturate"):
+        rules = []
+        for t in table:
+            if t["group"] == g and t["rule"] and t["rule"] not in rules:
+                rules.append(t["rule"])
+        for rule in sorted(rules):
             regs = sorted([t for t in table if t["group"] == g and t["rule"] == rule and
                            t["acc_mean"] is not None], key=lambda t: t["bits"])
             best = None
@@ -1003,6 +1010,10 @@ def accum_figure(table, groups, path, title):
     fig, axes = plt.subplots(1, len(groups), figsize=(4.6 * len(groups), 3.6), squeeze=False,
                              sharey=True)
     styles = {"wrap": ("#c0392b", "o", "--"), "saturate": ("#2471a3", "s", "-")}
+    extra = [("#8e44ad", "^", "-."), ("#d35400", "v", ":"), ("#16a085", "D", "-")]
+    for t in table:
+        if t["rule"] and t["rule"] not in styles:
+            styles[t["rule"]] = extra[(len(styles) - 2) % len(extra)]
     for ax, g in zip(axes[0], groups):
         rows = [t for t in table if t["group"] == g]
         widths = sorted({t["bits"] for t in rows if t["bits"]})

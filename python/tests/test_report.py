@@ -455,7 +455,8 @@ class TestAccum(unittest.TestCase):
     def test_table_and_narrowest(self):
         """Two seeds. exact: 86.0 both. wrap: 24 bits 85.8 (0.2 off), 16 bits 80.0: the
         narrowest within 0.5 points is 24. saturate: 24 bits 86.1, 20 bits 85.0 (1.0 off),
-        16 bits 85.7 (0.3 off): 16 is within but 20 is not, so the narrowest is 24. Overflows
+        16 bits 85.7 (0.3 off): 16 is within but 20 is not, so the narrowest is 24; a register
+        with its binary point at F = 2 is a rule of its own (16 bits, 85.9: 16). Overflows
         per step: 2 units x 7 per step record = 14."""
         tmp = tempfile.mkdtemp(prefix="adapt-accum-")
         self.addCleanup(shutil.rmtree, tmp)
@@ -464,7 +465,8 @@ class TestAccum(unittest.TestCase):
                 "fixed84_int16_wrap": ("int(16,wrap)", 0.80),
                 "fixed84_int24_sat": ("int(24, saturate)", 0.861),
                 "fixed84_int20_sat": ("int(20, saturate)", 0.85),
-                "fixed84_int16_sat": ("int(16, saturate)", 0.857)}
+                "fixed84_int16_sat": ("int(16, saturate)", 0.857),
+                "fixed84_int16_sat_f2": ("int(16, saturate, 2)", 0.859)}
         for seed in (1, 2):
             for name, (a, acc) in runs.items():
                 self.run_trace(os.path.join(tmp, "s%d" % seed), name, seed, a, acc,
@@ -482,13 +484,15 @@ class TestAccum(unittest.TestCase):
         rows = [(r["group"], r["accumulator"], r["seeds"]) for r in j["rows"]]
         self.assertEqual(rows, [("fixed84", "float32", [1, 2]), ("fixed84", "exact", [1, 2]),
                                 ("fixed84", "int(16, saturate)", [1, 2]),
+                                ("fixed84", "int(16, saturate, 2)", [1, 2]),
                                 ("fixed84", "int(16,wrap)", [1, 2]),
                                 ("fixed84", "int(20, saturate)", [1, 2]),
                                 ("fixed84", "int(24, saturate)", [1, 2]),
                                 ("fixed84", "int(24, wrap)", [1, 2])])
-        self.assertEqual([r["fwd_ov_per_step"] for r in j["rows"]], [0, 0, 14, 14, 14, 14, 14])
+        self.assertEqual([r["fwd_ov_per_step"] for r in j["rows"]], [0, 0, 14, 14, 14, 14, 14, 14])
         narrow = {(n["group"], n["rule"]): n["bits"] for n in j["narrowest"]}
-        self.assertEqual(narrow, {("fixed84", "wrap"): 24, ("fixed84", "saturate"): 24})
+        self.assertEqual(narrow, {("fixed84", "wrap"): 24, ("fixed84", "saturate"): 24,
+                                  ("fixed84", "saturate, F=2"): 16})
         with open(os.path.join(out, "accum.md")) as f:
             self.assertIn("| fixed84 | saturate | 86.00 | int(24) | 16, 20, 24 |", f.read())
 
