@@ -43,7 +43,7 @@
 #define INLINE static inline __attribute__((always_inline))
 
 /* Work below which threads cost more than they save (multiply-adds). */
-#define PAR_MIN_WORK ((double)(1 << 16))
+#define PAR_MIN_WORK ((double)(1 << 24))
 
 const char *quant_acc_path_name(enum quant_acc_path p)
 {

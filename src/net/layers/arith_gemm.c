@@ -98,7 +98,15 @@ int adapt_arith_forward(struct adapt_arith *ar, const struct adapt_conv_geom *g,
         float *xt = adapt_gemm_scratch(ar->scratch, r16(Kz * N) + r16(cz * N));
         float *yt = xt + r16(Kz * N);
         adapt_transpose(x, N, Kz, Kz, xt, N);
-        gemm(ar, ADAPT_ARITH_FWD, 1, cout, n, K, w, K, xt, n, yt, n, &ov);
+        /* each thread its columns (samples): one parallel region, the GEMMs serial in it */
+        const int T = omp_get_max_threads();
+#pragma omp parallel num_threads(T) reduction(+ : ov)
+        {
+            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            const int j0 = (int)((long long)n * t / nt), j1 = (int)((long long)n * (t + 1) / nt);
+            if (j1 > j0)
+                gemm(ar, ADAPT_ARITH_FWD, 1, cout, j1 - j0, K, w, K, xt + j0, n, yt + j0, n, &ov);
+        }
         adapt_transpose(yt, cz, N, N, y, cz);
         if (b)
             for (size_t i = 0; i < N; i++)
