@@ -1007,7 +1007,7 @@ def accum_figure(table, groups, path, title):
     except ImportError:
         die("matplotlib is not importable by %s: the table is written, the figure is not "
             "(Debian: apt-get install python3-matplotlib)" % sys.executable)
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.6 * len(groups), 3.6), squeeze=False,
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.6 * len(groups), 4.4), squeeze=False,
                              sharey=True)
     styles = {"wrap": ("#c0392b", "o", "--"), "saturate": ("#2471a3", "s", "-")}
     extra = [("#8e44ad", "^", "-."), ("#d35400", "v", ":"), ("#16a085", "D", "-")]
@@ -1037,7 +1037,8 @@ def accum_figure(table, groups, path, title):
         ax.set_xlabel("accumulator register A (bits)")
         ax.set_title(g, fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2,
+                  frameon=False)  # below the axes: the data use all of them
     axes[0][0].set_ylabel("test accuracy (%): mean, seed range")
     if title:
         fig.suptitle(title, fontsize=10)
