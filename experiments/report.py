@@ -974,7 +974,9 @@ def cmd_accum(args):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "accum.json"), "w") as f:
         json.dump({"within_points": args.within, "rows": table, "narrowest": narrowest,
-                   "traces": [os.path.relpath(r["path"], out) for r in runs]}, f, indent=1)
+                   "runs": [{"name": os.path.basename(os.path.dirname(r["path"])),
+                             "seed": r["seed"], "accumulator": r["acc_label"]} for r in runs]},
+                  f, indent=1)
     pct = lambda x: fmt(None if x is None else 100 * x, "%.2f")
     lines = ["| runs | accumulator | test acc % mean | min - max | per seed (seeds) | "
              "forward overflows per step |", "|---|---|---:|---:|---|---:|"]
