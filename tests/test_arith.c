@@ -209,6 +209,26 @@ START_TEST(test_paths_equal_reference)
 }
 END_TEST
 
+/* quant_acc_gemm (dense m x n x k, fractional bits fla and flb) against the reference: the same
+ * values bit for bit and the same overflow count (into *ov when ov is set); the path that ran. */
+static enum quant_acc_path equals_ref(const char *kind, int m, int n, int k, const float *a,
+                                      int fla, const float *b, int flb, float *c, float *r,
+                                      const char *what, uint64_t *ov)
+{
+    struct quant_acc acc;
+    ck_assert_int_eq(quant_acc_parse(kind, &acc), ADAPT_OK);
+    struct quant_acc_stats s1 = {0}, s2 = {0};
+    enum quant_acc_path used;
+    ck_assert_int_eq(quant_acc_gemm_ref(&acc, m, n, k, a, fla, b, flb, r, &s1), ADAPT_OK);
+    ck_assert_int_eq(
+        quant_acc_gemm_opts(NULL, &acc, m, n, k, a, k, fla, b, n, flb, c, n, &s2, &used), ADAPT_OK);
+    ck_assert_msg(!memcmp(c, r, sizeof(float) * (size_t)m * n), "%s, %s, path %s: values differ",
+                  kind, what, quant_acc_path_name(used));
+    ck_assert_uint_eq(s1.overflows, s2.overflows);
+    if (ov) *ov = s1.overflows;
+    return used;
+}
+
 /* The int8 path reads B straight from its floats when A's codes fit int8, and falls back to
  * the general path when B's do not: B with 12-bit codes (int16 or int64 path), B with the
  * int8 extremes -128 and 127 (int8 path, A's -128 too), B with a value off its grid or a NaN
@@ -234,17 +254,9 @@ START_TEST(test_int8_from_floats_falls_back)
         b[0] = (float)-lim / 64.0f; /* -128 or -2048 */
         b[K * N - 1] = (float)(lim - 1) / 64.0f;
         for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++) {
-            struct quant_acc acc;
-            ck_assert_int_eq(quant_acc_parse(kinds[t], &acc), ADAPT_OK);
-            struct quant_acc_stats s1 = {0}, s2 = {0};
-            enum quant_acc_path used;
-            ck_assert_int_eq(quant_acc_gemm_ref(&acc, M, N, K, a, 4, b, 6, r, &s1), ADAPT_OK);
-            ck_assert_int_eq(
-                quant_acc_gemm_opts(NULL, &acc, M, N, K, a, K, 4, b, N, 6, c, N, &s2, &used),
-                ADAPT_OK);
-            ck_assert_msg(!memcmp(c, r, sizeof c), "%s, B of %d bits, path %s: values differ",
-                          kinds[t], bw, quant_acc_path_name(used));
-            ck_assert_uint_eq(s1.overflows, s2.overflows);
+            const enum quant_acc_path used =
+                equals_ref(kinds[t], M, N, K, a, 4, b, 6, c, r,
+                           bw == 8 ? "B of 8 bits" : "B of 12 bits", NULL);
             if (bw == 12) ck_assert_int_ne((int)used, QUANT_ACC_PATH_INT8);
         }
     }
@@ -284,19 +296,11 @@ START_TEST(test_seq_products_32_and_64)
         for (int i = 0; i < M * K; i += 3) a[i] = (float)(la - 1) / 4.0f; /* long runs up */
         for (int i = 0; i < K * N; i += 2) b[i] = (float)(lb - 1) / 2.0f;
         for (int t = 0; t < 2; t++) {
-            struct quant_acc acc;
-            ck_assert_int_eq(quant_acc_parse(kinds[big][t], &acc), ADAPT_OK);
-            struct quant_acc_stats s1 = {0}, s2 = {0};
-            enum quant_acc_path used;
-            ck_assert_int_eq(quant_acc_gemm_ref(&acc, M, N, K, a, 2, b, 1, r, &s1), ADAPT_OK);
-            ck_assert_int_eq(
-                quant_acc_gemm_opts(NULL, &acc, M, N, K, a, K, 2, b, N, 1, c, N, &s2, &used),
-                ADAPT_OK);
-            ck_assert_int_eq((int)used, QUANT_ACC_PATH_SEQ);
-            ck_assert_msg(!memcmp(c, r, sizeof c), "%s, codes %s: values differ", kinds[big][t],
-                          big ? "19/17 bits" : "8 bits");
-            ck_assert_uint_eq(s1.overflows, s2.overflows);
-            ck_assert_uint_gt(s1.overflows, 0);
+            uint64_t ov;
+            ck_assert_int_eq((int)equals_ref(kinds[big][t], M, N, K, a, 2, b, 1, c, r,
+                                             big ? "codes of 19/17 bits" : "codes of 8 bits", &ov),
+                             QUANT_ACC_PATH_SEQ);
+            ck_assert_uint_gt(ov, 0);
         }
     }
 }
