@@ -43,7 +43,8 @@ Subcommands (python3 standard library only; the programs do the work):
          register overflows per step, and per group and rule (overflow rule and
          any explicit binary point F) the narrowest register whose mean
          accuracy, and that of every wider one run, is within POINTS (default
-         0.5) of `exact`. The figure needs matplotlib.
+         0.5) of `exact`. Runs without a test record (still training) are left
+         out. The figure needs matplotlib.
   slurm  RUNLIST --out DIR [--partition P] [--time HH:MM:SS] [--cpus C]
          [--max-parallel K]: writes DIR/commands.txt and prints a Slurm job-array
          script (one array task per line of commands.txt); submit it with sbatch,
@@ -926,7 +927,15 @@ def cmd_accum(args):
     traces = find_traces(args.dirs)
     if not traces:
         die("no traces under %s" % ", ".join(args.dirs))
-    runs = [accum_run(t) for t in traces]
+    runs = []
+    for t in traces:
+        r = accum_run(t)
+        if r["test_acc"] is None:  # a run still training, or stopped before its test
+            print(PROG + ": %s: no test record yet, left out" % t, file=sys.stderr)
+        else:
+            runs.append(r)
+    if not runs:
+        die("no finished runs (with a test record) under %s" % ", ".join(args.dirs))
     groups = []
     for r in runs:
         if r["group"] not in groups:
