@@ -524,10 +524,43 @@ b8_row(const float *x, __m512 sc, int e, __m512i *w, __mmask16 *bad, __m512i *hi
     *w = _mm512_or_si512(*w, _mm512_sll_epi32(byte, _mm_cvtsi32_si128(8 * e)));
 }
 
-TGT_AVX512 static int pack_b8_float(int k, int n, int kg, int npan, const float *B, ptrdiff_t ldb,
-                                    float sc, uint32_t *bp, int32_t *cs, int32_t *mb, int par)
+/* One panel of pack_b8_float: its words, column sums and max |code|; 1 when a value is off. */
+TGT_AVX512 static int b8_panel(int k, int n, int kg, int pn, const float *B, ptrdiff_t ldb,
+                               float sc, uint32_t *bp, int32_t *cs, int32_t *mx)
 {
     static const float zero[16];
+    const int j0 = pn * 16, jn = n - j0 < 0 ? 0 : n - j0 < 16 ? n - j0 : 16;
+    const __m512 vsc = _mm512_set1_ps(sc);
+    __m512i sum = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+    __mmask16 bd = 0;
+    float part[16];
+    for (int q = 0; q < kg; q++) {
+        __m512i w = _mm512_setzero_si512();
+        for (int e = 0; e < 4; e++) {
+            const int p = q * 4 + e;
+            const float *x = zero;
+            if (p < k && jn == 16) {
+                x = B + (size_t)p * ldb + j0;
+            } else if (p < k && jn > 0) { /* the last columns, 0 beyond n */
+                for (int c = 0; c < 16; c++) part[c] = c < jn ? B[(size_t)p * ldb + j0 + c] : 0;
+                x = part;
+            }
+            b8_row(x, vsc, e, &w, &bd, &hi, &sum);
+        }
+        _mm512_storeu_si512(bp + ((size_t)pn * kg + q) * 16, w);
+    }
+    int32_t sm[16];
+    _mm512_storeu_si512(sm, sum);
+    for (int c = 0; c < jn; c++) cs[j0 + c] = sm[c];
+    *mx = _mm512_reduce_max_epi32(hi);
+    return bd != 0;
+}
+
+/* (the parallel loop in a plain function: an OpenMP region's body is compiled without the
+ * target of the function around it by some compilers, which then refuse its vector values) */
+static int pack_b8_float(int k, int n, int kg, int npan, const float *B, ptrdiff_t ldb, float sc,
+                         uint32_t *bp, int32_t *cs, int32_t *mb, int par)
+{
     int bad = 0, stop = 0; /* stop: a panel found a value off int8, the rest are no use */
     int32_t mx = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad) reduction(max : mx) if (par)
@@ -536,35 +569,12 @@ TGT_AVX512 static int pack_b8_float(int k, int n, int kg, int npan, const float 
 #pragma omp atomic read
         seen = stop;
         if (seen) continue;
-        const int j0 = pn * 16, jn = n - j0 < 0 ? 0 : n - j0 < 16 ? n - j0 : 16;
-        const __m512 vsc = _mm512_set1_ps(sc);
-        __m512i sum = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
-        __mmask16 bd = 0;
-        float part[16];
-        for (int q = 0; q < kg; q++) {
-            __m512i w = _mm512_setzero_si512();
-            for (int e = 0; e < 4; e++) {
-                const int p = q * 4 + e;
-                const float *x = zero;
-                if (p < k && jn == 16) {
-                    x = B + (size_t)p * ldb + j0;
-                } else if (p < k && jn > 0) { /* the last columns, 0 beyond n */
-                    for (int c = 0; c < 16; c++) part[c] = c < jn ? B[(size_t)p * ldb + j0 + c] : 0;
-                    x = part;
-                }
-                b8_row(x, vsc, e, &w, &bd, &hi, &sum);
-            }
-            _mm512_storeu_si512(bp + ((size_t)pn * kg + q) * 16, w);
-        }
-        int32_t sm[16];
-        _mm512_storeu_si512(sm, sum);
-        for (int c = 0; c < jn; c++) cs[j0 + c] = sm[c];
-        if (bd) {
+        int32_t h;
+        if (b8_panel(k, n, kg, pn, B, ldb, sc, bp, cs, &h)) {
             bad = 1;
 #pragma omp atomic write
             stop = 1;
         }
-        const int32_t h = _mm512_reduce_max_epi32(hi);
         mx = h > mx ? h : mx;
     }
     *mb = mx;
