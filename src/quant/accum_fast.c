@@ -375,35 +375,31 @@ INLINE void pack_b_body(int s8, int k, int n, int kg, int P, int pn, const int32
 {
     static const int32_t zero[16];
     const int G = s8 ? 4 : 2;
-    {
-        const int j0 = pn * P, jn = n - j0 < 0 ? 0 : n - j0 < P ? n - j0 : P;
-        for (int q = 0; q < kg; q++) {
-            uint32_t *d = bp + ((size_t)pn * kg + q) * P;
-            const int32_t *r[4];
-            for (int e = 0; e < 4; e++) {
-                const int p = q * G + e;
-                r[e] = e < G && p < k && jn == P ? Bc + (size_t)p * n + j0 : zero;
-            }
-            if (jn == P && s8) {
-                const int32_t *r0 = r[0], *r1 = r[1], *r2 = r[2], *r3 = r[3];
-                for (int c = 0; c < P; c++)
-                    d[c] = ((uint32_t)r0[c] & 0xffu) | ((uint32_t)r1[c] & 0xffu) << 8 |
-                           ((uint32_t)r2[c] & 0xffu) << 16 | (uint32_t)r3[c] << 24;
-            } else if (jn == P) {
-                const int32_t *r0 = r[0], *r1 = r[1];
-                for (int c = 0; c < P; c++)
-                    d[c] = ((uint32_t)r0[c] & 0xffffu) | (uint32_t)r1[c] << 16;
-            } else { /* the last columns */
-                for (int c = 0; c < P; c++) {
-                    uint32_t v = 0;
-                    for (int e = 0; e < G; e++) {
-                        const int p = q * G + e;
-                        const uint32_t b =
-                            c < jn && p < k ? (uint32_t)Bc[(size_t)p * n + j0 + c] : 0u;
-                        v |= (b & (s8 ? 0xffu : 0xffffu)) << (e * (32 / G));
-                    }
-                    d[c] = v;
+    const int j0 = pn * P, jn = n - j0 < 0 ? 0 : n - j0 < P ? n - j0 : P;
+    for (int q = 0; q < kg; q++) {
+        uint32_t *d = bp + ((size_t)pn * kg + q) * P;
+        const int32_t *r[4];
+        for (int e = 0; e < 4; e++) {
+            const int p = q * G + e;
+            r[e] = e < G && p < k && jn == P ? Bc + (size_t)p * n + j0 : zero;
+        }
+        if (jn == P && s8) {
+            const int32_t *r0 = r[0], *r1 = r[1], *r2 = r[2], *r3 = r[3];
+            for (int c = 0; c < P; c++)
+                d[c] = ((uint32_t)r0[c] & 0xffu) | ((uint32_t)r1[c] & 0xffu) << 8 |
+                       ((uint32_t)r2[c] & 0xffu) << 16 | (uint32_t)r3[c] << 24;
+        } else if (jn == P) {
+            const int32_t *r0 = r[0], *r1 = r[1];
+            for (int c = 0; c < P; c++) d[c] = ((uint32_t)r0[c] & 0xffffu) | (uint32_t)r1[c] << 16;
+        } else { /* the last columns */
+            for (int c = 0; c < P; c++) {
+                uint32_t v = 0;
+                for (int e = 0; e < G; e++) {
+                    const int p = q * G + e;
+                    const uint32_t b = c < jn && p < k ? (uint32_t)Bc[(size_t)p * n + j0 + c] : 0u;
+                    v |= (b & (s8 ? 0xffu : 0xffffu)) << (e * (32 / G));
                 }
+                d[c] = v;
             }
         }
     }
