@@ -417,9 +417,11 @@ START_TEST(test_reference_switches)
     }
     ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=reference"), ADAPT_OK);
     ck_assert_int_eq(adapt_config_set(&c, "reference.kl_test=off"), ADAPT_OK);
-    for (int k = 0; k < ADAPT_REF_N; k++) /* lenet5 (the default model) has no loss penalty */
+    /* lenet5 (the default model) has no loss penalty and no batch norm */
+    for (int k = 0; k < ADAPT_REF_N; k++)
         ck_assert_int_eq(adapt_config_reference(&c, (enum adapt_reference_switch)k),
-                         k != ADAPT_REF_KL_TEST && k != ADAPT_REF_LOSS_PENALTY);
+                         k != ADAPT_REF_KL_TEST && k != ADAPT_REF_LOSS_PENALTY &&
+                             k != ADAPT_REF_BN_ROUNDING);
     ck_assert_int_eq(adapt_config_reference_mode(&c, ADAPT_REF_KL_TEST), ADAPT_COMPAT_CORRECTED);
     ck_assert_int_eq(adapt_config_reference_mode(&c, ADAPT_REF_LB_CEIL), ADAPT_COMPAT_REFERENCE);
     ck_assert_int_eq(adapt_config_set(&c, "quantization.compat=corrected"), ADAPT_OK);
@@ -449,6 +451,16 @@ START_TEST(test_reference_switches)
     ck_assert_int_eq(adapt_config_set(&c, "model.name=lenet5"), ADAPT_OK);
     ck_assert(!adapt_config_reference(&c, ADAPT_REF_LOSS_PENALTY));
     ck_assert(adapt_config_reference(&c, ADAPT_REF_ACT_FORMATS));
+    /* pool_rounding: auto for LeNet-5 and the ResNets (the published AlexNets' pools are not
+     * quantized modules); bn_rounding for the ResNets alone */
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_POOL_ROUNDING));
+    ck_assert(!adapt_config_reference(&c, ADAPT_REF_BN_ROUNDING));
+    ck_assert_int_eq(adapt_config_set(&c, "model.name=alexnet_mnist"), ADAPT_OK);
+    ck_assert(!adapt_config_reference(&c, ADAPT_REF_POOL_ROUNDING));
+    ck_assert(!adapt_config_reference(&c, ADAPT_REF_BN_ROUNDING));
+    ck_assert_int_eq(adapt_config_set(&c, "model.name=resnet56"), ADAPT_OK);
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_POOL_ROUNDING));
+    ck_assert(adapt_config_reference(&c, ADAPT_REF_BN_ROUNDING));
     adapt_config_init(&c);
     adapt_error_clear();
     ck_assert_int_ne(load_text(&c, "[reference]\n\nbn_format = maybe\n"), ADAPT_OK);

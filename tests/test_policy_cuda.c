@@ -400,10 +400,13 @@ static void policy_steps(const char *model, int n, int cap, const char *const *s
 static const char *const fixed8[] = {"policy.name=fixed", "policy.format=fixed(12,8)", NULL};
 static const char *const adapt_quick[] = {"policy.name=adapt", "quantization.lb_lwr=1",
                                           "quantization.lb_upr=2", NULL};
-/* the reference's loss penalty (ResNet-20's) runs on the CPU engine only */
-static const char *const adapt_ref[] = {"policy.name=adapt", "quantization.compat=reference",
-                                        "quantization.lb_lwr=1", "quantization.lb_upr=2",
-                                        "reference.loss_penalty=off", NULL};
+/* the reference's loss penalty (ResNet-20's) and its pooling and batch-norm rounding run on
+ * the CPU engine only */
+static const char *const adapt_ref[] = {
+    "policy.name=adapt",          "quantization.compat=reference",
+    "quantization.lb_lwr=1",      "quantization.lb_upr=2",
+    "reference.loss_penalty=off", "reference.pool_rounding=off",
+    "reference.bn_rounding=off",  NULL};
 static const char *const muppet_quick[] = {"policy.name=muppet", "policy.muppet_r=2",
                                            "policy.muppet_patience=1", NULL};
 static const char *const muppet_replay[] = {"policy.name=muppet",

@@ -402,6 +402,115 @@ START_TEST(test_adapt_reference_act_formats)
 }
 END_TEST
 
+/* reference.pool_rounding on LeNet-5 (models/lenet5_fp.py and qlayers/qavgpool2d_fp.py at
+ * 980eead: the QAvgPool2d_FP modules round their input and output, and the forward's counter
+ * gives both the first format entry, conv1's): with unit 0 at <12,9> and unit 1 at <10,6>, the
+ * first pool's input (the tanh output, activation 2, rounded in place) and output (activation
+ * 3) and the second pool's (activations 5 and 6) lie on <12,9>'s grid, and the second's output
+ * not on <8,4>'s or <10,6>'s coarser ones. Off, a tanh output is not on <12,9>'s grid (tanh of
+ * these inputs is no multiple of 2^-9). */
+START_TEST(test_adapt_reference_pool_rounding)
+{
+    static struct adapt_config cfg;
+    float x[2 * 32 * 32];
+    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)sin(0.37 * i) * 2.385f;
+    for (int on = 0; on <= 1; on++) {
+        struct adapt_net *net = small_lenet(2);
+        struct adapt_policy *p =
+            ref_policy(net, &cfg, on ? NULL : "reference.pool_rounding=off", NULL);
+        struct quant_spec s;
+        ck_assert_int_eq(quant_spec_parse("fixed(12,9)", &s), ADAPT_OK);
+        adapt_precision_set(p->prec, 0, &s);
+        ck_assert_int_eq(quant_spec_parse("fixed(10,6)", &s), ADAPT_OK);
+        adapt_precision_set(p->prec, 1, &s);
+        adapt_precision_refresh_weights(p->prec, 1);
+        adapt_net_forward(net, x, 2, 1);
+        ck_assert_str_eq(net->nodes[2].layer->ops->kind, "avgpool2d");
+        ck_assert_str_eq(net->nodes[5].layer->ops->kind, "avgpool2d");
+        for (int a = 2; a <= 6; a++) {
+            if (a == 4) continue; /* conv2's output, in the start format under act_formats */
+            const size_t n = net->act_numel[a] * 2;
+            ck_assert_msg(on_grid(net->act[a], n, 12, 9) == on, "activation %d, pool_rounding %s",
+                          a, on ? "auto" : "off");
+        }
+        if (on) {
+            ck_assert(!on_grid(net->act[6], net->act_numel[6] * 2, 10, 6));
+            ck_assert(!on_grid(net->act[6], net->act_numel[6] * 2, 8, 4));
+        }
+        adapt_policy_free(p);
+        adapt_net_free(net);
+    }
+}
+END_TEST
+
+/* reference.pool_rounding and bn_rounding on ResNet-20 (models/resnet_fp.py at 980eead): the
+ * format list has an entry per parameter, three per unit up to the last block's (P3u to P3u+2:
+ * a conv's weight and its batch norm's gamma and beta; see test_adapt_reference_act_formats),
+ * so entry m is unit m / 3's. The stem's batch norm takes entry 2 (unit 0); the blocks' conv
+ * and batch-norm modules are counted from 0, each block's batch norms being modules 1, 3 (and
+ * a shortcut's 5) after its first conv: layer1.0 1 and 3, layer1.1 5 and 7, layer1.2 9 and 11,
+ * layer2.0 13, 15 and the shortcut's 17, layer2.1 19, 21, layer2.2 23, 25, layer3.0 27, 29,
+ * 31, layer3.1 33, 35, layer3.2 37, 39; the average pool entry 65 - 3 = 62 (unit 20). Off
+ * (and for every other node) nothing. A model whose published modules are not known is
+ * refused by name when a switch is on. */
+START_TEST(test_adapt_reference_bn_rounding)
+{
+    static struct adapt_config cfg;
+    static const int bn_module[21] = {-1, 1,  3,  5,  7,  9,  11, 13, 15, 17, 19,
+                                      21, 23, 25, 27, 29, 31, 33, 35, 37, 39};
+    struct adapt_net *net = adapt_model_build("resnet20", 10);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
+    for (int on = 0; on <= 1; on++) {
+        adapt_config_init(&cfg);
+        ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "model.name=resnet20"), ADAPT_OK);
+        ck_assert_int_eq(adapt_config_set(&cfg, "quantization.compat=reference"), ADAPT_OK);
+        if (!on) {
+            ck_assert_int_eq(adapt_config_set(&cfg, "reference.bn_rounding=off"), ADAPT_OK);
+            ck_assert_int_eq(adapt_config_set(&cfg, "reference.pool_rounding=off"), ADAPT_OK);
+        }
+        struct adapt_policy *p = NULL;
+        ck_assert_msg(adapt_policy_alloc(&p, &cfg, net, 1) == ADAPT_OK, "%s",
+                      adapt_error_message());
+        int nbn = 0, npool = 0;
+        for (int i = 0; i < net->nnodes; i++) {
+            const struct adapt_layer *l = net->nodes[i].layer;
+            const int got = p->prec->node_from ? p->prec->node_from[i] : -2;
+            int want = -2;
+            if (!strcmp(l->ops->kind, "batchnorm2d")) {
+                ck_assert_int_lt(nbn, 21);
+                want = nbn ? bn_module[nbn] / 3 : 0;
+                nbn++;
+            } else if (!strcmp(l->ops->kind, "avgpool2d")) {
+                want = 20;
+                npool++;
+            }
+            if (!on) want = -2;
+            ck_assert_msg(got == want, "%s: node %d (%s) rounded in unit %d's format, expected %d",
+                          on ? "auto" : "off", i, l->name, got, want);
+        }
+        ck_assert_int_eq(nbn, 21);
+        ck_assert_int_eq(npool, 1);
+        adapt_policy_free(p);
+    }
+    adapt_net_free(net);
+    net = adapt_model_build("alexnet_mnist", 10);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "model.name=alexnet_mnist"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "reference.pool_rounding=on"), ADAPT_OK);
+    struct adapt_policy *p = NULL;
+    adapt_error_clear();
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_EUNSUPPORTED);
+    ck_assert(strstr(adapt_error_message(), "reference.pool_rounding") != NULL);
+    ck_assert(strstr(adapt_error_message(), "alexnet_mnist") != NULL);
+    adapt_net_free(net);
+}
+END_TEST
+
 /* reference.loss_penalty, turned on alone in a corrected run: the strategy compares the loss
  * plus the mean over parameters of WL/32 x non-zero fraction. Two steps of loss 2.3; between
  * them the units' weight copies become 0, so the penalty falls (from about 8/32 to the biases'
@@ -612,6 +721,8 @@ void test_policy_add_engine(TCase *engine)
     tcase_add_test(engine, test_adapt_policy_lb_window);
     tcase_add_test(engine, test_adapt_reference_switches);
     tcase_add_test(engine, test_adapt_reference_act_formats);
+    tcase_add_test(engine, test_adapt_reference_pool_rounding);
+    tcase_add_test(engine, test_adapt_reference_bn_rounding);
     tcase_add_test(engine, test_adapt_reference_loss_penalty);
     tcase_add_test(engine, test_adapt_strategy_and_events);
     tcase_add_test(engine, test_pd_noise_threshold);

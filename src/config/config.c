@@ -181,8 +181,7 @@ static const struct adapt_schema_key keys[] = {
 
     K_ENUM("schedule", "name", schedule.name, "constant", schedule_enum, "learning-rate schedule"),
     K_INTS("schedule", "milestones", schedule.milestones, "", "[1, 100000]",
-           ADAPT_SCHEMA_INCREASING,
-           "multistep: epochs after which lr *= gamma"),
+           ADAPT_SCHEMA_INCREASING, "multistep: epochs after which lr *= gamma"),
     K_DBL("schedule", "gamma", schedule.gamma, "0.1", "(0, 1]",
           "multistep: lr factor at a milestone"),
     K_DBL("schedule", "factor", schedule.factor, "0.1", "(0, 1)",
@@ -208,8 +207,7 @@ static const struct adapt_schema_key keys[] = {
     K_PAIRS("policy", "per_unit", policy.per_unit, "", "[1, 32]", "[0, 32]", wl_fl_labels,
             "fixed: WL:FL per precision unit, overriding wl and fl"),
     K_INTS("policy", "muppet_levels", policy.muppet_levels, "8,12,14,16", "[2, 32]",
-           ADAPT_SCHEMA_INCREASING,
-           "muppet: word lengths before float32"),
+           ADAPT_SCHEMA_INCREASING, "muppet: word lengths before float32"),
     K_INT("policy", "muppet_r", policy.muppet_r, "3", "[1, 1000]",
           "muppet: epochs between gradient-diversity checks"),
     K_INT("policy", "muppet_patience", policy.muppet_patience, "2", "[1, 1000]",
@@ -307,8 +305,7 @@ static const struct adapt_schema_key keys[] = {
            "amp and fixed: which layers round their outputs: unit (every unit, and with "
            "round_layers = all the layers after it, in its format) or graph (allow / infer / "
            "deny sets of layer kinds propagated upstream over the model graph; doc/policies.md)"),
-    K_ENUM("quantization", "graph_preset", quantization.graph_preset, "default",
-           graph_preset_enum,
+    K_ENUM("quantization", "graph_preset", quantization.graph_preset, "default", graph_preset_enum,
            "graph: the kinds of each set. conservative: only relu, relu6, maxpool2d, flatten "
            "and concat infer, the other non-unit kinds are denied; default: batchnorm2d "
            "denied, the other non-unit kinds infer; aggressive: every kind allowed but "
@@ -360,6 +357,16 @@ static const struct adapt_schema_key keys[] = {
             "ResNet's penalty, the mean over parameters of WL/32 x their non-zero fraction (auto: "
             "only for alexnet_mnist, alexnet_cifar and resnet models); off: the loss alone. CPU "
             "engine only"),
+    REF_KEY(ADAPT_REF_POOL_ROUNDING, "pool_rounding",
+            "adapt: average pools round their input (in place, so the activation before them "
+            "reads it rounded too) and their output, stochastically, in the formats the "
+            "published models give them: lenet5's both in the first conv's, a resnet's in the "
+            "last block's (auto: only for lenet5 and the resnets); off: pools rounded only with "
+            "round_layers = all, in the format of the unit before them. CPU engine only"),
+    REF_KEY(ADAPT_REF_BN_ROUNDING, "bn_rounding",
+            "adapt: a resnet's batch norms round their input and output likewise, in the format "
+            "of the parameter their module number indexes (auto: only for the resnets); off: "
+            "rounded only with round_layers = all, in their conv's format. CPU engine only"),
     K_ENUM("roles", "recipe", roles.recipe, "none", recipe_enum,
            "formats, rounding and scaling of the tensor roles together (doc/numerics.md, "
            "\"Recipes\"): fp8_hybrid_delayed (E4M3 weights and inputs, E5M2 output "
@@ -400,18 +407,19 @@ static const struct adapt_schema_key keys[] = {
            "MX roles (weight, input, grad_output): blocks of 32 along each tensor's rows, or "
            "along the reduction dimension of each of the unit's three GEMMs (each operand "
            "rounded once per GEMM; conv2d and linear units; recipe mxfp8_gemm sets gemm)"),
-    K_STR_NEW("arithmetic", "accumulator", arithmetic.accumulator, "float32",
-          "how the matrix products of every conv2d and linear unit multiply and sum, in their "
-          "three GEMMs (forward, input gradient, weight gradient; doc/numerics.md, "
-          "\"Accumulators\"): float32 (products and sums in float32), exact (integer products "
-          "and sums of fixed-point operands, rounded once), int(BITS[, wrap|saturate[, FL]]) (a "
-          "BITS-bit two's-complement accumulator, binary point at the products' own or FL), "
-          "float(FORMAT[, K]) (each addition rounded to FORMAT, promoted to float32 every K "
-          "products). exact and int apply to a GEMM whose two operands are on fixed-point "
-          "grids; the others run float32. CPU engine only"),
+    K_STR_NEW(
+        "arithmetic", "accumulator", arithmetic.accumulator, "float32",
+        "how the matrix products of every conv2d and linear unit multiply and sum, in their "
+        "three GEMMs (forward, input gradient, weight gradient; doc/numerics.md, "
+        "\"Accumulators\"): float32 (products and sums in float32), exact (integer products "
+        "and sums of fixed-point operands, rounded once), int(BITS[, wrap|saturate[, FL]]) (a "
+        "BITS-bit two's-complement accumulator, binary point at the products' own or FL), "
+        "float(FORMAT[, K]) (each addition rounded to FORMAT, promoted to float32 every K "
+        "products). exact and int apply to a GEMM whose two operands are on fixed-point "
+        "grids; the others run float32. CPU engine only"),
     K_STR_NEW("arithmetic", "units", arithmetic.units, "",
-          "per-unit accumulators by layer name: NAME: MODEL | NAME: MODEL (e.g. \"conv1: "
-          "exact | fc3: int(16, saturate)\")"),
+              "per-unit accumulators by layer name: NAME: MODEL | NAME: MODEL (e.g. \"conv1: "
+              "exact | fc3: int(16, saturate)\")"),
 };
 
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -950,6 +958,11 @@ int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_
                (!strcmp(cfg->model.name, "lenet5") || !strcmp(cfg->model.name, "alexnet_mnist") ||
                 !strcmp(cfg->model.name, "alexnet_cifar") ||
                 !strncmp(cfg->model.name, "resnet", 6));
+    if (s == ADAPT_REF_POOL_ROUNDING)
+        return !cfg->model.file[0] &&
+               (!strcmp(cfg->model.name, "lenet5") || !strncmp(cfg->model.name, "resnet", 6));
+    if (s == ADAPT_REF_BN_ROUNDING)
+        return !cfg->model.file[0] && !strncmp(cfg->model.name, "resnet", 6);
     if (s == ADAPT_REF_LOSS_PENALTY)
         return !cfg->model.file[0] && (!strcmp(cfg->model.name, "alexnet_mnist") ||
                                        !strcmp(cfg->model.name, "alexnet_cifar") ||

@@ -128,8 +128,10 @@ enum adapt_reference_switch {
     ADAPT_REF_BN_FORMAT,    /* batch-norm gamma and beta in the format of the unit before */
     ADAPT_REF_L1_QUANTIZED, /* the L1 term reads the quantized weight copies */
     ADAPT_REF_SOFTMAX_BEFORE_CE, /* the loss is the cross-entropy of softmax(logits) (LeNet-5) */
-    ADAPT_REF_ACT_FORMATS,  /* activation formats as the published models index them */
-    ADAPT_REF_LOSS_PENALTY, /* mean WL/32 x non-zero fraction added to the strategy's loss */
+    ADAPT_REF_ACT_FORMATS,       /* activation formats as the published models index them */
+    ADAPT_REF_LOSS_PENALTY,      /* mean WL/32 x non-zero fraction added to the strategy's loss */
+    ADAPT_REF_POOL_ROUNDING, /* average pools round their input and output (published formats) */
+    ADAPT_REF_BN_ROUNDING,   /* a ResNet's batch norms round their input and output likewise */
     ADAPT_REF_N
 };
 enum adapt_config_switch { ADAPT_SWITCH_AUTO = 0, ADAPT_SWITCH_ON, ADAPT_SWITCH_OFF };
@@ -434,7 +436,8 @@ int adapt_config_arith_set(const struct adapt_config *cfg);
 /* 1 when reference switch s is on: set on, or auto with quantization.compat = reference (for
  * softmax_before_ce also model.name = lenet5, the published model that has it; for
  * act_formats lenet5, alexnet_mnist or alexnet_cifar, whose indexing is known; for
- * loss_penalty the AlexNets and ResNets, the published models that add it). */
+ * loss_penalty the AlexNets and ResNets, the published models that add it; for pool_rounding
+ * lenet5 and the ResNets, whose pools are quantized modules; for bn_rounding the ResNets). */
 int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_switch s);
 /* ADAPT_COMPAT_REFERENCE when switch s is on, else ADAPT_COMPAT_CORRECTED: the mode to give the
  * rules of src/policy/policy_core.h that s governs. */

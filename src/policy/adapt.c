@@ -150,8 +150,13 @@ static long window_of(const struct adapt_state *a, double lb)
  * the conv before them, the linear's weight and bias), while the residual blocks' conv and
  * batch-norm modules are given entries by a counter of modules that starts at 0 at the first
  * block. So the block conv that is module m takes parameter m's format: the unit that parameter
- * belongs to. The stem conv and the linear take their own. act[u] gets each unit's source. */
-static int resnet_act_units(const struct adapt_policy *p, int *act)
+ * belongs to. The stem conv and the linear take their own. act[u] gets each unit's source.
+ * nfrom (NULL: not wanted) gets per node the unit whose format the published modules round a
+ * batch-norm or pooling layer's input and output in (-2 for other nodes): the stem's batch norm
+ * takes parameter 2's (its own beta, so the stem conv's), a block's batch norm that is module
+ * m parameter m's, the average pool parameter n-3's (the last batch norm's beta, as the
+ * published forward indexes it: len(qwl) - 3). */
+static int resnet_act_units(const struct adapt_policy *p, int *act, int *nfrom)
 {
     const struct adapt_net *net = p->net;
     const int nu = p->prec->nunits;
@@ -169,15 +174,29 @@ static int resnet_act_units(const struct adapt_policy *p, int *act)
         }
     }
     for (int u = 0; u < nu; u++) act[u] = u;
+    for (int i = 0; nfrom && i < net->nnodes; i++) nfrom[i] = -2;
     for (int i = 0; i < net->nnodes; i++) { /* the blocks' modules, counted */
         const struct adapt_layer *l = net->nodes[i].layer;
         const int conv = l->is_unit && !strcmp(l->ops->kind, "conv2d");
         if (strncmp(l->name, "layer", 5) || (!conv && strcmp(l->ops->kind, "batchnorm2d")))
             continue;
         if (conv) act[p->prec->node_unit[i]] = m < np ? par[m] : -1;
+        if (nfrom && !conv) nfrom[i] = m < np ? par[m] : -1;
         m++;
     }
+    if (nfrom) {
+        for (int i = 0, bn = 0; i < net->nnodes; i++) {
+            const struct adapt_layer *l = net->nodes[i].layer;
+            if (!strcmp(l->ops->kind, "batchnorm2d") && strncmp(l->name, "layer", 5))
+                nfrom[i] = bn++ ? -1 : np > 2 ? par[2] : -1; /* the stem's; no other */
+            else if (!strcmp(l->ops->kind, "avgpool2d"))
+                nfrom[i] = np >= 3 ? par[np - 3] : -1;
+        }
+    }
     free(par);
+    if (nfrom)
+        for (int i = 0; i < net->nnodes; i++)
+            if (nfrom[i] == -1) return 1;
     for (int u = 0; u < nu; u++)
         if (act[u] < 0) return 1; /* not the structure counted here */
     return 0;
@@ -207,7 +226,7 @@ static enum adapt_status act_formats(struct adapt_policy *p, const struct quant_
     if (!cfg->model.file[0] && !strncmp(name, "resnet", 6)) {
         int *act = malloc(sizeof *act * ((size_t)nu + 1));
         if (!act) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the activation formats");
-        int r = resnet_act_units(p, act);
+        int r = resnet_act_units(p, act, NULL);
         for (int u = 0; !r && u < nu && !st; u++)
             st = adapt_precision_act_from(p->prec, u, act[u], NULL);
         free(act);
@@ -221,6 +240,57 @@ static enum adapt_status act_formats(struct adapt_policy *p, const struct quant_
                        "are known for model.name = lenet5, alexnet_mnist, alexnet_cifar and the "
                        "built-in resnets, not for %s (%d units); set reference.act_formats = off",
                        name, nu);
+}
+
+/* reference.pool_rounding (kinds "avgpool2d") and bn_rounding ("batchnorm2d"): the published
+ * models' pooling and batch-norm modules round their input and output in the formats their
+ * forward gives them (doc/algorithms.md, "Reference switches"): LeNet-5's two average pools
+ * both in the first format entry, the first conv's (its counter never moves); a ResNet's as
+ * resnet_act_units says. The published AlexNets' pools are not quantized modules. With
+ * quant_inputs and quant_outputs off nothing is rounded, as there. */
+static enum adapt_status node_formats(struct adapt_policy *p, enum adapt_reference_switch sw,
+                                      const char *kind)
+{
+    const struct adapt_config *cfg = p->cfg;
+    const char *name = adapt_config_model(cfg);
+    const struct adapt_net *net = p->net;
+    if (!cfg->quantization.quant_inputs || !cfg->quantization.quant_outputs) return ADAPT_OK;
+    int *from = malloc(sizeof *from * ((size_t)net->nnodes + 1));
+    int *act = malloc(sizeof *act * ((size_t)p->prec->nunits + 1));
+    if (!from || !act) {
+        free(from);
+        free(act);
+        return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the pooling and batch-norm formats");
+    }
+    int known = 0;
+    if (!cfg->model.file[0] && !strcmp(name, "lenet5") && p->prec->nunits == 5) {
+        known = 1;
+        for (int i = 0; i < net->nnodes; i++)
+            from[i] = !strcmp(net->nodes[i].layer->ops->kind, "avgpool2d") ? 0 : -2;
+    } else if (!cfg->model.file[0] && !strncmp(name, "resnet", 6)) {
+        int r = resnet_act_units(p, act, from);
+        if (r < 0) {
+            free(from);
+            free(act);
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the pooling and batch-norm formats");
+        }
+        known = !r;
+    }
+    enum adapt_status st = ADAPT_OK;
+    for (int i = 0; known && i < net->nnodes && !st; i++)
+        if (from[i] >= 0 && !strcmp(net->nodes[i].layer->ops->kind, kind))
+            st = adapt_precision_node_from(p->prec, i, from[i], NULL);
+    free(from);
+    free(act);
+    if (known || st || cfg->reference.sw[sw] == ADAPT_SWITCH_AUTO) return st;
+    return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                       "reference.%s = on: the published models' %s formats are known for "
+                       "model.name = lenet5%s and the built-in resnets, not for %s; set "
+                       "reference.%s = off",
+                       sw == ADAPT_REF_POOL_ROUNDING ? "pool_rounding" : "bn_rounding",
+                       sw == ADAPT_REF_POOL_ROUNDING ? "pooling" : "batch-norm",
+                       sw == ADAPT_REF_POOL_ROUNDING ? "" : " (no batch norm)", name,
+                       sw == ADAPT_REF_POOL_ROUNDING ? "pool_rounding" : "bn_rounding");
 }
 
 static enum adapt_status adapt_init(struct adapt_policy *p)
@@ -288,6 +358,12 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
         return st;
     if (adapt_config_reference(cfg, ADAPT_REF_L1_QUANTIZED)) p->l1_quantized = 1;
     if (adapt_config_reference(cfg, ADAPT_REF_ACT_FORMATS) && (st = act_formats(p, &s)))
+        return st;
+    if (adapt_config_reference(cfg, ADAPT_REF_POOL_ROUNDING) &&
+        (st = node_formats(p, ADAPT_REF_POOL_ROUNDING, "avgpool2d")))
+        return st;
+    if (adapt_config_reference(cfg, ADAPT_REF_BN_ROUNDING) &&
+        (st = node_formats(p, ADAPT_REF_BN_ROUNDING, "batchnorm2d")))
         return st;
     p->strategy = a->strat.st;
     return ADAPT_OK;

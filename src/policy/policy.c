@@ -280,6 +280,22 @@ enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg)
                            cfg->reference.sw[ADAPT_REF_LOSS_PENALTY] == ADAPT_SWITCH_ON
                                ? "on"
                                : "auto: on with quantization.compat = reference on this model");
+    static const struct {
+        enum adapt_reference_switch sw;
+        const char *key;
+    } cpu_only[] = {{ADAPT_REF_POOL_ROUNDING, "pool_rounding"},
+                    {ADAPT_REF_BN_ROUNDING, "bn_rounding"}};
+    for (size_t k = 0; k < sizeof cpu_only / sizeof cpu_only[0]; k++)
+        if (cfg->policy.name == ADAPT_CONFIG_POLICY_ADAPT &&
+            adapt_config_reference(cfg, cpu_only[k].sw))
+            return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
+                               "run.device = cuda: reference.%s (%s) runs on the CPU engine only; "
+                               "set reference.%s = off or run.device = cpu",
+                               cpu_only[k].key,
+                               cfg->reference.sw[cpu_only[k].sw] == ADAPT_SWITCH_ON
+                                   ? "on"
+                                   : "auto: on with quantization.compat = reference on this model",
+                               cpu_only[k].key);
     return ADAPT_OK;
 }
 

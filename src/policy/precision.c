@@ -9,9 +9,19 @@
 #include "src/policy/roles.h"
 
 enum what {
-    Q_WEIGHT = 1, Q_BIAS, Q_INPUT, Q_OUTPUT, Q_GRAD_W, Q_GRAD_B, Q_ATTACHED, Q_GRAD_ATT, Q_GRAD_X,
-    Q_MASTER, Q_GRAD_Y,
-    Q_MX /* Q_MX + c: copy c of the MX operands a layer rounds per GEMM (src/policy/mx_gemm.c) */
+    Q_WEIGHT = 1,
+    Q_BIAS,
+    Q_INPUT,
+    Q_OUTPUT,
+    Q_GRAD_W,
+    Q_GRAD_B,
+    Q_ATTACHED,
+    Q_GRAD_ATT,
+    Q_GRAD_X,
+    Q_MASTER,
+    Q_GRAD_Y,
+    Q_MX, /* Q_MX + c: copy c of the MX operands a layer rounds per GEMM (src/policy/mx_gemm.c) */
+    Q_NODE_IN = 64 /* adapt_precision_node_from's input rounding, clear of the Q_MX copies */
 };
 
 static struct quant_key key_of(const struct adapt_precision *p, enum what w, int tensor,
@@ -363,9 +373,33 @@ static enum adapt_status grad_run(struct adapt_precision *p, int node, float **d
 }
 
 /* The network's hooks (host arrays: the rounding cannot fail on valid formats) */
+/* adapt_precision_node_from's format of node `node`, with the rounding of a training or an
+ * evaluation forward; 0 when the node is not rounded this way. */
+static int node_from_spec(const struct adapt_precision *p, int node, int training,
+                          struct quant_spec *s)
+{
+    if (!p->node_from || p->node_from[node] < -1) return 0;
+    const int from = p->node_from[node];
+    if (from >= 0 && !p->u[from].active) return 0;
+    *s = with_rounding(p, from < 0 ? &p->node_fixed : &p->u[from].spec,
+                       training ? p->rounding : QUANT_ROUND_NEAREST);
+    return 1;
+}
+
 static void in_hook(void *ctx, int node, const float **xs, int n, int training, int backward)
 {
     struct adapt_precision *p = ctx;
+    struct quant_spec ns;
+    if (!backward && node_from_spec(p, node, training, &ns)) {
+        /* in place, as the published modules assign the rounded tensor to their input's data */
+        const struct adapt_node *nd = &p->net->nodes[node];
+        float *x = p->net->act[nd->in[0]];
+        ADAPT_ASSERT(xs[0] == x && nd->in[0] > 0);
+        enum adapt_status st = round_batch(p, &ns, x, x, p->net->act_numel[nd->in[0]], n,
+                                           key_of(p, Q_NODE_IN, node, p->iter), -1, NULL);
+        ADAPT_ASSERT(st == ADAPT_OK);
+        return;
+    }
     if (p->arith && !backward && p->node_unit[node] >= 0 && p->u[p->node_unit[node]].node == node)
         adapt_arith_set_grid(p, p->node_unit[node], ADAPT_ROLE_INPUT, -1);
     if (adapt_mx_gemm_input(ctx, node, training, backward)) return; /* the layer rounds it */
@@ -375,6 +409,15 @@ static void in_hook(void *ctx, int node, const float **xs, int n, int training, 
 
 static void out_hook(void *ctx, int node, float *y, int n, int training)
 {
+    struct adapt_precision *p = ctx;
+    struct quant_spec ns;
+    if (node_from_spec(p, node, training, &ns)) {
+        enum adapt_status st =
+            round_batch(p, &ns, y, y, adapt_layer_out_numel(p->net->nodes[node].layer), n,
+                        key_of(p, Q_OUTPUT, node, p->iter), -1, NULL);
+        ADAPT_ASSERT(st == ADAPT_OK);
+        return;
+    }
     enum adapt_status st = out_run(ctx, node, y, n, training);
     ADAPT_ASSERT(st == ADAPT_OK);
 }
@@ -596,6 +639,7 @@ void adapt_precision_free(struct adapt_precision *p)
     free(p->dev_counts);
     free(p->param_unit);
     free(p->act_unit);
+    free(p->node_from);
     adapt_arena_free(&p->arena);
     free(p->round_in);
     free(p->round_out);
@@ -661,6 +705,22 @@ enum adapt_status adapt_precision_act_from(struct adapt_precision *p, int u, int
         p->act_fixed.rounding = p->rounding;
         p->act_fixed.sr_bits = p->sr_bits;
     }
+    return ADAPT_OK;
+}
+
+enum adapt_status adapt_precision_node_from(struct adapt_precision *p, int node, int from,
+                                            const struct quant_spec *fixed)
+{
+    ADAPT_ASSERT(node >= 0 && node < p->net->nnodes && from >= -1 && from < p->nunits);
+    ADAPT_ASSERT(!p->dev && p->net->nodes[node].in[0] > 0 &&
+                 (p->node_unit[node] < 0 || p->u[p->node_unit[node]].node != node));
+    if (!p->node_from) {
+        if (!(p->node_from = malloc(sizeof *p->node_from * (size_t)p->net->nnodes)))
+            return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the node format table");
+        for (int k = 0; k < p->net->nnodes; k++) p->node_from[k] = -2;
+    }
+    p->node_from[node] = from;
+    if (from < 0) p->node_fixed = *fixed;
     return ADAPT_OK;
 }
 
