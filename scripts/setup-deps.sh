@@ -10,7 +10,7 @@ set -eu
 [ "${ADAPT_SKIP_APT:-0}" = 1 ] && exit 0
 PKGS="build-essential autoconf automake libtool pkg-config
  libgsl-dev check libsubunit-dev libinih-dev libjansson-dev zlib1g-dev
- libopenblas-openmp-dev libarchive-dev libcairo2-dev parallel
+ libopenblas-openmp-dev libarchive-dev libcairo2-dev libdnnl-dev parallel
  clang libclang-rt-14-dev libomp-dev git help2man
  dataset-fashion-mnist slurm-wlm munge
  python3 python3-numpy python3-jsonschema python3-matplotlib python3-setuptools python3-pip

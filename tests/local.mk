@@ -117,6 +117,10 @@ EXTRA_DIST += tests/readme_commands.test
 TESTS += tests/cuda_census.test
 EXTRA_DIST += tests/cuda_census.test
 
+# adapt-bench gemm's oneDNN comparison (skips in builds without oneDNN)
+TESTS += tests/gemm_onednn.test
+EXTRA_DIST += tests/gemm_onednn.test
+
 # every shipped configuration loads (adapt-train --dry-run)
 TESTS += tests/configs_dry_run.sh
 EXTRA_DIST += tests/configs_dry_run.sh

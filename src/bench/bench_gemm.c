@@ -8,6 +8,11 @@
  *         int8, int16  the kernels of src/quant/gemm_int.h (packing included),
  *               each result checked against exact dot products at 64 sampled
  *               entries before it is timed
+ *         onednn-int8  oneDNN's s8 x s8 -> s32 matrix product (its own JIT kernels and
+ *               packing, a primitive made once per shape), checked alike, for comparison
+ *               with the kernels above: only when built with oneDNN 2.x (configure
+ *               --with-dnnl), only when asked for, and never written to the -o table,
+ *               which prices what the engine runs
  *   cuda  fp32, tf32, fp16, bf16, int8 (src/bench/gemm_cuda.h); without a GPU the
  *         benchmark says "no GPU" and skips
  * and element-wise throughput per type: y = max(a x + b, 0) over 2^24
@@ -17,6 +22,8 @@
  * command line; the table is printed to standard output (JSON lines with
  * --json).
  */
+#include <config.h> /* autoconf's (HAVE_DNNL) */
+
 #include <cblas.h>
 #include <getopt.h>
 #include <math.h>
@@ -39,6 +46,11 @@
 #include "src/quant/gemm_int.h"
 #include "src/net/tensor.h"
 
+#ifdef HAVE_DNNL
+#include <dnnl.h>
+#include <dnnl_debug.h>
+#endif
+
 #define MAX_SHAPES 256
 #define EW_ELEMENTS ((size_t)1 << 24)
 
@@ -55,7 +67,8 @@ static void usage(FILE *f)
             "             a model's: --shapes \"$(adapt-perf --gemm-shapes --model lenet5 --batch "
             "256)\"\n"
             "  --device   cpu (default) or cuda\n"
-            "  --types    cpu: fp32,int8,int16 (default all)\n"
+            "  --types    cpu: fp32,int8,int16 (default), and onednn-int8 (oneDNN's int8\n"
+            "             matmul, when built with it; not written to -o)\n"
             "  --isa      integer kernel versions: best (default), all, or a list\n"
             "  --repeats  samples per measurement (default 3); --min-sample-s (default 0.2)\n"
             "  -o FILE    write the timing table (JSON) for adapt-perf --hw FILE\n",
@@ -108,6 +121,67 @@ static void run_gemm(void *p)
         adapt_gemm_s8(g->isa, g->m, g->n, g->k, g->A, g->B, g->C, g->ws);
     else adapt_gemm_s16(g->isa, g->m, g->n, g->k, g->A, g->B, g->C, g->ws);
 }
+
+#ifdef HAVE_DNNL
+/* oneDNN's int8 matrix product: C (s32) = A (s8, m x k) B (s8, k x n), all row-major, from the
+ * buffers of a gemm_ctx. */
+struct dnnl_ctx {
+    dnnl_engine_t eng;
+    dnnl_stream_t strm;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+};
+
+static void dnnl_free(struct dnnl_ctx *d)
+{
+    if (d->a) dnnl_memory_destroy(d->a);
+    if (d->b) dnnl_memory_destroy(d->b);
+    if (d->c) dnnl_memory_destroy(d->c);
+    if (d->prim) dnnl_primitive_destroy(d->prim);
+    if (d->strm) dnnl_stream_destroy(d->strm);
+    if (d->eng) dnnl_engine_destroy(d->eng);
+    memset(d, 0, sizeof *d);
+}
+
+static int dnnl_make(struct dnnl_ctx *d, const struct gemm_ctx *g)
+{
+    memset(d, 0, sizeof *d);
+    dnnl_memory_desc_t amd, bmd, cmd;
+    dnnl_dims_t ad = {g->m, g->k}, bd = {g->k, g->n}, cd = {g->m, g->n};
+    dnnl_matmul_desc_t mm;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st;
+    if ((st = dnnl_engine_create(&d->eng, dnnl_cpu, 0)) ||
+        (st = dnnl_stream_create(&d->strm, d->eng, dnnl_stream_default_flags)) ||
+        (st = dnnl_memory_desc_init_by_tag(&amd, 2, ad, dnnl_s8, dnnl_ab)) ||
+        (st = dnnl_memory_desc_init_by_tag(&bmd, 2, bd, dnnl_s8, dnnl_ab)) ||
+        (st = dnnl_memory_desc_init_by_tag(&cmd, 2, cd, dnnl_s32, dnnl_ab)) ||
+        (st = dnnl_matmul_desc_init(&mm, &amd, &bmd, NULL, &cmd)) ||
+        (st = dnnl_primitive_desc_create(&pd, &mm, NULL, d->eng, NULL)) ||
+        (st = dnnl_primitive_create(&d->prim, pd)) ||
+        (st = dnnl_memory_create(&d->a, &amd, d->eng, g->A)) ||
+        (st = dnnl_memory_create(&d->b, &bmd, d->eng, g->B)) ||
+        (st = dnnl_memory_create(&d->c, &cmd, d->eng, g->C))) {
+        fprintf(stderr, "adapt-bench gemm: oneDNN int8 matmul %dx%dx%d: %s\n", g->m, g->n, g->k,
+                dnnl_status2str(st));
+        if (pd) dnnl_primitive_desc_destroy(pd);
+        dnnl_free(d);
+        return 0;
+    }
+    dnnl_primitive_desc_destroy(pd);
+    return 1;
+}
+
+static void run_dnnl(void *p)
+{
+    struct dnnl_ctx *d = p;
+    dnnl_exec_arg_t args[3] = {
+        {DNNL_ARG_SRC, d->a}, {DNNL_ARG_WEIGHTS, d->b}, {DNNL_ARG_DST, d->c}};
+    dnnl_status_t st = dnnl_primitive_execute(d->prim, d->strm, 3, args);
+    if (st == dnnl_success) st = dnnl_stream_wait(d->strm);
+    ADAPT_ASSERT(st == dnnl_success);
+}
+#endif
 
 /* Checks 64 sampled entries of an integer result against exact dot
  * products (int32 wrap-around, as the instructions do). */
@@ -292,7 +366,8 @@ static int write_table(const char *path, const char *device, const char *machine
     json_object_set_new(root, "gemm", g);
     json_object_set_new(root, "elementwise", e);
     for (int i = 0; i < n; i++)
-        json_array_append_new(t[i].elements > 0 ? e : g, timing_json(&t[i]));
+        if (strncmp(t[i].impl, "onednn", 6)) /* a comparison, not what the engine runs */
+            json_array_append_new(t[i].elements > 0 ? e : g, timing_json(&t[i]));
     struct adapt_atomic a;
     enum adapt_status st = adapt_atomic_open(&a, path);
     if (st == ADAPT_OK) {
@@ -403,6 +478,33 @@ static int bench_cpu(const int64_t *sh, int ns, const char *types, const char *i
                 print_timing(r, json);
             }
         }
+#ifdef HAVE_DNNL
+        if (has_item(types, "onednn-int8") && n < cap) {
+            struct dnnl_ctx d;
+            g.type = "int8";
+            fill(g.A, (size_t)m * k, g.type, 1);
+            fill(g.B, (size_t)k * nn, g.type, 2);
+            if (!dnnl_make(&d, &g)) return -1;
+            run_dnnl(&d);
+            if (!check_int(&g)) {
+                fprintf(stderr,
+                        "adapt-bench gemm: oneDNN's int8 matmul gives wrong results for "
+                        "%dx%dx%d\n",
+                        m, nn, k);
+                dnnl_free(&d);
+                return -1;
+            }
+            struct adapt_bench_timing *r = &out[n++];
+            memset(r, 0, sizeof *r);
+            snprintf(r->type, sizeof r->type, "int8");
+            const dnnl_version_t *v = dnnl_version();
+            snprintf(r->impl, sizeof r->impl, "onednn%d.%d-matmul", v->major, v->minor);
+            r->m = m, r->n = nn, r->k = k;
+            r->seconds = time_median(run_dnnl, &d, repeats, min_s);
+            print_timing(r, json);
+            dnnl_free(&d);
+        }
+#endif
         adapt_aligned_free(g.A);
         adapt_aligned_free(g.B);
         adapt_aligned_free(g.C);
@@ -488,12 +590,24 @@ int adapt_bench_gemm(int argc, char **argv)
         for (const char *p = types; *p;) {
             size_t l = strcspn(p, ",");
             if (!((l == 4 && !strncmp(p, "fp32", 4)) || (l == 4 && !strncmp(p, "int8", 4)) ||
-                  (l == 5 && !strncmp(p, "int16", 5)))) {
-                fprintf(stderr, "adapt-bench gemm: cpu types are fp32, int8, int16; got '%s'\n",
+                  (l == 5 && !strncmp(p, "int16", 5)) ||
+                  (l == 11 && !strncmp(p, "onednn-int8", 11)))) {
+                fprintf(stderr,
+                        "adapt-bench gemm: cpu types are fp32, int8, int16, onednn-int8; got "
+                        "'%s'\n",
                         types);
                 free(t);
                 return 2;
             }
+#ifndef HAVE_DNNL
+            if (l == 11) {
+                fprintf(stderr, "adapt-bench gemm: --types onednn-int8: this adapt-bench was "
+                                "built without oneDNN (install libdnnl-dev and configure "
+                                "--with-dnnl)\n");
+                free(t);
+                return 2;
+            }
+#endif
             p += l + (p[l] == ',');
         }
         machine_line(machine, sizeof machine);

@@ -9,4 +9,4 @@ else
 adapt_bench_SOURCES += src/bench/gemm_cuda_none.c
 endif
 EXTRA_DIST += src/bench/gemm_cuda.cu src/bench/gemm_cuda_none.c
-adapt_bench_LDADD = $(TRAIN_LIBS) $(ADAPT_EXT_LIBS)
+adapt_bench_LDADD = $(TRAIN_LIBS) $(DNNL_LIBS) $(ADAPT_EXT_LIBS)
