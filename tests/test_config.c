@@ -100,7 +100,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(c.quantization.lb_lwr, 25);
     ck_assert_int_eq(c.quantization.lb_upr, 100);
     ck_assert(c.quantization.gamma == 0.33);
-    ck_assert_int_eq(c.quantization.lb_update, ADAPT_CONFIG_LB_UPDATE_STEP);
+    ck_assert_int_eq(c.quantization.lb_update, ADAPT_CONFIG_LB_UPDATE_AUTO);
     ck_assert_int_eq(c.quantization.buffer_bits, 4);
     ck_assert_int_eq(c.quantization.strategy, ADAPT_TRACE_STRATEGY_MIN);
     ck_assert(c.quantization.quant_inputs && c.quantization.quant_outputs &&
@@ -362,7 +362,7 @@ START_TEST(test_set)
          "one of unit, graph"},
         {"run.out=a ;b", "run.out", "' ;'"},
         {"data.resize=nearest", "data.resize", "one of pad, bilinear"},
-        {"quantization.lb_update=epoch", "quantization.lb_update", "one of step, window"},
+        {"quantization.lb_update=epoch", "quantization.lb_update", "one of step, window, auto"},
         {"quantization.sr_bits=24", "quantization.sr_bits", "one of 32, 16"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -127,6 +127,7 @@ START_TEST(test_adapt_policy_lookback)
     static struct adapt_config cfg;
     adapt_config_init(&cfg);
     ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+    ck_assert_int_eq(adapt_config_set(&cfg, "quantization.lb_update=step"), ADAPT_OK);
     ck_assert_int_eq(adapt_config_set(&cfg, "quantization.quant_grads=false"), ADAPT_OK);
     struct adapt_policy *p;
     ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_OK);

@@ -35,7 +35,8 @@ static const char *const round_layers_names[] = {"units", "all"};
 static const char *const switch_names[] = {
     [ADAPT_SWITCH_AUTO] = "auto", [ADAPT_SWITCH_ON] = "on", [ADAPT_SWITCH_OFF] = "off"};
 static const char *const lb_update_names[] = {[ADAPT_CONFIG_LB_UPDATE_STEP] = "step",
-                                              [ADAPT_CONFIG_LB_UPDATE_WINDOW] = "window"};
+                                              [ADAPT_CONFIG_LB_UPDATE_WINDOW] = "window",
+                                              [ADAPT_CONFIG_LB_UPDATE_AUTO] = "auto"};
 static const char *const ste_names[] = {"auto", "plain", "saturating"};
 static const char *const auto_bool_names[] = {"auto", "true", "false"};
 static const char *const propagation_names[] = {[ADAPT_CONFIG_PROPAGATION_UNIT] = "unit",
@@ -259,10 +260,11 @@ static const struct adapt_schema_key keys[] = {
           "adapt: upper bound of the lookback (>= lb_lwr)"),
     K_DBL("quantization", "gamma", quantization.gamma, "0.33", "[0, 1]",
           "adapt: lookback smoothing factor"),
-    K_ENUM("quantization", "lb_update", quantization.lb_update, "step", lb_update_enum,
+    K_ENUM("quantization", "lb_update", quantization.lb_update, "auto", lb_update_enum,
            "adapt: when lookback and resolution are adapted: step (every step, from the "
-           "gradients accumulated so far) or window (once per window, when n reaches the "
-           "lookback, from the whole window, before its push-down)"),
+           "gradients accumulated so far, as the published code), window (once per window, "
+           "when n reaches the lookback, from the whole window, before its push-down: the "
+           "paper's order) or auto (window under compat = corrected, step under reference)"),
     K_INT("quantization", "buffer_bits", quantization.buffer_bits, "4", "[0, 31]",
           "adapt: buffer bits added after a push-up"),
     K_ENUM("quantization", "strategy", quantization.strategy, "min", strategy_enum,
@@ -968,6 +970,13 @@ int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_
                                        !strcmp(cfg->model.name, "alexnet_cifar") ||
                                        !strncmp(cfg->model.name, "resnet", 6));
     return 1;
+}
+
+int adapt_config_lb_window(const struct adapt_config *cfg)
+{
+    if (cfg->quantization.lb_update != ADAPT_CONFIG_LB_UPDATE_AUTO)
+        return cfg->quantization.lb_update == ADAPT_CONFIG_LB_UPDATE_WINDOW;
+    return cfg->quantization.compat == ADAPT_COMPAT_CORRECTED;
 }
 
 enum adapt_compat adapt_config_reference_mode(const struct adapt_config *cfg,

@@ -138,7 +138,9 @@ enum adapt_config_switch { ADAPT_SWITCH_AUTO = 0, ADAPT_SWITCH_ON, ADAPT_SWITCH_
 /* quantization.lb_update: when AdaPT adapts lookback and resolution (doc/algorithms.md) */
 enum adapt_config_lb_update {
     ADAPT_CONFIG_LB_UPDATE_STEP = 0, /* "step": every step, from the partial window's D */
-    ADAPT_CONFIG_LB_UPDATE_WINDOW    /* "window": once per window, from the full window's D */
+    ADAPT_CONFIG_LB_UPDATE_WINDOW,   /* "window": once per window, from the full window's D */
+    ADAPT_CONFIG_LB_UPDATE_AUTO      /* "auto": window under compat = corrected, step under
+                                        reference (adapt_config_lb_window) */
 };
 enum adapt_config_ste {
     ADAPT_CONFIG_STE_AUTO,
@@ -439,6 +441,9 @@ int adapt_config_arith_set(const struct adapt_config *cfg);
  * loss_penalty the AlexNets and ResNets, the published models that add it; for pool_rounding
  * lenet5 and the ResNets, whose pools are quantized modules; for bn_rounding the ResNets). */
 int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_switch s);
+/* 1 when AdaPT adapts lookback and resolution once per window (quantization.lb_update = window,
+ * or auto under compat = corrected), 0 when every step (step, or auto under reference). */
+int adapt_config_lb_window(const struct adapt_config *cfg);
 /* ADAPT_COMPAT_REFERENCE when switch s is on, else ADAPT_COMPAT_CORRECTED: the mode to give the
  * rules of src/policy/policy_core.h that s governs. */
 enum adapt_compat adapt_config_reference_mode(const struct adapt_config *cfg,

@@ -2,8 +2,9 @@
  * doc/algorithms.md). Per unit: fixed-point <WL, FL>, lookback lb, resolution r,
  * the accumulated normalised weight gradient G and its count n. Every step:
  * gradients rounded (quant_grads) and normalised per tensor, G += g, lookback
- * and resolution updated from D = n / ||G|| (lb_update = step; with window only in
- * the step that completes the window), the strategy from the losses;
+ * and resolution updated from D = n / ||G|| (lb_update = window, the corrected default: only
+ * in the step that completes the window; step, the reference's: every step), the strategy
+ * from the losses;
  * when n reaches lb: push-down (bisection with the KL test), push-up from D,
  * reset G and n. Initial state: <start_wl, start_fl>, lb = lb_lwr, r = r_lwr. */
 #include <math.h>
@@ -433,7 +434,7 @@ static void observe_units(struct adapt_policy *p, double loss)
     const int lwr = cfg->quantization.lb_lwr, upr = cfg->quantization.lb_upr;
     double lb_sum = 0.0, lb_prev = 0.0;
     for (int u = 0; u < p->prec->nunits; u++) lb_prev += a->slots[u] * p->lb[u];
-    const int window = cfg->quantization.lb_update == ADAPT_CONFIG_LB_UPDATE_WINDOW;
+    const int window = adapt_config_lb_window(cfg);
     for (int u = 0; u < p->prec->nunits; u++) {
         a->n[u]++;
         a->D[u] = adapt_gradient_diversity(a->n[u], sqrt(a->gg[u]));
@@ -516,9 +517,7 @@ static enum adapt_status adapt_decide(struct adapt_policy *p, long step)
     for (int u = 0; u < p->prec->nunits; u++) {
         struct adapt_unit_prec *up = &p->prec->u[u];
         /* step: the lookback just updated; window: the one the window started with */
-        long due = cfg->quantization.lb_update == ADAPT_CONFIG_LB_UPDATE_WINDOW
-                       ? a->win[u]
-                       : window_of(a, p->lb[u]);
+        long due = adapt_config_lb_window(cfg) ? a->win[u] : window_of(a, p->lb[u]);
         if (a->n[u] < due) continue;
         const struct adapt_param *w = &up->layer->param[0];
         struct pd_ctx c;
