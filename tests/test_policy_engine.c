@@ -317,6 +317,48 @@ static int on_grid(const float *x, size_t n, int wl, int fl)
     return 1;
 }
 
+/* reference.SW = on with a model whose published modules are not known: refused, the message
+ * naming the switch and the model. */
+static void expect_switch_refused(const char *model, const char *sw)
+{
+    static struct adapt_config cfg;
+    char kv[96];
+    struct adapt_net *net = adapt_model_build(model, 10);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
+    adapt_config_init(&cfg);
+    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
+    snprintf(kv, sizeof kv, "model.name=%s", model);
+    ck_assert_int_eq(adapt_config_set(&cfg, kv), ADAPT_OK);
+    snprintf(kv, sizeof kv, "reference.%s=on", sw);
+    ck_assert_int_eq(adapt_config_set(&cfg, kv), ADAPT_OK);
+    struct adapt_policy *p = NULL;
+    adapt_error_clear();
+    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_EUNSUPPORTED);
+    snprintf(kv, sizeof kv, "reference.%s", sw);
+    ck_assert_msg(strstr(adapt_error_message(), kv) && strstr(adapt_error_message(), model), "%s",
+                  adapt_error_message());
+    adapt_net_free(net);
+}
+
+/* A LeNet-5 under compat = reference (switch sw set too, unless NULL) with unit 0 at <12,9>
+ * and unit 1 at <10,6>, after a training forward of two images (a smooth pattern). */
+static struct adapt_policy *lenet_two_formats(struct adapt_net *net, struct adapt_config *cfg,
+                                              const char *sw)
+{
+    float x[2 * 32 * 32];
+    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)sin(0.37 * i) * 2.385f;
+    struct adapt_policy *p = ref_policy(net, cfg, sw, NULL);
+    struct quant_spec s;
+    ck_assert_int_eq(quant_spec_parse("fixed(12,9)", &s), ADAPT_OK);
+    adapt_precision_set(p->prec, 0, &s);
+    ck_assert_int_eq(quant_spec_parse("fixed(10,6)", &s), ADAPT_OK);
+    adapt_precision_set(p->prec, 1, &s);
+    adapt_precision_refresh_weights(p->prec, 1);
+    adapt_net_forward(net, x, 2, 1);
+    return p;
+}
+
 /* reference.act_formats on LeNet-5 (the published model indexes its formats by module position
  * with a counter that never moves): with unit 0 (conv) at <12,9> and unit 1 (conv) at <10,6>,
  * unit 1's output (activation 4) is rounded to the start format <8,4> and unit 3's (the first
@@ -326,19 +368,10 @@ static int on_grid(const float *x, size_t n, int wl, int fl)
 START_TEST(test_adapt_reference_act_formats)
 {
     static struct adapt_config cfg;
-    float x[2 * 32 * 32];
-    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)sin(0.37 * i) * 2.385f;
     for (int on = 0; on <= 1; on++) {
         struct adapt_net *net = small_lenet(2);
-        struct adapt_policy *p = ref_policy(net, &cfg, on ? NULL : "reference.act_formats=off",
-                                            NULL);
-        struct quant_spec s;
-        ck_assert_int_eq(quant_spec_parse("fixed(12,9)", &s), ADAPT_OK);
-        adapt_precision_set(p->prec, 0, &s);
-        ck_assert_int_eq(quant_spec_parse("fixed(10,6)", &s), ADAPT_OK);
-        adapt_precision_set(p->prec, 1, &s);
-        adapt_precision_refresh_weights(p->prec, 1);
-        adapt_net_forward(net, x, 2, 1);
+        struct adapt_policy *p =
+            lenet_two_formats(net, &cfg, on ? NULL : "reference.act_formats=off");
         const size_t n4 = net->act_numel[4] * 2, n10 = net->act_numel[10] * 2;
         if (on) {
             ck_assert(on_grid(net->act[4], n4, 8, 4));
@@ -387,19 +420,7 @@ START_TEST(test_adapt_reference_act_formats)
     }
     adapt_net_free(net);
     /* a model whose published indexing is not known is refused by name when the switch is on */
-    net = adapt_model_build("mobilenetv2", 10);
-    ck_assert_ptr_nonnull(net);
-    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
-    adapt_config_init(&cfg);
-    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
-    ck_assert_int_eq(adapt_config_set(&cfg, "model.name=mobilenetv2"), ADAPT_OK);
-    ck_assert_int_eq(adapt_config_set(&cfg, "reference.act_formats=on"), ADAPT_OK);
-    struct adapt_policy *p = NULL;
-    adapt_error_clear();
-    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_EUNSUPPORTED);
-    ck_assert(strstr(adapt_error_message(), "reference.act_formats") != NULL);
-    ck_assert(strstr(adapt_error_message(), "mobilenetv2") != NULL);
-    adapt_net_free(net);
+    expect_switch_refused("mobilenetv2", "act_formats");
 }
 END_TEST
 
@@ -413,19 +434,10 @@ END_TEST
 START_TEST(test_adapt_reference_pool_rounding)
 {
     static struct adapt_config cfg;
-    float x[2 * 32 * 32];
-    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)sin(0.37 * i) * 2.385f;
     for (int on = 0; on <= 1; on++) {
         struct adapt_net *net = small_lenet(2);
         struct adapt_policy *p =
-            ref_policy(net, &cfg, on ? NULL : "reference.pool_rounding=off", NULL);
-        struct quant_spec s;
-        ck_assert_int_eq(quant_spec_parse("fixed(12,9)", &s), ADAPT_OK);
-        adapt_precision_set(p->prec, 0, &s);
-        ck_assert_int_eq(quant_spec_parse("fixed(10,6)", &s), ADAPT_OK);
-        adapt_precision_set(p->prec, 1, &s);
-        adapt_precision_refresh_weights(p->prec, 1);
-        adapt_net_forward(net, x, 2, 1);
+            lenet_two_formats(net, &cfg, on ? NULL : "reference.pool_rounding=off");
         ck_assert_str_eq(net->nodes[2].layer->ops->kind, "avgpool2d");
         ck_assert_str_eq(net->nodes[5].layer->ops->kind, "avgpool2d");
         for (int a = 2; a <= 6; a++) {
@@ -496,19 +508,7 @@ START_TEST(test_adapt_reference_bn_rounding)
         adapt_policy_free(p);
     }
     adapt_net_free(net);
-    net = adapt_model_build("alexnet_mnist", 10);
-    ck_assert_ptr_nonnull(net);
-    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
-    adapt_config_init(&cfg);
-    ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=adapt"), ADAPT_OK);
-    ck_assert_int_eq(adapt_config_set(&cfg, "model.name=alexnet_mnist"), ADAPT_OK);
-    ck_assert_int_eq(adapt_config_set(&cfg, "reference.pool_rounding=on"), ADAPT_OK);
-    struct adapt_policy *p = NULL;
-    adapt_error_clear();
-    ck_assert_int_eq(adapt_policy_alloc(&p, &cfg, net, 1), ADAPT_EUNSUPPORTED);
-    ck_assert(strstr(adapt_error_message(), "reference.pool_rounding") != NULL);
-    ck_assert(strstr(adapt_error_message(), "alexnet_mnist") != NULL);
-    adapt_net_free(net);
+    expect_switch_refused("alexnet_mnist", "pool_rounding");
 }
 END_TEST
 
