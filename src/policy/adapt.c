@@ -250,29 +250,26 @@ static enum adapt_status act_formats(struct adapt_policy *p, const struct quant_
  * resnet_act_units says. The published AlexNets' pools are not quantized modules. With
  * quant_inputs and quant_outputs off nothing is rounded, as there. */
 static enum adapt_status node_formats(struct adapt_policy *p, enum adapt_reference_switch sw,
-                                      const char *kind)
+                                      const char *key, const char *kind)
 {
     const struct adapt_config *cfg = p->cfg;
     const char *name = adapt_config_model(cfg);
     const struct adapt_net *net = p->net;
     if (!cfg->quantization.quant_inputs || !cfg->quantization.quant_outputs) return ADAPT_OK;
     int *from = malloc(sizeof *from * ((size_t)net->nnodes + 1));
-    int *act = malloc(sizeof *act * ((size_t)p->prec->nunits + 1));
-    if (!from || !act) {
-        free(from);
-        free(act);
+    if (!from)
         return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the pooling and batch-norm formats");
-    }
     int known = 0;
     if (!cfg->model.file[0] && !strcmp(name, "lenet5") && p->prec->nunits == 5) {
         known = 1;
         for (int i = 0; i < net->nnodes; i++)
             from[i] = !strcmp(net->nodes[i].layer->ops->kind, "avgpool2d") ? 0 : -2;
     } else if (!cfg->model.file[0] && !strncmp(name, "resnet", 6)) {
-        int r = resnet_act_units(p, act, from);
+        int *act = malloc(sizeof *act * ((size_t)p->prec->nunits + 1));
+        const int r = act ? resnet_act_units(p, act, from) : -1;
+        free(act);
         if (r < 0) {
             free(from);
-            free(act);
             return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the pooling and batch-norm formats");
         }
         known = !r;
@@ -280,18 +277,14 @@ static enum adapt_status node_formats(struct adapt_policy *p, enum adapt_referen
     enum adapt_status st = ADAPT_OK;
     for (int i = 0; known && i < net->nnodes && !st; i++)
         if (from[i] >= 0 && !strcmp(net->nodes[i].layer->ops->kind, kind))
-            st = adapt_precision_node_from(p->prec, i, from[i], NULL);
+            st = adapt_precision_node_from(p->prec, i, from[i]);
     free(from);
-    free(act);
     if (known || st || cfg->reference.sw[sw] == ADAPT_SWITCH_AUTO) return st;
     return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                       "reference.%s = on: the published models' %s formats are known for "
-                       "model.name = lenet5%s and the built-in resnets, not for %s; set "
+                       "reference.%s = on: the published models' %s layers are known for "
+                       "model.name = lenet5 and the built-in resnets, not for %s; set "
                        "reference.%s = off",
-                       sw == ADAPT_REF_POOL_ROUNDING ? "pool_rounding" : "bn_rounding",
-                       sw == ADAPT_REF_POOL_ROUNDING ? "pooling" : "batch-norm",
-                       sw == ADAPT_REF_POOL_ROUNDING ? "" : " (no batch norm)", name,
-                       sw == ADAPT_REF_POOL_ROUNDING ? "pool_rounding" : "bn_rounding");
+                       key, kind, name, key);
 }
 
 static enum adapt_status adapt_init(struct adapt_policy *p)
@@ -361,10 +354,10 @@ static enum adapt_status adapt_init(struct adapt_policy *p)
     if (adapt_config_reference(cfg, ADAPT_REF_ACT_FORMATS) && (st = act_formats(p, &s)))
         return st;
     if (adapt_config_reference(cfg, ADAPT_REF_POOL_ROUNDING) &&
-        (st = node_formats(p, ADAPT_REF_POOL_ROUNDING, "avgpool2d")))
+        (st = node_formats(p, ADAPT_REF_POOL_ROUNDING, "pool_rounding", "avgpool2d")))
         return st;
     if (adapt_config_reference(cfg, ADAPT_REF_BN_ROUNDING) &&
-        (st = node_formats(p, ADAPT_REF_BN_ROUNDING, "batchnorm2d")))
+        (st = node_formats(p, ADAPT_REF_BN_ROUNDING, "bn_rounding", "batchnorm2d")))
         return st;
     p->strategy = a->strat.st;
     return ADAPT_OK;

@@ -272,19 +272,13 @@ enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg)
                            "run.device = cuda: MX blocks along each GEMM's reduction dimension "
                            "(roles.mx_axis = gemm, roles.recipe = mxfp8_gemm) run on the CPU "
                            "engine only; use run.device = cpu or roles.mx_axis = rows");
-    if (cfg->policy.name == ADAPT_CONFIG_POLICY_ADAPT &&
-        adapt_config_reference(cfg, ADAPT_REF_LOSS_PENALTY))
-        return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
-                           "run.device = cuda: reference.loss_penalty (%s) runs on the CPU engine "
-                           "only; set reference.loss_penalty = off or run.device = cpu",
-                           cfg->reference.sw[ADAPT_REF_LOSS_PENALTY] == ADAPT_SWITCH_ON
-                               ? "on"
-                               : "auto: on with quantization.compat = reference on this model");
     static const struct {
         enum adapt_reference_switch sw;
         const char *key;
-    } cpu_only[] = {{ADAPT_REF_POOL_ROUNDING, "pool_rounding"},
-                    {ADAPT_REF_BN_ROUNDING, "bn_rounding"}};
+    } cpu_only[] = {
+        {ADAPT_REF_LOSS_PENALTY, "loss_penalty"},
+        {ADAPT_REF_POOL_ROUNDING, "pool_rounding"},
+        {ADAPT_REF_BN_ROUNDING, "bn_rounding"}}; /* AdaPT's switches of the CPU engine */
     for (size_t k = 0; k < sizeof cpu_only / sizeof cpu_only[0]; k++)
         if (cfg->policy.name == ADAPT_CONFIG_POLICY_ADAPT &&
             adapt_config_reference(cfg, cpu_only[k].sw))

@@ -372,19 +372,18 @@ static enum adapt_status grad_run(struct adapt_precision *p, int node, float **d
     return ADAPT_OK;
 }
 
-/* The network's hooks (host arrays: the rounding cannot fail on valid formats) */
 /* adapt_precision_node_from's format of node `node`, with the rounding of a training or an
  * evaluation forward; 0 when the node is not rounded this way. */
 static int node_from_spec(const struct adapt_precision *p, int node, int training,
                           struct quant_spec *s)
 {
-    if (!p->node_from || p->node_from[node] < -1) return 0;
-    const int from = p->node_from[node];
-    if (from >= 0 && !p->u[from].active) return 0;
-    *s = with_rounding(p, from < 0 ? &p->node_fixed : &p->u[from].spec,
-                       training ? p->rounding : QUANT_ROUND_NEAREST);
+    const int from = p->node_from ? p->node_from[node] : -1;
+    if (from < 0 || !p->u[from].active) return 0;
+    *s = with_rounding(p, &p->u[from].spec, training ? p->rounding : QUANT_ROUND_NEAREST);
     return 1;
 }
+
+/* The network's hooks (host arrays: the rounding cannot fail on valid formats) */
 
 static void in_hook(void *ctx, int node, const float **xs, int n, int training, int backward)
 {
@@ -708,19 +707,17 @@ enum adapt_status adapt_precision_act_from(struct adapt_precision *p, int u, int
     return ADAPT_OK;
 }
 
-enum adapt_status adapt_precision_node_from(struct adapt_precision *p, int node, int from,
-                                            const struct quant_spec *fixed)
+enum adapt_status adapt_precision_node_from(struct adapt_precision *p, int node, int from)
 {
-    ADAPT_ASSERT(node >= 0 && node < p->net->nnodes && from >= -1 && from < p->nunits);
+    ADAPT_ASSERT(node >= 0 && node < p->net->nnodes && from >= 0 && from < p->nunits);
     ADAPT_ASSERT(!p->dev && p->net->nodes[node].in[0] > 0 &&
                  (p->node_unit[node] < 0 || p->u[p->node_unit[node]].node != node));
     if (!p->node_from) {
         if (!(p->node_from = malloc(sizeof *p->node_from * (size_t)p->net->nnodes)))
             return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate the node format table");
-        for (int k = 0; k < p->net->nnodes; k++) p->node_from[k] = -2;
+        for (int k = 0; k < p->net->nnodes; k++) p->node_from[k] = -1;
     }
     p->node_from[node] = from;
-    if (from < 0) p->node_fixed = *fixed;
     return ADAPT_OK;
 }
 

@@ -112,9 +112,8 @@ struct adapt_precision {
     struct quant_spec act_fixed;
     /* adapt_precision_node_from: a node outside the units (a pooling or batch-norm layer) that
      * rounds its input activation in place and its output in unit node_from[i]'s current
-     * format, or node_fixed for -1; -2: not this way. NULL: none. */
+     * format; -1: not this way. NULL: none. */
     int *node_from; /* (nnodes) or NULL */
-    struct quant_spec node_fixed;
     /* Trainable parameters outside the units (batch-norm gamma and beta)
      * take the format of the last unit before them in parameter order. */
     int *param_unit;           /* (nparam) that unit for each parameter; -1: none or buffer */
@@ -246,13 +245,11 @@ enum adapt_status adapt_precision_act_from(struct adapt_precision *p, int u, int
 
 /* From now on node `node` (not a unit's own node) rounds its input activation in place (the
  * array its producer wrote, so the producer's backward reads the rounded values too) and its
- * output, both in unit `from`'s current format (its weight format at each forward), or in
- * *fixed for from = -1; stochastically in training (with the precision's rounding), to nearest
- * in evaluation. This replaces the node's output rounding of ADAPT_QOUT_ALL. The published
+ * output, both in unit `from`'s current format (its weight format at each forward);
+ * stochastically in training (with the precision's rounding), to nearest in evaluation. This replaces the node's output rounding of ADAPT_QOUT_ALL. The published
  * AdaPT models' pooling and batch-norm modules (reference.pool_rounding, bn_rounding;
  * doc/algorithms.md). CPU engine only. */
-enum adapt_status adapt_precision_node_from(struct adapt_precision *p, int node, int from,
-                                            const struct quant_spec *fixed);
+enum adapt_status adapt_precision_node_from(struct adapt_precision *p, int node, int from);
 
 /* Fraction of unit u's rounded outputs (and, with ADAPT_QOUT_ALL, of the
  * layers rounded in its format) that saturated in the training forwards since
