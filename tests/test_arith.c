@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "src/config/config.h"
+#include "src/net/layers/layers_impl.h"
 #include "src/net/net.h"
 #include "src/policy/precision.h"
 #include "src/quant/accum_fast.h"
@@ -455,6 +456,74 @@ static size_t mismatches(const float *a, const float *b, size_t n)
     return k;
 }
 
+/* ---- a convolution's input gradient over several blocks of samples ---- */
+
+/* Values on fixed(8,4): integers in [-lim, lim] over 16. */
+static void grid_fill(float *v, size_t n, uint64_t seed, int lim)
+{
+    tu_fill_uniform(v, n, seed, -(float)lim - 0.49f, (float)lim + 0.49f);
+    for (size_t i = 0; i < n; i++) v[i] = nearbyintf(v[i]) / 16.0f;
+}
+
+/* A convolution whose input-gradient GEMM runs on several blocks of whole samples (K x P x n
+ * above the block of 2^20 floats in src/net/layers/arith_gemm.c: K = 144, P = 1024 gives blocks
+ * of 7 samples, P = 256 blocks of 28). Under exact, every dXcol entry is the exact sum over o
+ * of W[o][k] dY[n][o][p]: codes of at most 32 x 64 over 8 outputs, below 2^24 at 2^-8, so
+ * float32 holds it exactly; the reference forms it per sample in int64 and lays it back with
+ * col2im one sample at a time, as the engine did before it blocked samples: dx must equal it
+ * bit for bit, whatever the blocking. */
+START_TEST(test_conv_dgrad_blocks)
+{
+    static const int geo[][3] = {{1, 1, 9}, {2, 1, 30}}; /* stride, pad, batch */
+    for (int t = 0; t < 2; t++) {
+        const int n = geo[t][2], in[3] = {16, 32, 32}, cout = 8;
+        struct adapt_conv_geom g = {16, 32, 32, 3, geo[t][0], geo[t][1], 0, 0};
+        g.ho = (g.h + 2 * g.pad - g.k) / g.stride + 1;
+        g.wo = (g.w + 2 * g.pad - g.k) / g.stride + 1;
+        const size_t K = 144, P = (size_t)g.ho * g.wo, nin = (size_t)16 * 32 * 32;
+        struct adapt_net *net = adapt_net_alloc("conv", in, (int)(cout * P));
+        /* a relu first (identity for the gradient read here): the conv then sends one back */
+        ck_assert_int_eq(adapt_net_add(net, adapt_relu_create("r", in), 0, -1), 1);
+        ck_assert_int_eq(
+            adapt_net_add(net, adapt_conv2d_create("c", in, cout, 3, g.stride, g.pad, 1), 1, -1),
+            2);
+        ck_assert_int_eq(adapt_net_finalize(net, n), ADAPT_OK);
+        float *w = net->param[0]->value.data;
+        grid_fill(w, (size_t)cout * K, 21, 32);
+        memset(net->param[1]->value.data, 0, sizeof(float) * cout);
+        struct adapt_precision *p = state(net, "fixed(8,4)", "exact");
+        float *x = malloc(sizeof(float) * n * nin), *dy = malloc(sizeof(float) * n * cout * P);
+        float *ref = malloc(sizeof(float) * n * nin), *col = malloc(sizeof(float) * K * P);
+        float *pad = malloc(sizeof(float) * (adapt_im2col_scratch(&g) + 1));
+        grid_fill(x, (size_t)n * nin, 22, 64);
+        grid_fill(dy, (size_t)n * cout * P, 23, 64);
+        adapt_net_forward(net, x, n, 1);
+        adapt_net_zero_grad(net);
+        adapt_net_backward(net, dy, n);
+        for (int j = 0; j < n; j++) {
+            for (size_t k = 0; k < K; k++)
+                for (size_t q = 0; q < P; q++) {
+                    int64_t s = 0;
+                    for (int o = 0; o < cout; o++)
+                        s += (int64_t)(w[(size_t)o * K + k] * 16.0f) *
+                             (int64_t)(dy[((size_t)j * cout + o) * P + q] * 16.0f);
+                    col[k * P + q] = (float)s / 256.0f;
+                }
+            adapt_col2im_sample(&g, col, P, ref + (size_t)j * nin, 0, pad);
+        }
+        ck_assert_uint_eq(p->arith[0].gemms[ADAPT_ARITH_DGRAD], 1);
+        ck_assert_uint_eq(mismatches(net->dact[1], ref, (size_t)n * nin), 0);
+        adapt_precision_free(p);
+        adapt_net_free(net);
+        free(x);
+        free(dy);
+        free(ref);
+        free(col);
+        free(pad);
+    }
+}
+END_TEST
+
 /* A 48-bit register at the products' binary point never overflows here (|sum| < 2^40 at
  * 2^-16), so it gives the exact sums: the whole step bit for bit. */
 START_TEST(test_lenet_wide_register_is_exact)
@@ -518,6 +587,7 @@ int main(void)
     tcase_add_test(tc, test_seq_products_32_and_64);
     tcase_add_test(tc, test_linear_hand);
     tcase_add_test(tc, test_lenet_wide_register_is_exact);
+    tcase_add_test(tc, test_conv_dgrad_blocks);
     tcase_add_test(tc, test_lenet_exact_vs_float32);
     tcase_add_test(tc, test_lenet_narrow_differs);
     suite_add_tcase(s, tc);

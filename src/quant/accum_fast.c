@@ -458,19 +458,28 @@ static void packed_free(struct packed *g)
 static void pack_a(struct packed *g, int m, int k, const int32_t *Ac, int par)
 {
     const int kp = g->kg * g->G;
+    /* (rows from m on and columns from k on outside the loops that convert, which then
+     * vectorise) */
     if (g->s8) {
         uint8_t *ap = g->a;
 #pragma omp parallel for schedule(static) if (par)
-        for (int i = 0; i < g->m_pad; i++)
-            for (int p = 0; p < kp; p++)
-                ap[(size_t)i * kp + p] =
-                    (uint8_t)((i < m && p < k ? Ac[(size_t)i * k + p] : 0) + 128);
+        for (int i = 0; i < g->m_pad; i++) {
+            uint8_t *d = ap + (size_t)i * kp;
+            const int32_t *a = Ac + (size_t)i * k;
+            const int kn = i < m ? k : 0;
+            for (int p = 0; p < kn; p++) d[p] = (uint8_t)(a[p] + 128);
+            for (int p = kn; p < kp; p++) d[p] = 128;
+        }
     } else {
         int16_t *ap = (int16_t *)g->a;
 #pragma omp parallel for schedule(static) if (par)
-        for (int i = 0; i < g->m_pad; i++)
-            for (int p = 0; p < kp; p++)
-                ap[(size_t)i * kp + p] = (int16_t)(i < m && p < k ? Ac[(size_t)i * k + p] : 0);
+        for (int i = 0; i < g->m_pad; i++) {
+            int16_t *d = ap + (size_t)i * kp;
+            const int32_t *a = Ac + (size_t)i * k;
+            const int kn = i < m ? k : 0;
+            for (int p = 0; p < kn; p++) d[p] = (int16_t)a[p];
+            for (int p = kn; p < kp; p++) d[p] = 0;
+        }
     }
 }
 
@@ -505,10 +514,12 @@ static int pack(enum adapt_gemm_isa isa, int s8, int m, int n, int k, const int3
  * and back unchanged exactly when it is an integer (anything else, NaN included, becomes 0.5,
  * which does not). */
 /* one row of a group into byte e of each of the 16 words, with lane-wise flags, maxima, sums */
-TGT_AVX512 static inline __attribute__((always_inline)) void
-b8_row(const float *x, __m512 sc, int e, __m512i *w, __mmask16 *bad, __m512i *hi, __m512i *sum)
+TGT_AVX512 static inline __attribute__((always_inline)) void b8_row(const float *x, __mmask16 ld,
+                                                                    __m512 sc, int e, __m512i *w,
+                                                                    __mmask16 *bad, __m512i *hi,
+                                                                    __m512i *sum)
 {
-    const __m512 t = _mm512_mul_ps(_mm512_loadu_ps(x), sc);
+    const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(ld, x), sc);
     const __mmask16 in = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-128.0f), _CMP_GE_OQ) &
                          _mm512_cmp_ps_mask(t, _mm512_set1_ps(127.0f), _CMP_LE_OQ);
     const __m512 u = _mm512_mask_blend_ps(in, _mm512_set1_ps(0.5f), t);
@@ -526,22 +537,18 @@ TGT_AVX512 static int b8_panel(int k, int n, int kg, int pn, const float *B, ptr
 {
     static const float zero[16];
     const int j0 = pn * 16, jn = n - j0 < 0 ? 0 : n - j0 < 16 ? n - j0 : 16;
+    const __mmask16 cols = (__mmask16)((1u << jn) - 1); /* the last columns: 0 beyond n */
     const __m512 vsc = _mm512_set1_ps(sc);
     __m512i sum = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
     __mmask16 bd = 0;
-    float part[16];
     for (int q = 0; q < kg; q++) {
         __m512i w = _mm512_setzero_si512();
         for (int e = 0; e < 4; e++) {
             const int p = q * 4 + e;
-            const float *x = zero;
-            if (p < k && jn == 16) {
-                x = B + (size_t)p * ldb + j0;
-            } else if (p < k && jn > 0) { /* the last columns, 0 beyond n */
-                for (int c = 0; c < 16; c++) part[c] = c < jn ? B[(size_t)p * ldb + j0 + c] : 0;
-                x = part;
-            }
-            b8_row(x, vsc, e, &w, &bd, &hi, &sum);
+            if (p < k && jn > 0)
+                b8_row(B + (size_t)p * ldb + j0, cols, vsc, e, &w, &bd, &hi, &sum);
+            else
+                b8_row(zero, 0, vsc, e, &w, &bd, &hi, &sum);
         }
         _mm512_storeu_si512(bp + ((size_t)pn * kg + q) * 16, w);
     }

@@ -87,6 +87,7 @@ static void count(struct adapt_arith *ar, int g, int on, uint64_t ov)
  * columns per output channel, so that the weight codes made per block cost little beside it. */
 #define FWD_BLOCK        ((size_t)1 << 17)
 #define FWD_COLS_PER_OUT 4
+#define DGRAD_BLOCK      ((size_t)1 << 20)
 
 int adapt_arith_forward(struct adapt_arith *ar, const struct adapt_conv_geom *g, int n, int K,
                         int cout, const float *x, const float *w, const float *b, float *y)
@@ -186,12 +187,17 @@ int adapt_arith_backward(struct adapt_arith *ar, const struct adapt_conv_geom *g
     const size_t P = (size_t)g->ho * g->wo, NP = (size_t)n * P, Kz = (size_t)K, cz = (size_t)cout;
     const size_t in = (size_t)g->cin * g->h * g->w;
     const int T = omp_get_max_threads();
-    /* shared: dyn (Cout, N*P) | xr (N*P, K) | tw (Cout, K) | wt (K, Cout); per thread: col
-     * (K, P) | im2col's scratch */
+    /* the input gradient's GEMM runs on blocks of nb whole samples, about DGRAD_BLOCK floats of
+     * dXcol, so that W^T's codes are made once per block rather than once per sample */
+    size_t nb = dx ? DGRAD_BLOCK / (Kz * P) : 0;
+    nb = nb < 1 ? 1 : nb > (size_t)n ? (size_t)n : nb;
+    /* shared: dyn (Cout, N*P) | xr (N*P, K) | tw (Cout, K) | wt (K, Cout) | dXcol (K, nb P);
+     * per thread: im2col's scratch */
     const size_t ndyn = r16(cz * NP), nxr = r16(NP * Kz), ntw = r16(cz * Kz), nwt = r16(Kz * cz);
-    const size_t per = r16(Kz * P) + r16(adapt_im2col_scratch(g));
-    float *ws = adapt_gemm_scratch(ar->scratch, ndyn + nxr + ntw + nwt + per * (size_t)T);
-    float *dyn = ws, *xr = dyn + ndyn, *tw = xr + nxr, *wt = tw + ntw, *th = wt + nwt;
+    const size_t ncol = dx ? r16(Kz * nb * P) : 0, per = r16(adapt_im2col_scratch(g));
+    float *ws = adapt_gemm_scratch(ar->scratch, ndyn + nxr + ntw + nwt + ncol + per * (size_t)T);
+    float *dyn = ws, *xr = dyn + ndyn, *tw = xr + nxr, *wt = tw + ntw, *col = wt + nwt;
+    float *th = col + ncol;
 #pragma omp parallel for schedule(static) num_threads(T)
     for (int j = 0; j < n; j++) {
         for (size_t o = 0; o < cz; o++)
@@ -208,16 +214,15 @@ int adapt_arith_backward(struct adapt_arith *ar, const struct adapt_conv_geom *g
     if (!dx) return 1;
     adapt_transpose(w, cz, Kz, Kz, wt, cz);
     ov = 0;
-#pragma omp parallel num_threads(T) reduction(+ : ov)
-    {
-        float *col = th + per * (size_t)omp_get_thread_num(), *pad = col + r16(Kz * P);
-#pragma omp for schedule(static)
-        for (int j = 0; j < n; j++) {
-            /* dXcol (K, P) = W^T (K, Cout) dY_n (Cout, P) */
-            gemm(ar, ADAPT_ARITH_DGRAD, ond, K, (int)P, cout, wt, cout, dy + (size_t)j * cz * P,
-                 (ptrdiff_t)P, col, (ptrdiff_t)P, &ov);
-            adapt_col2im_sample(g, col, P, dx + (size_t)j * in, acc, pad);
-        }
+    for (size_t j0 = 0; j0 < (size_t)n; j0 += nb) {
+        const size_t jn = (size_t)n - j0 < nb ? (size_t)n - j0 : nb, ld = jn * P;
+        /* dXcol (K, jn P) = W^T (K, Cout) dY (Cout, jn P), the block's columns of dyn */
+        gemm(ar, ADAPT_ARITH_DGRAD, ond, K, (int)ld, cout, wt, cout, dyn + j0 * P, (ptrdiff_t)NP,
+             col, (ptrdiff_t)ld, &ov);
+#pragma omp parallel for schedule(static) num_threads(T)
+        for (size_t j = 0; j < jn; j++)
+            adapt_col2im_sample(g, col + j * P, ld, dx + (j0 + j) * in, acc,
+                                th + per * (size_t)omp_get_thread_num());
     }
     count(ar, ADAPT_ARITH_DGRAD, ond, ov);
     return 1;
