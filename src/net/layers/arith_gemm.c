@@ -25,12 +25,17 @@ static size_t r16(size_t v)
     return (v + 15) & ~(size_t)15;
 }
 
+/* A convolution's weight gradient as dW^T = X dY^T: the weight-gradient GEMM with its operands
+ * swapped (products commute, the order of the sums is the same) */
+#define WGRAD_T ADAPT_ARITH_N
+
 /* the grids of GEMM g's two operands (A first, as the calls below pass them) */
 static void operands(const struct adapt_arith *ar, int g, int *fla, int *flb)
 {
     switch (g) {
     case ADAPT_ARITH_FWD: *fla = ar->fl_w, *flb = ar->fl_x; break;
     case ADAPT_ARITH_DGRAD: *fla = ar->fl_w, *flb = ar->fl_dy; break;
+    case WGRAD_T: *fla = ar->fl_x, *flb = ar->fl_dy; break;
     default: *fla = ar->fl_dy, *flb = ar->fl_x; break;
     }
 }
@@ -191,25 +196,31 @@ int adapt_arith_backward(struct adapt_arith *ar, const struct adapt_conv_geom *g
      * dXcol, so that W^T's codes are made once per block rather than once per sample */
     size_t nb = dx ? DGRAD_BLOCK / (Kz * P) : 0;
     nb = nb < 1 ? 1 : nb > (size_t)n ? (size_t)n : nb;
-    /* shared: dyn (Cout, N*P) | xr (N*P, K) | tw (Cout, K) | wt (K, Cout) | dXcol (K, nb P);
-     * per thread: im2col's scratch */
-    const size_t ndyn = r16(cz * NP), nxr = r16(NP * Kz), ntw = r16(cz * Kz), nwt = r16(Kz * cz);
+    /* shared: dyn (Cout, N*P) | dyt (N*P, Cout) | xc (K, N*P) | twt (K, Cout) | wt (K, Cout) |
+     * dXcol (K, nb P); per thread: im2col's scratch */
+    const size_t ndyn = r16(cz * NP), nxc = r16(NP * Kz), ntw = r16(cz * Kz), nwt = r16(Kz * cz);
     const size_t ncol = dx ? r16(Kz * nb * P) : 0, per = r16(adapt_im2col_scratch(g));
-    float *ws = adapt_gemm_scratch(ar->scratch, ndyn + nxr + ntw + nwt + ncol + per * (size_t)T);
-    float *dyn = ws, *xr = dyn + ndyn, *tw = xr + nxr, *wt = tw + ntw, *col = wt + nwt;
-    float *th = col + ncol;
+    float *ws =
+        adapt_gemm_scratch(ar->scratch, 2 * ndyn + nxc + ntw + nwt + ncol + per * (size_t)T);
+    float *dyn = ws, *dyt = dyn + ndyn, *xc = dyt + ndyn, *twt = xc + nxc, *wt = twt + ntw;
+    float *col = wt + nwt, *th = col + ncol;
 #pragma omp parallel for schedule(static) num_threads(T)
     for (int j = 0; j < n; j++) {
+        const float *dyj = dy + (size_t)j * cz * P;
         for (size_t o = 0; o < cz; o++)
-            memcpy(dyn + o * NP + (size_t)j * P, dy + ((size_t)j * cz + o) * P, P * sizeof(float));
-        adapt_im2row(g, x + (size_t)j * in, xr + (size_t)j * P * Kz);
+            memcpy(dyn + o * NP + (size_t)j * P, dyj + o * P, P * sizeof(float));
+        adapt_transpose(dyj, cz, P, P, dyt + (size_t)j * P * cz, cz);
+        adapt_im2col_into(g, x + (size_t)j * in, xc + (size_t)j * P, NP,
+                          th + per * (size_t)omp_get_thread_num());
     }
     if (db)
         for (size_t o = 0; o < cz; o++) db[o] += (float)adapt_sum_f32(dyn + o * NP, NP);
-    /* dW (Cout, K) += dY (Cout, N*P) X (N*P, K): one reduction over the batch per element */
+    /* dW^T (K, Cout) = X (K, N*P) dY^T (N*P, Cout): one reduction over the batch per element,
+     * samples n then pixels p, the lowered input in im2col's layout */
     uint64_t ov = 0;
-    gemm(ar, ADAPT_ARITH_WGRAD, onw, cout, K, (int)NP, dyn, (ptrdiff_t)NP, xr, K, tw, K, &ov);
-    for (size_t i = 0; i < cz * Kz; i++) dw[i] += tw[i];
+    gemm(ar, WGRAD_T, onw, K, cout, (int)NP, xc, (ptrdiff_t)NP, dyt, cout, twt, cout, &ov);
+    for (size_t o = 0; o < cz; o++)
+        for (size_t k = 0; k < Kz; k++) dw[o * Kz + k] += twt[k * cz + o];
     count(ar, ADAPT_ARITH_WGRAD, onw, ov);
     if (!dx) return 1;
     adapt_transpose(w, cz, Kz, Kz, wt, cz);
