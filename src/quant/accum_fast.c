@@ -421,6 +421,30 @@ TGT_AVX512 static void pack_b_avx512(int s8, int k, int n, int kg, int P, int pn
     pack_b_body(s8, k, n, kg, P, pn, Bc, bp);
 }
 
+/* ------------------------------------------------------------------ buffers */
+
+/* The codes and packed operands of a GEMM, kept per thread from one call to the next: a
+ * training step asks for the same sizes every step, and fresh pages for a large operand (the
+ * lowered input of a weight gradient is tens of MB) cost page faults comparable to the GEMM.
+ * Each slot grows to the largest size its thread asked for and is kept until the thread ends;
+ * one call uses each slot for one thing at a time. */
+enum { BUF_AC, BUF_BC, BUF_PA, BUF_PB, BUF_N };
+static _Thread_local struct {
+    void *p;
+    size_t n;
+} bufs[BUF_N];
+
+static void *buf_get(int slot, size_t bytes)
+{
+    bytes = ALIGN_UP(bytes, 64) + 64;
+    if (bufs[slot].n < bytes) {
+        free(bufs[slot].p);
+        bufs[slot].p = aligned_alloc(64, bytes);
+        bufs[slot].n = bufs[slot].p ? bytes : 0;
+    }
+    return bufs[slot].p;
+}
+
 /* The layout of the packed operands and their memory (1: no memory). */
 static int packed_init(enum adapt_gemm_isa isa, int s8, int m, int n, int k, struct packed *g)
 {
@@ -435,12 +459,10 @@ static int packed_init(enum adapt_gemm_isa isa, int s8, int m, int n, int k, str
     g->npan = ALIGN_UP((n + g->P - 1) / g->P, 2);
     g->a_stride = (size_t)g->kg * 4;
     g->panel = (size_t)g->kg * g->P * 4;
-    g->a = aligned_alloc(64, ALIGN_UP((size_t)g->m_pad * g->a_stride, 64) + 64);
-    g->b = aligned_alloc(64, ALIGN_UP((size_t)g->npan * g->panel, 64) + 64);
+    g->a = buf_get(BUF_PA, (size_t)g->m_pad * g->a_stride);
+    g->b = buf_get(BUF_PB, (size_t)g->npan * g->panel);
     g->cs = malloc(((size_t)n + 1) * sizeof(int32_t));
     if (!g->a || !g->b || !g->cs) {
-        free(g->a);
-        free(g->b);
         free(g->cs);
         return 1;
     }
@@ -449,9 +471,7 @@ static int packed_init(enum adapt_gemm_isa isa, int s8, int m, int n, int k, str
 
 static void packed_free(struct packed *g)
 {
-    free(g->a);
-    free(g->b);
-    free(g->cs);
+    free(g->cs); /* (a and b are the thread's buffers) */
 }
 
 /* A's codes (m x k, dense) into rows of groups: bytes + 128 (s8) or int16, 0 beyond m and k. */
@@ -703,7 +723,7 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
     const int isint = acc->kind == QUANT_ACC_INT;
     const int afl = isint && acc->fl >= 0 ? acc->fl : pfl;
     const unsigned __int128 i32max = 0x7fffffff;
-    int32_t *Ac = malloc(((size_t)m * k + 1) * sizeof *Ac), *Bc = NULL;
+    int32_t *Ac = buf_get(BUF_AC, ((size_t)m * k + 1) * sizeof *Ac), *Bc = NULL;
     enum adapt_status ret = ADAPT_OK;
     if (!Ac) {
         ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for %d x %d x %d codes", m, n,
@@ -737,7 +757,7 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
         }
         packed_free(&g);
     }
-    Bc = malloc(((size_t)k * n + 1) * sizeof *Bc);
+    Bc = buf_get(BUF_BC, ((size_t)k * n + 1) * sizeof *Bc);
     if (!Bc) {
         ret =
             ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for %d x %d x %d codes", m, n, k);
@@ -862,8 +882,6 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
         free(B64);
     }
 out:
-    free(Ac);
-    free(Bc);
     return ret;
 }
 
