@@ -311,7 +311,17 @@ END_TEST
 
 /* A precision state on net as the policy makes one: every unit in `fmt`, the output gradients
  * rounded to it too (roles.grad_output), and every unit's sums under `acc`. */
+static struct adapt_precision *state_g(struct adapt_net *net, const char *fmt, const char *acc,
+                                       int grads);
+
 static struct adapt_precision *state(struct adapt_net *net, const char *fmt, const char *acc)
+{
+    return state_g(net, fmt, acc, 1);
+}
+
+/* state, the output gradients rounded to fmt when grads, float32 otherwise */
+static struct adapt_precision *state_g(struct adapt_net *net, const char *fmt, const char *acc,
+                                       int grads)
 {
     struct adapt_precision *p;
     ck_assert_int_eq(adapt_precision_alloc(&p, net, 1, ADAPT_QOUT_ALL, QUANT_ROUND_NEAREST, 7),
@@ -323,7 +333,7 @@ static struct adapt_precision *state(struct adapt_net *net, const char *fmt, con
     adapt_config_init(&cfg);
     char a[96];
     ck_assert_int_eq(adapt_config_set(&cfg, "policy.name=fixed"), ADAPT_OK);
-    snprintf(a, sizeof a, "roles.grad_output=%s", fmt);
+    snprintf(a, sizeof a, "roles.grad_output=%s", grads ? fmt : "float32");
     ck_assert_int_eq(adapt_config_set(&cfg, a), ADAPT_OK);
     ck_assert_int_eq(adapt_config_check(&cfg), ADAPT_OK);
     struct adapt_role_fmt roles[ADAPT_ROLE_N];
@@ -524,6 +534,53 @@ START_TEST(test_conv_dgrad_blocks)
 }
 END_TEST
 
+/* A convolution on a plane no larger than its kernel runs as a dense layer whose expanded
+ * weights the layer's own forward builds (src/net/layers/conv2d.c); with the forward under
+ * exact and float32 error gradients, the backward is the layer's own and needs them too. Its
+ * <8,4> forward sums (64 products, multiples of 2^-8 below 2^13 in all) are exact in float32,
+ * so the whole step equals the float32 one bit for bit: the gradients sent back and the weight
+ * gradient. */
+START_TEST(test_dense_conv_float_backward)
+{
+    const int n = 3, in[3] = {16, 2, 2}, cout = 4;
+    struct pass r[2];
+    static const char *const acc[] = {"float32", "exact"};
+    for (int c = 0; c < 2; c++) {
+        struct adapt_net *net = adapt_net_alloc("dense", in, cout * 4);
+        ck_assert_int_eq(adapt_net_add(net, adapt_relu_create("r", in), 0, -1), 1);
+        ck_assert_int_eq(adapt_net_add(net, adapt_conv2d_create("c", in, cout, 3, 1, 1, 1), 1, -1),
+                         2);
+        ck_assert_int_eq(adapt_net_finalize(net, n), ADAPT_OK);
+        grid_fill(net->param[0]->value.data, (size_t)cout * 144, 31, 32);
+        memset(net->param[1]->value.data, 0, sizeof(float) * cout);
+        struct adapt_precision *p = state_g(net, "fixed(8,4)", acc[c], 0);
+        float x[3 * 64], dy[3 * 16];
+        grid_fill(x, 3 * 64, 32, 64);
+        tu_fill_uniform(dy, 3 * 16, 33, -1.0f, 1.0f);
+        const float *y = adapt_net_forward(net, x, n, 1);
+        r[c].ny = (size_t)n * 16;
+        r[c].y = malloc(sizeof(float) * r[c].ny);
+        memcpy(r[c].y, y, sizeof(float) * r[c].ny);
+        adapt_net_zero_grad(net);
+        adapt_net_backward(net, dy, n);
+        r[c].ndx = (size_t)n * 64;
+        r[c].dx1 = malloc(sizeof(float) * r[c].ndx);
+        memcpy(r[c].dx1, net->dact[1], sizeof(float) * r[c].ndx);
+        r[c].ndw = (size_t)cout * 144;
+        r[c].dw = malloc(sizeof(float) * r[c].ndw);
+        memcpy(r[c].dw, net->param[0]->grad.data, sizeof(float) * r[c].ndw);
+        if (c) ck_assert_uint_eq(p->arith[0].gemms[ADAPT_ARITH_FWD], 1);
+        adapt_precision_free(p);
+        adapt_net_free(net);
+    }
+    ck_assert_uint_eq(mismatches(r[0].y, r[1].y, r[0].ny), 0);
+    ck_assert_uint_eq(mismatches(r[0].dx1, r[1].dx1, r[0].ndx), 0);
+    ck_assert_uint_eq(mismatches(r[0].dw, r[1].dw, r[0].ndw), 0);
+    pass_free(&r[0]);
+    pass_free(&r[1]);
+}
+END_TEST
+
 /* A 48-bit register at the products' binary point never overflows here (|sum| < 2^40 at
  * 2^-16), so it gives the exact sums: the whole step bit for bit. */
 START_TEST(test_lenet_wide_register_is_exact)
@@ -588,6 +645,7 @@ int main(void)
     tcase_add_test(tc, test_linear_hand);
     tcase_add_test(tc, test_lenet_wide_register_is_exact);
     tcase_add_test(tc, test_conv_dgrad_blocks);
+    tcase_add_test(tc, test_dense_conv_float_backward);
     tcase_add_test(tc, test_lenet_exact_vs_float32);
     tcase_add_test(tc, test_lenet_narrow_differs);
     suite_add_tcase(s, tc);

@@ -321,19 +321,18 @@ static void transpose(const float *in, int rows, int cols, size_t ldi, float *ou
         }
 }
 
-static void dense_forward(struct adapt_conv *c, const struct adapt_exec *ex, const float *x,
-                          float *y)
+/* W' into l->saved (each row a gather from the zero-extended kernels of its channel o) and the
+ * bias of each row (o, p) into the forward's workspace, from the weights in use */
+static void dense_expand(struct adapt_conv *c, const struct adapt_exec *ex)
 {
     struct adapt_layer *l = &c->base;
     const float *w = adapt_param_in_use(&l->param[0]);
     const float *b = c->bias ? adapt_param_in_use(&l->param[1]) : NULL;
-    const int n = ex->n, np = (int)r16((size_t)n), OP = c->cout * c->P, CQ = c->CQ;
+    const int np = (int)r16((size_t)ex->n), OP = c->cout * c->P, CQ = c->CQ;
     const int KK = c->g.k * c->g.k, cin = c->g.cin, P = c->P;
-    float *wd = l->saved, *xT = ex->ws, *yT = xT + r16((size_t)CQ * np);
-    float *bexp = yT + r16((size_t)OP * np), *wz = bexp + r16((size_t)OP);
+    float *wd = l->saved, *bexp = ex->ws + r16((size_t)CQ * np) + r16((size_t)OP * np);
+    float *wz = bexp + r16((size_t)OP);
     ADAPT_ASSERT(wd != NULL && ex->ws != NULL);
-    /* W' (each row a gather from the zero-extended kernels of its channel o)
-     * and the bias of each row (o, p) */
 #pragma omp parallel for num_threads(c->threads) schedule(static)
     for (int o = 0; o < c->cout; o++) {
         float *wzo = wz + (size_t)o * cin * (KK + 1);
@@ -346,6 +345,16 @@ static void dense_forward(struct adapt_conv *c, const struct adapt_exec *ex, con
             bexp[o * P + p] = b ? b[o] : 0.0f;
         }
     }
+}
+
+static void dense_forward(struct adapt_conv *c, const struct adapt_exec *ex, const float *x,
+                          float *y)
+{
+    struct adapt_layer *l = &c->base;
+    const int n = ex->n, np = (int)r16((size_t)n), OP = c->cout * c->P, CQ = c->CQ;
+    float *wd = l->saved, *xT = ex->ws, *yT = xT + r16((size_t)CQ * np);
+    float *bexp = yT + r16((size_t)OP * np);
+    dense_expand(c, ex);
     /* x^T (CQ, np), padding columns 0 */
     for (int q = 0; q < CQ; q++)
         for (int j = n; j < np; j++) xT[(size_t)q * np + j] = 0.0f;
@@ -461,7 +470,11 @@ static void conv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
                           l->param[0].grad.data, c->bias ? l->param[1].grad.data : NULL, dx[0],
                           acc & 1u);
         break;
-    case CONV_DENSE: dense_backward(c, ex, x[0], dy, dx[0], acc & 1u); break;
+    case CONV_DENSE:
+        /* a forward under an accumulator model (src/net/layers/arith_gemm.c) builds no W' */
+        if (l->arith) dense_expand(c, ex);
+        dense_backward(c, ex, x[0], dy, dx[0], acc & 1u);
+        break;
     case CONV_LOWERED: lowered_backward(c, ex, x[0], dy, dx[0], acc & 1u); break;
     }
 }
