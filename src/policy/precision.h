@@ -246,9 +246,10 @@ enum adapt_status adapt_precision_act_from(struct adapt_precision *p, int u, int
 /* From now on node `node` (not a unit's own node) rounds its input activation in place (the
  * array its producer wrote, so the producer's backward reads the rounded values too) and its
  * output, both in unit `from`'s current format (its weight format at each forward);
- * stochastically in training (with the precision's rounding), to nearest in evaluation. This replaces the node's output rounding of ADAPT_QOUT_ALL. The published
- * AdaPT models' pooling and batch-norm modules (reference.pool_rounding, bn_rounding;
- * doc/algorithms.md). CPU engine only. */
+ * stochastically in training (with the precision's rounding), to nearest in evaluation. This
+ * replaces the node's output rounding of ADAPT_QOUT_ALL. The published AdaPT models' pooling
+ * and batch-norm modules (reference.pool_rounding, bn_rounding; doc/algorithms.md). CPU
+ * engine only. */
 enum adapt_status adapt_precision_node_from(struct adapt_precision *p, int node, int from);
 
 /* Fraction of unit u's rounded outputs (and, with ADAPT_QOUT_ALL, of the

@@ -322,8 +322,9 @@ static void transpose(const float *in, int rows, int cols, size_t ldi, float *ou
 }
 
 /* W' into l->saved (each row a gather from the zero-extended kernels of its channel o) and the
- * bias of each row (o, p) into the forward's workspace, from the weights in use */
-static void dense_expand(struct adapt_conv *c, const struct adapt_exec *ex)
+ * bias of each row (o, p) into the forward's workspace, from the weights in use; returns that
+ * bias (OP floats, after the forward's x^T (CQ, np) and y^T (OP, np)) */
+static float *dense_expand(struct adapt_conv *c, const struct adapt_exec *ex)
 {
     struct adapt_layer *l = &c->base;
     const float *w = adapt_param_in_use(&l->param[0]);
@@ -345,6 +346,7 @@ static void dense_expand(struct adapt_conv *c, const struct adapt_exec *ex)
             bexp[o * P + p] = b ? b[o] : 0.0f;
         }
     }
+    return bexp;
 }
 
 static void dense_forward(struct adapt_conv *c, const struct adapt_exec *ex, const float *x,
@@ -352,9 +354,8 @@ static void dense_forward(struct adapt_conv *c, const struct adapt_exec *ex, con
 {
     struct adapt_layer *l = &c->base;
     const int n = ex->n, np = (int)r16((size_t)n), OP = c->cout * c->P, CQ = c->CQ;
-    float *wd = l->saved, *xT = ex->ws, *yT = xT + r16((size_t)CQ * np);
-    float *bexp = yT + r16((size_t)OP * np);
-    dense_expand(c, ex);
+    const float *bexp = dense_expand(c, ex), *wd = l->saved;
+    float *xT = ex->ws, *yT = xT + r16((size_t)CQ * np);
     /* x^T (CQ, np), padding columns 0 */
     for (int q = 0; q < CQ; q++)
         for (int j = n; j < np; j++) xT[(size_t)q * np + j] = 0.0f;
