@@ -307,6 +307,74 @@ START_TEST(test_seq_products_32_and_64)
 }
 END_TEST
 
+/* The sequential path in int16 lanes (AVX-512: 8-bit codes in registers of 12 and 13 bits, and
+ * of 16, VPADDSW's saturation), int32 lanes (registers of at most 31 bits whose sums and
+ * products stay below 2^31) and int64 lanes, on every instruction set this CPU runs: 8-bit
+ * codes in 12-, 13-, 14-, 16- and 31-bit registers, the products shifted up to a binary point
+ * below them (int(14, saturate, 12) over products of FL 10) and floored to one above them
+ * (int(16, wrap, 7), int(13, saturate, 9)), codes of 17 and 6 bits (32-bit multiplies) in 24-bit ones,
+ * codes of 17 and 12 bits in a 31-bit one (products up to 2^27), and codes of 17 and 15 bits
+ * in 32-bit registers (int64 lanes); rows over two panels' chunks and a partial one, columns
+ * over two full kernels and a partial one. The reference's values bit for bit and its overflow
+ * counts, nonzero. */
+START_TEST(test_seq_lanes)
+{
+    enum { M = 70, N = 130, K = 57 };
+    static float a[M * K], b[K * N], c[M * N], r[M * N];
+    static const struct {
+        const char *kind;
+        int la, lb; /* codes in [-la, la) and [-lb, lb) */
+    } cs[] = {{"int(12, wrap)", 128, 128},
+              {"int(12, saturate)", 128, 128},
+              {"int(14, saturate, 12)", 128, 128},
+              {"int(16, wrap, 7)", 128, 128},
+              {"int(16, wrap)", 128, 128},
+              {"int(16, saturate)", 128, 128},
+              {"int(13, saturate, 9)", 128, 128},
+              {"int(31, saturate)", 1 << 16, 1 << 11},
+              {"int(24, wrap)", 1 << 16, 32},
+              {"int(24, saturate)", 1 << 16, 32},
+              {"int(32, saturate)", 1 << 16, 1 << 14},
+              {"int(32, wrap)", 1 << 16, 1 << 14}};
+    const enum adapt_gemm_isa isas[] = {ADAPT_GEMM_ISA_SCALAR, ADAPT_GEMM_ISA_AVX2,
+                                        ADAPT_GEMM_ISA_AVX512VNNI};
+    for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+        uint64_t seed = 5 + t;
+        for (int i = 0; i < M * K; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            a[i] = (float)((int)((seed >> 33) % (uint64_t)(2 * cs[t].la)) - cs[t].la) / 16.0f;
+        }
+        for (int i = 0; i < K * N; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            b[i] = (float)((int)((seed >> 33) % (uint64_t)(2 * cs[t].lb)) - cs[t].lb) / 64.0f;
+        }
+        /* runs of the largest codes, so that every register overflows somewhere */
+        for (int i = 0; i < M * K; i += 3) a[i] = (float)(cs[t].la - 1) / 16.0f;
+        for (int i = 0; i < K * N; i += 2) b[i] = (float)(cs[t].lb - 1) / 64.0f;
+        struct quant_acc acc;
+        ck_assert_int_eq(quant_acc_parse(cs[t].kind, &acc), ADAPT_OK);
+        struct quant_acc_stats s1 = {0};
+        ck_assert_int_eq(quant_acc_gemm_ref(&acc, M, N, K, a, 4, b, 6, r, &s1), ADAPT_OK);
+        ck_assert_msg(s1.overflows > 0, "%s: no overflow", cs[t].kind);
+        for (int is = 0; is < 3; is++) {
+            if (!adapt_gemm_isa_available(isas[is])) continue;
+            struct quant_acc_opts o = {isas[is], QUANT_ACC_PATH_INT8};
+            struct quant_acc_stats s2 = {0};
+            enum quant_acc_path used;
+            ck_assert_int_eq(
+                quant_acc_gemm_opts(&o, &acc, M, N, K, a, K, 4, b, N, 6, c, N, &s2, &used),
+                ADAPT_OK);
+            ck_assert_int_eq((int)used, QUANT_ACC_PATH_SEQ);
+            ck_assert_msg(!memcmp(c, r, sizeof c), "%s, %s: values differ", cs[t].kind,
+                          adapt_gemm_isa_name(isas[is]));
+            ck_assert_msg(s1.overflows == s2.overflows, "%s, %s: %llu overflows, reference %llu",
+                          cs[t].kind, adapt_gemm_isa_name(isas[is]),
+                          (unsigned long long)s2.overflows, (unsigned long long)s1.overflows);
+        }
+    }
+}
+END_TEST
+
 /* ---- a hand-derived step ---- */
 
 /* A precision state on net as the policy makes one: every unit in `fmt`, the output gradients
@@ -642,6 +710,7 @@ int main(void)
     tcase_add_test(tc, test_paths_equal_reference);
     tcase_add_test(tc, test_int8_from_floats_falls_back);
     tcase_add_test(tc, test_seq_products_32_and_64);
+    tcase_add_test(tc, test_seq_lanes);
     tcase_add_test(tc, test_linear_hand);
     tcase_add_test(tc, test_lenet_wide_register_is_exact);
     tcase_add_test(tc, test_conv_dgrad_blocks);

@@ -14,8 +14,13 @@
  * scaling by 2^-FL is exact (a nonzero |S| 2^-FL >= 2^-124 is normal), as float_of of the
  * reference (round-to-odd to double, then one rounding).
  * int registers that may overflow (the count is asked for, or saturation), or that drop product
- * bits (F < FLa + FLb, a floor per product): every addition in order p, int64 lanes over output
+ * bits (F < FLa + FLb, a floor per product): every addition in order p, lanes over output
  * columns, wrap by shifts or clamp, an overflow wherever the wrapped or clamped sum differs.
+ * The lanes are as narrow as the register and its sums allow: int16 (AVX-512, registers up to
+ * 16 bits over 8-bit codes), int32 (registers up to 31 bits), else int64. Each work item is a
+ * panel of B's columns copied contiguous and every row of A (a block of them) run against it;
+ * a row whose sum of |a| max|b| over the panel stays inside the register cannot overflow in
+ * any order, and takes its exact sums without the checks.
  * Anything beyond 64-bit arithmetic (codes of 32 bits and more, registers over 62 bits with
  * possible overflow) takes a scalar path with 128-bit sums, the reference's own arithmetic.
  * float32: the sums in order, vectorised over output columns (this library has no FMA
@@ -235,10 +240,14 @@ static void i32_row_scalar(int k, int n, const int32_t *a, const int32_t *b, siz
 struct seq {
     int lsh, rsh, wsh, sat; /* product << lsh >> rsh; wrap: << wsh >> wsh; or clamp */
     int p32;                /* every |product| below 2^31 */
+    int l32;                /* every |sum| + |product| below 2^31: int32 lanes */
+    int m16;                /* every code of A and B fits int16 */
+    int l16;                /* int16 lanes (seq16_avx512) */
     int64_t lo, hi;
 };
 
-#define SEQ_JB 64
+#define SEQ_JB 64  /* columns of one sequential kernel call (four AVX-512 vectors of int32) */
+#define SEQ_MB 128 /* rows that share one packed panel of B */
 
 /* One row of A against columns [0, jn) of B (jn <= SEQ_JB): every addition in order. */
 INLINE void seq_loop(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
@@ -264,11 +273,53 @@ INLINE void seq_loop(const struct seq *q, int k, int jn, const int32_t *a, const
         }
     }
 }
-INLINE void seq_body(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
-                     size_t ldb, int64_t *s, int64_t *ov)
+/* The register's rule in int32 lanes: SEQ_WRAP, SEQ_SAT, or SEQ_NONE for a row whose partial
+ * sums are known to stay inside the register (no overflow to look for). */
+enum { SEQ_WRAP, SEQ_SAT, SEQ_NONE };
+
+/* seq_loop in int32 lanes (q->l32: a register of at most 31 bits, every shifted product and
+ * every sum of one with a register value below 2^31 in magnitude; or SEQ_NONE, whose sums
+ * stay below 2^31), twice the lanes of int64 per instruction; the same additions, so the same
+ * values and counts. */
+INLINE void seq32_loop(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
+                       size_t ldb, int64_t *s, int64_t *ov, int rule)
+{
+    const int lsh = q->lsh, rsh = q->rsh, wsh = q->wsh - 32;
+    const int32_t lo = (int32_t)q->lo, hi = (int32_t)q->hi;
+    int32_t s32[SEQ_JB], o32[SEQ_JB];
+    for (int j = 0; j < SEQ_JB; j++) s32[j] = o32[j] = 0;
+    for (int p = 0; p < k; p++) {
+        const int32_t av = a[p];
+        const int32_t *bp = b + (size_t)p * ldb;
+#pragma omp simd
+        for (int j = 0; j < jn; j++) {
+            const int32_t prod = (int32_t)((uint32_t)(av * bp[j]) << lsh) >> rsh;
+            const int32_t t = s32[j] + prod;
+            const int32_t wr = (int32_t)((uint32_t)t << wsh) >> wsh;
+            const int32_t cl = t > hi ? hi : t < lo ? lo : t;
+            const int32_t w = rule == SEQ_SAT ? cl : rule == SEQ_WRAP ? wr : t;
+            o32[j] += w != t;
+            s32[j] = w;
+        }
+    }
+    for (int j = 0; j < jn; j++) {
+        s[j] = s32[j];
+        ov[j] = o32[j];
+    }
+}
+/* One row against columns [0, jn): in int32 lanes when the row is safe (its partial sums stay
+ * inside the register) or the register's lanes fit, else in int64 lanes. */
+INLINE void seq_body(const struct seq *q, int safe, int k, int jn, const int32_t *a,
+                     const int32_t *b, size_t ldb, int64_t *s, int64_t *ov)
 {
     /* each case its own loop, the choices out of it */
-    if (q->p32 && q->sat)
+    if (safe)
+        seq32_loop(q, k, jn, a, b, ldb, s, ov, SEQ_NONE);
+    else if (q->l32 && q->sat)
+        seq32_loop(q, k, jn, a, b, ldb, s, ov, SEQ_SAT);
+    else if (q->l32)
+        seq32_loop(q, k, jn, a, b, ldb, s, ov, SEQ_WRAP);
+    else if (q->p32 && q->sat)
         seq_loop(q, k, jn, a, b, ldb, s, ov, 1, 1);
     else if (q->p32)
         seq_loop(q, k, jn, a, b, ldb, s, ov, 1, 0);
@@ -277,20 +328,162 @@ INLINE void seq_body(const struct seq *q, int k, int jn, const int32_t *a, const
     else
         seq_loop(q, k, jn, a, b, ldb, s, ov, 0, 0);
 }
-static void seq_scalar(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
-                       size_t ldb, int64_t *s, int64_t *ov)
+static void seq_scalar(const struct seq *q, int safe, int k, int jn, const int32_t *a,
+                       const int32_t *b, size_t ldb, int64_t *s, int64_t *ov)
 {
-    seq_body(q, k, jn, a, b, ldb, s, ov);
+    seq_body(q, safe, k, jn, a, b, ldb, s, ov);
 }
-TGT_AVX2 static void seq_avx2(const struct seq *q, int k, int jn, const int32_t *a,
+TGT_AVX2 static void seq_avx2(const struct seq *q, int safe, int k, int jn, const int32_t *a,
                               const int32_t *b, size_t ldb, int64_t *s, int64_t *ov)
 {
-    seq_body(q, k, jn, a, b, ldb, s, ov);
+    seq_body(q, safe, k, jn, a, b, ldb, s, ov);
 }
-TGT_AVX512 static void seq_avx512(const struct seq *q, int k, int jn, const int32_t *a,
+/* seq32_loop by hand in AVX-512: the 64 columns' sums and counts held in registers, the
+ * shifts only where the binary points differ, and with codes of 16 bits each product one
+ * VPMADDWD (B's sign-extended lanes times A's code in the low half, zero in the high). */
+TGT_AVX512 INLINE __m512i seq32_step(__m512i s, __m512i x, __m512i lo, __m512i hi, __m128i wsh,
+                                     int rule, __m512i *o)
+{
+    const __m512i t = _mm512_add_epi32(s, x);
+    if (rule == SEQ_NONE) return t;
+    const __m512i w = rule == SEQ_SAT ? _mm512_min_epi32(_mm512_max_epi32(t, lo), hi)
+                                      : _mm512_sra_epi32(_mm512_sll_epi32(t, wsh), wsh);
+    *o = _mm512_mask_sub_epi32(*o, _mm512_cmpneq_epi32_mask(w, t), *o, _mm512_set1_epi32(-1));
+    return w;
+}
+TGT_AVX512 INLINE void seq32_kernel(const struct seq *q, int k, int jn, const int32_t *a,
+                                    const int32_t *b, size_t ldb, int64_t *s, int64_t *ov, int rule,
+                                    int shift, int madd)
+{
+    const __m512i lo = _mm512_set1_epi32((int32_t)q->lo), hi = _mm512_set1_epi32((int32_t)q->hi);
+    const __m128i lsh = _mm_cvtsi32_si128(q->lsh), rsh = _mm_cvtsi32_si128(q->rsh);
+    const __m128i wsh = _mm_cvtsi32_si128(q->wsh - 32);
+    __mmask16 mk[4];
+    for (int v = 0; v < 4; v++) {
+        const int r = jn - 16 * v;
+        mk[v] = r >= 16 ? (__mmask16)0xffff : r > 0 ? (__mmask16)((1u << r) - 1) : 0;
+    }
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    __m512i o0 = s0, o1 = s0, o2 = s0, o3 = s0;
+    for (int p = 0; p < k; p++) {
+        const int32_t *bp = b + (size_t)p * ldb;
+        const __m512i av = _mm512_set1_epi32(madd ? (int32_t)(uint16_t)a[p] : a[p]);
+        __m512i x[4];
+        for (int v = 0; v < 4; v++) {
+            const __m512i bv = _mm512_maskz_loadu_epi32(mk[v], bp + 16 * v);
+            x[v] = madd ? _mm512_madd_epi16(bv, av) : _mm512_mullo_epi32(bv, av);
+            if (shift) x[v] = _mm512_sra_epi32(_mm512_sll_epi32(x[v], lsh), rsh);
+        }
+        s0 = seq32_step(s0, x[0], lo, hi, wsh, rule, &o0);
+        s1 = seq32_step(s1, x[1], lo, hi, wsh, rule, &o1);
+        s2 = seq32_step(s2, x[2], lo, hi, wsh, rule, &o2);
+        s3 = seq32_step(s3, x[3], lo, hi, wsh, rule, &o3);
+    }
+    int32_t st[SEQ_JB], ot[SEQ_JB];
+    _mm512_storeu_si512(st, s0);
+    _mm512_storeu_si512(st + 16, s1);
+    _mm512_storeu_si512(st + 32, s2);
+    _mm512_storeu_si512(st + 48, s3);
+    _mm512_storeu_si512(ot, o0);
+    _mm512_storeu_si512(ot + 16, o1);
+    _mm512_storeu_si512(ot + 32, o2);
+    _mm512_storeu_si512(ot + 48, o3);
+    for (int j = 0; j < jn; j++) {
+        s[j] = st[j];
+        ov[j] = ot[j];
+    }
+}
+/* The sequential sums in int16 lanes, 32 a vector (q->l16: every code and shifted product
+ * below 2^15 in magnitude, and a register of at most 15 bits whose sum with a product stays
+ * below 2^15, or one of 16 bits, whose saturated sum is VPADDSW's and wrapped sum VPADDW's),
+ * over a panel of B packed as int16 (SEQ_JB columns a row). Every product is exact in 16 bits,
+ * so these are the additions of seq_loop, and its values; the row's overflow count lands in
+ * ov[0] (the caller sums the counts). */
+TGT_AVX512 INLINE __m512i seq16_step(__m512i s, __m512i x, __m512i lo, __m512i hi, __m128i wsh,
+                                     int rule, int r16, uint64_t *o)
+{
+    const __m512i t = _mm512_add_epi16(s, x);
+    __m512i w;
+    if (r16) { /* the 16-bit register: t is the wrapped sum, VPADDSW the saturated one */
+        const __m512i u = _mm512_adds_epi16(s, x);
+        *o += (uint64_t)__builtin_popcount(_mm512_cmpneq_epi16_mask(u, t));
+        return rule == SEQ_SAT ? u : t;
+    }
+    w = rule == SEQ_SAT ? _mm512_min_epi16(_mm512_max_epi16(t, lo), hi)
+                        : _mm512_sra_epi16(_mm512_sll_epi16(t, wsh), wsh);
+    *o += (uint64_t)__builtin_popcount(_mm512_cmpneq_epi16_mask(w, t));
+    return w;
+}
+TGT_AVX512 INLINE void seq16_kernel(const struct seq *q, int k, int jn, const int32_t *a,
+                                    const int16_t *b, int64_t *s, int64_t *ov, int rule, int r16,
+                                    int shift)
+{
+    const __m512i lo = _mm512_set1_epi16((int16_t)q->lo), hi = _mm512_set1_epi16((int16_t)q->hi);
+    const __m128i lsh = _mm_cvtsi32_si128(q->lsh), rsh = _mm_cvtsi32_si128(q->rsh);
+    const __m128i wsh = _mm_cvtsi32_si128(q->wsh - 48);
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0;
+    uint64_t o = 0;
+    for (int p = 0; p < k; p++) {
+        const int16_t *bp = b + (size_t)p * SEQ_JB;
+        const __m512i av = _mm512_set1_epi16((int16_t)a[p]);
+        __m512i x0 = _mm512_mullo_epi16(_mm512_loadu_si512(bp), av);
+        __m512i x1 = _mm512_mullo_epi16(_mm512_loadu_si512(bp + 32), av);
+        if (shift) {
+            x0 = _mm512_sra_epi16(_mm512_sll_epi16(x0, lsh), rsh);
+            x1 = _mm512_sra_epi16(_mm512_sll_epi16(x1, lsh), rsh);
+        }
+        s0 = seq16_step(s0, x0, lo, hi, wsh, rule, r16, &o);
+        s1 = seq16_step(s1, x1, lo, hi, wsh, rule, r16, &o);
+    }
+    int16_t st[SEQ_JB];
+    _mm512_storeu_si512(st, s0);
+    _mm512_storeu_si512(st + 32, s1);
+    for (int j = 0; j < jn; j++) {
+        s[j] = st[j];
+        ov[j] = 0;
+    }
+    ov[0] = (int64_t)o;
+}
+TGT_AVX512 static void seq16_avx512(const struct seq *q, int k, int jn, const int32_t *a,
+                                    const int16_t *b, int64_t *s, int64_t *ov)
+{
+    const int shift = q->lsh || q->rsh, r16 = q->wsh == 48;
+    const int rule = q->sat ? SEQ_SAT : SEQ_WRAP;
+    /* each case its own loop */
+    if (rule == SEQ_SAT)
+        r16 ? (shift ? seq16_kernel(q, k, jn, a, b, s, ov, SEQ_SAT, 1, 1)
+                     : seq16_kernel(q, k, jn, a, b, s, ov, SEQ_SAT, 1, 0))
+            : (shift ? seq16_kernel(q, k, jn, a, b, s, ov, SEQ_SAT, 0, 1)
+                     : seq16_kernel(q, k, jn, a, b, s, ov, SEQ_SAT, 0, 0));
+    else
+        r16 ? (shift ? seq16_kernel(q, k, jn, a, b, s, ov, SEQ_WRAP, 1, 1)
+                     : seq16_kernel(q, k, jn, a, b, s, ov, SEQ_WRAP, 1, 0))
+            : (shift ? seq16_kernel(q, k, jn, a, b, s, ov, SEQ_WRAP, 0, 1)
+                     : seq16_kernel(q, k, jn, a, b, s, ov, SEQ_WRAP, 0, 0));
+}
+/* seq32_kernel for a rule, the shifts and the multiply chosen out of the loop */
+TGT_AVX512 INLINE void seq32_rule(const struct seq *q, int k, int jn, const int32_t *a,
+                                  const int32_t *b, size_t ldb, int64_t *s, int64_t *ov, int rule)
+{
+    const int shift = q->lsh || q->rsh;
+    if (q->m16)
+        shift ? seq32_kernel(q, k, jn, a, b, ldb, s, ov, rule, 1, 1)
+              : seq32_kernel(q, k, jn, a, b, ldb, s, ov, rule, 0, 1);
+    else
+        shift ? seq32_kernel(q, k, jn, a, b, ldb, s, ov, rule, 1, 0)
+              : seq32_kernel(q, k, jn, a, b, ldb, s, ov, rule, 0, 0);
+}
+TGT_AVX512 static void seq_avx512(const struct seq *q, int safe, int k, int jn, const int32_t *a,
                                   const int32_t *b, size_t ldb, int64_t *s, int64_t *ov)
 {
-    seq_body(q, k, jn, a, b, ldb, s, ov);
+    if (safe)
+        seq32_rule(q, k, jn, a, b, ldb, s, ov, SEQ_NONE);
+    else if (q->l32 && q->sat)
+        seq32_rule(q, k, jn, a, b, ldb, s, ov, SEQ_SAT);
+    else if (q->l32)
+        seq32_rule(q, k, jn, a, b, ldb, s, ov, SEQ_WRAP);
+    else
+        seq_body(q, 0, k, jn, a, b, ldb, s, ov);
 }
 
 /* ------------------------------------------------------------------ float32 rows */
@@ -428,7 +621,7 @@ TGT_AVX512 static void pack_b_avx512(int s8, int k, int n, int kg, int P, int pn
  * lowered input of a weight gradient is tens of MB) cost page faults comparable to the GEMM.
  * Each slot grows to the largest size its thread asked for and is kept until the thread ends;
  * one call uses each slot for one thing at a time. */
-enum { BUF_AC, BUF_BC, BUF_PA, BUF_PB, BUF_N };
+enum { BUF_AC, BUF_BC, BUF_PA, BUF_PB, BUF_SEQ, BUF_N };
 static _Thread_local struct {
     void *p;
     size_t n;
@@ -836,6 +1029,13 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
         P <= ((unsigned __int128)1 << (62 - pbits))) {
         struct seq q;
         q.p32 = P <= 0x7fffffff;
+        const unsigned __int128 psh = sh >= 0 ? P << sh : P; /* |a shifted product| */
+        q.l32 = q.p32 && acc->bits <= 31 &&
+                psh + ((unsigned __int128)1 << (acc->bits - 1)) <= 0x7fffffff;
+        q.m16 = ca.lo >= -32768 && ca.hi <= 32767 && cb.lo >= -32768 && cb.hi <= 32767;
+        q.l16 = isa == ADAPT_GEMM_ISA_AVX512VNNI && q.m16 && P <= 0x7fff && psh <= 0x7fff &&
+                (acc->bits == 16 ||
+                 (acc->bits < 16 && psh + ((unsigned __int128)1 << (acc->bits - 1)) <= 0x7fff));
         q.lsh = sh >= 0 ? sh : 0;
         q.rsh = sh >= 0 ? 0 : (-sh > 63 ? 63 : -sh);
         q.wsh = 64 - acc->bits;
@@ -843,23 +1043,80 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
         q.hi = ((int64_t)1 << (acc->bits - 1)) - 1;
         q.lo = -q.hi - 1;
         if (used) *used = QUANT_ACC_PATH_SEQ;
-        const int nb = (n + SEQ_JB - 1) / SEQ_JB;
+        /* items of SEQ_MB rows x SEQ_JB columns, each with its panel of B copied contiguous
+         * (k x SEQ_JB) so that every row of the item reads it from cache */
+        const int nb = (n + SEQ_JB - 1) / SEQ_JB, mc = (m + SEQ_MB - 1) / SEQ_MB;
+        /* the bound below which a row's partial sums (before the shift up to the register's
+         * binary point) stay inside the register and below 2^31; 0: no such rows (products
+         * floored to the binary point, or of more than 31 bits) */
+        uint64_t safe_lim = 0;
+        if (q.rsh == 0 && q.p32 && !q.l16) {
+            const uint64_t h = (uint64_t)q.hi < 0x7fffffffu ? (uint64_t)q.hi : 0x7fffffffu;
+            safe_lim = h >> q.lsh;
+        }
         uint64_t ovs = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(+ : ovs) if (par)
-        for (int it = 0; it < m * nb; it++) {
-            const int i = it / nb, j0 = (it % nb) * SEQ_JB;
+        int nomem = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : ovs, nomem) if (par)
+        for (int it = 0; it < mc * nb; it++) {
+            const int i0 = (it % mc) * SEQ_MB, j0 = (it / mc) * SEQ_JB;
             const int jn = n - j0 < SEQ_JB ? n - j0 : SEQ_JB;
-            int64_t s[SEQ_JB], ov[SEQ_JB];
-            const int32_t *a = Ac + (size_t)i * k, *b = Bc + j0;
-            if (isa == ADAPT_GEMM_ISA_AVX512VNNI) seq_avx512(&q, k, jn, a, b, n, s, ov);
-            else if (isa == ADAPT_GEMM_ISA_AVX2) seq_avx2(&q, k, jn, a, b, n, s, ov);
-            else seq_scalar(&q, k, jn, a, b, n, s, ov);
-            for (int j = 0; j < jn; j++) {
-                ovs += (uint64_t)ov[j];
-                C[(size_t)i * ldc + j0 + j] = (float)s[j] * f.scale;
+            const int i1 = m - i0 < SEQ_MB ? m : i0 + SEQ_MB;
+            int32_t *pb = buf_get(BUF_SEQ, ((size_t)k * (SEQ_JB + 1) + 1) * sizeof *pb);
+            if (!pb) {
+                nomem++;
+                continue;
+            }
+            uint32_t *mb = (uint32_t *)pb + (size_t)k * SEQ_JB; /* max |B[p][j]| over the panel */
+            int16_t *pb16 = (int16_t *)pb;
+            for (int p = 0; p < k; p++) {
+                const int32_t *bp = Bc + (size_t)p * n + j0;
+                if (q.l16) { /* int16, the columns past jn zero */
+                    int16_t *d = pb16 + (size_t)p * SEQ_JB;
+                    for (int j = 0; j < SEQ_JB; j++) d[j] = j < jn ? (int16_t)bp[j] : 0;
+                    continue;
+                }
+                memcpy(pb + (size_t)p * SEQ_JB, bp, sizeof *pb * (size_t)jn);
+                if (!safe_lim) continue;
+                uint32_t mx = 0;
+#pragma omp simd reduction(max : mx)
+                for (int j = 0; j < jn; j++) {
+                    const uint32_t v = bp[j] < 0 ? 0u - (uint32_t)bp[j] : (uint32_t)bp[j];
+                    mx = v > mx ? v : mx;
+                }
+                mb[p] = mx;
+            }
+            for (int i = i0; i < i1; i++) {
+                int64_t s[SEQ_JB], ov[SEQ_JB];
+                const int32_t *a = Ac + (size_t)i * k;
+                /* a row whose sum of |a| max|b| stays inside the register cannot overflow in
+                 * any order: its exact sums, without the checks */
+                int safe = 0;
+                if (safe_lim) {
+                    uint64_t bd = 0;
+                    int p = 0;
+                    for (; p < k && bd <= safe_lim; p++)
+                        bd += (uint64_t)(a[p] < 0 ? -(int64_t)a[p] : a[p]) * mb[p];
+                    safe = bd <= safe_lim;
+                }
+                if (q.l16)
+                    seq16_avx512(&q, k, jn, a, pb16, s, ov);
+                else if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
+                    seq_avx512(&q, safe, k, jn, a, pb, SEQ_JB, s, ov);
+                else if (isa == ADAPT_GEMM_ISA_AVX2)
+                    seq_avx2(&q, safe, k, jn, a, pb, SEQ_JB, s, ov);
+                else
+                    seq_scalar(&q, safe, k, jn, a, pb, SEQ_JB, s, ov);
+                for (int j = 0; j < jn; j++) {
+                    ovs += (uint64_t)ov[j];
+                    C[(size_t)i * ldc + j0 + j] = (float)s[j] * f.scale;
+                }
             }
         }
-        if (st) st->overflows += ovs;
+        if (nomem)
+            ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for a %d x %d panel", k,
+                              SEQ_JB);
+        else if (st)
+            st->overflows += ovs;
         goto out;
     }
     /* beyond 64 bits: the reference's arithmetic on 64-bit codes */
