@@ -34,7 +34,7 @@ Subcommands (python3 standard library only; the programs do the work):
          test accuracy (mean, range, each seed), mean WL, units at 32 bits at the
          end, the first step at which a unit reached 32 bits, final sparsity and
          SU1 (adapt-perf). The figure needs matplotlib.
-  accum  DIR... --out DIR [--within POINTS]
+  accum  DIR... --out DIR [--within POINTS] [--merge JSON ...]
          the accumulator-width study (runlists/fmnist_lenet5_accum.txt, one DIR
          per seed): the runs are grouped by their name less the accumulator part
          (_float32, _exact, _int...), the accumulator read from each trace's
@@ -44,7 +44,9 @@ Subcommands (python3 standard library only; the programs do the work):
          any explicit binary point F) the narrowest register whose mean
          accuracy, and that of every wider one run, is within POINTS (default
          0.5) of `exact`. Runs without a test record (still training) are left
-         out. The figure needs matplotlib.
+         out. --merge adds the seeds of an earlier accum.json (its run folders
+         need not exist any more), so a study grows by seeds; a seed of a run
+         in both is an error. The figure needs matplotlib.
   slurm  RUNLIST --out DIR [--partition P] [--time HH:MM:SS] [--cpus C]
          [--max-parallel K]: writes DIR/commands.txt and prints a Slurm job-array
          script (one array task per line of commands.txt); submit it with sbatch,
@@ -923,9 +925,46 @@ def accum_run(path):
             "ov_per_step": [o / steps if steps else None for o in ov], "path": path}
 
 
+def accum_merged(path):
+    """the runs of an earlier accum.json (its rows: group, accumulator, bits, rule, seeds and
+    accs; the forward overflows per step of each seed, or where an older file has only their
+    mean, the mean for each seed, which leaves every mean over seeds as it was)"""
+    try:
+        with open(path) as f:
+            j = json.load(f)
+    except (OSError, ValueError) as e:
+        die("%s: not a readable accum.json (%s)" % (path, e))
+    rows = j.get("rows") if isinstance(j, dict) else None
+    if not isinstance(rows, list):
+        die("%s: no \"rows\" list (expected the accum.json of `report.py accum`)" % path)
+    runs = []
+    for i, t in enumerate(rows):
+        where = "%s: rows[%d]" % (path, i)
+        if not isinstance(t, dict):
+            die("%s: expected an object" % where)
+        for k in ("group", "accumulator"):
+            if not isinstance(t.get(k), str) or not t.get(k):
+                die("%s: \"%s\" missing or not a string" % (where, k))
+        seeds, accs = t.get("seeds"), t.get("accs")
+        if not isinstance(seeds, list) or not isinstance(accs, list) or len(seeds) != len(accs):
+            die("%s: \"seeds\" and \"accs\" must be lists of one length" % where)
+        ovs = t.get("fwd_ov_per_seed")
+        if not isinstance(ovs, list) or len(ovs) != len(seeds):
+            ovs = [t.get("fwd_ov_per_step")] * len(seeds)
+        for seed, acc, ov in zip(seeds, accs, ovs):
+            if not isinstance(acc, (int, float)) or isinstance(acc, bool) or not 0 <= acc <= 1:
+                die("%s: test accuracy %r of seed %r is not a fraction in [0, 1]" %
+                    (where, acc, seed))
+            runs.append({"group": t["group"], "acc_label": t["accumulator"],
+                         "bits": t.get("bits"), "rule": t.get("rule"), "seed": seed,
+                         "test_acc": acc, "steps": None, "ov_per_step": [ov, None, None],
+                         "path": path, "name": "%s (%s)" % (t["group"], t["accumulator"])})
+    return runs
+
+
 def cmd_accum(args):
-    traces = find_traces(args.dirs)
-    if not traces:
+    traces = find_traces(args.dirs) if args.dirs else []
+    if not traces and not args.merge:
         die("no traces under %s" % ", ".join(args.dirs))
     runs = []
     for t in traces:
@@ -933,6 +972,15 @@ def cmd_accum(args):
         if r["test_acc"] is None:  # a run still training, or stopped before its test
             print(PROG + ": %s: no test record yet, left out" % t, file=sys.stderr)
         else:
+            runs.append(r)
+    seen = {(r["group"], r["acc_label"], r["seed"]): r["path"] for r in runs}
+    for m in args.merge or []:
+        for r in accum_merged(m):
+            key = (r["group"], r["acc_label"], r["seed"])
+            if key in seen:
+                die("%s, seed %s of %s: also in %s; each seed of a run once" %
+                    (m, r["seed"], " ".join(map(str, key[:2])), seen[key]))
+            seen[key] = m
             runs.append(r)
     if not runs:
         die("no finished runs (with a test record) under %s" % ", ".join(args.dirs))
@@ -958,7 +1006,8 @@ def cmd_accum(args):
                           "seeds": [r["seed"] for r in rs], "accs": [r["test_acc"] for r in rs],
                           "acc_mean": mean(accs), "acc_min": min(accs) if accs else None,
                           "acc_max": max(accs) if accs else None,
-                          "fwd_ov_per_step": mean([r["ov_per_step"][0] for r in rs])})
+                          "fwd_ov_per_step": mean([r["ov_per_step"][0] for r in rs]),
+                          "fwd_ov_per_seed": [r["ov_per_step"][0] for r in rs]})
     narrowest = []
     for g in groups:
         ex = [t for t in table if t["group"] == g and t["accumulator"] == "exact"]
@@ -983,8 +1032,10 @@ def cmd_accum(args):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "accum.json"), "w") as f:
         json.dump({"within_points": args.within, "rows": table, "narrowest": narrowest,
-                   "runs": [{"name": os.path.basename(os.path.dirname(r["path"])),
-                             "seed": r["seed"], "accumulator": r["acc_label"]} for r in runs]},
+                   "runs": [{"name": r.get("name") or
+                             os.path.basename(os.path.dirname(r["path"])),
+                             "seed": r["seed"], "accumulator": r["acc_label"],
+                             "from": r["path"]} for r in runs]},
                   f, indent=1)
     pct = lambda x: fmt(None if x is None else 100 * x, "%.2f")
     lines = ["| runs | accumulator | test acc % mean | min - max | per seed (seeds) | "
@@ -1114,7 +1165,9 @@ def main():
     set_opt(p)
     p.set_defaults(fn=cmd_ablation)
     p = sub.add_parser("accum")
-    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("dirs", nargs="*", metavar="DIR")
+    p.add_argument("--merge", action="append", metavar="JSON",
+                   help="also the runs of an earlier accum.json (repeatable)")
     p.add_argument("--out", required=True)
     p.add_argument("--within", type=float, default=0.5,
                    help="points of test accuracy from exact (default 0.5)")

@@ -500,6 +500,65 @@ class TestAccum(unittest.TestCase):
         with open(os.path.join(out, "accum.md")) as f:
             self.assertIn("| fixed84 | saturate | 86.00 | int(24) | 16, 20, 24 |", f.read())
 
+    def accum(self, *argv):
+        p = subprocess.run([sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
+                            "accum"] + list(argv), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        return p.returncode, p.stdout.decode(errors="replace")
+
+    def test_merge_seeds(self):
+        """Seeds 1 and 2 in a first accum.json, seed 3 from its runs with --merge: every row
+        has seeds 1, 2, 3 and the mean of the three. exact 0.86, 0.86, 0.83: 85.00; int(16,
+        saturate) 0.85, 0.85, 0.82 with 4, 4, 10 overflows per step (2 units x 2, 2 x 5):
+        mean 6. A seed in both the runs and the merged file is refused by name, as is a file
+        that is not an accum.json."""
+        tmp = tempfile.mkdtemp(prefix="adapt-accum-")
+        self.addCleanup(shutil.rmtree, tmp)
+        for seed in (1, 2):
+            d = os.path.join(tmp, "s%d" % seed)
+            self.run_trace(d, "fixed84_exact", seed, "exact", 0.86, 0)
+            self.run_trace(d, "fixed84_int16_sat", seed, "int(16, saturate)", 0.85, 2)
+        first = os.path.join(tmp, "first")
+        rc, text = self.accum(os.path.join(tmp, "s1"), os.path.join(tmp, "s2"), "--out", first)
+        self.assertIn(rc, (0, 1), text)
+        d3 = os.path.join(tmp, "s3")
+        self.run_trace(d3, "fixed84_exact", 3, "exact", 0.83, 0)
+        self.run_trace(d3, "fixed84_int16_sat", 3, "int(16, saturate)", 0.82, 5)
+        out = os.path.join(tmp, "out")
+        rc, text = self.accum(d3, "--merge", os.path.join(first, "accum.json"), "--out", out)
+        with open(os.path.join(out, "accum.json")) as f:
+            j = json.load(f)
+        rows = {r["accumulator"]: r for r in j["rows"]}
+        self.assertEqual(rows["exact"]["seeds"], [1, 2, 3])
+        self.assertAlmostEqual(rows["exact"]["acc_mean"], 0.85)
+        self.assertEqual(rows["int(16, saturate)"]["accs"], [0.85, 0.85, 0.82])
+        self.assertEqual(rows["int(16, saturate)"]["fwd_ov_per_seed"], [4, 4, 10])
+        self.assertAlmostEqual(rows["int(16, saturate)"]["fwd_ov_per_step"], 6)
+        # an older file, with the mean of the overflows only: the same means
+        with open(os.path.join(first, "accum.json")) as f:
+            old = json.load(f)
+        for r in old["rows"]:
+            del r["fwd_ov_per_seed"]
+        oldp = os.path.join(tmp, "old.json")
+        with open(oldp, "w") as f:
+            json.dump(old, f)
+        rc, text = self.accum(d3, "--merge", oldp, "--out", os.path.join(tmp, "out2"))
+        with open(os.path.join(tmp, "out2", "accum.json")) as f:
+            rows2 = {r["accumulator"]: r for r in json.load(f)["rows"]}
+        self.assertAlmostEqual(rows2["int(16, saturate)"]["fwd_ov_per_step"], 6)
+        # seed 2 twice
+        rc, text = self.accum(os.path.join(tmp, "s2"), "--merge", os.path.join(first, "accum.json"),
+                              "--out", os.path.join(tmp, "dup"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("seed 2 of fixed84 exact: also in", text)
+        bad = os.path.join(tmp, "bad.json")
+        with open(bad, "w") as f:
+            json.dump({"rows": [{"group": "g", "accumulator": "exact", "seeds": [1],
+                                 "accs": [86.0]}]}, f)
+        rc, text = self.accum(d3, "--merge", bad, "--out", os.path.join(tmp, "bad"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("bad.json: rows[0]: test accuracy 86.0 of seed 1 is not a fraction", text)
+
 
 if __name__ == "__main__":
     unittest.main()
