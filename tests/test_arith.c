@@ -314,7 +314,8 @@ END_TEST
  * below them (int(14, saturate, 12) over products of FL 10) and floored to one above them
  * (int(16, wrap, 7), int(13, saturate, 9)), codes of 17 and 6 bits (32-bit multiplies) in 24-bit ones,
  * codes of 17 and 12 bits in a 31-bit one (products up to 2^27), and codes of 17 and 15 bits
- * in 32-bit registers (int64 lanes); rows over two panels' chunks and a partial one, columns
+ * in 32-bit registers (int64 lanes); every third row of small codes, which cannot overflow
+ * and takes the sums without the checks; rows over two panels' chunks and a partial one, columns
  * over two full kernels and a partial one. The reference's values bit for bit and its overflow
  * counts, nonzero. */
 START_TEST(test_seq_lanes)
@@ -350,6 +351,10 @@ START_TEST(test_seq_lanes)
         }
         /* runs of the largest codes, so that every register overflows somewhere */
         for (int i = 0; i < M * K; i += 3) a[i] = (float)(cs[t].la - 1) / 16.0f;
+        /* and every third row small (codes -2..2), which no register here can overflow
+         * against B: the rows summed without the checks */
+        for (int i = 1; i < M; i += 3)
+            for (int p = 0; p < K; p++) a[i * K + p] = (float)((i + p) % 5 - 2) / 16.0f;
         for (int i = 0; i < K * N; i += 2) b[i] = (float)(cs[t].lb - 1) / 64.0f;
         struct quant_acc acc;
         ck_assert_int_eq(quant_acc_parse(cs[t].kind, &acc), ADAPT_OK);

@@ -19,8 +19,9 @@
  * The lanes are as narrow as the register and its sums allow: int16 (AVX-512, registers up to
  * 16 bits over 8-bit codes), int32 (registers up to 31 bits), else int64. Each work item is a
  * panel of B's columns copied contiguous and every row of A (a block of them) run against it;
- * a row whose sum of |a| max|b| over the panel stays inside the register cannot overflow in
- * any order, and takes its exact sums without the checks.
+ * a row whose products' largest positive parts over the panel, and largest negative parts,
+ * each sum to inside the register cannot overflow in any order, and takes its exact sums
+ * without the checks.
  * Anything beyond 64-bit arithmetic (codes of 32 bits and more, registers over 62 bits with
  * possible overflow) takes a scalar path with 128-bit sums, the reference's own arithmetic.
  * float32: the sums in order, vectorised over output columns (this library has no FMA
@@ -484,6 +485,83 @@ TGT_AVX512 static void seq_avx512(const struct seq *q, int safe, int k, int jn, 
         seq32_rule(q, k, jn, a, b, ldb, s, ov, SEQ_WRAP);
     else
         seq_body(q, 0, k, jn, a, b, ldb, s, ov);
+}
+
+/* A panel of B's columns [0, jn) (rows of ldb), copied contiguous for the sequential kernels:
+ * pk 2: as int16, SEQ_JB a row, the columns past jn zero; 1: as int32, SEQ_JB a row, with
+ * bpos[p] = max(B[p][j], 0) and bneg[p] = max(-B[p][j], 0) over the columns for the bound of
+ * seq_safe; 0: as int32 only. */
+INLINE void seq_panel_body(int k, int jn, const int32_t *B, size_t ldb, int32_t *pb, double *bpos,
+                           double *bneg, int pk)
+{
+    for (int p = 0; p < k; p++) {
+        const int32_t *bp = B + (size_t)p * ldb;
+        if (pk == 2) {
+            int16_t *d = (int16_t *)pb + (size_t)p * SEQ_JB;
+            for (int j = 0; j < SEQ_JB; j++) d[j] = j < jn ? (int16_t)bp[j] : 0;
+            continue;
+        }
+        int32_t *d = pb + (size_t)p * SEQ_JB;
+        for (int j = 0; j < jn; j++) d[j] = bp[j];
+        if (!pk) continue;
+        int32_t mx = 0, mn = 0;
+#pragma omp simd reduction(max : mx) reduction(min : mn)
+        for (int j = 0; j < jn; j++) {
+            mx = bp[j] > mx ? bp[j] : mx;
+            mn = bp[j] < mn ? bp[j] : mn;
+        }
+        bpos[p] = (double)mx;
+        bneg[p] = -(double)mn;
+    }
+}
+/* Whether a row a of k codes cannot overflow a register against the panel: the sum of its
+ * products' largest positive parts (a[p] bpos[p] or -a[p] bneg[p]) and that of their largest
+ * negative parts both at most lim. Each product is below 2^31, so the double sums are exact
+ * while they stay below 2^53, far above any lim; they stop a block after passing it. */
+INLINE int seq_safe_body(int k, const int32_t *a, const double *bpos, const double *bneg,
+                         double lim)
+{
+    double up = 0, dn = 0;
+    for (int p0 = 0; p0 < k && up <= lim && dn <= lim; p0 += 256) {
+        const int p1 = k - p0 < 256 ? k : p0 + 256;
+#pragma omp simd reduction(+ : up, dn)
+        for (int p = p0; p < p1; p++) {
+            const double av = (double)a[p];
+            up += av > 0 ? av * bpos[p] : -av * bneg[p];
+            dn += av > 0 ? av * bneg[p] : -av * bpos[p];
+        }
+    }
+    return up <= lim && dn <= lim;
+}
+static void seq_panel_scalar(int k, int jn, const int32_t *B, size_t ldb, int32_t *pb, double *bpos,
+                             double *bneg, int pk)
+{
+    seq_panel_body(k, jn, B, ldb, pb, bpos, bneg, pk);
+}
+TGT_AVX2 static void seq_panel_avx2(int k, int jn, const int32_t *B, size_t ldb, int32_t *pb,
+                                    double *bpos, double *bneg, int pk)
+{
+    seq_panel_body(k, jn, B, ldb, pb, bpos, bneg, pk);
+}
+TGT_AVX512 static void seq_panel_avx512(int k, int jn, const int32_t *B, size_t ldb, int32_t *pb,
+                                        double *bpos, double *bneg, int pk)
+{
+    seq_panel_body(k, jn, B, ldb, pb, bpos, bneg, pk);
+}
+static int seq_safe_scalar(int k, const int32_t *a, const double *bpos, const double *bneg,
+                           double lim)
+{
+    return seq_safe_body(k, a, bpos, bneg, lim);
+}
+TGT_AVX2 static int seq_safe_avx2(int k, const int32_t *a, const double *bpos, const double *bneg,
+                                  double lim)
+{
+    return seq_safe_body(k, a, bpos, bneg, lim);
+}
+TGT_AVX512 static int seq_safe_avx512(int k, const int32_t *a, const double *bpos,
+                                      const double *bneg, double lim)
+{
+    return seq_safe_body(k, a, bpos, bneg, lim);
 }
 
 /* ------------------------------------------------------------------ float32 rows */
@@ -1061,42 +1139,37 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
             const int i0 = (it % mc) * SEQ_MB, j0 = (it / mc) * SEQ_JB;
             const int jn = n - j0 < SEQ_JB ? n - j0 : SEQ_JB;
             const int i1 = m - i0 < SEQ_MB ? m : i0 + SEQ_MB;
-            int32_t *pb = buf_get(BUF_SEQ, ((size_t)k * (SEQ_JB + 1) + 1) * sizeof *pb);
+            int32_t *pb = buf_get(BUF_SEQ, ((size_t)k * (SEQ_JB + 4) + 1) * sizeof *pb);
             if (!pb) {
                 nomem++;
                 continue;
             }
-            uint32_t *mb = (uint32_t *)pb + (size_t)k * SEQ_JB; /* max |B[p][j]| over the panel */
+            /* over the panel's columns: max(B[p][j], 0) and max(-B[p][j], 0), as doubles (the
+             * bound below sums products below 2^31 of them exactly while it stays below 2^53,
+             * far above any register's limit) */
+            double *bpos = (double *)(pb + (size_t)k * SEQ_JB), *bneg = bpos + k;
             int16_t *pb16 = (int16_t *)pb;
-            for (int p = 0; p < k; p++) {
-                const int32_t *bp = Bc + (size_t)p * n + j0;
-                if (q.l16) { /* int16, the columns past jn zero */
-                    int16_t *d = pb16 + (size_t)p * SEQ_JB;
-                    for (int j = 0; j < SEQ_JB; j++) d[j] = j < jn ? (int16_t)bp[j] : 0;
-                    continue;
-                }
-                memcpy(pb + (size_t)p * SEQ_JB, bp, sizeof *pb * (size_t)jn);
-                if (!safe_lim) continue;
-                uint32_t mx = 0;
-#pragma omp simd reduction(max : mx)
-                for (int j = 0; j < jn; j++) {
-                    const uint32_t v = bp[j] < 0 ? 0u - (uint32_t)bp[j] : (uint32_t)bp[j];
-                    mx = v > mx ? v : mx;
-                }
-                mb[p] = mx;
-            }
+            const int pk = q.l16 ? 2 : safe_lim ? 1 : 0;
+            if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
+                seq_panel_avx512(k, jn, Bc + j0, n, pb, bpos, bneg, pk);
+            else if (isa == ADAPT_GEMM_ISA_AVX2)
+                seq_panel_avx2(k, jn, Bc + j0, n, pb, bpos, bneg, pk);
+            else
+                seq_panel_scalar(k, jn, Bc + j0, n, pb, bpos, bneg, pk);
             for (int i = i0; i < i1; i++) {
                 int64_t s[SEQ_JB], ov[SEQ_JB];
                 const int32_t *a = Ac + (size_t)i * k;
-                /* a row whose sum of |a| max|b| stays inside the register cannot overflow in
-                 * any order: its exact sums, without the checks */
+                /* a row cannot overflow in any order when the sum of its products' largest
+                 * positive parts over the panel (up), and that of their largest negative
+                 * parts (dn), stay inside the register: its exact sums, without the checks */
                 int safe = 0;
                 if (safe_lim) {
-                    uint64_t bd = 0;
-                    int p = 0;
-                    for (; p < k && bd <= safe_lim; p++)
-                        bd += (uint64_t)(a[p] < 0 ? -(int64_t)a[p] : a[p]) * mb[p];
-                    safe = bd <= safe_lim;
+                    if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
+                        safe = seq_safe_avx512(k, a, bpos, bneg, (double)safe_lim);
+                    else if (isa == ADAPT_GEMM_ISA_AVX2)
+                        safe = seq_safe_avx2(k, a, bpos, bneg, (double)safe_lim);
+                    else
+                        safe = seq_safe_scalar(k, a, bpos, bneg, (double)safe_lim);
                 }
                 if (q.l16)
                     seq16_avx512(&q, k, jn, a, pb16, s, ov);
