@@ -380,6 +380,49 @@ START_TEST(test_seq_lanes)
 }
 END_TEST
 
+/* The sequential path split over threads (work above quant_acc_gemm's threshold of 2^24
+ * multiply-adds, items of rows x 64 columns, a last partial item each way), from a parallel
+ * region and outside one: the reference's values and overflow counts. */
+START_TEST(test_seq_threads)
+{
+    enum { M = 301, N = 197, K = 290 };
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+    float *c = malloc(sizeof(float) * M * N), *r = malloc(sizeof(float) * M * N);
+    uint64_t seed = 3;
+    for (int i = 0; i < M * K; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        a[i] = (float)((int)((seed >> 33) % 256u) - 128) / 16.0f;
+    }
+    for (int i = 0; i < K * N; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        b[i] = (float)((int)((seed >> 33) % 256u) - 128) / 64.0f;
+    }
+    static const char *const kinds[] = {"int(12, saturate)", "int(16, wrap)", "int(20, saturate)"};
+    for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++) {
+        struct quant_acc acc;
+        ck_assert_int_eq(quant_acc_parse(kinds[t], &acc), ADAPT_OK);
+        struct quant_acc_stats s1 = {0}, s2 = {0}, s3 = {0};
+        ck_assert_int_eq(quant_acc_gemm_ref(&acc, M, N, K, a, 4, b, 6, r, &s1), ADAPT_OK);
+        enum quant_acc_path used;
+        ck_assert_int_eq(
+            quant_acc_gemm_opts(NULL, &acc, M, N, K, a, K, 4, b, N, 6, c, N, &s2, &used), ADAPT_OK);
+        ck_assert_int_eq((int)used, QUANT_ACC_PATH_SEQ);
+        ck_assert_msg(!memcmp(c, r, sizeof(float) * M * N), "%s: values differ", kinds[t]);
+        ck_assert_uint_eq(s1.overflows, s2.overflows);
+        memset(c, 0, sizeof(float) * M * N);
+#pragma omp parallel num_threads(2)
+#pragma omp single
+        ck_assert_int_eq(quant_acc_gemm(&acc, M, N, K, a, K, 4, b, N, 6, c, N, &s3), ADAPT_OK);
+        ck_assert_msg(!memcmp(c, r, sizeof(float) * M * N), "%s, nested: values differ", kinds[t]);
+        ck_assert_uint_eq(s1.overflows, s3.overflows);
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(r);
+}
+END_TEST
+
 /* ---- a hand-derived step ---- */
 
 /* A precision state on net as the policy makes one: every unit in `fmt`, the output gradients
@@ -716,6 +759,7 @@ int main(void)
     tcase_add_test(tc, test_int8_from_floats_falls_back);
     tcase_add_test(tc, test_seq_products_32_and_64);
     tcase_add_test(tc, test_seq_lanes);
+    tcase_add_test(tc, test_seq_threads);
     tcase_add_test(tc, test_linear_hand);
     tcase_add_test(tc, test_lenet_wide_register_is_exact);
     tcase_add_test(tc, test_conv_dgrad_blocks);

@@ -66,6 +66,17 @@ static int in_parallel(void)
 #endif
 }
 
+/* The threads a parallel region here gets (1 when par is 0). */
+static int max_threads(int par)
+{
+#ifdef _OPENMP
+    return par ? omp_get_max_threads() : 1;
+#else
+    (void)par;
+    return 1;
+#endif
+}
+
 /* ------------------------------------------------------------------ operands */
 
 
@@ -248,7 +259,7 @@ struct seq {
 };
 
 #define SEQ_JB 64  /* columns of one sequential kernel call (four AVX-512 vectors of int32) */
-#define SEQ_MB 128 /* rows that share one packed panel of B */
+#define SEQ_MB 128 /* rows that share one packed panel of B (at most) */
 
 /* One row of A against columns [0, jn) of B (jn <= SEQ_JB): every addition in order. */
 INLINE void seq_loop(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
@@ -1123,7 +1134,10 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
         if (used) *used = QUANT_ACC_PATH_SEQ;
         /* items of SEQ_MB rows x SEQ_JB columns, each with its panel of B copied contiguous
          * (k x SEQ_JB) so that every row of the item reads it from cache */
-        const int nb = (n + SEQ_JB - 1) / SEQ_JB, mc = (m + SEQ_MB - 1) / SEQ_MB;
+        const int nb = (n + SEQ_JB - 1) / SEQ_JB;
+        int mr = SEQ_MB; /* rows an item; fewer when the items would not feed the threads */
+        while (mr > 8 && (long long)((m + mr - 1) / mr) * nb < 4LL * max_threads(par)) mr /= 2;
+        const int mc = (m + mr - 1) / mr;
         /* the bound below which a row's partial sums (before the shift up to the register's
          * binary point) stay inside the register and below 2^31; 0: no such rows (products
          * floored to the binary point, or of more than 31 bits) */
@@ -1136,9 +1150,9 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
         int nomem = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(+ : ovs, nomem) if (par)
         for (int it = 0; it < mc * nb; it++) {
-            const int i0 = (it % mc) * SEQ_MB, j0 = (it / mc) * SEQ_JB;
+            const int i0 = (it % mc) * mr, j0 = (it / mc) * SEQ_JB;
             const int jn = n - j0 < SEQ_JB ? n - j0 : SEQ_JB;
-            const int i1 = m - i0 < SEQ_MB ? m : i0 + SEQ_MB;
+            const int i1 = m - i0 < mr ? m : i0 + mr;
             int32_t *pb = buf_get(BUF_SEQ, ((size_t)k * (SEQ_JB + 4) + 1) * sizeof *pb);
             if (!pb) {
                 nomem++;
