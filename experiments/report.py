@@ -1034,8 +1034,8 @@ def cmd_accum(args):
         json.dump({"within_points": args.within, "rows": table, "narrowest": narrowest,
                    "runs": [{"name": r.get("name") or
                              os.path.basename(os.path.dirname(r["path"])),
-                             "seed": r["seed"], "accumulator": r["acc_label"],
-                             "from": r["path"]} for r in runs]},
+                             "seed": r["seed"], "accumulator": r["acc_label"]}
+                            for r in runs]},
                   f, indent=1)
     pct = lambda x: fmt(None if x is None else 100 * x, "%.2f")
     lines = ["| runs | accumulator | test acc % mean | min - max | per seed (seeds) | "
