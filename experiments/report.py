@@ -1091,8 +1091,9 @@ def accum_figure(table, groups, path, title):
                 continue
             x = [t["bits"] for t in pts]
             y = [100 * t["acc_mean"] for t in pts]
-            lo = [100 * (t["acc_mean"] - t["acc_min"]) for t in pts]
-            hi = [100 * (t["acc_max"] - t["acc_mean"]) for t in pts]
+            # (a mean of equal values may round a hair past them)
+            lo = [max(0.0, 100 * (t["acc_mean"] - t["acc_min"])) for t in pts]
+            hi = [max(0.0, 100 * (t["acc_max"] - t["acc_mean"])) for t in pts]
             ax.errorbar(x, y, yerr=[lo, hi], color=colour, marker=marker, ls=ls, ms=4,
                         capsize=3, label="int(A, %s)" % rule)
         ax.set_xticks(widths)
