@@ -314,7 +314,7 @@ END_TEST
  * below them (int(14, saturate, 12) over products of FL 10) and floored to one above them
  * (int(16, wrap, 7), int(13, saturate, 9)), codes of 17 and 6 bits (32-bit multiplies) in 24-bit ones,
  * codes of 17 and 12 bits in a 31-bit one (products up to 2^27), and codes of 17 and 15 bits
- * in 32-bit registers (int64 lanes); every third row of small codes, which cannot overflow
+ * in 32- and 34-bit registers (int64 lanes); every third row of small codes, which cannot overflow
  * and takes the sums without the checks; rows over two panels' chunks and a partial one, columns
  * over two full kernels and a partial one. The reference's values bit for bit and its overflow
  * counts, nonzero. */
@@ -336,7 +336,8 @@ START_TEST(test_seq_lanes)
               {"int(24, wrap)", 1 << 16, 32},
               {"int(24, saturate)", 1 << 16, 32},
               {"int(32, saturate)", 1 << 16, 1 << 14},
-              {"int(32, wrap)", 1 << 16, 1 << 14}};
+              {"int(32, wrap)", 1 << 16, 1 << 14},
+              {"int(34, wrap)", 1 << 15, 1 << 14}};
     const enum adapt_gemm_isa isas[] = {ADAPT_GEMM_ISA_SCALAR, ADAPT_GEMM_ISA_AVX2,
                                         ADAPT_GEMM_ISA_AVX512VNNI};
     for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {

@@ -296,7 +296,8 @@ enum { SEQ_WRAP, SEQ_SAT, SEQ_NONE };
 INLINE void seq32_loop(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
                        size_t ldb, int64_t *s, int64_t *ov, int rule)
 {
-    const int lsh = q->lsh, rsh = q->rsh, wsh = q->wsh - 32;
+    /* (wsh only for a register of at most 32 bits: SEQ_NONE rows of wider ones do not wrap) */
+    const int lsh = q->lsh, rsh = q->rsh, wsh = q->wsh >= 32 ? q->wsh - 32 : 0;
     const int32_t lo = (int32_t)q->lo, hi = (int32_t)q->hi;
     int32_t s32[SEQ_JB], o32[SEQ_JB];
     for (int j = 0; j < SEQ_JB; j++) s32[j] = o32[j] = 0;
