@@ -261,12 +261,14 @@ struct seq {
 #define SEQ_JB 64  /* columns of one sequential kernel call (four AVX-512 vectors of int32) */
 #define SEQ_MB 128 /* rows that share one packed panel of B (at most) */
 
-/* One row of A against columns [0, jn) of B (jn <= SEQ_JB): every addition in order. */
-INLINE void seq_loop(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
-                     size_t ldb, int64_t *s, int64_t *ov, int p32, int sat)
+/* One row of A against columns [0, jn) of B (jn <= SEQ_JB): every addition in order. Each row
+ * kernel below writes the row's sums to s and returns its number of overflows. */
+INLINE uint64_t seq_loop(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
+                         size_t ldb, int64_t *s, int p32, int sat)
 {
     const int lsh = q->lsh, rsh = q->rsh, wsh = q->wsh;
     const int64_t lo = q->lo, hi = q->hi;
+    int64_t ov[SEQ_JB];
     for (int j = 0; j < jn; j++) s[j] = ov[j] = 0;
     for (int p = 0; p < k; p++) {
         const int64_t av = a[p];
@@ -284,6 +286,9 @@ INLINE void seq_loop(const struct seq *q, int k, int jn, const int32_t *a, const
             s[j] = w;
         }
     }
+    uint64_t n = 0;
+    for (int j = 0; j < jn; j++) n += (uint64_t)ov[j];
+    return n;
 }
 /* The register's rule in int32 lanes: SEQ_WRAP, SEQ_SAT, or SEQ_NONE for a row whose partial
  * sums are known to stay inside the register (no overflow to look for). */
@@ -293,8 +298,8 @@ enum { SEQ_WRAP, SEQ_SAT, SEQ_NONE };
  * every sum of one with a register value below 2^31 in magnitude; or SEQ_NONE, whose sums
  * stay below 2^31), twice the lanes of int64 per instruction; the same additions, so the same
  * values and counts. */
-INLINE void seq32_loop(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
-                       size_t ldb, int64_t *s, int64_t *ov, int rule)
+INLINE uint64_t seq32_loop(const struct seq *q, int k, int jn, const int32_t *a, const int32_t *b,
+                           size_t ldb, int64_t *s, int rule)
 {
     /* (wsh only for a register of at most 32 bits: SEQ_NONE rows of wider ones do not wrap) */
     const int lsh = q->lsh, rsh = q->rsh, wsh = q->wsh >= 32 ? q->wsh - 32 : 0;
@@ -315,41 +320,35 @@ INLINE void seq32_loop(const struct seq *q, int k, int jn, const int32_t *a, con
             s32[j] = w;
         }
     }
+    uint64_t n = 0;
     for (int j = 0; j < jn; j++) {
         s[j] = s32[j];
-        ov[j] = o32[j];
+        n += (uint64_t)o32[j];
     }
+    return n;
 }
 /* One row against columns [0, jn): in int32 lanes when the row is safe (its partial sums stay
  * inside the register) or the register's lanes fit, else in int64 lanes. */
-INLINE void seq_body(const struct seq *q, int safe, int k, int jn, const int32_t *a,
-                     const int32_t *b, size_t ldb, int64_t *s, int64_t *ov)
+/* The rule of a row: int32 lanes without checks for a row whose partial sums stay inside the
+ * register (safe), with the register's rule when its lanes fit (q->l32); -1: int64 lanes. */
+static inline int seq_rule(const struct seq *q, int safe)
+{
+    return safe ? SEQ_NONE : !q->l32 ? -1 : q->sat ? SEQ_SAT : SEQ_WRAP;
+}
+INLINE uint64_t seq_body(const struct seq *q, int safe, int k, int jn, const int32_t *a,
+                         const int32_t *b, size_t ldb, int64_t *s)
 {
     /* each case its own loop, the choices out of it */
-    if (safe)
-        seq32_loop(q, k, jn, a, b, ldb, s, ov, SEQ_NONE);
-    else if (q->l32 && q->sat)
-        seq32_loop(q, k, jn, a, b, ldb, s, ov, SEQ_SAT);
-    else if (q->l32)
-        seq32_loop(q, k, jn, a, b, ldb, s, ov, SEQ_WRAP);
-    else if (q->p32 && q->sat)
-        seq_loop(q, k, jn, a, b, ldb, s, ov, 1, 1);
-    else if (q->p32)
-        seq_loop(q, k, jn, a, b, ldb, s, ov, 1, 0);
-    else if (q->sat)
-        seq_loop(q, k, jn, a, b, ldb, s, ov, 0, 1);
-    else
-        seq_loop(q, k, jn, a, b, ldb, s, ov, 0, 0);
-}
-static void seq_scalar(const struct seq *q, int safe, int k, int jn, const int32_t *a,
-                       const int32_t *b, size_t ldb, int64_t *s, int64_t *ov)
-{
-    seq_body(q, safe, k, jn, a, b, ldb, s, ov);
-}
-TGT_AVX2 static void seq_avx2(const struct seq *q, int safe, int k, int jn, const int32_t *a,
-                              const int32_t *b, size_t ldb, int64_t *s, int64_t *ov)
-{
-    seq_body(q, safe, k, jn, a, b, ldb, s, ov);
+    switch (seq_rule(q, safe)) {
+    case SEQ_NONE: return seq32_loop(q, k, jn, a, b, ldb, s, SEQ_NONE);
+    case SEQ_SAT: return seq32_loop(q, k, jn, a, b, ldb, s, SEQ_SAT);
+    case SEQ_WRAP: return seq32_loop(q, k, jn, a, b, ldb, s, SEQ_WRAP);
+    default: break;
+    }
+    if (q->p32)
+        return q->sat ? seq_loop(q, k, jn, a, b, ldb, s, 1, 1)
+                      : seq_loop(q, k, jn, a, b, ldb, s, 1, 0);
+    return q->sat ? seq_loop(q, k, jn, a, b, ldb, s, 0, 1) : seq_loop(q, k, jn, a, b, ldb, s, 0, 0);
 }
 /* seq32_loop by hand in AVX-512: the 64 columns' sums and counts held in registers, the
  * shifts only where the binary points differ, and with codes of 16 bits each product one
@@ -364,9 +363,9 @@ TGT_AVX512 INLINE __m512i seq32_step(__m512i s, __m512i x, __m512i lo, __m512i h
     *o = _mm512_mask_sub_epi32(*o, _mm512_cmpneq_epi32_mask(w, t), *o, _mm512_set1_epi32(-1));
     return w;
 }
-TGT_AVX512 INLINE void seq32_kernel(const struct seq *q, int k, int jn, const int32_t *a,
-                                    const int32_t *b, size_t ldb, int64_t *s, int64_t *ov, int rule,
-                                    int shift, int madd)
+TGT_AVX512 INLINE uint64_t seq32_kernel(const struct seq *q, int k, int jn, const int32_t *a,
+                                        const int32_t *b, size_t ldb, int64_t *s, int rule,
+                                        int shift, int madd)
 {
     const __m512i lo = _mm512_set1_epi32((int32_t)q->lo), hi = _mm512_set1_epi32((int32_t)q->hi);
     const __m128i lsh = _mm_cvtsi32_si128(q->lsh), rsh = _mm_cvtsi32_si128(q->rsh);
@@ -401,17 +400,18 @@ TGT_AVX512 INLINE void seq32_kernel(const struct seq *q, int k, int jn, const in
     _mm512_storeu_si512(ot + 16, o1);
     _mm512_storeu_si512(ot + 32, o2);
     _mm512_storeu_si512(ot + 48, o3);
+    uint64_t n = 0;
     for (int j = 0; j < jn; j++) {
         s[j] = st[j];
-        ov[j] = ot[j];
+        n += (uint64_t)ot[j];
     }
+    return n;
 }
 /* The sequential sums in int16 lanes, 32 a vector (q->l16: every code and shifted product
  * below 2^15 in magnitude, and a register of at most 15 bits whose sum with a product stays
  * below 2^15, or one of 16 bits, whose saturated sum is VPADDSW's and wrapped sum VPADDW's),
  * over a panel of B packed as int16 (SEQ_JB columns a row). Every product is exact in 16 bits,
- * so these are the additions of seq_loop, and its values; the row's overflow count lands in
- * ov[0] (the caller sums the counts). */
+ * so these are the additions of seq_loop, and its values and count. */
 TGT_AVX512 INLINE __m512i seq16_step(__m512i s, __m512i x, __m512i lo, __m512i hi, __m128i wsh,
                                      int rule, int r16, uint64_t *o)
 {
@@ -427,9 +427,8 @@ TGT_AVX512 INLINE __m512i seq16_step(__m512i s, __m512i x, __m512i lo, __m512i h
     *o += (uint64_t)__builtin_popcount(_mm512_cmpneq_epi16_mask(w, t));
     return w;
 }
-TGT_AVX512 INLINE void seq16_kernel(const struct seq *q, int k, int jn, const int32_t *a,
-                                    const int16_t *b, int64_t *s, int64_t *ov, int rule, int r16,
-                                    int shift)
+TGT_AVX512 INLINE uint64_t seq16_kernel(const struct seq *q, int k, int jn, const int32_t *a,
+                                        const int16_t *b, int64_t *s, int rule, int r16, int shift)
 {
     const __m512i lo = _mm512_set1_epi16((int16_t)q->lo), hi = _mm512_set1_epi16((int16_t)q->hi);
     const __m128i lsh = _mm_cvtsi32_si128(q->lsh), rsh = _mm_cvtsi32_si128(q->rsh);
@@ -451,52 +450,46 @@ TGT_AVX512 INLINE void seq16_kernel(const struct seq *q, int k, int jn, const in
     int16_t st[SEQ_JB];
     _mm512_storeu_si512(st, s0);
     _mm512_storeu_si512(st + 32, s1);
-    for (int j = 0; j < jn; j++) {
-        s[j] = st[j];
-        ov[j] = 0;
-    }
-    ov[0] = (int64_t)o;
+    for (int j = 0; j < jn; j++) s[j] = st[j];
+    return o;
 }
-TGT_AVX512 static void seq16_avx512(const struct seq *q, int k, int jn, const int32_t *a,
-                                    const int16_t *b, int64_t *s, int64_t *ov)
+/* seq16_kernel for a rule, the register and the shifts chosen out of the loop */
+TGT_AVX512 INLINE uint64_t seq16_rule(const struct seq *q, int k, int jn, const int32_t *a,
+                                      const int16_t *b, int64_t *s, int rule)
 {
-    const int shift = q->lsh || q->rsh, r16 = q->wsh == 48;
-    const int rule = q->sat ? SEQ_SAT : SEQ_WRAP;
-    /* each case its own loop */
-    if (rule == SEQ_SAT)
-        r16 ? (shift ? seq16_kernel(q, k, jn, a, b, s, ov, SEQ_SAT, 1, 1)
-                     : seq16_kernel(q, k, jn, a, b, s, ov, SEQ_SAT, 1, 0))
-            : (shift ? seq16_kernel(q, k, jn, a, b, s, ov, SEQ_SAT, 0, 1)
-                     : seq16_kernel(q, k, jn, a, b, s, ov, SEQ_SAT, 0, 0));
-    else
-        r16 ? (shift ? seq16_kernel(q, k, jn, a, b, s, ov, SEQ_WRAP, 1, 1)
-                     : seq16_kernel(q, k, jn, a, b, s, ov, SEQ_WRAP, 1, 0))
-            : (shift ? seq16_kernel(q, k, jn, a, b, s, ov, SEQ_WRAP, 0, 1)
-                     : seq16_kernel(q, k, jn, a, b, s, ov, SEQ_WRAP, 0, 0));
+    const int shift = q->lsh || q->rsh;
+    if (q->wsh == 48)
+        return shift ? seq16_kernel(q, k, jn, a, b, s, rule, 1, 1)
+                     : seq16_kernel(q, k, jn, a, b, s, rule, 1, 0);
+    return shift ? seq16_kernel(q, k, jn, a, b, s, rule, 0, 1)
+                 : seq16_kernel(q, k, jn, a, b, s, rule, 0, 0);
+}
+TGT_AVX512 static uint64_t seq16_avx512(const struct seq *q, int k, int jn, const int32_t *a,
+                                        const int16_t *b, int64_t *s)
+{
+    return q->sat ? seq16_rule(q, k, jn, a, b, s, SEQ_SAT)
+                  : seq16_rule(q, k, jn, a, b, s, SEQ_WRAP);
 }
 /* seq32_kernel for a rule, the shifts and the multiply chosen out of the loop */
-TGT_AVX512 INLINE void seq32_rule(const struct seq *q, int k, int jn, const int32_t *a,
-                                  const int32_t *b, size_t ldb, int64_t *s, int64_t *ov, int rule)
+TGT_AVX512 INLINE uint64_t seq32_rule(const struct seq *q, int k, int jn, const int32_t *a,
+                                      const int32_t *b, size_t ldb, int64_t *s, int rule)
 {
     const int shift = q->lsh || q->rsh;
     if (q->m16)
-        shift ? seq32_kernel(q, k, jn, a, b, ldb, s, ov, rule, 1, 1)
-              : seq32_kernel(q, k, jn, a, b, ldb, s, ov, rule, 0, 1);
-    else
-        shift ? seq32_kernel(q, k, jn, a, b, ldb, s, ov, rule, 1, 0)
-              : seq32_kernel(q, k, jn, a, b, ldb, s, ov, rule, 0, 0);
+        return shift ? seq32_kernel(q, k, jn, a, b, ldb, s, rule, 1, 1)
+                     : seq32_kernel(q, k, jn, a, b, ldb, s, rule, 0, 1);
+    return shift ? seq32_kernel(q, k, jn, a, b, ldb, s, rule, 1, 0)
+                 : seq32_kernel(q, k, jn, a, b, ldb, s, rule, 0, 0);
 }
-TGT_AVX512 static void seq_avx512(const struct seq *q, int safe, int k, int jn, const int32_t *a,
-                                  const int32_t *b, size_t ldb, int64_t *s, int64_t *ov)
+TGT_AVX512 static uint64_t seq_avx512(const struct seq *q, int safe, int k, int jn,
+                                      const int32_t *a, const int32_t *b, size_t ldb, int64_t *s)
 {
-    if (safe)
-        seq32_rule(q, k, jn, a, b, ldb, s, ov, SEQ_NONE);
-    else if (q->l32 && q->sat)
-        seq32_rule(q, k, jn, a, b, ldb, s, ov, SEQ_SAT);
-    else if (q->l32)
-        seq32_rule(q, k, jn, a, b, ldb, s, ov, SEQ_WRAP);
-    else
-        seq_body(q, 0, k, jn, a, b, ldb, s, ov);
+    switch (seq_rule(q, safe)) {
+    case SEQ_NONE: return seq32_rule(q, k, jn, a, b, ldb, s, SEQ_NONE);
+    case SEQ_SAT: return seq32_rule(q, k, jn, a, b, ldb, s, SEQ_SAT);
+    case SEQ_WRAP: return seq32_rule(q, k, jn, a, b, ldb, s, SEQ_WRAP);
+    default: return seq_body(q, 0, k, jn, a, b, ldb, s);
+    }
 }
 
 /* A panel of B's columns [0, jn) (rows of ldb), copied contiguous for the sequential kernels:
@@ -545,35 +538,55 @@ INLINE int seq_safe_body(int k, const int32_t *a, const double *bpos, const doub
     }
     return up <= lim && dn <= lim;
 }
-static void seq_panel_scalar(int k, int jn, const int32_t *B, size_t ldb, int32_t *pb, double *bpos,
-                             double *bneg, int pk)
+/* One work item of the sequential path: the panel of B's columns [j0, j0 + jn) copied to pb
+ * (k x SEQ_JB, the bounds after it), then rows [i0, i1) of A against it into C (scaled by
+ * scale); the rows whose bound stays below safe_lim (0: none) without the checks. Returns the
+ * item's overflows. avx512: the hand-written AVX-512 row kernels. */
+INLINE uint64_t seq_item_body(const struct seq *q, int avx512, int k, int jn, int i0, int i1,
+                              const int32_t *Ac, const int32_t *Bj, size_t n, int32_t *pb,
+                              uint64_t safe_lim, float scale, float *C, ptrdiff_t ldc)
 {
-    seq_panel_body(k, jn, B, ldb, pb, bpos, bneg, pk);
+    /* over the panel's columns: max(B[p][j], 0) and max(-B[p][j], 0), as doubles (the bound
+     * sums products below 2^31 of them exactly while it stays below 2^53, far above any
+     * register's limit) */
+    double *bpos = (double *)(pb + (size_t)k * SEQ_JB), *bneg = bpos + k;
+    seq_panel_body(k, jn, Bj, n, pb, bpos, bneg, q->l16 ? 2 : safe_lim ? 1 : 0);
+    uint64_t ovs = 0;
+    for (int i = i0; i < i1; i++) {
+        int64_t s[SEQ_JB];
+        const int32_t *a = Ac + (size_t)i * k;
+        /* a row cannot overflow in any order when the sum of its products' largest positive
+         * parts over the panel, and that of their largest negative parts, stay inside the
+         * register: its exact sums, without the checks */
+        const int safe = safe_lim && seq_safe_body(k, a, bpos, bneg, (double)safe_lim);
+        if (q->l16)
+            ovs += seq16_avx512(q, k, jn, a, (const int16_t *)pb, s);
+        else if (avx512)
+            ovs += seq_avx512(q, safe, k, jn, a, pb, SEQ_JB, s);
+        else
+            ovs += seq_body(q, safe, k, jn, a, pb, SEQ_JB, s);
+        for (int j = 0; j < jn; j++) C[i * ldc + j] = (float)s[j] * scale;
+    }
+    return ovs;
 }
-TGT_AVX2 static void seq_panel_avx2(int k, int jn, const int32_t *B, size_t ldb, int32_t *pb,
-                                    double *bpos, double *bneg, int pk)
+static uint64_t seq_item_scalar(const struct seq *q, int k, int jn, int i0, int i1,
+                                const int32_t *Ac, const int32_t *Bj, size_t n, int32_t *pb,
+                                uint64_t safe_lim, float scale, float *C, ptrdiff_t ldc)
 {
-    seq_panel_body(k, jn, B, ldb, pb, bpos, bneg, pk);
+    return seq_item_body(q, 0, k, jn, i0, i1, Ac, Bj, n, pb, safe_lim, scale, C, ldc);
 }
-TGT_AVX512 static void seq_panel_avx512(int k, int jn, const int32_t *B, size_t ldb, int32_t *pb,
-                                        double *bpos, double *bneg, int pk)
+TGT_AVX2 static uint64_t seq_item_avx2(const struct seq *q, int k, int jn, int i0, int i1,
+                                       const int32_t *Ac, const int32_t *Bj, size_t n, int32_t *pb,
+                                       uint64_t safe_lim, float scale, float *C, ptrdiff_t ldc)
 {
-    seq_panel_body(k, jn, B, ldb, pb, bpos, bneg, pk);
+    return seq_item_body(q, 0, k, jn, i0, i1, Ac, Bj, n, pb, safe_lim, scale, C, ldc);
 }
-static int seq_safe_scalar(int k, const int32_t *a, const double *bpos, const double *bneg,
-                           double lim)
+TGT_AVX512 static uint64_t seq_item_avx512(const struct seq *q, int k, int jn, int i0, int i1,
+                                           const int32_t *Ac, const int32_t *Bj, size_t n,
+                                           int32_t *pb, uint64_t safe_lim, float scale, float *C,
+                                           ptrdiff_t ldc)
 {
-    return seq_safe_body(k, a, bpos, bneg, lim);
-}
-TGT_AVX2 static int seq_safe_avx2(int k, const int32_t *a, const double *bpos, const double *bneg,
-                                  double lim)
-{
-    return seq_safe_body(k, a, bpos, bneg, lim);
-}
-TGT_AVX512 static int seq_safe_avx512(int k, const int32_t *a, const double *bpos,
-                                      const double *bneg, double lim)
-{
-    return seq_safe_body(k, a, bpos, bneg, lim);
+    return seq_item_body(q, 1, k, jn, i0, i1, Ac, Bj, n, pb, safe_lim, scale, C, ldc);
 }
 
 /* ------------------------------------------------------------------ float32 rows */
@@ -1159,46 +1172,15 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
                 nomem++;
                 continue;
             }
-            /* over the panel's columns: max(B[p][j], 0) and max(-B[p][j], 0), as doubles (the
-             * bound below sums products below 2^31 of them exactly while it stays below 2^53,
-             * far above any register's limit) */
-            double *bpos = (double *)(pb + (size_t)k * SEQ_JB), *bneg = bpos + k;
-            int16_t *pb16 = (int16_t *)pb;
-            const int pk = q.l16 ? 2 : safe_lim ? 1 : 0;
             if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
-                seq_panel_avx512(k, jn, Bc + j0, n, pb, bpos, bneg, pk);
+                ovs += seq_item_avx512(&q, k, jn, i0, i1, Ac, Bc + j0, n, pb, safe_lim, f.scale,
+                                       C + j0, ldc);
             else if (isa == ADAPT_GEMM_ISA_AVX2)
-                seq_panel_avx2(k, jn, Bc + j0, n, pb, bpos, bneg, pk);
+                ovs += seq_item_avx2(&q, k, jn, i0, i1, Ac, Bc + j0, n, pb, safe_lim, f.scale,
+                                     C + j0, ldc);
             else
-                seq_panel_scalar(k, jn, Bc + j0, n, pb, bpos, bneg, pk);
-            for (int i = i0; i < i1; i++) {
-                int64_t s[SEQ_JB], ov[SEQ_JB];
-                const int32_t *a = Ac + (size_t)i * k;
-                /* a row cannot overflow in any order when the sum of its products' largest
-                 * positive parts over the panel (up), and that of their largest negative
-                 * parts (dn), stay inside the register: its exact sums, without the checks */
-                int safe = 0;
-                if (safe_lim) {
-                    if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
-                        safe = seq_safe_avx512(k, a, bpos, bneg, (double)safe_lim);
-                    else if (isa == ADAPT_GEMM_ISA_AVX2)
-                        safe = seq_safe_avx2(k, a, bpos, bneg, (double)safe_lim);
-                    else
-                        safe = seq_safe_scalar(k, a, bpos, bneg, (double)safe_lim);
-                }
-                if (q.l16)
-                    seq16_avx512(&q, k, jn, a, pb16, s, ov);
-                else if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
-                    seq_avx512(&q, safe, k, jn, a, pb, SEQ_JB, s, ov);
-                else if (isa == ADAPT_GEMM_ISA_AVX2)
-                    seq_avx2(&q, safe, k, jn, a, pb, SEQ_JB, s, ov);
-                else
-                    seq_scalar(&q, safe, k, jn, a, pb, SEQ_JB, s, ov);
-                for (int j = 0; j < jn; j++) {
-                    ovs += (uint64_t)ov[j];
-                    C[(size_t)i * ldc + j0 + j] = (float)s[j] * f.scale;
-                }
-            }
+                ovs += seq_item_scalar(&q, k, jn, i0, i1, Ac, Bc + j0, n, pb, safe_lim, f.scale,
+                                       C + j0, ldc);
         }
         if (nomem)
             ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for a %d x %d panel", k,
