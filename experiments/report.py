@@ -963,6 +963,8 @@ def accum_merged(path):
 
 
 def cmd_accum(args):
+    if not args.dirs and not args.merge:
+        die("accum: no runs to read: give folders of runs (DIR) or --merge accum.json")
     traces = find_traces(args.dirs) if args.dirs else []
     if not traces and not args.merge:
         die("no traces under %s" % ", ".join(args.dirs))
@@ -983,7 +985,8 @@ def cmd_accum(args):
             seen[key] = m
             runs.append(r)
     if not runs:
-        die("no finished runs (with a test record) under %s" % ", ".join(args.dirs))
+        die("no finished runs (with a test record) in %s" %
+            ", ".join(list(args.dirs) + ["--merge " + m for m in args.merge or []]))
     groups = []
     for r in runs:
         if r["group"] not in groups:

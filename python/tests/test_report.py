@@ -564,6 +564,16 @@ class TestAccum(unittest.TestCase):
         rc, text = self.accum(d3, "--merge", bad, "--out", os.path.join(tmp, "bad"))
         self.assertNotEqual(rc, 0)
         self.assertIn("bad.json: rows[0]: test accuracy 86.0 of seed 1 is not a fraction", text)
+        # nothing to read, and a merged file without rows: each says what it read
+        rc, text = self.accum("--out", os.path.join(tmp, "none"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no runs to read: give folders of runs (DIR) or --merge", text)
+        empty = os.path.join(tmp, "empty.json")
+        with open(empty, "w") as f:
+            json.dump({"rows": []}, f)
+        rc, text = self.accum("--merge", empty, "--out", os.path.join(tmp, "none"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no finished runs (with a test record) in --merge " + empty, text)
 
 
 if __name__ == "__main__":
