@@ -91,6 +91,20 @@ START_TEST(test_fast_equals_ref)
         s.block = QUANT_BLOCK_DIM0;
         compare_fast_ref(&s, 37, 1153, 2, mode & 1, 7);
     }
+    /* MX rows shorter than a block (one block each, many rows a call): 1, 6 and 31 columns,
+     * over more than a chunk's elements (several work items), and 33 (a block and one) */
+    static const size_t mx_cols[] = {1, 6, 31, 33};
+    for (int f = 0; f < 3; f++)
+        for (size_t c = 0; c < sizeof mx_cols / sizeof mx_cols[0]; c++)
+            for (int mode = 0; mode < 2; mode++) {
+                struct quant_spec s =
+                    spec_of(f == 0   ? "mxfp8_e4m3"
+                            : f == 1 ? "mxint8"
+                                     : "mxfp4",
+                            mode ? QUANT_ROUND_STOCHASTIC : QUANT_ROUND_NEAREST, QUANT_TIE_EVEN);
+                compare_fast_ref(&s, QUANT_CHUNK / mx_cols[c] + 300, mx_cols[c], 5 + c, mode,
+                                 21 + c);
+            }
 }
 END_TEST
 

@@ -162,16 +162,18 @@ static QUANT_ALWAYS_INLINE void mx_block(const struct quant_plan *p, const int m
     }
 }
 
-/* One row segment that starts at a block boundary, piece by piece (whole blocks per piece). */
+/* One row segment that starts at a block boundary, piece by piece (whole blocks per piece),
+ * blocks of bl elements. */
 static QUANT_ALWAYS_INLINE void mx_run(const struct quant_plan *p, const int mode,
                                        const int integer, const float *x, float *y, size_t n,
-                                       uint64_t index, uint8_t *mask, uint64_t *counts)
+                                       uint64_t index, uint8_t *mask, uint64_t *counts, size_t bl)
 {
     uint32_t buf[QUANT_PIECE_BUF] __attribute__((aligned(64)));
     uint32_t sat[QUANT_PIECE] __attribute__((aligned(64)));
     uint32_t nzin[QUANT_PIECE] __attribute__((aligned(64))); /* inputs: x may be y */
-    for (size_t j = 0; j < n; j += QUANT_PIECE) {
-        size_t len = n - j < QUANT_PIECE ? n - j : QUANT_PIECE;
+    const size_t step = QUANT_PIECE - QUANT_PIECE % bl;
+    for (size_t j = 0; j < n; j += step) {
+        size_t len = n - j < step ? n - j : step;
         if (counts) {
 #pragma omp simd
             for (size_t k = 0; k < len; k++) nzin[k] = quant_nonzero(x[j + k]);
@@ -179,9 +181,9 @@ static QUANT_ALWAYS_INLINE void mx_run(const struct quant_plan *p, const int mod
         const uint32_t *r = mode == QUANT_MODE_STOCHASTIC
                                 ? quant_sr_fill(buf, p, index + j, len)
                                 : NULL;
-        for (size_t b = 0; b < len; b += QUANT_MX_BLOCK)
+        for (size_t b = 0; b < len; b += bl)
             mx_block(p, mode, integer, x + j + b, y + j + b, r ? r + b : NULL,
-                     len - b < QUANT_MX_BLOCK ? len - b : QUANT_MX_BLOCK, sat + b);
+                     len - b < bl ? len - b : bl, sat + b);
         if (mask) {
 #pragma omp simd
             for (size_t k = 0; k < len; k++) mask[j + k] = (uint8_t)sat[k];
@@ -203,13 +205,16 @@ static QUANT_ALWAYS_INLINE void mx_run(const struct quant_plan *p, const int mod
 }
 
 ADAPT_HOT_CLONES void quant_mx_run(const struct quant_plan *p, const float *x, float *y, size_t n,
-                                   uint64_t index, uint8_t *mask, uint64_t *counts)
+                                   uint64_t index, uint8_t *mask, uint64_t *counts, size_t bl)
 {
-#define MX_CASE(M)                                                                              \
-    do {                                                                                       \
-        if (p->mx.integer) mx_run(p, M, 1, x, y, n, index, mask, counts);                      \
-        else mx_run(p, M, 0, x, y, n, index, mask, counts);                                    \
+#define MX_CASE(M)                                                                                 \
+    do {                                                                                           \
+        if (p->mx.integer)                                                                         \
+            mx_run(p, M, 1, x, y, n, index, mask, counts, bl);                                     \
+        else                                                                                       \
+            mx_run(p, M, 0, x, y, n, index, mask, counts, bl);                                     \
     } while (0)
+    ADAPT_ASSERT(bl >= 1 && bl <= QUANT_MX_BLOCK);
     switch (p->mode) {
     case QUANT_MODE_STOCHASTIC: MX_CASE(QUANT_MODE_STOCHASTIC); break;
     case QUANT_MODE_NEAREST_AWAY: MX_CASE(QUANT_MODE_NEAREST_AWAY); break;

@@ -299,10 +299,29 @@ void quant_plugin_row_ref(const struct quant_plan *p, const float *x, float *y, 
 }
 
 /* MX rows: blocks restart at every row; work items are (row, chunk of QUANT_CHUNK elements)
- * pairs, a multiple of the block length, so the blocks and bits do not depend on threads. */
+ * pairs, a multiple of the block length, so the blocks and bits do not depend on threads. Rows
+ * shorter than a block are one block each: items of whole rows, many a call. */
 static void mx_rows(const struct quant_plan *p, const float *x, float *y, size_t rows,
                     size_t cols, uint64_t index, uint8_t *mask, struct quant_stats *stats)
 {
+    if (cols < QUANT_MX_BLOCK && rows > 1) {
+        const size_t per = QUANT_CHUNK - QUANT_CHUNK % cols, n = rows * cols;
+        const long long items = (long long)((n + per - 1) / per);
+        uint64_t s0 = 0, s1 = 0, s2 = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s0, s1, s2) if (items > 1)
+        for (long long it = 0; it < items; it++) {
+            size_t off = (size_t)it * per, len = n - off < per ? n - off : per;
+            uint64_t cnt[3] = {0, 0, 0};
+            quant_mx_run(p, x + off, y + off, len, index + off, mask ? mask + off : NULL,
+                         stats ? cnt : NULL, cols);
+            s0 += cnt[0];
+            s1 += cnt[1];
+            s2 += cnt[2];
+        }
+        uint64_t c[3] = {s0, s1, s2};
+        stats_add(stats, c);
+        return;
+    }
     size_t per_row = (cols + QUANT_CHUNK - 1) / QUANT_CHUNK;
     long long nitems = (long long)(rows * per_row);
     uint64_t s0 = 0, s1 = 0, s2 = 0;
@@ -312,7 +331,7 @@ static void mx_rows(const struct quant_plan *p, const float *x, float *y, size_t
         size_t off = r * cols + c, len = cols - c < QUANT_CHUNK ? cols - c : QUANT_CHUNK;
         uint64_t cnt[3] = {0, 0, 0};
         quant_mx_run(p, x + off, y + off, len, index + off, mask ? mask + off : NULL,
-                     stats ? cnt : NULL);
+                     stats ? cnt : NULL, QUANT_MX_BLOCK);
         s0 += cnt[0];
         s1 += cnt[1];
         s2 += cnt[2];

@@ -50,9 +50,10 @@ void quant_fmt_run(const struct quant_plan *p, const float *x, float *y, size_t 
 /* Plugins (src/quant/plugin.c): the widest vector variant, the scalar function for the rest. */
 void quant_plugin_run(const struct quant_plan *p, const float *x, float *y, size_t n,
                       uint64_t index, uint8_t *mask, uint64_t *counts);
-/* MX: x[0] starts a block (blocks of QUANT_MX_BLOCK; the last may be shorter). */
+/* MX: x[0] starts a block, blocks of bl <= QUANT_MX_BLOCK elements (the last may be shorter;
+ * bl < QUANT_MX_BLOCK: rows of bl elements, one block each). */
 void quant_mx_run(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
-                  uint8_t *mask, uint64_t *counts);
+                  uint8_t *mask, uint64_t *counts, size_t bl);
 
 /* Serial range reduction over finite values (SIMD): k[0] = max, k[1] = min of the order keys. */
 void quant_range_keys(const float *x, size_t n, uint32_t k[2]);
