@@ -112,9 +112,14 @@ RECIPES = {
                            "grad_output": (E5M2, "delayed")},
     "mxfp8": {"weight": ("mx", None), "input": ("mx", None), "grad_output": ("mx", None)},
     "mxfp8_gemm": {"weight": ("mx", None), "input": ("mx", None), "grad_output": ("mx", None)},
+    # mxfp8 with roles.mx_axis = channels
+    "mxfp8_channels": {"weight": ("mx", None), "input": ("mx", None),
+                       "grad_output": ("mx", None)},
 }
-# the recipes whose MX operands are blocked along each GEMM's reduction dimension
-GEMM_AXIS = ("mxfp8_gemm",)
+# the recipes whose MX operands are rounded per GEMM (channels: microxcaling's convolution)
+GEMM_AXIS = ("mxfp8_gemm", "mxfp8_channels")
+# the simulator's settings of a recipe name that is not its own
+RECIPE_SETS = {"mxfp8_channels": ("roles.recipe=mxfp8", "roles.mx_axis=channels")}
 ROLES = ("weight", "input", "grad_output")
 
 
@@ -218,6 +223,58 @@ def mx_gemm_unit(torch, x, w, wq, b, stride, pad):
     return Unit.apply(x, w, b)
 
 
+def mx_along(torch, v, axis):
+    """mx_round of v in blocks along dimension `axis` (every other index fixed)."""
+    m = v.movedim(axis, -1).contiguous()
+    q = mx_round(torch, m.reshape(-1, m.shape[-1]), m.numel() // m.shape[-1])
+    return q.reshape(m.shape).movedim(-1, axis)
+
+
+def mx_channels_unit(torch, x, w, wq, b, stride, pad):
+    """A conv2d under OCP MX as microxcaling's MX convolution rounds its operands (its
+    mx/convolution.py, read for the axes only): each operand quantized before the
+    convolution, once for each of the three it enters,
+
+      forward      conv(x, Wq)             x along the input channels (dim 1) at each
+                                           (n, y, x); Wq the unit's weight copy, along Cin
+                                           at each (o, ky, kx);
+      weight grad  conv_weight(x, dY)      x and dY along the batch (dim 0);
+      input grad   conv_input(W, dY)       the master W along Cout (dim 0), dY along its
+                                           channels (dim 1).
+
+    The convolutions themselves are torch's unfold and fold with float64 products. The bias
+    gradient sums dY unrounded. A linear layer (pad None) is mx_gemm_unit's."""
+    if pad is None:
+        return mx_gemm_unit(torch, x, w, wq, b, stride, pad)
+    F = torch.nn.functional
+    ks = w.shape[2:]
+
+    class Unit(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, b):
+            y = F.conv2d(mx_along(torch, x, 1), wq, b, stride, pad)
+            ctx.save_for_backward(x, w)
+            ctx.has_bias = b is not None
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            n, cout = g.shape[0], g.shape[1]
+            g = g.contiguous()
+            cols = F.unfold(mx_along(torch, x, 0), ks, padding=pad, stride=stride)
+            gw = mx_along(torch, g, 0).reshape(n, cout, -1)
+            dw = torch.einsum("nol,nkl->ok", gw, cols).reshape(w.shape)
+            wd = mx_along(torch, w, 0).reshape(cout, -1)
+            gd = mx_along(torch, g, 1).reshape(n, cout, -1)
+            dcols = torch.einsum("ok,nol->nkl", wd, gd)
+            dx = F.fold(dcols, x.shape[2:], ks, padding=pad, stride=stride)
+            db = g.sum((0, 2, 3)) if ctx.has_bias else None
+            return dx, dw, db
+
+    return Unit.apply(x, w, b)
+
+
 class Scaled:
     """Transformer Engine's delayed scaling state of one tensor (role, unit)."""
 
@@ -259,6 +316,8 @@ class Reference:
         self.dtype = dtype
         self.recipe = RECIPES[recipe]
         self.gemm = recipe in GEMM_AXIS
+        self.unit_fn = mx_channels_unit if recipe == "mxfp8_channels" else mx_gemm_unit
+        self.channels = recipe == "mxfp8_channels"
         self.opts = opts
         self.g = described.load(dump.metadata["model"], 10)
         self.units = [ly.name for ly in self.g.layers if ly.kind in ("conv2d", "linear")]
@@ -313,7 +372,10 @@ class Reference:
         out = {}
         for u in self.units:
             w = self.params[u + ".weight"]
-            out[u] = self.rounder("weight", u, lambda v: v.shape[0])(w)
+            if self.channels and w.dim() == 4:  # a convolution's: along Cin at each (o, ky, kx)
+                out[u] = mx_along(self.torch, w, 1)
+            else:
+                out[u] = self.rounder("weight", u, lambda v: v.shape[0])(w)
         return out
 
     def run_pass(self, x, labels):
@@ -328,7 +390,7 @@ class Reference:
             ins = [x if j < 0 else outs[j] for j in ly.inputs]
             k, name = ly.keys, ly.name
             if ly.kind in ("conv2d", "linear") and self.gemm:
-                y = mx_gemm_unit(torch, ins[0], leaves[name + ".weight"], wq[name].detach(),
+                y = self.unit_fn(torch, ins[0], leaves[name + ".weight"], wq[name].detach(),
                                  leaves.get(name + ".bias"), k.get("stride"),
                                  k.get("pad") if ly.kind == "conv2d" else None)
             elif ly.kind in ("conv2d", "linear"):
@@ -377,7 +439,7 @@ class Reference:
         F = torch.nn.functional
         k, name = ly.keys, ly.name
         if ly.kind in ("conv2d", "linear") and self.gemm:
-            return mx_gemm_unit(torch, ins[0], params[name + ".weight"], wq.detach(),
+            return self.unit_fn(torch, ins[0], params[name + ".weight"], wq.detach(),
                                 params.get(name + ".bias"), k.get("stride"),
                                 k.get("pad") if ly.kind == "conv2d" else None)
         if ly.kind in ("conv2d", "linear"):
@@ -442,7 +504,10 @@ class Reference:
             wq = None
             if ly.kind in ("conv2d", "linear"):
                 w = params[ly.name + ".weight"].detach()
-                wq = rounding("weight", ly.name, w.reshape(w.shape[0], -1)).reshape(w.shape)
+                if self.channels and w.dim() == 4:
+                    wq = mx_along(torch, w, 1)
+                else:
+                    wq = rounding("weight", ly.name, w.reshape(w.shape[0], -1)).reshape(w.shape)
             y = self.layer(ly, ins, params, wq, lambda r, v: rounding(r, ly.name, v))
             sim_y = act(j + 1)
             out["act %d (%s)" % (j + 1, ly.name)] = rel(sim_y.numpy().reshape(-1),
@@ -502,7 +567,7 @@ class RolesReference(unittest.TestCase):
         o.update(opts or {})
         with tempfile.TemporaryDirectory() as d:
             dump = run_dump(os.path.join(d, "dump.safetensors"), model,
-                            "roles.recipe=" + recipe, *sets)
+                            *RECIPE_SETS.get(recipe, ("roles.recipe=" + recipe,)), *sets)
         t = dump.tensors
         ref = Reference(torch, dump, recipe, o, torch.float64)
         self.assertEqual(dump.metadata["units"].split(","), ref.units)
@@ -576,6 +641,12 @@ class RolesReference(unittest.TestCase):
 
     def test_resnet20_mxfp8_gemm(self):
         self.compare("resnet20", "mxfp8_gemm")
+
+    def test_lenet5_mxfp8_channels(self):
+        self.compare("lenet5", "mxfp8_channels")
+
+    def test_resnet20_mxfp8_channels(self):
+        self.compare("resnet20", "mxfp8_channels")
 
     def test_resnet20_fp8_hybrid_delayed(self):
         self.compare("resnet20", "fp8_hybrid_delayed")

@@ -59,7 +59,8 @@ static const char *const amax_compute_names[] = {[ADAPT_AMAX_MAX] = "max",
 static const char *const scale_kind_names[] = {[ADAPT_SCALE_FLOAT32] = "float32",
                                                [ADAPT_SCALE_POW2] = "pow2"};
 static const char *const mx_axis_names[] = {[ADAPT_MX_AXIS_ROWS] = "rows",
-                                            [ADAPT_MX_AXIS_GEMM] = "gemm"};
+                                            [ADAPT_MX_AXIS_GEMM] = "gemm",
+                                            [ADAPT_MX_AXIS_CHANNELS] = "channels"};
 
 #define NAMES(a) {a, (int)(sizeof a / sizeof a[0]), NULL}
 static const struct adapt_schema_enum recipe_enum = NAMES(recipe_names);
@@ -406,9 +407,13 @@ static const struct adapt_schema_key keys[] = {
     K_ENUM("roles", "scale", roles.scale, "float32", scale_kind_enum,
            "scaling: a float32 scale, or the power of two at or below it"),
     K_ENUM("roles", "mx_axis", roles.mx_axis, "rows", mx_axis_enum,
-           "MX roles (weight, input, grad_output): blocks of 32 along each tensor's rows, or "
-           "along the reduction dimension of each of the unit's three GEMMs (each operand "
-           "rounded once per GEMM; conv2d and linear units; recipe mxfp8_gemm sets gemm)"),
+           "MX roles (weight, input, grad_output): blocks of 32 along each tensor's rows; "
+           "gemm: along the reduction dimension of each of the unit's three GEMMs, the "
+           "convolutions' lowered input included (each operand rounded once per GEMM; conv2d "
+           "and linear units; recipe mxfp8_gemm sets gemm unless this key says otherwise); "
+           "channels: as gemm, but a convolution's unlowered input and its weight along the "
+           "input channels, and for the weight gradient its input and output gradient along "
+           "the batch, as microxcaling's MX convolution"),
     K_STR_NEW(
         "arithmetic", "accumulator", arithmetic.accumulator, "float32",
         "how the matrix products of every conv2d and linear unit multiply and sum, in their "
@@ -793,15 +798,17 @@ static enum adapt_status check_arith(const struct adapt_config *cfg)
                            "a policy with precision units (fixed, adapt, muppet or amp)",
                            o, adapt_config_enum_str(cfg, "policy", "name"));
     }
-    if (cfg->roles.mx_axis == ADAPT_MX_AXIS_GEMM || cfg->roles.recipe == ADAPT_RECIPE_MXFP8_GEMM) {
+    if (adapt_config_mx_axis(cfg) != ADAPT_MX_AXIS_ROWS) {
         char o[ADAPT_CONFIG_OVERRIDE_LEN + 32];
         adapt_config_origin_str(cfg, "arithmetic",
                                 def.kind != QUANT_ACC_FLOAT32 ? "accumulator" : "units", o,
                                 sizeof o);
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "%s: [arithmetic] with MX blocks along each GEMM (roles.mx_axis = gemm "
-                           "or roles.recipe = mxfp8_gemm): the two are not combined; expected "
-                           "roles.mx_axis = rows or arithmetic.accumulator = float32", o);
+                           "or channels, or roles.recipe = mxfp8_gemm): the two are not combined; "
+                           "expected "
+                           "roles.mx_axis = rows or arithmetic.accumulator = float32",
+                           o);
     }
     return ADAPT_OK;
 }

@@ -210,8 +210,10 @@ enum adapt_config_recipe {
 };
 enum adapt_config_amax_compute { ADAPT_AMAX_MAX = 0, ADAPT_AMAX_MOST_RECENT };
 enum adapt_config_scale_kind { ADAPT_SCALE_FLOAT32 = 0, ADAPT_SCALE_POW2 };
-/* roles.mx_axis: MX blocks along each tensor's rows, or along each GEMM's reduction dimension */
-enum adapt_config_mx_axis { ADAPT_MX_AXIS_ROWS = 0, ADAPT_MX_AXIS_GEMM };
+/* roles.mx_axis: MX blocks along each tensor's rows, along each GEMM's reduction dimension, or
+ * along the channels of the convolutions' unlowered tensors (and the batch for the weight
+ * gradient), as microxcaling's MX convolution */
+enum adapt_config_mx_axis { ADAPT_MX_AXIS_ROWS = 0, ADAPT_MX_AXIS_GEMM, ADAPT_MX_AXIS_CHANNELS };
 extern const char *const adapt_role_names[ADAPT_ROLE_N];
 
 /* Where a value came from (for messages): a line of the loaded file, a --set, or the default. */
@@ -357,7 +359,7 @@ struct adapt_config {
         enum adapt_config_amax_compute amax_compute;
         int margin;                            /* scale / 2^margin */
         enum adapt_config_scale_kind scale;    /* float32 or a power of two */
-        enum adapt_config_mx_axis mx_axis;     /* MX blocks (recipe mxfp8_gemm: gemm) */
+        enum adapt_config_mx_axis mx_axis;     /* MX blocks (adapt_config_mx_axis) */
     } roles;
     struct {
         /* [arithmetic]: how the units' matrix products multiply and sum (doc/numerics.md,
@@ -449,6 +451,9 @@ int adapt_config_lb_window(const struct adapt_config *cfg);
 enum adapt_compat adapt_config_reference_mode(const struct adapt_config *cfg,
                                               enum adapt_reference_switch s);
 /* 1 when some role is not auto (a recipe or a [roles] key). */
+/* The MX blocking in force: roles.mx_axis where set to other than rows, else gemm under recipe
+ * mxfp8_gemm, else rows. */
+enum adapt_config_mx_axis adapt_config_mx_axis(const struct adapt_config *cfg);
 int adapt_config_roles_set(const struct adapt_config *cfg);
 /* "e4m3 nearest delayed", "unit", "float32", "auto": the canonical text of f. */
 const char *adapt_role_fmt_str(const struct adapt_role_fmt *f, char *buf, size_t n);

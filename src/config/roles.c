@@ -61,6 +61,12 @@ static const struct recipe_role *recipe_table(enum adapt_config_recipe r)
     }
 }
 
+enum adapt_config_mx_axis adapt_config_mx_axis(const struct adapt_config *cfg)
+{
+    if (cfg->roles.mx_axis != ADAPT_MX_AXIS_ROWS) return cfg->roles.mx_axis;
+    return cfg->roles.recipe == ADAPT_RECIPE_MXFP8_GEMM ? ADAPT_MX_AXIS_GEMM : ADAPT_MX_AXIS_ROWS;
+}
+
 int adapt_config_roles_set(const struct adapt_config *cfg)
 {
     if (cfg->roles.recipe != ADAPT_RECIPE_NONE || cfg->roles.units[0]) return 1;

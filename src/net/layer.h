@@ -99,6 +99,10 @@ struct adapt_mx_scratch {
 };
 struct adapt_mx_gemm {
     int w, x, dy;                         /* 1: the layer rounds that operand per GEMM */
+    int channels; /* roles.mx_axis = channels: a convolution's X_FWD copy is its unlowered input
+                     in blocks along Cin at each input pixel, X_WGRAD and DY_WGRAD its input and
+                     output gradient in blocks along the batch at each element of a sample (as
+                     microxcaling's MX convolution); linear layers as gemm */
     struct quant_spec ws, xs, dys;        /* their formats, rounding set */
     struct quant_key key[ADAPT_MX_COPIES]; /* each copy's stream; index = element in the copy */
     struct adapt_mx_scratch *scratch; /* the layers' scratch, kept between calls; one for the

@@ -1,11 +1,12 @@
-/* src/policy/mx_gemm.c: roles.mx_axis = gemm on the precision state: the MX roles weight,
+/* src/policy/mx_gemm.c: roles.mx_axis = gemm or channels on the precision state: the MX roles weight,
  * input and grad_output of conv2d and linear units are rounded by the layer itself, once per
  * GEMM that reads them, with blocks along that GEMM's reduction dimension (struct
  * adapt_mx_gemm in src/net/layer.h, src/net/layers/mx_gemm.c; doc/numerics.md, "Block
  * formats: OCP Microscaling (MX)"). The weight copy of the forward GEMM is the one
  * adapt_precision_refresh_weights makes (rows of W run along the forward reduction), so only
  * the input and the output gradient are left unrounded by the hooks. A role rounded per GEMM
- * is one whose resolved format (not auto) is an MX format. */
+ * is one whose resolved format (not auto) is an MX format. Under channels the weight copy is
+ * the one adapt_mx_channels_weight makes for a convolution with a kernel wider than 1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,30 @@ static int static_mx(const struct adapt_precision *p, int u, enum adapt_role r)
     return f->kind == ADAPT_ROLE_FORMAT && quant_format_is_mx(f->spec.format);
 }
 
-enum adapt_status adapt_precision_set_mx_gemm(struct adapt_precision *p, const char *origin)
+enum adapt_status adapt_mx_channels_weight(const struct quant_spec *s, const float *w, float *wq,
+                                           int cout, int cin, int kk, struct quant_key key,
+                                           struct quant_stats *st)
+{
+    const size_t n = (size_t)cout * cin * kk;
+    float *t = calloc(n + 1, sizeof *t);
+    if (!t) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate %zu floats for a weight copy", n);
+    /* (Cout, Cin, kk) -> (Cout, kk, Cin): rows of Cin values */
+    for (size_t o = 0; o < (size_t)cout; o++)
+        for (size_t c = 0; c < (size_t)cin; c++)
+            for (size_t q = 0; q < (size_t)kk; q++)
+                t[(o * kk + q) * cin + c] = w[(o * cin + c) * kk + q];
+    enum adapt_status e = quant_rows(s, t, t, (size_t)cout * kk, (size_t)cin, key, NULL, st);
+    if (!e)
+        for (size_t o = 0; o < (size_t)cout; o++)
+            for (size_t c = 0; c < (size_t)cin; c++)
+                for (size_t q = 0; q < (size_t)kk; q++)
+                    wq[(o * cin + c) * kk + q] = t[(o * kk + q) * cin + c];
+    free(t);
+    return e;
+}
+
+enum adapt_status adapt_precision_set_mx_gemm(struct adapt_precision *p, const char *origin,
+                                              int channels)
 {
     static const enum adapt_role ops[3] = {ADAPT_ROLE_WEIGHT, ADAPT_ROLE_INPUT,
                                            ADAPT_ROLE_GRAD_OUTPUT};
@@ -36,14 +60,15 @@ enum adapt_status adapt_precision_set_mx_gemm(struct adapt_precision *p, const c
         for (int k = 0; k < 3; k++)
             if (!l->mx_gemm && static_mx(p, u, ops[k]))
                 return ADAPT_ERROR(ADAPT_EINVAL,
-                                   "%s: roles.mx_axis = gemm: unit %s is a grouped or dilated "
+                                   "%s: roles.mx_axis = %s: unit %s is a grouped or dilated "
                                    "convolution (groups %d, dilation %d), whose GEMMs are not "
                                    "rounded per reduction dimension; expected roles.mx_axis = "
                                    "rows, or a format that is not MX for its %s role "
                                    "(roles.units)",
-                                   origin, l->name, l->groups, l->dilation,
-                                   adapt_role_names[ops[k]]);
+                                   origin, channels ? "channels" : "gemm", l->name, l->groups,
+                                   l->dilation, adapt_role_names[ops[k]]);
     }
+    p->mx_channels = channels;
     if (p->mxg) return ADAPT_OK;
     struct adapt_mx_scratch *s = calloc(1, sizeof *s);
     if (!s || !(p->mxg = calloc((size_t)p->nunits + 1, sizeof *p->mxg))) {
@@ -63,6 +88,7 @@ int adapt_mx_gemm_input(struct adapt_precision *p, int node, int training, int b
     if (!backward) {
         struct adapt_mx_gemm *m = &p->mxg[ui];
         m->w = m->x = m->dy = 0; /* the scratch stays */
+        m->channels = p->mx_channels;
         if (l->mx_gemm && !p->dev) {
             m->w = mx_role(p, ui, ADAPT_ROLE_WEIGHT, 1, &m->ws);
             m->x = mx_role(p, ui, ADAPT_ROLE_INPUT, training, &m->xs);

@@ -58,14 +58,13 @@ static enum adapt_status apply_roles(struct adapt_policy *p, const struct adapt_
         }
         st = adapt_precision_set_unit_role(p->prec, u, ov[i].role, &ov[i].fmt);
     }
-    const int gemm = cfg->roles.mx_axis == ADAPT_MX_AXIS_GEMM ||
-                     cfg->roles.recipe == ADAPT_RECIPE_MXFP8_GEMM;
-    if (!st && gemm) {
+    const enum adapt_config_mx_axis ax = adapt_config_mx_axis(cfg);
+    if (!st && ax != ADAPT_MX_AXIS_ROWS) {
         char o[ADAPT_CONFIG_OVERRIDE_LEN + 32];
         adapt_config_origin_str(cfg, "roles",
-                                cfg->roles.mx_axis == ADAPT_MX_AXIS_GEMM ? "mx_axis" : "recipe",
-                                o, sizeof o);
-        st = adapt_precision_set_mx_gemm(p->prec, o);
+                                cfg->roles.mx_axis != ADAPT_MX_AXIS_ROWS ? "mx_axis" : "recipe", o,
+                                sizeof o);
+        st = adapt_precision_set_mx_gemm(p->prec, o, ax == ADAPT_MX_AXIS_CHANNELS);
     }
     return st;
 }
@@ -267,10 +266,11 @@ enum adapt_status adapt_policy_cuda_check(const struct adapt_config *cfg)
                            "run.device = cuda: policy.name = %s does not run on the GPU engine "
                            "(fp32, fixed, adapt, muppet and amp do); use run.device = cpu",
                            name);
-    if (cfg->roles.mx_axis == ADAPT_MX_AXIS_GEMM || cfg->roles.recipe == ADAPT_RECIPE_MXFP8_GEMM)
+    if (adapt_config_mx_axis(cfg) != ADAPT_MX_AXIS_ROWS)
         return ADAPT_ERROR(ADAPT_EUNSUPPORTED,
                            "run.device = cuda: MX blocks along each GEMM's reduction dimension "
-                           "(roles.mx_axis = gemm, roles.recipe = mxfp8_gemm) run on the CPU "
+                           "(roles.mx_axis = gemm or channels, roles.recipe = mxfp8_gemm) run on "
+                           "the CPU "
                            "engine only; use run.device = cpu or roles.mx_axis = rows");
     static const struct {
         enum adapt_reference_switch sw;

@@ -826,6 +826,14 @@ enum adapt_status adapt_precision_refresh_weights(struct adapt_precision *p, lon
             s = adapt_role_round_scaled(p, ADAPT_ROLE_WEIGHT, k, sc, &rs[ADAPT_ROLE_WEIGHT],
                                         param_value(p, u->param[0]), wq, rows, cols, rows,
                                         key_of(p, Q_WEIGHT, k, step), &st);
+        } else if (p->mx_channels && !p->dev && l->mx_gemm && w->value.ndim == 4 &&
+                   w->value.dim[2] * w->value.dim[3] > 1 &&
+                   quant_format_is_mx(rs[ADAPT_ROLE_WEIGHT].format)) {
+            /* roles.mx_axis = channels: a convolution's copy in blocks along Cin */
+            s = adapt_mx_channels_weight(&rs[ADAPT_ROLE_WEIGHT], param_value(p, u->param[0]), wq,
+                                         w->value.dim[0], w->value.dim[1],
+                                         w->value.dim[2] * w->value.dim[3],
+                                         key_of(p, Q_WEIGHT, k, step), &st);
         } else {
             s = gather(p, &g, &rs[ADAPT_ROLE_WEIGHT], param_value(p, u->param[0]), wq, rows,
                        cols, key_of(p, Q_WEIGHT, k, step), SLOT_WEIGHT(k), &st);

@@ -144,8 +144,10 @@ struct adapt_precision {
     struct adapt_role_state *rstate; /* (ADAPT_ROLE_N * nnodes): [role * nnodes + id], id the
                                         unit (weights, bias, their gradients, master) or the
                                         node (activations, error gradients) */
-    struct adapt_mx_gemm *mxg; /* (nunits) roles.mx_axis = gemm (src/policy/mx_gemm.c): each
-                                  unit's MX operands rounded per GEMM; NULL: along rows */
+    struct adapt_mx_gemm *mxg;       /* (nunits) roles.mx_axis = gemm or channels
+                                  (src/policy/mx_gemm.c): each unit's MX operands rounded per
+                                  GEMM; NULL: along rows */
+    int mx_channels;           /* roles.mx_axis = channels: as microxcaling's MX convolution */
     struct adapt_arith *arith; /* (nunits) arithmetic.accumulator (src/policy/arith.c): each
                                   unit's accumulator model and operand grids; NULL: float32 */
 };
@@ -182,11 +184,20 @@ void adapt_precision_free(struct adapt_precision *p);
 enum adapt_status adapt_precision_set_roles(struct adapt_precision *p,
                                             const struct adapt_role_fmt roles[ADAPT_ROLE_N],
                                             const struct adapt_roles_opts *o);
-/* roles.mx_axis = gemm: the MX roles (weight, input, grad_output) of conv2d and linear units
- * rounded by their layers once per GEMM, blocks along its reduction dimension
- * (src/policy/mx_gemm.c). Call after the roles are set; fails, naming `origin` (the key's
- * file and line), where such a role is on a unit that cannot (a grouped or dilated conv). */
-enum adapt_status adapt_precision_set_mx_gemm(struct adapt_precision *p, const char *origin);
+/* roles.mx_axis = gemm (channels 0) or channels (1): the MX roles (weight, input, grad_output)
+ * of conv2d and linear units rounded by their layers once per GEMM, blocks along its reduction
+ * dimension, or for channels as microxcaling's MX convolution: the unlowered input and the
+ * weight copy along the input channels (src/policy/mx_gemm.c). Call after the roles are set;
+ * fails, naming `origin` (the key's file and line), where such a role is on a unit that cannot
+ * (a grouped or dilated conv). */
+enum adapt_status adapt_precision_set_mx_gemm(struct adapt_precision *p, const char *origin,
+                                              int channels);
+/* roles.mx_axis = channels: a convolution's weight copy (rows x cols = Cout x Cin k k) rounded
+ * with s in blocks along the input channels at each (output channel, ky, kx); random-bit index
+ * (o k k + t) Cin + c for element (o, c, t) of the copy, t = ky k + kx. Stats as quant_rows'. */
+enum adapt_status adapt_mx_channels_weight(const struct quant_spec *s, const float *w, float *wq,
+                                           int cout, int cin, int kk, struct quant_key key,
+                                           struct quant_stats *st);
 /* arithmetic.accumulator: unit u's GEMMs sum as acc[u] says (struct adapt_arith in
  * src/net/layer.h; src/policy/arith.c). Host engine only. A unit whose layer has no explicit
  * GEMMs (a grouped or dilated convolution) keeps float32, and *skipped counts them (may be

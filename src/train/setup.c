@@ -424,8 +424,12 @@ static void print_roles(const struct adapt_precision *p)
     printf("        (auto: rounded as the policy rounds without roles, in the unit's format or "
            "not at all; doc/numerics.md)\n");
     if (p->mxg)
-        printf("        (MX roles of conv2d and linear units: blocks along each GEMM's reduction "
-               "dimension, roles.mx_axis = gemm)\n");
+        printf(p->mx_channels
+                   ? "        (MX roles of conv2d and linear units: rounded per GEMM, the "
+                     "convolutions' unlowered tensors along channels and batch, roles.mx_axis = "
+                     "channels)\n"
+                   : "        (MX roles of conv2d and linear units: blocks along each GEMM's "
+                     "reduction dimension, roles.mx_axis = gemm)\n");
 }
 
 /* The dry run's table of the units' accumulator models: per unit its model and, for each of

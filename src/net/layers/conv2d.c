@@ -195,18 +195,18 @@ ADAPT_HOT_CLONES static void transpose_rows(const float *dy, int cout, size_t P,
         for (int o = 0; o < cout; o++) dyT[p0 * coutp + o] = dy[(size_t)o * P + p0];
 }
 
-static void lowered_backward(struct adapt_conv *c, const struct adapt_exec *ex, const float *x,
-                             const float *dy, float *dx, int acc)
+/* dW += and db += (each when not NULL; db only with dW) from x and dy, dx (+)= from w and dy
+ * (when not NULL) */
+static void lowered_backward_ops(struct adapt_conv *c, const struct adapt_exec *ex, const float *x,
+                                 const float *dy, const float *w, float *dw, float *db, float *dx,
+                                 int acc)
 {
     struct adapt_layer *l = &c->base;
-    const float *w = adapt_param_in_use(&l->param[0]);
-    float *dw = l->param[0].grad.data;
-    float *db = c->bias ? l->param[1].grad.data : NULL;
     const size_t in_numel = adapt_layer_in_numel(l, 0), P = (size_t)c->P;
     const size_t slice = lowered_slice(c, NULL, NULL);
     const int n = ex->n, cout = c->cout, coutp = c->coutp, ckk = c->ckk, Pp = c->Pp;
     const int ldp = c->ldp;
-    ADAPT_ASSERT(ex->ws != NULL && dw != NULL);
+    ADAPT_ASSERT(ex->ws != NULL && (dw != NULL || db == NULL));
 #pragma omp parallel num_threads(c->threads)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -218,11 +218,13 @@ static void lowered_backward(struct adapt_conv *c, const struct adapt_exec *ex, 
 #pragma omp for schedule(static)
         for (int j = 0; j < n; j++) {
             const float *dyj = dy + (size_t)j * cout * P;
-            transpose_rows(dyj, cout, P, ws.dyT, coutp, ws.db);
-            adapt_im2col_sample(&c->g, x + (size_t)j * in_numel, ws.col, (size_t)ldp, ws.pad);
-            /* dW^T (ckk, coutp) += col (ckk, P) dy_n^T (P, coutp) */
-            adapt_gemm_bcast(ckk, coutp, (int)P, ws.col, ldp, 1, ws.dyT, coutp, ws.dwT, coutp,
-                             ADAPT_GEMM_ACC, NULL);
+            if (dw) {
+                transpose_rows(dyj, cout, P, ws.dyT, coutp, ws.db);
+                adapt_im2col_sample(&c->g, x + (size_t)j * in_numel, ws.col, (size_t)ldp, ws.pad);
+                /* dW^T (ckk, coutp) += col (ckk, P) dy_n^T (P, coutp) */
+                adapt_gemm_bcast(ckk, coutp, (int)P, ws.col, ldp, 1, ws.dyT, coutp, ws.dwT, coutp,
+                                 ADAPT_GEMM_ACC, NULL);
+            }
             if (!dx) continue;
             /* dy_n with rows ldp apart (and zero padding columns) */
             for (int o = 0; o < cout; o++) {
@@ -236,23 +238,33 @@ static void lowered_backward(struct adapt_conv *c, const struct adapt_exec *ex, 
         }
         /* implicit barrier: every thread's partial sums are complete; add
          * them in thread order, rows of dW^T split over the threads */
-        struct lowered_ws wu[nt];
-        for (int u = 0; u < nt; u++) lowered_slice(c, &wu[u], ex->ws + (size_t)u * slice);
-        int k0, k1;
-        split(ckk, 1, t, nt, &k0, &k1);
-        for (int k = k0; k < k1; k++)
-            for (int o = 0; o < cout; o++) {
-                float s = 0.0f;
-                for (int u = 0; u < nt; u++) s += wu[u].dwT[(size_t)k * coutp + o];
-                dw[(size_t)o * ckk + k] += s;
-            }
-        if (db && t == 0)
-            for (int o = 0; o < cout; o++) {
-                double s = 0.0;
-                for (int u = 0; u < nt; u++) s += wu[u].db[o];
-                db[o] += (float)s;
-            }
+        if (dw) {
+            struct lowered_ws wu[nt];
+            for (int u = 0; u < nt; u++) lowered_slice(c, &wu[u], ex->ws + (size_t)u * slice);
+            int k0, k1;
+            split(ckk, 1, t, nt, &k0, &k1);
+            for (int k = k0; k < k1; k++)
+                for (int o = 0; o < cout; o++) {
+                    float s = 0.0f;
+                    for (int u = 0; u < nt; u++) s += wu[u].dwT[(size_t)k * coutp + o];
+                    dw[(size_t)o * ckk + k] += s;
+                }
+            if (db && t == 0)
+                for (int o = 0; o < cout; o++) {
+                    double s = 0.0;
+                    for (int u = 0; u < nt; u++) s += wu[u].db[o];
+                    db[o] += (float)s;
+                }
+        }
     }
+}
+
+static void lowered_backward(struct adapt_conv *c, const struct adapt_exec *ex, const float *x,
+                             const float *dy, float *dx, int acc)
+{
+    struct adapt_layer *l = &c->base;
+    lowered_backward_ops(c, ex, x, dy, adapt_param_in_use(&l->param[0]), l->param[0].grad.data,
+                         c->bias ? l->param[1].grad.data : NULL, dx, acc);
 }
 
 /* ------------------------------------------------------------------ dense */
@@ -372,17 +384,17 @@ static void dense_forward(struct adapt_conv *c, const struct adapt_exec *ex, con
     transpose(yT, OP, n, (size_t)np, y, (size_t)OP);
 }
 
-static void dense_backward(struct adapt_conv *c, const struct adapt_exec *ex, const float *x,
-                           const float *dy, float *dx, int acc)
+/* dW += and db += (each when not NULL; db only with dW) from x and dy, dx (+)= from the W'
+ * of the last dense_expand and dy (when not NULL) */
+static void dense_backward_ops(struct adapt_conv *c, const struct adapt_exec *ex, const float *x,
+                               const float *dy, float *dw, float *db, float *dx, int acc)
 {
     struct adapt_layer *l = &c->base;
-    float *dw = l->param[0].grad.data;
-    float *db = c->bias ? l->param[1].grad.data : NULL;
     const int n = ex->n, OP = c->cout * c->P, CQ = c->CQ, P = c->P, Q = c->Q;
     const int KK = c->g.k * c->g.k, cin = c->g.cin;
     const float *wd = l->saved;
     float *dwd = ex->ws;
-    ADAPT_ASSERT(wd != NULL && dwd != NULL && dw != NULL);
+    ADAPT_ASSERT(wd != NULL && dwd != NULL && (dw != NULL || db == NULL));
 #pragma omp parallel num_threads(c->threads)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -396,7 +408,7 @@ static void dense_backward(struct adapt_conv *c, const struct adapt_exec *ex, co
         /* dW' = dy^T x for DENSE_GROUP output channels at a time, folded while
          * it is in cache: dW[o, c, t] += the entries of dW' that hold tap t */
         float *blk = dwd + (size_t)t * DENSE_GROUP * P * CQ;
-        const int ngroup = (c->cout + DENSE_GROUP - 1) / DENSE_GROUP;
+        const int ngroup = dw ? (c->cout + DENSE_GROUP - 1) / DENSE_GROUP : 0;
 #pragma omp for schedule(static)
         for (int gi = 0; gi < ngroup; gi++) {
             const int o0 = gi * DENSE_GROUP;
@@ -422,6 +434,14 @@ static void dense_backward(struct adapt_conv *c, const struct adapt_exec *ex, co
     }
 }
 
+static void dense_backward(struct adapt_conv *c, const struct adapt_exec *ex, const float *x,
+                           const float *dy, float *dx, int acc)
+{
+    struct adapt_layer *l = &c->base;
+    dense_backward_ops(c, ex, x, dy, l->param[0].grad.data, c->bias ? l->param[1].grad.data : NULL,
+                       dx, acc);
+}
+
 /* ------------------------------------------------------------------ ops */
 
 static void conv_forward(struct adapt_layer *l, const struct adapt_exec *ex, const float *const *x,
@@ -432,19 +452,63 @@ static void conv_forward(struct adapt_layer *l, const struct adapt_exec *ex, con
                                         adapt_param_in_use(&l->param[0]),
                                         c->bias ? adapt_param_in_use(&l->param[1]) : NULL, y))
         return;
-    if (l->mx) {
-        adapt_mx_gemm_forward(l->mx, &c->g, ex->n, c->ckk, c->cout, x[0],
+    const float *x0 = x[0];
+    if (l->mx && !l->mx->channels) {
+        adapt_mx_gemm_forward(l->mx, &c->g, ex->n, c->ckk, c->cout, x0,
                               adapt_param_in_use(&l->param[0]),
                               c->bias ? adapt_param_in_use(&l->param[1]) : NULL, y);
         return;
     }
+    /* roles.mx_axis = channels: the input's copy along Cin, the weight copy's along Cin (the
+     * precision state's), so the layer's own kernels */
+    if (l->mx) x0 = adapt_mx_channels_input(l->mx, &c->g, ex->n, x0);
     switch (c->mode) {
     case CONV_FC:
-        adapt_fc_forward(ex->n, c->ckk, c->cout, x[0], adapt_param_in_use(&l->param[0]),
+        adapt_fc_forward(ex->n, c->ckk, c->cout, x0, adapt_param_in_use(&l->param[0]),
                          c->bias ? adapt_param_in_use(&l->param[1]) : NULL, y);
         break;
-    case CONV_DENSE: dense_forward(c, ex, x[0], y); break;
-    case CONV_LOWERED: lowered_forward(c, ex, x[0], y); break;
+    case CONV_DENSE: dense_forward(c, ex, x0, y); break;
+    case CONV_LOWERED: lowered_forward(c, ex, x0, y); break;
+    }
+}
+
+/* roles.mx_axis = channels (src/net/layers/mx_gemm.c): the weight gradient from the copies along
+ * the batch, the input gradient from those along Cout, each in the layer's own kernels; the bias
+ * gradient sums the float32 dY (it is no GEMM). */
+static void channels_backward(struct adapt_conv *c, const struct adapt_exec *ex, const float *x,
+                              const float *dy, float *dx, int acc)
+{
+    struct adapt_layer *l = &c->base;
+    const int n = ex->n, cout = c->cout, P = c->P;
+    struct adapt_mx_channels_ops o;
+    adapt_mx_channels_operands(l->mx, &c->g, n, c->ckk, cout, x, l->param[0].value.data,
+                               adapt_param_in_use(&l->param[0]), dy, &o);
+    float *dw = l->param[0].grad.data, *db = c->bias ? l->param[1].grad.data : NULL;
+    if (db)
+        for (int oc = 0; oc < cout; oc++) {
+            double s = 0.0;
+            for (int j = 0; j < n; j++) s += adapt_sum_f32(dy + ((size_t)j * cout + oc) * P, P);
+            db[oc] += (float)s;
+        }
+    switch (c->mode) {
+    case CONV_FC:
+        adapt_fc_backward(n, c->ckk, cout, o.xw, NULL, o.dyw, dw, NULL, NULL, 0);
+        if (dx) adapt_fc_backward(n, c->ckk, cout, NULL, o.wd, o.dyd, NULL, NULL, dx, acc);
+        break;
+    case CONV_DENSE:
+        dense_backward_ops(c, ex, o.xw, o.dyw, dw, NULL, NULL, 0);
+        if (dx) { /* W' of the input gradient's weight copy */
+            float *keep = l->param[0].use;
+            l->param[0].use = (float *)o.wd;
+            dense_expand(c, ex);
+            l->param[0].use = keep;
+            dense_backward_ops(c, ex, NULL, o.dyd, NULL, NULL, dx, acc);
+        }
+        break;
+    case CONV_LOWERED:
+        lowered_backward_ops(c, ex, o.xw, o.dyw, NULL, dw, NULL, NULL, 0);
+        if (dx) lowered_backward_ops(c, ex, NULL, o.dyd, o.wd, NULL, NULL, dx, acc);
+        break;
     }
 }
 
@@ -458,6 +522,10 @@ static void conv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
                              adapt_param_in_use(&l->param[0]), dy, l->param[0].grad.data,
                              c->bias ? l->param[1].grad.data : NULL, dx[0], acc & 1u))
         return;
+    if (l->mx && l->mx->channels) {
+        channels_backward(c, ex, x[0], dy, dx[0], acc & 1u);
+        return;
+    }
     if (l->mx) {
         adapt_mx_gemm_backward(l->mx, &c->g, ex->n, c->ckk, c->cout, x[0],
                                l->param[0].value.data, adapt_param_in_use(&l->param[0]), dy,

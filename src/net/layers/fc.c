@@ -35,8 +35,9 @@ void adapt_fc_backward(int n, int in, int out, const float *x, const float *w, c
                        float *dw, float *db, float *dx, int acc)
 {
     /* dW (out, in) += dy^T (out, n) x (n, in) */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f,
-                dw, in);
+    if (dw)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f,
+                    dw, in);
     if (db) {
         for (int j = 0; j < out; j++) {
             double s = 0.0;

@@ -118,6 +118,23 @@ void adapt_mx_gemm_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_ge
                             int n, int K, int cout, const float *x, const float *w_master,
                             const float *w_use, const float *dy, float *dw, float *db, float *dx,
                             int acc);
+/* mx->channels: a convolution's forward input, n samples of x, rounded in blocks along Cin at
+ * each input pixel (copy ADAPT_MX_X_FWD) into the scratch; x itself where mx->x is 0. The
+ * forward then runs in the layer's own kernels. Outside a parallel region. */
+const float *adapt_mx_channels_input(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g,
+                                     int n, const float *x);
+/* mx->channels: a convolution's backward operands in the scratch: xw and dyw, its input and
+ * output gradient in blocks along the batch (the weight gradient's), dyd the output gradient
+ * in blocks along Cout at each output pixel and wd (cout, K) the master in blocks along Cout
+ * (the input gradient's); each the tensor itself (wd: w_use) where its role is not rounded.
+ * Outside a parallel region. */
+struct adapt_mx_channels_ops {
+    const float *xw, *dyw, *dyd, *wd;
+};
+void adapt_mx_channels_operands(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n,
+                                int K, int cout, const float *x, const float *w_master,
+                                const float *w_use, const float *dy,
+                                struct adapt_mx_channels_ops *o);
 
 /* ---- broadcast GEMM (gemm.c) ----
  * C (M x N) = init + A (M x K) B (K x N), single-threaded: A[i][k] is read
@@ -134,7 +151,7 @@ void adapt_gemm_bcast(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdif
 
 void adapt_fc_forward(int n, int in, int out, const float *x, const float *w, const float *b,
                       float *y);
-/* dW (out, in) += dy^T x; db (out) += column sums of dy (db may be NULL);
+/* dW (out, in) += dy^T x when dw != NULL; db (out) += column sums of dy (db may be NULL);
  * dx (n, in) = (acc ? dx : 0) + dy W when dx != NULL. */
 void adapt_fc_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
                        float *dw, float *db, float *dx, int acc);

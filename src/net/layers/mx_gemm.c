@@ -21,7 +21,20 @@
  * the unit's copy (its rows run along K). The weight-gradient blocks run across samples where
  * P is not a multiple of 32. The bias gradient sums the float32 output gradient (it is no
  * GEMM). Convolutions run one sample per thread with the broadcast GEMM of gemm.c, as
- * conv2d.c's lowered mode; linear layers call OpenBLAS, as fc.c. */
+ * conv2d.c's lowered mode; linear layers call OpenBLAS, as fc.c.
+ *
+ * Under roles.mx_axis = channels (mx->channels), as microxcaling's MX convolution, three of a
+ * convolution's copies are of its unlowered tensors, each element rounded once for its GEMM
+ * whichever pixels read it (linear layers as above):
+ *
+ *   ADAPT_MX_X_FWD    x^T per sample (H*W, Cin): row n*H*W + h*W + w, column c (blocks along Cin)
+ *   ADAPT_MX_X_WGRAD  x^T (Cin*H*W, N): row (c*H + h)*W + w, column n (blocks along the batch)
+ *   ADAPT_MX_DY_WGRAD dY^T (Cout*P, N): row o*P + p, column n (blocks along the batch)
+ *
+ * and the forward's weight copy has its blocks along Cin at each (o, ky, kx)
+ * (adapt_mx_channels_weight, made by the precision state). The forward and backward then run
+ * in conv2d.c's own kernels on these copies (adapt_mx_channels_input, _operands); the input
+ * gradient's copies W^T and dY^T are those above. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +120,42 @@ void adapt_im2row(const struct adapt_conv_geom *g, const float *x, float *t)
         }
 }
 
+/* out (cols, rows) = in (rows, cols)^T, the columns split over the threads */
+static void transpose_par(const float *in, size_t rows, size_t cols, float *out)
+{
+    const long long nb = (long long)((cols + 63) / 64);
+#pragma omp parallel for schedule(static) if (rows * cols > 65536)
+    for (long long b = 0; b < nb; b++) {
+        const size_t c0 = (size_t)b * 64, c1 = c0 + 64 < cols ? c0 + 64 : cols;
+        adapt_transpose(in + c0, rows, c1 - c0, cols, out + c0 * rows, rows);
+    }
+}
+
+/* x (rows, cols) rounded with s in blocks along its columns (x^T's rows) into out, through buf
+ * (cols x rows); random-bit index c * rows + r for element (r, c). Outside a parallel region. */
+static void round_columns(const struct quant_spec *s, const float *x, size_t rows, size_t cols,
+                          float *buf, float *out, struct quant_key key)
+{
+    transpose_par(x, rows, cols, buf);
+    round_copy(s, buf, cols, rows, key, 0);
+    transpose_par(buf, cols, rows, out);
+}
+
+const float *adapt_mx_channels_input(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g,
+                                     int n, const float *x)
+{
+    if (!mx->x) return x;
+    const size_t hw = (size_t)g->h * g->w, cin = (size_t)g->cin, in = cin * hw, N = (size_t)n;
+    float *buf = adapt_gemm_scratch(mx->scratch, 2 * r16(N * in)), *xq = buf + r16(N * in);
+    /* x^T per sample (H*W, Cin): row j*H*W + q holds input pixel q's Cin values */
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < n; j++) adapt_transpose(x + (size_t)j * in, cin, hw, hw, buf + j * in, cin);
+    round_copy(&mx->xs, buf, N * hw, cin, mx->key[ADAPT_MX_X_FWD], 0);
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < n; j++) adapt_transpose(buf + j * in, hw, cin, cin, xq + j * in, hw);
+    return xq;
+}
+
 static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n, int K,
                          int cout, const float *x, const float *w, const float *b, float *y)
 {
@@ -136,6 +185,45 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
                 for (size_t p = 0; p < P; p++) yj[o * P + p] = yt[p * coutp + o] + bo;
             }
         }
+    }
+}
+
+void adapt_mx_channels_operands(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n,
+                                int K, int cout, const float *x, const float *w_master,
+                                const float *w_use, const float *dy,
+                                struct adapt_mx_channels_ops *o)
+{
+    const size_t P = (size_t)g->ho * g->wo, N = (size_t)n, cz = (size_t)cout, Kz = (size_t)K;
+    const size_t in = (size_t)g->cin * g->h * g->w, ny = N * cz * P;
+    size_t nbuf = N * in > ny ? N * in : ny;
+    nbuf = nbuf > Kz * cz ? nbuf : Kz * cz;
+    const size_t nxw = mx->x ? r16(N * in) : 0, ndy = mx->dy ? r16(ny) : 0;
+    const size_t nwd = mx->w ? r16(Kz * cz) : 0;
+    float *xw = adapt_gemm_scratch(mx->scratch, nxw + 2 * ndy + nwd + r16(nbuf));
+    float *dyw = xw + nxw, *dyd = dyw + ndy, *wd = dyd + ndy, *buf = wd + nwd;
+    o->xw = x, o->dyw = o->dyd = dy, o->wd = w_use;
+    if (mx->x) { /* x^T (in, N): each element's N samples */
+        round_columns(&mx->xs, x, N, in, buf, xw, mx->key[ADAPT_MX_X_WGRAD]);
+        o->xw = xw;
+    }
+    if (mx->dy) {
+        /* dY^T (Cout*P, N): each element's N samples */
+        round_columns(&mx->dys, dy, N, cz * P, buf, dyw, mx->key[ADAPT_MX_DY_WGRAD]);
+        /* dY^T per sample (P, Cout): row j*P + p holds output pixel p's Cout values */
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < n; j++)
+            adapt_transpose(dy + j * cz * P, cz, P, P, buf + j * cz * P, cz);
+        round_copy(&mx->dys, buf, N * P, cz, mx->key[ADAPT_MX_DY_DGRAD], 0);
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < n; j++)
+            adapt_transpose(buf + j * cz * P, P, cz, cz, dyd + j * cz * P, P);
+        o->dyw = dyw, o->dyd = dyd;
+    }
+    if (mx->w) { /* W^T (K, Cout) of the master, blocks along Cout */
+        adapt_transpose(w_master, cz, Kz, Kz, buf, cz);
+        round_copy(&mx->ws, buf, Kz, cz, mx->key[ADAPT_MX_W_DGRAD], 0);
+        adapt_transpose(buf, Kz, cz, cz, wd, Kz);
+        o->wd = wd;
     }
 }
 
