@@ -198,8 +198,32 @@ START_TEST(test_model_shapes)
 }
 END_TEST
 
+/* adapt_transpose (mx_gemm.c): whole 16 x 16 tiles in vectors, the edges one by one; every
+ * element lands at its transposed place for sizes around the tile, with strides wider than
+ * the matrix, and the padding of out is left alone. */
+START_TEST(test_transpose_sizes)
+{
+    static const size_t sz[] = {1, 15, 16, 17, 33, 48};
+    for (size_t a = 0; a < 6; a++)
+        for (size_t b = 0; b < 6; b++) {
+            const size_t rows = sz[a], cols = sz[b], ldi = cols + 3, ldo = rows + 5;
+            float *in = malloc(rows * ldi * sizeof *in), *out = malloc(cols * ldo * sizeof *out);
+            for (size_t i = 0; i < rows * ldi; i++) in[i] = (float)i;
+            for (size_t i = 0; i < cols * ldo; i++) out[i] = -1.0f;
+            adapt_transpose(in, rows, cols, ldi, out, ldo);
+            for (size_t c = 0; c < cols; c++)
+                for (size_t r = 0; r < ldo; r++)
+                    ck_assert_msg(out[c * ldo + r] == (r < rows ? (float)(r * ldi + c) : -1.0f),
+                                  "%zu x %zu: out[%zu][%zu] = %g", rows, cols, c, r,
+                                  out[c * ldo + r]);
+            free(in), free(out);
+        }
+}
+END_TEST
+
 void test_layers_add_api(TCase *accumulate, TCase *api)
 {
+    tcase_add_test(api, test_transpose_sizes);
     tcase_add_test(accumulate, test_accumulate_kinds);
     tcase_add_test(api, test_constructor_errors);
     tcase_add_test(api, test_model_shapes);

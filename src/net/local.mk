@@ -4,7 +4,8 @@
 noinst_LIBRARIES += libnet.a
 libnet_a_SOURCES = \
 	src/net/tensor.c src/net/tensor.h src/net/layer.h \
-	src/net/layers/layers_impl.h src/net/layers/act_impl.h src/net/layers/layer.c \
+	src/net/layers/layers_impl.h src/net/layers/act_impl.h src/net/layers/transpose16.h \
+	src/net/layers/layer.c \
 	src/net/layers/fc.c \
 	src/net/layers/gemm.c src/net/layers/im2col.c src/net/layers/conv2d.c \
 	src/net/layers/mx_gemm.c src/net/layers/arith_gemm.c \

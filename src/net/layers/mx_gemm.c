@@ -39,7 +39,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/hd.h"
 #include "src/net/layers/layers_impl.h"
+#include "src/net/layers/transpose16.h"
 
 static size_t r16(size_t v)
 {
@@ -54,15 +56,26 @@ static void round_copy(const struct quant_spec *s, float *x, size_t rows, size_t
     ADAPT_ASSERT(st == ADAPT_OK);
 }
 
-void adapt_transpose(const float *in, size_t rows, size_t cols, size_t ldi, float *out, size_t ldo)
+/* whole 16 x 16 tiles in vectors (transpose16), the edges element by element */
+ADAPT_HOT_CLONES void adapt_transpose(const float *in, size_t rows, size_t cols, size_t ldi,
+                                      float *out, size_t ldo)
 {
-    const size_t B = 16;
-    for (size_t r0 = 0; r0 < rows; r0 += B)
-        for (size_t c0 = 0; c0 < cols; c0 += B) {
-            size_t r1 = r0 + B < rows ? r0 + B : rows, c1 = c0 + B < cols ? c0 + B : cols;
-            for (size_t c = c0; c < c1; c++)
-                for (size_t r = r0; r < r1; r++) out[c * ldo + r] = in[r * ldi + c];
+    size_t r0 = 0;
+    for (; r0 + 16 <= rows; r0 += 16) {
+        size_t c0 = 0;
+        for (; c0 + 16 <= cols; c0 += 16) {
+            v16 r[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) r[i] = *(const v16u *)(in + (r0 + i) * ldi + c0);
+            transpose16(r);
+#pragma GCC unroll 16
+            for (int q = 0; q < 16; q++) *(v16u *)(out + (c0 + q) * ldo + r0) = r[q];
         }
+        for (size_t c = c0; c < cols; c++)
+            for (size_t r = r0; r < r0 + 16; r++) out[c * ldo + r] = in[r * ldi + c];
+    }
+    for (size_t c = 0; c < cols; c++)
+        for (size_t r = r0; r < rows; r++) out[c * ldo + r] = in[r * ldi + c];
 }
 
 float *adapt_gemm_scratch(struct adapt_mx_scratch *s, size_t n)
