@@ -32,22 +32,8 @@ enum adapt_status adapt_mx_channels_weight(const struct quant_spec *s, const flo
                                            int cout, int cin, int kk, struct quant_key key,
                                            struct quant_stats *st)
 {
-    const size_t n = (size_t)cout * cin * kk;
-    float *t = calloc(n + 1, sizeof *t);
-    if (!t) return ADAPT_ERROR(ADAPT_ENOMEM, "cannot allocate %zu floats for a weight copy", n);
-    /* (Cout, Cin, kk) -> (Cout, kk, Cin): rows of Cin values */
-    for (size_t o = 0; o < (size_t)cout; o++)
-        for (size_t c = 0; c < (size_t)cin; c++)
-            for (size_t q = 0; q < (size_t)kk; q++)
-                t[(o * kk + q) * cin + c] = w[(o * cin + c) * kk + q];
-    enum adapt_status e = quant_rows(s, t, t, (size_t)cout * kk, (size_t)cin, key, NULL, st);
-    if (!e)
-        for (size_t o = 0; o < (size_t)cout; o++)
-            for (size_t c = 0; c < (size_t)cin; c++)
-                for (size_t q = 0; q < (size_t)kk; q++)
-                    wq[(o * cin + c) * kk + q] = t[(o * kk + q) * cin + c];
-    free(t);
-    return e;
+    /* each output channel's (Cin, k k) down its columns: tap t's Cin values */
+    return quant_cols(s, w, wq, (size_t)cout, (size_t)cin, (size_t)kk, key, st);
 }
 
 enum adapt_status adapt_precision_set_mx_gemm(struct adapt_precision *p, const char *origin,

@@ -223,6 +223,93 @@ ADAPT_HOT_CLONES void quant_mx_run(const struct quant_plan *p, const float *x, f
 #undef MX_CASE
 }
 
+/* MX blocks down columns [c0, c0 + nc) (nc <= QUANT_MX_LANES) of a row-major (R, C) matrix:
+ * blocks of QUANT_MX_BLOCK rows of one column, restarting at every column, element (r, c)
+ * random-bit index index + c R + r: mx_block over the transpose, the columns in SIMD lanes. */
+static QUANT_ALWAYS_INLINE void mx_cols(const struct quant_plan *p, const int mode,
+                                        const int integer, const float *x, float *y, size_t R,
+                                        size_t C, size_t c0, size_t nc, uint64_t index,
+                                        uint64_t *counts)
+{
+    uint32_t buf[QUANT_PIECE_BUF] __attribute__((aligned(64)));
+    uint32_t rb[QUANT_MX_BLOCK][QUANT_MX_LANES] __attribute__((aligned(64)));
+    uint64_t ns = 0, nf = 0, nz = 0;
+    const struct quant_fmt f = p->fmt;
+    for (size_t r0 = 0; r0 < R; r0 += QUANT_MX_BLOCK) {
+        const size_t n = R - r0 < QUANT_MX_BLOCK ? R - r0 : QUANT_MX_BLOCK;
+        uint32_t amax[QUANT_MX_LANES] = {0};
+        for (size_t i = 0; i < n; i++) {
+            const float *xr = x + (r0 + i) * C + c0;
+#pragma omp simd
+            for (size_t j = 0; j < nc; j++) {
+                uint32_t a = quant_f2u(xr[j]) & 0x7fffffffu;
+                amax[j] = a > amax[j] ? a : amax[j];
+            }
+        }
+        int sc[QUANT_MX_LANES];
+        float up[QUANT_MX_LANES], down[QUANT_MX_LANES];
+        uint32_t bad[QUANT_MX_LANES];
+        for (size_t j = 0; j < nc; j++) {
+            bad[j] = amax[j] >= 0x7f800000u; /* inf or NaN: the block's scale is NaN */
+            sc[j] = bad[j] ? 0 : quant_mx_scale(amax[j], p->mx.emax);
+            up[j] = quant_pow2f(-sc[j]);
+            down[j] = quant_pow2f(sc[j]);
+        }
+        if (mode == QUANT_MODE_STOCHASTIC)
+            for (size_t j = 0; j < nc; j++) {
+                const uint32_t *r = quant_sr_fill(buf, p, index + (c0 + j) * R + r0, n);
+                for (size_t i = 0; i < n; i++) rb[i][j] = r[i];
+            }
+        for (size_t i = 0; i < n; i++) {
+            const float *xr = x + (r0 + i) * C + c0;
+            float *yr = y + (r0 + i) * C + c0;
+            uint32_t s1 = 0, f1 = 0, z1 = 0;
+#pragma omp simd reduction(+ : s1, f1, z1)
+            for (size_t j = 0; j < nc; j++) {
+                const float v = xr[j];
+                const uint32_t u = mode == QUANT_MODE_STOCHASTIC ? rb[i][j] : 0u;
+                uint32_t sat, satp;
+                float q = integer ? quant_grid_round(quant_mx_int_grid(sc[j]), mode, 1, v, u, &sat)
+                                  : quant_fmt_round(f, mode, 0, v * up[j], u, &sat) * down[j];
+                const float qp = quant_mx_poison(v, &satp);
+                q = bad[j] ? qp : q;
+                sat = bad[j] ? satp : sat;
+                yr[j] = q;
+                const uint32_t nzo = quant_nonzero(q);
+                s1 += sat;
+                f1 += quant_nonzero(v) & (nzo ^ 1u);
+                z1 += nzo ^ 1u;
+            }
+            ns += s1, nf += f1, nz += z1;
+        }
+    }
+    if (counts) {
+        counts[0] += ns;
+        counts[1] += nf;
+        counts[2] += nz;
+    }
+}
+
+ADAPT_HOT_CLONES void quant_mx_cols(const struct quant_plan *p, const float *x, float *y, size_t R,
+                                    size_t C, size_t c0, size_t nc, uint64_t index,
+                                    uint64_t *counts)
+{
+    ADAPT_ASSERT(nc >= 1 && nc <= QUANT_MX_LANES);
+#define MX_COLS_CASE(M)                                                                            \
+    do {                                                                                           \
+        if (p->mx.integer)                                                                         \
+            mx_cols(p, M, 1, x, y, R, C, c0, nc, index, counts);                                   \
+        else                                                                                       \
+            mx_cols(p, M, 0, x, y, R, C, c0, nc, index, counts);                                   \
+    } while (0)
+    switch (p->mode) {
+    case QUANT_MODE_STOCHASTIC: MX_COLS_CASE(QUANT_MODE_STOCHASTIC); break;
+    case QUANT_MODE_NEAREST_AWAY: MX_COLS_CASE(QUANT_MODE_NEAREST_AWAY); break;
+    default: MX_COLS_CASE(QUANT_MODE_NEAREST_EVEN); break;
+    }
+#undef MX_COLS_CASE
+}
+
 ADAPT_HOT_CLONES void quant_range_keys(const float *x, size_t n, uint32_t k[2])
 {
     uint32_t kmax = k[0], kmin = k[1];

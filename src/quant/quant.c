@@ -388,6 +388,39 @@ static enum adapt_status rows_check(const struct quant_spec *s, const float *x, 
     return ADAPT_OK;
 }
 
+enum adapt_status quant_cols(const struct quant_spec *s, const float *x, float *y, size_t nmat,
+                             size_t rows, size_t cols, struct quant_key key,
+                             struct quant_stats *stats)
+{
+    if (!quant_format_is_mx(s->format))
+        return ADAPT_ERROR(ADAPT_EINVAL, "quant_cols: MX formats only");
+    if (nmat && rows > SIZE_MAX / nmat)
+        return ADAPT_ERROR(ADAPT_ERANGE, "quant: %zu matrices overflow", nmat);
+    enum adapt_status st = rows_check(s, x, y, nmat * rows, cols);
+    if (st != ADAPT_OK) return st;
+    if (!nmat || !rows || !cols) return ADAPT_OK;
+    struct quant_plan p;
+    if ((st = quant_plan_init(s, NULL, key, &p)) != ADAPT_OK) return st;
+    /* items: (matrix, panel of QUANT_MX_LANES columns); the bits do not depend on them */
+    const size_t per = (cols + QUANT_MX_LANES - 1) / QUANT_MX_LANES, mn = rows * cols;
+    const long long items = (long long)(nmat * per);
+    uint64_t s0 = 0, s1 = 0, s2 = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s0, s1, s2) if (nmat * mn > QUANT_CHUNK)
+    for (long long it = 0; it < items; it++) {
+        const size_t m = (size_t)it / per, c0 = ((size_t)it % per) * QUANT_MX_LANES;
+        const size_t nc = cols - c0 < QUANT_MX_LANES ? cols - c0 : QUANT_MX_LANES;
+        uint64_t c[3] = {0, 0, 0};
+        quant_mx_cols(&p, x + m * mn, y + m * mn, rows, cols, c0, nc, key.index + m * mn,
+                      stats ? c : NULL);
+        s0 += c[0];
+        s1 += c[1];
+        s2 += c[2];
+    }
+    uint64_t c[3] = {s0, s1, s2};
+    stats_add(stats, c);
+    return ADAPT_OK;
+}
+
 enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *y, size_t rows,
                              size_t cols, struct quant_key key, uint8_t *mask,
                              struct quant_stats *stats)

@@ -274,6 +274,13 @@ enum adapt_status quant_array(const struct quant_spec *s, const float *x, float 
 enum adapt_status quant_rows(const struct quant_spec *s, const float *x, float *y, size_t rows,
                              size_t cols, struct quant_key key, uint8_t *mask,
                              struct quant_stats *stats);
+/* MX formats: nmat row-major (rows, cols) matrices, x + m rows cols the m-th, each rounded in
+ * blocks down its columns (restarting at every column), element (r, c) of matrix m with
+ * random-bit index key.index + m rows cols + c rows + r: the values, bits and stats of
+ * quant_rows over each matrix's transpose (cols, rows), without the transposes. No mask. */
+enum adapt_status quant_cols(const struct quant_spec *s, const float *x, float *y, size_t nmat,
+                             size_t rows, size_t cols, struct quant_key key,
+                             struct quant_stats *stats);
 /* Scalar reference twin of quant_rows (same bits, no threads, no SIMD). */
 enum adapt_status quant_rows_ref(const struct quant_spec *s, const float *x, float *y, size_t rows,
                                  size_t cols, struct quant_key key, uint8_t *mask,

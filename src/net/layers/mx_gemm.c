@@ -32,9 +32,11 @@
  *   ADAPT_MX_DY_WGRAD dY^T (Cout*P, N): row o*P + p, column n (blocks along the batch)
  *
  * and the forward's weight copy has its blocks along Cin at each (o, ky, kx)
- * (adapt_mx_channels_weight, made by the precision state). The forward and backward then run
- * in conv2d.c's own kernels on these copies (adapt_mx_channels_input, _operands); the input
- * gradient's copies W^T and dY^T are those above. */
+ * (adapt_mx_channels_weight, made by the precision state). Each copy is rounded down the
+ * columns of the tensor as it lies (quant_cols), with the bits of quant_rows over the transposes
+ * above. The forward and backward then run in conv2d.c's own kernels on these copies
+ * (adapt_mx_channels_input, _operands); the input gradient's copies W^T and dY^T are those
+ * above. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,39 +135,23 @@ void adapt_im2row(const struct adapt_conv_geom *g, const float *x, float *t)
         }
 }
 
-/* out (cols, rows) = in (rows, cols)^T, the columns split over the threads */
-static void transpose_par(const float *in, size_t rows, size_t cols, float *out)
+/* nmat matrices (rows, cols) of x rounded with s in blocks down their columns into y (quant_cols:
+ * element (r, c) of matrix m at random-bit index m rows cols + c rows + r + key.index) */
+static void round_cols(const struct quant_spec *s, const float *x, float *y, size_t nmat,
+                       size_t rows, size_t cols, struct quant_key key)
 {
-    const long long nb = (long long)((cols + 63) / 64);
-#pragma omp parallel for schedule(static) if (rows * cols > 65536)
-    for (long long b = 0; b < nb; b++) {
-        const size_t c0 = (size_t)b * 64, c1 = c0 + 64 < cols ? c0 + 64 : cols;
-        adapt_transpose(in + c0, rows, c1 - c0, cols, out + c0 * rows, rows);
-    }
-}
-
-/* x (rows, cols) rounded with s in blocks along its columns (x^T's rows) into out, through buf
- * (cols x rows); random-bit index c * rows + r for element (r, c). Outside a parallel region. */
-static void round_columns(const struct quant_spec *s, const float *x, size_t rows, size_t cols,
-                          float *buf, float *out, struct quant_key key)
-{
-    transpose_par(x, rows, cols, buf);
-    round_copy(s, buf, cols, rows, key, 0);
-    transpose_par(buf, cols, rows, out);
+    enum adapt_status st = quant_cols(s, x, y, nmat, rows, cols, key, NULL);
+    ADAPT_ASSERT(st == ADAPT_OK);
 }
 
 const float *adapt_mx_channels_input(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g,
                                      int n, const float *x)
 {
     if (!mx->x) return x;
-    const size_t hw = (size_t)g->h * g->w, cin = (size_t)g->cin, in = cin * hw, N = (size_t)n;
-    float *buf = adapt_gemm_scratch(mx->scratch, 2 * r16(N * in)), *xq = buf + r16(N * in);
-    /* x^T per sample (H*W, Cin): row j*H*W + q holds input pixel q's Cin values */
-#pragma omp parallel for schedule(static)
-    for (int j = 0; j < n; j++) adapt_transpose(x + (size_t)j * in, cin, hw, hw, buf + j * in, cin);
-    round_copy(&mx->xs, buf, N * hw, cin, mx->key[ADAPT_MX_X_FWD], 0);
-#pragma omp parallel for schedule(static)
-    for (int j = 0; j < n; j++) adapt_transpose(buf + j * in, hw, cin, cin, xq + j * in, hw);
+    const size_t hw = (size_t)g->h * g->w, cin = (size_t)g->cin, in = cin * hw;
+    float *xq = adapt_gemm_scratch(mx->scratch, (size_t)n * in);
+    /* each sample (Cin, H*W) down its columns: input pixel q's Cin values, index j in + q Cin + c */
+    round_cols(&mx->xs, x, xq, (size_t)n, cin, hw, mx->key[ADAPT_MX_X_FWD]);
     return xq;
 }
 
@@ -208,34 +194,25 @@ void adapt_mx_channels_operands(struct adapt_mx_gemm *mx, const struct adapt_con
 {
     const size_t P = (size_t)g->ho * g->wo, N = (size_t)n, cz = (size_t)cout, Kz = (size_t)K;
     const size_t in = (size_t)g->cin * g->h * g->w, ny = N * cz * P;
-    size_t nbuf = N * in > ny ? N * in : ny;
-    nbuf = nbuf > Kz * cz ? nbuf : Kz * cz;
     const size_t nxw = mx->x ? r16(N * in) : 0, ndy = mx->dy ? r16(ny) : 0;
     const size_t nwd = mx->w ? r16(Kz * cz) : 0;
-    float *xw = adapt_gemm_scratch(mx->scratch, nxw + 2 * ndy + nwd + r16(nbuf));
-    float *dyw = xw + nxw, *dyd = dyw + ndy, *wd = dyd + ndy, *buf = wd + nwd;
+    float *xw = adapt_gemm_scratch(mx->scratch, nxw + 2 * ndy + nwd + 16);
+    float *dyw = xw + nxw, *dyd = dyw + ndy, *wd = dyd + ndy;
     o->xw = x, o->dyw = o->dyd = dy, o->wd = w_use;
-    if (mx->x) { /* x^T (in, N): each element's N samples */
-        round_columns(&mx->xs, x, N, in, buf, xw, mx->key[ADAPT_MX_X_WGRAD]);
+    if (mx->x) { /* x (N, in) down its columns: each element's N samples, index e N + j */
+        round_cols(&mx->xs, x, xw, 1, N, in, mx->key[ADAPT_MX_X_WGRAD]);
         o->xw = xw;
     }
     if (mx->dy) {
-        /* dY^T (Cout*P, N): each element's N samples */
-        round_columns(&mx->dys, dy, N, cz * P, buf, dyw, mx->key[ADAPT_MX_DY_WGRAD]);
-        /* dY^T per sample (P, Cout): row j*P + p holds output pixel p's Cout values */
-#pragma omp parallel for schedule(static)
-        for (int j = 0; j < n; j++)
-            adapt_transpose(dy + j * cz * P, cz, P, P, buf + j * cz * P, cz);
-        round_copy(&mx->dys, buf, N * P, cz, mx->key[ADAPT_MX_DY_DGRAD], 0);
-#pragma omp parallel for schedule(static)
-        for (int j = 0; j < n; j++)
-            adapt_transpose(buf + j * cz * P, P, cz, cz, dyd + j * cz * P, P);
+        /* dY (N, Cout*P) down its columns: each element's N samples, index e N + j */
+        round_cols(&mx->dys, dy, dyw, 1, N, cz * P, mx->key[ADAPT_MX_DY_WGRAD]);
+        /* each sample (Cout, P) down its columns: output pixel p's Cout values, index
+         * (j P + p) Cout + o */
+        round_cols(&mx->dys, dy, dyd, N, cz, P, mx->key[ADAPT_MX_DY_DGRAD]);
         o->dyw = dyw, o->dyd = dyd;
     }
-    if (mx->w) { /* W^T (K, Cout) of the master, blocks along Cout */
-        adapt_transpose(w_master, cz, Kz, Kz, buf, cz);
-        round_copy(&mx->ws, buf, Kz, cz, mx->key[ADAPT_MX_W_DGRAD], 0);
-        adapt_transpose(buf, Kz, cz, cz, wd, Kz);
+    if (mx->w) { /* the master (Cout, K) down its columns: along Cout, index k Cout + o */
+        round_cols(&mx->ws, w_master, wd, 1, cz, Kz, mx->key[ADAPT_MX_W_DGRAD]);
         o->wd = wd;
     }
 }
