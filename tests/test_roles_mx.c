@@ -159,21 +159,30 @@ END_TEST
  * (256, 0), the others exact; x[0][0][0] is read by pixel 0's k = 0 only, so dx[0][0][0] = 256
  * (rows: the forward copy, 256 + 2^-12); x[0][0][1] by pixel 0's k = 1 and pixel 1's k = 0:
  * 1 + 1 + 256 + 0 = 258. */
-START_TEST(test_mx_gemm_conv)
+/* The network of the conv cases below: a relu (the identity on their inputs), then the conv2d
+ * 2 x 4 x 5 -> 2 channels, kernel 4, no bias, with weights w; x = 2^-12 everywhere but
+ * x[0][0][0] = 256. */
+static struct adapt_net *conv_case(const float w[64], float x[40])
 {
     const int in[3] = {2, 4, 5};
-    float x[40], w[64], dy[4] = {1, 1, 1, 1};
     for (int i = 0; i < 40; i++) x[i] = T12;
     x[0] = 256.0f;
+    struct adapt_net *net = adapt_net_alloc("conv", in, 4);
+    ck_assert_int_eq(adapt_net_add(net, adapt_relu_create("r", in), 0, -1), 1);
+    ck_assert_int_eq(adapt_net_add(net, adapt_conv2d_create("c", in, 2, 4, 1, 0, 0), 1, -1), 2);
+    ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
+    memcpy(net->param[0]->value.data, w, 64 * sizeof(float));
+    return net;
+}
+
+START_TEST(test_mx_gemm_conv)
+{
+    float x[40], w[64], dy[4] = {1, 1, 1, 1};
     for (int i = 0; i < 64; i++) w[i] = 1.0f;
     w[0] = 256.0f;
     w[32] = T12;
     for (int mode = 0; mode < 2; mode++) {
-        struct adapt_net *net = adapt_net_alloc("conv", in, 4);
-        ck_assert_int_eq(adapt_net_add(net, adapt_relu_create("r", in), 0, -1), 1);
-        ck_assert_int_eq(adapt_net_add(net, adapt_conv2d_create("c", in, 2, 4, 1, 0, 0), 1, -1), 2);
-        ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
-        memcpy(net->param[0]->value.data, w, sizeof w);
+        struct adapt_net *net = conv_case(w, x);
         struct adapt_precision *p = run_step(net, mode ? "mxfp8_gemm" : "mxfp8", x, dy, 1);
         const float *y = net->act[2], *dx = net->dact[1], *dw = net->param[0]->grad.data;
         ck_assert_float_eq(y[2], mode ? 0.0625f : 0.0625f + 6 * T12);
@@ -213,19 +222,12 @@ END_TEST
  * (256, 0), column 1 (2^-12, 1) exact: dx[0][0][0] = 256, dx[0][0][1] = (2^-12 + 1) + 256. */
 START_TEST(test_mx_channels_conv)
 {
-    const int in[3] = {2, 4, 5};
     float x[40], w[64], dy[4] = {1, 1, 1, 1};
-    for (int i = 0; i < 40; i++) x[i] = T12;
-    x[0] = 256.0f;
     for (int i = 0; i < 64; i++) w[i] = 1.0f;
     w[0] = 256.0f;
     w[1] = w[32] = T12;
     for (int mode = 0; mode < 2; mode++) { /* 0 gemm, 1 channels */
-        struct adapt_net *net = adapt_net_alloc("conv", in, 4);
-        ck_assert_int_eq(adapt_net_add(net, adapt_relu_create("r", in), 0, -1), 1);
-        ck_assert_int_eq(adapt_net_add(net, adapt_conv2d_create("c", in, 2, 4, 1, 0, 0), 1, -1), 2);
-        ck_assert_int_eq(adapt_net_finalize(net, 1), ADAPT_OK);
-        memcpy(net->param[0]->value.data, w, sizeof w);
+        struct adapt_net *net = conv_case(w, x);
         struct adapt_precision *p = run_step(net, mode ? "mxfp8_channels" : "mxfp8_gemm", x, dy, 1);
         const float *y = net->act[2], *dx = net->dact[1], *dw = net->param[0]->grad.data;
         const float *wq = net->param[0]->use;

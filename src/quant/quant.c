@@ -304,40 +304,28 @@ void quant_plugin_row_ref(const struct quant_plan *p, const float *x, float *y, 
 static void mx_rows(const struct quant_plan *p, const float *x, float *y, size_t rows,
                     size_t cols, uint64_t index, uint8_t *mask, struct quant_stats *stats)
 {
-    if (cols < QUANT_MX_BLOCK && rows > 1) {
-        const size_t per = QUANT_CHUNK - QUANT_CHUNK % cols, n = rows * cols;
-        const long long items = (long long)((n + per - 1) / per);
-        uint64_t s0 = 0, s1 = 0, s2 = 0;
-#pragma omp parallel for schedule(static) reduction(+ : s0, s1, s2) if (items > 1)
-        for (long long it = 0; it < items; it++) {
-            size_t off = (size_t)it * per, len = n - off < per ? n - off : per;
-            uint64_t cnt[3] = {0, 0, 0};
-            quant_mx_run(p, x + off, y + off, len, index + off, mask ? mask + off : NULL,
-                         stats ? cnt : NULL, cols);
-            s0 += cnt[0];
-            s1 += cnt[1];
-            s2 += cnt[2];
-        }
-        uint64_t c[3] = {s0, s1, s2};
-        stats_add(stats, c);
-        return;
-    }
-    size_t per_row = (cols + QUANT_CHUNK - 1) / QUANT_CHUNK;
-    long long nitems = (long long)(rows * per_row);
-    uint64_t s0 = 0, s1 = 0, s2 = 0;
-#pragma omp parallel for schedule(static) reduction(+ : s0, s1, s2) if (rows * cols > QUANT_CHUNK)
+    const int short_rows = cols < QUANT_MX_BLOCK && rows > 1;
+    const size_t n = rows * cols, bl = short_rows ? cols : QUANT_MX_BLOCK;
+    /* short rows: elements an item; else: items a row */
+    const size_t per =
+        short_rows ? QUANT_CHUNK - QUANT_CHUNK % cols : (cols + QUANT_CHUNK - 1) / QUANT_CHUNK;
+    const long long nitems = (long long)(short_rows ? (n + per - 1) / per : rows * per);
+    uint64_t cnt[3] = {0, 0, 0}; /* each thread's own, summed at the end */
+#pragma omp parallel for schedule(static) reduction(+ : cnt[:3]) if (n > QUANT_CHUNK)
     for (long long it = 0; it < nitems; it++) {
-        size_t r = (size_t)it / per_row, c = ((size_t)it % per_row) * QUANT_CHUNK;
-        size_t off = r * cols + c, len = cols - c < QUANT_CHUNK ? cols - c : QUANT_CHUNK;
-        uint64_t cnt[3] = {0, 0, 0};
+        size_t off, len;
+        if (short_rows) {
+            off = (size_t)it * per;
+            len = n - off < per ? n - off : per;
+        } else {
+            size_t r = (size_t)it / per, c = ((size_t)it % per) * QUANT_CHUNK;
+            off = r * cols + c;
+            len = cols - c < QUANT_CHUNK ? cols - c : QUANT_CHUNK;
+        }
         quant_mx_run(p, x + off, y + off, len, index + off, mask ? mask + off : NULL,
-                     stats ? cnt : NULL, QUANT_MX_BLOCK);
-        s0 += cnt[0];
-        s1 += cnt[1];
-        s2 += cnt[2];
+                     stats ? cnt : NULL, bl);
     }
-    uint64_t c[3] = {s0, s1, s2};
-    stats_add(stats, c);
+    stats_add(stats, cnt);
 }
 
 void quant_mx_row(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
@@ -404,19 +392,14 @@ enum adapt_status quant_cols(const struct quant_spec *s, const float *x, float *
     /* items: (matrix, panel of QUANT_MX_LANES columns); the bits do not depend on them */
     const size_t per = (cols + QUANT_MX_LANES - 1) / QUANT_MX_LANES, mn = rows * cols;
     const long long items = (long long)(nmat * per);
-    uint64_t s0 = 0, s1 = 0, s2 = 0;
-#pragma omp parallel for schedule(static) reduction(+ : s0, s1, s2) if (nmat * mn > QUANT_CHUNK)
+    uint64_t c[3] = {0, 0, 0}; /* each thread's own, summed at the end */
+#pragma omp parallel for schedule(static) reduction(+ : c[:3]) if (nmat * mn > QUANT_CHUNK)
     for (long long it = 0; it < items; it++) {
         const size_t m = (size_t)it / per, c0 = ((size_t)it % per) * QUANT_MX_LANES;
         const size_t nc = cols - c0 < QUANT_MX_LANES ? cols - c0 : QUANT_MX_LANES;
-        uint64_t c[3] = {0, 0, 0};
         quant_mx_cols(&p, x + m * mn, y + m * mn, rows, cols, c0, nc, key.index + m * mn,
                       stats ? c : NULL);
-        s0 += c[0];
-        s1 += c[1];
-        s2 += c[2];
     }
-    uint64_t c[3] = {s0, s1, s2};
     stats_add(stats, c);
     return ADAPT_OK;
 }
