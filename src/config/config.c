@@ -806,8 +806,7 @@ static enum adapt_status check_arith(const struct adapt_config *cfg)
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "%s: [arithmetic] with MX blocks along each GEMM (roles.mx_axis = gemm "
                            "or channels, or roles.recipe = mxfp8_gemm): the two are not combined; "
-                           "expected "
-                           "roles.mx_axis = rows or arithmetic.accumulator = float32",
+                           "expected roles.mx_axis = rows or arithmetic.accumulator = float32",
                            o);
     }
     return ADAPT_OK;

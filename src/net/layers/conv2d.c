@@ -296,13 +296,12 @@ static void transpose(const float *in, int rows, int cols, size_t ldi, float *ou
         }
 }
 
-/* W' into l->saved (each row a gather from the zero-extended kernels of its channel o) and the
- * bias of each row (o, p) into the forward's workspace, from the weights in use; returns that
+/* W' of the weights w into l->saved (each row a gather from the zero-extended kernels of its
+ * channel o) and the bias in use of each row (o, p) into the forward's workspace; returns that
  * bias (OP floats, after the forward's x^T (CQ, np) and y^T (OP, np)) */
-static float *dense_expand(struct adapt_conv *c, const struct adapt_exec *ex)
+static float *dense_expand(struct adapt_conv *c, const struct adapt_exec *ex, const float *w)
 {
     struct adapt_layer *l = &c->base;
-    const float *w = adapt_param_in_use(&l->param[0]);
     const float *b = c->bias ? adapt_param_in_use(&l->param[1]) : NULL;
     const int np = (int)r16((size_t)ex->n), OP = c->cout * c->P, CQ = c->CQ;
     const int KK = c->g.k * c->g.k, cin = c->g.cin, P = c->P;
@@ -329,7 +328,7 @@ static void dense_forward(struct adapt_conv *c, const struct adapt_exec *ex, con
 {
     struct adapt_layer *l = &c->base;
     const int n = ex->n, np = (int)r16((size_t)n), OP = c->cout * c->P, CQ = c->CQ;
-    const float *bexp = dense_expand(c, ex), *wd = l->saved;
+    const float *bexp = dense_expand(c, ex, adapt_param_in_use(&l->param[0])), *wd = l->saved;
     float *xT = ex->ws, *yT = xT + r16((size_t)CQ * np);
     /* x^T (CQ, np), padding columns 0 */
     for (int q = 0; q < CQ; q++)
@@ -461,10 +460,7 @@ static void channels_backward(struct adapt_conv *c, const struct adapt_exec *ex,
     case CONV_DENSE:
         dense_backward_ops(c, ex, o.xw, o.dyw, dw, NULL, NULL, 0);
         if (dx) { /* W' of the input gradient's weight copy */
-            float *keep = l->param[0].use;
-            l->param[0].use = (float *)o.wd;
-            dense_expand(c, ex);
-            l->param[0].use = keep;
+            dense_expand(c, ex, o.wd);
             dense_backward_ops(c, ex, NULL, o.dyd, NULL, NULL, dx, acc);
         }
         break;
@@ -504,7 +500,7 @@ static void conv_backward(struct adapt_layer *l, const struct adapt_exec *ex,
         break;
     case CONV_DENSE:
         /* a forward under an accumulator model (src/net/layers/arith_gemm.c) builds no W' */
-        if (l->arith) dense_expand(c, ex);
+        if (l->arith) dense_expand(c, ex, adapt_param_in_use(&l->param[0]));
         dense_backward(c, ex, x[0], dy, dx[0], acc & 1u);
         break;
     case CONV_LOWERED: lowered_backward(c, ex, x[0], dy, dx[0], acc & 1u); break;
