@@ -110,12 +110,13 @@ END_TEST
 
 /* quant_cols (MX blocks down the columns, the columns in SIMD lanes) against quant_rows_ref over
  * each matrix's transpose: the same values bit for bit, the same counts, in place or not, with
- * 32 and 16 random bits, for panels of fewer and more columns than the lanes and column
- * lengths of less, exactly and more than a block. */
+ * 32 and 16 random bits, for panels of fewer and more columns than the lanes, column lengths
+ * of less, exactly and more than a block, and columns split over several work items. */
 START_TEST(test_mx_cols_equals_rows_of_transpose)
 {
-    static const size_t shapes[][3] = {{1, 1, 1},    {3, 33, 17}, {2, 64, 40},
-                                       {1, 5, 1000}, {4, 100, 3}, {2, 32, 16}};
+    /* the last two: columns split into more than one work item (QUANT_CHUNK / R columns) */
+    static const size_t shapes[][3] = {{1, 1, 1},   {3, 33, 17}, {2, 64, 40},   {1, 5, 1000},
+                                       {4, 100, 3}, {2, 32, 16}, {1, 1, 70001}, {2, 3, 30000}};
     static const char *fmts[] = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp4", "mxint8"};
     for (size_t f = 0; f < 5; f++)
         for (int mode = 0; mode < 4; mode++)

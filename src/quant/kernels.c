@@ -226,13 +226,12 @@ ADAPT_HOT_CLONES void quant_mx_run(const struct quant_plan *p, const float *x, f
 /* MX blocks down columns [c0, c0 + nc) (nc <= QUANT_MX_LANES) of a row-major (R, C) matrix:
  * blocks of QUANT_MX_BLOCK rows of one column, restarting at every column, element (r, c)
  * random-bit index index + c R + r: mx_block over the transpose, the columns in SIMD lanes. */
-static QUANT_ALWAYS_INLINE void mx_cols(const struct quant_plan *p, const int mode,
-                                        const int integer, const float *x, float *y, size_t R,
-                                        size_t C, size_t c0, size_t nc, uint64_t index,
-                                        uint64_t *counts)
+static QUANT_ALWAYS_INLINE void mx_panel(const struct quant_plan *p, const int mode,
+                                         const int integer, const float *x, float *y, size_t R,
+                                         size_t C, size_t c0, size_t nc, uint64_t index,
+                                         uint64_t *nsp, uint64_t *nfp, uint64_t *nzp, uint32_t *buf,
+                                         uint32_t (*rb)[QUANT_MX_LANES])
 {
-    uint32_t buf[QUANT_PIECE_BUF] __attribute__((aligned(64)));
-    uint32_t rb[QUANT_MX_BLOCK][QUANT_MX_LANES] __attribute__((aligned(64)));
     uint64_t ns = 0, nf = 0, nz = 0;
     const struct quant_fmt f = p->fmt;
     for (size_t r0 = 0; r0 < R; r0 += QUANT_MX_BLOCK) {
@@ -249,22 +248,37 @@ static QUANT_ALWAYS_INLINE void mx_cols(const struct quant_plan *p, const int mo
         int sc[QUANT_MX_LANES];
         float up[QUANT_MX_LANES], down[QUANT_MX_LANES];
         uint32_t bad[QUANT_MX_LANES];
+        const int emax = p->mx.emax;
+#pragma omp simd
         for (size_t j = 0; j < nc; j++) {
-            bad[j] = amax[j] >= 0x7f800000u; /* inf or NaN: the block's scale is NaN */
-            sc[j] = bad[j] ? 0 : quant_mx_scale(amax[j], p->mx.emax);
+            const uint32_t b = amax[j] >= 0x7f800000u; /* inf or NaN: the block's scale is NaN */
+            const int s = quant_mx_scale(amax[j], emax);
+            bad[j] = b;
+            sc[j] = b ? 0 : s;
+        }
+#pragma omp simd
+        for (size_t j = 0; j < nc; j++) {
             up[j] = quant_pow2f(-sc[j]);
             down[j] = quant_pow2f(sc[j]);
         }
-        if (mode == QUANT_MODE_STOCHASTIC)
-            for (size_t j = 0; j < nc; j++) {
-                const uint32_t *r = quant_sr_fill(buf, p, index + (c0 + j) * R + r0, n);
-                for (size_t i = 0; i < n; i++) rb[i][j] = r[i];
-            }
+        if (mode == QUANT_MODE_STOCHASTIC) {
+            const uint64_t i0 = index + c0 * R + r0; /* bits of (r0, c0) */
+            if ((nc - 1) * R + n <= QUANT_PIECE) {   /* short columns: one run of bits for all */
+                const uint32_t *r = quant_sr_fill(buf, p, i0, (nc - 1) * R + n);
+                for (size_t j = 0; j < nc; j++)
+                    for (size_t i = 0; i < n; i++) rb[i][j] = r[j * R + i];
+            } else
+                for (size_t j = 0; j < nc; j++) {
+                    const uint32_t *r = quant_sr_fill(buf, p, i0 + j * R, n);
+                    for (size_t i = 0; i < n; i++) rb[i][j] = r[i];
+                }
+        }
+        /* counts per lane, summed once a block: no horizontal sums per row */
+        uint32_t cs[QUANT_MX_LANES] = {0}, cf[QUANT_MX_LANES] = {0}, cz[QUANT_MX_LANES] = {0};
         for (size_t i = 0; i < n; i++) {
             const float *xr = x + (r0 + i) * C + c0;
             float *yr = y + (r0 + i) * C + c0;
-            uint32_t s1 = 0, f1 = 0, z1 = 0;
-#pragma omp simd reduction(+ : s1, f1, z1)
+#pragma omp simd
             for (size_t j = 0; j < nc; j++) {
                 const float v = xr[j];
                 const uint32_t u = mode == QUANT_MODE_STOCHASTIC ? rb[i][j] : 0u;
@@ -276,13 +290,33 @@ static QUANT_ALWAYS_INLINE void mx_cols(const struct quant_plan *p, const int mo
                 sat = bad[j] ? satp : sat;
                 yr[j] = q;
                 const uint32_t nzo = quant_nonzero(q);
-                s1 += sat;
-                f1 += quant_nonzero(v) & (nzo ^ 1u);
-                z1 += nzo ^ 1u;
+                cs[j] += sat;
+                cf[j] += quant_nonzero(v) & (nzo ^ 1u);
+                cz[j] += nzo ^ 1u;
             }
-            ns += s1, nf += f1, nz += z1;
         }
+        uint32_t s1 = 0, f1 = 0, z1 = 0;
+#pragma omp simd reduction(+ : s1, f1, z1)
+        for (size_t j = 0; j < nc; j++) s1 += cs[j], f1 += cf[j], z1 += cz[j];
+        ns += s1, nf += f1, nz += z1;
     }
+    *nsp += ns, *nfp += nf, *nzp += nz;
+}
+
+/* Columns [c0, c1): whole panels with their width a constant (every lane loop one vector), then
+ * the last, narrower one. */
+static QUANT_ALWAYS_INLINE void mx_cols(const struct quant_plan *p, const int mode,
+                                        const int integer, const float *x, float *y, size_t R,
+                                        size_t C, size_t c0, size_t c1, uint64_t index,
+                                        uint64_t *counts)
+{
+    uint32_t buf[QUANT_PIECE_BUF] __attribute__((aligned(64)));
+    uint32_t rb[QUANT_MX_BLOCK][QUANT_MX_LANES] __attribute__((aligned(64)));
+    uint64_t ns = 0, nf = 0, nz = 0;
+    size_t c = c0;
+    for (; c + QUANT_MX_LANES <= c1; c += QUANT_MX_LANES)
+        mx_panel(p, mode, integer, x, y, R, C, c, QUANT_MX_LANES, index, &ns, &nf, &nz, buf, rb);
+    if (c < c1) mx_panel(p, mode, integer, x, y, R, C, c, c1 - c, index, &ns, &nf, &nz, buf, rb);
     if (counts) {
         counts[0] += ns;
         counts[1] += nf;
@@ -291,16 +325,16 @@ static QUANT_ALWAYS_INLINE void mx_cols(const struct quant_plan *p, const int mo
 }
 
 ADAPT_HOT_CLONES void quant_mx_cols(const struct quant_plan *p, const float *x, float *y, size_t R,
-                                    size_t C, size_t c0, size_t nc, uint64_t index,
+                                    size_t C, size_t c0, size_t c1, uint64_t index,
                                     uint64_t *counts)
 {
-    ADAPT_ASSERT(nc >= 1 && nc <= QUANT_MX_LANES);
+    ADAPT_ASSERT(c0 < c1 && c1 <= C);
 #define MX_COLS_CASE(M)                                                                            \
     do {                                                                                           \
         if (p->mx.integer)                                                                         \
-            mx_cols(p, M, 1, x, y, R, C, c0, nc, index, counts);                                   \
+            mx_cols(p, M, 1, x, y, R, C, c0, c1, index, counts);                                   \
         else                                                                                       \
-            mx_cols(p, M, 0, x, y, R, C, c0, nc, index, counts);                                   \
+            mx_cols(p, M, 0, x, y, R, C, c0, c1, index, counts);                                   \
     } while (0)
     switch (p->mode) {
     case QUANT_MODE_STOCHASTIC: MX_COLS_CASE(QUANT_MODE_STOCHASTIC); break;

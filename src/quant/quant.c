@@ -389,15 +389,18 @@ enum adapt_status quant_cols(const struct quant_spec *s, const float *x, float *
     if (!nmat || !rows || !cols) return ADAPT_OK;
     struct quant_plan p;
     if ((st = quant_plan_init(s, NULL, key, &p)) != ADAPT_OK) return st;
-    /* items: (matrix, panel of QUANT_MX_LANES columns); the bits do not depend on them */
-    const size_t per = (cols + QUANT_MX_LANES - 1) / QUANT_MX_LANES, mn = rows * cols;
+    /* items: (matrix, span of whole panels of QUANT_MX_LANES columns, about QUANT_CHUNK
+     * elements); the bits do not depend on them */
+    size_t span = QUANT_CHUNK / rows / QUANT_MX_LANES * QUANT_MX_LANES;
+    if (span < QUANT_MX_LANES) span = QUANT_MX_LANES;
+    const size_t per = (cols + span - 1) / span, mn = rows * cols;
     const long long items = (long long)(nmat * per);
     uint64_t c[3] = {0, 0, 0}; /* each thread's own, summed at the end */
 #pragma omp parallel for schedule(static) reduction(+ : c[:3]) if (nmat * mn > QUANT_CHUNK)
     for (long long it = 0; it < items; it++) {
-        const size_t m = (size_t)it / per, c0 = ((size_t)it % per) * QUANT_MX_LANES;
-        const size_t nc = cols - c0 < QUANT_MX_LANES ? cols - c0 : QUANT_MX_LANES;
-        quant_mx_cols(&p, x + m * mn, y + m * mn, rows, cols, c0, nc, key.index + m * mn,
+        const size_t m = (size_t)it / per, c0 = ((size_t)it % per) * span;
+        const size_t c1 = cols - c0 < span ? cols : c0 + span;
+        quant_mx_cols(&p, x + m * mn, y + m * mn, rows, cols, c0, c1, key.index + m * mn,
                       stats ? c : NULL);
     }
     stats_add(stats, c);

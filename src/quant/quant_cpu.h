@@ -54,11 +54,12 @@ void quant_plugin_run(const struct quant_plan *p, const float *x, float *y, size
  * bl < QUANT_MX_BLOCK: rows of bl elements, one block each). */
 void quant_mx_run(const struct quant_plan *p, const float *x, float *y, size_t n, uint64_t index,
                   uint8_t *mask, uint64_t *counts, size_t bl);
-/* MX down columns [c0, c0 + nc) of a row-major (R, C) matrix, nc <= QUANT_MX_LANES: the blocks
- * and bits of quant_mx_run over the transpose (element (r, c) at index + c R + r). */
+/* MX down columns [c0, c1) of a row-major (R, C) matrix: the blocks and bits of quant_mx_run
+ * over the transpose (element (r, c) at index + c R + r), QUANT_MX_LANES columns at a time in
+ * SIMD lanes. */
 #define QUANT_MX_LANES 16
 void quant_mx_cols(const struct quant_plan *p, const float *x, float *y, size_t R, size_t C,
-                   size_t c0, size_t nc, uint64_t index, uint64_t *counts);
+                   size_t c0, size_t c1, uint64_t index, uint64_t *counts);
 
 /* Serial range reduction over finite values (SIMD): k[0] = max, k[1] = min of the order keys. */
 void quant_range_keys(const float *x, size_t n, uint32_t k[2]);

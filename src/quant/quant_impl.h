@@ -133,8 +133,9 @@ ADAPT_HD ADAPT_INLINE uint32_t quant_order_unkey(uint32_t k)
 /* 2^e as a float, e in [-149, 127] (subnormal below -126). */
 ADAPT_HD ADAPT_INLINE float quant_pow2f(int e)
 {
-    if (e >= -126) return quant_u2f((uint32_t)(e + 127) << 23);
-    return quant_u2f(1u << (e + 149));
+    /* both forms, then a select (no branch: loops over it vectorise) */
+    uint32_t normal = (uint32_t)(e + 127) << 23, sub = 1u << ((e + 149) & 31);
+    return quant_u2f(e >= -126 ? normal : sub);
 }
 
 /* 2^e as a double, e in [-1022, 1023]. */
@@ -151,11 +152,10 @@ ADAPT_HD ADAPT_INLINE int quant_ilog2f(float f)
 {
     uint32_t a = quant_f2u(f) & 0x7fffffffu;
     int e = (int)(a >> 23);
-    if (e) return e - 127;
-    /* subnormal: position of the highest set bit of the mantissa */
-    int p = 22;
-    while (p > 0 && !((a >> p) & 1u)) p--;
-    return p - 149;
+    /* subnormal: the highest set bit of the mantissa, from the exponent of the mantissa
+     * converted exactly (a < 2^23); branch-free, so loops over it vectorise */
+    int sub = (int)(quant_f2u((float)a) >> 23) - 127 - 149;
+    return e ? e - 127 : sub;
 }
 
 /* The largest float whose magnitude does not exceed |d| (rounding toward zero). */
