@@ -225,7 +225,9 @@ ADAPT_HOT_CLONES void quant_mx_run(const struct quant_plan *p, const float *x, f
 
 /* MX blocks down columns [c0, c0 + nc) (nc <= QUANT_MX_LANES) of a row-major (R, C) matrix:
  * blocks of QUANT_MX_BLOCK rows of one column, restarting at every column, element (r, c)
- * random-bit index index + c R + r: mx_block over the transpose, the columns in SIMD lanes. */
+ * random-bit index index + c R + r: mx_block over the transpose, the columns in SIMD lanes.
+ * A panel is 64 columns, four 512-bit vectors (256 bytes) per row: each strided row read
+ * brings whole adjacent cache lines, which cost less per element than 16 columns did. */
 static QUANT_ALWAYS_INLINE void mx_panel(const struct quant_plan *p, const int mode,
                                          const int integer, const float *x, float *y, size_t R,
                                          size_t C, size_t c0, size_t nc, uint64_t index,

@@ -57,7 +57,7 @@ void quant_mx_run(const struct quant_plan *p, const float *x, float *y, size_t n
 /* MX down columns [c0, c1) of a row-major (R, C) matrix: the blocks and bits of quant_mx_run
  * over the transpose (element (r, c) at index + c R + r), QUANT_MX_LANES columns at a time in
  * SIMD lanes. */
-#define QUANT_MX_LANES 16
+#define QUANT_MX_LANES 64
 void quant_mx_cols(const struct quant_plan *p, const float *x, float *y, size_t R, size_t C,
                    size_t c0, size_t c1, uint64_t index, uint64_t *counts);
 
