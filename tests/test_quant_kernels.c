@@ -111,7 +111,8 @@ END_TEST
 /* quant_cols (MX blocks down the columns, the columns in SIMD lanes) against quant_rows_ref over
  * each matrix's transpose: the same values bit for bit, the same counts, in place or not, with
  * 32 and 16 random bits, for panels of fewer and more columns than the lanes, column lengths
- * of less, exactly and more than a block, and columns split over several work items. */
+ * of less, exactly and more than a block, and columns split over several work items; with and
+ * without counts. */
 START_TEST(test_mx_cols_equals_rows_of_transpose)
 {
     /* the last two: columns split into more than one work item (QUANT_CHUNK / R columns) */
@@ -151,6 +152,14 @@ START_TEST(test_mx_cols_equals_rows_of_transpose)
                 ck_assert_uint_eq(a.saturated, b.saturated);
                 ck_assert_uint_eq(a.flushed, b.flushed);
                 ck_assert_uint_eq(a.zeros, b.zeros);
+                /* without counts (another instance of the kernel): the same values */
+                memcpy(t, x, n * sizeof *x);
+                ck_assert_int_eq(quant_cols(&s, t, t, M, R, C, key, NULL), ADAPT_OK);
+                for (size_t i = 0; i < n; i++)
+                    if (!tu_same_bits(t[i], y[i]))
+                        ck_abort_msg("%s mode %d, %zu x %zu x %zu: x[%zu] = %a: %a without "
+                                     "counts, %a with",
+                                     fmts[f], mode, M, R, C, i, x[i], t[i], y[i]);
                 free(x), free(y), free(t), free(z);
             }
     /* not an MX format: refused */

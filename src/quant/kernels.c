@@ -229,7 +229,8 @@ ADAPT_HOT_CLONES void quant_mx_run(const struct quant_plan *p, const float *x, f
  * A panel is 64 columns, four 512-bit vectors (256 bytes) per row: each strided row read
  * brings whole adjacent cache lines, which cost less per element than 16 columns did. */
 static QUANT_ALWAYS_INLINE void mx_panel(const struct quant_plan *p, const int mode,
-                                         const int integer, const float *x, float *y, size_t R,
+                                         const int integer, const int want_counts,
+                                         const float *x, float *y, size_t R,
                                          size_t C, size_t c0, size_t nc, uint64_t index,
                                          uint64_t *nsp, uint64_t *nfp, uint64_t *nzp, uint32_t *buf,
                                          uint32_t (*rb)[QUANT_MX_LANES])
@@ -291,12 +292,15 @@ static QUANT_ALWAYS_INLINE void mx_panel(const struct quant_plan *p, const int m
                 q = bad[j] ? qp : q;
                 sat = bad[j] ? satp : sat;
                 yr[j] = q;
-                const uint32_t nzo = quant_nonzero(q);
-                cs[j] += sat;
-                cf[j] += quant_nonzero(v) & (nzo ^ 1u);
-                cz[j] += nzo ^ 1u;
+                if (want_counts) {
+                    const uint32_t nzo = quant_nonzero(q);
+                    cs[j] += sat;
+                    cf[j] += quant_nonzero(v) & (nzo ^ 1u);
+                    cz[j] += nzo ^ 1u;
+                }
             }
         }
+        if (!want_counts) continue;
         uint32_t s1 = 0, f1 = 0, z1 = 0;
 #pragma omp simd reduction(+ : s1, f1, z1)
         for (size_t j = 0; j < nc; j++) s1 += cs[j], f1 += cf[j], z1 += cz[j];
@@ -308,7 +312,8 @@ static QUANT_ALWAYS_INLINE void mx_panel(const struct quant_plan *p, const int m
 /* Columns [c0, c1): whole panels with their width a constant (every lane loop one vector), then
  * the last, narrower one. */
 static QUANT_ALWAYS_INLINE void mx_cols(const struct quant_plan *p, const int mode,
-                                        const int integer, const float *x, float *y, size_t R,
+                                        const int integer, const int want_counts,
+                                        const float *x, float *y, size_t R,
                                         size_t C, size_t c0, size_t c1, uint64_t index,
                                         uint64_t *counts)
 {
@@ -317,9 +322,12 @@ static QUANT_ALWAYS_INLINE void mx_cols(const struct quant_plan *p, const int mo
     uint64_t ns = 0, nf = 0, nz = 0;
     size_t c = c0;
     for (; c + QUANT_MX_LANES <= c1; c += QUANT_MX_LANES)
-        mx_panel(p, mode, integer, x, y, R, C, c, QUANT_MX_LANES, index, &ns, &nf, &nz, buf, rb);
-    if (c < c1) mx_panel(p, mode, integer, x, y, R, C, c, c1 - c, index, &ns, &nf, &nz, buf, rb);
-    if (counts) {
+        mx_panel(p, mode, integer, want_counts, x, y, R, C, c, QUANT_MX_LANES, index, &ns, &nf,
+                 &nz, buf, rb);
+    if (c < c1)
+        mx_panel(p, mode, integer, want_counts, x, y, R, C, c, c1 - c, index, &ns, &nf, &nz, buf,
+                 rb);
+    if (want_counts) {
         counts[0] += ns;
         counts[1] += nf;
         counts[2] += nz;
@@ -333,10 +341,10 @@ ADAPT_HOT_CLONES void quant_mx_cols(const struct quant_plan *p, const float *x, 
     ADAPT_ASSERT(c0 < c1 && c1 <= C);
 #define MX_COLS_CASE(M)                                                                            \
     do {                                                                                           \
-        if (p->mx.integer)                                                                         \
-            mx_cols(p, M, 1, x, y, R, C, c0, c1, index, counts);                                   \
-        else                                                                                       \
-            mx_cols(p, M, 0, x, y, R, C, c0, c1, index, counts);                                   \
+        if (p->mx.integer && counts) mx_cols(p, M, 1, 1, x, y, R, C, c0, c1, index, counts);       \
+        else if (p->mx.integer) mx_cols(p, M, 1, 0, x, y, R, C, c0, c1, index, counts);            \
+        else if (counts) mx_cols(p, M, 0, 1, x, y, R, C, c0, c1, index, counts);                   \
+        else mx_cols(p, M, 0, 0, x, y, R, C, c0, c1, index, counts);                               \
     } while (0)
     switch (p->mode) {
     case QUANT_MODE_STOCHASTIC: MX_COLS_CASE(QUANT_MODE_STOCHASTIC); break;
