@@ -181,7 +181,12 @@ static QUANT_ALWAYS_INLINE void mx_run(const struct quant_plan *p, const int mod
         const uint32_t *r = mode == QUANT_MODE_STOCHASTIC
                                 ? quant_sr_fill(buf, p, index + j, len)
                                 : NULL;
-        for (size_t b = 0; b < len; b += bl)
+        size_t b = 0;
+        if (bl == QUANT_MX_BLOCK) /* whole blocks with their length a constant: two vectors */
+            for (; b + QUANT_MX_BLOCK <= len; b += QUANT_MX_BLOCK)
+                mx_block(p, mode, integer, x + j + b, y + j + b, r ? r + b : NULL, QUANT_MX_BLOCK,
+                         sat + b);
+        for (; b < len; b += bl)
             mx_block(p, mode, integer, x + j + b, y + j + b, r ? r + b : NULL,
                      len - b < bl ? len - b : bl, sat + b);
         if (mask) {

@@ -111,28 +111,20 @@ static size_t slice_size(const struct adapt_conv_geom *g, size_t K, size_t cout,
     return ncol + nt + ntmp + npad;
 }
 
-void adapt_im2row(const struct adapt_conv_geom *g, const float *x, float *t)
+/* im2col's vectorised lowering into col (K, ldp), then its transpose in 16 x 16 tiles: both
+ * passes in vectors, where lowering straight into rows goes value by value */
+size_t adapt_im2row_scratch(const struct adapt_conv_geom *g)
 {
-    const int kk = g->k, K = g->cin * kk * kk;
-    for (int oy = 0; oy < g->ho; oy++)
-        for (int ox = 0; ox < g->wo; ox++) {
-            float *r = t + ((size_t)oy * g->wo + ox) * (size_t)K;
-            const int y0 = oy * g->stride - g->pad, x0 = ox * g->stride - g->pad;
-            for (int c = 0; c < g->cin; c++)
-                for (int ky = 0; ky < kk; ky++) {
-                    const int iy = y0 + ky;
-                    float *rk = r + ((size_t)c * kk + ky) * kk;
-                    if (iy < 0 || iy >= g->h) {
-                        memset(rk, 0, (size_t)kk * sizeof(float));
-                        continue;
-                    }
-                    const float *xr = x + ((size_t)c * g->h + iy) * g->w;
-                    for (int kx = 0; kx < kk; kx++) {
-                        const int ix = x0 + kx;
-                        rk[kx] = ix >= 0 && ix < g->w ? xr[ix] : 0.0f;
-                    }
-                }
-        }
+    const size_t K = (size_t)g->cin * g->k * g->k, ldp = r16((size_t)g->ho * g->wo) + 16;
+    return r16(K * ldp) + r16(adapt_im2col_scratch(g));
+}
+
+void adapt_im2row(const struct adapt_conv_geom *g, const float *x, float *t, float *scratch)
+{
+    const size_t K = (size_t)g->cin * g->k * g->k, P = (size_t)g->ho * g->wo, ldp = r16(P) + 16;
+    float *col = scratch, *pad = scratch + r16(K * ldp);
+    adapt_im2col_sample(g, x, col, ldp, pad);
+    adapt_transpose(col, K, P, ldp, t, K);
 }
 
 /* nmat matrices (rows, cols) of x rounded with s in blocks down their columns into y (quant_cols:
@@ -161,8 +153,8 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
     const size_t P = (size_t)g->ho * g->wo, Kz = (size_t)K, cz = (size_t)cout;
     const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16(cz);
     const int T = omp_get_max_threads();
-    /* per thread: t (P, K) | yt (P, coutp); shared: W^T (K, coutp) */
-    const size_t per = r16(P * Kz) + r16(P * coutp);
+    /* per thread: t (P, K) | yt (P, coutp) | im2row's scratch; shared: W^T (K, coutp) */
+    const size_t per = r16(P * Kz) + r16(P * coutp) + adapt_im2row_scratch(g);
     float *ws = adapt_gemm_scratch(mx->scratch, per * (size_t)T + r16(Kz * coutp));
     float *wt = ws + per * (size_t)T;
     for (size_t k = 0; k < Kz; k++)
@@ -170,9 +162,10 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
 #pragma omp parallel num_threads(T)
     {
         float *t = ws + per * (size_t)omp_get_thread_num(), *yt = t + r16(P * Kz);
+        float *sc = yt + r16(P * coutp);
 #pragma omp for schedule(static)
         for (int j = 0; j < n; j++) {
-            adapt_im2row(g, x + (size_t)j * in, t);
+            adapt_im2row(g, x + (size_t)j * in, t, sc);
             if (mx->x) /* pixel p's values along K: row p of Xcol^T */
                 round_copy(&mx->xs, t, P, Kz, mx->key[ADAPT_MX_X_FWD], (size_t)j * P * Kz);
             /* Y^T (P, coutp) = Xcol^T W^T */
