@@ -235,9 +235,8 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
             for (int o = 0; o < cout; o++)
                 memcpy(dyn + (size_t)o * NP + (size_t)j * P, dy + ((size_t)j * cz + o) * P,
                        P * sizeof(float));
-            adapt_im2col_sample(g, x + (size_t)j * in, s.col, ldp, s.pad);
-            for (size_t k = 0; k < Kz; k++)
-                memcpy(xn + k * NP + (size_t)j * P, s.col + k * ldp, P * sizeof(float));
+            /* straight into the sample's columns of xn (K, N*P) */
+            adapt_im2col_into(g, x + (size_t)j * in, xn + (size_t)j * P, NP, s.pad);
         }
     }
     if (db)
