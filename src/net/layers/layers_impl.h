@@ -88,11 +88,6 @@ void adapt_col2im_sample(const struct adapt_conv_geom *g, const float *col, size
 
 /* out (cols, ldo) = in (rows, cols; rows ldi apart)^T */
 void adapt_transpose(const float *in, size_t rows, size_t cols, size_t ldi, float *out, size_t ldo);
-/* t (P, K) = Xcol^T of one sample: row p = oy*Wout + ox holds the values pixel p's window
- * reads, in im2col.c's order k = (c*k + ky)*k + kx (0 in the padding). scratch:
- * adapt_im2row_scratch(g) floats, 64-byte aligned. Serial. */
-size_t adapt_im2row_scratch(const struct adapt_conv_geom *g);
-void adapt_im2row(const struct adapt_conv_geom *g, const float *x, float *t, float *scratch);
 /* n floats (64-byte aligned) of the scratch s, grown as needed and kept between calls. */
 float *adapt_gemm_scratch(struct adapt_mx_scratch *s, size_t n);
 

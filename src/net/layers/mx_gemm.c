@@ -111,22 +111,6 @@ static size_t slice_size(const struct adapt_conv_geom *g, size_t K, size_t cout,
     return ncol + nt + ntmp + npad;
 }
 
-/* im2col's vectorised lowering into col (K, ldp), then its transpose in 16 x 16 tiles: both
- * passes in vectors, where lowering straight into rows goes value by value */
-size_t adapt_im2row_scratch(const struct adapt_conv_geom *g)
-{
-    const size_t K = (size_t)g->cin * g->k * g->k, ldp = r16((size_t)g->ho * g->wo) + 16;
-    return r16(K * ldp) + r16(adapt_im2col_scratch(g));
-}
-
-void adapt_im2row(const struct adapt_conv_geom *g, const float *x, float *t, float *scratch)
-{
-    const size_t K = (size_t)g->cin * g->k * g->k, P = (size_t)g->ho * g->wo, ldp = r16(P) + 16;
-    float *col = scratch, *pad = scratch + r16(K * ldp);
-    adapt_im2col_sample(g, x, col, ldp, pad);
-    adapt_transpose(col, K, P, ldp, t, K);
-}
-
 /* nmat matrices (rows, cols) of x rounded with s in blocks down their columns into y (quant_cols:
  * element (r, c) of matrix m at random-bit index m rows cols + c rows + r + key.index) */
 static void round_cols(const struct quant_spec *s, const float *x, float *y, size_t nmat,
@@ -153,8 +137,9 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
     const size_t P = (size_t)g->ho * g->wo, Kz = (size_t)K, cz = (size_t)cout;
     const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16(cz);
     const int T = omp_get_max_threads();
-    /* per thread: t (P, K) | yt (P, coutp) | im2row's scratch; shared: W^T (K, coutp) */
-    const size_t per = r16(P * Kz) + r16(P * coutp) + adapt_im2row_scratch(g);
+    /* per thread: t (P, K) | yt (P, coutp) | col (K, P) | im2col's scratch; shared: W^T (K,
+     * coutp) */
+    const size_t per = r16(P * Kz) + r16(P * coutp) + r16(Kz * P) + r16(adapt_im2col_scratch(g));
     float *ws = adapt_gemm_scratch(mx->scratch, per * (size_t)T + r16(Kz * coutp));
     float *wt = ws + per * (size_t)T;
     for (size_t k = 0; k < Kz; k++)
@@ -162,12 +147,17 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
 #pragma omp parallel num_threads(T)
     {
         float *t = ws + per * (size_t)omp_get_thread_num(), *yt = t + r16(P * Kz);
-        float *sc = yt + r16(P * coutp);
+        float *col = yt + r16(P * coutp), *pad = col + r16(Kz * P);
 #pragma omp for schedule(static)
         for (int j = 0; j < n; j++) {
-            adapt_im2row(g, x + (size_t)j * in, t, sc);
-            if (mx->x) /* pixel p's values along K: row p of Xcol^T */
-                round_copy(&mx->xs, t, P, Kz, mx->key[ADAPT_MX_X_FWD], (size_t)j * P * Kz);
+            /* im2col's vector lowering, (K, P) */
+            adapt_im2col_sample(g, x + (size_t)j * in, col, P, pad);
+            if (mx->x) { /* pixel p's values along K: column p of Xcol, row p of Xcol^T */
+                struct quant_key key = mx->key[ADAPT_MX_X_FWD];
+                key.index += (size_t)j * P * Kz;
+                round_cols(&mx->xs, col, col, 1, Kz, P, key);
+            }
+            adapt_transpose(col, Kz, P, P, t, Kz); /* t (P, K) = Xcol^T, in 16 x 16 tiles */
             /* Y^T (P, coutp) = Xcol^T W^T */
             adapt_gemm_bcast((int)P, (int)coutp, K, t, K, 1, wt, (ptrdiff_t)coutp, yt,
                              (ptrdiff_t)coutp, ADAPT_GEMM_ZERO, NULL);
