@@ -112,10 +112,11 @@ static size_t slice_size(const struct adapt_conv_geom *g, size_t K, size_t cout,
 }
 
 /* nmat matrices (rows, cols) of x rounded with s in blocks down their columns into y (quant_cols:
- * element (r, c) of matrix m at random-bit index m rows cols + c rows + r + key.index) */
+ * element (r, c) of matrix m at random-bit index m rows cols + c rows + r + key.index + offset) */
 static void round_cols(const struct quant_spec *s, const float *x, float *y, size_t nmat,
-                       size_t rows, size_t cols, struct quant_key key)
+                       size_t rows, size_t cols, struct quant_key key, size_t offset)
 {
+    key.index += offset;
     enum adapt_status st = quant_cols(s, x, y, nmat, rows, cols, key, NULL);
     ADAPT_ASSERT(st == ADAPT_OK);
 }
@@ -127,7 +128,7 @@ const float *adapt_mx_channels_input(struct adapt_mx_gemm *mx, const struct adap
     const size_t hw = (size_t)g->h * g->w, cin = (size_t)g->cin, in = cin * hw;
     float *xq = adapt_gemm_scratch(mx->scratch, (size_t)n * in);
     /* each sample (Cin, H*W) down its columns: input pixel q's Cin values, index j in + q Cin + c */
-    round_cols(&mx->xs, x, xq, (size_t)n, cin, hw, mx->key[ADAPT_MX_X_FWD]);
+    round_cols(&mx->xs, x, xq, (size_t)n, cin, hw, mx->key[ADAPT_MX_X_FWD], 0);
     return xq;
 }
 
@@ -152,11 +153,9 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
         for (int j = 0; j < n; j++) {
             /* im2col's vector lowering, (K, P) */
             adapt_im2col_sample(g, x + (size_t)j * in, col, P, pad);
-            if (mx->x) { /* pixel p's values along K: column p of Xcol, row p of Xcol^T */
-                struct quant_key key = mx->key[ADAPT_MX_X_FWD];
-                key.index += (size_t)j * P * Kz;
-                round_cols(&mx->xs, col, col, 1, Kz, P, key);
-            }
+            if (mx->x) /* pixel p's values along K: column p of Xcol, row p of Xcol^T */
+                round_cols(&mx->xs, col, col, 1, Kz, P, mx->key[ADAPT_MX_X_FWD],
+                           (size_t)j * P * Kz);
             adapt_transpose(col, Kz, P, P, t, Kz); /* t (P, K) = Xcol^T, in 16 x 16 tiles */
             /* Y^T (P, coutp) = Xcol^T W^T */
             adapt_gemm_bcast((int)P, (int)coutp, K, t, K, 1, wt, (ptrdiff_t)coutp, yt,
@@ -183,19 +182,19 @@ void adapt_mx_channels_operands(struct adapt_mx_gemm *mx, const struct adapt_con
     float *dyw = xw + nxw, *dyd = dyw + ndy, *wd = dyd + ndy;
     o->xw = x, o->dyw = o->dyd = dy, o->wd = w_use;
     if (mx->x) { /* x (N, in) down its columns: each element's N samples, index e N + j */
-        round_cols(&mx->xs, x, xw, 1, N, in, mx->key[ADAPT_MX_X_WGRAD]);
+        round_cols(&mx->xs, x, xw, 1, N, in, mx->key[ADAPT_MX_X_WGRAD], 0);
         o->xw = xw;
     }
     if (mx->dy) {
         /* dY (N, Cout*P) down its columns: each element's N samples, index e N + j */
-        round_cols(&mx->dys, dy, dyw, 1, N, cz * P, mx->key[ADAPT_MX_DY_WGRAD]);
+        round_cols(&mx->dys, dy, dyw, 1, N, cz * P, mx->key[ADAPT_MX_DY_WGRAD], 0);
         /* each sample (Cout, P) down its columns: output pixel p's Cout values, index
          * (j P + p) Cout + o */
-        round_cols(&mx->dys, dy, dyd, N, cz, P, mx->key[ADAPT_MX_DY_DGRAD]);
+        round_cols(&mx->dys, dy, dyd, N, cz, P, mx->key[ADAPT_MX_DY_DGRAD], 0);
         o->dyw = dyw, o->dyd = dyd;
     }
     if (mx->w) { /* the master (Cout, K) down its columns: along Cout, index k Cout + o */
-        round_cols(&mx->ws, w_master, wd, 1, cz, Kz, mx->key[ADAPT_MX_W_DGRAD]);
+        round_cols(&mx->ws, w_master, wd, 1, cz, Kz, mx->key[ADAPT_MX_W_DGRAD], 0);
         o->wd = wd;
     }
 }
@@ -267,15 +266,14 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
 #pragma omp for schedule(static)
             for (int j = 0; j < n; j++) {
                 const float *dyj = dy + (size_t)j * cz * P;
+                if (mx->dy) { /* dY_n (Cout, P) down its columns: pixel p's Cout values */
+                    round_cols(&mx->dys, dyj, s.t, 1, cz, P, mx->key[ADAPT_MX_DY_DGRAD],
+                               (size_t)j * P * cz);
+                    dyj = s.t;
+                }
                 for (int o = 0; o < cout; o++) {
                     memcpy(s.tmp + (size_t)o * ldp, dyj + (size_t)o * P, P * sizeof(float));
                     memset(s.tmp + (size_t)o * ldp + P, 0, (ldp - P) * sizeof(float));
-                }
-                if (mx->dy) {
-                    adapt_transpose(s.tmp, cz, P, ldp, s.t, cz);
-                    round_copy(&mx->dys, s.t, P, cz, mx->key[ADAPT_MX_DY_DGRAD],
-                               (size_t)j * P * cz);
-                    adapt_transpose(s.t, P, cz, cz, s.tmp, ldp);
                 }
                 adapt_gemm_bcast(K, (int)Pp, cout, wt, (ptrdiff_t)cz, 1, s.tmp, (ptrdiff_t)ldp,
                                  s.col, (ptrdiff_t)ldp, ADAPT_GEMM_ZERO, NULL);
