@@ -91,16 +91,15 @@ float *adapt_gemm_scratch(struct adapt_mx_scratch *s, size_t n)
     return s->buf;
 }
 
-/* Per-thread slice of a convolution: col (K, ldp) | t (P, max(K, Cout)) | tmp (Cout, ldp) |
- * im2col's scratch. */
+/* Per-thread slice of a convolution's backward, for a group of samples with GP pixels in all:
+ * col (K, ldp) | t (GP, Cout) | tmp (Cout, ldp) | im2col's scratch. */
 struct slice {
     float *col, *t, *tmp, *pad;
 };
-static size_t slice_size(const struct adapt_conv_geom *g, size_t K, size_t cout, size_t ldp,
-                         struct slice *s, float *base)
+static size_t slice_size(const struct adapt_conv_geom *g, size_t K, size_t cout, size_t GP,
+                         size_t ldp, struct slice *s, float *base)
 {
-    const size_t P = (size_t)g->ho * g->wo;
-    size_t ncol = r16(K * ldp), nt = r16(P * (K > cout ? K : cout)), ntmp = r16(cout * ldp);
+    size_t ncol = r16(K * ldp), nt = r16(GP * cout), ntmp = r16(cout * ldp);
     size_t npad = r16(adapt_im2col_scratch(g));
     if (s) {
         s->col = base;
@@ -132,38 +131,56 @@ const float *adapt_mx_channels_input(struct adapt_mx_gemm *mx, const struct adap
     return xq;
 }
 
+/* Samples per GEMM when a sample has few output pixels: at least 64 rows or columns of the
+ * product (AlexNet-CIFAR's 2 x 2 and 4 x 4 planes), which the microkernels fill instead of
+ * padding P up to 16 columns or running four-row tiles. The tiles never change the order in
+ * which an element sums (gemm.c), so the bits are the same for any grouping. */
+static int group_of(size_t P, int n)
+{
+    size_t G = P >= 64 ? 1 : (64 + P - 1) / P;
+    return (int)(G < (size_t)n ? G : (size_t)n);
+}
+
 static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n, int K,
                          int cout, const float *x, const float *w, const float *b, float *y)
 {
     const size_t P = (size_t)g->ho * g->wo, Kz = (size_t)K, cz = (size_t)cout;
     const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16(cz);
-    const int T = omp_get_max_threads();
-    /* per thread: t (P, K) | yt (P, coutp) | col (K, P) | im2col's scratch; shared: W^T (K,
+    const int T = omp_get_max_threads(), G = group_of(P, n);
+    const size_t GP = (size_t)G * P;
+    /* per thread: t (G*P, K) | yt (G*P, coutp) | col (K, P) | im2col's scratch; shared: W^T (K,
      * coutp) */
-    const size_t per = r16(P * Kz) + r16(P * coutp) + r16(Kz * P) + r16(adapt_im2col_scratch(g));
+    const size_t per = r16(GP * Kz) + r16(GP * coutp) + r16(Kz * P) + r16(adapt_im2col_scratch(g));
     float *ws = adapt_gemm_scratch(mx->scratch, per * (size_t)T + r16(Kz * coutp));
     float *wt = ws + per * (size_t)T;
     for (size_t k = 0; k < Kz; k++)
         for (size_t o = 0; o < coutp; o++) wt[k * coutp + o] = o < cz ? w[o * Kz + k] : 0.0f;
 #pragma omp parallel num_threads(T)
     {
-        float *t = ws + per * (size_t)omp_get_thread_num(), *yt = t + r16(P * Kz);
-        float *col = yt + r16(P * coutp), *pad = col + r16(Kz * P);
+        float *t = ws + per * (size_t)omp_get_thread_num(), *yt = t + r16(GP * Kz);
+        float *col = yt + r16(GP * coutp), *pad = col + r16(Kz * P);
 #pragma omp for schedule(static)
-        for (int j = 0; j < n; j++) {
-            /* im2col's vector lowering, (K, P) */
-            adapt_im2col_sample(g, x + (size_t)j * in, col, P, pad);
-            if (mx->x) /* pixel p's values along K: column p of Xcol, row p of Xcol^T */
-                round_cols(&mx->xs, col, col, 1, Kz, P, mx->key[ADAPT_MX_X_FWD],
-                           (size_t)j * P * Kz);
-            adapt_transpose(col, Kz, P, P, t, Kz); /* t (P, K) = Xcol^T, in 16 x 16 tiles */
-            /* Y^T (P, coutp) = Xcol^T W^T */
-            adapt_gemm_bcast((int)P, (int)coutp, K, t, K, 1, wt, (ptrdiff_t)coutp, yt,
+        for (int j0 = 0; j0 < n; j0 += G) {
+            const int gn = n - j0 < G ? n - j0 : G;
+            for (int i = 0; i < gn; i++) {
+                const size_t j = (size_t)(j0 + i);
+                /* im2col's vector lowering, (K, P) */
+                adapt_im2col_sample(g, x + j * in, col, P, pad);
+                if (mx->x) /* pixel p's values along K: column p of Xcol, row p of Xcol^T */
+                    round_cols(&mx->xs, col, col, 1, Kz, P, mx->key[ADAPT_MX_X_FWD], j * P * Kz);
+                /* rows i P .. i P + P - 1 of t (G*P, K) = Xcol^T, in 16 x 16 tiles */
+                adapt_transpose(col, Kz, P, P, t + (size_t)i * P * Kz, Kz);
+            }
+            /* Y^T (gn P, coutp) = Xcol^T W^T */
+            adapt_gemm_bcast(gn * (int)P, (int)coutp, K, t, K, 1, wt, (ptrdiff_t)coutp, yt,
                              (ptrdiff_t)coutp, ADAPT_GEMM_ZERO, NULL);
-            float *yj = y + (size_t)j * cz * P;
-            for (size_t o = 0; o < cz; o++) {
-                const float bo = b ? b[o] : 0.0f;
-                for (size_t p = 0; p < P; p++) yj[o * P + p] = yt[p * coutp + o] + bo;
+            for (int i = 0; i < gn; i++) {
+                float *yj = y + (size_t)(j0 + i) * cz * P;
+                const float *yti = yt + (size_t)i * P * coutp;
+                for (size_t o = 0; o < cz; o++) {
+                    const float bo = b ? b[o] : 0.0f;
+                    for (size_t p = 0; p < P; p++) yj[o * P + p] = yti[p * coutp + o] + bo;
+                }
             }
         }
     }
@@ -203,11 +220,12 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
                           int cout, const float *x, const float *w_master, const float *w_use,
                           const float *dy, float *dw, float *db, float *dx, int acc)
 {
-    const size_t P = (size_t)g->ho * g->wo, Pp = r16(P), ldp = Pp + 16, NP = (size_t)n * P;
+    const size_t P = (size_t)g->ho * g->wo, NP = (size_t)n * P;
     const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16((size_t)cout);
     const size_t Kz = (size_t)K, cz = (size_t)cout;
-    const int T = omp_get_max_threads();
-    const size_t per = slice_size(g, Kz, cz, ldp, NULL, NULL);
+    const int T = omp_get_max_threads(), G = group_of(P, n);
+    const size_t GP = (size_t)G * P, ldp = r16(GP) + 16;
+    const size_t per = slice_size(g, Kz, cz, GP, ldp, NULL, NULL);
     /* shared: dyn (Cout, N*P) | xn (K, N*P) | dynT (N*P, coutp) | dwT (K, coutp) | wt (K, Cout) */
     const size_t ndyn = r16(cz * NP), nxn = r16(Kz * NP), ndynt = r16(NP * coutp);
     const size_t ndwt = r16(Kz * coutp), nwt = r16(Kz * cz);
@@ -218,7 +236,7 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
 #pragma omp parallel num_threads(T)
     {
         struct slice s;
-        slice_size(g, Kz, cz, ldp, &s, ws + per * (size_t)omp_get_thread_num());
+        slice_size(g, Kz, cz, GP, ldp, &s, ws + per * (size_t)omp_get_thread_num());
 #pragma omp for schedule(static)
         for (int j = 0; j < n; j++) {
             for (int o = 0; o < cout; o++)
@@ -240,7 +258,7 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
 #pragma omp parallel num_threads(T)
     {
         struct slice s;
-        slice_size(g, Kz, cz, ldp, &s, ws + per * (size_t)omp_get_thread_num());
+        slice_size(g, Kz, cz, GP, ldp, &s, ws + per * (size_t)omp_get_thread_num());
         /* dynT (N*P, coutp), padding columns 0 */
 #pragma omp for schedule(static)
         for (size_t i0 = 0; i0 < NP; i0 += 64) {
@@ -262,22 +280,30 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
 #pragma omp for schedule(static)
         for (int o = 0; o < cout; o++)
             for (size_t k = 0; k < Kz; k++) dw[(size_t)o * Kz + k] += dwt[k * coutp + o];
-        if (dx) { /* dXcol (K, Pp) = W^T dY_n per sample, dY_n's pixels blocked along Cout */
+        if (dx) { /* dXcol (K, G*P) = W^T dY for a group of G samples side by side, dY's pixels
+                   * blocked along Cout */
 #pragma omp for schedule(static)
-            for (int j = 0; j < n; j++) {
-                const float *dyj = dy + (size_t)j * cz * P;
-                if (mx->dy) { /* dY_n (Cout, P) down its columns: pixel p's Cout values */
-                    round_cols(&mx->dys, dyj, s.t, 1, cz, P, mx->key[ADAPT_MX_DY_DGRAD],
-                               (size_t)j * P * cz);
+            for (int j0 = 0; j0 < n; j0 += G) {
+                const int gn = n - j0 < G ? n - j0 : G;
+                const size_t gp = (size_t)gn * P, gpp = r16(gp);
+                const float *dyj = dy + (size_t)j0 * cz * P;
+                if (mx->dy) { /* each dY_n (Cout, P) down its columns: pixel p's Cout values */
+                    round_cols(&mx->dys, dyj, s.t, (size_t)gn, cz, P, mx->key[ADAPT_MX_DY_DGRAD],
+                               (size_t)j0 * P * cz);
                     dyj = s.t;
                 }
                 for (int o = 0; o < cout; o++) {
-                    memcpy(s.tmp + (size_t)o * ldp, dyj + (size_t)o * P, P * sizeof(float));
-                    memset(s.tmp + (size_t)o * ldp + P, 0, (ldp - P) * sizeof(float));
+                    float *row = s.tmp + (size_t)o * ldp;
+                    for (int i = 0; i < gn; i++)
+                        memcpy(row + (size_t)i * P, dyj + ((size_t)i * cz + o) * P,
+                               P * sizeof(float));
+                    memset(row + gp, 0, (ldp - gp) * sizeof(float));
                 }
-                adapt_gemm_bcast(K, (int)Pp, cout, wt, (ptrdiff_t)cz, 1, s.tmp, (ptrdiff_t)ldp,
+                adapt_gemm_bcast(K, (int)gpp, cout, wt, (ptrdiff_t)cz, 1, s.tmp, (ptrdiff_t)ldp,
                                  s.col, (ptrdiff_t)ldp, ADAPT_GEMM_ZERO, NULL);
-                adapt_col2im_sample(g, s.col, ldp, dx + (size_t)j * in, acc, s.pad);
+                for (int i = 0; i < gn; i++)
+                    adapt_col2im_sample(g, s.col + (size_t)i * P, ldp, dx + (size_t)(j0 + i) * in,
+                                        acc, s.pad);
             }
         }
     }
