@@ -483,6 +483,7 @@ START_TEST(test_mx_gemm_reference)
         {40, 3, 3, 3, 1, 1, 5, 34},  /* Cin 40, batch 34: channel and batch blocks of 32 and 8, 2 */
         {16, 3, 3, 3, 1, 1, 6, 33},  /* conv2d.c's dense mode (H W <= k^2, Cin H W % 16 = 0) */
         {3, 4, 4, 4, 1, 0, 7, 5},    /* its fully connected mode (kernel = input, no padding) */
+        {2, 8, 8, 3, 1, 1, 3, 3},    /* P = 64: weight-gradient blocks inside each sample */
     };
     for (int chan = 0; chan < 2; chan++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
