@@ -148,32 +148,30 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
     const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16(cz);
     const int T = omp_get_max_threads(), G = group_of(P, n);
     const size_t GP = (size_t)G * P;
-    /* per thread: t (G*P, K) | yt (G*P, coutp) | col (K, P) | im2col's scratch; shared: W^T (K,
-     * coutp) */
-    const size_t per = r16(GP * Kz) + r16(GP * coutp) + r16(Kz * P) + r16(adapt_im2col_scratch(g));
+    /* per thread: col (K, G*P) | yt (G*P, coutp) | im2col's scratch; shared: W^T (K, coutp) */
+    const size_t per = r16(Kz * GP) + r16(GP * coutp) + r16(adapt_im2col_scratch(g));
     float *ws = adapt_gemm_scratch(mx->scratch, per * (size_t)T + r16(Kz * coutp));
     float *wt = ws + per * (size_t)T;
     for (size_t k = 0; k < Kz; k++)
         for (size_t o = 0; o < coutp; o++) wt[k * coutp + o] = o < cz ? w[o * Kz + k] : 0.0f;
 #pragma omp parallel num_threads(T)
     {
-        float *t = ws + per * (size_t)omp_get_thread_num(), *yt = t + r16(GP * Kz);
-        float *col = yt + r16(GP * coutp), *pad = col + r16(Kz * P);
+        float *col = ws + per * (size_t)omp_get_thread_num(), *yt = col + r16(Kz * GP);
+        float *pad = yt + r16(GP * coutp);
 #pragma omp for schedule(static)
         for (int j0 = 0; j0 < n; j0 += G) {
             const int gn = n - j0 < G ? n - j0 : G;
-            for (int i = 0; i < gn; i++) {
-                const size_t j = (size_t)(j0 + i);
-                /* im2col's vector lowering, (K, P) */
-                adapt_im2col_sample(g, x + j * in, col, P, pad);
-                if (mx->x) /* pixel p's values along K: column p of Xcol, row p of Xcol^T */
-                    round_cols(&mx->xs, col, col, 1, Kz, P, mx->key[ADAPT_MX_X_FWD], j * P * Kz);
-                /* rows i P .. i P + P - 1 of t (G*P, K) = Xcol^T, in 16 x 16 tiles */
-                adapt_transpose(col, Kz, P, P, t + (size_t)i * P * Kz, Kz);
-            }
-            /* Y^T (gn P, coutp) = Xcol^T W^T */
-            adapt_gemm_bcast(gn * (int)P, (int)coutp, K, t, K, 1, wt, (ptrdiff_t)coutp, yt,
-                             (ptrdiff_t)coutp, ADAPT_GEMM_ZERO, NULL);
+            const size_t gp = (size_t)gn * P;
+            /* the group's samples lowered side by side, col (K, gn P): column i P + p is pixel
+             * p of sample j0 + i */
+            for (int i = 0; i < gn; i++)
+                adapt_im2col_into(g, x + (size_t)(j0 + i) * in, col + (size_t)i * P, gp, pad);
+            if (mx->x) /* each pixel's values along K: a column of col, a row of Xcol^T */
+                round_cols(&mx->xs, col, col, 1, Kz, gp, mx->key[ADAPT_MX_X_FWD],
+                           (size_t)j0 * P * Kz);
+            /* Y^T (gn P, coutp) = Xcol^T W^T, Xcol^T read down col's columns */
+            adapt_gemm_bcast((int)gp, (int)coutp, K, col, 1, (ptrdiff_t)gp, wt, (ptrdiff_t)coutp,
+                             yt, (ptrdiff_t)coutp, ADAPT_GEMM_ZERO, NULL);
             for (int i = 0; i < gn; i++) {
                 float *yj = y + (size_t)(j0 + i) * cz * P;
                 const float *yti = yt + (size_t)i * P * coutp;
