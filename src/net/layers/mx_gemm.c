@@ -21,7 +21,8 @@
  * the unit's copy (its rows run along K). The weight-gradient blocks run across samples where
  * P is not a multiple of 32. The bias gradient sums the float32 output gradient (it is no
  * GEMM). Convolutions run one sample per thread with the broadcast GEMM of gemm.c, as
- * conv2d.c's lowered mode; linear layers call OpenBLAS, as fc.c.
+ * conv2d.c's lowered mode, or a group of samples side by side where a sample has fewer than 64
+ * output pixels (group_of); linear layers call OpenBLAS, as fc.c.
  *
  * Under roles.mx_axis = channels (mx->channels), as microxcaling's MX convolution, three of a
  * convolution's copies are of its unlowered tensors, each element rounded once for its GEMM
