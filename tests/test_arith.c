@@ -230,6 +230,64 @@ static enum quant_acc_path equals_ref(const char *kind, int m, int n, int k, con
     return used;
 }
 
+/* Codes of up to 31 bits (WL 32 operands, the widths AdaPT pushes units to), whose sums need
+ * more than 64 bits (values from +-2^23 steps times 2^7, so products reach 2^60): exact sums in
+ * 128-bit lanes on each instruction set this CPU runs, with rows and scattered entries of zeros
+ * in A (skipped); codes beyond 32 bits (exact, the 128-bit scalar path); and 63- and 64-bit
+ * registers that wrap and saturate (300 products overflow a 63-bit one), added in order: the
+ * reference's values bit for bit and its overflow counts, and the path that ran. */
+START_TEST(test_wide_codes_equal_reference)
+{
+    enum { M = 9, N = 37, K = 300 };
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+    float *r = malloc(sizeof(float) * M * N), *c = malloc(sizeof(float) * M * N);
+    uint64_t seed = 2024;
+    for (int i = 0; i < M * K; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        int v = (int)((seed >> 33) % (1u << 24)) - (1 << 23);
+        a[i] = (i / K) % 3 == 1 || (i % 5) == 2 ? 0.0f : ldexpf((float)v, 7);
+    }
+    for (int i = 0; i < K * N; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        int v = (int)((seed >> 33) % (1u << 24)) - (1 << 23);
+        b[i] = ldexpf((float)v, 7 - 3); /* 3 fractional bits: codes v 2^7 */
+    }
+    struct quant_acc ex;
+    ck_assert_int_eq(quant_acc_parse("exact", &ex), ADAPT_OK);
+    struct quant_acc_stats s1 = {0};
+    ck_assert_int_eq(quant_acc_gemm_ref(&ex, M, N, K, a, 0, b, 3, r, &s1), ADAPT_OK);
+    const enum adapt_gemm_isa isas[] = {ADAPT_GEMM_ISA_SCALAR, ADAPT_GEMM_ISA_AVX2,
+                                        ADAPT_GEMM_ISA_AVX512VNNI};
+    for (int is = 0; is < 3; is++) {
+        if (!adapt_gemm_isa_available(isas[is])) continue;
+        struct quant_acc_opts o = {isas[is], QUANT_ACC_PATH_INT8};
+        enum quant_acc_path used;
+        ck_assert_int_eq(quant_acc_gemm_opts(&o, &ex, M, N, K, a, K, 0, b, N, 3, c, N, NULL, &used),
+                         ADAPT_OK);
+        ck_assert_int_eq((int)used, (int)QUANT_ACC_PATH_INT128);
+        ck_assert_msg(!memcmp(c, r, sizeof(float) * M * N), "exact, %s: values differ",
+                      adapt_gemm_isa_name(isas[is]));
+    }
+    /* 12 fractional bits on A: codes up to 2^35, beyond int32 */
+    ck_assert_int_eq((int)equals_ref("exact", M, N, K, a, 12, b, 3, c, r, "wide codes", NULL),
+                     (int)QUANT_ACC_PATH_WIDE);
+    static const char *const kinds[] = {"int(64, wrap)", "int(63, saturate)",
+                                        "int(64, saturate, 2)"};
+    uint64_t ov = 0;
+    for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++) {
+        uint64_t o = 0;
+        ck_assert_int_eq((int)equals_ref(kinds[t], M, N, K, a, 0, b, 3, c, r, "31-bit codes", &o),
+                         (int)QUANT_ACC_PATH_WIDE);
+        ov += o;
+    }
+    ck_assert_uint_gt(ov, 0); /* the 63-bit register saturated */
+    free(a);
+    free(b);
+    free(r);
+    free(c);
+}
+END_TEST
+
 /* The int8 path reads B straight from its floats when A's codes fit int8, and falls back to
  * the general path when B's do not: B with 12-bit codes (int16 or int64 path), B with the
  * int8 extremes -128 and 127 (int8 path, A's -128 too), B with a value off its grid or a NaN
@@ -763,6 +821,7 @@ int main(void)
     tcase_add_test(tc, test_seq_threads);
     tcase_add_test(tc, test_linear_hand);
     tcase_add_test(tc, test_lenet_wide_register_is_exact);
+    tcase_add_test(tc, test_wide_codes_equal_reference);
     tcase_add_test(tc, test_conv_dgrad_blocks);
     tcase_add_test(tc, test_dense_conv_float_backward);
     tcase_add_test(tc, test_lenet_exact_vs_float32);

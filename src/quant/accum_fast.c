@@ -53,7 +53,8 @@
 
 const char *quant_acc_path_name(enum quant_acc_path p)
 {
-    static const char *const names[] = {"int8", "int16", "int64", "seq", "wide", "f32", "float"};
+    static const char *const names[] = {"int8", "int16", "int64", "seq",
+                                        "wide", "f32",   "float", "int128"};
     return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
 }
 
@@ -226,6 +227,42 @@ TGT_AVX512 static void i64_row_avx512(int k, int n, const int32_t *a, const int3
                                       size_t ldb, uint64_t *acc)
 {
     i64_row_body(k, n, a, b, ldb, acc);
+}
+
+/* The exact sums of a[p] b[p][j] over p < k as 128-bit integers hi[j] 2^64 + lo[j]: each
+ * product (at most 2^62 in magnitude) added to the low word, its carry and sign into the high
+ * one, so the lanes stay 64-bit vectors. Zero codes of a are skipped (ReLU outputs). */
+INLINE void i128_row_body(int k, int n, const int32_t *a, const int32_t *b, size_t ldb,
+                          uint64_t *lo, int64_t *hi)
+{
+    for (int j = 0; j < n; j++) lo[j] = 0, hi[j] = 0;
+    for (int p = 0; p < k; p++) {
+        const int64_t av = a[p];
+        if (!av) continue;
+        const int32_t *bp = b + (size_t)p * ldb;
+#pragma omp simd
+        for (int j = 0; j < n; j++) {
+            const int64_t pr = av * (int64_t)bp[j];
+            const uint64_t l = lo[j] + (uint64_t)pr;
+            hi[j] += (pr >> 63) + (int64_t)(l < (uint64_t)pr);
+            lo[j] = l;
+        }
+    }
+}
+static void i128_row_scalar(int k, int n, const int32_t *a, const int32_t *b, size_t ldb,
+                            uint64_t *lo, int64_t *hi)
+{
+    i128_row_body(k, n, a, b, ldb, lo, hi);
+}
+TGT_AVX2 static void i128_row_avx2(int k, int n, const int32_t *a, const int32_t *b, size_t ldb,
+                                   uint64_t *lo, int64_t *hi)
+{
+    i128_row_body(k, n, a, b, ldb, lo, hi);
+}
+TGT_AVX512 static void i128_row_avx512(int k, int n, const int32_t *a, const int32_t *b, size_t ldb,
+                                       uint64_t *lo, int64_t *hi)
+{
+    i128_row_body(k, n, a, b, ldb, lo, hi);
 }
 
 /* acc[j] += the int32 sums (wrapping) of a[p] b[p][j] over p < k. */
@@ -954,28 +991,43 @@ static void to_codes64(const float *X, ptrdiff_t ld, int rows, int cols, int fl,
             grid_int(X[(size_t)r * ld + c], fl, &out[(size_t)r * cols + c]); /* checked before */
 }
 
-
-
-/* The reference's integer arithmetic on codes (exact, or an int register). */
+/* The reference's integer arithmetic on codes (exact, or an int register): each element of C
+ * sums its k products in order of p, as the reference does, with the loops ordered i, p, j so
+ * that a row of B is read contiguously (a row of 128-bit sums per thread). An exact sum skips
+ * the zero codes of A (adding 0 changes nothing; an int register's additions are all made, as
+ * each may count). *nomem = 1 when a thread had no memory for its row of sums. */
 static uint64_t wide_gemm(const struct quant_acc *acc, int m, int n, int k, const int64_t *Ac,
-                          const int64_t *Bc, int pfl, int afl, float *C, ptrdiff_t ldc, int par)
+                          const int64_t *Bc, int pfl, int afl, float *C, ptrdiff_t ldc, int par,
+                          int *nomem)
 {
     uint64_t ovs = 0;
+    int bad = 0;
     const int isint = acc->kind == QUANT_ACC_INT;
-#pragma omp parallel for schedule(dynamic, 1) reduction(+ : ovs) if (par)
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            __int128 s = 0;
+#pragma omp parallel reduction(+ : ovs, bad) if (par)
+    {
+        __int128 *s = malloc(((size_t)n + 1) * sizeof *s);
+#pragma omp for schedule(dynamic, 1)
+        for (int i = 0; i < m; i++) {
+            if (!s) {
+                bad++;
+                continue;
+            }
+            for (int j = 0; j < n; j++) s[j] = 0;
             for (int p = 0; p < k; p++) {
-                __int128 prod = (__int128)Ac[(size_t)i * k + p] * Bc[(size_t)p * n + j];
+                const int64_t a = Ac[(size_t)i * k + p]; /* 64 x 64 -> 128-bit products */
+                const int64_t *b = Bc + (size_t)p * n;
                 if (isint) {
-                    s = acc_int_add(acc, s, prod, pfl, afl, &ovs);
-                } else {
-                    s += prod;
+                    for (int j = 0; j < n; j++)
+                        s[j] = acc_int_add(acc, s[j], (__int128)a * b[j], pfl, afl, &ovs);
+                } else if (a != 0) {
+                    for (int j = 0; j < n; j++) s[j] += (__int128)a * b[j];
                 }
             }
-            C[(size_t)i * ldc + j] = float_of(s, afl);
+            for (int j = 0; j < n; j++) C[(size_t)i * ldc + j] = float_of(s[j], afl);
         }
+        free(s);
+    }
+    *nomem = bad != 0;
     return ovs;
 }
 
@@ -1126,6 +1178,38 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
         }
         goto out;
     }
+    /* exact sums beyond 2^63 of int32 codes: 128-bit sums in two 64-bit words a lane */
+    if (acc->kind == QUANT_ACC_EXACT && !ca.wide && !cb.wide) {
+        if (used) *used = QUANT_ACC_PATH_INT128;
+        int nomem = 0;
+#pragma omp parallel reduction(+ : nomem) if (par)
+        {
+            uint64_t *lo = malloc(((size_t)n + 1) * sizeof *lo);
+            int64_t *hi = malloc(((size_t)n + 1) * sizeof *hi);
+#pragma omp for schedule(dynamic, 1)
+            for (int i = 0; i < m; i++) {
+                if (!lo || !hi) {
+                    nomem++;
+                    continue;
+                }
+                const int32_t *a = Ac + (size_t)i * k;
+                if (isa == ADAPT_GEMM_ISA_AVX512VNNI)
+                    i128_row_avx512(k, n, a, Bc, n, lo, hi);
+                else if (isa == ADAPT_GEMM_ISA_AVX2)
+                    i128_row_avx2(k, n, a, Bc, n, lo, hi);
+                else
+                    i128_row_scalar(k, n, a, Bc, n, lo, hi);
+                for (int j = 0; j < n; j++)
+                    C[(size_t)i * ldc + j] = float_of(
+                        (__int128)(((unsigned __int128)(uint64_t)hi[j] << 64) | lo[j]), afl);
+            }
+            free(lo);
+            free(hi);
+        }
+        if (nomem)
+            ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for a row of %d sums", n);
+        goto out;
+    }
     /* int registers in order: int64 lanes hold |sum| + |product| below 2^63 */
     const int pbits = sh >= 0 ? sh : 0;
     if (isint && !ca.wide && !cb.wide && acc->bits <= 62 && pbits < 62 &&
@@ -1203,8 +1287,12 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
         to_codes64(A, lda, m, k, fla, A64);
         to_codes64(B, ldb, k, n, flb, B64);
         if (used) *used = QUANT_ACC_PATH_WIDE;
-        const uint64_t ovs = wide_gemm(acc, m, n, k, A64, B64, pfl, afl, C, ldc, par);
-        if (st) st->overflows += ovs;
+        int nomem = 0;
+        const uint64_t ovs = wide_gemm(acc, m, n, k, A64, B64, pfl, afl, C, ldc, par, &nomem);
+        if (nomem)
+            ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for a row of %d sums", n);
+        else if (st)
+            st->overflows += ovs;
         free(A64);
         free(B64);
     }

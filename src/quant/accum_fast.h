@@ -26,7 +26,8 @@ enum quant_acc_path {
     QUANT_ACC_PATH_SEQ,
     QUANT_ACC_PATH_WIDE,
     QUANT_ACC_PATH_F32,
-    QUANT_ACC_PATH_FLOAT
+    QUANT_ACC_PATH_FLOAT,
+    QUANT_ACC_PATH_INT128 /* exact sums of int32 codes beyond 2^63: two 64-bit words a lane */
 };
 const char *quant_acc_path_name(enum quant_acc_path p);
 
