@@ -201,13 +201,15 @@ static inline float fin_value(const struct fin *f, uint64_t s)
 
 /* ------------------------------------------------------------------ int64 rows */
 
-/* acc[j] (j < n) = sum over p of a[p] b[p][j] modulo 2^64 (b's rows ldb apart). */
+/* acc[j] (j < n) = sum over p of a[p] b[p][j] modulo 2^64 (b's rows ldb apart); zero codes of
+ * a (ReLU outputs) are skipped. */
 INLINE void i64_row_body(int k, int n, const int32_t *a, const int32_t *b, size_t ldb,
                          uint64_t *acc)
 {
     for (int j = 0; j < n; j++) acc[j] = 0;
     for (int p = 0; p < k; p++) {
         const int64_t av = a[p];
+        if (!av) continue;
         const int32_t *bp = b + (size_t)p * ldb;
 #pragma omp simd
         for (int j = 0; j < n; j++) acc[j] += (uint64_t)(av * (int64_t)bp[j]);
