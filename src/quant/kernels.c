@@ -266,14 +266,15 @@ static QUANT_ALWAYS_INLINE void mx_run(const struct quant_plan *p, const int mod
                                 ? quant_sr_fill(buf, p, index + j, len)
                                 : NULL;
         size_t b = 0;
-        if (bl == QUANT_MX_BLOCK) { /* sixteen whole blocks at once, then one at a time */
+        if (bl == QUANT_MX_BLOCK) {
+            /* sixteen whole blocks at once, then whole blocks one at a time with their length
+             * a constant (two vectors) */
             for (; b + 16 * QUANT_MX_BLOCK <= len; b += 16 * QUANT_MX_BLOCK)
                 mx_block16(p, mode, integer, x + j + b, y + j + b, r ? r + b : NULL, sat + b);
-        }
-        if (bl == QUANT_MX_BLOCK) /* whole blocks with their length a constant: two vectors */
             for (; b + QUANT_MX_BLOCK <= len; b += QUANT_MX_BLOCK)
                 mx_block(p, mode, integer, x + j + b, y + j + b, r ? r + b : NULL, QUANT_MX_BLOCK,
                          sat + b);
+        }
         for (; b < len; b += bl)
             mx_block(p, mode, integer, x + j + b, y + j + b, r ? r + b : NULL,
                      len - b < bl ? len - b : bl, sat + b);
