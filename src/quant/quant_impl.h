@@ -415,6 +415,16 @@ ADAPT_HD ADAPT_INLINE float quant_fmt_round(struct quant_fmt f, int mode, int wi
             up = (low > half) | ((low == half) & (low != 0u) & tie);
         }
         rb = (a & ~lmask) + (up << sh);
+    } else if (mode == QUANT_MODE_NEAREST_EVEN) {
+        /* the grid of the branch below without its per-element spacing: from the smallest
+         * normal up, ties to even on the bit pattern (a carry moves into the exponent); below
+         * it the one spacing 2^(qs - 127) of that range */
+        int32_t sh = 23 - f.man;
+        uint32_t rn = (a + ((1u << sh) >> 1) - 1u + ((a >> sh) & 1u)) & ~((1u << sh) - 1u);
+        int32_t qs = f.emin_b - (f.subnormals ? f.man : 0);
+        float ts = quant_u2f(a) * quant_u2f((uint32_t)(254 - qs) << 23);
+        uint32_t rs = quant_f2u(rintf(ts) * quant_u2f((uint32_t)qs << 23));
+        rb = (int32_t)(a >> 23) >= f.emin_b ? rn : rs;
     } else {
         /* grid spacing 2^(qb - 127): qb = max(E, emin_b) - m (- 0 below emin without subnormals) */
         int32_t E = (int32_t)(a >> 23);
