@@ -94,7 +94,8 @@ struct quant_grid {
  * float(8,m), any format with bias 127) share float32's grid below it and are rounded on the
  * bit pattern; the others scale |v| by the power of two of its grid spacing (exact, no split
  * needed since every spacing is a normal float: the least, 2^(emin - m), is at least 2^-126)
- * and round in float. */
+ * and round in float, except to nearest-even, which rounds the bit pattern from the smallest
+ * normal up and scales only below it. */
 struct quant_fmt {
     int32_t wide;       /* 1: smallest normal 2^-126 (emin_b == 1), rounded on the bit pattern */
     int32_t man;        /* m */
