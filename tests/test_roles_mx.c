@@ -484,6 +484,8 @@ START_TEST(test_mx_gemm_reference)
         {16, 3, 3, 3, 1, 1, 6, 33},  /* conv2d.c's dense mode (H W <= k^2, Cin H W % 16 = 0) */
         {3, 4, 4, 4, 1, 0, 7, 5},    /* its fully connected mode (kernel = input, no padding) */
         {2, 8, 8, 3, 1, 1, 3, 3},    /* P = 64: weight-gradient blocks inside each sample */
+        {4, 3, 3, 3, 2, 1, 5, 35},   /* stride 2 on a small plane: 4 of 9 taps inside, per pixel */
+        {2, 2, 2, 2, 1, 2, 3, 3},    /* padding wider than the kernel: pixels with no tap inside */
     };
     for (int chan = 0; chan < 2; chan++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

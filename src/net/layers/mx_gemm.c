@@ -22,7 +22,9 @@
  * P is not a multiple of 32. The bias gradient sums the float32 output gradient (it is no
  * GEMM). Convolutions run one sample per thread with the broadcast GEMM of gemm.c, as
  * conv2d.c's lowered mode, or a group of samples side by side where a sample has fewer than 64
- * output pixels (group_of); linear layers call OpenBLAS, as fc.c.
+ * output pixels (group_of); a forward whose lowered products are a quarter or more padding
+ * taps runs one GEMM per output pixel over its taps inside the input (conv_forward); linear
+ * layers call OpenBLAS, as fc.c.
  *
  * Under roles.mx_axis = channels (mx->channels), as microxcaling's MX convolution, three of a
  * convolution's copies are of its unlowered tensors, each element rounded once for its GEMM
@@ -142,23 +144,63 @@ static int group_of(size_t P, int n)
     return (int)(G < (size_t)n ? G : (size_t)n);
 }
 
+/* The rows k of a lowered column that hold taps inside the input for output pixel p (the others
+ * are zero padding), in increasing order, into ks; returns how many. */
+static size_t taps_inside(const struct adapt_conv_geom *g, size_t p, int *ks)
+{
+    const int k = g->k, oy = (int)(p / (size_t)g->wo), ox = (int)(p % (size_t)g->wo);
+    const int y0 = oy * g->stride - g->pad, x0 = ox * g->stride - g->pad;
+    const int ky0 = y0 < 0 ? -y0 : 0, ky1 = g->h - y0 < k ? g->h - y0 : k;
+    const int kx0 = x0 < 0 ? -x0 : 0, kx1 = g->w - x0 < k ? g->w - x0 : k;
+    size_t n = 0;
+    for (int c = 0; c < g->cin; c++)
+        for (int ky = ky0; ky < ky1; ky++)
+            for (int kx = kx0; kx < kx1; kx++) ks[n++] = (c * k + ky) * k + kx;
+    return n;
+}
+
+/* Forward, Y^T (N P, Cout) = Xcol^T W^T with Xcol rounded down its columns (blocks along K).
+ * Where a quarter or more of the lowered products are padding taps (small planes: AlexNet's
+ * 4 x 4 and 2 x 2), each output pixel p is its own GEMM over the rows of its taps inside the
+ * input (taps_inside), samples in rows: W^T's rows of those taps (gathered once a call) and the
+ * rounded columns of pixel p gathered into a (K_p, samples) panel. A padding tap's rounded
+ * value is 0, so leaving it out changes no sum: each output sums the same nonzero products in
+ * the same order (gemm.c sums k in order), and the bits are those of the full GEMM. */
 static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n, int K,
                          int cout, const float *x, const float *w, const float *b, float *y)
 {
     const size_t P = (size_t)g->ho * g->wo, Kz = (size_t)K, cz = (size_t)cout;
     const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16(cz);
-    const int T = omp_get_max_threads(), G = group_of(P, n);
+    /* the taps inside the input, per output pixel: ks[koff[p] .. koff[p + 1]) */
+    int *ks = malloc(Kz * P * sizeof(int));
+    size_t *koff = malloc((P + 1) * sizeof(size_t));
+    ADAPT_ASSERT(ks != NULL && koff != NULL);
+    size_t kmax = 0;
+    koff[0] = 0;
+    for (size_t p = 0; p < P; p++) {
+        size_t kp = taps_inside(g, p, ks + koff[p]);
+        koff[p + 1] = koff[p] + kp;
+        kmax = kp > kmax ? kp : kmax;
+    }
+    const int skip = 4 * koff[P] <= 3 * Kz * P;
+    const int T = omp_get_max_threads();
+    const int G = skip ? (n < 32 ? n : 32) : group_of(P, n);
     const size_t GP = (size_t)G * P;
-    /* per thread: col (K, G*P) | yt (G*P, coutp) | im2col's scratch; shared: W^T (K, coutp) */
-    const size_t per = r16(Kz * GP) + r16(GP * coutp) + r16(adapt_im2col_scratch(g));
-    float *ws = adapt_gemm_scratch(mx->scratch, per * (size_t)T + r16(Kz * coutp));
-    float *wt = ws + per * (size_t)T;
+    /* per thread: col (K, G*P) | yt (G*P, coutp) | im2col's scratch | skip: the (K_p, G)
+     * panel; shared: W^T (K, coutp) | skip: W^T's rows of each pixel's taps */
+    const size_t npan = skip ? r16(kmax * (size_t)G) : 0, nwp = skip ? r16(koff[P] * coutp) : 0;
+    const size_t per = r16(Kz * GP) + r16(GP * coutp) + r16(adapt_im2col_scratch(g)) + npan;
+    float *ws = adapt_gemm_scratch(mx->scratch, per * (size_t)T + r16(Kz * coutp) + nwp);
+    float *wt = ws + per * (size_t)T, *wtp = wt + r16(Kz * coutp);
     for (size_t k = 0; k < Kz; k++)
         for (size_t o = 0; o < coutp; o++) wt[k * coutp + o] = o < cz ? w[o * Kz + k] : 0.0f;
+    if (skip)
+        for (size_t r = 0; r < koff[P]; r++)
+            memcpy(wtp + r * coutp, wt + (size_t)ks[r] * coutp, coutp * sizeof(float));
 #pragma omp parallel num_threads(T)
     {
         float *col = ws + per * (size_t)omp_get_thread_num(), *yt = col + r16(Kz * GP);
-        float *pad = yt + r16(GP * coutp);
+        float *pad = yt + r16(GP * coutp), *pan = pad + r16(adapt_im2col_scratch(g));
 #pragma omp for schedule(static)
         for (int j0 = 0; j0 < n; j0 += G) {
             const int gn = n - j0 < G ? n - j0 : G;
@@ -170,9 +212,27 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
             if (mx->x) /* each pixel's values along K: a column of col, a row of Xcol^T */
                 round_cols(&mx->xs, col, col, 1, Kz, gp, mx->key[ADAPT_MX_X_FWD],
                            (size_t)j0 * P * Kz);
-            /* Y^T (gn P, coutp) = Xcol^T W^T, Xcol^T read down col's columns */
-            adapt_gemm_bcast((int)gp, (int)coutp, K, col, 1, (ptrdiff_t)gp, wt, (ptrdiff_t)coutp,
-                             yt, (ptrdiff_t)coutp, ADAPT_GEMM_ZERO, NULL);
+            if (!skip) /* Y^T (gn P, coutp) = Xcol^T W^T, Xcol^T read down col's columns */
+                adapt_gemm_bcast((int)gp, (int)coutp, K, col, 1, (ptrdiff_t)gp, wt,
+                                 (ptrdiff_t)coutp, yt, (ptrdiff_t)coutp, ADAPT_GEMM_ZERO, NULL);
+            else
+                for (size_t p = 0; p < P; p++) {
+                    const size_t kp = koff[p + 1] - koff[p];
+                    const int *kr = ks + koff[p];
+                    float *yp = yt + p * coutp; /* rows i P + p */
+                    if (kp == 0) {              /* every tap in the padding */
+                        for (int i = 0; i < gn; i++)
+                            memset(yp + (size_t)i * P * coutp, 0, coutp * sizeof(float));
+                        continue;
+                    }
+                    for (size_t r = 0; r < kp; r++) {
+                        const float *src = col + (size_t)kr[r] * gp + p;
+                        for (int i = 0; i < gn; i++) pan[r * (size_t)gn + i] = src[(size_t)i * P];
+                    }
+                    adapt_gemm_bcast(gn, (int)coutp, (int)kp, pan, 1, gn, wtp + koff[p] * coutp,
+                                     (ptrdiff_t)coutp, yp, (ptrdiff_t)(P * coutp), ADAPT_GEMM_ZERO,
+                                     NULL);
+                }
             for (int i = 0; i < gn; i++) {
                 float *yj = y + (size_t)(j0 + i) * cz * P;
                 const float *yti = yt + (size_t)i * P * coutp;
@@ -183,6 +243,8 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
             }
         }
     }
+    free(ks);
+    free(koff);
 }
 
 void adapt_mx_channels_operands(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n,
