@@ -22,9 +22,9 @@
  * P is not a multiple of 32. The bias gradient sums the float32 output gradient (it is no
  * GEMM). Convolutions run one sample per thread with the broadcast GEMM of gemm.c, as
  * conv2d.c's lowered mode, or a group of samples side by side where a sample has fewer than 64
- * output pixels (group_of); a forward whose lowered products are a quarter or more padding
- * taps runs one GEMM per output pixel over its taps inside the input (conv_forward); linear
- * layers call OpenBLAS, as fc.c.
+ * output pixels (group_of); where a quarter or more of the lowered products are padding taps,
+ * the forward and the input gradient run one GEMM per output pixel over its taps inside the
+ * input (pixel_taps); linear layers call OpenBLAS, as fc.c.
  *
  * Under roles.mx_axis = channels (mx->channels), as microxcaling's MX convolution, three of a
  * convolution's copies are of its unlowered tensors, each element rounded once for its GEMM
@@ -159,10 +159,41 @@ static size_t taps_inside(const struct adapt_conv_geom *g, size_t p, int *ks)
     return n;
 }
 
+/* Each output pixel's taps inside the input: ks[off[p] .. off[p + 1]), kmax the most of any
+ * pixel; skip when a quarter or more of the lowered products are padding taps (small planes:
+ * AlexNet's 4 x 4 and 2 x 2), where the forward and the input gradient multiply only the taps
+ * inside the input. */
+struct pixel_taps {
+    int *ks;
+    size_t *off, kmax;
+    int skip;
+};
+static struct pixel_taps pixel_taps_make(const struct adapt_conv_geom *g, size_t K)
+{
+    const size_t P = (size_t)g->ho * g->wo;
+    struct pixel_taps t;
+    t.ks = malloc(K * P * sizeof(int));
+    t.off = malloc((P + 1) * sizeof(size_t));
+    ADAPT_ASSERT(t.ks != NULL && t.off != NULL);
+    t.kmax = 0;
+    t.off[0] = 0;
+    for (size_t p = 0; p < P; p++) {
+        size_t kp = taps_inside(g, p, t.ks + t.off[p]);
+        t.off[p + 1] = t.off[p] + kp;
+        t.kmax = kp > t.kmax ? kp : t.kmax;
+    }
+    t.skip = 4 * t.off[P] <= 3 * K * P;
+    return t;
+}
+static void pixel_taps_free(struct pixel_taps *t)
+{
+    free(t->ks);
+    free(t->off);
+}
+
 /* Forward, Y^T (N P, Cout) = Xcol^T W^T with Xcol rounded down its columns (blocks along K).
- * Where a quarter or more of the lowered products are padding taps (small planes: AlexNet's
- * 4 x 4 and 2 x 2), each output pixel p is its own GEMM over the rows of its taps inside the
- * input (taps_inside), samples in rows: W^T's rows of those taps (gathered once a call) and the
+ * With pixel_taps' skip, each output pixel p is its own GEMM over the rows of its taps inside
+ * the input, samples in rows: W^T's rows of those taps (gathered once a call) and the
  * rounded columns of pixel p gathered into a (K_p, samples) panel. A padding tap's rounded
  * value is 0, so leaving it out changes no sum: each output sums the same nonzero products in
  * the same order (gemm.c sums k in order), and the bits are those of the full GEMM. */
@@ -171,18 +202,9 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
 {
     const size_t P = (size_t)g->ho * g->wo, Kz = (size_t)K, cz = (size_t)cout;
     const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16(cz);
-    /* the taps inside the input, per output pixel: ks[koff[p] .. koff[p + 1]) */
-    int *ks = malloc(Kz * P * sizeof(int));
-    size_t *koff = malloc((P + 1) * sizeof(size_t));
-    ADAPT_ASSERT(ks != NULL && koff != NULL);
-    size_t kmax = 0;
-    koff[0] = 0;
-    for (size_t p = 0; p < P; p++) {
-        size_t kp = taps_inside(g, p, ks + koff[p]);
-        koff[p + 1] = koff[p] + kp;
-        kmax = kp > kmax ? kp : kmax;
-    }
-    const int skip = 4 * koff[P] <= 3 * Kz * P;
+    struct pixel_taps tp = pixel_taps_make(g, Kz);
+    const int *ks = tp.ks, skip = tp.skip;
+    const size_t *koff = tp.off, kmax = tp.kmax;
     const int T = omp_get_max_threads();
     const int G = skip ? (n < 32 ? n : 32) : group_of(P, n);
     const size_t GP = (size_t)G * P;
@@ -243,8 +265,7 @@ static void conv_forward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom 
             }
         }
     }
-    free(ks);
-    free(koff);
+    pixel_taps_free(&tp);
 }
 
 void adapt_mx_channels_operands(struct adapt_mx_gemm *mx, const struct adapt_conv_geom *g, int n,
@@ -284,15 +305,22 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
     const size_t P = (size_t)g->ho * g->wo, NP = (size_t)n * P;
     const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16((size_t)cout);
     const size_t Kz = (size_t)K, cz = (size_t)cout;
-    const int T = omp_get_max_threads(), G = group_of(P, n);
-    const size_t GP = (size_t)G * P, ldp = r16(GP) + 16;
-    const size_t per = slice_size(g, Kz, cz, GP, ldp, NULL, NULL);
-    /* shared: dyn (Cout, N*P) | xn (K, N*P) | dynT (N*P, coutp) | dwT (K, coutp) | wt (K, Cout) */
+    struct pixel_taps tp = {NULL, NULL, 0, 0};
+    if (dx) tp = pixel_taps_make(g, Kz);
+    const int skip = tp.skip, T = omp_get_max_threads();
+    const int G = skip ? (n < 32 ? n : 32) : group_of(P, n);
+    const size_t GP = (size_t)G * P, ldp = r16(GP) + 16, gnp = r16((size_t)G);
+    /* per thread: the slice | skip: dY's pixel panel (Cout, gnp) | dXcol's (kmax, gnp) */
+    const size_t nbp = skip ? r16(cz * gnp) : 0, ncp = skip ? r16(tp.kmax * gnp) : 0;
+    const size_t per = slice_size(g, Kz, cz, GP, ldp, NULL, NULL) + nbp + ncp;
+    /* shared: dyn (Cout, N*P) | xn (K, N*P) | dynT (N*P, coutp) | dwT (K, coutp) | wt (K, Cout)
+     * | skip: wt's rows of each pixel's taps */
     const size_t ndyn = r16(cz * NP), nxn = r16(Kz * NP), ndynt = r16(NP * coutp);
-    const size_t ndwt = r16(Kz * coutp), nwt = r16(Kz * cz);
-    float *ws = adapt_gemm_scratch(mx->scratch, per * (size_t)T + ndyn + nxn + ndynt + ndwt + nwt);
+    const size_t ndwt = r16(Kz * coutp), nwt = r16(Kz * cz), nwp = skip ? r16(tp.off[P] * cz) : 0;
+    float *ws =
+        adapt_gemm_scratch(mx->scratch, per * (size_t)T + ndyn + nxn + ndynt + ndwt + nwt + nwp);
     float *dyn = ws + per * (size_t)T, *xn = dyn + ndyn, *dynt = xn + nxn, *dwt = dynt + ndynt;
-    float *wt = dwt + ndwt;
+    float *wt = dwt + ndwt, *wtp = wt + nwt;
     /* the weight gradient's operands, (Cout, N*P) and (K, N*P) */
 #pragma omp parallel num_threads(T)
     {
@@ -341,8 +369,48 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
 #pragma omp for schedule(static)
         for (int o = 0; o < cout; o++)
             for (size_t k = 0; k < Kz; k++) dw[(size_t)o * Kz + k] += dwt[k * coutp + o];
-        if (dx) { /* dXcol (K, G*P) = W^T dY for a group of G samples side by side, dY's pixels
-                   * blocked along Cout */
+        if (dx && skip) {
+            /* wt's rows of each pixel's taps; the padding taps' entries of col zero (never
+             * written below, and col2im adds them to the padding it drops) */
+#pragma omp for schedule(static)
+            for (size_t r = 0; r < tp.off[P]; r++)
+                memcpy(wtp + r * cz, wt + (size_t)tp.ks[r] * cz, cz * sizeof(float));
+            memset(s.col, 0, Kz * ldp * sizeof(float));
+            float *bp = s.pad + r16(adapt_im2col_scratch(g)), *cp = bp + nbp;
+#pragma omp for schedule(static)
+            for (int j0 = 0; j0 < n; j0 += G) {
+                /* per pixel p: dXcol's rows of its taps inside, (K_p, gn) = wt's rows (K_p,
+                 * Cout) dY_p (Cout, gn), the same sums over Cout as the full GEMM's */
+                const int gn = n - j0 < G ? n - j0 : G;
+                const float *dyj = dy + (size_t)j0 * cz * P;
+                if (mx->dy) {
+                    round_cols(&mx->dys, dyj, s.t, (size_t)gn, cz, P, mx->key[ADAPT_MX_DY_DGRAD],
+                               (size_t)j0 * P * cz);
+                    dyj = s.t;
+                }
+                for (size_t p = 0; p < P; p++) {
+                    const size_t kp = tp.off[p + 1] - tp.off[p];
+                    const int *kr = tp.ks + tp.off[p];
+                    if (kp == 0) continue;
+                    for (size_t o = 0; o < cz; o++) {
+                        float *row = bp + o * gnp;
+                        for (int i = 0; i < gn; i++) row[i] = dyj[((size_t)i * cz + o) * P + p];
+                        for (size_t i = (size_t)gn; i < gnp; i++) row[i] = 0.0f;
+                    }
+                    adapt_gemm_bcast((int)kp, (int)gnp, cout, wtp + tp.off[p] * cz, (ptrdiff_t)cz,
+                                     1, bp, (ptrdiff_t)gnp, cp, (ptrdiff_t)gnp, ADAPT_GEMM_ZERO,
+                                     NULL);
+                    for (size_t r = 0; r < kp; r++) {
+                        float *dst = s.col + (size_t)kr[r] * ldp + p;
+                        for (int i = 0; i < gn; i++) dst[(size_t)i * P] = cp[r * gnp + (size_t)i];
+                    }
+                }
+                for (int i = 0; i < gn; i++)
+                    adapt_col2im_sample(g, s.col + (size_t)i * P, ldp, dx + (size_t)(j0 + i) * in,
+                                        acc, s.pad);
+            }
+        } else if (dx) { /* dXcol (K, G*P) = W^T dY for a group of G samples side by side, dY's
+                          * pixels blocked along Cout */
 #pragma omp for schedule(static)
             for (int j0 = 0; j0 < n; j0 += G) {
                 const int gn = n - j0 < G ? n - j0 : G;
@@ -368,6 +436,7 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
             }
         }
     }
+    if (dx) pixel_taps_free(&tp);
 }
 
 /* linear: x (N, K), y (N, Cout), OpenBLAS as fc.c */
