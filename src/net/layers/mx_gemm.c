@@ -24,7 +24,8 @@
  * conv2d.c's lowered mode, or a group of samples side by side where a sample has fewer than 64
  * output pixels (group_of); where a quarter or more of the lowered products are padding taps,
  * the forward and the input gradient run one GEMM per output pixel over its taps inside the
- * input (pixel_taps); linear layers call OpenBLAS, as fc.c.
+ * input (pixel_taps), and the weight gradient one per tap over the pixels it lies inside the
+ * input for; linear layers call OpenBLAS, as fc.c.
  *
  * Under roles.mx_axis = channels (mx->channels), as microxcaling's MX convolution, three of a
  * convolution's copies are of its unlowered tensors, each element rounded once for its GEMM
@@ -305,9 +306,25 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
     const size_t P = (size_t)g->ho * g->wo, NP = (size_t)n * P;
     const size_t in = (size_t)g->cin * g->h * g->w, coutp = r16((size_t)cout);
     const size_t Kz = (size_t)K, cz = (size_t)cout;
-    struct pixel_taps tp = {NULL, NULL, 0, 0};
-    if (dx) tp = pixel_taps_make(g, Kz);
+    struct pixel_taps tp = pixel_taps_make(g, Kz);
     const int skip = tp.skip, T = omp_get_max_threads();
+    /* skip: the weight gradient per tap (ky, kx) over the pixels it lies inside the input for,
+     * tpix[tap P ..] (tcnt[tap] of them) */
+    const size_t kk = (size_t)g->k * g->k, cin = (size_t)g->cin;
+    int *tpix = NULL;
+    size_t *tcnt = NULL;
+    if (skip) {
+        tpix = malloc(kk * P * sizeof(int));
+        tcnt = calloc(kk, sizeof(size_t));
+        ADAPT_ASSERT(tpix != NULL && tcnt != NULL);
+        for (size_t tap = 0; tap < kk; tap++)
+            for (size_t p = 0; p < P; p++) {
+                const int iy = (int)(p / (size_t)g->wo) * g->stride - g->pad + (int)(tap / g->k);
+                const int ix = (int)(p % (size_t)g->wo) * g->stride - g->pad + (int)(tap % g->k);
+                if (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
+                    tpix[tap * P + tcnt[tap]++] = (int)p;
+            }
+    }
     const int G = skip ? (n < 32 ? n : 32) : group_of(P, n);
     const size_t GP = (size_t)G * P, ldp = r16(GP) + 16, gnp = r16((size_t)G);
     /* per thread: the slice | skip: dY's pixel panel (Cout, gnp) | dXcol's (kmax, gnp) */
@@ -317,10 +334,12 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
      * | skip: wt's rows of each pixel's taps */
     const size_t ndyn = r16(cz * NP), nxn = r16(Kz * NP), ndynt = r16(NP * coutp);
     const size_t ndwt = r16(Kz * coutp), nwt = r16(Kz * cz), nwp = skip ? r16(tp.off[P] * cz) : 0;
-    float *ws =
-        adapt_gemm_scratch(mx->scratch, per * (size_t)T + ndyn + nxn + ndynt + ndwt + nwt + nwp);
+    /* skip, per thread: a tap's rows of Xcol (Cin, its columns) and rows of dY^T */
+    const size_t nat = r16(cin * NP), pertap = skip ? nat + r16(NP * coutp) : 0;
+    float *ws = adapt_gemm_scratch(mx->scratch, per * (size_t)T + ndyn + nxn + ndynt + ndwt + nwt +
+                                                    nwp + pertap * (size_t)T);
     float *dyn = ws + per * (size_t)T, *xn = dyn + ndyn, *dynt = xn + nxn, *dwt = dynt + ndynt;
-    float *wt = dwt + ndwt, *wtp = wt + nwt;
+    float *wt = dwt + ndwt, *wtp = wt + nwt, *wtap = wtp + nwp;
     /* the weight gradient's operands, (Cout, N*P) and (K, N*P) */
 #pragma omp parallel num_threads(T)
     {
@@ -361,7 +380,35 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int k0 = (int)((Kz * (size_t)t) / (size_t)nt),
             k1 = (int)((Kz * (size_t)(t + 1)) / (size_t)nt);
-        if (k1 > k0)
+        if (skip) {
+            /* per tap, its rows c kk + tap summed over the columns n P + p of the pixels p it
+             * lies inside the input for, in order: Xcol's other entries are padding, rounded
+             * to 0, so each row sums the same nonzero products in the same order */
+            float *at = wtap + pertap * (size_t)t, *bt = at + nat;
+#pragma omp for schedule(dynamic, 1)
+            for (size_t tap = 0; tap < kk; tap++) {
+                const size_t np = tcnt[tap], m = (size_t)n * np;
+                const int *pv = tpix + tap * P;
+                if (m == 0) {
+                    for (size_t c = 0; c < cin; c++)
+                        memset(dwt + (c * kk + tap) * coutp, 0, coutp * sizeof(float));
+                    continue;
+                }
+                for (size_t c = 0; c < cin; c++) {
+                    const float *src = xn + (c * kk + tap) * NP;
+                    float *dst = at + c * m;
+                    for (size_t j = 0; j < (size_t)n; j++)
+                        for (size_t q = 0; q < np; q++) dst[j * np + q] = src[j * P + pv[q]];
+                }
+                for (size_t j = 0; j < (size_t)n; j++)
+                    for (size_t q = 0; q < np; q++)
+                        memcpy(bt + (j * np + q) * coutp, dynt + (j * P + pv[q]) * coutp,
+                               coutp * sizeof(float));
+                adapt_gemm_bcast((int)cin, (int)coutp, (int)m, at, (ptrdiff_t)m, 1, bt,
+                                 (ptrdiff_t)coutp, dwt + tap * coutp, (ptrdiff_t)(kk * coutp),
+                                 ADAPT_GEMM_ZERO, NULL);
+            }
+        } else if (k1 > k0)
             adapt_gemm_bcast(k1 - k0, (int)coutp, (int)NP, xn + (size_t)k0 * NP, (ptrdiff_t)NP, 1,
                              dynt, (ptrdiff_t)coutp, dwt + (size_t)k0 * coutp, (ptrdiff_t)coutp,
                              ADAPT_GEMM_ZERO, NULL);
@@ -436,7 +483,9 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
             }
         }
     }
-    if (dx) pixel_taps_free(&tp);
+    pixel_taps_free(&tp);
+    free(tpix);
+    free(tcnt);
 }
 
 /* linear: x (N, K), y (N, Cout), OpenBLAS as fc.c */
