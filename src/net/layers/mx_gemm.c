@@ -145,25 +145,22 @@ static int group_of(size_t P, int n)
     return (int)(G < (size_t)n ? G : (size_t)n);
 }
 
-/* The rows k of a lowered column that hold taps inside the input for output pixel p (the others
- * are zero padding), in increasing order, into ks; returns how many. */
-static size_t taps_inside(const struct adapt_conv_geom *g, size_t p, int *ks)
+/* The taps (ky, kx) of output pixel p that lie inside the input: ky in [r[0], r[1]), kx in
+ * [r[2], r[3]) (empty where an end is at or below its start). */
+static void tap_range(const struct adapt_conv_geom *g, size_t p, int r[4])
 {
     const int k = g->k, oy = (int)(p / (size_t)g->wo), ox = (int)(p % (size_t)g->wo);
     const int y0 = oy * g->stride - g->pad, x0 = ox * g->stride - g->pad;
-    const int ky0 = y0 < 0 ? -y0 : 0, ky1 = g->h - y0 < k ? g->h - y0 : k;
-    const int kx0 = x0 < 0 ? -x0 : 0, kx1 = g->w - x0 < k ? g->w - x0 : k;
-    size_t n = 0;
-    for (int c = 0; c < g->cin; c++)
-        for (int ky = ky0; ky < ky1; ky++)
-            for (int kx = kx0; kx < kx1; kx++) ks[n++] = (c * k + ky) * k + kx;
-    return n;
+    r[0] = y0 < 0 ? -y0 : 0, r[1] = g->h - y0 < k ? g->h - y0 : k;
+    r[2] = x0 < 0 ? -x0 : 0, r[3] = g->w - x0 < k ? g->w - x0 : k;
 }
 
-/* Each output pixel's taps inside the input: ks[off[p] .. off[p + 1]), kmax the most of any
- * pixel; skip when a quarter or more of the lowered products are padding taps (small planes:
- * AlexNet's 4 x 4 and 2 x 2), where the forward and the input gradient multiply only the taps
- * inside the input. */
+/* Each output pixel's taps inside the input: ks[off[p] .. off[p + 1]) are the rows k of its
+ * lowered column that are not zero padding, in increasing order (channel 0's first, so the
+ * first off[p + 1] - off[p] over Cin of them are its taps ky k + kx), kmax the most of any
+ * pixel. skip when a quarter or more of the lowered products are padding taps (small planes:
+ * AlexNet's 4 x 4 and 2 x 2), where the three GEMMs multiply only the taps inside the input;
+ * ks and off are made only then. */
 struct pixel_taps {
     int *ks;
     size_t *off, kmax;
@@ -172,18 +169,29 @@ struct pixel_taps {
 static struct pixel_taps pixel_taps_make(const struct adapt_conv_geom *g, size_t K)
 {
     const size_t P = (size_t)g->ho * g->wo;
-    struct pixel_taps t;
-    t.ks = malloc(K * P * sizeof(int));
+    struct pixel_taps t = {NULL, NULL, 0, 0};
+    size_t inside = 0;
+    for (size_t p = 0; p < P; p++) {
+        int r[4];
+        tap_range(g, p, r);
+        if (r[1] > r[0] && r[3] > r[2]) inside += (size_t)(r[1] - r[0]) * (size_t)(r[3] - r[2]);
+    }
+    t.skip = 4 * inside * (size_t)g->cin <= 3 * K * P;
+    if (!t.skip) return t;
+    t.ks = malloc(inside * (size_t)g->cin * sizeof(int));
     t.off = malloc((P + 1) * sizeof(size_t));
     ADAPT_ASSERT(t.ks != NULL && t.off != NULL);
-    t.kmax = 0;
     t.off[0] = 0;
     for (size_t p = 0; p < P; p++) {
-        size_t kp = taps_inside(g, p, t.ks + t.off[p]);
-        t.off[p + 1] = t.off[p] + kp;
-        t.kmax = kp > t.kmax ? kp : t.kmax;
+        int r[4];
+        tap_range(g, p, r);
+        size_t n = t.off[p];
+        for (int c = 0; c < g->cin; c++)
+            for (int ky = r[0]; ky < r[1]; ky++)
+                for (int kx = r[2]; kx < r[3]; kx++) t.ks[n++] = (c * g->k + ky) * g->k + kx;
+        t.off[p + 1] = n;
+        t.kmax = n - t.off[p] > t.kmax ? n - t.off[p] : t.kmax;
     }
-    t.skip = 4 * t.off[P] <= 3 * K * P;
     return t;
 }
 static void pixel_taps_free(struct pixel_taps *t)
@@ -313,16 +321,14 @@ static void conv_backward(struct adapt_mx_gemm *mx, const struct adapt_conv_geom
     const size_t kk = (size_t)g->k * g->k, cin = (size_t)g->cin;
     int *tpix = NULL;
     size_t *tcnt = NULL;
-    if (skip) {
+    if (skip) { /* from pixel_taps: pixel p's taps are its first rows, channel 0's */
         tpix = malloc(kk * P * sizeof(int));
         tcnt = calloc(kk, sizeof(size_t));
         ADAPT_ASSERT(tpix != NULL && tcnt != NULL);
-        for (size_t tap = 0; tap < kk; tap++)
-            for (size_t p = 0; p < P; p++) {
-                const int iy = (int)(p / (size_t)g->wo) * g->stride - g->pad + (int)(tap / g->k);
-                const int ix = (int)(p % (size_t)g->wo) * g->stride - g->pad + (int)(tap % g->k);
-                if (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
-                    tpix[tap * P + tcnt[tap]++] = (int)p;
+        for (size_t p = 0; p < P; p++)
+            for (size_t q = tp.off[p]; q < tp.off[p] + (tp.off[p + 1] - tp.off[p]) / cin; q++) {
+                const size_t tap = (size_t)tp.ks[q];
+                tpix[tap * P + tcnt[tap]++] = (int)p;
             }
     }
     const int G = skip ? (n < 32 ? n : 32) : group_of(P, n);
