@@ -27,13 +27,16 @@ Subcommands (python3 standard library only; the programs do the work):
          DIR/runs/*/trace.jsonl.
   all    RUNLIST --out DIR ...: run, then build from DIR/runs.
   ablation CONFIG --out DIR [--seeds 0,1,2] [--switches A,B] [--jobs N] [--threads T]
-         [--set ...] [--table-only]
+         [--set ...] [--table-only] [--merge JSON ...]
          trains CONFIG with quantization.compat = reference and every [reference]
          switch on, with each switch off alone (runs no_NAME_sN), and corrected,
          once per seed, then writes DIR/ablation.{md,json,png}: per variant the
          test accuracy (mean, range, each seed), mean WL, units at 32 bits at the
          end, the first step at which a unit reached 32 bits, final sparsity and
-         SU1 (adapt-perf). The figure needs matplotlib.
+         SU1 (adapt-perf). --merge adds the seeds of an earlier ablation.json of
+         the same CONFIG, --set and switches (its run folders need not exist any
+         more; the JSON keeps each seed's figures), so an ablation grows by seeds;
+         a seed in both is an error. The figure needs matplotlib.
   accum  DIR... --out DIR [--within POINTS] [--merge JSON ...]
          the accumulator-width study (runlists/fmnist_lenet5_accum.txt, one DIR
          per seed): the runs are grouped by their name less the accumulator part
@@ -768,6 +771,60 @@ def fmt(x, f):
     return "-" if x is None else f % x
 
 
+ABLATION_SEED_KEYS = ("seed", "test_acc", "mean_wl", "at32", "first32", "sparsity", "su1")
+
+
+def ablation_merged(path, config, sets, switches, variants):
+    """(variant, the summary of one seed) for every seed of an earlier ablation.json of the same
+    configuration, settings and switches: its per_seed lists, or, in a file from before they
+    were written, the one seed of a single-seed table (whose means are that seed's values)"""
+    try:
+        with open(path) as f:
+            j = json.load(f)
+    except (OSError, ValueError) as e:
+        die("%s: not a readable ablation.json (%s)" % (path, e))
+    if not isinstance(j, dict) or not isinstance(j.get("rows"), list):
+        die("%s: no \"rows\" list (expected the ablation.json of `report.py ablation`)" % path)
+    for key, want in (("config", config), ("sets", sets), ("switches", switches)):
+        if j.get(key) != want:
+            die("%s: \"%s\" is %s, this ablation's is %s: only an ablation of the same "
+                "configuration, settings and switches merges" % (path, key,
+                                                                 json.dumps(j.get(key)),
+                                                                 json.dumps(want)))
+    got = [r.get("variant") if isinstance(r, dict) else None for r in j["rows"]]
+    if got != variants:
+        die("%s: variants %s, expected %s" % (path, json.dumps(got), json.dumps(variants)))
+    out = []
+    for i, r in enumerate(j["rows"]):
+        where = "%s: rows[%d] (%s)" % (path, i, r["variant"])
+        ps = r.get("per_seed")
+        if ps is None:
+            seeds = j.get("seeds")
+            if not (isinstance(seeds, list) and len(seeds) == 1 and r.get("seeds") == 1):
+                die("%s: no \"per_seed\" list, and more than one seed: the seeds cannot be "
+                    "told apart (rebuild that ablation with this report.py)" % where)
+            ps = [{"seed": seeds[0], "test_acc": r.get("acc_mean"), "mean_wl": r.get("mean_wl"),
+                   "at32": r.get("at32"), "first32": r.get("first32"),
+                   "sparsity": r.get("sparsity"), "su1": r.get("su1")}]
+        if not isinstance(ps, list):
+            die("%s: \"per_seed\" is not a list" % where)
+        for d in ps:
+            if not isinstance(d, dict) or not isinstance(d.get("seed"), int) or \
+                    isinstance(d.get("seed"), bool):
+                die("%s: a per-seed entry without an integer \"seed\"" % where)
+            for k in ABLATION_SEED_KEYS[1:]:
+                v = d.get(k)
+                if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)):
+                    die("%s, seed %d: \"%s\" is %r, expected a number or null" %
+                        (where, d["seed"], k, v))
+            acc = d.get("test_acc")
+            if acc is not None and not 0 <= acc <= 1:
+                die("%s, seed %d: test accuracy %r is not a fraction in [0, 1]" %
+                    (where, d["seed"], acc))
+            out.append((r["variant"], {k: d.get(k) for k in ABLATION_SEED_KEYS}))
+    return out
+
+
 def cmd_ablation(args):
     seeds = []
     for w in args.seeds.split(","):
@@ -798,27 +855,45 @@ def cmd_ablation(args):
             die("%s: missing (run the ablation without --table-only first)" % t)
         traces[name] = t
     su1 = su1_of(args, list(traces.values()))
-    rows = []
+    shown = os.path.relpath(config, ROOT) if config.startswith(ROOT + os.sep) else config
+    per = {}  # variant -> the seeds' summaries
     for name, _ in variants:
-        per = []
+        per[name] = []
         for seed in seeds:
             t = traces["%s_s%d" % (name, seed)]
             d = trace_summary(t)
             d["su1"] = su1.get(os.path.abspath(t))
-            per.append(d)
-        accs = [d["test_acc"] for d in per if d["test_acc"] is not None]
-        firsts = [d["first32"] for d in per if d["first32"] is not None]
-        rows.append({"variant": name, "seeds": len(per),
+            d["seed"] = seed
+            per[name].append(d)
+    for m in args.merge or []:
+        for name, d in ablation_merged(m, shown, sets, switches, [v for v, _ in variants]):
+            if d["seed"] in [e["seed"] for e in per[name]]:
+                die("%s: seed %d of %s is also in the runs or another --merge; each seed "
+                    "once" % (m, d["seed"], name))
+            per[name].append(d)
+    for name in per:
+        per[name].sort(key=lambda d: d["seed"])
+    seeds = [d["seed"] for d in per[variants[0][0]]]
+    rows = []
+    for name, _ in variants:
+        ps = per[name]
+        if [d["seed"] for d in ps] != seeds:
+            die("the seeds of %s (%s) are not those of %s (%s)" % (
+                name, ",".join(str(d["seed"]) for d in ps), variants[0][0],
+                ",".join(map(str, seeds))))
+        accs = [d["test_acc"] for d in ps if d["test_acc"] is not None]
+        firsts = [d["first32"] for d in ps if d["first32"] is not None]
+        rows.append({"variant": name, "seeds": len(ps),
                      "acc_mean": mean(accs), "acc_min": min(accs) if accs else None,
                      "acc_max": max(accs) if accs else None,
-                     "accs": [d["test_acc"] for d in per],
-                     "mean_wl": mean([d["mean_wl"] for d in per]),
-                     "at32": mean([d["at32"] for d in per]),
+                     "accs": [d["test_acc"] for d in ps],
+                     "mean_wl": mean([d["mean_wl"] for d in ps]),
+                     "at32": mean([d["at32"] for d in ps]),
                      "first32": sorted(firsts)[len(firsts) // 2] if firsts else None,
                      "first32_runs": len(firsts),
-                     "sparsity": mean([d["sparsity"] for d in per]),
-                     "su1": mean([d["su1"] for d in per])})
-    shown = os.path.relpath(config, ROOT) if config.startswith(ROOT + os.sep) else config
+                     "sparsity": mean([d["sparsity"] for d in ps]),
+                     "su1": mean([d["su1"] for d in ps]),
+                     "per_seed": [{k: d[k] for k in ABLATION_SEED_KEYS} for d in ps]})
     with open(os.path.join(out, "ablation.json"), "w") as f:
         json.dump({"config": shown, "sets": sets, "seeds": seeds, "switches": switches,
                    "rows": rows}, f, indent=1)
@@ -1166,6 +1241,10 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--table-only", action="store_true",
                    help="build the table and figure from the runs already in --out")
+    p.add_argument("--merge", action="append", metavar="JSON",
+                   help="add the seeds of an earlier ablation.json of the same configuration, "
+                        "settings and switches (its run folders need not exist any more); "
+                        "repeatable")
     set_opt(p)
     p.set_defaults(fn=cmd_ablation)
     p = sub.add_parser("accum")

@@ -347,6 +347,61 @@ class TestAblation(unittest.TestCase):
         self.assertEqual([l.split("|")[1].strip() for l in md.splitlines()
                           if l.startswith("| ") and not l.startswith("| variant")],
                          ["reference", "no_softmax_before_ce", "corrected"])
+        self.check_merge(cmd, out, j)
+
+    def check_merge(self, cmd, out, both):
+        """--merge: seed 4's table with seed 3's ablation.json merged equals the two-seed table
+        built from the runs, also from a single-seed file written before per_seed lists were
+        kept; a seed in both, a two-seed file without per_seed lists and a file of other
+        switches are refused by name."""
+        base = cmd[:cmd.index("--seeds")]
+        tail = [w for kv in ("train.epochs=1", "data.train_limit=300", "data.val_size=100",
+                             "data.test_limit=100") for w in ("--set", kv)]
+        tail += ["--switches", "softmax_before_ce", "--table-only"]
+
+        def table(seeds, *extra):
+            p = subprocess.run(base + ["--seeds", seeds] + tail + list(extra),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=out)
+            text = p.stdout.decode(errors="replace")
+            j = None
+            if os.path.isfile(os.path.join(out, "ablation.json")):
+                with open(os.path.join(out, "ablation.json")) as f:
+                    j = json.load(f)
+            return p.returncode, text, j
+
+        rc, text, one = table("3")
+        self.assertIn(rc, (0, 1), text)
+        self.assertEqual(one["seeds"], [3])
+        first = os.path.join(out, "seed3.json")
+        with open(first, "w") as f:
+            json.dump(one, f)
+        old = dict(one, rows=[{k: v for k, v in r.items() if k != "per_seed"}
+                              for r in one["rows"]])
+        oldp = os.path.join(out, "seed3-old.json")
+        with open(oldp, "w") as f:
+            json.dump(old, f)
+        for m in (first, oldp):
+            rc, text, merged = table("4", "--merge", m)
+            self.assertIn("ablation.md", text)
+            self.assertEqual(merged["seeds"], [3, 4])
+            self.assertEqual(merged["rows"], both["rows"])
+        rc, text, _ = table("3", "--merge", first)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("seed 3 of reference is also in the runs", text)
+        two = os.path.join(out, "two-old.json")
+        with open(two, "w") as f:
+            json.dump(dict(both, seeds=[3, 4], rows=[{k: v for k, v in r.items()
+                                                       if k != "per_seed"}
+                                                      for r in both["rows"]]), f)
+        rc, text, _ = table("4", "--merge", two)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no \"per_seed\" list, and more than one seed", text)
+        other = os.path.join(out, "other.json")
+        with open(other, "w") as f:
+            json.dump(dict(one, switches=["act_formats"]), f)
+        rc, text, _ = table("4", "--merge", other)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("only an ablation of the same configuration, settings and switches", text)
 
     def test_bad_seeds(self):
         p = subprocess.run([sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
