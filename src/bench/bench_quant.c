@@ -1,13 +1,16 @@
 /* src/bench/bench_quant.c: adapt-bench quant, rounding-kernel throughput next to a plain copy.
  *
  *   adapt-bench quant [--json] [--sizes 4K,64K,1M,16M,64M] [--formats fixed(8,4),fp16,...]
- *                     [--threads N] [--time SECONDS] [--mask] [--no-stats]
+ *                     [--threads N] [--time SECONDS] [--mask] [--no-stats] [--bits-free]
  *
  * For every size, format and rounding mode (nearest, stochastic with 32 random bits per element,
  * stochastic16 with 16: struct quant_spec's sr_bits) it times quant_array (out of place, with
  * counters, as the engine calls it) and, right before it, a plain copy loop over the same arrays
  * with the same threads; each figure is the best of several timed batches. Bandwidth counts 8
  * bytes per element (one float read, one written); ratio = format GB/s / copy GB/s.
+ * --bits-free times the stochastic rows with one piece of random bits made beforehand and handed
+ * to every piece (quant_sr_bits_reuse): what the rounding costs without the generator, a bound on
+ * what any cheaper random-bit scheme could reach (not a valid stochastic rounding).
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -36,14 +39,17 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: adapt-bench quant [--json] [--sizes LIST] [--formats LIST] [--threads N]\n"
-            "                         [--time SECONDS] [--mask] [--no-stats] [--device cpu|cuda]\n"
+            "                         [--time SECONDS] [--mask] [--no-stats] [--bits-free]\n"
+            "                         [--device cpu|cuda]\n"
             "  --sizes    element counts, K/M suffixes (default %s)\n"
             "  --formats  formats as in configs, ';' or ',' between them (default %s)\n"
             "  --threads  OpenMP threads for the kernels and the copy (default: OMP_NUM_THREADS)\n"
             "  --device   cpu (default) or cuda: the GPU kernels against a device-to-device copy\n"
             "  --time     seconds per timed batch (default 0.02); best of 5 batches\n"
             "  --mask     also write the saturation mask\n"
-            "  --no-stats do not count saturated / flushed / zero elements\n",
+            "  --no-stats do not count saturated / flushed / zero elements\n"
+            "  --bits-free stochastic rows with one piece of random bits reused for every piece:\n"
+            "             the rounding without the Philox generator (timing only; CPU)\n",
             default_sizes, default_formats);
 }
 
@@ -189,7 +195,7 @@ static int bench_quant_gpu(const struct quant_spec *specs, char **names, int nfm
 
 int adapt_bench_quant(int argc, char **argv)
 {
-    int json = 0, want_mask = 0, stats = 1, threads = 0, cuda = 0;
+    int json = 0, want_mask = 0, stats = 1, threads = 0, cuda = 0, bits_free = 0;
     double batch = 0.02;
     char sizes_buf[256], formats_buf[512];
     snprintf(sizes_buf, sizeof sizes_buf, "%s", default_sizes);
@@ -199,6 +205,8 @@ int adapt_bench_quant(int argc, char **argv)
         if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--mask")) want_mask = 1;
         else if (!strcmp(a, "--no-stats")) stats = 0;
+        else if (!strcmp(a, "--bits-free"))
+            bits_free = 1;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -250,6 +258,10 @@ int adapt_bench_quant(int argc, char **argv)
             return 2;
         }
 
+    if (cuda && bits_free) {
+        fprintf(stderr, "adapt-bench quant: --bits-free times the CPU kernels only\n");
+        return 2;
+    }
     if (cuda) return bench_quant_gpu(specs, fmt_items, nfmt, sizes, nsizes, batch, json);
 
     float *x = aligned_alloc(64, (nmax * sizeof(float) + 63) / 64 * 64);
@@ -272,6 +284,7 @@ int adapt_bench_quant(int argc, char **argv)
         if (mask) mask[i] = 0;
     }
 
+    static uint32_t reuse[QUANT_PIECE_BUF] __attribute__((aligned(64))); /* --bits-free */
     int nth = omp_get_max_threads();
     const char *isa = quant_philox_isa_name(quant_philox_best_isa());
     int width = 13; /* the format column: the longest canonical name */
@@ -281,9 +294,12 @@ int adapt_bench_quant(int argc, char **argv)
         width = len > width ? len : width;
     }
     if (!json) {
-        printf(
-            "adapt-bench quant: %d threads, Philox %s, counters %s, mask %s, best of 5 x %.3f s\n",
-            nth, isa, stats ? "on" : "off", want_mask ? "on" : "off", batch);
+        printf("adapt-bench quant: %d threads, Philox %s, counters %s, mask %s, best of 5 x %.3f "
+               "s%s\n",
+               nth, isa, stats ? "on" : "off", want_mask ? "on" : "off", batch,
+               bits_free ? ", random bits reused (--bits-free: the rounding alone, not valid "
+                           "stochastic rounding)"
+                         : "");
         printf("%9s  %-*s %-12s %10s %8s %10s %6s\n", "elements", width, "format", "rounding",
                "Melem/s", "GB/s", "copy GB/s", "ratio");
     }
@@ -298,7 +314,11 @@ int adapt_bench_quant(int argc, char **argv)
                 struct job copy = {1, NULL, x, y, NULL, n, 0, 0};
                 struct job q = {0, &s, x, y, mask, n, stats, 0};
                 double tc = job_time(&copy, batch);
+                if (bits_free && rm) /* one piece's bits, as the generator writes them */
+                    quant_sr_bits_reuse(quant_sr_fill_isa(quant_philox_best_isa(), s.sr_bits, reuse,
+                                                          2385, 16, 0, QUANT_PIECE));
                 double tq = job_time(&q, batch);
+                quant_sr_bits_reuse(NULL);
                 if (q.failed) {
                     fprintf(stderr, "adapt-bench quant: %s\n", adapt_error_message());
                     failed = 1;
@@ -310,10 +330,11 @@ int adapt_bench_quant(int argc, char **argv)
                 const char *rname = rounding_name(rm);
                 if (json) {
                     json_t *o = json_pack(
-                        "{s:s,s:I,s:s,s:s,s:i,s:s,s:b,s:b,s:f,s:f,s:f,s:f}", "bench", "quant",
+                        "{s:s,s:I,s:s,s:s,s:i,s:s,s:b,s:b,s:b,s:f,s:f,s:f,s:f}", "bench", "quant",
                         "elements", (json_int_t)n, "format", name, "rounding", rname, "threads",
-                        nth, "isa", isa, "counters", stats, "mask", want_mask, "elements_per_s",
-                        (double)n / tq, "gb_per_s", gbq, "copy_gb_per_s", gbc, "ratio", gbq / gbc);
+                        nth, "isa", isa, "counters", stats, "mask", want_mask, "bits_free",
+                        bits_free && rm, "elements_per_s", (double)n / tq, "gb_per_s", gbq,
+                        "copy_gb_per_s", gbc, "ratio", gbq / gbc);
                     char *line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
                     json_decref(o);
                     if (!line) {

@@ -307,8 +307,16 @@ const uint32_t *quant_sr_fill_isa(int isa, int bits, uint32_t *buf, uint64_t see
     return buf + (index & 1);
 }
 
+static const uint32_t *sr_reused; /* quant_sr_bits_reuse: NULL but in adapt-bench quant */
+
+void quant_sr_bits_reuse(const uint32_t *bits)
+{
+    sr_reused = bits;
+}
+
 const uint32_t *quant_sr_fill(uint32_t *buf, const struct quant_plan *p, uint64_t index, size_t n)
 {
+    if (ADAPT_UNLIKELY(sr_reused != NULL)) return sr_reused;
     return quant_sr_fill_isa(quant_philox_best_isa(), p->sr_bits, buf, p->seed, p->stream, index,
                              n);
 }

@@ -39,6 +39,11 @@ const uint32_t *quant_sr_fill_isa(int isa, int bits, uint32_t *buf, uint64_t see
                                   uint64_t stream, uint64_t index, size_t n);
 /* The same with the plan's seed, stream and sr_bits and the best generator. */
 const uint32_t *quant_sr_fill(uint32_t *buf, const struct quant_plan *p, uint64_t index, size_t n);
+/* Timing only (adapt-bench quant --bits-free): with bits non-NULL (QUANT_PIECE values, kept by
+ * the caller) quant_sr_fill hands every piece these same bits instead of generating its own, so
+ * a stochastic rounding costs what the rounding alone costs; its results are then not those of
+ * the rounding's definition. NULL restores the generator. Not for concurrent use with rounding. */
+void quant_sr_bits_reuse(const uint32_t *bits);
 const char *quant_philox_isa_name(int isa);
 
 /* Serial kernels over one contiguous run with one plan (SIMD, run-time dispatched clones).
