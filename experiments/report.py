@@ -841,10 +841,13 @@ def cmd_ablation(args):
             for name, extra in variants for seed in seeds]
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "ablation.txt"), "w") as f:  # the run list, for the record
+    # the run list, for the record; the configuration relative to the repository root where it
+    # lies inside it (as run lists take it)
+    shown = os.path.relpath(config, ROOT) if config.startswith(ROOT + os.sep) else config
+    with open(os.path.join(out, "ablation.txt"), "w") as f:
         for name, cfg, extra in runs:
             every = [w for kv in sets for w in ("--set", kv)]
-            f.write("%s %s %s\n" % (name, shlex.quote(cfg),
+            f.write("%s %s %s\n" % (name, shlex.quote(shown),
                                     " ".join(shlex.quote(e) for e in extra + every)))
     if not args.table_only:
         run_all(args, runs)
@@ -855,7 +858,6 @@ def cmd_ablation(args):
             die("%s: missing (run the ablation without --table-only first)" % t)
         traces[name] = t
     su1 = su1_of(args, list(traces.values()))
-    shown = os.path.relpath(config, ROOT) if config.startswith(ROOT + os.sep) else config
     per = {}  # variant -> the seeds' summaries
     for name, _ in variants:
         per[name] = []
