@@ -26,11 +26,13 @@ Subcommands (python3 standard library only; the programs do the work):
          line instead of word-length heatmaps. A DIR argument means DIR/trace.jsonl, or
          DIR/runs/*/trace.jsonl.
   all    RUNLIST --out DIR ...: run, then build from DIR/runs.
-  ablation CONFIG --out DIR [--seeds 0,1,2] [--switches A,B] [--jobs N] [--threads T]
-         [--set ...] [--table-only] [--merge JSON ...]
+  ablation CONFIG --out DIR [--seeds 0,1,2] [--switches A,B] [--each off|on] [--jobs N]
+         [--threads T] [--set ...] [--table-only] [--merge JSON ...]
          trains CONFIG with quantization.compat = reference and every [reference]
          switch on, with each switch off alone (runs no_NAME_sN), and corrected,
-         once per seed, then writes DIR/ablation.{md,json,png}: per variant the
+         once per seed; with --each on, corrected, corrected with each switch on
+         alone (runs with_NAME_sN: what that one behaviour costs the corrected
+         mode), and reference. Then writes DIR/ablation.{md,json,png}: per variant the
          test accuracy (mean, range, each seed), mean WL, units at 32 bits at the
          end, the first step at which a unit reached 32 bits, final sparsity and
          SU1 (adapt-perf). --merge adds the seeds of an earlier ablation.json of
@@ -719,12 +721,18 @@ def reference_switches(args, config, sets):
     return keys
 
 
-def ablation_variants(switches):
-    """(name, --set list): the reference with every switch, each switch off alone, corrected."""
+def ablation_variants(switches, each="off"):
+    """(name, --set list). each = off: the reference with every switch, each switch off alone,
+    corrected; each = on: corrected, corrected with each switch on alone, the reference."""
     ref = ["--set", "quantization.compat=reference"]
+    corr = ["--set", "quantization.compat=corrected"]
+    if each == "on":
+        return [("corrected", corr)] + \
+            [("with_" + k, corr + ["--set", "reference.%s=on" % k]) for k in switches] + \
+            [("reference", ref)]
     out = [("reference", ref)]
     out += [("no_" + k, ref + ["--set", "reference.%s=off" % k]) for k in switches]
-    out.append(("corrected", ["--set", "quantization.compat=corrected"]))
+    out.append(("corrected", corr))
     return out
 
 
@@ -774,7 +782,7 @@ def fmt(x, f):
 ABLATION_SEED_KEYS = ("seed", "test_acc", "mean_wl", "at32", "first32", "sparsity", "su1")
 
 
-def ablation_merged(path, config, sets, switches, variants):
+def ablation_merged(path, config, sets, switches, each, variants):
     """(variant, the summary of one seed) for every seed of an earlier ablation.json of the same
     configuration, settings and switches: its per_seed lists, or, in a file from before they
     were written, the one seed of a single-seed table (whose means are that seed's values)"""
@@ -785,12 +793,14 @@ def ablation_merged(path, config, sets, switches, variants):
         die("%s: not a readable ablation.json (%s)" % (path, e))
     if not isinstance(j, dict) or not isinstance(j.get("rows"), list):
         die("%s: no \"rows\" list (expected the ablation.json of `report.py ablation`)" % path)
-    for key, want in (("config", config), ("sets", sets), ("switches", switches)):
-        if j.get(key) != want:
+    # a file from before --each is an ablation of each switch off
+    have = dict(j, each=j.get("each", "off"))
+    for key, want in (("config", config), ("sets", sets), ("switches", switches),
+                      ("each", each)):
+        if have.get(key) != want:
             die("%s: \"%s\" is %s, this ablation's is %s: only an ablation of the same "
-                "configuration, settings and switches merges" % (path, key,
-                                                                 json.dumps(j.get(key)),
-                                                                 json.dumps(want)))
+                "configuration, settings, switches and --each merges" % (
+                    path, key, json.dumps(have.get(key)), json.dumps(want)))
     got = [r.get("variant") if isinstance(r, dict) else None for r in j["rows"]]
     if got != variants:
         die("%s: variants %s, expected %s" % (path, json.dumps(got), json.dumps(variants)))
@@ -836,7 +846,7 @@ def cmd_ablation(args):
     sets = args.set or []
     switches = args.switches.split(",") if args.switches else \
         reference_switches(args, config, sets)
-    variants = ablation_variants(switches)
+    variants = ablation_variants(switches, args.each)
     runs = [("%s_s%d" % (name, seed), config, extra + ["--set", "run.seed=%d" % seed])
             for name, extra in variants for seed in seeds]
     out = os.path.abspath(args.out)
@@ -849,6 +859,9 @@ def cmd_ablation(args):
             every = [w for kv in sets for w in ("--set", kv)]
             f.write("%s %s %s\n" % (name, shlex.quote(shown),
                                     " ".join(shlex.quote(e) for e in extra + every)))
+    # the earlier tables are checked before any run starts
+    merged = [(m, ablation_merged(m, shown, sets, switches, args.each,
+                                  [v for v, _ in variants])) for m in args.merge or []]
     if not args.table_only:
         run_all(args, runs)
     traces = {}
@@ -867,8 +880,8 @@ def cmd_ablation(args):
             d["su1"] = su1.get(os.path.abspath(t))
             d["seed"] = seed
             per[name].append(d)
-    for m in args.merge or []:
-        for name, d in ablation_merged(m, shown, sets, switches, [v for v, _ in variants]):
+    for m, entries in merged:
+        for name, d in entries:
             if d["seed"] in [e["seed"] for e in per[name]]:
                 die("%s: seed %d of %s is also in the runs or another --merge; each seed "
                     "once" % (m, d["seed"], name))
@@ -898,7 +911,7 @@ def cmd_ablation(args):
                      "per_seed": [{k: d[k] for k in ABLATION_SEED_KEYS} for d in ps]})
     with open(os.path.join(out, "ablation.json"), "w") as f:
         json.dump({"config": shown, "sets": sets, "seeds": seeds, "switches": switches,
-                   "rows": rows}, f, indent=1)
+                   "each": args.each, "rows": rows}, f, indent=1)
     lines = ["| variant | test acc % mean | min - max | per seed | mean WL | units at 32 bits "
              "(end) | first step at 32 bits (median; runs) | sparsity | SU1 |",
              "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
@@ -910,14 +923,19 @@ def cmd_ablation(args):
             fmt(r["at32"], "%.1f"), fmt(r["first32"], "%d"), r["first32_runs"], r["seeds"],
             fmt(r["sparsity"], "%.3f"), fmt(r["su1"], "%.2f")))
     with open(os.path.join(out, "ablation.md"), "w") as f:
-        f.write("Ablation of %s, seeds %s: `quantization.compat = reference` with every "
-                "[reference] switch on, each switch off alone (`no_NAME`), and corrected.\n\n"
-                % (md(shown), ", ".join(map(str, seeds))) +
+        what = ("`quantization.compat = corrected`, corrected with each [reference] switch "
+                "on alone (`with_NAME`), and the reference with every switch on"
+                if args.each == "on" else
+                "`quantization.compat = reference` with every [reference] switch on, each "
+                "switch off alone (`no_NAME`), and corrected")
+        f.write("Ablation of %s, seeds %s: %s.\n\n" % (md(shown), ", ".join(map(str, seeds)),
+                                                      what) +
                 ("Settings: %s.\n\n" % md(" ".join("--set " + kv for kv in sets)) if sets else "") +
                 "\n".join(lines) + "\n")
     print("\n".join(lines))
     ablation_figure(rows, os.path.join(out, "ablation.png"),
-                    "%s, seeds %s" % (os.path.basename(config), ",".join(map(str, seeds))))
+                    "%s, seeds %s%s" % (os.path.basename(config), ",".join(map(str, seeds)),
+                                        ", each switch on alone" if args.each == "on" else ""))
     print(PROG + ": %s/ablation.md, ablation.json, ablation.png" % out)
 
 
@@ -1237,8 +1255,11 @@ def main():
     p.add_argument("config")
     p.add_argument("--out", required=True)
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--switches", help="the [reference] switches to turn off one at a time "
-                                      "(default: every key of the section)")
+    p.add_argument("--switches", help="the [reference] switches to turn off (or on) one at "
+                                      "a time (default: every key of the section)")
+    p.add_argument("--each", choices=("off", "on"), default="off",
+                   help="off: each switch off alone from the reference (default); on: each "
+                        "switch on alone from the corrected mode")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--table-only", action="store_true",

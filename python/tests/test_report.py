@@ -348,6 +348,7 @@ class TestAblation(unittest.TestCase):
                           if l.startswith("| ") and not l.startswith("| variant")],
                          ["reference", "no_softmax_before_ce", "corrected"])
         self.check_merge(cmd, out, j)
+        self.check_each_on(cmd, j)
 
     def check_merge(self, cmd, out, both):
         """--merge: seed 4's table with seed 3's ablation.json merged equals the two-seed table
@@ -401,7 +402,52 @@ class TestAblation(unittest.TestCase):
             json.dump(dict(one, switches=["act_formats"]), f)
         rc, text, _ = table("4", "--merge", other)
         self.assertNotEqual(rc, 0)
-        self.assertIn("only an ablation of the same configuration, settings and switches", text)
+        self.assertIn("only an ablation of the same configuration, settings, switches and "
+                      "--each", text)
+        rc, text, _ = table("4", "--merge", first, "--each", "on")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("\"each\" is \"off\", this ablation's is \"on\"", text)
+
+    def check_each_on(self, cmd, off):
+        """--each on, seed 3: corrected, corrected with the switch on alone and the reference,
+        in that order; the corrected and reference runs are those of the ablation of each switch
+        off (the same commands: the same test accuracies), and the switch on alone runs the
+        corrected mode with it (its configuration, and a loss that differs from corrected's from
+        the first step: softmax_before_ce changes the loss itself)."""
+        out = tempfile.mkdtemp(prefix="adapt-ablation-on-")
+        self.addCleanup(shutil.rmtree, out)
+        c = list(cmd)
+        c[c.index("--out") + 1] = out
+        c[c.index("--seeds") + 1] = "3"
+        p = subprocess.run(c + ["--each", "on"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, cwd=out)
+        text = p.stdout.decode(errors="replace")
+        self.assertIn("ablation.md", text)
+        with open(os.path.join(out, "ablation.json")) as f:
+            j = json.load(f)
+        self.assertEqual(j["each"], "on")
+        self.assertEqual([r["variant"] for r in j["rows"]],
+                         ["corrected", "with_softmax_before_ce", "reference"])
+        acc_off = {r["variant"]: r["accs"][0] for r in off["rows"]}  # seed 3 first
+        rows = {r["variant"]: r for r in j["rows"]}
+        self.assertEqual(rows["corrected"]["accs"], [acc_off["corrected"]])
+        self.assertEqual(rows["reference"]["accs"], [acc_off["reference"]])
+
+        def run(name):
+            d = os.path.join(out, "runs", name + "_s3")
+            with open(os.path.join(d, "config.ini")) as f:
+                ini = f.read()
+            with open(os.path.join(d, "trace.jsonl")) as f:
+                steps = [json.loads(l) for l in f if '"type":"step"' in l]
+            return ini, steps[0]["loss"]
+
+        ini, loss_with = run("with_softmax_before_ce")
+        self.assertIn("compat = corrected", ini)
+        self.assertRegex(ini, r"softmax_before_ce = on")
+        _, loss_corr = run("corrected")
+        self.assertNotEqual(loss_with, loss_corr)
+        with open(os.path.join(out, "ablation.md")) as f:
+            self.assertIn("each [reference] switch on alone", f.read())
 
     def test_bad_seeds(self):
         p = subprocess.run([sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
