@@ -30,6 +30,8 @@ Subcommands (python3 standard library only; the programs do the work):
          [--threads T] [--set ...] [--table-only] [--merge JSON ...]
          trains CONFIG with quantization.compat = reference and every [reference]
          switch on, with each switch off alone (runs no_NAME_sN), and corrected,
+         the switches being the [reference] keys and ste, round_logits and lb_update
+         (the [quantization] settings whose auto value compat decides),
          once per seed; with --each on, corrected, corrected with each switch on
          alone (runs with_NAME_sN: what that one behaviour costs the corrected
          mode), and reference. Then writes DIR/ablation.{md,json,png}: per variant the
@@ -721,6 +723,21 @@ def reference_switches(args, config, sets):
     return keys
 
 
+# The settings other than the [reference] switches whose auto value quantization.compat
+# decides for AdaPT: name -> (key, value as in corrected, value as in reference)
+COMPAT_SETTINGS = {"ste": ("quantization.ste", "saturating", "plain"),
+                   "round_logits": ("quantization.round_logits", "false", "true"),
+                   "lb_update": ("quantization.lb_update", "window", "step")}
+
+
+def switch_setting(name, on):
+    """The --set that turns an ablation switch on (as the reference has it) or off."""
+    if name in COMPAT_SETTINGS:
+        key, corrected, reference = COMPAT_SETTINGS[name]
+        return "%s=%s" % (key, reference if on else corrected)
+    return "reference.%s=%s" % (name, "on" if on else "off")
+
+
 def ablation_variants(switches, each="off"):
     """(name, --set list). each = off: the reference with every switch, each switch off alone,
     corrected; each = on: corrected, corrected with each switch on alone, the reference."""
@@ -728,10 +745,10 @@ def ablation_variants(switches, each="off"):
     corr = ["--set", "quantization.compat=corrected"]
     if each == "on":
         return [("corrected", corr)] + \
-            [("with_" + k, corr + ["--set", "reference.%s=on" % k]) for k in switches] + \
+            [("with_" + k, corr + ["--set", switch_setting(k, True)]) for k in switches] + \
             [("reference", ref)]
     out = [("reference", ref)]
-    out += [("no_" + k, ref + ["--set", "reference.%s=off" % k]) for k in switches]
+    out += [("no_" + k, ref + ["--set", switch_setting(k, False)]) for k in switches]
     out.append(("corrected", corr))
     return out
 
@@ -844,8 +861,12 @@ def cmd_ablation(args):
             die("--seeds expects integers separated by commas, got '%s'" % args.seeds)
     config = os.path.abspath(find_file(args.config, "configs", ".ini", "configuration"))
     sets = args.set or []
-    switches = args.switches.split(",") if args.switches else \
-        reference_switches(args, config, sets)
+    known = reference_switches(args, config, sets) + list(COMPAT_SETTINGS)
+    switches = args.switches.split(",") if args.switches else known
+    for k in switches:
+        if k not in known:
+            die("--switches: '%s' is neither a key of the [reference] section of %s nor one "
+                "of %s" % (k, config, ", ".join(COMPAT_SETTINGS)))
     variants = ablation_variants(switches, args.each)
     runs = [("%s_s%d" % (name, seed), config, extra + ["--set", "run.seed=%d" % seed])
             for name, extra in variants for seed in seeds]
@@ -1255,8 +1276,10 @@ def main():
     p.add_argument("config")
     p.add_argument("--out", required=True)
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--switches", help="the [reference] switches to turn off (or on) one at "
-                                      "a time (default: every key of the section)")
+    p.add_argument("--switches", help="the switches to turn off (or on) one at a time: keys "
+                                      "of [reference], and ste, round_logits and lb_update "
+                                      "(the [quantization] settings whose auto value "
+                                      "quantization.compat decides; default: all of them)")
     p.add_argument("--each", choices=("off", "on"), default="off",
                    help="off: each switch off alone from the reference (default); on: each "
                         "switch on alone from the corrected mode")

@@ -449,6 +449,43 @@ class TestAblation(unittest.TestCase):
         with open(os.path.join(out, "ablation.md")) as f:
             self.assertIn("each [reference] switch on alone", f.read())
 
+    @needs_trainer
+    @needs_programs
+    @unittest.skipUnless(os.path.isfile(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")),
+                         "no Fashion-MNIST in " + FMNIST)
+    def test_compat_settings(self):
+        """ste, round_logits and lb_update are switches too: off alone from the reference, each
+        run's configuration holds the corrected mode's value of that one setting; a name that
+        is no switch is refused before any run."""
+        out = tempfile.mkdtemp(prefix="adapt-ablation-compat-")
+        self.addCleanup(shutil.rmtree, out)
+        base = [sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
+                "--bin", os.path.dirname(program("adapt-perf")), "ablation",
+                "reference/lenet_msgd_fp_fmnist", "--out", out, "--seeds", "3",
+                "--jobs", "2", "--threads", "1"]
+        for kv in ("train.epochs=1", "data.train_limit=200", "data.val_size=100",
+                   "data.test_limit=100"):
+            base += ["--set", kv]
+        p = subprocess.run(base + ["--switches", "ste,nonesuch"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, cwd=out)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("'nonesuch' is neither a key of the [reference] section", p.stdout.decode())
+        self.assertFalse(os.path.isdir(os.path.join(out, "runs")))
+        p = subprocess.run(base + ["--switches", "ste,round_logits,lb_update"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=out)
+        text = p.stdout.decode(errors="replace")
+        self.assertIn("ablation.md", text)
+        want = {"no_ste": "ste = saturating", "no_round_logits": "round_logits = false",
+                "no_lb_update": "lb_update = window"}
+        for name, line in want.items():
+            with open(os.path.join(out, "runs", name + "_s3", "config.ini")) as f:
+                ini = f.read()
+            self.assertIn("compat = reference", ini)
+            self.assertRegex(ini, r"(?m)^%s$" % line)
+            for other, oline in want.items():
+                if other != name:
+                    self.assertRegex(ini, r"(?m)^%s = auto$" % oline.split(" =")[0])
+
     def test_bad_seeds(self):
         p = subprocess.run([sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
                             "ablation", "fmnist_lenet5", "--out", tempfile.gettempdir(),
