@@ -949,14 +949,15 @@ def cmd_ablation(args):
                 if args.each == "on" else
                 "`quantization.compat = reference` with every [reference] switch on, each "
                 "switch off alone (`no_NAME`), and corrected")
-        f.write("Ablation of %s, seeds %s: %s.\n\n" % (md(shown), ", ".join(map(str, seeds)),
-                                                      what) +
+        f.write("Ablation of %s, seed%s %s: %s.\n\n" % (
+                    md(shown), "s" if len(seeds) > 1 else "", ", ".join(map(str, seeds)), what) +
                 ("Settings: %s.\n\n" % md(" ".join("--set " + kv for kv in sets)) if sets else "") +
                 "\n".join(lines) + "\n")
     print("\n".join(lines))
     ablation_figure(rows, os.path.join(out, "ablation.png"),
-                    "%s, seeds %s%s" % (os.path.basename(config), ",".join(map(str, seeds)),
-                                        ", each switch on alone" if args.each == "on" else ""))
+                    "%s, seed%s %s%s" % (os.path.basename(config), "s" if len(seeds) > 1 else "",
+                                         ",".join(map(str, seeds)),
+                                         ", each switch on alone" if args.each == "on" else ""))
     print(PROG + ": %s/ablation.md, ablation.json, ablation.png" % out)
 
 
