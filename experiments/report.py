@@ -943,21 +943,21 @@ def cmd_ablation(args):
             " / ".join(pct(a) for a in r["accs"]), fmt(r["mean_wl"], "%.2f"),
             fmt(r["at32"], "%.1f"), fmt(r["first32"], "%d"), r["first32_runs"], r["seeds"],
             fmt(r["sparsity"], "%.3f"), fmt(r["su1"], "%.2f")))
+    seed_word = "seeds" if len(seeds) > 1 else "seed"
     with open(os.path.join(out, "ablation.md"), "w") as f:
         what = ("`quantization.compat = corrected`, corrected with each [reference] switch "
                 "on alone (`with_NAME`), and the reference with every switch on"
                 if args.each == "on" else
                 "`quantization.compat = reference` with every [reference] switch on, each "
                 "switch off alone (`no_NAME`), and corrected")
-        f.write("Ablation of %s, seed%s %s: %s.\n\n" % (
-                    md(shown), "s" if len(seeds) > 1 else "", ", ".join(map(str, seeds)), what) +
+        f.write("Ablation of %s, %s %s: %s.\n\n" % (
+                    md(shown), seed_word, ", ".join(map(str, seeds)), what) +
                 ("Settings: %s.\n\n" % md(" ".join("--set " + kv for kv in sets)) if sets else "") +
                 "\n".join(lines) + "\n")
     print("\n".join(lines))
     ablation_figure(rows, os.path.join(out, "ablation.png"),
-                    "%s, seed%s %s%s" % (os.path.basename(config), "s" if len(seeds) > 1 else "",
-                                         ",".join(map(str, seeds)),
-                                         ", each switch on alone" if args.each == "on" else ""))
+                    "%s, %s %s%s" % (os.path.basename(config), seed_word, ",".join(map(str, seeds)),
+                                     ", each switch on alone" if args.each == "on" else ""))
     print(PROG + ": %s/ablation.md, ablation.json, ablation.png" % out)
 
 
