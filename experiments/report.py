@@ -31,7 +31,8 @@ Subcommands (python3 standard library only; the programs do the work):
          trains CONFIG with quantization.compat = reference and every [reference]
          switch on, with each switch off alone (runs no_NAME_sN), and corrected,
          the switches being the [reference] keys and ste, round_logits and lb_update
-         (the [quantization] settings whose auto value compat decides),
+         (the [quantization] settings whose auto value compat decides; both read
+         from adapt-train's dry run of CONFIG, its "resolved:" lines),
          once per seed; with --each on, corrected, corrected with each switch on
          alone (runs with_NAME_sN: what that one behaviour costs the corrected
          mode), and reference. Then writes DIR/ablation.{md,json,png}: per variant the
@@ -80,6 +81,7 @@ import glob
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -702,53 +704,57 @@ def print_version(args):
 # ---------------------------------------------------------------------------------------------
 # ablation: the published AdaPT code's behaviours ([reference] switches) turned off one at a time
 
-def reference_switches(args, config, sets):
-    """The keys of the [reference] section, as adapt-train's dry run prints them."""
-    cmd = [program(args, "adapt-train"), "--config", config, "--dry-run",
-           "--set", "quantization.compat=reference"]
-    for kv in sets:
+def dry_run_resolved(args, config, sets, compat):
+    """{section: {key: value}} from the "resolved:" lines of adapt-train's dry run of config
+    with quantization.compat = compat: the values its auto settings take."""
+    cmd = [program(args, "adapt-train"), "--config", config, "--dry-run"]
+    for kv in sets + ["quantization.compat=" + compat]:
         cmd += ["--set", kv]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     text = p.stdout.decode(errors="replace")
-    keys, inside = [], False
+    out = {}
     for line in text.splitlines():
-        if line.startswith("["):
-            inside = line.strip() == "[reference]"
-        elif inside and "=" in line and not line.startswith("#"):
-            keys.append(line.split("=", 1)[0].strip())
-    if not keys:
-        die("%s: no [reference] section in the dry run of %s (%s)"
+        m = re.match(r"resolved: \[(\w+)\] (.*)$", line)
+        if m:
+            out[m.group(1)] = dict(kv.strip().split(" = ", 1)
+                                   for kv in m.group(2).split(",") if " = " in kv)
+    if p.returncode != 0 or "reference" not in out or "quantization" not in out:
+        die("%s: no resolved [quantization] and [reference] settings in the dry run %s (%s)"
             % (config, " ".join(shlex.quote(c) for c in cmd),
                text.strip().splitlines()[-1] if text.strip() else "no output"))
-    return keys
+    return out
 
 
-# The settings other than the [reference] switches whose auto value quantization.compat
-# decides for AdaPT: name -> (key, value as in corrected, value as in reference)
-COMPAT_SETTINGS = {"ste": ("quantization.ste", "saturating", "plain"),
-                   "round_logits": ("quantization.round_logits", "false", "true"),
-                   "lb_update": ("quantization.lb_update", "window", "step")}
+def ablation_settings(args, config, sets):
+    """The ablation's switches: the keys of [reference], and the [quantization] settings whose
+    value quantization.compat decides, name -> (value under corrected, under reference), both
+    as adapt-train resolves them for this configuration."""
+    ref = dry_run_resolved(args, config, sets, "reference")
+    corr = dry_run_resolved(args, config, sets, "corrected")
+    compat = {k: (corr["quantization"].get(k), v)
+              for k, v in ref["quantization"].items() if corr["quantization"].get(k) != v}
+    return list(ref["reference"]), compat
 
 
-def switch_setting(name, on):
+def switch_setting(name, on, compat):
     """The --set that turns an ablation switch on (as the reference has it) or off."""
-    if name in COMPAT_SETTINGS:
-        key, corrected, reference = COMPAT_SETTINGS[name]
-        return "%s=%s" % (key, reference if on else corrected)
+    if name in compat:
+        corrected, reference = compat[name]
+        return "quantization.%s=%s" % (name, reference if on else corrected)
     return "reference.%s=%s" % (name, "on" if on else "off")
 
 
-def ablation_variants(switches, each="off"):
+def ablation_variants(switches, compat, each="off"):
     """(name, --set list). each = off: the reference with every switch, each switch off alone,
     corrected; each = on: corrected, corrected with each switch on alone, the reference."""
     ref = ["--set", "quantization.compat=reference"]
     corr = ["--set", "quantization.compat=corrected"]
     if each == "on":
         return [("corrected", corr)] + \
-            [("with_" + k, corr + ["--set", switch_setting(k, True)]) for k in switches] + \
+            [("with_" + k, corr + ["--set", switch_setting(k, True, compat)]) for k in switches] + \
             [("reference", ref)]
     out = [("reference", ref)]
-    out += [("no_" + k, ref + ["--set", switch_setting(k, False)]) for k in switches]
+    out += [("no_" + k, ref + ["--set", switch_setting(k, False, compat)]) for k in switches]
     out.append(("corrected", corr))
     return out
 
@@ -861,13 +867,15 @@ def cmd_ablation(args):
             die("--seeds expects integers separated by commas, got '%s'" % args.seeds)
     config = os.path.abspath(find_file(args.config, "configs", ".ini", "configuration"))
     sets = args.set or []
-    known = reference_switches(args, config, sets) + list(COMPAT_SETTINGS)
+    refs, compat = ablation_settings(args, config, sets)
+    known = refs + list(compat)
     switches = args.switches.split(",") if args.switches else known
     for k in switches:
         if k not in known:
-            die("--switches: '%s' is neither a key of the [reference] section of %s nor one "
-                "of %s" % (k, config, ", ".join(COMPAT_SETTINGS)))
-    variants = ablation_variants(switches, args.each)
+            die("--switches: '%s' is neither a key of the [reference] section of %s nor a "
+                "setting quantization.compat decides there (%s)"
+                % (k, config, ", ".join(compat) or "none"))
+    variants = ablation_variants(switches, compat, args.each)
     runs = [("%s_s%d" % (name, seed), config, extra + ["--set", "run.seed=%d" % seed])
             for name, extra in variants for seed in seeds]
     out = os.path.abspath(args.out)

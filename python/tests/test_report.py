@@ -471,6 +471,12 @@ class TestAblation(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("'nonesuch' is neither a key of the [reference] section", p.stdout.decode())
         self.assertFalse(os.path.isdir(os.path.join(out, "runs")))
+        # a setting the configuration pins is the same in both modes: no switch
+        p = subprocess.run(base + ["--set", "quantization.ste=plain", "--switches", "ste"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=out)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("'ste' is neither a key", p.stdout.decode())
+        self.assertIn("(round_logits, lb_update)", p.stdout.decode())
         p = subprocess.run(base + ["--switches", "ste,round_logits,lb_update"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=out)
         text = p.stdout.decode(errors="replace")

@@ -978,6 +978,16 @@ int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_
     return 1;
 }
 
+const char *adapt_config_reference_key(enum adapt_reference_switch s)
+{
+    if ((unsigned)s >= ADAPT_REF_N) return NULL;
+    const size_t off = offsetof(struct adapt_config, reference.sw[0]) +
+                       (size_t)s * sizeof(enum adapt_config_switch);
+    for (int i = 0; i < NKEYS; i++)
+        if (keys[i].offset == off && !strcmp(keys[i].section, "reference")) return keys[i].key;
+    return NULL;
+}
+
 int adapt_config_lb_window(const struct adapt_config *cfg)
 {
     if (cfg->quantization.lb_update != ADAPT_CONFIG_LB_UPDATE_AUTO)

@@ -443,6 +443,8 @@ int adapt_config_arith_set(const struct adapt_config *cfg);
  * loss_penalty the AlexNets and ResNets, the published models that add it; for pool_rounding
  * lenet5 and the ResNets, whose pools are quantized modules; for bn_rounding the ResNets). */
 int adapt_config_reference(const struct adapt_config *cfg, enum adapt_reference_switch s);
+/* The [reference] key of switch s ("kl_test", ...); NULL for no such switch. */
+const char *adapt_config_reference_key(enum adapt_reference_switch s);
 /* 1 when AdaPT adapts lookback and resolution once per window (quantization.lb_update = window,
  * or auto under compat = corrected), 0 when every step (step, or auto under reference). */
 int adapt_config_lb_window(const struct adapt_config *cfg);

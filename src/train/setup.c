@@ -460,6 +460,24 @@ static void print_arith(const struct adapt_precision *p)
            "otherwise; doc/numerics.md, \"Accumulators\")\n");
 }
 
+/* The values the auto settings of [quantization] and [reference] took for this model and
+ * policy, one line per section (experiments/report.py ablation reads them). */
+static void print_resolved(const struct adapt_config *cfg, const struct adapt_precision *p)
+{
+    const int adapt = !strcmp(adapt_config_enum_str(cfg, "policy", "name"), "adapt");
+    printf("resolved: [quantization] ste = %s, round_logits = %s",
+           p->ste == ADAPT_STE_SATURATING ? "saturating" : "plain",
+           p->round_out[p->net->nnodes - 1] ? "true" : "false");
+    if (adapt) printf(", lb_update = %s", adapt_config_lb_window(cfg) ? "window" : "step");
+    printf("\n");
+    if (!adapt) return;
+    printf("resolved: [reference]");
+    for (int s = 0; s < ADAPT_REF_N; s++)
+        printf("%s %s = %s", s ? "," : "", adapt_config_reference_key(s),
+               adapt_config_reference(cfg, s) ? "on" : "off");
+    printf("\n");
+}
+
 enum adapt_status adapt_train_check(const struct adapt_config *cfg,
                                     const struct adapt_train_opts *opts, int estimate_steps)
 {
@@ -483,6 +501,7 @@ enum adapt_status adapt_train_check(const struct adapt_config *cfg,
            r.test.classes, r.test.c, r.test.h, r.test.w);
     printf("policy: %s, %d precision units: checked against the model\n",
            adapt_config_enum_str(cfg, "policy", "name"), r.pol->prec ? r.pol->prec->nunits : 0);
+    if (r.pol->prec) print_resolved(cfg, r.pol->prec);
     if (r.pol->prec && adapt_config_roles_set(cfg)) print_roles(r.pol->prec);
     if (r.pol->prec && adapt_config_arith_set(cfg)) print_arith(r.pol->prec);
     if (adapt_policy_comp_needs_search(r.pol) && (st = train_print_search_space(&r))) goto free_run;
