@@ -464,7 +464,7 @@ static void print_arith(const struct adapt_precision *p)
  * policy, one line per section (experiments/report.py ablation reads them). */
 static void print_resolved(const struct adapt_config *cfg, const struct adapt_precision *p)
 {
-    const int adapt = !strcmp(adapt_config_enum_str(cfg, "policy", "name"), "adapt");
+    const int adapt = cfg->policy.name == ADAPT_CONFIG_POLICY_ADAPT;
     printf("resolved: [quantization] ste = %s, round_logits = %s",
            p->ste == ADAPT_STE_SATURATING ? "saturating" : "plain",
            p->round_out[p->net->nnodes - 1] ? "true" : "false");
