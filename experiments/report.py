@@ -509,6 +509,48 @@ def check(cmd, what):
     return p.stdout
 
 
+BUILD_KEYS = ("commit", "compiler", "cpu", "isa", "blas", "device")
+
+
+def build_of(header):
+    """the machine and build a trace header records ("build"), as a tuple of BUILD_KEYS, or
+    None for a trace of an older version that does not record them"""
+    b = header.get("build") if isinstance(header, dict) else None
+    if not isinstance(b, dict):
+        return None
+    return tuple(str(b.get(k, "?")) for k in BUILD_KEYS)
+
+
+def machines(builds):
+    """letters for the distinct builds among `builds` (tuples of build_of, or None), in order
+    of first appearance: ({build: letter}, Markdown lines that describe them). One build: one
+    sentence; several: a table and why it matters."""
+    seen = []
+    for b in builds:
+        if b not in seen:
+            seen.append(b)
+    letter = {b: chr(ord("A") + i) if i < 26 else "M%d" % (i + 1) for i, b in enumerate(seen)}
+
+    def describe(b):
+        if b is None:
+            return "not recorded (a trace written before traces recorded their machine)"
+        d = dict(zip(BUILD_KEYS, b))
+        return "%s (%s), %s, device %s; commit %s, %s" % (
+            d["cpu"], d["isa"], d["blas"], d["device"], d["commit"], d["compiler"])
+    if len(seen) == 1:
+        return letter, ["Every run's machine and build (trace header \"build\"): %s." %
+                        md(describe(seen[0])), ""]
+    lines = ["Runs come from %d machines or builds (trace header \"build\"). Float32 "
+             "arithmetic sums in an order that depends on the CPU (the BLAS library's kernels "
+             "and the hot loops' instruction set), so runs of different machines can part in "
+             "their last bits and then in their accuracy; compare runs of one machine (doc/running.md, \"What a run records "
+             "about its machine\")." % len(seen), "",
+             "| machine | CPU, BLAS, device; build |", "|---|---|"]
+    for b in seen:
+        lines.append("| %s | %s |" % (letter[b], md(describe(b))))
+    return letter, lines + [""]
+
+
 def read_notes(path):
     """The text of --notes FILE (None without it), refused before anything is written when
     the file cannot be read or is not UTF-8 text."""
@@ -598,6 +640,14 @@ def cmd_build(args):
         lines.append("| %s | %s | %s | %s | %s | %s |"
                      % (md(label), md(policy), md(compat or "-"), md(model), md(dataset),
                         md_code(os.path.relpath(t, out))))
+    letter, mlines = machines([build_of(info["header"]) for info in infos])
+    if len(letter) > 1:  # a column: the machine of each run
+        top = len(lines) - len(infos) - 2
+        lines[top] += " machine |"
+        lines[top + 1] += "---|"
+        for i, info in enumerate(infos):
+            lines[top + 2 + i] += " %s |" % letter[build_of(info["header"])]
+    lines += [""] + mlines[:-1]
     lines += ["", "## Comparison", "", table.rstrip(), "",
            "### In the AdaPT paper's convention (SU = 2 C32 / (Cq + C32)), with the reference",
            "analysis' SU2 ref and SU3", "", paper.rstrip(), ""]
@@ -1047,7 +1097,13 @@ def accum_run(path):
     label, bits, rule = accum_of(head)
     return {"group": group, "acc_label": label, "bits": bits, "rule": rule,
             "seed": head.get("seed"), "test_acc": acc, "steps": steps,
+            "build": build_of(head),
             "ov_per_step": [o / steps if steps else None for o in ov], "path": path}
+
+
+def dict_build(b):
+    """a build of an accum.json (an object of BUILD_KEYS, or null) as build_of gives it"""
+    return tuple(str(b.get(k, "?")) for k in BUILD_KEYS) if isinstance(b, dict) else None
 
 
 def accum_merged(path):
@@ -1076,13 +1132,18 @@ def accum_merged(path):
         ovs = t.get("fwd_ov_per_seed")
         if not isinstance(ovs, list) or len(ovs) != len(seeds):
             ovs = [t.get("fwd_ov_per_step")] * len(seeds)
-        for seed, acc, ov in zip(seeds, accs, ovs):
+        bls = t.get("builds")
+        if not isinstance(bls, list) or len(bls) != len(seeds):
+            bls = [None] * len(seeds)
+        bls = [dict_build(b) for b in bls]
+        for seed, acc, ov, bl in zip(seeds, accs, ovs, bls):
             if not isinstance(acc, (int, float)) or isinstance(acc, bool) or not 0 <= acc <= 1:
                 die("%s: test accuracy %r of seed %r is not a fraction in [0, 1]" %
                     (where, acc, seed))
             runs.append({"group": t["group"], "acc_label": t["accumulator"],
                          "bits": t.get("bits"), "rule": t.get("rule"), "seed": seed,
                          "test_acc": acc, "steps": None, "ov_per_step": [ov, None, None],
+                         "build": bl,
                          "path": path, "name": "%s (%s)" % (t["group"], t["accumulator"])})
     return runs
 
@@ -1135,7 +1196,9 @@ def cmd_accum(args):
                           "acc_mean": mean(accs), "acc_min": min(accs) if accs else None,
                           "acc_max": max(accs) if accs else None,
                           "fwd_ov_per_step": mean([r["ov_per_step"][0] for r in rs]),
-                          "fwd_ov_per_seed": [r["ov_per_step"][0] for r in rs]})
+                          "fwd_ov_per_seed": [r["ov_per_step"][0] for r in rs],
+                          "builds": [dict(zip(BUILD_KEYS, r["build"])) if r["build"] else None
+                                     for r in rs]})
     narrowest = []
     for g in groups:
         ex = [t for t in table if t["group"] == g and t["accumulator"] == "exact"]
@@ -1166,13 +1229,19 @@ def cmd_accum(args):
                             for r in runs]},
                   f, indent=1)
     pct = lambda x: fmt(None if x is None else 100 * x, "%.2f")
+    letter, mlines = machines([dict_build(b) for t in table for b in t["builds"]])
+    several = len(letter) > 1
     lines = ["| runs | accumulator | test acc % mean | min - max | per seed (seeds) | "
-             "forward overflows per step |", "|---|---|---:|---:|---|---:|"]
+             "forward overflows per step |" + (" machine per seed |" if several else ""),
+             "|---|---|---:|---:|---|---:|" + ("---|" if several else "")]
     for t in table:
         lines.append("| %s | %s | %s | %s - %s | %s (%s) | %s |" % (
             md(t["group"]), md(t["accumulator"]), pct(t["acc_mean"]), pct(t["acc_min"]),
             pct(t["acc_max"]), " / ".join(pct(a) for a in t["accs"]),
-            ",".join(str(x) for x in t["seeds"]), fmt(t["fwd_ov_per_step"], "%.1f")))
+            ",".join(str(x) for x in t["seeds"]), fmt(t["fwd_ov_per_step"], "%.1f")) +
+            (" %s |" % " / ".join(letter[dict_build(b)] for b in t["builds"])
+             if several else ""))
+    lines += [""] + mlines[:-1]
     lines += ["", "Narrowest register whose mean test accuracy, and that of every wider register "
               "run, is within %g points of `exact`:" % args.within, "",
               "| runs | overflow | exact % | narrowest within | widths run |",

@@ -2,9 +2,9 @@
 # scripts/trace-fingerprint.sh: behaviour fingerprints of a build, for showing that a change
 # to the code leaves training untouched. Runs the quick start and the fixed-format, MuPPET and
 # AMP Fashion-MNIST configurations for a few epochs with the given adapt-train, then writes per
-# run the trace with its timing fields removed (header "created" and "version", "wall_s",
-# "images_per_s"; the folders of the config file and of the model description) and the SHA-256
-# of the final weights.
+# run the trace without the fields that differ between runs and builds of the same training
+# (header "created", "version" and "build"; "wall_s", "images_per_s"; the folders of the config
+# file and of the model description) and the SHA-256 of the final weights.
 #
 #   scripts/trace-fingerprint.sh OUTDIR [ADAPT_TRAIN] [EPOCHS]
 #   diff -r before/ after/          # no output: same traces, same weights
@@ -25,7 +25,7 @@ for cfg in quickstart fmnist_lenet5_fixed fmnist_lenet5_muppet fmnist_lenet5_amp
         { echo "trace-fingerprint.sh: $cfg failed:" >&2; cat "$work/$cfg.log" >&2; exit 1; }
     python3 - "$work/$cfg/trace.jsonl" >"$out/$cfg.trace" <<'PY'
 import json, sys
-DROP = {"created", "version", "wall_s", "images_per_s"}
+DROP = {"created", "version", "build", "wall_s", "images_per_s"}
 def strip(v):
     if isinstance(v, dict):
         return {k: strip(x) for k, x in v.items() if k not in DROP}

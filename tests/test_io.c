@@ -363,7 +363,43 @@ START_TEST(test_trace_roundtrip)
     free(raw);
     ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
     ck_assert_int_eq(t->header.sr_bits, 16);
+    /* a header without "build" (written before traces recorded their machine) reads as NULLs */
+    ck_assert_ptr_null(t->header.build.commit);
+    ck_assert_ptr_null(t->header.build.cpu);
     adapt_trace_free(t);
+
+    /* the machine and build are written as one object and read back field by field */
+    hn.build.commit = "0123456789ab";
+    hn.build.compiler = "gcc 12.2.0";
+    hn.build.cpu = "AMD EPYC 9B14 96-Core Processor";
+    hn.build.isa = "x86-64-v4";
+    hn.build.blas = "OpenBLAS 0.3.21 DYNAMIC_ARCH Haswell";
+    hn.build.device = "cpu";
+    ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_write_header(w, &hn), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_writer_close(w), ADAPT_OK);
+    raw = tu_read_file(path, &n);
+    ck_assert_ptr_nonnull(strstr((const char *)raw,
+                                 "\"build\":{\"commit\":\"0123456789ab\",\"compiler\":\"gcc "
+                                 "12.2.0\",\"cpu\":\"AMD EPYC 9B14 96-Core Processor\",\"isa\":"
+                                 "\"x86-64-v4\",\"blas\":\"OpenBLAS 0.3.21 DYNAMIC_ARCH "
+                                 "Haswell\",\"device\":\"cpu\"}"));
+    free(raw);
+    ck_assert_int_eq(adapt_trace_load(&t, path, 0), ADAPT_OK);
+    ck_assert_str_eq(t->header.build.commit, "0123456789ab");
+    ck_assert_str_eq(t->header.build.compiler, "gcc 12.2.0");
+    ck_assert_str_eq(t->header.build.cpu, "AMD EPYC 9B14 96-Core Processor");
+    ck_assert_str_eq(t->header.build.isa, "x86-64-v4");
+    ck_assert_str_eq(t->header.build.blas, "OpenBLAS 0.3.21 DYNAMIC_ARCH Haswell");
+    ck_assert_str_eq(t->header.build.device, "cpu");
+    adapt_trace_free(t);
+
+    /* a CPU name that is not UTF-8 is refused by name, before anything is written */
+    hn.build.cpu = "CPU \xff";
+    ck_assert_int_eq(adapt_trace_writer_create(&w, path), ADAPT_OK);
+    ck_assert_int_eq(adapt_trace_write_header(w, &hn), ADAPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "CPU name: byte 5 is not UTF-8"));
+    adapt_trace_writer_close(w);
 }
 END_TEST
 

@@ -98,6 +98,12 @@ static const struct bad_trace bad_traces[] = {
      "t.jsonl:1:", "precision_unit 2 is not a unit (2 units)"},
     {HDR_LAYER("\"precision_unit\":0") STEP, "t.jsonl:1:", "field \"precision\" is missing"},
     {HDR_CONFIG("{},\"sr_bits\":24") STEP, "t.jsonl:1:", "field \"sr_bits\" is 24: 16 or 32"},
+    {HDR_CONFIG("{},\"build\":[]") STEP, "t.jsonl:1:", "field \"build\" must be an object"},
+    {HDR_CONFIG("{},\"build\":{\"commit\":\"a\",\"compiler\":\"b\",\"cpu\":7,\"isa\":\"c\","
+                "\"blas\":\"d\",\"device\":\"cpu\"}") STEP,
+     "t.jsonl:1:", "field \"cpu\" must be a string"},
+    {HDR_CONFIG("{},\"build\":{\"commit\":\"a\"}") STEP, "t.jsonl:1:",
+     "field \"compiler\" is missing"},
     {HDR STEP "{\"type\":\"step\",\"step\":2,\n" EPOCH, "t.jsonl:3:", "malformed JSON"},
     {HDR STEP "{\"type\":\"ep", "t.jsonl:3:", "truncated trace: the last line is incomplete"},
     {HDR STEP EPOCH "{\"type\":\"epoch\",\"epoch\":2,\"step\":2,\"lr\":0.1",

@@ -300,6 +300,10 @@ def _check_header(r, o):
     r.int(o, "threads", lo=-(1 << 31), hi=(1 << 31) - 1)
     if r.int(o, "sr_bits", optional=True, absent=32, lo=16, hi=32) not in (16, 32):
         r.fail('field "sr_bits" must be 16 or 32')
+    b = r.typed(o, "build", dict, optional=True)  # absent before traces recorded their machine
+    if b is not None:
+        for k in ("commit", "compiler", "cpu", "isa", "blas", "device"):
+            r.str(b, k)
     r.typed(o, "config", dict)
     r.str(o, "config_file", nullable=True)
     ov = r.typed(o, "overrides", list, optional=True)

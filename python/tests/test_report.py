@@ -156,6 +156,43 @@ class TestBuild(unittest.TestCase):
         self.assertIn("![adapt_ref wldist](pictures/adapt_ref_wldist.png)", md)
 
 
+    def test_machines(self):
+        """Two runs whose headers name two CPUs: the run table gets a machine column (A, B)
+        and the two machines are listed; the same two runs on one machine: one sentence."""
+        tmp = tempfile.mkdtemp(prefix="adapt-report-")
+        self.addCleanup(shutil.rmtree, tmp)
+        one = {"commit": "abc", "compiler": "gcc 12.2.0", "cpu": "CPU One", "isa": "x86-64-v4",
+               "blas": "OpenBLAS 0.3.21 Haswell", "device": "cpu"}
+        two = dict(one, cpu="CPU Two")
+        a = first_epoch(os.path.join(REPORT_TRACES, "fp32.jsonl"),
+                        os.path.join(tmp, "a", "trace.jsonl"), build=one)
+        b = first_epoch(os.path.join(REPORT_TRACES, "fixed16.jsonl"),
+                        os.path.join(tmp, "b", "trace.jsonl"), build=two)
+        for traces, want in (([a, b], ["| A |", "| B |"]), ([a, a.replace("/a/", "/a2/")], None)):
+            if want is None:
+                shutil.copytree(os.path.dirname(a), os.path.dirname(traces[1]))
+            out = os.path.join(tmp, "out%d" % len(os.listdir(tmp)))
+            p = subprocess.run([sys.executable, os.path.join(SRCDIR, "experiments", "report.py"),
+                                "--bin", os.path.dirname(program("adapt-perf")), "build"] +
+                               traces + ["--out", out], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+            self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
+            with open(os.path.join(out, "README.md")) as f:
+                md = f.read()
+            table = [l for l in md.split("\n") if l.startswith("| ")]
+            if want:
+                self.assertTrue(table[0].endswith("| trace | machine |"), table[0])
+                self.assertTrue(table[1].endswith(want[0]), table[1])
+                self.assertTrue(table[2].endswith(want[1]), table[2])
+                self.assertIn("Runs come from 2 machines or builds", md)
+                self.assertIn("| B | CPU Two (x86-64-v4), OpenBLAS 0.3.21 Haswell, device cpu; "
+                              "commit abc, gcc 12.2.0 |", md)
+            else:
+                self.assertTrue(table[0].endswith("| trace |"), table[0])
+                self.assertIn("Every run's machine and build (trace header \"build\"): CPU One",
+                              md)
+
+
 def first_epoch(src, dst, **header):
     """The header (its fields updated from `header`; run_name: config.run.name) and first epoch
     of trace src, written to dst (its folder made)."""
@@ -584,13 +621,16 @@ class TestMarkdownEscapes(unittest.TestCase):
 class TestAccum(unittest.TestCase):
     """`report.py accum`: the accumulator-width table from finished runs."""
 
-    def run_trace(self, d, name, seed, accumulator, acc, overflows):
+    def run_trace(self, d, name, seed, accumulator, acc, overflows, build=None):
         os.makedirs(os.path.join(d, "runs", name))
         cfg = {"run": {"name": name}}
         if accumulator:
             cfg["arithmetic"] = {"accumulator": accumulator}
+        header = {"type": "header", "seed": seed, "config": cfg}
+        if build:
+            header["build"] = build
         with open(os.path.join(d, "runs", name, "trace.jsonl"), "w") as f:
-            f.write(json.dumps({"type": "header", "seed": seed, "config": cfg}) + "\n")
+            f.write(json.dumps(header) + "\n")
             for _ in range(2):
                 u = {"wl": 8, "fl": 4, "acc": {"gemms": [1, 0, 0], "overflows": [overflows, 0, 0]}}
                 f.write(json.dumps({"type": "step", "units": [u, u]}) + "\n")
@@ -649,6 +689,55 @@ class TestAccum(unittest.TestCase):
                             "accum"] + list(argv), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT)
         return p.returncode, p.stdout.decode(errors="replace")
+
+    def test_machines(self):
+        """The machine of each run from its header's build. Seeds 1 and 2 on one machine:
+        one sentence names it, no column. Seed 3 on another CPU, merged with the first file:
+        a machine column (A / A / B) and a table of the two machines; a row of an older file
+        without builds, merged, is a third machine, "not recorded"."""
+        tmp = tempfile.mkdtemp(prefix="adapt-accum-")
+        self.addCleanup(shutil.rmtree, tmp)
+        one = {"commit": "abc", "compiler": "gcc 12.2.0", "cpu": "CPU One", "isa": "x86-64-v4",
+               "blas": "OpenBLAS 0.3.21 Haswell", "device": "cpu"}
+        two = dict(one, cpu="CPU Two", blas="OpenBLAS 0.3.21 SkylakeX")
+        for seed in (1, 2):
+            self.run_trace(os.path.join(tmp, "s%d" % seed), "fixed84_exact", seed, "exact",
+                           0.86, 0, one)
+        first = os.path.join(tmp, "first")
+        rc, text = self.accum(os.path.join(tmp, "s1"), os.path.join(tmp, "s2"), "--out", first)
+        with open(os.path.join(first, "accum.md")) as f:
+            md1 = f.read()
+        self.assertIn("Every run's machine and build (trace header \"build\"): CPU One "
+                      "(x86-64-v4), OpenBLAS 0.3.21 Haswell, device cpu; commit abc, gcc "
+                      "12.2.0.", md1)
+        self.assertNotIn("machine per seed", md1)
+        d3 = os.path.join(tmp, "s3")
+        self.run_trace(d3, "fixed84_exact", 3, "exact", 0.83, 0, two)
+        out = os.path.join(tmp, "out")
+        rc, text = self.accum(d3, "--merge", os.path.join(first, "accum.json"), "--out", out)
+        with open(os.path.join(out, "accum.md")) as f:
+            md2 = f.read()
+        self.assertIn("| fixed84 | exact | 85.00 | 83.00 - 86.00 | 86.00 / 86.00 / 83.00 "
+                      "(1,2,3) | 0.0 | A / A / B |", md2)
+        self.assertIn("Runs come from 2 machines or builds", md2)
+        self.assertIn("| B | CPU Two (x86-64-v4), OpenBLAS 0.3.21 SkylakeX, device cpu; "
+                      "commit abc, gcc 12.2.0 |", md2)
+        with open(os.path.join(out, "accum.json")) as f:
+            rows = json.load(f)["rows"]
+        self.assertEqual([b["cpu"] for b in rows[0]["builds"]], ["CPU One", "CPU One", "CPU Two"])
+        # an older accum.json without builds: its runs are "not recorded"
+        old = {"rows": [{"group": "adapt", "accumulator": "exact", "seeds": [1],
+                         "accs": [0.88]}]}
+        oldp = os.path.join(tmp, "old.json")
+        with open(oldp, "w") as f:
+            json.dump(old, f)
+        rc, text = self.accum("--merge", os.path.join(out, "accum.json"), "--merge", oldp,
+                              "--out", os.path.join(tmp, "out3"))
+        with open(os.path.join(tmp, "out3", "accum.md")) as f:
+            md3 = f.read()
+        self.assertIn("| adapt | exact | 88.00 | 88.00 - 88.00 | 88.00 (1) | - | C |", md3)
+        self.assertIn("| C | not recorded (a trace written before traces recorded their "
+                      "machine) |", md3)
 
     def test_merge_seeds(self):
         """Seeds 1 and 2 in a first accum.json, seed 3 from its runs with --merge: every row

@@ -2,12 +2,25 @@
 #ifndef ADAPT_BASE_VERSION_H
 #define ADAPT_BASE_VERSION_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 /* Writes "PROG (adapt-sim) VERSION", then one line each for the commit the program was built
  * from ("unknown" outside a git checkout or release tarball), the compiler and its options,
- * OpenMP, CUDA, the instruction sets of the hot loops (and which one this CPU runs), and the
- * sanitizers when built with them. */
+ * OpenMP, CUDA, the instruction sets of the hot loops (and which one this CPU runs), the CPU's
+ * model name, and the sanitizers when built with them. */
 void adapt_version_print(FILE *f, const char *prog);
+
+/* What a trace header records about the program and the machine that ran it (its "build"
+ * object, doc/running.md "What a run records about its machine"): the commit the program was
+ * built from, "unknown" when neither git nor a release tarball said; the compiler with its
+ * version; the x86-64 level this CPU supports ("x86-64-v4", "x86-64-v3", "baseline x86-64",
+ * "not x86"); and the CPU's model name (the CPUID brand string on x86, else /proc/cpuinfo's
+ * "model name", else "unknown"), written into buf (n bytes) with spaces collapsed. Static
+ * strings, except the CPU name. */
+const char *adapt_version_commit(void);
+const char *adapt_version_compiler(void);
+const char *adapt_version_cpu_level(void);
+const char *adapt_version_cpu_name(char *buf, size_t n);
 
 #endif

@@ -178,6 +178,12 @@ static void header_free(struct adapt_trace_header *h)
     free((char *)h->version);
     free((char *)h->created);
     free((char *)h->policy);
+    free((char *)h->build.commit);
+    free((char *)h->build.compiler);
+    free((char *)h->build.cpu);
+    free((char *)h->build.isa);
+    free((char *)h->build.blas);
+    free((char *)h->build.device);
     free((char *)h->config_file);
     json_decref(h->config);
     free((char *)h->cfg.compat);
@@ -419,6 +425,15 @@ static void read_header(struct adapt_trace_rd *r, json_t *o, struct adapt_trace_
     h->sr_bits = (int)rd_int(r, o, "sr_bits", 1, 32, 16, 32);
     if (!r->bad && h->sr_bits != 16 && h->sr_bits != 32)
         rd_fail(r, "field \"sr_bits\" is %d: 16 or 32", h->sr_bits);
+    json_t *b = rd_typed(r, o, "build", 1, JSON_OBJECT);
+    if (b) {
+        h->build.commit = rd_str(r, b, "commit", 0);
+        h->build.compiler = rd_str(r, b, "compiler", 0);
+        h->build.cpu = rd_str(r, b, "cpu", 0);
+        h->build.isa = rd_str(r, b, "isa", 0);
+        h->build.blas = rd_str(r, b, "blas", 0);
+        h->build.device = rd_str(r, b, "device", 0);
+    }
     h->policy = rd_str(r, o, "policy", 0);
     h->cfg.accumulation = 1;
     json_t *cfg = rd_typed(r, o, "config", 0, JSON_OBJECT);

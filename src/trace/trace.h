@@ -128,6 +128,14 @@ struct adapt_trace_header {
     int sr_bits;           /* random bits per stochastic rounding (quantization.sr_bits): 32 or
                               16; optional, written only when 16 (0 on write = 32; 32 when
                               absent) */
+    /* The program and the machine that started the run (doc/running.md, "What a run records
+     * about its machine"): the commit of the build, the compiler, the CPU's model name and
+     * x86-64 level, the BLAS library with the kernel set it picked for this CPU, and the
+     * device ("cpu", or the GPU's name and properties). Written as the "build" object when
+     * commit is not NULL; all NULL when absent (traces of older versions). */
+    struct {
+        const char *commit, *compiler, *cpu, *isa, *blas, *device;
+    } build;
     const char *policy;    /* "fp32", "fixed", "adapt", "muppet", "amp", "comp" */
     json_t *config;        /* {section: {key: value}}; may be NULL on write (written as {}) */
     struct {               /* read only: the values of config that downstream tools use,

@@ -227,7 +227,13 @@ enum adapt_status adapt_trace_check_header(const struct adapt_trace_header *h)
         (st = check_text(h->model.name, "model name", -1)) ||
         (st = check_text(h->model.description_file, "model description's file name", -1)) ||
         (st = check_text(h->model.description_args, "model description's arguments", -1)) ||
-        (st = check_text(h->model.description_text, "model description", -1)))
+        (st = check_text(h->model.description_text, "model description", -1)) ||
+        (st = check_text(h->build.commit, "build's commit", -1)) ||
+        (st = check_text(h->build.compiler, "build's compiler", -1)) ||
+        (st = check_text(h->build.cpu, "CPU name", -1)) ||
+        (st = check_text(h->build.isa, "CPU level", -1)) ||
+        (st = check_text(h->build.blas, "BLAS library", -1)) ||
+        (st = check_text(h->build.device, "device", -1)))
         return st;
     for (int i = 0; i < h->n_overrides; i++)
         if ((st = check_text(h->overrides[i], "--set", i + 1))) return st;
@@ -266,6 +272,15 @@ enum adapt_status adapt_trace_write_header(struct adapt_trace_writer *w,
     put(o, "threads", json_integer(h->threads), &bad);
     ADAPT_ASSERT(h->sr_bits == 0 || h->sr_bits == 32 || h->sr_bits == 16);
     if (h->sr_bits == 16) put(o, "sr_bits", json_integer(h->sr_bits), &bad);
+    if (h->build.commit)
+        put(o, "build",
+            json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "commit", h->build.commit, "compiler",
+                      h->build.compiler ? h->build.compiler : "unknown", "cpu",
+                      h->build.cpu ? h->build.cpu : "unknown", "isa",
+                      h->build.isa ? h->build.isa : "unknown", "blas",
+                      h->build.blas ? h->build.blas : "unknown", "device",
+                      h->build.device ? h->build.device : "cpu"),
+            &bad);
     put(o, "policy", json_string(h->policy ? h->policy : ""), &bad);
     put(o, "config", h->config ? json_incref(h->config) : json_object(), &bad);
     put(o, "config_file", jstr_or_null(h->config_file), &bad);

@@ -14,7 +14,12 @@
 #include <omp.h>
 #endif
 
+#include <cblas.h>
+
 #include "src/base/fileio.h"
+#include "src/base/log.h"
+#include "src/base/version.h"
+#include "src/cuda/device.h"
 #include "src/train/checkpoint.h"
 #include "src/trace/trace.h"
 
@@ -224,7 +229,38 @@ struct header {
     const char **ov;
     json_t *cj;
     char roles[ADAPT_TRACE_ROLES][ADAPT_CONFIG_STR_MAX + 64];
+    char cpu[128], blas[256], device[300];
 };
+
+/* The header's "build": the program and the machine running it. The BLAS line is OpenBLAS's
+ * own (version, build options and the kernel set it picked for this CPU), since its float32
+ * kernels, and so the last bits of a run, differ between kernel sets. */
+static void build_fill(struct header *hd, const struct adapt_config *cfg)
+{
+    struct adapt_trace_header *h = &hd->h;
+    h->build.commit = adapt_version_commit();
+    h->build.compiler = adapt_version_compiler();
+    h->build.cpu = adapt_version_cpu_name(hd->cpu, sizeof hd->cpu);
+    h->build.isa = adapt_version_cpu_level();
+    const char *b = openblas_get_config();
+    char raw[256];
+    snprintf(raw, sizeof raw, "%s", b ? b : "unknown");
+    for (char *p = raw; *p; p++) /* one line of printable ASCII */
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = ' ';
+    size_t n = strlen(raw);
+    while (n > 0 && raw[n - 1] == ' ') raw[--n] = '\0';
+    snprintf(hd->blas, sizeof hd->blas, "%s", raw);
+    h->build.blas = hd->blas;
+    snprintf(hd->device, sizeof hd->device, "cpu");
+    if (cfg->run.device == ADAPT_CONFIG_DEVICE_CUDA) {
+        char gpu[256] = "";
+        if (cfg->run.gpu == 0 && adapt_cuda_device_count(gpu, sizeof gpu) > 0)
+            snprintf(hd->device, sizeof hd->device, "cuda %d: %s", cfg->run.gpu, gpu);
+        else
+            snprintf(hd->device, sizeof hd->device, "cuda %d", cfg->run.gpu);
+    }
+    h->build.device = hd->device;
+}
 
 static void header_free(struct header *hd)
 {
@@ -291,6 +327,7 @@ static enum adapt_status header_build(struct header *hd, const struct adapt_conf
     }
     for (int i = 0; i < cfg->n_overrides; i++) ov[i] = cfg->overrides[i];
     struct adapt_trace_header *h = &hd->h;
+    build_fill(hd, cfg);
     h->seed = cfg->run.seed;
     h->sr_bits = adapt_config_sr_bits(cfg);
 #ifdef _OPENMP
@@ -384,6 +421,31 @@ static enum adapt_status check_same_config(struct adapt_run_dir *d, const struct
     return ADAPT_OK;
 }
 
+/* On resume on another machine or build: a warning that names what changed. The header
+ * keeps the machine the run started on. */
+static void build_compare(const struct adapt_run_dir *d, const struct adapt_trace_header *old)
+{
+    if (!old->build.commit) return; /* a trace of an older version: nothing to compare */
+    static struct header now;
+    memset(&now, 0, sizeof now);
+    build_fill(&now, d->cfg);
+    const struct {
+        const char *what, *was, *is;
+    } f[] = {{"commit", old->build.commit, now.h.build.commit},
+             {"compiler", old->build.compiler, now.h.build.compiler},
+             {"CPU", old->build.cpu, now.h.build.cpu},
+             {"BLAS", old->build.blas, now.h.build.blas},
+             {"device", old->build.device, now.h.build.device}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].was && f[i].is && strcmp(f[i].was, f[i].is))
+            adapt_log(ADAPT_LOG_WARN,
+                      "--resume: the run in %s started with %s \"%s\" and continues with "
+                      "\"%s\"; its trace header keeps the first, and the steps from here on "
+                      "may differ in their last bits from a run that was not interrupted "
+                      "(doc/running.md, \"What a run records about its machine\")",
+                      d->out_dir, f[i].what, f[i].was, f[i].is);
+}
+
 /* On resume the data split must be the one the run's trace header recorded: a run directory
  * written when data.train_limit still counted the validation images as well holds the same
  * config.ini but trained on fewer images. */
@@ -394,6 +456,7 @@ static enum adapt_status check_same_split(struct adapt_run_dir *d,
     enum adapt_status st = adapt_trace_load(&t, d->trace_path, ADAPT_TRACE_LOAD_PARTIAL);
     if (st) return st;
     int train = (int)t->header.dataset.train, val = (int)t->header.dataset.val;
+    build_compare(d, &t->header);
     adapt_trace_free(t);
     if (train != info->n_train || val != info->n_val)
         return ADAPT_ERROR(ADAPT_EINVAL,
