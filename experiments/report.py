@@ -1053,7 +1053,7 @@ ACC_SUFFIXES = ("_float32", "_exact", "_int")
 
 def accum_of(rec):
     """(label, bits, rule) of a trace header's accumulator: float32 (the default), exact,
-    int(A, wrap|saturate[, FL]) or anything else as written."""
+    int(A, wrap|saturate[, FL[, floor|nearest]]) or anything else as written."""
     a = ((rec.get("config") or {}).get("arithmetic") or {}).get("accumulator") or "float32"
     a = " ".join(a.split())
     if a.startswith("int(") and a.endswith(")"):
@@ -1065,6 +1065,8 @@ def accum_of(rec):
         rule = parts[1] if len(parts) > 1 and parts[1] else "wrap"
         if len(parts) > 2 and parts[2]:
             rule += ", F=" + parts[2]
+        if len(parts) > 3 and parts[3] and parts[3] != "floor":
+            rule += ", " + parts[3]
         return a, bits, rule
     return a, None, None
 

@@ -27,6 +27,8 @@ START_TEST(test_parse_roundtrip)
         {"int(24)", "int(24, wrap)"},
         {"int(16,saturate)", "int(16, saturate)"},
         {"int(32, wrap, 12)", "int(32, wrap, 12)"},
+        {"int(16, saturate, 8, nearest)", "int(16, saturate, 8, nearest)"},
+        {"int(16,saturate,8,floor)", "int(16, saturate, 8)"},
         {"float(bf16)", "float(bf16, 0)"},
         {"float(fp16, 32)", "float(fp16, 32)"},
     };
@@ -46,10 +48,19 @@ END_TEST
 START_TEST(test_parse_errors)
 {
     static const char *const bad[][2] = {
-        {"int(1)", "2..64"},         {"int(65)", "2..64"},        {"int(24, clamp)", "clamp"},
-        {"int(24, wrap, 99)", "99"}, {"float(nope)", "nope"},     {"float(fp16, -1)", "-1"},
-        {"float(fp32)", "fp32"},     {"sum", "expected float32"}, {"int(24", "expected"},
+        {"int(1)", "2..64"},
+        {"int(65)", "2..64"},
+        {"int(24, clamp)", "clamp"},
+        {"int(24, wrap, 99)", "99"},
+        {"float(nope)", "nope"},
+        {"float(fp16, -1)", "-1"},
+        {"float(fp32)", "fp32"},
+        {"sum", "expected float32"},
+        {"int(24", "expected"},
         {"wide(8)", "unknown kind"},
+        {"int(16, wrap, 8, up)", "alignment \"up\""},
+        {"int(16, wrap, , nearest)", "fractional bits \"\""},
+        {"int(16, wrap, 8, nearest, 1)", "expected int(BITS"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct quant_acc a;
@@ -369,8 +380,10 @@ END_TEST
  * of 16, VPADDSW's saturation), int32 lanes (registers of at most 31 bits whose sums and
  * products stay below 2^31) and int64 lanes, on every instruction set this CPU runs: 8-bit
  * codes in 12-, 13-, 14-, 16- and 31-bit registers, the products shifted up to a binary point
- * below them (int(14, saturate, 12) over products of FL 10) and floored to one above them
- * (int(16, wrap, 7), int(13, saturate, 9)), codes of 17 and 6 bits (32-bit multiplies) in 24-bit ones,
+ * below them (int(14, saturate, 12) over products of FL 10) and floored or rounded to one
+ * above them (int(16, wrap, 7), int(13, saturate, 9), each also with nearest; 16- and 15-bit
+ * codes rounded in a 24-bit register, int32 lanes, and 17- and 16-bit ones in a 27-bit one,
+ * int64 lanes), codes of 17 and 6 bits (32-bit multiplies) in 24-bit ones,
  * codes of 17 and 12 bits in a 31-bit one (products up to 2^27), and codes of 17 and 15 bits
  * in 32- and 34-bit registers (int64 lanes); every third row of small codes, which cannot overflow
  * and takes the sums without the checks; rows over two panels' chunks and a partial one, columns
@@ -387,6 +400,10 @@ START_TEST(test_seq_lanes)
               {"int(12, saturate)", 128, 128},
               {"int(14, saturate, 12)", 128, 128},
               {"int(16, wrap, 7)", 128, 128},
+              {"int(16, wrap, 7, nearest)", 128, 128},
+              {"int(13, saturate, 9, nearest)", 128, 128},
+              {"int(24, saturate, 5, nearest)", 1 << 16, 1 << 14},
+              {"int(27, saturate, 2, nearest)", 1 << 16, 1 << 15},
               {"int(16, wrap)", 128, 128},
               {"int(16, saturate)", 128, 128},
               {"int(13, saturate, 9)", 128, 128},

@@ -85,6 +85,44 @@ START_TEST(test_acc_binary_point)
 }
 END_TEST
 
+START_TEST(test_acc_align_nearest)
+{
+    /* products at 2^-8 (operands <8,4>) rounded to a register at 4 fractional bits, ties up:
+     * (P + 8) >> 4 in units of 2^-8. 0.0625 x 0.0625 = P 1 -> (1 + 8) >> 4 = 0; 0.5 x 0.0625
+     * = 2^-5, P 8, a tie -> 16 >> 4 = 1, i.e. 0.0625 (floor: 0); -0.5 x 0.0625, P -8 -> 0 >> 4
+     * = 0 (the tie goes up; floor: -1, -0.0625); -0.5625 x 0.0625, P -9 -> -1 >> 4 = -1 (floor:
+     * -1 too); 0.5 x 0.5625 = P 8 x 9 = 72 -> 80 >> 4 = 5, 0.3125 (floor: 4, 0.25) */
+    struct quant_acc r = int_acc(16, 4, QUANT_ACC_SATURATE), f = r;
+    r.align = QUANT_ACC_ALIGN_NEAREST;
+    const float one[] = {0.0625f}, two[] = {0.5f}, mtwo[] = {-0.5f}, x[] = {0.5f}, y[] = {0.5625f};
+    ck_assert_float_eq(dot(&r, one, 4, one, 4, 1, NULL), 0.0f);
+    ck_assert_float_eq(dot(&r, two, 4, one, 4, 1, NULL), 0.0625f);
+    ck_assert_float_eq(dot(&f, two, 4, one, 4, 1, NULL), 0.0f);
+    ck_assert_float_eq(dot(&r, mtwo, 4, one, 4, 1, NULL), 0.0f);
+    ck_assert_float_eq(dot(&f, mtwo, 4, one, 4, 1, NULL), -0.0625f);
+    const float m9[] = {-0.5625f}, o16[] = {0.0625f};
+    ck_assert_float_eq(dot(&r, m9, 4, o16, 4, 1, NULL), -0.0625f); /* P -9 */
+    ck_assert_float_eq(dot(&r, x, 4, y, 4, 1, NULL), 0.3125f);
+    ck_assert_float_eq(dot(&f, x, 4, y, 4, 1, NULL), 0.25f);
+    /* the bias of a long sum: 64 products of P 1 (2^-8 each, exact sum 0.25) sum to 0 either
+     * way; 64 of P 12 (0.75 x 0.0625, exact sum 3) floor to 0 each, round to 1 each: 64 x
+     * 2^-4 = 4 against floor's 0 */
+    float a64[64], b64[64];
+    for (int i = 0; i < 64; i++) a64[i] = 0.75f, b64[i] = 0.0625f;
+    ck_assert_float_eq(dot(&f, a64, 4, b64, 4, 64, NULL), 0.0f);
+    ck_assert_float_eq(dot(&r, a64, 4, b64, 4, 64, NULL), 4.0f);
+    /* at or above the products' point nothing is rounded: 12 fractional bits, exact */
+    struct quant_acc up = int_acc(24, 12, QUANT_ACC_WRAP);
+    up.align = QUANT_ACC_ALIGN_NEAREST;
+    ck_assert_float_eq(dot(&up, one, 4, one, 4, 1, NULL), 0.00390625f);
+    /* nearest without a binary point of its own is refused */
+    struct quant_acc bad = int_acc(16, -1, QUANT_ACC_WRAP);
+    bad.align = QUANT_ACC_ALIGN_NEAREST;
+    ck_assert_int_eq(quant_acc_check(&bad), ADAPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(adapt_error_message(), "which must be given"));
+}
+END_TEST
+
 START_TEST(test_acc_exact_and_float32)
 {
     /* 2^24 + 1 - 2^24: float32 rounds 2^24 + 1 to 2^24 (a tie, to even), so it gets 0; exact 1 */
@@ -183,6 +221,7 @@ void test_quant_add_accum(TCase *tc)
 {
     tcase_add_test(tc, test_acc_wrap_saturate);
     tcase_add_test(tc, test_acc_binary_point);
+    tcase_add_test(tc, test_acc_align_nearest);
     tcase_add_test(tc, test_acc_exact_and_float32);
     tcase_add_test(tc, test_acc_float_chunks);
     tcase_add_test(tc, test_acc_properties);

@@ -414,16 +414,16 @@ static const struct adapt_schema_key keys[] = {
            "channels: as gemm, but a convolution's unlowered input and its weight along the "
            "input channels, and for the weight gradient its input and output gradient along "
            "the batch, as microxcaling's MX convolution"),
-    K_STR_NEW(
-        "arithmetic", "accumulator", arithmetic.accumulator, "float32",
-        "how the matrix products of every conv2d and linear unit multiply and sum, in their "
-        "three GEMMs (forward, input gradient, weight gradient; doc/numerics.md, "
-        "\"Accumulators\"): float32 (products and sums in float32), exact (integer products "
-        "and sums of fixed-point operands, rounded once), int(BITS[, wrap|saturate[, FL]]) (a "
-        "BITS-bit two's-complement accumulator, binary point at the products' own or FL), "
-        "float(FORMAT[, K]) (each addition rounded to FORMAT, promoted to float32 every K "
-        "products). exact and int apply to a GEMM whose two operands are on fixed-point "
-        "grids; the others run float32. CPU engine only"),
+    K_STR_NEW("arithmetic", "accumulator", arithmetic.accumulator, "float32",
+              "how the matrix products of every conv2d and linear unit multiply and sum, in their "
+              "three GEMMs (forward, input gradient, weight gradient; doc/numerics.md, "
+              "\"Accumulators\"): float32 (products and sums in float32), exact (integer products "
+              "and sums of fixed-point operands, rounded once), int(BITS[, wrap|saturate[, FL[, "
+              "floor|nearest]]]) (a BITS-bit two's-complement accumulator, binary point at the "
+              "products' own or FL, a product's bits below FL floored or rounded to nearest), "
+              "float(FORMAT[, K]) (each addition rounded to FORMAT, promoted to float32 every K "
+              "products). exact and int apply to a GEMM whose two operands are on fixed-point "
+              "grids; the others run float32. CPU engine only"),
     K_STR_NEW("arithmetic", "units", arithmetic.units, "",
               "per-unit accumulators by layer name: NAME: MODEL | NAME: MODEL (e.g. \"conv1: "
               "exact | fc3: int(16, saturate)\")"),

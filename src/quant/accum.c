@@ -40,6 +40,19 @@ enum adapt_status quant_acc_check(const struct quant_acc *a)
         if (a->overflow != QUANT_ACC_WRAP && a->overflow != QUANT_ACC_SATURATE)
             return ADAPT_ERROR(ADAPT_EINVAL, "accumulator int(%d): overflow must be wrap or "
                                              "saturate", a->bits);
+        if (a->align != QUANT_ACC_ALIGN_FLOOR && a->align != QUANT_ACC_ALIGN_NEAREST)
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "accumulator int(%d): products aligned by floor "
+                               "or nearest",
+                               a->bits);
+        if (a->align == QUANT_ACC_ALIGN_NEAREST && a->fl < 0)
+            return ADAPT_ERROR(ADAPT_EINVAL,
+                               "accumulator int(%d): nearest rounds products to "
+                               "the register's binary point, which must be given "
+                               "(int(%d, %s, FL, nearest)); at the products' own "
+                               "point nothing is rounded",
+                               a->bits, a->bits,
+                               a->overflow == QUANT_ACC_SATURATE ? "saturate" : "wrap");
         return ADAPT_OK;
     case QUANT_ACC_FLOAT: {
         enum adapt_status st = quant_spec_check(&a->fmt);

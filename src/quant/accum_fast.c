@@ -289,7 +289,8 @@ static void i32_row_scalar(int k, int n, const int32_t *a, const int32_t *b, siz
 /* ------------------------------------------------------------------ sequential int registers */
 
 struct seq {
-    int lsh, rsh, wsh, sat; /* product << lsh >> rsh; wrap: << wsh >> wsh; or clamp */
+    int lsh, rsh, wsh, sat; /* (product << lsh) + rnd >> rsh; wrap: << wsh >> wsh; or clamp */
+    int64_t rnd;            /* 2^(rsh-1) when products are rounded to the binary point, else 0 */
     int p32;                /* every |product| below 2^31 */
     int l32;                /* every |sum| + |product| below 2^31: int32 lanes */
     int m16;                /* every code of A and B fits int16 */
@@ -306,7 +307,7 @@ INLINE uint64_t seq_loop(const struct seq *q, int k, int jn, const int32_t *a, c
                          size_t ldb, int64_t *s, int p32, int sat)
 {
     const int lsh = q->lsh, rsh = q->rsh, wsh = q->wsh;
-    const int64_t lo = q->lo, hi = q->hi;
+    const int64_t lo = q->lo, hi = q->hi, rnd = q->rnd;
     int64_t ov[SEQ_JB];
     for (int j = 0; j < jn; j++) s[j] = ov[j] = 0;
     for (int p = 0; p < k; p++) {
@@ -316,7 +317,7 @@ INLINE uint64_t seq_loop(const struct seq *q, int k, int jn, const int32_t *a, c
         for (int j = 0; j < jn; j++) {
             /* p32: every product fits int32, a 32-bit multiply widened */
             const int64_t m = p32 ? (int64_t)((int32_t)av * bp[j]) : av * (int64_t)bp[j];
-            const int64_t prod = (int64_t)((uint64_t)m << lsh) >> rsh;
+            const int64_t prod = ((int64_t)((uint64_t)m << lsh) + rnd) >> rsh;
             const int64_t t = s[j] + prod;
             const int64_t wr = (int64_t)((uint64_t)t << wsh) >> wsh;
             const int64_t cl = t > hi ? hi : t < lo ? lo : t;
@@ -342,7 +343,7 @@ INLINE uint64_t seq32_loop(const struct seq *q, int k, int jn, const int32_t *a,
 {
     /* (wsh only for a register of at most 32 bits: SEQ_NONE rows of wider ones do not wrap) */
     const int lsh = q->lsh, rsh = q->rsh, wsh = q->wsh >= 32 ? q->wsh - 32 : 0;
-    const int32_t lo = (int32_t)q->lo, hi = (int32_t)q->hi;
+    const int32_t lo = (int32_t)q->lo, hi = (int32_t)q->hi, rnd = (int32_t)q->rnd;
     int32_t s32[SEQ_JB], o32[SEQ_JB];
     for (int j = 0; j < SEQ_JB; j++) s32[j] = o32[j] = 0;
     for (int p = 0; p < k; p++) {
@@ -350,7 +351,7 @@ INLINE uint64_t seq32_loop(const struct seq *q, int k, int jn, const int32_t *a,
         const int32_t *bp = b + (size_t)p * ldb;
 #pragma omp simd
         for (int j = 0; j < jn; j++) {
-            const int32_t prod = (int32_t)((uint32_t)(av * bp[j]) << lsh) >> rsh;
+            const int32_t prod = ((int32_t)((uint32_t)(av * bp[j]) << lsh) + rnd) >> rsh;
             const int32_t t = s32[j] + prod;
             const int32_t wr = (int32_t)((uint32_t)t << wsh) >> wsh;
             const int32_t cl = t > hi ? hi : t < lo ? lo : t;
@@ -409,6 +410,7 @@ TGT_AVX512 INLINE uint64_t seq32_kernel(const struct seq *q, int k, int jn, cons
     const __m512i lo = _mm512_set1_epi32((int32_t)q->lo), hi = _mm512_set1_epi32((int32_t)q->hi);
     const __m128i lsh = _mm_cvtsi32_si128(q->lsh), rsh = _mm_cvtsi32_si128(q->rsh);
     const __m128i wsh = _mm_cvtsi32_si128(q->wsh - 32);
+    const __m512i rnd = _mm512_set1_epi32((int32_t)q->rnd);
     __mmask16 mk[4];
     for (int v = 0; v < 4; v++) {
         const int r = jn - 16 * v;
@@ -423,7 +425,8 @@ TGT_AVX512 INLINE uint64_t seq32_kernel(const struct seq *q, int k, int jn, cons
         for (int v = 0; v < 4; v++) {
             const __m512i bv = _mm512_maskz_loadu_epi32(mk[v], bp + 16 * v);
             x[v] = madd ? _mm512_madd_epi16(bv, av) : _mm512_mullo_epi32(bv, av);
-            if (shift) x[v] = _mm512_sra_epi32(_mm512_sll_epi32(x[v], lsh), rsh);
+            if (shift)
+                x[v] = _mm512_sra_epi32(_mm512_add_epi32(_mm512_sll_epi32(x[v], lsh), rnd), rsh);
         }
         s0 = seq32_step(s0, x[0], lo, hi, wsh, rule, &o0);
         s1 = seq32_step(s1, x[1], lo, hi, wsh, rule, &o1);
@@ -472,6 +475,7 @@ TGT_AVX512 INLINE uint64_t seq16_kernel(const struct seq *q, int k, int jn, cons
     const __m512i lo = _mm512_set1_epi16((int16_t)q->lo), hi = _mm512_set1_epi16((int16_t)q->hi);
     const __m128i lsh = _mm_cvtsi32_si128(q->lsh), rsh = _mm_cvtsi32_si128(q->rsh);
     const __m128i wsh = _mm_cvtsi32_si128(q->wsh - 48);
+    const __m512i rnd = _mm512_set1_epi16((int16_t)q->rnd);
     __m512i s0 = _mm512_setzero_si512(), s1 = s0;
     uint64_t o = 0;
     for (int p = 0; p < k; p++) {
@@ -480,8 +484,8 @@ TGT_AVX512 INLINE uint64_t seq16_kernel(const struct seq *q, int k, int jn, cons
         __m512i x0 = _mm512_mullo_epi16(_mm512_loadu_si512(bp), av);
         __m512i x1 = _mm512_mullo_epi16(_mm512_loadu_si512(bp + 32), av);
         if (shift) {
-            x0 = _mm512_sra_epi16(_mm512_sll_epi16(x0, lsh), rsh);
-            x1 = _mm512_sra_epi16(_mm512_sll_epi16(x1, lsh), rsh);
+            x0 = _mm512_sra_epi16(_mm512_add_epi16(_mm512_sll_epi16(x0, lsh), rnd), rsh);
+            x1 = _mm512_sra_epi16(_mm512_add_epi16(_mm512_sll_epi16(x1, lsh), rnd), rsh);
         }
         s0 = seq16_step(s0, x0, lo, hi, wsh, rule, r16, &o);
         s1 = seq16_step(s1, x1, lo, hi, wsh, rule, r16, &o);
@@ -1212,21 +1216,29 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
             ret = ADAPT_ERROR(ADAPT_ENOMEM, "quant_acc_gemm: no memory for a row of %d sums", n);
         goto out;
     }
-    /* int registers in order: int64 lanes hold |sum| + |product| below 2^63 */
+    /* int registers in order: int64 lanes hold |sum| + |product| below 2^63; a product rounded
+     * to the register's point has 2^(rsh-1) added before the shift (rsh clamped to 63 gives
+     * the same 0 or -1 as a longer shift of a product below 2^62), so |product| + that term,
+     * Pr, is what the lanes hold before the shift */
     const int pbits = sh >= 0 ? sh : 0;
+    const int rsh = sh >= 0 ? 0 : (-sh > 63 ? 63 : -sh);
+    const uint64_t rnd =
+        isint && acc->align == QUANT_ACC_ALIGN_NEAREST && rsh > 0 ? (uint64_t)1 << (rsh - 1) : 0;
+    const unsigned __int128 Pr = P + rnd;
     if (isint && !ca.wide && !cb.wide && acc->bits <= 62 && pbits < 62 &&
-        P <= ((unsigned __int128)1 << (62 - pbits))) {
+        Pr <= ((unsigned __int128)1 << (62 - pbits))) {
         struct seq q;
-        q.p32 = P <= 0x7fffffff;
+        q.lsh = pbits;
+        q.rsh = rsh;
+        q.rnd = (int64_t)rnd;
+        q.p32 = Pr <= 0x7fffffff;
         const unsigned __int128 psh = sh >= 0 ? P << sh : P; /* |a shifted product| */
         q.l32 = q.p32 && acc->bits <= 31 &&
                 psh + ((unsigned __int128)1 << (acc->bits - 1)) <= 0x7fffffff;
         q.m16 = ca.lo >= -32768 && ca.hi <= 32767 && cb.lo >= -32768 && cb.hi <= 32767;
-        q.l16 = isa == ADAPT_GEMM_ISA_AVX512VNNI && q.m16 && P <= 0x7fff && psh <= 0x7fff &&
+        q.l16 = isa == ADAPT_GEMM_ISA_AVX512VNNI && q.m16 && Pr <= 0x7fff && psh <= 0x7fff &&
                 (acc->bits == 16 ||
                  (acc->bits < 16 && psh + ((unsigned __int128)1 << (acc->bits - 1)) <= 0x7fff));
-        q.lsh = sh >= 0 ? sh : 0;
-        q.rsh = sh >= 0 ? 0 : (-sh > 63 ? 63 : -sh);
         q.wsh = 64 - acc->bits;
         q.sat = acc->overflow == QUANT_ACC_SATURATE;
         q.hi = ((int64_t)1 << (acc->bits - 1)) - 1;

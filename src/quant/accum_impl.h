@@ -68,8 +68,9 @@ static inline float float_of(__int128 x, int fl)
 
 /* One addition of an int(A) register (the models of doc/numerics.md, "Accumulators"): the
  * product prod at 2^-pfl moved to the register's binary point afl (shifted left exactly, or
- * right with the low bits dropped toward minus infinity, as an arithmetic shift drops them),
- * added to s, and a sum outside the register wrapped or saturated, counted in *ov. */
+ * right with the low bits dropped toward minus infinity, as an arithmetic shift drops them, or
+ * with align nearest rounded: half the register's last place added first, ties up), added to
+ * s, and a sum outside the register wrapped or saturated, counted in *ov. */
 static inline __int128 acc_int_add(const struct quant_acc *acc, __int128 s, __int128 prod, int pfl,
                                    int afl, uint64_t *ov)
 {
@@ -77,6 +78,7 @@ static inline __int128 acc_int_add(const struct quant_acc *acc, __int128 s, __in
         prod *= (__int128)1 << (afl - pfl);
     else {
         const __int128 d = (__int128)1 << (pfl - afl);
+        if (acc->align == QUANT_ACC_ALIGN_NEAREST) prod += d / 2;
         __int128 q = prod / d;
         if (prod % d != 0 && prod < 0) q -= 1;
         prod = q;

@@ -6,11 +6,13 @@
  *   int(A)                       an A-bit register at the products' binary point, wrapping
  *   int(A, wrap|saturate)        the same, with the overflow rule named
  *   int(A, wrap|saturate, F)     the register's binary point at F fractional bits
+ *   int(A, wrap|saturate, F, R)  ... a product with more fractional bits aligned to it by R:
+ *                                floor (the default) or nearest (ties up)
  *   float(FMT)                   each addition rounded to FMT (fp16, bf16, float(e,m), ...)
  *   float(FMT, K)                ... and the partial sum promoted to float32 every K products
  *
- * quant_acc_str writes the same grammar back, with every part explicit, so that a trace or a
- * checkpoint holding it parses to the same model. */
+ * quant_acc_str writes the same grammar back, with every part explicit but the default floor
+ * alignment, so that a trace or a checkpoint holding it parses to the same model. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +78,8 @@ enum adapt_status quant_acc_parse(const char *text, struct quant_acc *out)
     if (!open || n < 2 || t[n - 1] != ')')
         return ADAPT_ERROR(ADAPT_EINVAL,
                            "accumulator \"%s\": expected float32, exact, "
-                           "int(BITS[, wrap|saturate[, FL]]) or float(FORMAT[, K])",
+                           "int(BITS[, wrap|saturate[, FL[, floor|nearest]]]) or "
+                           "float(FORMAT[, K])",
                            text);
     char name[16];
     snprintf(name, sizeof name, "%.*s", (int)(open - t), t);
@@ -86,10 +89,10 @@ enum adapt_status quant_acc_parse(const char *text, struct quant_acc *out)
     if (!strcmp(name, "int")) {
         out->kind = QUANT_ACC_INT;
         out->overflow = QUANT_ACC_WRAP;
-        if (na < 1 || na > 3 || int_of(a[0], 2, 64, &out->bits))
+        if (na < 1 || na > 4 || int_of(a[0], 2, 64, &out->bits))
             return ADAPT_ERROR(ADAPT_EINVAL,
                                "accumulator \"%s\": expected int(BITS[, "
-                               "wrap|saturate[, FL]]) with BITS in 2..64",
+                               "wrap|saturate[, FL[, floor|nearest]]]) with BITS in 2..64",
                                text);
         if (na >= 2) {
             if (!strcmp(a[1], "wrap"))
@@ -102,11 +105,23 @@ enum adapt_status quant_acc_parse(const char *text, struct quant_acc *out)
                                    "wrap or saturate",
                                    text, a[1]);
         }
-        if (na == 3 && int_of(a[2], 0, 62, &out->fl))
+        if (na >= 3 && int_of(a[2], 0, 62, &out->fl))
             return ADAPT_ERROR(ADAPT_EINVAL,
                                "accumulator \"%s\": fractional bits \"%s\": "
                                "expected an integer in 0..62",
                                text, a[2]);
+        if (na == 4) {
+            if (!strcmp(a[3], "floor"))
+                out->align = QUANT_ACC_ALIGN_FLOOR;
+            else if (!strcmp(a[3], "nearest"))
+                out->align = QUANT_ACC_ALIGN_NEAREST;
+            else
+                return ADAPT_ERROR(ADAPT_EINVAL,
+                                   "accumulator \"%s\": alignment \"%s\": expected floor "
+                                   "or nearest (how a product's bits below the register's "
+                                   "binary point go)",
+                                   text, a[3]);
+        }
         return quant_acc_check(out);
     }
     if (!strcmp(name, "float")) {
@@ -141,8 +156,9 @@ const char *quant_acc_str(const struct quant_acc *a, char *buf, size_t len)
     case QUANT_ACC_EXACT: snprintf(buf, len, "exact"); break;
     case QUANT_ACC_INT:
         if (a->fl >= 0)
-            snprintf(buf, len, "int(%d, %s, %d)", a->bits,
-                     a->overflow == QUANT_ACC_SATURATE ? "saturate" : "wrap", a->fl);
+            snprintf(buf, len, "int(%d, %s, %d%s)", a->bits,
+                     a->overflow == QUANT_ACC_SATURATE ? "saturate" : "wrap", a->fl,
+                     a->align == QUANT_ACC_ALIGN_NEAREST ? ", nearest" : "");
         else
             snprintf(buf, len, "int(%d, %s)", a->bits,
                      a->overflow == QUANT_ACC_SATURATE ? "saturate" : "wrap");

@@ -504,16 +504,20 @@ enum adapt_status quant_unpack(enum quant_pack_type type, const void *codes, siz
  * in float32), exact (products and sums in integers, the result rounded once to float32), int
  * (a two's-complement register of `bits` bits whose binary point is at `fl` fractional bits,
  * -1: the products' own, fla + flb; a product with more fractional bits loses the low ones
- * toward minus infinity; a sum outside the register wraps modulo 2^bits or saturates), or float
+ * toward minus infinity, or with `align` nearest is rounded to the nearest multiple of 2^-fl,
+ * ties up (half the register's last place added, then the low bits dropped); a sum outside the
+ * register wraps modulo 2^bits or saturates), or float
  * (each product added to the chunk's sum and that sum rounded to nearest in format fmt, at most
  * 22 significant bits; every `chunk` products, 0 for never, the chunk's sum is added to a
  * float32 total and the chunk starts again at zero). Sums run in the order p = 0 .. k-1. */
 enum quant_acc_kind { QUANT_ACC_FLOAT32 = 0, QUANT_ACC_EXACT, QUANT_ACC_INT, QUANT_ACC_FLOAT };
 enum quant_acc_overflow { QUANT_ACC_WRAP = 0, QUANT_ACC_SATURATE };
+enum quant_acc_align { QUANT_ACC_ALIGN_FLOOR = 0, QUANT_ACC_ALIGN_NEAREST };
 struct quant_acc {
     enum quant_acc_kind kind;
     int bits, fl;                     /* int */
     enum quant_acc_overflow overflow; /* int */
+    enum quant_acc_align align;       /* int with fl >= 0: a product's low bits floored/rounded */
     struct quant_spec fmt;            /* float: float(e,m), fp16 or bf16 */
     int chunk;                        /* float */
 };
@@ -523,7 +527,8 @@ struct quant_acc_stats {
 const char *quant_acc_kind_name(enum quant_acc_kind k);
 enum adapt_status quant_acc_check(const struct quant_acc *a);
 /* The configuration's text of a model (src/quant/accum_spec.c): float32, exact,
- * int(BITS[, wrap|saturate[, FL]]) (wrap and the products' point by default) or
+ * int(BITS[, wrap|saturate[, FL[, floor|nearest]]]) (wrap, the products' point and floor by
+ * default) or
  * float(FORMAT[, K]) (K = 0 by default); fails with a message quoting the text. quant_acc_str
  * writes a model back in that grammar with every part explicit (QUANT_SPEC_STR_MAX + 32 bytes
  * hold any). */
