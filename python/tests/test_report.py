@@ -690,6 +690,17 @@ class TestAccum(unittest.TestCase):
                            stderr=subprocess.STDOUT)
         return p.returncode, p.stdout.decode(errors="replace")
 
+    def test_accumulator_text(self):
+        """The rule of a register from its text: the overflow, F when given, and the
+        alignment when it is not the default floor."""
+        def of(a):
+            return report.accum_of({"config": {"arithmetic": {"accumulator": a}}})
+        self.assertEqual(of("int(16,  saturate, 8, nearest)"),
+                         ("int(16, saturate, 8, nearest)", 16, "saturate, F=8, nearest"))
+        self.assertEqual(of("int(16, saturate, 8, floor)")[2], "saturate, F=8")
+        self.assertEqual(of("int(24)")[1:], (24, "wrap"))
+        self.assertEqual(of("exact"), ("exact", None, None))
+
     def test_machines(self):
         """The machine of each run from its header's build. Seeds 1 and 2 on one machine:
         one sentence names it, no column. Seed 3 on another CPU, merged with the first file:
