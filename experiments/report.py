@@ -522,32 +522,42 @@ def build_of(header):
 
 
 def machines(builds):
-    """letters for the distinct builds among `builds` (tuples of build_of, or None), in order
-    of first appearance: ({build: letter}, Markdown lines that describe them). One build: one
-    sentence; several: a table and why it matters."""
+    """letters for the distinct builds among `builds` (tuples of build_of, or None for a run
+    that does not record its machine: "?"), in order of first appearance: ({build: letter},
+    Markdown lines that describe them). One machine: one sentence; several, or one and runs
+    that do not say: a table and why it matters."""
     seen = []
     for b in builds:
         if b not in seen:
             seen.append(b)
-    letter = {b: chr(ord("A") + i) if i < 26 else "M%d" % (i + 1) for i, b in enumerate(seen)}
+    known = [b for b in seen if b is not None]
+    letter = {b: chr(ord("A") + i) if i < 26 else "M%d" % (i + 1) for i, b in enumerate(known)}
+    if None in seen:
+        letter[None] = "?"
 
     def describe(b):
-        if b is None:
-            return "not recorded (a trace written before traces recorded their machine)"
         d = dict(zip(BUILD_KEYS, b))
         return "%s (%s), %s, device %s; commit %s, %s" % (
             d["cpu"], d["isa"], d["blas"], d["device"], d["commit"], d["compiler"])
+    if not known:
+        return letter, ["The runs' traces do not record their machine (written before trace "
+                        "headers had a \"build\").", ""]
     if len(seen) == 1:
         return letter, ["Every run's machine and build (trace header \"build\"): %s." %
-                        md(describe(seen[0])), ""]
-    lines = ["Runs come from %d machines or builds (trace header \"build\"). Float32 "
+                        md(describe(known[0])), ""]
+    lines = ["Runs come from %d machine%s or build%s (trace header \"build\")%s. Float32 "
              "arithmetic sums in an order that depends on the CPU (the BLAS library's kernels "
              "and the hot loops' instruction set), so runs of different machines can part in "
-             "their last bits and then in their accuracy; compare runs of one machine (doc/running.md, \"What a run records "
-             "about its machine\")." % len(seen), "",
-             "| machine | CPU, BLAS, device; build |", "|---|---|"]
-    for b in seen:
+             "their last bits and then in their accuracy; compare runs of one machine "
+             "(doc/running.md, \"What a run records about its machine\")." % (
+                 len(known), "s" if len(known) > 1 else "", "s" if len(known) > 1 else "",
+                 ", and some (?) do not record theirs, which may be any" if None in seen else ""),
+             "", "| machine | CPU, BLAS, device; build |", "|---|---|"]
+    for b in known:
         lines.append("| %s | %s |" % (letter[b], md(describe(b))))
+    if None in seen:
+        lines.append("| ? | not recorded (a trace written before trace headers had a "
+                     "\"build\") |")
     return letter, lines + [""]
 
 
@@ -1271,7 +1281,8 @@ def accum_figure(table, groups, path, title):
     fig, axes = plt.subplots(1, len(groups), figsize=(4.6 * len(groups), 4.4), squeeze=False,
                              sharey=True)
     styles = {"wrap": ("#c0392b", "o", "--"), "saturate": ("#2471a3", "s", "-")}
-    extra = [("#8e44ad", "^", "-."), ("#d35400", "v", ":"), ("#16a085", "D", "-")]
+    extra = [("#8e44ad", "^", "-."), ("#d35400", "v", ":"), ("#16a085", "D", "-"),
+             ("#2c3e50", "P", "--"), ("#b7950b", "X", "-."), ("#e84393", "*", ":")]
     for t in table:
         if t["rule"] and t["rule"] not in styles:
             styles[t["rule"]] = extra[(len(styles) - 2) % len(extra)]
@@ -1293,7 +1304,7 @@ def accum_figure(table, groups, path, title):
             # (a mean of equal values may round a hair past them)
             lo = [max(0.0, 100 * (t["acc_mean"] - t["acc_min"])) for t in pts]
             hi = [max(0.0, 100 * (t["acc_max"] - t["acc_mean"])) for t in pts]
-            ax.errorbar(x, y, yerr=[lo, hi], color=colour, marker=marker, ls=ls, ms=4,
+            ax.errorbar(x, y, yerr=[lo, hi], color=colour, marker=marker, ls=ls, ms=5,
                         capsize=3, label="int(A, %s)" % rule)
         ax.set_xticks(widths)
         ax.set_xlabel("accumulator register A (bits)")

@@ -705,7 +705,7 @@ class TestAccum(unittest.TestCase):
         """The machine of each run from its header's build. Seeds 1 and 2 on one machine:
         one sentence names it, no column. Seed 3 on another CPU, merged with the first file:
         a machine column (A / A / B) and a table of the two machines; a row of an older file
-        without builds, merged, is a third machine, "not recorded"."""
+        without builds, merged, is "?", "not recorded", and no machine of its own."""
         tmp = tempfile.mkdtemp(prefix="adapt-accum-")
         self.addCleanup(shutil.rmtree, tmp)
         one = {"commit": "abc", "compiler": "gcc 12.2.0", "cpu": "CPU One", "isa": "x86-64-v4",
@@ -746,9 +746,17 @@ class TestAccum(unittest.TestCase):
                               "--out", os.path.join(tmp, "out3"))
         with open(os.path.join(tmp, "out3", "accum.md")) as f:
             md3 = f.read()
-        self.assertIn("| adapt | exact | 88.00 | 88.00 - 88.00 | 88.00 (1) | - | C |", md3)
-        self.assertIn("| C | not recorded (a trace written before traces recorded their "
-                      "machine) |", md3)
+        self.assertIn("| adapt | exact | 88.00 | 88.00 - 88.00 | 88.00 (1) | - | ? |", md3)
+        self.assertIn("Runs come from 2 machines or builds (trace header \"build\"), and some "
+                      "(?) do not record theirs", md3)
+        self.assertIn("| ? | not recorded (a trace written before trace headers had a "
+                      "\"build\") |", md3)
+        # only runs that do not say: one sentence, no column
+        rc, text = self.accum("--merge", oldp, "--out", os.path.join(tmp, "out4"))
+        with open(os.path.join(tmp, "out4", "accum.md")) as f:
+            md4 = f.read()
+        self.assertIn("The runs' traces do not record their machine", md4)
+        self.assertNotIn("machine per seed", md4)
 
     def test_merge_seeds(self):
         """Seeds 1 and 2 in a first accum.json, seed 3 from its runs with --merge: every row
