@@ -61,6 +61,8 @@ START_TEST(test_parse_errors)
         {"int(16, wrap, 8, up)", "alignment \"up\""},
         {"int(16, wrap, , nearest)", "fractional bits \"\""},
         {"int(16, wrap, 8, nearest, 1)", "expected int(BITS"},
+        {"int(2, 3, 4, 5, 6, 7, 8)", "expected int(BITS"},
+        {"float(fp16, 3, 4, 5, 6)", "expected float(FORMAT"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct quant_acc a;

@@ -41,7 +41,7 @@ static int split_args(const char *s, char out[4][QUANT_SPEC_STR_MAX])
         if (*c == '(') depth++;
         if (*c == ')') depth--;
         if (depth < 0) return -1;
-        if (len + 1 >= QUANT_SPEC_STR_MAX) return -1;
+        if (n == 4 || len + 1 >= QUANT_SPEC_STR_MAX) return -1; /* a fifth piece, or too long */
         out[n][len++] = *c;
     }
     return depth ? -1 : n;
