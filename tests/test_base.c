@@ -11,6 +11,7 @@
 #include "src/base/fileio.h"
 #include "src/base/rng.h"
 #include "src/base/status.h"
+#include "src/base/version.h"
 #include "src/cuda/device.h"
 #include "src/net/tensor.h"
 #include "tests/testutil.h"
@@ -134,6 +135,21 @@ END_TEST
  * 3-7 of the Unicode Standard): the boundaries of each row pass, and one step outside them
  * (overlong forms, surrogates, above U+10FFFF, stray continuation bytes, cut sequences) is
  * reported at the sequence's first byte. */
+/* adapt_version_line: the text a trace header keeps for a CPU or a library, one line of
+ * printable ASCII: tabs, a control byte and a UTF-8 e-acute (two bytes outside ASCII) become
+ * white space, runs of it one space, the ends trimmed; a buffer too small cuts the line */
+START_TEST(test_version_line)
+{
+    char b[64], s[8];
+    ck_assert_str_eq(adapt_version_line(b, sizeof b, "  Intel(R)\tXeon\x01 \xc3\xa9 8480+ \n"),
+                     "Intel(R) Xeon 8480+");
+    ck_assert_str_eq(adapt_version_line(b, sizeof b, "OpenBLAS 0.3.21 Haswell "),
+                     "OpenBLAS 0.3.21 Haswell");
+    ck_assert_str_eq(adapt_version_line(b, sizeof b, " \t\r\n"), "");
+    ck_assert_str_eq(adapt_version_line(s, sizeof s, "AMD EPYC 9B14"), "AMD EPY");
+}
+END_TEST
+
 START_TEST(test_utf8_check)
 {
     static const struct {
@@ -230,6 +246,7 @@ int main(void)
     tcase_add_test(tc, test_error_aliasing);
     tcase_add_test(tc, test_arena_alignment);
     tcase_add_test(tc, test_utf8_check);
+    tcase_add_test(tc, test_version_line);
     tcase_add_test(tc, test_remove_tmp_spares_live_writers);
     suite_add_tcase(s, tc);
     TCase *tcu = tcase_create("cuda");

@@ -49,13 +49,13 @@ const char *adapt_version_compiler(void)
 #endif
 }
 
-/* dst = src with runs of white space made one space and the ends trimmed (n >= 1) */
-static void squeeze(char *dst, size_t n, const char *src)
+const char *adapt_version_line(char *dst, size_t n, const char *src)
 {
     size_t k = 0;
     int space = 0;
-    for (const char *p = src; *p && k + 1 < n; p++) {
-        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
+    if (!dst || n == 0) return dst;
+    for (const char *p = src ? src : ""; *p && k + 1 < n; p++) {
+        if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f) {
             space = k > 0;
             continue;
         }
@@ -64,6 +64,7 @@ static void squeeze(char *dst, size_t n, const char *src)
         dst[k++] = *p;
     }
     dst[k] = '\0';
+    return dst;
 }
 
 const char *adapt_version_cpu_name(char *buf, size_t n)
@@ -92,7 +93,7 @@ const char *adapt_version_cpu_name(char *buf, size_t n)
         }
         if (f) fclose(f);
     }
-    squeeze(buf, n, raw);
+    adapt_version_line(buf, n, raw);
     if (!buf[0]) snprintf(buf, n, "unknown");
     return buf;
 }

@@ -291,7 +291,7 @@ static void i32_row_scalar(int k, int n, const int32_t *a, const int32_t *b, siz
 struct seq {
     int lsh, rsh, wsh, sat; /* (product << lsh) + rnd >> rsh; wrap: << wsh >> wsh; or clamp */
     int64_t rnd;            /* 2^(rsh-1) when products are rounded to the binary point, else 0 */
-    int p32;                /* every |product| below 2^31 */
+    int p32;                /* every |product| + rnd below 2^31 */
     int l32;                /* every |sum| + |product| below 2^31: int32 lanes */
     int m16;                /* every code of A and B fits int16 */
     int l16;                /* int16 lanes (seq16_avx512) */

@@ -243,14 +243,7 @@ static void build_fill(struct header *hd, const struct adapt_config *cfg)
     h->build.cpu = adapt_version_cpu_name(hd->cpu, sizeof hd->cpu);
     h->build.isa = adapt_version_cpu_level();
     const char *b = openblas_get_config();
-    char raw[256];
-    snprintf(raw, sizeof raw, "%s", b ? b : "unknown");
-    for (char *p = raw; *p; p++) /* one line of printable ASCII */
-        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = ' ';
-    size_t n = strlen(raw);
-    while (n > 0 && raw[n - 1] == ' ') raw[--n] = '\0';
-    snprintf(hd->blas, sizeof hd->blas, "%s", raw);
-    h->build.blas = hd->blas;
+    h->build.blas = adapt_version_line(hd->blas, sizeof hd->blas, b ? b : "unknown");
     snprintf(hd->device, sizeof hd->device, "cpu");
     if (cfg->run.device == ADAPT_CONFIG_DEVICE_CUDA) {
         char gpu[256] = "";
