@@ -512,13 +512,15 @@ def check(cmd, what):
 BUILD_KEYS = ("commit", "compiler", "cpu", "isa", "blas", "device")
 
 
+def build_tuple(b):
+    """a "build" object (a trace header's, or one of an accum.json's "builds") as a tuple of
+    BUILD_KEYS, or None when it is not an object (older traces and files do not record it)"""
+    return tuple(str(b.get(k, "?")) for k in BUILD_KEYS) if isinstance(b, dict) else None
+
+
 def build_of(header):
-    """the machine and build a trace header records ("build"), as a tuple of BUILD_KEYS, or
-    None for a trace of an older version that does not record them"""
-    b = header.get("build") if isinstance(header, dict) else None
-    if not isinstance(b, dict):
-        return None
-    return tuple(str(b.get(k, "?")) for k in BUILD_KEYS)
+    """the machine and build a trace header records ("build"), as build_tuple gives it"""
+    return build_tuple(header.get("build")) if isinstance(header, dict) else None
 
 
 def machines(builds):
@@ -650,13 +652,14 @@ def cmd_build(args):
         lines.append("| %s | %s | %s | %s | %s | %s |"
                      % (md(label), md(policy), md(compat or "-"), md(model), md(dataset),
                         md_code(os.path.relpath(t, out))))
-    letter, mlines = machines([build_of(info["header"]) for info in infos])
+    builds = [build_of(info["header"]) for info in infos]
+    letter, mlines = machines(builds)
     if len(letter) > 1:  # a column: the machine of each run
         top = len(lines) - len(infos) - 2
         lines[top] += " machine |"
         lines[top + 1] += "---|"
-        for i, info in enumerate(infos):
-            lines[top + 2 + i] += " %s |" % letter[build_of(info["header"])]
+        for i, b in enumerate(builds):
+            lines[top + 2 + i] += " %s |" % letter[b]
     lines += [""] + mlines[:-1]
     lines += ["", "## Comparison", "", table.rstrip(), "",
            "### In the AdaPT paper's convention (SU = 2 C32 / (Cq + C32)), with the reference",
@@ -1113,11 +1116,6 @@ def accum_run(path):
             "ov_per_step": [o / steps if steps else None for o in ov], "path": path}
 
 
-def dict_build(b):
-    """a build of an accum.json (an object of BUILD_KEYS, or null) as build_of gives it"""
-    return tuple(str(b.get(k, "?")) for k in BUILD_KEYS) if isinstance(b, dict) else None
-
-
 def accum_merged(path):
     """the runs of an earlier accum.json (its rows: group, accumulator, bits, rule, seeds and
     accs; the forward overflows per step of each seed, or where an older file has only their
@@ -1147,7 +1145,7 @@ def accum_merged(path):
         bls = t.get("builds")
         if not isinstance(bls, list) or len(bls) != len(seeds):
             bls = [None] * len(seeds)
-        bls = [dict_build(b) for b in bls]
+        bls = [build_tuple(b) for b in bls]
         for seed, acc, ov, bl in zip(seeds, accs, ovs, bls):
             if not isinstance(acc, (int, float)) or isinstance(acc, bool) or not 0 <= acc <= 1:
                 die("%s: test accuracy %r of seed %r is not a fraction in [0, 1]" %
@@ -1241,7 +1239,7 @@ def cmd_accum(args):
                             for r in runs]},
                   f, indent=1)
     pct = lambda x: fmt(None if x is None else 100 * x, "%.2f")
-    letter, mlines = machines([dict_build(b) for t in table for b in t["builds"]])
+    letter, mlines = machines([build_tuple(b) for t in table for b in t["builds"]])
     several = len(letter) > 1
     lines = ["| runs | accumulator | test acc % mean | min - max | per seed (seeds) | "
              "forward overflows per step |" + (" machine per seed |" if several else ""),
@@ -1251,7 +1249,7 @@ def cmd_accum(args):
             md(t["group"]), md(t["accumulator"]), pct(t["acc_mean"]), pct(t["acc_min"]),
             pct(t["acc_max"]), " / ".join(pct(a) for a in t["accs"]),
             ",".join(str(x) for x in t["seeds"]), fmt(t["fwd_ov_per_step"], "%.1f")) +
-            (" %s |" % " / ".join(letter[dict_build(b)] for b in t["builds"])
+            (" %s |" % " / ".join(letter[build_tuple(b)] for b in t["builds"])
              if several else ""))
     lines += [""] + mlines[:-1]
     lines += ["", "Narrowest register whose mean test accuracy, and that of every wider register "
