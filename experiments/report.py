@@ -38,10 +38,13 @@ Subcommands (python3 standard library only; the programs do the work):
          mode), and reference. Then writes DIR/ablation.{md,json,png}: per variant the
          test accuracy (mean, range, each seed), mean WL, units at 32 bits at the
          end, the first step at which a unit reached 32 bits, final sparsity and
-         SU1 (adapt-perf). --merge adds the seeds of an earlier ablation.json of
-         the same CONFIG, --set and switches (its run folders need not exist any
-         more; the JSON keeps each seed's figures), so an ablation grows by seeds;
-         a seed in both is an error. The figure needs matplotlib.
+         SU1 (adapt-perf). --merge takes the seeds of an earlier ablation.json of
+         the same CONFIG, --set and --each whose switches are among this one's
+         (its run folders need not exist any more; the JSON keeps each seed's
+         figures): a variant and seed it holds is not run again, so an ablation
+         grows by seeds and by switches; two files may hold one variant and seed
+         only with the same figures, and every variant must end with the same
+         seeds. The figure needs matplotlib.
   accum  DIR... --out DIR [--within POINTS] [--merge JSON ...]
          the accumulator-width study (runlists/fmnist_lenet5_accum.txt, one DIR
          per seed): the runs are grouped by their name less the accumulator part
@@ -807,6 +810,13 @@ def switch_setting(name, on, compat):
     return "reference.%s=%s" % (name, "on" if on else "off")
 
 
+def variant_names(switches, each):
+    """The names of ablation_variants' variants, in its order."""
+    if each == "on":
+        return ["corrected"] + ["with_" + k for k in switches] + ["reference"]
+    return ["reference"] + ["no_" + k for k in switches] + ["corrected"]
+
+
 def ablation_variants(switches, compat, each="off"):
     """(name, --set list). each = off: the reference with every switch, each switch off alone,
     corrected; each = on: corrected, corrected with each switch on alone, the reference."""
@@ -868,10 +878,11 @@ def fmt(x, f):
 ABLATION_SEED_KEYS = ("seed", "test_acc", "mean_wl", "at32", "first32", "sparsity", "su1")
 
 
-def ablation_merged(path, config, sets, switches, each, variants):
+def ablation_merged(path, config, sets, switches, each):
     """(variant, the summary of one seed) for every seed of an earlier ablation.json of the same
-    configuration, settings and switches: its per_seed lists, or, in a file from before they
-    were written, the one seed of a single-seed table (whose means are that seed's values)"""
+    configuration, settings and --each whose switches are among `switches`: its per_seed
+    lists, or, in a file from before they were written, the one seed of a single-seed table
+    (whose means are that seed's values)"""
     try:
         with open(path) as f:
             j = json.load(f)
@@ -881,15 +892,19 @@ def ablation_merged(path, config, sets, switches, each, variants):
         die("%s: no \"rows\" list (expected the ablation.json of `report.py ablation`)" % path)
     # a file from before --each is an ablation of each switch off
     have = dict(j, each=j.get("each", "off"))
-    for key, want in (("config", config), ("sets", sets), ("switches", switches),
-                      ("each", each)):
+    for key, want in (("config", config), ("sets", sets), ("each", each)):
         if have.get(key) != want:
             die("%s: \"%s\" is %s, this ablation's is %s: only an ablation of the same "
-                "configuration, settings, switches and --each merges" % (
+                "configuration, settings and --each merges" % (
                     path, key, json.dumps(have.get(key)), json.dumps(want)))
+    theirs = have.get("switches")
+    if not isinstance(theirs, list) or any(k not in switches for k in theirs):
+        die("%s: \"switches\" is %s, not among this ablation's %s: only an ablation of "
+            "some of the same switches merges" % (path, json.dumps(theirs), json.dumps(switches)))
     got = [r.get("variant") if isinstance(r, dict) else None for r in j["rows"]]
-    if got != variants:
-        die("%s: variants %s, expected %s" % (path, json.dumps(got), json.dumps(variants)))
+    if got != variant_names(theirs, each):
+        die("%s: variants %s, expected those of switches %s" % (
+            path, json.dumps(got), json.dumps(theirs)))
     out = []
     for i, r in enumerate(j["rows"]):
         where = "%s: rows[%d] (%s)" % (path, i, r["variant"])
@@ -939,22 +954,33 @@ def cmd_ablation(args):
                 "setting quantization.compat decides there (%s)"
                 % (k, config, ", ".join(compat) or "none"))
     variants = ablation_variants(switches, compat, args.each)
-    runs = [("%s_s%d" % (name, seed), config, extra + ["--set", "run.seed=%d" % seed])
-            for name, extra in variants for seed in seeds]
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    # the run list, for the record; the configuration relative to the repository root where it
-    # lies inside it (as run lists take it)
+    # the configuration relative to the repository root where it lies inside it (as run lists
+    # take it)
     shown = os.path.relpath(config, ROOT) if config.startswith(ROOT + os.sep) else config
+    # the earlier tables, checked before any run starts: variant -> seed -> summary
+    per = {name: {} for name, _ in variants}
+    for m in args.merge or []:
+        for name, d in ablation_merged(m, shown, sets, switches, args.each):
+            have = per[name].get(d["seed"])
+            if have is not None and have != d:
+                die("%s: seed %d of %s differs from that of an earlier --merge; a variant "
+                    "and seed is merged from one file, or from files that agree" %
+                    (m, d["seed"], name))
+            per[name][d["seed"]] = d
+    # the runs: every variant and seed that no merged file holds
+    runs = [("%s_s%d" % (name, seed), config, extra + ["--set", "run.seed=%d" % seed])
+            for name, extra in variants for seed in seeds if seed not in per[name]]
+    # the run list, for the record
     with open(os.path.join(out, "ablation.txt"), "w") as f:
+        for m in args.merge or []:
+            f.write("# merged: %s\n" % m)
         for name, cfg, extra in runs:
             every = [w for kv in sets for w in ("--set", kv)]
             f.write("%s %s %s\n" % (name, shlex.quote(shown),
                                     " ".join(shlex.quote(e) for e in extra + every)))
-    # the earlier tables are checked before any run starts
-    merged = [(m, ablation_merged(m, shown, sets, switches, args.each,
-                                  [v for v, _ in variants])) for m in args.merge or []]
-    if not args.table_only:
+    if runs and not args.table_only:
         run_all(args, runs)
     traces = {}
     for name, _, _ in runs:
@@ -962,32 +988,27 @@ def cmd_ablation(args):
         if not os.path.isfile(t):
             die("%s: missing (run the ablation without --table-only first)" % t)
         traces[name] = t
-    su1 = su1_of(args, list(traces.values()))
-    per = {}  # variant -> the seeds' summaries
+    su1 = su1_of(args, list(traces.values())) if traces else {}
     for name, _ in variants:
-        per[name] = []
         for seed in seeds:
-            t = traces["%s_s%d" % (name, seed)]
+            t = traces.get("%s_s%d" % (name, seed))
+            if t is None:  # from a merged file
+                continue
             d = trace_summary(t)
             d["su1"] = su1.get(os.path.abspath(t))
             d["seed"] = seed
-            per[name].append(d)
-    for m, entries in merged:
-        for name, d in entries:
-            if d["seed"] in [e["seed"] for e in per[name]]:
-                die("%s: seed %d of %s is also in the runs or another --merge; each seed "
-                    "once" % (m, d["seed"], name))
-            per[name].append(d)
-    for name in per:
-        per[name].sort(key=lambda d: d["seed"])
+            per[name][seed] = d
+    per = {name: [per[name][k] for k in sorted(per[name])] for name in per}
     seeds = [d["seed"] for d in per[variants[0][0]]]
     rows = []
     for name, _ in variants:
         ps = per[name]
         if [d["seed"] for d in ps] != seeds:
-            die("the seeds of %s (%s) are not those of %s (%s)" % (
-                name, ",".join(str(d["seed"]) for d in ps), variants[0][0],
-                ",".join(map(str, seeds))))
+            die("the seeds of %s (%s) are not those of %s (%s): run the ablation with --seeds "
+                "%s to complete them" % (
+                    name, ",".join(str(d["seed"]) for d in ps), variants[0][0],
+                    ",".join(map(str, seeds)),
+                    ",".join(str(k) for k in sorted(set(seeds) | {d["seed"] for d in ps}))))
         accs = [d["test_acc"] for d in ps if d["test_acc"] is not None]
         firsts = [d["first32"] for d in ps if d["first32"] is not None]
         rows.append({"variant": name, "seeds": len(ps),

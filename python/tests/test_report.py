@@ -390,8 +390,10 @@ class TestAblation(unittest.TestCase):
     def check_merge(self, cmd, out, both):
         """--merge: seed 4's table with seed 3's ablation.json merged equals the two-seed table
         built from the runs, also from a single-seed file written before per_seed lists were
-        kept; a seed in both, a two-seed file without per_seed lists and a file of other
-        switches are refused by name."""
+        kept; a seed a merged file holds is not taken from the runs; a file of some of the
+        switches adds their variants' seeds, and a variant left without a seed is named; two
+        files that disagree on a seed, a two-seed file without per_seed lists and a file of
+        other switches are refused by name."""
         base = cmd[:cmd.index("--seeds")]
         tail = [w for kv in ("train.epochs=1", "data.train_limit=300", "data.val_size=100",
                              "data.test_limit=100") for w in ("--set", kv)]
@@ -423,9 +425,34 @@ class TestAblation(unittest.TestCase):
             self.assertIn("ablation.md", text)
             self.assertEqual(merged["seeds"], [3, 4])
             self.assertEqual(merged["rows"], both["rows"])
-        rc, text, _ = table("3", "--merge", first)
+        # a variant and seed that a merged file holds is taken from it, not from the runs
+        rc, text, again = table("3", "--merge", first)
+        self.assertIn("ablation.md", text)
+        self.assertEqual(again["rows"], one["rows"])
+        with open(os.path.join(out, "ablation.txt")) as f:
+            self.assertEqual([l for l in f.read().splitlines() if not l.startswith("#")], [])
+        # a file of some of the switches (here none: reference and corrected only) adds their
+        # seeds; two files may hold a variant and seed with the same figures, not others
+        sub = os.path.join(out, "sub.json")
+        with open(sub, "w") as f:
+            json.dump(dict(one, switches=[], rows=[r for r in one["rows"]
+                                                   if r["variant"] != "no_softmax_before_ce"]), f)
+        rc, text, merged = table("4", "--merge", sub, "--merge", first)
+        self.assertIn("ablation.md", text)
+        self.assertEqual(merged["rows"], both["rows"])
+        rc, text, _ = table("4", "--merge", sub)  # seed 3 of the switch off alone is missing
         self.assertNotEqual(rc, 0)
-        self.assertIn("seed 3 of reference is also in the runs", text)
+        self.assertIn("the seeds of no_softmax_before_ce (4) are not those of reference (3,4): "
+                      "run the ablation with --seeds 3,4", text)
+        clash = os.path.join(out, "clash.json")
+        rows = json.loads(json.dumps(one["rows"]))
+        rows[0]["per_seed"][0]["test_acc"] = 0.5
+        with open(clash, "w") as f:
+            json.dump(dict(one, rows=rows), f)
+        rc, text, _ = table("4", "--merge", first, "--merge", clash)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("clash.json: seed 3 of reference differs from that of an earlier --merge",
+                      text)
         two = os.path.join(out, "two-old.json")
         with open(two, "w") as f:
             json.dump(dict(both, seeds=[3, 4], rows=[{k: v for k, v in r.items()
@@ -439,8 +466,8 @@ class TestAblation(unittest.TestCase):
             json.dump(dict(one, switches=["act_formats"]), f)
         rc, text, _ = table("4", "--merge", other)
         self.assertNotEqual(rc, 0)
-        self.assertIn("only an ablation of the same configuration, settings, switches and "
-                      "--each", text)
+        self.assertIn("\"switches\" is [\"act_formats\"], not among this ablation's "
+                      "[\"softmax_before_ce\"]", text)
         rc, text, _ = table("4", "--merge", first, "--each", "on")
         self.assertNotEqual(rc, 0)
         self.assertIn("\"each\" is \"off\", this ablation's is \"on\"", text)
