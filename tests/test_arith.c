@@ -387,7 +387,9 @@ END_TEST
  * codes rounded in a 24-bit register, int32 lanes, and 17- and 16-bit ones in a 27-bit one,
  * int64 lanes), codes of 17 and 6 bits (32-bit multiplies) in 24-bit ones,
  * codes of 17 and 12 bits in a 31-bit one (products up to 2^27), and codes of 17 and 15 bits
- * in 32- and 34-bit registers (int64 lanes); every third row of small codes, which cannot overflow
+ * in 32- and 34-bit registers (int64 lanes), and codes of 24 and 21 bits (products up to 2^43,
+ * past a 32-bit multiply) in registers of 36, 44 and 50 bits, at the products' binary point, above it
+ * (floored, and rounded) and below it (int64 lanes); every third row of small codes, which cannot overflow
  * and takes the sums without the checks; rows over two panels' chunks and a partial one, columns
  * over two full kernels and a partial one. The reference's values bit for bit and its overflow
  * counts, nonzero. */
@@ -414,7 +416,11 @@ START_TEST(test_seq_lanes)
               {"int(24, saturate)", 1 << 16, 32},
               {"int(32, saturate)", 1 << 16, 1 << 14},
               {"int(32, wrap)", 1 << 16, 1 << 14},
-              {"int(34, wrap)", 1 << 15, 1 << 14}};
+              {"int(34, wrap)", 1 << 15, 1 << 14},
+              {"int(36, saturate, 0, nearest)", 1 << 23, 1 << 20},
+              {"int(36, wrap, 2)", 1 << 23, 1 << 20},
+              {"int(50, saturate, 14)", 1 << 23, 1 << 20},
+              {"int(44, wrap)", 1 << 23, 1 << 20}};
     const enum adapt_gemm_isa isas[] = {ADAPT_GEMM_ISA_SCALAR, ADAPT_GEMM_ISA_AVX2,
                                         ADAPT_GEMM_ISA_AVX512VNNI};
     for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {

@@ -524,6 +524,75 @@ TGT_AVX512 INLINE uint64_t seq32_rule(const struct seq *q, int k, int jn, const 
     return shift ? seq32_kernel(q, k, jn, a, b, ldb, s, rule, 1, 0)
                  : seq32_kernel(q, k, jn, a, b, ldb, s, rule, 0, 0);
 }
+/* seq_loop by hand in AVX-512 (int64 lanes): the 64 columns' sums and counts held in sixteen
+ * registers, where the compiled loop keeps them in memory. A row of 16 codes of B is one load;
+ * VPMULDQ multiplies the low 32 bits of each 64-bit lane, signed, into the exact 64-bit product
+ * (codes are int32, so |product| < 2^62), once for the even columns and once, after a shift,
+ * for the odd ones. Then the shifts of seq_loop (mode 0 none, 1 left, 2 right, 3 right after
+ * adding the rounding term), its clamp or wrap and its count: the same additions, values and
+ * count. The lanes past jn read the panel's zeros and are not stored. */
+TGT_AVX512 INLINE uint64_t seq64_kernel(const struct seq *q, int k, int jn, const int32_t *a,
+                                        const int32_t *b, size_t ldb, int64_t *s, int sat, int mode)
+{
+    const __m512i lo = _mm512_set1_epi64(q->lo), hi = _mm512_set1_epi64(q->hi);
+    const __m512i rnd = _mm512_set1_epi64(q->rnd), one = _mm512_set1_epi64(1);
+    const __m128i lsh = _mm_cvtsi32_si128(q->lsh), rsh = _mm_cvtsi32_si128(q->rsh);
+    const __m128i wsh = _mm_cvtsi32_si128(q->wsh);
+    __m512i sv[8], ov[8];
+    for (int v = 0; v < 8; v++) sv[v] = ov[v] = _mm512_setzero_si512();
+    for (int p = 0; p < k; p++) {
+        const int32_t *bp = b + (size_t)p * ldb;
+        const __m512i av = _mm512_set1_epi64((int64_t)a[p]);
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) {
+            const __m512i bv = _mm512_loadu_si512(bp + 16 * v);
+            __m512i x[2] = {_mm512_mul_epi32(bv, av),
+                            _mm512_mul_epi32(_mm512_srli_epi64(bv, 32), av)};
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m512i m = x[h];
+                if (mode == 1) m = _mm512_sll_epi64(m, lsh);
+                if (mode == 3) m = _mm512_add_epi64(m, rnd);
+                if (mode >= 2) m = _mm512_sra_epi64(m, rsh);
+                const __m512i t = _mm512_add_epi64(sv[2 * v + h], m);
+                const __m512i w = sat ? _mm512_min_epi64(_mm512_max_epi64(t, lo), hi)
+                                      : _mm512_sra_epi64(_mm512_sll_epi64(t, wsh), wsh);
+                ov[2 * v + h] = _mm512_mask_add_epi64(ov[2 * v + h], _mm512_cmpneq_epi64_mask(w, t),
+                                                      ov[2 * v + h], one);
+                sv[2 * v + h] = w;
+            }
+        }
+    }
+    /* vector 2v holds columns 16v + 2i, vector 2v + 1 columns 16v + 2i + 1 (lane i) */
+    int64_t st[SEQ_JB], ot[SEQ_JB];
+    for (int v = 0; v < 8; v++) {
+        _mm512_storeu_si512(st + 8 * v, sv[v]);
+        _mm512_storeu_si512(ot + 8 * v, ov[v]);
+    }
+    uint64_t n = 0;
+    for (int j = 0; j < jn; j++) {
+        const int e = 16 * (j / 16) + 8 * (j % 2) + (j % 16) / 2;
+        s[j] = st[e];
+        n += (uint64_t)ot[e];
+    }
+    return n;
+}
+/* seq64_kernel for a rule and the shifts, chosen out of the loop */
+TGT_AVX512 static uint64_t seq64_avx512(const struct seq *q, int k, int jn, const int32_t *a,
+                                        const int32_t *b, size_t ldb, int64_t *s)
+{
+    const int mode = q->lsh ? 1 : !q->rsh ? 0 : q->rnd ? 3 : 2;
+    switch (mode + 4 * q->sat) {
+    case 0: return seq64_kernel(q, k, jn, a, b, ldb, s, 0, 0);
+    case 1: return seq64_kernel(q, k, jn, a, b, ldb, s, 0, 1);
+    case 2: return seq64_kernel(q, k, jn, a, b, ldb, s, 0, 2);
+    case 3: return seq64_kernel(q, k, jn, a, b, ldb, s, 0, 3);
+    case 4: return seq64_kernel(q, k, jn, a, b, ldb, s, 1, 0);
+    case 5: return seq64_kernel(q, k, jn, a, b, ldb, s, 1, 1);
+    case 6: return seq64_kernel(q, k, jn, a, b, ldb, s, 1, 2);
+    default: return seq64_kernel(q, k, jn, a, b, ldb, s, 1, 3);
+    }
+}
 TGT_AVX512 static uint64_t seq_avx512(const struct seq *q, int safe, int k, int jn,
                                       const int32_t *a, const int32_t *b, size_t ldb, int64_t *s)
 {
@@ -531,7 +600,7 @@ TGT_AVX512 static uint64_t seq_avx512(const struct seq *q, int safe, int k, int 
     case SEQ_NONE: return seq32_rule(q, k, jn, a, b, ldb, s, SEQ_NONE);
     case SEQ_SAT: return seq32_rule(q, k, jn, a, b, ldb, s, SEQ_SAT);
     case SEQ_WRAP: return seq32_rule(q, k, jn, a, b, ldb, s, SEQ_WRAP);
-    default: return seq_body(q, 0, k, jn, a, b, ldb, s);
+    default: return seq64_avx512(q, k, jn, a, b, ldb, s);
     }
 }
 
@@ -551,6 +620,7 @@ INLINE void seq_panel_body(int k, int jn, const int32_t *B, size_t ldb, int32_t 
         }
         int32_t *d = pb + (size_t)p * SEQ_JB;
         for (int j = 0; j < jn; j++) d[j] = bp[j];
+        for (int j = jn; j < SEQ_JB; j++) d[j] = 0; /* the AVX-512 kernels read whole rows */
         if (!pk) continue;
         int32_t mx = 0, mn = 0;
 #pragma omp simd reduction(max : mx) reduction(min : mn)
