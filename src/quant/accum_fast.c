@@ -300,6 +300,7 @@ struct seq {
 
 #define SEQ_JB 64  /* columns of one sequential kernel call (four AVX-512 vectors of int32) */
 #define SEQ_MB 128 /* rows that share one packed panel of B (at most) */
+#define SEQ_CH 16  /* products of a stretch of the int64 kernel (seq64_kernel) */
 
 /* One row of A against columns [0, jn) of B (jn <= SEQ_JB): every addition in order. Each row
  * kernel below writes the row's sums to s and returns its number of overflows. */
@@ -529,39 +530,69 @@ TGT_AVX512 INLINE uint64_t seq32_rule(const struct seq *q, int k, int jn, const 
  * VPMULDQ multiplies the low 32 bits of each 64-bit lane, signed, into the exact 64-bit product
  * (codes are int32, so |product| < 2^62), once for the even columns and once, after a shift,
  * for the odd ones. Then the shifts of seq_loop (mode 0 none, 1 left, 2 right, 3 right after
- * adding the rounding term), its clamp or wrap and its count: the same additions, values and
+ * adding the rounding term), its clamp or wrap and its count (check), or, in a stretch of the
+ * row that cannot leave the register, the addition alone: the same additions, values and
  * count. The lanes past jn read the panel's zeros and are not stored. */
+TGT_AVX512 INLINE void seq64_step(__m512i *sv, __m512i *ov, const int32_t *bp, __m512i av,
+                                  __m512i lo, __m512i hi, __m512i rnd, __m128i lsh, __m128i rsh,
+                                  __m128i wsh, int sat, int mode, int check)
+{
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; v++) {
+        const __m512i bv = _mm512_loadu_si512(bp + 16 * v);
+        __m512i x[2] = {_mm512_mul_epi32(bv, av), _mm512_mul_epi32(_mm512_srli_epi64(bv, 32), av)};
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i m = x[h];
+            if (mode == 1) m = _mm512_sll_epi64(m, lsh);
+            if (mode == 3) m = _mm512_add_epi64(m, rnd);
+            if (mode >= 2) m = _mm512_sra_epi64(m, rsh);
+            const __m512i t = _mm512_add_epi64(sv[2 * v + h], m);
+            if (!check) {
+                sv[2 * v + h] = t;
+                continue;
+            }
+            const __m512i w = sat ? _mm512_min_epi64(_mm512_max_epi64(t, lo), hi)
+                                  : _mm512_sra_epi64(_mm512_sll_epi64(t, wsh), wsh);
+            ov[2 * v + h] = _mm512_mask_add_epi64(ov[2 * v + h], _mm512_cmpneq_epi64_mask(w, t),
+                                                  ov[2 * v + h], _mm512_set1_epi64(1));
+            sv[2 * v + h] = w;
+        }
+    }
+}
+/* The row's products in stretches of SEQ_CH: uc[c] (NULL: none) bounds the sum of the
+ * magnitudes of stretch c's shifted products in any column (seq_stretch_bounds). A stretch
+ * starts quiet when the largest magnitude among the 64 sums plus uc[c] is at most hi: no
+ * partial sum in it can leave the register, so each addition is its own clamp or wrap and
+ * adds no count. */
 TGT_AVX512 INLINE uint64_t seq64_kernel(const struct seq *q, int k, int jn, const int32_t *a,
-                                        const int32_t *b, size_t ldb, int64_t *s, int sat, int mode)
+                                        const int32_t *b, size_t ldb, int64_t *s, const double *uc,
+                                        int sat, int mode)
 {
     const __m512i lo = _mm512_set1_epi64(q->lo), hi = _mm512_set1_epi64(q->hi);
-    const __m512i rnd = _mm512_set1_epi64(q->rnd), one = _mm512_set1_epi64(1);
+    const __m512i rnd = _mm512_set1_epi64(q->rnd);
     const __m128i lsh = _mm_cvtsi32_si128(q->lsh), rsh = _mm_cvtsi32_si128(q->rsh);
     const __m128i wsh = _mm_cvtsi32_si128(q->wsh);
     __m512i sv[8], ov[8];
     for (int v = 0; v < 8; v++) sv[v] = ov[v] = _mm512_setzero_si512();
-    for (int p = 0; p < k; p++) {
-        const int32_t *bp = b + (size_t)p * ldb;
-        const __m512i av = _mm512_set1_epi64((int64_t)a[p]);
-#pragma GCC unroll 4
-        for (int v = 0; v < 4; v++) {
-            const __m512i bv = _mm512_loadu_si512(bp + 16 * v);
-            __m512i x[2] = {_mm512_mul_epi32(bv, av),
-                            _mm512_mul_epi32(_mm512_srli_epi64(bv, 32), av)};
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m512i m = x[h];
-                if (mode == 1) m = _mm512_sll_epi64(m, lsh);
-                if (mode == 3) m = _mm512_add_epi64(m, rnd);
-                if (mode >= 2) m = _mm512_sra_epi64(m, rsh);
-                const __m512i t = _mm512_add_epi64(sv[2 * v + h], m);
-                const __m512i w = sat ? _mm512_min_epi64(_mm512_max_epi64(t, lo), hi)
-                                      : _mm512_sra_epi64(_mm512_sll_epi64(t, wsh), wsh);
-                ov[2 * v + h] = _mm512_mask_add_epi64(ov[2 * v + h], _mm512_cmpneq_epi64_mask(w, t),
-                                                      ov[2 * v + h], one);
-                sv[2 * v + h] = w;
-            }
+    for (int p0 = 0, c = 0; p0 < k; p0 += SEQ_CH, c++) {
+        const int p1 = k - p0 < SEQ_CH ? k : p0 + SEQ_CH;
+        int quiet = 0;
+        if (uc) {
+            __m512i mx = _mm512_abs_epi64(sv[0]);
+            for (int v = 1; v < 8; v++) mx = _mm512_max_epi64(mx, _mm512_abs_epi64(sv[v]));
+            /* hi - max|s| exactly in int64, and exactly a double (registers of at most 52
+             * bits) */
+            quiet = uc[c] <= (double)(q->hi - _mm512_reduce_max_epi64(mx));
         }
+        if (quiet)
+            for (int p = p0; p < p1; p++)
+                seq64_step(sv, ov, b + (size_t)p * ldb, _mm512_set1_epi64((int64_t)a[p]), lo, hi,
+                           rnd, lsh, rsh, wsh, sat, mode, 0);
+        else
+            for (int p = p0; p < p1; p++)
+                seq64_step(sv, ov, b + (size_t)p * ldb, _mm512_set1_epi64((int64_t)a[p]), lo, hi,
+                           rnd, lsh, rsh, wsh, sat, mode, 1);
     }
     /* vector 2v holds columns 16v + 2i, vector 2v + 1 columns 16v + 2i + 1 (lane i) */
     int64_t st[SEQ_JB], ot[SEQ_JB];
@@ -579,28 +610,29 @@ TGT_AVX512 INLINE uint64_t seq64_kernel(const struct seq *q, int k, int jn, cons
 }
 /* seq64_kernel for a rule and the shifts, chosen out of the loop */
 TGT_AVX512 static uint64_t seq64_avx512(const struct seq *q, int k, int jn, const int32_t *a,
-                                        const int32_t *b, size_t ldb, int64_t *s)
+                                        const int32_t *b, size_t ldb, int64_t *s, const double *uc)
 {
     const int mode = q->lsh ? 1 : !q->rsh ? 0 : q->rnd ? 3 : 2;
     switch (mode + 4 * q->sat) {
-    case 0: return seq64_kernel(q, k, jn, a, b, ldb, s, 0, 0);
-    case 1: return seq64_kernel(q, k, jn, a, b, ldb, s, 0, 1);
-    case 2: return seq64_kernel(q, k, jn, a, b, ldb, s, 0, 2);
-    case 3: return seq64_kernel(q, k, jn, a, b, ldb, s, 0, 3);
-    case 4: return seq64_kernel(q, k, jn, a, b, ldb, s, 1, 0);
-    case 5: return seq64_kernel(q, k, jn, a, b, ldb, s, 1, 1);
-    case 6: return seq64_kernel(q, k, jn, a, b, ldb, s, 1, 2);
-    default: return seq64_kernel(q, k, jn, a, b, ldb, s, 1, 3);
+    case 0: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 0);
+    case 1: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 1);
+    case 2: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 2);
+    case 3: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 3);
+    case 4: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 1, 0);
+    case 5: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 1, 1);
+    case 6: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 1, 2);
+    default: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 1, 3);
     }
 }
 TGT_AVX512 static uint64_t seq_avx512(const struct seq *q, int safe, int k, int jn,
-                                      const int32_t *a, const int32_t *b, size_t ldb, int64_t *s)
+                                      const int32_t *a, const int32_t *b, size_t ldb, int64_t *s,
+                                      const double *uc)
 {
     switch (seq_rule(q, safe)) {
     case SEQ_NONE: return seq32_rule(q, k, jn, a, b, ldb, s, SEQ_NONE);
     case SEQ_SAT: return seq32_rule(q, k, jn, a, b, ldb, s, SEQ_SAT);
     case SEQ_WRAP: return seq32_rule(q, k, jn, a, b, ldb, s, SEQ_WRAP);
-    default: return seq64_avx512(q, k, jn, a, b, ldb, s);
+    default: return seq64_avx512(q, k, jn, a, b, ldb, s, uc);
     }
 }
 
@@ -651,6 +683,24 @@ INLINE int seq_safe_body(int k, const int32_t *a, const double *bpos, const doub
     }
     return up <= lim && dn <= lim;
 }
+/* uc[c] for the stretches [c SEQ_CH, (c + 1) SEQ_CH) of row a: an upper bound of the sum of
+ * the magnitudes of the stretch's shifted products in any column of the panel. A product
+ * a[p] B[p][j] is at most |a[p]| max(bpos[p], bneg[p]) in magnitude, and shifted, ((P << lsh)
+ * + rnd) >> rsh is at most |P| 2^(lsh - rsh) + 1 (the floor of a negative value adds at most
+ * 1). The double sum of at most SEQ_CH such terms below 2^62 is within a relative 2^-48 of the
+ * exact one; 2^-40 more and the 1s make it a bound. */
+INLINE void seq_stretch_bounds(const struct seq *q, int k, const int32_t *a, const double *bpos,
+                               const double *bneg, double *uc)
+{
+    const double sc = ldexp(1.0, q->lsh - q->rsh) * (1.0 + 0x1p-40);
+    for (int p0 = 0, c = 0; p0 < k; p0 += SEQ_CH, c++) {
+        const int p1 = k - p0 < SEQ_CH ? k : p0 + SEQ_CH;
+        double u = 0;
+        for (int p = p0; p < p1; p++)
+            u += fabs((double)a[p]) * (bpos[p] > bneg[p] ? bpos[p] : bneg[p]);
+        uc[c] = u * sc + (double)(p1 - p0) + 1.0;
+    }
+}
 /* One work item of the sequential path: the panel of B's columns [j0, j0 + jn) copied to pb
  * (k x SEQ_JB, the bounds after it), then rows [i0, i1) of A against it into C (scaled by
  * scale); the rows whose bound stays below safe_lim (0: none) without the checks. Returns the
@@ -662,8 +712,10 @@ INLINE uint64_t seq_item_body(const struct seq *q, int avx512, int k, int jn, in
     /* over the panel's columns: max(B[p][j], 0) and max(-B[p][j], 0), as doubles (the bound
      * sums products below 2^31 of them exactly while it stays below 2^53, far above any
      * register's limit) */
-    double *bpos = (double *)(pb + (size_t)k * SEQ_JB), *bneg = bpos + k;
-    seq_panel_body(k, jn, Bj, n, pb, bpos, bneg, q->l16 ? 2 : safe_lim ? 1 : 0);
+    double *bpos = (double *)(pb + (size_t)k * SEQ_JB), *bneg = bpos + k, *uc = bneg + k;
+    /* the int64 kernel's quiet stretches: registers of at most 52 bits (seq64_kernel) */
+    const int stretches = avx512 && !q->l16 && !q->l32 && q->wsh >= 12;
+    seq_panel_body(k, jn, Bj, n, pb, bpos, bneg, q->l16 ? 2 : safe_lim || stretches ? 1 : 0);
     uint64_t ovs = 0;
     for (int i = i0; i < i1; i++) {
         int64_t s[SEQ_JB];
@@ -674,9 +726,10 @@ INLINE uint64_t seq_item_body(const struct seq *q, int avx512, int k, int jn, in
         const int safe = safe_lim && seq_safe_body(k, a, bpos, bneg, (double)safe_lim);
         if (q->l16)
             ovs += seq16_avx512(q, k, jn, a, (const int16_t *)pb, s);
-        else if (avx512)
-            ovs += seq_avx512(q, safe, k, jn, a, pb, SEQ_JB, s);
-        else
+        else if (avx512) {
+            if (stretches && !safe) seq_stretch_bounds(q, k, a, bpos, bneg, uc);
+            ovs += seq_avx512(q, safe, k, jn, a, pb, SEQ_JB, s, stretches && !safe ? uc : NULL);
+        } else
             ovs += seq_body(q, safe, k, jn, a, pb, SEQ_JB, s);
         for (int j = 0; j < jn; j++) C[i * ldc + j] = (float)s[j] * scale;
     }
@@ -1335,7 +1388,10 @@ static enum adapt_status integer_gemm(const struct quant_acc_opts *o, const stru
             const int i0 = (it % mc) * mr, j0 = (it / mc) * SEQ_JB;
             const int jn = n - j0 < SEQ_JB ? n - j0 : SEQ_JB;
             const int i1 = m - i0 < mr ? m : i0 + mr;
-            int32_t *pb = buf_get(BUF_SEQ, ((size_t)k * (SEQ_JB + 4) + 1) * sizeof *pb);
+            /* the panel, its bounds bpos and bneg and the stretches' uc (doubles) */
+            int32_t *pb =
+                buf_get(BUF_SEQ,
+                        ((size_t)k * (SEQ_JB + 4) + 2 * ((size_t)k / SEQ_CH + 1) + 1) * sizeof *pb);
             if (!pb) {
                 nomem++;
                 continue;
