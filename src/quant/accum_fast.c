@@ -376,6 +376,13 @@ static inline int seq_rule(const struct seq *q, int safe)
 {
     return safe ? SEQ_NONE : !q->l32 ? -1 : q->sat ? SEQ_SAT : SEQ_WRAP;
 }
+/* How the AVX-512 kernels shift a product to the register's binary point: 0 not at all, 1 left
+ * (lsh), 2 right (rsh, the floor), 3 right after adding the rounding term (nearest). A product
+ * shifts one way or not at all: lsh > 0 has rsh = 0 and no rounding term. */
+static inline int seq_shift(const struct seq *q)
+{
+    return q->lsh ? 1 : !q->rsh ? 0 : q->rnd ? 3 : 2;
+}
 INLINE uint64_t seq_body(const struct seq *q, int safe, int k, int jn, const int32_t *a,
                          const int32_t *b, size_t ldb, int64_t *s)
 {
@@ -392,7 +399,7 @@ INLINE uint64_t seq_body(const struct seq *q, int safe, int k, int jn, const int
     return q->sat ? seq_loop(q, k, jn, a, b, ldb, s, 0, 1) : seq_loop(q, k, jn, a, b, ldb, s, 0, 0);
 }
 /* seq32_loop by hand in AVX-512: the 64 columns' sums and counts held in registers, the
- * shifts only where the binary points differ, and with codes of 16 bits each product one
+ * shifts only where the binary points differ (seq_shift), and with codes of 16 bits each product one
  * VPMADDWD (B's sign-extended lanes times A's code in the low half, zero in the high). */
 TGT_AVX512 INLINE __m512i seq32_step(__m512i s, __m512i x, __m512i lo, __m512i hi, __m128i wsh,
                                      int rule, __m512i *o)
@@ -426,8 +433,9 @@ TGT_AVX512 INLINE uint64_t seq32_kernel(const struct seq *q, int k, int jn, cons
         for (int v = 0; v < 4; v++) {
             const __m512i bv = _mm512_maskz_loadu_epi32(mk[v], bp + 16 * v);
             x[v] = madd ? _mm512_madd_epi16(bv, av) : _mm512_mullo_epi32(bv, av);
-            if (shift)
-                x[v] = _mm512_sra_epi32(_mm512_add_epi32(_mm512_sll_epi32(x[v], lsh), rnd), rsh);
+            if (shift == 1) x[v] = _mm512_sll_epi32(x[v], lsh);
+            if (shift == 3) x[v] = _mm512_add_epi32(x[v], rnd);
+            if (shift >= 2) x[v] = _mm512_sra_epi32(x[v], rsh);
         }
         s0 = seq32_step(s0, x[0], lo, hi, wsh, rule, &o0);
         s1 = seq32_step(s1, x[1], lo, hi, wsh, rule, &o1);
@@ -484,9 +492,17 @@ TGT_AVX512 INLINE uint64_t seq16_kernel(const struct seq *q, int k, int jn, cons
         const __m512i av = _mm512_set1_epi16((int16_t)a[p]);
         __m512i x0 = _mm512_mullo_epi16(_mm512_loadu_si512(bp), av);
         __m512i x1 = _mm512_mullo_epi16(_mm512_loadu_si512(bp + 32), av);
-        if (shift) {
-            x0 = _mm512_sra_epi16(_mm512_add_epi16(_mm512_sll_epi16(x0, lsh), rnd), rsh);
-            x1 = _mm512_sra_epi16(_mm512_add_epi16(_mm512_sll_epi16(x1, lsh), rnd), rsh);
+        if (shift == 1) {
+            x0 = _mm512_sll_epi16(x0, lsh);
+            x1 = _mm512_sll_epi16(x1, lsh);
+        }
+        if (shift == 3) {
+            x0 = _mm512_add_epi16(x0, rnd);
+            x1 = _mm512_add_epi16(x1, rnd);
+        }
+        if (shift >= 2) {
+            x0 = _mm512_sra_epi16(x0, rsh);
+            x1 = _mm512_sra_epi16(x1, rsh);
         }
         s0 = seq16_step(s0, x0, lo, hi, wsh, rule, r16, &o);
         s1 = seq16_step(s1, x1, lo, hi, wsh, rule, r16, &o);
@@ -501,12 +517,17 @@ TGT_AVX512 INLINE uint64_t seq16_kernel(const struct seq *q, int k, int jn, cons
 TGT_AVX512 INLINE uint64_t seq16_rule(const struct seq *q, int k, int jn, const int32_t *a,
                                       const int16_t *b, int64_t *s, int rule)
 {
-    const int shift = q->lsh || q->rsh;
-    if (q->wsh == 48)
-        return shift ? seq16_kernel(q, k, jn, a, b, s, rule, 1, 1)
-                     : seq16_kernel(q, k, jn, a, b, s, rule, 1, 0);
-    return shift ? seq16_kernel(q, k, jn, a, b, s, rule, 0, 1)
-                 : seq16_kernel(q, k, jn, a, b, s, rule, 0, 0);
+    const int r16 = q->wsh == 48;
+    switch (seq_shift(q) + 4 * r16) {
+    case 0: return seq16_kernel(q, k, jn, a, b, s, rule, 0, 0);
+    case 1: return seq16_kernel(q, k, jn, a, b, s, rule, 0, 1);
+    case 2: return seq16_kernel(q, k, jn, a, b, s, rule, 0, 2);
+    case 3: return seq16_kernel(q, k, jn, a, b, s, rule, 0, 3);
+    case 4: return seq16_kernel(q, k, jn, a, b, s, rule, 1, 0);
+    case 5: return seq16_kernel(q, k, jn, a, b, s, rule, 1, 1);
+    case 6: return seq16_kernel(q, k, jn, a, b, s, rule, 1, 2);
+    default: return seq16_kernel(q, k, jn, a, b, s, rule, 1, 3);
+    }
 }
 TGT_AVX512 static uint64_t seq16_avx512(const struct seq *q, int k, int jn, const int32_t *a,
                                         const int16_t *b, int64_t *s)
@@ -518,21 +539,24 @@ TGT_AVX512 static uint64_t seq16_avx512(const struct seq *q, int k, int jn, cons
 TGT_AVX512 INLINE uint64_t seq32_rule(const struct seq *q, int k, int jn, const int32_t *a,
                                       const int32_t *b, size_t ldb, int64_t *s, int rule)
 {
-    const int shift = q->lsh || q->rsh;
-    if (q->m16)
-        return shift ? seq32_kernel(q, k, jn, a, b, ldb, s, rule, 1, 1)
-                     : seq32_kernel(q, k, jn, a, b, ldb, s, rule, 0, 1);
-    return shift ? seq32_kernel(q, k, jn, a, b, ldb, s, rule, 1, 0)
-                 : seq32_kernel(q, k, jn, a, b, ldb, s, rule, 0, 0);
+    switch (seq_shift(q) + 4 * q->m16) {
+    case 0: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 0, 0);
+    case 1: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 1, 0);
+    case 2: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 2, 0);
+    case 3: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 3, 0);
+    case 4: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 0, 1);
+    case 5: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 1, 1);
+    case 6: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 2, 1);
+    default: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 3, 1);
+    }
 }
 /* seq_loop by hand in AVX-512 (int64 lanes): the 64 columns' sums and counts held in sixteen
  * registers, where the compiled loop keeps them in memory. A row of 16 codes of B is one load;
  * VPMULDQ multiplies the low 32 bits of each 64-bit lane, signed, into the exact 64-bit product
  * (codes are int32, so |product| < 2^62), once for the even columns and once, after a shift,
- * for the odd ones. Then the shifts of seq_loop (mode 0 none, 1 left, 2 right, 3 right after
- * adding the rounding term), its clamp or wrap and its count (check), or, in a stretch of the
- * row that cannot leave the register, the addition alone: the same additions, values and
- * count. The lanes past jn read the panel's zeros and are not stored. */
+ * for the odd ones. Then the shift of seq_loop (mode: seq_shift), its clamp or wrap and its
+ * count (check), or, in a stretch of the row that cannot leave the register, the addition
+ * alone: the same additions, values and count. The lanes past jn read the panel's zeros and are not stored. */
 TGT_AVX512 INLINE void seq64_step(__m512i *sv, __m512i *ov, const int32_t *bp, __m512i av,
                                   __m512i lo, __m512i hi, __m512i rnd, __m128i lsh, __m128i rsh,
                                   __m128i wsh, int sat, int mode, int check)
@@ -612,8 +636,7 @@ TGT_AVX512 INLINE uint64_t seq64_kernel(const struct seq *q, int k, int jn, cons
 TGT_AVX512 static uint64_t seq64_avx512(const struct seq *q, int k, int jn, const int32_t *a,
                                         const int32_t *b, size_t ldb, int64_t *s, const double *uc)
 {
-    const int mode = q->lsh ? 1 : !q->rsh ? 0 : q->rnd ? 3 : 2;
-    switch (mode + 4 * q->sat) {
+    switch (seq_shift(q) + 4 * q->sat) {
     case 0: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 0);
     case 1: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 1);
     case 2: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 2);
