@@ -388,11 +388,11 @@ END_TEST
  * int64 lanes), codes of 17 and 6 bits (32-bit multiplies) in 24-bit ones,
  * codes of 17 and 12 bits in a 31-bit one (products up to 2^27), and codes of 17 and 15 bits
  * in 32- and 34-bit registers (int64 lanes), and codes of 24 and 21 bits (products up to 2^43,
- * past a 32-bit multiply) in registers of 36, 44 and 50 bits, at the products' binary point, above it
- * (floored, and rounded) and below it (int64 lanes); every third row of small codes, which cannot overflow
- * and takes the sums without the checks; rows over two panels' chunks and a partial one, columns
- * over two full kernels and a partial one. The reference's values bit for bit and its overflow
- * counts, nonzero. */
+ * past a 32-bit multiply) in registers of 36, 44 and 50 bits, at the products' binary point,
+ * above it (floored, and rounded) and below it (int64 lanes); every third row of small codes,
+ * which cannot overflow and takes the sums without the checks; rows over two panels' chunks and
+ * a partial one, columns over two full kernels and a partial one. The reference's values bit
+ * for bit and its overflow counts, nonzero. */
 START_TEST(test_seq_lanes)
 {
     enum { M = 70, N = 130, K = 57 };

@@ -399,8 +399,9 @@ INLINE uint64_t seq_body(const struct seq *q, int safe, int k, int jn, const int
     return q->sat ? seq_loop(q, k, jn, a, b, ldb, s, 0, 1) : seq_loop(q, k, jn, a, b, ldb, s, 0, 0);
 }
 /* seq32_loop by hand in AVX-512: the 64 columns' sums and counts held in registers, the
- * shifts only where the binary points differ (seq_shift), and with codes of 16 bits each product one
- * VPMADDWD (B's sign-extended lanes times A's code in the low half, zero in the high). */
+ * shifts only where the binary points differ (seq_shift), and with codes of 16 bits each
+ * product one VPMADDWD (B's sign-extended lanes times A's code in the low half, zero in the
+ * high). */
 TGT_AVX512 INLINE __m512i seq32_step(__m512i s, __m512i x, __m512i lo, __m512i hi, __m128i wsh,
                                      int rule, __m512i *o)
 {
@@ -556,7 +557,8 @@ TGT_AVX512 INLINE uint64_t seq32_rule(const struct seq *q, int k, int jn, const 
  * (codes are int32, so |product| < 2^62), once for the even columns and once, after a shift,
  * for the odd ones. Then the shift of seq_loop (mode: seq_shift), its clamp or wrap and its
  * count (check), or, in a stretch of the row that cannot leave the register, the addition
- * alone: the same additions, values and count. The lanes past jn read the panel's zeros and are not stored. */
+ * alone: the same additions, values and count. The lanes past jn read the panel's zeros and
+ * are not stored. */
 TGT_AVX512 INLINE void seq64_step(__m512i *sv, __m512i *ov, const int32_t *bp, __m512i av,
                                   __m512i lo, __m512i hi, __m512i rnd, __m128i lsh, __m128i rsh,
                                   __m128i wsh, int sat, int mode, int check)
