@@ -822,14 +822,10 @@ def ablation_variants(switches, compat, each="off"):
     corrected; each = on: corrected, corrected with each switch on alone, the reference."""
     ref = ["--set", "quantization.compat=reference"]
     corr = ["--set", "quantization.compat=corrected"]
-    if each == "on":
-        return [("corrected", corr)] + \
-            [("with_" + k, corr + ["--set", switch_setting(k, True, compat)]) for k in switches] + \
-            [("reference", ref)]
-    out = [("reference", ref)]
-    out += [("no_" + k, ref + ["--set", switch_setting(k, False, compat)]) for k in switches]
-    out.append(("corrected", corr))
-    return out
+    on = each == "on"
+    base, other = (corr, ref) if on else (ref, corr)
+    sets = [base] + [base + ["--set", switch_setting(k, on, compat)] for k in switches] + [other]
+    return list(zip(variant_names(switches, each), sets))
 
 
 def trace_summary(path):
