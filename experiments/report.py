@@ -1189,14 +1189,33 @@ def cmd_accum(args):
         else:
             runs.append(r)
     seen = {(r["group"], r["acc_label"], r["seed"]): r["path"] for r in runs}
+    drops = {}  # --drop GROUP or GROUP@SEED: (group, seed or None) -> merged runs left out
+    for d in args.drop or []:
+        g, at, sd = d.partition("@")
+        try:
+            key = (g, int(sd) if at else None)
+        except ValueError:
+            die("--drop %s: expected GROUP or GROUP@SEED (a whole number)" % d)
+        if not g:
+            die("--drop %s: no group named (expected GROUP or GROUP@SEED)" % d)
+        drops[key] = 0
     for m in args.merge or []:
         for r in accum_merged(m):
             key = (r["group"], r["acc_label"], r["seed"])
+            hit = [k for k in ((r["group"], None), (r["group"], r["seed"])) if k in drops]
+            for k in hit:
+                drops[k] += 1
+            if hit:
+                continue
             if key in seen:
                 die("%s, seed %s of %s: also in %s; each seed of a run once" %
                     (m, r["seed"], " ".join(map(str, key[:2])), seen[key]))
             seen[key] = m
             runs.append(r)
+    for (g, sd), n in drops.items():
+        if not n:
+            die("--drop %s%s: no such runs in %s" % (g, "" if sd is None else "@%d" % sd,
+                                                     ", ".join(args.merge or ["(no --merge)"])))
     if not runs:
         die("no finished runs (with a test record) in %s" %
             ", ".join(list(args.dirs) + ["--merge " + m for m in args.merge or []]))
@@ -1403,6 +1422,10 @@ def main():
     p.add_argument("dirs", nargs="*", metavar="DIR")
     p.add_argument("--merge", action="append", metavar="JSON",
                    help="also the runs of an earlier accum.json (repeatable)")
+    p.add_argument("--drop", action="append", metavar="GROUP[@SEED]",
+                   help="leave out the merged runs of a group (or of one seed of it), to take "
+                        "them from run folders instead, e.g. runs of another machine "
+                        "(repeatable)")
     p.add_argument("--out", required=True)
     p.add_argument("--within", type=float, default=0.5,
                    help="points of test accuracy from exact (default 0.5)")

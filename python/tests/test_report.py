@@ -836,6 +836,27 @@ class TestAccum(unittest.TestCase):
                               "--out", os.path.join(tmp, "dup"))
         self.assertNotEqual(rc, 0)
         self.assertIn("seed 2 of fixed84 exact: also in", text)
+        # --drop: seed 2 from its runs, the merged file's seed 2 left out; a whole group left
+        # out; a group or seed the merged files do not have, and a malformed one, refused
+        rc, text = self.accum(os.path.join(tmp, "s2"), "--merge", os.path.join(first, "accum.json"),
+                              "--drop", "fixed84@2", "--out", os.path.join(tmp, "drop"))
+        if "matplotlib is not importable" not in text:
+            self.assertEqual(rc, 0, text)
+        with open(os.path.join(tmp, "drop", "accum.json")) as f:
+            jd = json.load(f)
+        self.assertEqual({r["accumulator"]: r["seeds"] for r in jd["rows"]},
+                         {"exact": [1, 2], "int(16, saturate)": [1, 2], "int(8, saturate)": [1, 2]})
+        rc, text = self.accum(d3, "--merge", os.path.join(first, "accum.json"), "--drop",
+                              "fixed84", "--out", os.path.join(tmp, "drop2"))
+        with open(os.path.join(tmp, "drop2", "accum.json")) as f:
+            self.assertEqual({tuple(r["seeds"]) for r in json.load(f)["rows"]}, {(3,)})
+        for d, msg in (("fixed84@7", "--drop fixed84@7: no such runs in "),
+                       ("adapt", "--drop adapt: no such runs in "),
+                       ("fixed84@x", "--drop fixed84@x: expected GROUP or GROUP@SEED")):
+            rc, text = self.accum(d3, "--merge", os.path.join(first, "accum.json"), "--drop", d,
+                                  "--out", os.path.join(tmp, "drop3"))
+            self.assertNotEqual(rc, 0)
+            self.assertIn(msg, text)
         bad = os.path.join(tmp, "bad.json")
         with open(bad, "w") as f:
             json.dump({"rows": [{"group": "g", "accumulator": "exact", "seeds": [1],
