@@ -6,6 +6,7 @@
 #include <config.h>
 #include "src/base/version.h"
 #include "src/bench/bench.h"
+#include "src/quant/gemm_int.h"
 
 double adapt_bench_now(void)
 {
@@ -38,6 +39,10 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "--version")) {
         adapt_version_print(stdout, "adapt-bench");
         return 0;
+    }
+    if (adapt_gemm_isa_env_error()) {
+        fprintf(stderr, "adapt-bench: %s\n", adapt_gemm_isa_env_error());
+        return 1;
     }
     if (!strcmp(argv[1], "train")) return adapt_bench_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "quant")) return adapt_bench_quant(argc - 1, argv + 1);

@@ -14,6 +14,7 @@
  * Instruction references: Intel 64 and IA-32 Architectures Software
  * Developer's Manual, VPDPBUSD, VPDPWSSD, VPMADDWD.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,8 +43,45 @@ const char *adapt_gemm_isa_name(enum adapt_gemm_isa isa)
     return names[isa];
 }
 
+/* ADAPT_GEMM_ISA: 1 and *isa when it names a version this CPU runs, 0 when unset or empty, -1
+ * otherwise */
+static int isa_from_env(enum adapt_gemm_isa *isa)
+{
+    const char *e = getenv("ADAPT_GEMM_ISA");
+    if (!e || !*e) return 0;
+    for (int i = ADAPT_GEMM_ISA_SCALAR; i <= ADAPT_GEMM_ISA_AVX512VNNI; i++)
+        if (!strcmp(e, adapt_gemm_isa_name((enum adapt_gemm_isa)i))) {
+            if (!adapt_gemm_isa_available((enum adapt_gemm_isa)i)) return -1;
+            *isa = (enum adapt_gemm_isa)i;
+            return 1;
+        }
+    return -1;
+}
+
+const char *adapt_gemm_isa_env_error(void)
+{
+    static char msg[256];
+    enum adapt_gemm_isa isa;
+    if (isa_from_env(&isa) >= 0) return NULL;
+    const char *e = getenv("ADAPT_GEMM_ISA");
+    int known = 0;
+    for (int i = ADAPT_GEMM_ISA_SCALAR; i <= ADAPT_GEMM_ISA_AVX512VNNI; i++)
+        known |= !strcmp(e, adapt_gemm_isa_name((enum adapt_gemm_isa)i));
+    if (known)
+        snprintf(msg, sizeof msg, "ADAPT_GEMM_ISA=%.64s: this CPU does not run it (best: %s)", e,
+                 adapt_gemm_isa_name(adapt_gemm_isa_best()));
+    else
+        snprintf(msg, sizeof msg,
+                 "ADAPT_GEMM_ISA=%.64s: expected scalar, avx2 or avx512vnni (or unset: the "
+                 "best this CPU runs)",
+                 e);
+    return msg;
+}
+
 enum adapt_gemm_isa adapt_gemm_isa_best(void)
 {
+    enum adapt_gemm_isa isa;
+    if (isa_from_env(&isa) > 0) return isa;
     if (adapt_gemm_isa_available(ADAPT_GEMM_ISA_AVX512VNNI)) return ADAPT_GEMM_ISA_AVX512VNNI;
     if (adapt_gemm_isa_available(ADAPT_GEMM_ISA_AVX2)) return ADAPT_GEMM_ISA_AVX2;
     return ADAPT_GEMM_ISA_SCALAR;

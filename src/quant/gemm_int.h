@@ -39,8 +39,13 @@ enum adapt_gemm_type { ADAPT_GEMM_S8 = 0, ADAPT_GEMM_S16 };
 int adapt_gemm_isa_available(enum adapt_gemm_isa isa);
 /* "scalar", "avx2", "avx512vnni" */
 const char *adapt_gemm_isa_name(enum adapt_gemm_isa isa);
-/* The fastest version this CPU runs. */
+/* The fastest version this CPU runs, or the one the environment's ADAPT_GEMM_ISA names (scalar,
+ * avx2 or avx512vnni: a cap, for timing a slower machine's kernels; the results are the same bits
+ * on every version) when this CPU runs it. */
 enum adapt_gemm_isa adapt_gemm_isa_best(void);
+/* NULL when ADAPT_GEMM_ISA is unset, empty or names a version this CPU runs; else the message
+ * that says why not (the programs refuse to start with it). */
+const char *adapt_gemm_isa_env_error(void);
 
 size_t adapt_gemm_int_workspace(enum adapt_gemm_type t, int m, int n, int k);
 

@@ -21,6 +21,7 @@
 #include "src/data/data.h"
 #include "src/net/net.h"
 #include "src/policy/policy.h"
+#include "src/quant/gemm_int.h"
 #include "src/train/train.h"
 
 static void usage(FILE *f)
@@ -213,6 +214,7 @@ int main(int argc, char **argv)
     if (eval_json && !eval_only) return fail("--eval-json FILE needs --eval-only");
     if (resume && init_from) return fail("--resume continues from the run's own checkpoint; "
                                          "--init-from cannot be combined with it");
+    if (adapt_gemm_isa_env_error()) return fail(adapt_gemm_isa_env_error());
 
     /* --init-from a run directory: its weights */
     struct stat sb;
