@@ -661,6 +661,125 @@ TGT_AVX512 static uint64_t seq_avx512(const struct seq *q, int safe, int k, int 
     }
 }
 
+/* seq64_kernel in AVX2, which has four int64 lanes a vector and no 64-bit arithmetic shift,
+ * minimum or maximum: one pass holds 16 columns' sums and counts in eight registers, and a row
+ * of 64 columns takes up to four passes over a and the panel (the panel stays in cache). Each
+ * product is one VPMULDQ as in seq64_kernel; the arithmetic shift right by r is the logical
+ * one with the sign bit 2^(63 - r) extended, (x >>> r ^ m) - m; the clamp is two compares and
+ * blends, whose union is the overflow; the wrap is the shift left and back, and an overflow a
+ * lane whose value changed. A pass's stretches are quiet as in seq64_kernel, over its own 16
+ * columns' sums (the bound uc holds in any column). */
+TGT_AVX2 INLINE __m256i seq_sra64_avx2(__m256i x, __m128i r, __m256i m)
+{
+    return _mm256_sub_epi64(_mm256_xor_si256(_mm256_srl_epi64(x, r), m), m);
+}
+TGT_AVX2 INLINE void seq64_step_avx2(__m256i *sv, __m256i *ov, const int32_t *bp, __m256i av,
+                                     __m256i lo, __m256i hi, __m256i rnd, __m128i lsh, __m128i rsh,
+                                     __m256i rm, __m128i wsh, __m256i wm, int sat, int mode,
+                                     int check)
+{
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) {
+        const __m256i bv = _mm256_loadu_si256((const __m256i *)(bp + 8 * v));
+        __m256i x[2] = {_mm256_mul_epi32(bv, av), _mm256_mul_epi32(_mm256_srli_epi64(bv, 32), av)};
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i m = x[h];
+            if (mode == 1) m = _mm256_sll_epi64(m, lsh);
+            if (mode == 3) m = _mm256_add_epi64(m, rnd);
+            if (mode >= 2) m = seq_sra64_avx2(m, rsh, rm);
+            const __m256i t = _mm256_add_epi64(sv[2 * v + h], m);
+            if (!check) {
+                sv[2 * v + h] = t;
+                continue;
+            }
+            __m256i w, o;
+            if (sat) {
+                const __m256i up = _mm256_cmpgt_epi64(t, hi), dn = _mm256_cmpgt_epi64(lo, t);
+                w = _mm256_blendv_epi8(_mm256_blendv_epi8(t, hi, up), lo, dn);
+                o = _mm256_or_si256(up, dn);
+            } else {
+                w = seq_sra64_avx2(_mm256_sll_epi64(t, wsh), wsh, wm);
+                o = _mm256_xor_si256(_mm256_cmpeq_epi64(w, t), _mm256_set1_epi64x(-1));
+            }
+            ov[2 * v + h] = _mm256_sub_epi64(ov[2 * v + h], o); /* o is -1 where it overflowed */
+            sv[2 * v + h] = w;
+        }
+    }
+}
+TGT_AVX2 INLINE uint64_t seq64_kernel_avx2(const struct seq *q, int k, int jn, const int32_t *a,
+                                           const int32_t *b, size_t ldb, int64_t *s,
+                                           const double *uc, int sat, int mode)
+{
+    const __m256i lo = _mm256_set1_epi64x(q->lo), hi = _mm256_set1_epi64x(q->hi);
+    const __m256i rnd = _mm256_set1_epi64x(q->rnd);
+    const __m128i lsh = _mm_cvtsi32_si128(q->lsh), rsh = _mm_cvtsi32_si128(q->rsh);
+    const __m128i wsh = _mm_cvtsi32_si128(q->wsh);
+    /* the sign bits after shifts right by rsh and by wsh (rsh, wsh < 64) */
+    const __m256i rm = _mm256_set1_epi64x((int64_t)(UINT64_C(1) << (63 - q->rsh)));
+    const __m256i wm = _mm256_set1_epi64x((int64_t)(UINT64_C(1) << (63 - q->wsh)));
+    uint64_t n = 0;
+    for (int g = 0; g < jn; g += 16) {
+        const int32_t *bg = b + g;
+        __m256i sv[4], ov[4];
+        for (int v = 0; v < 4; v++) sv[v] = ov[v] = _mm256_setzero_si256();
+        for (int p0 = 0, c = 0; p0 < k; p0 += SEQ_CH, c++) {
+            const int p1 = k - p0 < SEQ_CH ? k : p0 + SEQ_CH;
+            int quiet = 0;
+            if (uc) {
+                /* the largest |sum| of the pass's 16 columns: |x| = (x ^ n) - n, n = x < 0 */
+                __m256i mx = _mm256_setzero_si256();
+                for (int v = 0; v < 4; v++) {
+                    const __m256i ng = _mm256_cmpgt_epi64(_mm256_setzero_si256(), sv[v]);
+                    const __m256i ab = _mm256_sub_epi64(_mm256_xor_si256(sv[v], ng), ng);
+                    mx = _mm256_blendv_epi8(mx, ab, _mm256_cmpgt_epi64(ab, mx));
+                }
+                int64_t l[4];
+                _mm256_storeu_si256((__m256i *)l, mx);
+                int64_t big = l[0];
+                for (int i = 1; i < 4; i++) big = l[i] > big ? l[i] : big;
+                /* hi - max|s| exactly in int64, and exactly a double (at most 52 bits) */
+                quiet = uc[c] <= (double)(q->hi - big);
+            }
+            if (quiet)
+                for (int p = p0; p < p1; p++)
+                    seq64_step_avx2(sv, ov, bg + (size_t)p * ldb, _mm256_set1_epi64x((int64_t)a[p]),
+                                    lo, hi, rnd, lsh, rsh, rm, wsh, wm, sat, mode, 0);
+            else
+                for (int p = p0; p < p1; p++)
+                    seq64_step_avx2(sv, ov, bg + (size_t)p * ldb, _mm256_set1_epi64x((int64_t)a[p]),
+                                    lo, hi, rnd, lsh, rsh, rm, wsh, wm, sat, mode, 1);
+        }
+        /* vector 2h holds columns g + 8h + 2i, vector 2h + 1 columns g + 8h + 2i + 1 (lane i) */
+        int64_t st[16], ot[16];
+        for (int v = 0; v < 4; v++) {
+            _mm256_storeu_si256((__m256i *)(st + 4 * v), sv[v]);
+            _mm256_storeu_si256((__m256i *)(ot + 4 * v), ov[v]);
+        }
+        const int gn = jn - g < 16 ? jn - g : 16;
+        for (int j = 0; j < gn; j++) {
+            const int e = 8 * (j / 8) + 4 * (j % 2) + (j % 8) / 2;
+            s[g + j] = st[e];
+            n += (uint64_t)ot[e];
+        }
+    }
+    return n;
+}
+TGT_AVX2 static uint64_t seq64_avx2(const struct seq *q, int k, int jn, const int32_t *a,
+                                    const int32_t *b, size_t ldb, int64_t *s, const double *uc)
+{
+    switch (seq_shift(q) + 4 * q->sat) {
+    case 0: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 0, 0);
+    case 1: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 0, 1);
+    case 2: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 0, 2);
+    case 3: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 0, 3);
+    case 4: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 1, 0);
+    case 5: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 1, 1);
+    case 6: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 1, 2);
+    default: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 1, 3);
+    }
+}
+
 /* A panel of B's columns [0, jn) (rows of ldb), copied contiguous for the sequential kernels:
  * pk 2: as int16, SEQ_JB a row, the columns past jn zero; 1: as int32, SEQ_JB a row, with
  * bpos[p] = max(B[p][j], 0) and bneg[p] = max(-B[p][j], 0) over the columns for the bound of
@@ -729,8 +848,9 @@ INLINE void seq_stretch_bounds(const struct seq *q, int k, const int32_t *a, con
 /* One work item of the sequential path: the panel of B's columns [j0, j0 + jn) copied to pb
  * (k x SEQ_JB, the bounds after it), then rows [i0, i1) of A against it into C (scaled by
  * scale); the rows whose bound stays below safe_lim (0: none) without the checks. Returns the
- * item's overflows. avx512: the hand-written AVX-512 row kernels. */
-INLINE uint64_t seq_item_body(const struct seq *q, int avx512, int k, int jn, int i0, int i1,
+ * item's overflows. hand: the hand-written row kernels, 0 none, 1 AVX2's int64 one, 2
+ * AVX-512's. */
+INLINE uint64_t seq_item_body(const struct seq *q, int hand, int k, int jn, int i0, int i1,
                               const int32_t *Ac, const int32_t *Bj, size_t n, int32_t *pb,
                               uint64_t safe_lim, float scale, float *C, ptrdiff_t ldc)
 {
@@ -739,7 +859,7 @@ INLINE uint64_t seq_item_body(const struct seq *q, int avx512, int k, int jn, in
      * register's limit) */
     double *bpos = (double *)(pb + (size_t)k * SEQ_JB), *bneg = bpos + k, *uc = bneg + k;
     /* the int64 kernel's quiet stretches: registers of at most 52 bits (seq64_kernel) */
-    const int stretches = avx512 && !q->l16 && !q->l32 && q->wsh >= 12;
+    const int stretches = hand && !q->l16 && !q->l32 && q->wsh >= 12;
     seq_panel_body(k, jn, Bj, n, pb, bpos, bneg, q->l16 ? 2 : safe_lim || stretches ? 1 : 0);
     uint64_t ovs = 0;
     for (int i = i0; i < i1; i++) {
@@ -751,9 +871,12 @@ INLINE uint64_t seq_item_body(const struct seq *q, int avx512, int k, int jn, in
         const int safe = safe_lim && seq_safe_body(k, a, bpos, bneg, (double)safe_lim);
         if (q->l16)
             ovs += seq16_avx512(q, k, jn, a, (const int16_t *)pb, s);
-        else if (avx512) {
+        else if (hand == 2) {
             if (stretches && !safe) seq_stretch_bounds(q, k, a, bpos, bneg, uc);
             ovs += seq_avx512(q, safe, k, jn, a, pb, SEQ_JB, s, stretches && !safe ? uc : NULL);
+        } else if (hand == 1 && seq_rule(q, safe) < 0) {
+            if (stretches) seq_stretch_bounds(q, k, a, bpos, bneg, uc);
+            ovs += seq64_avx2(q, k, jn, a, pb, SEQ_JB, s, stretches ? uc : NULL);
         } else
             ovs += seq_body(q, safe, k, jn, a, pb, SEQ_JB, s);
         for (int j = 0; j < jn; j++) C[i * ldc + j] = (float)s[j] * scale;
@@ -770,14 +893,14 @@ TGT_AVX2 static uint64_t seq_item_avx2(const struct seq *q, int k, int jn, int i
                                        const int32_t *Ac, const int32_t *Bj, size_t n, int32_t *pb,
                                        uint64_t safe_lim, float scale, float *C, ptrdiff_t ldc)
 {
-    return seq_item_body(q, 0, k, jn, i0, i1, Ac, Bj, n, pb, safe_lim, scale, C, ldc);
+    return seq_item_body(q, 1, k, jn, i0, i1, Ac, Bj, n, pb, safe_lim, scale, C, ldc);
 }
 TGT_AVX512 static uint64_t seq_item_avx512(const struct seq *q, int k, int jn, int i0, int i1,
                                            const int32_t *Ac, const int32_t *Bj, size_t n,
                                            int32_t *pb, uint64_t safe_lim, float scale, float *C,
                                            ptrdiff_t ldc)
 {
-    return seq_item_body(q, 1, k, jn, i0, i1, Ac, Bj, n, pb, safe_lim, scale, C, ldc);
+    return seq_item_body(q, 2, k, jn, i0, i1, Ac, Bj, n, pb, safe_lim, scale, C, ldc);
 }
 
 /* ------------------------------------------------------------------ float32 rows */
