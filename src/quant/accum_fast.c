@@ -661,6 +661,73 @@ TGT_AVX512 static uint64_t seq_avx512(const struct seq *q, int safe, int k, int 
     }
 }
 
+/* seq32_kernel in AVX2: eight int32 lanes a vector, so one pass holds 32 columns' sums and
+ * counts in eight registers, and a row of 64 columns takes two passes (the panel's columns past
+ * jn are zero). Each lane counts the additions its rule left unchanged (VPCMPEQD is -1 for
+ * each), so its overflows are the additions made less those. */
+TGT_AVX2 INLINE __m256i seq32_step_avx2(__m256i s, __m256i x, __m256i lo, __m256i hi, __m128i wsh,
+                                        int rule, __m256i *e)
+{
+    const __m256i t = _mm256_add_epi32(s, x);
+    if (rule == SEQ_NONE) return t;
+    const __m256i w = rule == SEQ_SAT ? _mm256_min_epi32(_mm256_max_epi32(t, lo), hi)
+                                      : _mm256_sra_epi32(_mm256_sll_epi32(t, wsh), wsh);
+    *e = _mm256_add_epi32(*e, _mm256_cmpeq_epi32(w, t));
+    return w;
+}
+TGT_AVX2 INLINE uint64_t seq32_kernel_avx2(const struct seq *q, int k, int jn, const int32_t *a,
+                                           const int32_t *b, size_t ldb, int64_t *s, int rule,
+                                           int shift, int madd)
+{
+    const __m256i lo = _mm256_set1_epi32((int32_t)q->lo), hi = _mm256_set1_epi32((int32_t)q->hi);
+    const __m128i lsh = _mm_cvtsi32_si128(q->lsh), rsh = _mm_cvtsi32_si128(q->rsh);
+    const __m128i wsh = _mm_cvtsi32_si128(q->wsh >= 32 ? q->wsh - 32 : 0);
+    const __m256i rnd = _mm256_set1_epi32((int32_t)q->rnd);
+    uint64_t n = 0;
+    for (int g = 0; g < jn; g += 32) {
+        const int32_t *bg = b + g;
+        __m256i sv[4], ev[4];
+        for (int v = 0; v < 4; v++) sv[v] = ev[v] = _mm256_setzero_si256();
+        for (int p = 0; p < k; p++) {
+            const int32_t *bp = bg + (size_t)p * ldb;
+            const __m256i av = _mm256_set1_epi32(madd ? (int32_t)(uint16_t)a[p] : a[p]);
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; v++) {
+                const __m256i bv = _mm256_loadu_si256((const __m256i *)(bp + 8 * v));
+                __m256i x = madd ? _mm256_madd_epi16(bv, av) : _mm256_mullo_epi32(bv, av);
+                if (shift == 1) x = _mm256_sll_epi32(x, lsh);
+                if (shift == 3) x = _mm256_add_epi32(x, rnd);
+                if (shift >= 2) x = _mm256_sra_epi32(x, rsh);
+                sv[v] = seq32_step_avx2(sv[v], x, lo, hi, wsh, rule, &ev[v]);
+            }
+        }
+        int32_t st[32], et[32];
+        for (int v = 0; v < 4; v++) {
+            _mm256_storeu_si256((__m256i *)(st + 8 * v), sv[v]);
+            _mm256_storeu_si256((__m256i *)(et + 8 * v), ev[v]);
+        }
+        const int gn = jn - g < 32 ? jn - g : 32;
+        for (int j = 0; j < gn; j++) {
+            s[g + j] = st[j];
+            if (rule != SEQ_NONE) n += (uint64_t)((int64_t)k + et[j]);
+        }
+    }
+    return n;
+}
+TGT_AVX2 static uint64_t seq32_rule_avx2(const struct seq *q, int k, int jn, const int32_t *a,
+                                         const int32_t *b, size_t ldb, int64_t *s, int rule)
+{
+    switch (seq_shift(q) + 4 * q->m16) {
+    case 0: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 0, 0);
+    case 1: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 1, 0);
+    case 2: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 2, 0);
+    case 3: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 3, 0);
+    case 4: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 0, 1);
+    case 5: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 1, 1);
+    case 6: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 2, 1);
+    default: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 3, 1);
+    }
+}
 /* seq64_kernel in AVX2, which has four int64 lanes a vector and no 64-bit arithmetic shift,
  * minimum or maximum: one pass holds 16 columns' sums and counts in eight registers, and a row
  * of 64 columns takes up to four passes over a and the panel (the panel stays in cache). Each
@@ -874,9 +941,14 @@ INLINE uint64_t seq_item_body(const struct seq *q, int hand, int k, int jn, int 
         else if (hand == 2) {
             if (stretches && !safe) seq_stretch_bounds(q, k, a, bpos, bneg, uc);
             ovs += seq_avx512(q, safe, k, jn, a, pb, SEQ_JB, s, stretches && !safe ? uc : NULL);
-        } else if (hand == 1 && seq_rule(q, safe) < 0) {
-            if (stretches) seq_stretch_bounds(q, k, a, bpos, bneg, uc);
-            ovs += seq64_avx2(q, k, jn, a, pb, SEQ_JB, s, stretches ? uc : NULL);
+        } else if (hand == 1) {
+            const int rule = seq_rule(q, safe);
+            if (rule >= 0)
+                ovs += seq32_rule_avx2(q, k, jn, a, pb, SEQ_JB, s, rule);
+            else {
+                if (stretches) seq_stretch_bounds(q, k, a, bpos, bneg, uc);
+                ovs += seq64_avx2(q, k, jn, a, pb, SEQ_JB, s, stretches ? uc : NULL);
+            }
         } else
             ovs += seq_body(q, safe, k, jn, a, pb, SEQ_JB, s);
         for (int j = 0; j < jn; j++) C[i * ldc + j] = (float)s[j] * scale;
