@@ -22,6 +22,7 @@
 #include "src/net/net.h"
 #include "src/policy/policy.h"
 #include "src/policy/precision.h"
+#include "src/quant/gemm_int.h"
 
 struct step_out {
     float *v;       /* logits | activation gradients | parameter gradients */
@@ -166,6 +167,9 @@ int adapt_bench_arith(int argc, char **argv)
         snprintf(acc[na++], sizeof acc[0], "%.*s", (int)(n < 127 ? n : 127), s);
         s += n + (s[n] == ';');
     }
+    printf("integer kernels: %s (%s)\n", adapt_gemm_isa_name(adapt_gemm_isa_best()),
+           getenv("ADAPT_GEMM_ISA") && *getenv("ADAPT_GEMM_ISA") ? "ADAPT_GEMM_ISA"
+                                                                 : "the best this CPU runs");
     printf("%-14s %-8s %-20s %10s %12s %12s %12s %12s %12s %12s %10s %9s\n", "model", "format",
            "accumulator", "step ms", "logits diff", "rel", "act-grad diff", "rel",
            "param-grad diff", "rel", "overflows", "vs first");
