@@ -40,8 +40,9 @@ int main(int argc, char **argv)
         adapt_version_print(stdout, "adapt-bench");
         return 0;
     }
-    if (adapt_gemm_isa_env_error()) {
-        fprintf(stderr, "adapt-bench: %s\n", adapt_gemm_isa_env_error());
+    const char *isa_error = adapt_gemm_isa_env_error();
+    if (isa_error) {
+        fprintf(stderr, "adapt-bench: %s\n", isa_error);
         return 1;
     }
     if (!strcmp(argv[1], "train")) return adapt_bench_train(argc - 1, argv + 1);

@@ -44,14 +44,14 @@ const char *adapt_gemm_isa_name(enum adapt_gemm_isa isa)
 }
 
 /* ADAPT_GEMM_ISA: 1 and *isa when it names a version this CPU runs, 0 when unset or empty, -1
- * otherwise */
+ * for a name not known, -2 for a version this CPU does not run */
 static int isa_from_env(enum adapt_gemm_isa *isa)
 {
     const char *e = getenv("ADAPT_GEMM_ISA");
     if (!e || !*e) return 0;
     for (int i = ADAPT_GEMM_ISA_SCALAR; i <= ADAPT_GEMM_ISA_AVX512VNNI; i++)
         if (!strcmp(e, adapt_gemm_isa_name((enum adapt_gemm_isa)i))) {
-            if (!adapt_gemm_isa_available((enum adapt_gemm_isa)i)) return -1;
+            if (!adapt_gemm_isa_available((enum adapt_gemm_isa)i)) return -2;
             *isa = (enum adapt_gemm_isa)i;
             return 1;
         }
@@ -62,12 +62,10 @@ const char *adapt_gemm_isa_env_error(void)
 {
     static char msg[256];
     enum adapt_gemm_isa isa;
-    if (isa_from_env(&isa) >= 0) return NULL;
+    const int r = isa_from_env(&isa);
+    if (r >= 0) return NULL;
     const char *e = getenv("ADAPT_GEMM_ISA");
-    int known = 0;
-    for (int i = ADAPT_GEMM_ISA_SCALAR; i <= ADAPT_GEMM_ISA_AVX512VNNI; i++)
-        known |= !strcmp(e, adapt_gemm_isa_name((enum adapt_gemm_isa)i));
-    if (known)
+    if (r == -2)
         snprintf(msg, sizeof msg, "ADAPT_GEMM_ISA=%.64s: this CPU does not run it (best: %s)", e,
                  adapt_gemm_isa_name(adapt_gemm_isa_best()));
     else

@@ -214,7 +214,8 @@ int main(int argc, char **argv)
     if (eval_json && !eval_only) return fail("--eval-json FILE needs --eval-only");
     if (resume && init_from) return fail("--resume continues from the run's own checkpoint; "
                                          "--init-from cannot be combined with it");
-    if (adapt_gemm_isa_env_error()) return fail(adapt_gemm_isa_env_error());
+    const char *isa_error = adapt_gemm_isa_env_error();
+    if (isa_error) return fail(isa_error);
 
     /* --init-from a run directory: its weights */
     struct stat sb;
