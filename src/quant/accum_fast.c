@@ -47,6 +47,19 @@
 #define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2")))
 #define TGT_AVX2 __attribute__((target("avx2")))
 #define INLINE static inline __attribute__((always_inline))
+/* return K(sh, hi) for sh = seq_shift(q) (0-3) and hi (0 or 1) known at compile time: the
+ * sequential kernels instantiated for a product's shift and one more choice, out of the loop */
+#define SEQ_DISPATCH(q, hi, K)                                                                     \
+    switch (seq_shift(q) + 4 * (hi)) {                                                             \
+    case 0: return K(0, 0);                                                                        \
+    case 1: return K(1, 0);                                                                        \
+    case 2: return K(2, 0);                                                                        \
+    case 3: return K(3, 0);                                                                        \
+    case 4: return K(0, 1);                                                                        \
+    case 5: return K(1, 1);                                                                        \
+    case 6: return K(2, 1);                                                                        \
+    default: return K(3, 1);                                                                       \
+    }
 
 /* Work below which threads cost more than they save (multiply-adds). */
 #define PAR_MIN_WORK ((double)(1 << 24))
@@ -519,16 +532,9 @@ TGT_AVX512 INLINE uint64_t seq16_rule(const struct seq *q, int k, int jn, const 
                                       const int16_t *b, int64_t *s, int rule)
 {
     const int r16 = q->wsh == 48;
-    switch (seq_shift(q) + 4 * r16) {
-    case 0: return seq16_kernel(q, k, jn, a, b, s, rule, 0, 0);
-    case 1: return seq16_kernel(q, k, jn, a, b, s, rule, 0, 1);
-    case 2: return seq16_kernel(q, k, jn, a, b, s, rule, 0, 2);
-    case 3: return seq16_kernel(q, k, jn, a, b, s, rule, 0, 3);
-    case 4: return seq16_kernel(q, k, jn, a, b, s, rule, 1, 0);
-    case 5: return seq16_kernel(q, k, jn, a, b, s, rule, 1, 1);
-    case 6: return seq16_kernel(q, k, jn, a, b, s, rule, 1, 2);
-    default: return seq16_kernel(q, k, jn, a, b, s, rule, 1, 3);
-    }
+#define K_SEQ16_KERNEL(sh, hi) seq16_kernel(q, k, jn, a, b, s, rule, hi, sh)
+    SEQ_DISPATCH(q, r16, K_SEQ16_KERNEL)
+#undef K_SEQ16_KERNEL
 }
 TGT_AVX512 static uint64_t seq16_avx512(const struct seq *q, int k, int jn, const int32_t *a,
                                         const int16_t *b, int64_t *s)
@@ -538,20 +544,11 @@ TGT_AVX512 static uint64_t seq16_avx512(const struct seq *q, int k, int jn, cons
 }
 /* seq32_kernel for a rule, the shifts and the multiply chosen out of the loop */
 TGT_AVX512 INLINE uint64_t seq32_rule(const struct seq *q, int k, int jn, const int32_t *a,
-                                      const int32_t *b, size_t ldb, int64_t *s, int rule)
-{
-    switch (seq_shift(q) + 4 * q->m16) {
-    case 0: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 0, 0);
-    case 1: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 1, 0);
-    case 2: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 2, 0);
-    case 3: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 3, 0);
-    case 4: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 0, 1);
-    case 5: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 1, 1);
-    case 6: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 2, 1);
-    default: return seq32_kernel(q, k, jn, a, b, ldb, s, rule, 3, 1);
-    }
-}
-/* seq_loop by hand in AVX-512 (int64 lanes): the 64 columns' sums and counts held in sixteen
+                                      const int32_t *b, size_t ldb, int64_t *s, int rule){
+#define K_SEQ32_KERNEL(sh, hi) seq32_kernel(q, k, jn, a, b, ldb, s, rule, sh, hi)
+    SEQ_DISPATCH(q, q->m16, K_SEQ32_KERNEL)
+#undef K_SEQ32_KERNEL
+} /* seq_loop by hand in AVX-512 (int64 lanes): the 64 columns' sums and counts held in sixteen
  * registers, where the compiled loop keeps them in memory. A row of 16 codes of B is one load;
  * VPMULDQ multiplies the low 32 bits of each 64-bit lane, signed, into the exact 64-bit product
  * (codes are int32, so |product| < 2^62), once for the even columns and once, after a shift,
@@ -636,22 +633,13 @@ TGT_AVX512 INLINE uint64_t seq64_kernel(const struct seq *q, int k, int jn, cons
 }
 /* seq64_kernel for a rule and the shifts, chosen out of the loop */
 TGT_AVX512 static uint64_t seq64_avx512(const struct seq *q, int k, int jn, const int32_t *a,
-                                        const int32_t *b, size_t ldb, int64_t *s, const double *uc)
-{
-    switch (seq_shift(q) + 4 * q->sat) {
-    case 0: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 0);
-    case 1: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 1);
-    case 2: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 2);
-    case 3: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 0, 3);
-    case 4: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 1, 0);
-    case 5: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 1, 1);
-    case 6: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 1, 2);
-    default: return seq64_kernel(q, k, jn, a, b, ldb, s, uc, 1, 3);
-    }
-}
-TGT_AVX512 static uint64_t seq_avx512(const struct seq *q, int safe, int k, int jn,
-                                      const int32_t *a, const int32_t *b, size_t ldb, int64_t *s,
-                                      const double *uc)
+                                        const int32_t *b, size_t ldb, int64_t *s, const double *uc){
+#define K_SEQ64_KERNEL(sh, hi) seq64_kernel(q, k, jn, a, b, ldb, s, uc, hi, sh)
+    SEQ_DISPATCH(q, q->sat, K_SEQ64_KERNEL)
+#undef K_SEQ64_KERNEL
+} TGT_AVX512 static uint64_t
+    seq_avx512(const struct seq *q, int safe, int k, int jn, const int32_t *a, const int32_t *b,
+               size_t ldb, int64_t *s, const double *uc)
 {
     switch (seq_rule(q, safe)) {
     case SEQ_NONE: return seq32_rule(q, k, jn, a, b, ldb, s, SEQ_NONE);
@@ -715,20 +703,11 @@ TGT_AVX2 INLINE uint64_t seq32_kernel_avx2(const struct seq *q, int k, int jn, c
     return n;
 }
 TGT_AVX2 static uint64_t seq32_rule_avx2(const struct seq *q, int k, int jn, const int32_t *a,
-                                         const int32_t *b, size_t ldb, int64_t *s, int rule)
-{
-    switch (seq_shift(q) + 4 * q->m16) {
-    case 0: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 0, 0);
-    case 1: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 1, 0);
-    case 2: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 2, 0);
-    case 3: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 3, 0);
-    case 4: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 0, 1);
-    case 5: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 1, 1);
-    case 6: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 2, 1);
-    default: return seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, 3, 1);
-    }
-}
-/* seq64_kernel in AVX2, which has four int64 lanes a vector and no 64-bit arithmetic shift,
+                                         const int32_t *b, size_t ldb, int64_t *s, int rule){
+#define K_SEQ32_KERNEL_AVX2(sh, hi) seq32_kernel_avx2(q, k, jn, a, b, ldb, s, rule, sh, hi)
+    SEQ_DISPATCH(q, q->m16, K_SEQ32_KERNEL_AVX2)
+#undef K_SEQ32_KERNEL_AVX2
+} /* seq64_kernel in AVX2, which has four int64 lanes a vector and no 64-bit arithmetic shift,
  * minimum or maximum: one pass holds 16 columns' sums and counts in eight registers, and a row
  * of 64 columns takes up to four passes over a and the panel (the panel stays in cache). Each
  * product is one VPMULDQ as in seq64_kernel; the arithmetic shift right by r is the logical
@@ -833,18 +812,10 @@ TGT_AVX2 INLINE uint64_t seq64_kernel_avx2(const struct seq *q, int k, int jn, c
     return n;
 }
 TGT_AVX2 static uint64_t seq64_avx2(const struct seq *q, int k, int jn, const int32_t *a,
-                                    const int32_t *b, size_t ldb, int64_t *s, const double *uc)
-{
-    switch (seq_shift(q) + 4 * q->sat) {
-    case 0: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 0, 0);
-    case 1: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 0, 1);
-    case 2: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 0, 2);
-    case 3: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 0, 3);
-    case 4: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 1, 0);
-    case 5: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 1, 1);
-    case 6: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 1, 2);
-    default: return seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, 1, 3);
-    }
+                                    const int32_t *b, size_t ldb, int64_t *s, const double *uc){
+#define K_SEQ64_KERNEL_AVX2(sh, hi) seq64_kernel_avx2(q, k, jn, a, b, ldb, s, uc, hi, sh)
+    SEQ_DISPATCH(q, q->sat, K_SEQ64_KERNEL_AVX2)
+#undef K_SEQ64_KERNEL_AVX2
 }
 
 /* A panel of B's columns [0, jn) (rows of ldb), copied contiguous for the sequential kernels:
@@ -915,8 +886,8 @@ INLINE void seq_stretch_bounds(const struct seq *q, int k, const int32_t *a, con
 /* One work item of the sequential path: the panel of B's columns [j0, j0 + jn) copied to pb
  * (k x SEQ_JB, the bounds after it), then rows [i0, i1) of A against it into C (scaled by
  * scale); the rows whose bound stays below safe_lim (0: none) without the checks. Returns the
- * item's overflows. hand: the hand-written row kernels, 0 none, 1 AVX2's int64 one, 2
- * AVX-512's. */
+ * item's overflows. hand: the hand-written row kernels, 0 none, 1 AVX2's (int32 and int64
+ * lanes), 2 AVX-512's. */
 INLINE uint64_t seq_item_body(const struct seq *q, int hand, int k, int jn, int i0, int i1,
                               const int32_t *Ac, const int32_t *Bj, size_t n, int32_t *pb,
                               uint64_t safe_lim, float scale, float *C, ptrdiff_t ldc)
